@@ -1,0 +1,36 @@
+//===- FSDPOps.h - fsdp dialect operations ----------------------*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPOPS_H
+#define FSDP_DIALECT_FSDP_IR_FSDPOPS_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/layout/FlatLayout.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
+
+namespace mlir::fsdp {
+
+/// Resolves `unit`'s member parameters, in flat order. Fails, with an error on
+/// `unit`, if one is missing or is not an `fsdp.param`.
+FailureOr<SmallVector<ParamOp>> resolveParams(FlatParamOp unit,
+                                              SymbolTableCollection &symbols);
+
+/// The number of ranks `unit` is sharded over: the product of the sizes of
+/// the mesh axes it names, or 1 without a mesh. Fails, with an error on
+/// `unit`, if the mesh is missing or an axis is invalid or dynamic.
+FailureOr<int64_t> resolveWorldSize(FlatParamOp unit,
+                                    SymbolTableCollection &symbols);
+
+/// Computes `unit`'s layout with the project's layout library.
+FailureOr<::fsdp::layout::FlatLayout>
+computeLayout(FlatParamOp unit, SymbolTableCollection &symbols);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_H

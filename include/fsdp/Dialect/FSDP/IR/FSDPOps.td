@@ -1,0 +1,175 @@
+//===- FSDPOps.td - fsdp dialect attributes and operations -*- tablegen -*-===//
+
+#ifndef FSDP_OPS
+#define FSDP_OPS
+
+include "fsdp/Dialect/FSDP/IR/FSDPDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def FSDP_DataRefAttr : AttrDef<FSDP_Dialect, "DataRef"> {
+  let mnemonic = "data_ref";
+  let summary = "where a tensor's bytes live: a file, a byte offset and a length";
+  let description = [{
+    Points at the raw little-endian bytes of a parameter or buffer inside a
+    file: an ONNX external-data file, or the `.onnx` file itself for an
+    embedded initializer. The compiler never reads these bytes; the runtime
+    reads only the part each rank owns. A relative `file` is resolved against
+    the directory of the model the module was imported from.
+
+    ```mlir
+    #fsdp.data_ref<"model.onnx.data", offset = 4096, length = 512>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"file the bytes are in">:$file,
+    "int64_t":$offset,
+    "int64_t":$length
+  );
+  let assemblyFormat = "`<` $file `,` `offset` `=` $offset `,` `length` `=` $length `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Operations
+//===----------------------------------------------------------------------===//
+
+class FSDP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FSDP_Dialect, mnemonic, traits>;
+
+def FSDP_ParamOp : FSDP_Op<"param", [Symbol]> {
+  let summary = "a model parameter: name, type, trainability and storage";
+  let description = [{
+    Declares one model parameter as a module-level symbol. The symbol name is
+    the parameter's original PyTorch fully qualified name (FQN), e.g.
+    `blocks.0.attn.q.weight`, so state dicts keep PyTorch's names. The type
+    gives shape and element type; `frozen` marks a parameter with
+    `requires_grad=False` (no gradient, no optimizer state). The optional
+    `at` clause says where the parameter's bytes are; its length must equal
+    the tensor's size in bytes. A parameter without one is initialised by
+    the host at load time.
+
+    ```mlir
+    fsdp.param @"blocks.0.attn.q.weight" : tensor<64x64xf32>
+        at #fsdp.data_ref<"model.onnx.data", offset = 0, length = 16384>
+    fsdp.param @"embed.weight" : tensor<1000x64xbf16> frozen
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<AnyStaticShapeTensor>:$type,
+    UnitAttr:$frozen,
+    OptionalAttr<FSDP_DataRefAttr>:$data
+  );
+  let assemblyFormat = [{
+    $sym_name `:` $type (`frozen` $frozen^)? (`at` $data^)? attr-dict
+  }];
+  let extraClassDeclaration = [{
+    /// The parameter's type.
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// PyTorch's `requires_grad`.
+    bool requiresGrad() { return !getFrozen(); }
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_GetParamOp : FSDP_Op<"get_param", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead]>]> {
+  let summary = "the current value of a parameter";
+  let description = [{
+    Reads the full (unsharded) value of an `fsdp.param`. The result type must
+    be the parameter's type. Before sharding, compute refers to parameters
+    through this op; `fsdp-flatten` and `fsdp-shard` replace it with views of
+    gathered flat buffers. It reads state, since training updates parameters.
+
+    ```mlir
+    %w = fsdp.get_param @"fc.weight" : tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+def FSDP_FlatParamOp : FSDP_Op<"flat_param", [
+    Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one FSDP unit's flat buffer: member parameters and layout";
+  let description = [{
+    Declares the flat buffer of one FSDP unit (PyTorch's `FlatParameter`):
+    the listed parameters concatenated in order, each start rounded up to a
+    multiple of `alignment` elements (default 1, as in torch 1.13), then
+    zero-padded at the end to a multiple of the world size. The world size is
+    the product of the sizes of the `mesh.mesh` axes named by `on ... axes`;
+    without `on`, the unit is unsharded (world size 1). Rank `r` owns the
+    `r`-th of the world-size equal chunks, so trailing ranks may own padding
+    only. The offsets are derived by the project's layout library and are not
+    stored; the type is the padded flat buffer and is checked against it.
+
+    Like PyTorch, a flat parameter requires its members to share one element
+    type and to be uniformly trainable or frozen, and lists each parameter
+    once.
+
+    ```mlir
+    mesh.mesh @world(shape = 4)
+    fsdp.param @"fc.weight" : tensor<2x3xf32>
+    fsdp.param @"fc.bias" : tensor<2xf32>
+    // 8 elements padded to a multiple of 4: no padding; each rank owns 2.
+    fsdp.flat_param @fc params [@"fc.weight", @"fc.bias"]
+        on @world axes [0] : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    FlatSymbolRefArrayAttr:$params,
+    OptionalAttr<FlatSymbolRefAttr>:$mesh,
+    DefaultValuedAttr<DenseI16ArrayAttr, "{}">:$mesh_axes,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$alignment,
+    TypeAttrOf<1DTensorOf<[AnyType]>>:$type
+  );
+  let assemblyFormat = [{
+    $sym_name `params` $params (`on` $mesh^ `axes` $mesh_axes)? attr-dict
+    `:` $type
+  }];
+  let extraClassDeclaration = [{
+    /// The flat buffer's type.
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    // resolveParams, resolveWorldSize and computeLayout are free functions in
+    // FSDPOps.h: they name ParamOp, which is declared after this class.
+  }];
+}
+
+def FSDP_UnflattenOp : FSDP_Op<"unflatten", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "views of a full flat buffer as its original parameters";
+  let description = [{
+    Splits a full (gathered, unsharded) flat buffer of the flat parameter
+    `@unit` back into its member parameters, one result per member, in flat
+    order, each with the member's type. This is PyTorch's unflattening of a
+    `FlatParameter` into views. The operand must have the flat parameter's
+    type; padding and alignment gaps are dropped.
+
+    ```mlir
+    %w, %b = fsdp.unflatten %flat of @fc
+        : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyType]>:$flat, FlatSymbolRefAttr:$unit);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$views);
+  let assemblyFormat = [{
+    $flat `of` $unit attr-dict `:` type($flat) `->` type($views)
+  }];
+}
+
+#endif // FSDP_OPS

@@ -1,0 +1,222 @@
+//===- FSDPOps.cpp - fsdp dialect operations ------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
+
+namespace {
+
+/// Prints `[@a, @b]` for a diagnostic.
+std::string symbolList(ArrayRef<ParamOp> params) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(params, os, [&](ParamOp param) {
+    os << "@" << param.getSymName();
+  });
+  os << "]";
+  return text;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  std::optional<DataRefAttr> data = getData();
+  if (!data)
+    return success();
+  RankedTensorType type = getTensorType();
+  Type element = type.getElementType();
+  if (!element.isIntOrFloat())
+    return emitOpError() << "@" << getSymName() << ": element type " << element
+                         << " has no defined byte size, so it cannot be "
+                            "stored at a data reference";
+  int64_t elementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
+  std::optional<int64_t> bytes =
+      llvm::checkedMul(type.getNumElements(), elementBytes);
+  if (!bytes)
+    return emitOpError() << "@" << getSymName() << ": " << type
+                         << " is larger than the largest file offset";
+  if (*bytes != data->getLength())
+    return emitOpError() << "@" << getSymName() << ": data reference holds "
+                         << data->getLength() << " bytes but " << type
+                         << " needs " << *bytes;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GetParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError() << "'" << getParam()
+                         << "' does not name an fsdp.param";
+  if (param.getTensorType() != getType())
+    return emitOpError() << "result type " << getType() << " differs from @"
+                         << getParam() << "'s type " << param.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FlatParamOp
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<ParamOp>>
+mlir::fsdp::resolveParams(FlatParamOp unit, SymbolTableCollection &symbols) {
+  SmallVector<ParamOp> params;
+  for (FlatSymbolRefAttr ref :
+       unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
+    auto param = symbols.lookupNearestSymbolFrom<ParamOp>(unit, ref);
+    if (!param)
+      return unit.emitOpError() << "member " << ref
+                           << " does not name an fsdp.param";
+    params.push_back(param);
+  }
+  return params;
+}
+
+FailureOr<int64_t> mlir::fsdp::resolveWorldSize(FlatParamOp unit,
+                                                SymbolTableCollection &symbols) {
+  FlatSymbolRefAttr meshRef = unit.getMeshAttr();
+  if (!meshRef) {
+    if (!unit.getMeshAxes().empty())
+      return unit.emitOpError() << "names mesh axes but no mesh";
+    return int64_t{1};
+  }
+  auto mesh = symbols.lookupNearestSymbolFrom<mesh::MeshOp>(unit, meshRef);
+  if (!mesh)
+    return unit.emitOpError() << "'" << meshRef.getValue()
+                         << "' does not name a mesh.mesh";
+  if (unit.getMeshAxes().empty())
+    return unit.emitOpError() << "is sharded on @" << mesh.getSymName()
+                         << " but names no mesh axis";
+  ArrayRef<int64_t> shape = mesh.getShape();
+  llvm::SmallDenseSet<int16_t> seen;
+  int64_t worldSize = 1;
+  for (int16_t axis : unit.getMeshAxes()) {
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+      return unit.emitOpError() << "mesh axis " << axis << " is outside @"
+                           << mesh.getSymName() << "'s " << shape.size()
+                           << " axes";
+    if (!seen.insert(axis).second)
+      return unit.emitOpError() << "names mesh axis " << axis << " twice";
+    if (ShapedType::isDynamic(shape[axis]))
+      return unit.emitOpError() << "mesh axis " << axis << " of @"
+                           << mesh.getSymName()
+                           << " has a dynamic size; flat layouts need a "
+                              "static world size";
+    std::optional<int64_t> product = llvm::checkedMul(worldSize, shape[axis]);
+    if (!product)
+      return unit.emitOpError() << "world size overflows int64";
+    worldSize = *product;
+  }
+  return worldSize;
+}
+
+FailureOr<::fsdp::layout::FlatLayout>
+mlir::fsdp::computeLayout(FlatParamOp unit, SymbolTableCollection &symbols) {
+  FailureOr<SmallVector<ParamOp>> params = resolveParams(unit, symbols);
+  FailureOr<int64_t> worldSize = resolveWorldSize(unit, symbols);
+  if (failed(params) || failed(worldSize))
+    return failure();
+  std::vector<int64_t> numels;
+  numels.reserve(params->size());
+  for (ParamOp param : *params)
+    numels.push_back(param.getTensorType().getNumElements());
+  std::string error;
+  std::optional<::fsdp::layout::FlatLayout> layout =
+      ::fsdp::layout::FlatLayout::create(numels, *worldSize,
+                                         unit.getAlignment(), error);
+  if (!layout)
+    return unit.emitOpError() << "has no valid layout: " << error;
+  return std::move(*layout);
+}
+
+LogicalResult
+FlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<SmallVector<ParamOp>> params = resolveParams(*this, symbolTable);
+  if (failed(params))
+    return failure();
+
+  llvm::SmallDenseSet<Operation *> seen;
+  SmallVector<ParamOp> frozen, trainable;
+  Type element = getTensorType().getElementType();
+  for (ParamOp param : *params) {
+    if (!seen.insert(param).second)
+      return emitOpError() << "lists parameter @" << param.getSymName()
+                           << " twice";
+    Type paramElement = param.getTensorType().getElementType();
+    if (paramElement != element)
+      return emitOpError() << "parameter @" << param.getSymName()
+                           << " has element type " << paramElement
+                           << " but the flat buffer holds " << element;
+    (param.requiresGrad() ? trainable : frozen).push_back(param);
+  }
+  if (!frozen.empty() && !trainable.empty())
+    return emitOpError()
+           << "mixes frozen and trainable parameters, which one flat buffer "
+              "cannot hold: frozen "
+           << symbolList(frozen) << ", trainable " << symbolList(trainable);
+
+  if (!getTensorType().hasStaticShape())
+    return emitOpError() << "type " << getType() << " must be static";
+  FailureOr<::fsdp::layout::FlatLayout> layout =
+      computeLayout(*this, symbolTable);
+  if (failed(layout))
+    return failure();
+  if (getTensorType().getNumElements() != layout->paddedNumel())
+    return emitOpError() << "type " << getType() << " has "
+                         << getTensorType().getNumElements()
+                         << " elements but the layout needs "
+                         << layout->paddedNumel() << " ("
+                         << layout->unpaddedNumel()
+                         << " elements padded to a multiple of world size "
+                         << layout->worldSize() << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UnflattenOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+UnflattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto unit = symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
+  if (!unit)
+    return emitOpError() << "'" << getUnit()
+                         << "' does not name an fsdp.flat_param";
+  if (getFlat().getType() != unit.getTensorType())
+    return emitOpError() << "operand type " << getFlat().getType()
+                         << " differs from @" << getUnit() << "'s type "
+                         << unit.getType();
+  FailureOr<SmallVector<ParamOp>> params = resolveParams(unit, symbolTable);
+  if (failed(params))
+    return failure();
+  if (params->size() != getViews().size())
+    return emitOpError() << "has " << getViews().size() << " results but @"
+                         << getUnit() << " holds " << params->size()
+                         << " parameters";
+  for (auto [index, view, param] :
+       llvm::enumerate(getViews().getTypes(), *params)) {
+    if (view != param.getType())
+      return emitOpError() << "result " << index << " has type " << view
+                           << " but parameter @" << param.getSymName()
+                           << " is " << param.getType();
+  }
+  return success();
+}

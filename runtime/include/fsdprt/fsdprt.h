@@ -1,0 +1,157 @@
+/*===- fsdprt.h - FSDP-MLIR runtime C API -------------------------*- C -*-===*
+ *
+ * The runtime's public C API. Rules that hold for every function here:
+ *  - Objects are opaque handles created and destroyed by the library.
+ *  - Functions that can fail return an fsdprt_status_t: NULL means success;
+ *    anything else carries a code and a message and must be released with
+ *    fsdprt_status_free. The library never aborts or exits its host.
+ *  - Output parameters are written only on success.
+ *  - The header compiles as C99 and C++17; only fsdprt_* symbols are exported.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef FSDPRT_FSDPRT_H
+#define FSDPRT_FSDPRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(FSDPRT_STATIC)
+#define FSDPRT_API
+#elif defined(_WIN32)
+#if defined(FSDPRT_BUILDING_LIBRARY)
+#define FSDPRT_API __declspec(dllexport)
+#else
+#define FSDPRT_API __declspec(dllimport)
+#endif
+#else
+#define FSDPRT_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===----------------------------------------------------------------------===*
+ * Versions
+ *===----------------------------------------------------------------------===*/
+
+/** Version of this header. Compare with fsdprt_version() at run time to detect
+ *  a host built against a different runtime than the one it loaded. */
+#define FSDPRT_VERSION_MAJOR 0
+#define FSDPRT_VERSION_MINOR 1
+#define FSDPRT_VERSION_PATCH 0
+
+/** Writes the loaded library's version. Any pointer may be NULL. */
+FSDPRT_API void fsdprt_version(int *major, int *minor, int *patch);
+
+/** The loaded library's version as "MAJOR.MINOR.PATCH"; static storage. */
+FSDPRT_API const char *fsdprt_version_string(void);
+
+/*===----------------------------------------------------------------------===*
+ * Status
+ *===----------------------------------------------------------------------===*/
+
+/** What kind of failure a status reports. */
+typedef enum fsdprt_status_code_e {
+  FSDPRT_OK = 0,
+  /** An argument is malformed: a NULL handle, a negative size, ... */
+  FSDPRT_INVALID_ARGUMENT = 1,
+  /** An index (a rank, a parameter) is outside its valid range. */
+  FSDPRT_OUT_OF_RANGE = 2,
+  /** A plan, file or name does not exist. */
+  FSDPRT_NOT_FOUND = 3,
+  /** A plan or peer speaks a version this runtime does not support. */
+  FSDPRT_INCOMPATIBLE = 4,
+  /** Reading or writing a file failed. */
+  FSDPRT_IO_ERROR = 5,
+  /** Memory or another resource ran out. */
+  FSDPRT_RESOURCE_EXHAUSTED = 6,
+  /** A collective peer failed or timed out. */
+  FSDPRT_UNAVAILABLE = 7,
+  /** A bug in the runtime. */
+  FSDPRT_INTERNAL = 8
+} fsdprt_status_code_t;
+
+/** A failure: NULL means success. Owned by the caller; release it with
+ *  fsdprt_status_free. */
+typedef struct fsdprt_status_s *fsdprt_status_t;
+
+/** The status's code; FSDPRT_OK for NULL. */
+FSDPRT_API fsdprt_status_code_t fsdprt_status_code(fsdprt_status_t status);
+
+/** The status's message, valid until the status is freed; "" for NULL. */
+FSDPRT_API const char *fsdprt_status_message(fsdprt_status_t status);
+
+/** A short name for a code, e.g. "INVALID_ARGUMENT"; static storage. */
+FSDPRT_API const char *fsdprt_status_code_name(fsdprt_status_code_t code);
+
+/** Releases a status. NULL is accepted and ignored. */
+FSDPRT_API void fsdprt_status_free(fsdprt_status_t status);
+
+/*===----------------------------------------------------------------------===*
+ * Flat-parameter layout
+ *
+ * How one FSDP unit's parameters are packed into a flat buffer and sharded:
+ * parameters concatenated in order (each start aligned to `alignment`
+ * elements), zero-padded at the end to a multiple of the world size, rank r
+ * owning elements [r * shard_numel, (r + 1) * shard_numel). This is PyTorch
+ * FSDP's FlatParameter layout; hosts use it to find a rank's bytes.
+ *===----------------------------------------------------------------------===*/
+
+/** An immutable flat-parameter layout. */
+typedef struct fsdprt_layout_s fsdprt_layout_t;
+
+/** The part of one parameter held by one rank: elements
+ *  [param_begin, param_end) of the flattened parameter sit at
+ *  [shard_begin, shard_end) of the rank's local shard. */
+typedef struct fsdprt_param_shard_s {
+  int64_t param_index;
+  int64_t param_begin;
+  int64_t param_end;
+  int64_t shard_begin;
+  int64_t shard_end;
+} fsdprt_param_shard_t;
+
+/** Creates the layout of `num_params` parameters whose element counts are
+ *  `numels`, for `world_size` ranks; `alignment` is in elements (1 = none).
+ *  On success writes a new handle to `*out_layout`. */
+FSDPRT_API fsdprt_status_t fsdprt_layout_create(const int64_t *numels,
+                                                size_t num_params,
+                                                int64_t world_size,
+                                                int64_t alignment,
+                                                fsdprt_layout_t **out_layout);
+
+/** Releases a layout. NULL is accepted and ignored. */
+FSDPRT_API void fsdprt_layout_destroy(fsdprt_layout_t *layout);
+
+/** Total elements of the flat buffer, padding included (0 for NULL). */
+FSDPRT_API int64_t fsdprt_layout_padded_numel(const fsdprt_layout_t *layout);
+
+/** Elements in each rank's shard (0 for NULL). */
+FSDPRT_API int64_t fsdprt_layout_shard_numel(const fsdprt_layout_t *layout);
+
+/** Writes where parameter `index` lies in the unsharded flat buffer. */
+FSDPRT_API fsdprt_status_t fsdprt_layout_param_range(
+    const fsdprt_layout_t *layout, int64_t index, int64_t *out_begin,
+    int64_t *out_end);
+
+/** Writes the flat-buffer range owned by `rank` and how many of its elements
+ *  are end padding. `out_padding` may be NULL. */
+FSDPRT_API fsdprt_status_t fsdprt_layout_shard_range(
+    const fsdprt_layout_t *layout, int64_t rank, int64_t *out_begin,
+    int64_t *out_end, int64_t *out_padding);
+
+/** Writes the parameters intersecting `rank`'s shard, in flat order, into
+ *  `out_shards` (room for `capacity` entries) and their number into
+ *  `*out_count`. With `out_shards` NULL it only counts; a `capacity` smaller
+ *  than the count fails with FSDPRT_OUT_OF_RANGE and writes nothing. */
+FSDPRT_API fsdprt_status_t fsdprt_layout_param_shards(
+    const fsdprt_layout_t *layout, int64_t rank,
+    fsdprt_param_shard_t *out_shards, size_t capacity, size_t *out_count);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FSDPRT_FSDPRT_H */

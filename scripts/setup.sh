@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs every dependency of FSDP-MLIR from Debian packages, and the Python
+# frontend into a virtual environment. Idempotent: a second run installs nothing
+# and takes a few seconds.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+  # Build tools and the compiler toolchain.
+  cmake ninja-build g++ pkg-config
+  # LLVM/MLIR 19 (headers, libMLIR.so, mlir-tblgen, FileCheck, lit).
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  # ONNX C++ library and its protobuf.
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  # The runtime's plan format.
+  libflatbuffers-dev flatbuffers-compiler
+  # CPU collectives and BLAS.
+  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-pthread
+  # C++ unit tests.
+  libgtest-dev
+  # Python frontend and the PyTorch oracle.
+  python3 python3-venv python3-pip python3-numpy python3-onnx
+  python3-torch python3-torchvision
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [ "$status" = installed ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${#missing[@]} Debian packages: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+else
+  echo "setup: all ${#packages[@]} Debian packages present"
+fi
+
+# The Python frontend lives in a venv that sees Debian's torch/onnx/numpy
+# (PEP 668 forbids installing into the system Python; PyPI is not reachable).
+venv="$root/.venv"
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+if ! "$venv/bin/python" -c 'import fsdp_mlir' 2>/dev/null; then
+  echo "setup: installing python-frontend into $venv"
+  "$venv/bin/pip" install --quiet --no-build-isolation --no-deps --no-index \
+    -e "$root/python-frontend"
+fi
+
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: CUDA found at /usr/local/cuda (GPU parts will be built)"
+else
+  echo "setup: no CUDA at /usr/local/cuda (GPU parts will be skipped)"
+fi
+echo "setup: done"

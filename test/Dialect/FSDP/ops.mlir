@@ -1,0 +1,44 @@
+// Round trip of every fsdp op and attribute, in custom and generic form.
+// RUN: fsdp-opt %s | fsdp-opt | FileCheck %s
+// RUN: fsdp-opt %s --mlir-print-op-generic | fsdp-opt | FileCheck %s
+
+mesh.mesh @world(shape = 4)
+mesh.mesh @hybrid(shape = 2x4)
+
+// CHECK-LABEL: fsdp.param @fc.weight : tensor<2x3xf32> at <"model.onnx.data", offset = 0, length = 24>
+fsdp.param @"fc.weight" : tensor<2x3xf32> at #fsdp.data_ref<"model.onnx.data", offset = 0, length = 24>
+// CHECK: fsdp.param @fc.bias : tensor<2xf32> at <"model.onnx.data", offset = 24, length = 8>
+fsdp.param @"fc.bias" : tensor<2xf32> at #fsdp.data_ref<"model.onnx.data", offset = 24, length = 8>
+// CHECK: fsdp.param @embed.weight : tensor<10x4xbf16> frozen{{$}}
+fsdp.param @"embed.weight" : tensor<10x4xbf16> frozen
+// A parameter without a data reference is initialised by the host.
+// CHECK: fsdp.param @head.weight : tensor<5xf32>{{$}}
+fsdp.param @"head.weight" : tensor<5xf32>
+// Booleans and sub-byte types take whole bytes on disk.
+// CHECK: fsdp.param @mask : tensor<3xi1> frozen at <"m.bin", offset = 7, length = 3>
+fsdp.param @mask : tensor<3xi1> frozen at #fsdp.data_ref<"m.bin", offset = 7, length = 3>
+
+// 8 elements on 4 ranks: no padding.
+// CHECK: fsdp.flat_param @fc params [@fc.weight, @fc.bias] on @world axes [0] : tensor<8xf32>
+fsdp.flat_param @fc params [@"fc.weight", @"fc.bias"] on @world axes [0] : tensor<8xf32>
+// 5 elements on the 4-rank inner axis of a 2x4 mesh: padded to 8.
+// CHECK: fsdp.flat_param @head params [@head.weight] on @hybrid axes [1] : tensor<8xf32>
+fsdp.flat_param @head params [@"head.weight"] on @hybrid axes [1] : tensor<8xf32>
+// Both axes: world size 8.
+// CHECK: fsdp.flat_param @head_all params [@head.weight] on @hybrid axes [0, 1] : tensor<8xf32>
+fsdp.flat_param @head_all params [@"head.weight"] on @hybrid axes [0, 1] : tensor<8xf32>
+// Unsharded, aligned to 4 elements: fc.bias starts at 8, so 10 elements.
+// CHECK: fsdp.flat_param @aligned params [@fc.weight, @fc.bias] {alignment = 4 : i64} : tensor<10xf32>
+fsdp.flat_param @aligned params [@"fc.weight", @"fc.bias"] {alignment = 4 : i64} : tensor<10xf32>
+// CHECK: fsdp.flat_param @embed params [@embed.weight] on @world axes [0] : tensor<40xbf16>
+fsdp.flat_param @embed params [@"embed.weight"] on @world axes [0] : tensor<40xbf16>
+
+// CHECK-LABEL: func.func @forward
+func.func @forward(%flat: tensor<8xf32>) -> (tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>) {
+  // CHECK: %[[W:.*]] = fsdp.get_param @"fc.weight" : tensor<2x3xf32>
+  %w0 = fsdp.get_param @"fc.weight" : tensor<2x3xf32>
+  // CHECK: %[[V:.*]]:2 = fsdp.unflatten %{{.*}} of @fc : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>
+  %w, %b = fsdp.unflatten %flat of @fc : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>
+  // CHECK: return %[[V]]#0, %[[V]]#1, %[[W]]
+  return %w, %b, %w0 : tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>
+}
