@@ -35,7 +35,7 @@ fsdp.flat_param @embed params [@"embed.weight"] on @world axes [0] : tensor<40xb
 
 // CHECK-LABEL: func.func @forward
 func.func @forward(%flat: tensor<8xf32>) -> (tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>) {
-  // CHECK: %[[W:.*]] = fsdp.get_param @"fc.weight" : tensor<2x3xf32>
+  // CHECK: %[[W:.*]] = fsdp.get_param @fc.weight : tensor<2x3xf32>
   %w0 = fsdp.get_param @"fc.weight" : tensor<2x3xf32>
   // CHECK: %[[V:.*]]:2 = fsdp.unflatten %{{.*}} of @fc : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>
   %w, %b = fsdp.unflatten %flat of @fc : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>

@@ -27,6 +27,18 @@ std::string symbolList(ArrayRef<ParamOp> params) {
   return text;
 }
 
+/// The element count of a static shape, or nothing if it overflows int64.
+std::optional<int64_t> checkedNumElements(ShapedType type) {
+  int64_t count = 1;
+  for (int64_t dim : type.getShape()) {
+    std::optional<int64_t> product = llvm::checkedMul(count, dim);
+    if (!product)
+      return std::nullopt;
+    count = *product;
+  }
+  return count;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -44,8 +56,9 @@ LogicalResult ParamOp::verify() {
                          << " has no defined byte size, so it cannot be "
                             "stored at a data reference";
   int64_t elementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
+  std::optional<int64_t> numel = checkedNumElements(type);
   std::optional<int64_t> bytes =
-      llvm::checkedMul(type.getNumElements(), elementBytes);
+      numel ? llvm::checkedMul(*numel, elementBytes) : std::nullopt;
   if (!bytes)
     return emitOpError() << "@" << getSymName() << ": " << type
                          << " is larger than the largest file offset";
@@ -64,8 +77,7 @@ LogicalResult
 GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
   if (!param)
-    return emitOpError() << "'" << getParam()
-                         << "' does not name an fsdp.param";
+    return emitOpError() << getParamAttr() << " does not name an fsdp.param";
   if (param.getTensorType() != getType())
     return emitOpError() << "result type " << getType() << " differs from @"
                          << getParam() << "'s type " << param.getType();
@@ -100,8 +112,7 @@ FailureOr<int64_t> mlir::fsdp::resolveWorldSize(FlatParamOp unit,
   }
   auto mesh = symbols.lookupNearestSymbolFrom<mesh::MeshOp>(unit, meshRef);
   if (!mesh)
-    return unit.emitOpError() << "'" << meshRef.getValue()
-                         << "' does not name a mesh.mesh";
+    return unit.emitOpError() << meshRef << " does not name a mesh.mesh";
   if (unit.getMeshAxes().empty())
     return unit.emitOpError() << "is sharded on @" << mesh.getSymName()
                          << " but names no mesh axis";
@@ -136,8 +147,14 @@ mlir::fsdp::computeLayout(FlatParamOp unit, SymbolTableCollection &symbols) {
     return failure();
   std::vector<int64_t> numels;
   numels.reserve(params->size());
-  for (ParamOp param : *params)
-    numels.push_back(param.getTensorType().getNumElements());
+  for (ParamOp param : *params) {
+    std::optional<int64_t> numel = checkedNumElements(param.getTensorType());
+    if (!numel)
+      return unit.emitOpError() << "parameter @" << param.getSymName() << " "
+                                << param.getType()
+                                << " has more elements than int64 can count";
+    numels.push_back(*numel);
+  }
   std::string error;
   std::optional<::fsdp::layout::FlatLayout> layout =
       ::fsdp::layout::FlatLayout::create(numels, *worldSize,
@@ -198,8 +215,8 @@ LogicalResult
 UnflattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto unit = symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
   if (!unit)
-    return emitOpError() << "'" << getUnit()
-                         << "' does not name an fsdp.flat_param";
+    return emitOpError() << getUnitAttr()
+                         << " does not name an fsdp.flat_param";
   if (getFlat().getType() != unit.getTensorType())
     return emitOpError() << "operand type " << getFlat().getType()
                          << " differs from @" << getUnit() << "'s type "

@@ -1,0 +1,209 @@
+// Every verifier error of the fsdp dialect, with its text.
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{'fsdp.param' op @w: data reference holds 20 bytes but 'tensor<2x3xf32>' needs 24}}
+fsdp.param @w : tensor<2x3xf32> at #fsdp.data_ref<"w.bin", offset = 0, length = 20>
+
+// -----
+
+// expected-error @+1 {{data reference into 'w.bin' has a negative offset -8}}
+fsdp.param @w : tensor<2xf32> at #fsdp.data_ref<"w.bin", offset = -8, length = 8>
+
+// -----
+
+// expected-error @+1 {{data reference into 'w.bin' has a negative length -8}}
+fsdp.param @w : tensor<2xf32> at #fsdp.data_ref<"w.bin", offset = 0, length = -8>
+
+// -----
+
+// expected-error @+1 {{data reference names no file}}
+fsdp.param @w : tensor<2xf32> at #fsdp.data_ref<"", offset = 0, length = 8>
+
+// -----
+
+// expected-error @+1 {{data reference into 'w.bin' ends past the largest file offset}}
+fsdp.param @w : tensor<2xf32> at #fsdp.data_ref<"w.bin", offset = 9223372036854775807, length = 8>
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op @w: element type 'index' has no defined byte size, so it cannot be stored at a data reference}}
+fsdp.param @w : tensor<2xindex> at #fsdp.data_ref<"w.bin", offset = 0, length = 16>
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op @w: 'tensor<4611686018427387904x4xf32>' is larger than the largest file offset}}
+fsdp.param @w : tensor<4611686018427387904x4xf32> at #fsdp.data_ref<"w.bin", offset = 0, length = 16>
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op attribute 'type' failed to satisfy constraint: type attribute of statically shaped tensor of any type values}}
+fsdp.param @w : tensor<?x3xf32>
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'fsdp.get_param' op @missing does not name an fsdp.param}}
+  %0 = fsdp.get_param @missing : tensor<2xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x3xf32>
+func.func @f() {
+  // expected-error @+1 {{'fsdp.get_param' op result type 'tensor<3x2xf32>' differs from @w's type 'tensor<2x3xf32>'}}
+  %0 = fsdp.get_param @w : tensor<3x2xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op member @v does not name an fsdp.param}}
+fsdp.flat_param @u params [@w, @v] : tensor<8xf32>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op lists parameter @w twice}}
+fsdp.flat_param @u params [@w, @w] : tensor<8xf32>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+fsdp.param @b : tensor<4xbf16>
+// expected-error @+1 {{'fsdp.flat_param' op parameter @b has element type 'bf16' but the flat buffer holds 'f32'}}
+fsdp.flat_param @u params [@w, @b] : tensor<8xf32>
+
+// -----
+
+fsdp.param @"a.weight" : tensor<4xf32> frozen
+fsdp.param @"a.bias" : tensor<4xf32>
+fsdp.param @"b.weight" : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op mixes frozen and trainable parameters, which one flat buffer cannot hold: frozen [@a.weight], trainable [@a.bias, @b.weight]}}
+fsdp.flat_param @u params [@"a.weight", @"a.bias", @"b.weight"] : tensor<12xf32>
+
+// -----
+
+mesh.mesh @world(shape = 4)
+fsdp.param @w : tensor<5xf32>
+// expected-error @+1 {{'fsdp.flat_param' op type 'tensor<5xf32>' has 5 elements but the layout needs 8 (5 elements padded to a multiple of world size 4)}}
+fsdp.flat_param @u params [@w] on @world axes [0] : tensor<5xf32>
+
+// -----
+
+fsdp.param @w : tensor<3xf32>
+fsdp.param @b : tensor<3xf32>
+// expected-error @+1 {{'fsdp.flat_param' op type 'tensor<6xf32>' has 6 elements but the layout needs 7 (7 elements padded to a multiple of world size 1)}}
+fsdp.flat_param @u params [@w, @b] {alignment = 4 : i64} : tensor<6xf32>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op @nowhere does not name a mesh.mesh}}
+fsdp.flat_param @u params [@w] on @nowhere axes [0] : tensor<4xf32>
+
+// -----
+
+mesh.mesh @world(shape = 2x2)
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op mesh axis 2 is outside @world's 2 axes}}
+fsdp.flat_param @u params [@w] on @world axes [2] : tensor<4xf32>
+
+// -----
+
+mesh.mesh @world(shape = 2x2)
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op names mesh axis 1 twice}}
+fsdp.flat_param @u params [@w] on @world axes [1, 1] : tensor<4xf32>
+
+// -----
+
+mesh.mesh @world(shape = 2x?)
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op mesh axis 1 of @world has a dynamic size; flat layouts need a static world size}}
+fsdp.flat_param @u params [@w] on @world axes [1] : tensor<4xf32>
+
+// -----
+
+mesh.mesh @world(shape = 4)
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op is sharded on @world but names no mesh axis}}
+fsdp.flat_param @u params [@w] on @world axes [] : tensor<4xf32>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op names mesh axes but no mesh}}
+"fsdp.flat_param"() <{sym_name = "u", params = [@w], mesh_axes = array<i16: 0>, type = tensor<4xf32>}> : () -> ()
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op attribute 'alignment' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+fsdp.flat_param @u params [@w] {alignment = 0 : i64} : tensor<4xf32>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op attribute 'type' failed to satisfy constraint: type attribute of 1D tensor of any type values}}
+fsdp.flat_param @u params [@w] : tensor<2x2xf32>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op type 'tensor<?xf32>' must be static}}
+fsdp.flat_param @u params [@w] : tensor<?xf32>
+
+// -----
+
+func.func @f(%flat: tensor<8xf32>) {
+  // expected-error @+1 {{'fsdp.unflatten' op @u does not name an fsdp.flat_param}}
+  %w = fsdp.unflatten %flat of @u : tensor<8xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.flat_param @u params [@w] : tensor<4xf32>
+func.func @f(%flat: tensor<8xf32>) {
+  // expected-error @+1 {{'fsdp.unflatten' op operand type 'tensor<8xf32>' differs from @u's type 'tensor<4xf32>'}}
+  %w = fsdp.unflatten %flat of @u : tensor<8xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.param @b : tensor<2xf32>
+fsdp.flat_param @u params [@w, @b] : tensor<6xf32>
+func.func @f(%flat: tensor<6xf32>) {
+  // expected-error @+1 {{'fsdp.unflatten' op has 1 results but @u holds 2 parameters}}
+  %w = fsdp.unflatten %flat of @u : tensor<6xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.param @b : tensor<2xf32>
+fsdp.flat_param @u params [@w, @b] : tensor<6xf32>
+func.func @f(%flat: tensor<6xf32>) {
+  // expected-error @+1 {{'fsdp.unflatten' op result 1 has type 'tensor<1x2xf32>' but parameter @b is 'tensor<2xf32>'}}
+  %w, %b = fsdp.unflatten %flat of @u : tensor<6xf32> -> tensor<2x2xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<4611686018427387904x4xf32>
+// expected-error @+1 {{'fsdp.flat_param' op parameter @w 'tensor<4611686018427387904x4xf32>' has more elements than int64 can count}}
+fsdp.flat_param @u params [@w] : tensor<4xf32>
+
+// -----
+
+fsdp.param @w : tensor<4611686018427387904xf32>
+fsdp.param @b : tensor<4611686018427387904xf32>
+// expected-error @+1 {{'fsdp.flat_param' op has no valid layout: flat buffer size overflows int64 at parameter 1}}
+fsdp.flat_param @u params [@w, @b] : tensor<4xf32>
