@@ -20,7 +20,7 @@ packages=(
   # C++ unit tests.
   libgtest-dev
   # Python frontend and the PyTorch oracle.
-  python3 python3-venv python3-pip python3-numpy python3-onnx
+  python3 python3-venv python3-pip python3-setuptools python3-numpy python3-onnx
   python3-torch python3-torchvision
 )
 

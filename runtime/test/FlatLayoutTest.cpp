@@ -127,15 +127,17 @@ TEST(FlatLayout, NoParameters) {
 }
 
 TEST(FlatLayout, LargeWorldNeedsNoPerRankState) {
-  // A 70B-sized unit at world size 1024: only (layout, rank) is needed.
-  FlatLayout layout = build({8192LL * 28672, 8192LL * 8192, 8192}, 1024);
-  int64_t total = 8192LL * 28672 + 8192LL * 8192 + 8192;
-  EXPECT_EQ(layout.paddedNumel() % 1024, 0);
-  EXPECT_LT(layout.paddedNumel() - total, 1024);
-  std::vector<ParamShard> last = layout.paramShards(1023);
-  ASSERT_EQ(last.size(), 1u);
-  EXPECT_EQ(last[0].paramIndex, 2);
-  EXPECT_EQ(last[0].inParam.end, 8192);
+  // A 70B-shaped unit (LLaMA-2-70B MLP widths plus a bias) at world size
+  // 1024: only (layout, rank) is needed to find any rank's pieces.
+  FlatLayout layout = build({8192LL * 28672, 8192LL * 8192, 8191}, 1024);
+  EXPECT_EQ(layout.unpaddedNumel(), 301998079);
+  EXPECT_EQ(layout.paddedNumel(), 301998080);
+  EXPECT_EQ(layout.shardNumel(), 294920);
+  EXPECT_EQ(layout.shardRange(1023), (Range{301703160, 301998080}));
+  EXPECT_EQ(layout.paramShards(1023),
+            (std::vector<ParamShard>{{1, {66822136, 67108864}, {0, 286728}},
+                                     {2, {0, 8191}, {286728, 294919}}}));
+  EXPECT_EQ(layout.shardPadding(1023), 1);
 }
 
 TEST(FlatLayout, RejectsInvalidInputs) {
