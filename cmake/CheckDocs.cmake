@@ -1,0 +1,16 @@
+# Fails when a committed reference page differs from the one the build
+# generated from ODS. Run with -DGENERATED=<dir> -DCOMMITTED=<dir>.
+set(stale "")
+foreach(page FSDPDialect.md FSDPPasses.md)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files --ignore-eol
+                          ${GENERATED}/${page} ${COMMITTED}/${page}
+                  RESULT_VARIABLE differs)
+  if(differs)
+    list(APPEND stale ${page})
+  endif()
+endforeach()
+if(stale)
+  message(FATAL_ERROR "docs/reference is out of date (${stale}); regenerate "
+          "it with: cmake --build build --target update-docs")
+endif()
+message(STATUS "docs/reference matches the ODS definitions")
