@@ -4,6 +4,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,7 +16,8 @@
 void fsdp::registerAllDialects(mlir::DialectRegistry &registry) {
   // Only the dialects the project uses: all of MLIR's would cost every tool
   // ~45 s of compile time and start-up work it never needs.
-  registry.insert<mlir::fsdp::FSDPDialect, mlir::arith::ArithDialect,
+  registry.insert<mlir::fsdp::FSDPDialect, mlir::onnxir::ONNXDialect,
+                  mlir::arith::ArithDialect,
                   mlir::func::FuncDialect, mlir::mesh::MeshDialect,
                   mlir::tensor::TensorDialect>();
 }

@@ -1,20 +1,106 @@
 //===- fsdp-opt.cpp - The FSDP-MLIR optimizer driver ----------------------===//
 //
-// mlir-opt with the fsdp dialect, the upstream dialects it works with and
-// the fsdp passes.
+// mlir-opt with the fsdp and onnx dialects, the upstream dialects they work
+// with and the fsdp passes. An input ending in `.onnx` is imported first
+// (ONNX checker, shape inference, parameters as symbols) and the pass
+// pipeline then runs on the imported module.
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Import/ImportONNX.h"
 #include "fsdp/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+namespace {
+
+llvm::cl::OptionCategory onnxCategory("ONNX import options (for .onnx inputs)");
+
+llvm::cl::opt<int64_t> batchSize(
+    "batch-size",
+    llvm::cl::desc("Size of dimension 0 of every graph input whose dimension "
+                   "0 is dynamic (the per-rank micro-batch)"),
+    llvm::cl::init(0), llvm::cl::cat(onnxCategory));
+
+llvm::cl::list<std::string>
+    dims("dim",
+         llvm::cl::desc("Size of a dynamic dimension by its ONNX name: "
+                        "--dim=seq=128 (repeatable)"),
+         llvm::cl::cat(onnxCategory));
+
+llvm::cl::opt<bool>
+    noFold("onnx-no-fold",
+           llvm::cl::desc("Keep shape computations unfolded (debugging)"),
+           llvm::cl::init(false), llvm::cl::cat(onnxCategory));
+
+/// Imports `input` and runs the command line's pass pipeline on it.
+LogicalResult runOnONNX(StringRef input, StringRef output,
+                        DialectRegistry &registry) {
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  MLIRContext context(registry);
+  context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
+
+  fsdp::ONNXImportOptions options;
+  if (batchSize < 0) {
+    llvm::errs() << "error: --batch-size must be positive, got " << batchSize
+                 << "\n";
+    return failure();
+  }
+  if (batchSize > 0)
+    options.batchSize = batchSize;
+  for (StringRef dim : dims) {
+    auto [name, value] = dim.split('=');
+    int64_t size;
+    if (name.empty() || value.getAsInteger(10, size) || size <= 0) {
+      llvm::errs() << "error: --dim expects NAME=SIZE with a positive size, got '"
+                   << dim << "'\n";
+      return failure();
+    }
+    options.dims[name] = size;
+  }
+  options.fold = !noFold;
+
+  OwningOpRef<ModuleOp> module = fsdp::importONNX(input, context, options);
+  if (!module)
+    return failure();
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)) ||
+      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return failure();
+
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << "error: " << error << "\n";
+    return failure();
+  }
+  module->print(out->os());
+  out->os() << "\n";
+  out->keep();
+  return success();
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
-  mlir::DialectRegistry registry;
+  DialectRegistry registry;
   fsdp::registerAllDialects(registry);
   fsdp::registerAllPasses();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "FSDP-MLIR optimizer: sharding passes over the fsdp dialect\n",
-      registry));
+  auto [input, output] = registerAndParseCLIOptions(
+      argc, argv,
+      "FSDP-MLIR optimizer: sharding passes over the fsdp dialect.\n"
+      "Reads .mlir, or imports .onnx (see the ONNX import options)\n",
+      registry);
+  if (StringRef(input).ends_with(".onnx"))
+    return asMainReturnCode(runOnONNX(input, output, registry));
+  return asMainReturnCode(MlirOptMain(argc, argv, input, output, registry));
 }

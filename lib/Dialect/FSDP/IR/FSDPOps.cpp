@@ -45,43 +45,67 @@ std::optional<int64_t> checkedNumElements(ShapedType type) {
 // ParamOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ParamOp::verify() {
-  std::optional<DataRefAttr> data = getData();
+/// Checks that a param's or buffer's data reference holds exactly its bytes.
+static LogicalResult verifyStorage(Operation *op, StringRef name,
+                                   RankedTensorType type,
+                                   std::optional<DataRefAttr> data) {
   if (!data)
     return success();
-  RankedTensorType type = getTensorType();
   Type element = type.getElementType();
   if (!element.isIntOrFloat())
-    return emitOpError() << "@" << getSymName() << ": element type " << element
-                         << " has no defined byte size, so it cannot be "
-                            "stored at a data reference";
+    return op->emitOpError() << "@" << name << ": element type " << element
+                             << " has no defined byte size, so it cannot be "
+                                "stored at a data reference";
   int64_t elementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
   std::optional<int64_t> numel = checkedNumElements(type);
   std::optional<int64_t> bytes =
       numel ? llvm::checkedMul(*numel, elementBytes) : std::nullopt;
   if (!bytes)
-    return emitOpError() << "@" << getSymName() << ": " << type
-                         << " is larger than the largest file offset";
+    return op->emitOpError() << "@" << name << ": " << type
+                             << " is larger than the largest file offset";
   if (*bytes != data->getLength())
-    return emitOpError() << "@" << getSymName() << ": data reference holds "
-                         << data->getLength() << " bytes but " << type
-                         << " needs " << *bytes;
+    return op->emitOpError() << "@" << name << ": data reference holds "
+                             << data->getLength() << " bytes but " << type
+                             << " needs " << *bytes;
   return success();
+}
+
+LogicalResult ParamOp::verify() {
+  return verifyStorage(*this, getSymName(), getTensorType(), getData());
+}
+
+LogicalResult BufferOp::verify() {
+  return verifyStorage(*this, getSymName(), getTensorType(), getData());
 }
 
 //===----------------------------------------------------------------------===//
 // GetParamOp
 //===----------------------------------------------------------------------===//
 
+/// Checks that `ref` names a `StateOp` whose type is `type`.
+template <typename StateOp>
+static LogicalResult verifyStateRead(Operation *op, FlatSymbolRefAttr ref,
+                                     Type type, StringRef kind,
+                                     SymbolTableCollection &symbolTable) {
+  auto state = symbolTable.lookupNearestSymbolFrom<StateOp>(op, ref);
+  if (!state)
+    return op->emitOpError() << ref << " does not name an " << kind;
+  if (state.getTensorType() != type)
+    return op->emitOpError() << "result type " << type << " differs from "
+                             << ref << "'s type " << state.getType();
+  return success();
+}
+
 LogicalResult
 GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param = symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
-  if (!param)
-    return emitOpError() << getParamAttr() << " does not name an fsdp.param";
-  if (param.getTensorType() != getType())
-    return emitOpError() << "result type " << getType() << " differs from @"
-                         << getParam() << "'s type " << param.getType();
-  return success();
+  return verifyStateRead<ParamOp>(*this, getParamAttr(), getType(),
+                                  "fsdp.param", symbolTable);
+}
+
+LogicalResult
+GetBufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyStateRead<BufferOp>(*this, getBufferAttr(), getType(),
+                                   "fsdp.buffer", symbolTable);
 }
 
 //===----------------------------------------------------------------------===//

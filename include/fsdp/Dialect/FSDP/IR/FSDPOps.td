@@ -54,19 +54,23 @@ def FSDP_ParamOp : FSDP_Op<"param", [Symbol]> {
     `requires_grad=False` (no gradient, no optimizer state). The optional
     `at` clause says where the parameter's bytes are; its length must equal
     the tensor's size in bytes. A parameter without one is initialised by
-    the host at load time.
+    the host at load time. `aliases` lists the parameter's other names when
+    it is tied (shared) with other modules, e.g. `lm_head.weight` for a
+    token embedding; the parameter is stored once, under its first name.
 
     ```mlir
     fsdp.param @"blocks.0.attn.q.weight" : tensor<64x64xf32>
         at #fsdp.data_ref<"model.onnx.data", offset = 0, length = 16384>
     fsdp.param @"embed.weight" : tensor<1000x64xbf16> frozen
+    fsdp.param @"wte.weight" : tensor<64x32xf32> {aliases = ["lm_head.weight"]}
     ```
   }];
   let arguments = (ins
     SymbolNameAttr:$sym_name,
     TypeAttrOf<AnyStaticShapeTensor>:$type,
     UnitAttr:$frozen,
-    OptionalAttr<FSDP_DataRefAttr>:$data
+    OptionalAttr<FSDP_DataRefAttr>:$data,
+    OptionalAttr<StrArrayAttr>:$aliases
   );
   let assemblyFormat = [{
     $sym_name `:` $type (`frozen` $frozen^)? (`at` $data^)? attr-dict
@@ -80,6 +84,54 @@ def FSDP_ParamOp : FSDP_Op<"param", [Symbol]> {
     bool requiresGrad() { return !getFrozen(); }
   }];
   let hasVerifier = 1;
+}
+
+def FSDP_BufferOp : FSDP_Op<"buffer", [Symbol]> {
+  let summary = "a model buffer: mutable state that is not trained";
+  let description = [{
+    Declares one model buffer (PyTorch `register_buffer`), e.g. BatchNorm's
+    running statistics: state that training updates and state dicts carry,
+    but that has no gradient and is never sharded. The symbol name is the
+    buffer's FQN; `at` says where its initial bytes are, as for
+    `fsdp.param`.
+
+    ```mlir
+    fsdp.buffer @"bn1.running_mean" : tensor<64xf32>
+        at #fsdp.data_ref<"resnet18.onnx", offset = 1024, length = 256>
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypeAttrOf<AnyStaticShapeTensor>:$type,
+    OptionalAttr<FSDP_DataRefAttr>:$data
+  );
+  let assemblyFormat = [{
+    $sym_name `:` $type (`at` $data^)? attr-dict
+  }];
+  let extraClassDeclaration = [{
+    /// The buffer's type.
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_GetBufferOp : FSDP_Op<"get_buffer", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead]>]> {
+  let summary = "the current value of a buffer";
+  let description = [{
+    Reads the value of an `fsdp.buffer`; the result type must be the
+    buffer's type.
+
+    ```mlir
+    %m = fsdp.get_buffer @"bn1.running_mean" : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$buffer attr-dict `:` type($result)";
 }
 
 def FSDP_GetParamOp : FSDP_Op<"get_param", [

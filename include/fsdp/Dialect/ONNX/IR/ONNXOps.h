@@ -1,0 +1,20 @@
+//===- ONNXOps.h - The onnx dialect -----------------------------*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_ONNX_IR_ONNXOPS_H
+#define FSDP_DIALECT_ONNX_IR_ONNXOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "fsdp/Dialect/ONNX/IR/ONNXOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h.inc"
+
+#endif // FSDP_DIALECT_ONNX_IR_ONNXOPS_H

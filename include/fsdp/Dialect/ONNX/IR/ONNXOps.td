@@ -1,0 +1,446 @@
+//===- ONNXOps.td - The onnx dialect: imported ONNX compute -*- tablegen -*-===//
+//
+// One op per supported ONNX operator (opsets 13-17), spelled and attributed as
+// in the ONNX specification, so an imported graph reads like the model and
+// error messages name the operators users know. Missing optional inputs and
+// outputs are values of type `none` (from onnx.NoValue), so every op has a
+// fixed operand list and one assembly format.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_ONNX_OPS
+#define FSDP_ONNX_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def ONNX_Dialect : Dialect {
+  let name = "onnx";
+  let summary = "ONNX operators (opsets 13-17) as typed MLIR operations";
+  let description = [{
+    The compute of an imported ONNX graph. Each op is named after its ONNX
+    operator (`onnx.MatMul`, `onnx.LayerNormalization`, ...) and carries the
+    operator's attributes under their ONNX names; every op's location is the
+    ONNX node's name (e.g. `"/blocks.0/attn/q/MatMul"`), which records the
+    PyTorch module scope that produced it. Shapes are static: the importer
+    specialises dynamic dimensions (the batch size) before it builds ops.
+    Missing optional inputs and outputs have type `none`.
+
+    ```mlir
+    %w = fsdp.get_param @"fc.weight" : tensor<8x4xf32>
+    %t = onnx.Transpose %w {perm = array<i64: 1, 0>}
+        : (tensor<8x4xf32>) -> tensor<4x8xf32>
+    %y = onnx.MatMul %x, %t : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let cppNamespace = "::mlir::onnxir";
+  let hasConstantMaterializer = 1;
+}
+
+def ONNX_Tensor : RankedTensorOf<[AnyType]>;
+def ONNX_OptTensor : AnyTypeOf<[ONNX_Tensor, NoneType], "tensor or none">;
+
+class ONNX_OpBase<string mnemonic, list<Trait> traits = []>
+    : Op<ONNX_Dialect, mnemonic, traits> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+class ONNX_Op<string mnemonic, list<Trait> traits = []>
+    : ONNX_OpBase<mnemonic, !listconcat([Pure], traits)>;
+
+def ONNX_NoValueOp : ONNX_Op<"NoValue", [ConstantLike]> {
+  let summary = "the absent value of an omitted optional input";
+  let results = (outs NoneType:$none);
+  let assemblyFormat = "attr-dict";
+  let hasFolder = 1;
+}
+
+def ONNX_ConstantOp : ONNX_Op<"Constant", [ConstantLike,
+                                           AllTypesMatch<["value", "output"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ONNX `Constant`. The importer turns every form (`value`, `value_float`,
+    `value_ints`, ...) and every small non-parameter initializer into this op.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat([SameOperandsAndResultShape], traits)> {
+  let summary = "ONNX `" # mnemonic # "`, elementwise";
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
+foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log", "Neg",
+                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus", "Sqrt",
+                "Tanh", "Not", "Identity"] in
+  def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+def ONNX_IsNaNOp : ONNX_UnaryOp<"IsNaN">;
+
+def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu", [SameOperandsAndResultElementType]> {
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+
+def ONNX_CastOp : ONNX_UnaryOp<"Cast"> {
+  let arguments = (ins ONNX_Tensor:$input, I64Attr:$to);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
+class ONNX_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat([ResultsBroadcastableShape], traits)> {
+  let summary = "ONNX `" # mnemonic # "`, elementwise with broadcasting";
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B);
+  let results = (outs ONNX_Tensor:$C);
+  let hasFolder = 1;
+}
+
+foreach name = ["Add", "Sub", "Mul", "Div", "Pow"] in
+  def ONNX_#name#Op : ONNX_BinaryOp<name>;
+foreach name = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                "And", "Or"] in
+  def ONNX_#name#Op : ONNX_BinaryOp<name>;
+
+class ONNX_VariadicOp<string mnemonic>
+    : ONNX_Op<mnemonic, [ResultsBroadcastableShape]> {
+  let summary = "ONNX `" # mnemonic # "`, elementwise over its inputs";
+  let arguments = (ins Variadic<ONNX_Tensor>:$data_0);
+  let results = (outs ONNX_Tensor:$result);
+}
+foreach name = ["Max", "Min", "Sum", "Mean"] in
+  def ONNX_#name#Op : ONNX_VariadicOp<name>;
+
+def ONNX_WhereOp : ONNX_Op<"Where", [ResultsBroadcastableShape]> {
+  let summary = "ONNX `Where`: select by a boolean condition";
+  let arguments = (ins ONNX_Tensor:$condition, ONNX_Tensor:$X, ONNX_Tensor:$Y);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_ClipOp : ONNX_Op<"Clip"> {
+  let summary = "ONNX `Clip`";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_OptTensor:$min, ONNX_OptTensor:$max);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, normalization, activations with an axis
+//===----------------------------------------------------------------------===//
+
+def ONNX_MatMulOp : ONNX_Op<"MatMul"> {
+  let summary = "ONNX `MatMul`: numpy-style (batched) matrix product";
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B);
+  let results = (outs ONNX_Tensor:$Y);
+  let hasVerifier = 1;
+}
+
+def ONNX_GemmOp : ONNX_Op<"Gemm"> {
+  let summary = "ONNX `Gemm`: alpha * A' * B' + beta * C";
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B, ONNX_OptTensor:$C,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                   DefaultValuedAttr<I64Attr, "0">:$transA,
+                   DefaultValuedAttr<I64Attr, "0">:$transB);
+  let results = (outs ONNX_Tensor:$Y);
+  let hasVerifier = 1;
+}
+
+class ONNX_AxisOp<string mnemonic, string defaultAxis>
+    : ONNX_Op<mnemonic, [SameOperandsAndResultShape]> {
+  let summary = "ONNX `" # mnemonic # "` along one axis";
+  let arguments = (ins ONNX_Tensor:$input,
+                   DefaultValuedAttr<I64Attr, defaultAxis>:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let hasVerifier = 1;
+}
+def ONNX_SoftmaxOp : ONNX_AxisOp<"Softmax", "-1">;
+def ONNX_LogSoftmaxOp : ONNX_AxisOp<"LogSoftmax", "-1">;
+
+def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization"> {
+  let summary = "ONNX `LayerNormalization` over the axes from `axis` on";
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$Scale, ONNX_OptTensor:$B,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                   DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs ONNX_Tensor:$Y, ONNX_OptTensor:$Mean,
+                 ONNX_OptTensor:$InvStdDev);
+  let hasVerifier = 1;
+}
+
+def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization"> {
+  let summary = "ONNX `BatchNormalization`, in inference or training mode";
+  let description = [{
+    With `training_mode = 1` the op normalizes with the batch statistics and
+    also returns the updated running mean and variance (momentum as
+    exported); PyTorch's TRAINING-mode export emits this form.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$scale, ONNX_Tensor:$B,
+                   ONNX_Tensor:$input_mean, ONNX_Tensor:$input_var,
+                   DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                   DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                   DefaultValuedAttr<I64Attr, "0">:$training_mode);
+  let results = (outs ONNX_Tensor:$Y, ONNX_OptTensor:$running_mean,
+                 ONNX_OptTensor:$running_var);
+}
+
+def ONNX_DropoutOp : ONNX_OpBase<"Dropout", [MemoryEffects<[MemWrite]>]> {
+  let summary = "ONNX `Dropout`";
+  let description = [{
+    Random when `training_mode` is true, so unlike the other ops it is not
+    `Pure`: a write effect keeps two dropouts from being merged by CSE.
+  }];
+  let arguments = (ins ONNX_Tensor:$data, ONNX_OptTensor:$ratio,
+                   ONNX_OptTensor:$training_mode, OptionalAttr<I64Attr>:$seed);
+  let results = (outs ONNX_Tensor:$output, ONNX_OptTensor:$mask);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+def ONNX_ConvOp : ONNX_Op<"Conv"> {
+  let summary = "ONNX `Conv`";
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_OptTensor:$B,
+                   DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_Tensor:$Y);
+  let hasVerifier = 1;
+}
+
+class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let summary = "ONNX `" # mnemonic # "`";
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                   DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                   DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DenseI64ArrayAttr:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   DefaultValuedAttr<I64Attr, "0">:$storage_order,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+}
+def ONNX_MaxPoolOp : ONNX_PoolOp<"MaxPool"> {
+  let results = (outs ONNX_Tensor:$Y, ONNX_OptTensor:$Indices);
+}
+def ONNX_AveragePoolOp : ONNX_PoolOp<"AveragePool"> {
+  let results = (outs ONNX_Tensor:$Y);
+}
+def ONNX_GlobalAveragePoolOp : ONNX_Op<"GlobalAveragePool"> {
+  let summary = "ONNX `GlobalAveragePool`";
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions (opset 13-17: ReduceSum takes axes as an input, the others as
+// an attribute)
+//===----------------------------------------------------------------------===//
+
+class ONNX_ReduceOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let summary = "ONNX `" # mnemonic # "`";
+  let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims);
+  let results = (outs ONNX_Tensor:$reduced);
+}
+foreach name = ["ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                "ReduceL2", "ReduceSumSquare"] in
+  def ONNX_#name#Op : ONNX_ReduceOp<name>;
+
+def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum"> {
+  let summary = "ONNX `ReduceSum`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_OptTensor:$axes,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
+  let results = (outs ONNX_Tensor:$reduced);
+}
+
+class ONNX_ArgOp<string mnemonic> : ONNX_Op<mnemonic> {
+  let summary = "ONNX `" # mnemonic # "`";
+  let arguments = (ins ONNX_Tensor:$data, DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$select_last_index);
+  let results = (outs ONNX_Tensor:$reduced);
+}
+def ONNX_ArgMaxOp : ONNX_ArgOp<"ArgMax">;
+def ONNX_ArgMinOp : ONNX_ArgOp<"ArgMin">;
+
+//===----------------------------------------------------------------------===//
+// Shapes and data movement
+//===----------------------------------------------------------------------===//
+
+def ONNX_ShapeOp : ONNX_Op<"Shape"> {
+  let summary = "ONNX `Shape`: the input's dimensions as an int64 tensor";
+  let arguments = (ins ONNX_Tensor:$data, OptionalAttr<I64Attr>:$start,
+                   OptionalAttr<I64Attr>:$end);
+  let results = (outs ONNX_Tensor:$shape);
+  let hasFolder = 1;
+}
+
+def ONNX_SizeOp : ONNX_Op<"Size"> {
+  let summary = "ONNX `Size`: the input's element count";
+  let arguments = (ins ONNX_Tensor:$data);
+  let results = (outs ONNX_Tensor:$size);
+  let hasFolder = 1;
+}
+
+def ONNX_ReshapeOp : ONNX_Op<"Reshape"> {
+  let summary = "ONNX `Reshape`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$shape,
+                   DefaultValuedAttr<I64Attr, "0">:$allowzero);
+  let results = (outs ONNX_Tensor:$reshaped);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def ONNX_FlattenOp : ONNX_Op<"Flatten"> {
+  let summary = "ONNX `Flatten`: to 2-D at `axis`";
+  let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let hasVerifier = 1;
+}
+
+def ONNX_TransposeOp : ONNX_Op<"Transpose"> {
+  let summary = "ONNX `Transpose`";
+  let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs ONNX_Tensor:$transposed);
+  let hasVerifier = 1;
+}
+
+def ONNX_SqueezeOp : ONNX_Op<"Squeeze"> {
+  let summary = "ONNX `Squeeze`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_OptTensor:$axes);
+  let results = (outs ONNX_Tensor:$squeezed);
+  let hasFolder = 1;
+}
+
+def ONNX_UnsqueezeOp : ONNX_Op<"Unsqueeze"> {
+  let summary = "ONNX `Unsqueeze`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$axes);
+  let results = (outs ONNX_Tensor:$expanded);
+  let hasFolder = 1;
+}
+
+def ONNX_ConcatOp : ONNX_Op<"Concat"> {
+  let summary = "ONNX `Concat`";
+  let arguments = (ins Variadic<ONNX_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs ONNX_Tensor:$concat_result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def ONNX_SplitOp : ONNX_Op<"Split"> {
+  let summary = "ONNX `Split`";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_OptTensor:$split,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Variadic<ONNX_Tensor>:$outputs);
+}
+
+def ONNX_SliceOp : ONNX_Op<"Slice"> {
+  let summary = "ONNX `Slice`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$starts, ONNX_Tensor:$ends,
+                   ONNX_OptTensor:$axes, ONNX_OptTensor:$steps);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_GatherOp : ONNX_Op<"Gather"> {
+  let summary = "ONNX `Gather` (embedding lookups among others)";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def ONNX_GatherElementsOp : ONNX_Op<"GatherElements"> {
+  let summary = "ONNX `GatherElements`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_ExpandOp : ONNX_Op<"Expand"> {
+  let summary = "ONNX `Expand`: broadcast to a shape";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$shape);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_TileOp : ONNX_Op<"Tile"> {
+  let summary = "ONNX `Tile`";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$repeats);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_ConstantOfShapeOp : ONNX_Op<"ConstantOfShape"> {
+  let summary = "ONNX `ConstantOfShape`";
+  let arguments = (ins ONNX_Tensor:$input, OptionalAttr<ElementsAttr>:$value);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_RangeOp : ONNX_Op<"Range"> {
+  let summary = "ONNX `Range`";
+  let arguments = (ins ONNX_Tensor:$start, ONNX_Tensor:$limit, ONNX_Tensor:$delta);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def ONNX_TriluOp : ONNX_Op<"Trilu"> {
+  let summary = "ONNX `Trilu`";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_OptTensor:$k,
+                   DefaultValuedAttr<I64Attr, "1">:$upper);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_CumSumOp : ONNX_Op<"CumSum"> {
+  let summary = "ONNX `CumSum`";
+  let arguments = (ins ONNX_Tensor:$x, ONNX_Tensor:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$exclusive,
+                   DefaultValuedAttr<I64Attr, "0">:$reverse);
+  let results = (outs ONNX_Tensor:$y);
+}
+
+def ONNX_EinsumOp : ONNX_Op<"Einsum"> {
+  let summary = "ONNX `Einsum`";
+  let arguments = (ins Variadic<ONNX_Tensor>:$Inputs, StrAttr:$equation);
+  let results = (outs ONNX_Tensor:$Output);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def ONNX_SoftmaxCrossEntropyLossOp : ONNX_Op<"SoftmaxCrossEntropyLoss"> {
+  let summary = "ONNX `SoftmaxCrossEntropyLoss` (torch's cross_entropy)";
+  let arguments = (ins ONNX_Tensor:$scores, ONNX_Tensor:$labels,
+                   ONNX_OptTensor:$weights, OptionalAttr<I64Attr>:$ignore_index,
+                   DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs ONNX_Tensor:$output, ONNX_OptTensor:$log_prob);
+}
+
+def ONNX_NegativeLogLikelihoodLossOp : ONNX_Op<"NegativeLogLikelihoodLoss"> {
+  let summary = "ONNX `NegativeLogLikelihoodLoss` (torch's nll_loss)";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$target,
+                   ONNX_OptTensor:$weight, OptionalAttr<I64Attr>:$ignore_index,
+                   DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs ONNX_Tensor:$loss);
+}
+
+#endif // FSDP_ONNX_OPS

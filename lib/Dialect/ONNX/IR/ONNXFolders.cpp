@@ -1,0 +1,465 @@
+//===- ONNXFolders.cpp - Constant folding of onnx ops ---------------------===//
+//
+/// Folds the shape computations torch exports (Shape -> Gather -> Unsqueeze
+/// -> Concat -> Reshape and friends) once shapes are static, plus arithmetic
+/// on small constants. Only constants up to kMaxFoldElements are computed
+/// element by element, so folding never blows up the IR with large tensors;
+/// splats (ConstantOfShape) and reshapes of constants stay cheap at any size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/APInt.h"
+#include "llvm/ADT/APSInt.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::onnxir;
+
+namespace {
+
+constexpr int64_t kMaxFoldElements = 4096;
+
+/// A small dense constant, or null.
+DenseElementsAttr smallConstant(Attribute attr) {
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || dense.getNumElements() > kMaxFoldElements)
+    return nullptr;
+  return dense;
+}
+
+/// The constant's values as int64 (for shapes, axes, indices), or nothing.
+std::optional<SmallVector<int64_t>> intValues(Attribute attr) {
+  DenseElementsAttr dense = smallConstant(attr);
+  if (!dense || !dense.getElementType().isInteger())
+    return std::nullopt;
+  SmallVector<int64_t> values;
+  for (const APInt &v : dense.getValues<APInt>())
+    values.push_back(v.getSExtValue());
+  return values;
+}
+
+RankedTensorType staticType(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  return ranked && ranked.hasStaticShape() ? ranked : nullptr;
+}
+
+/// Row-major strides of `shape`.
+SmallVector<int64_t> strides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> result(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    result[i] = result[i + 1] * shape[i + 1];
+  return result;
+}
+
+/// The index into an operand of `operandShape` that numpy broadcasting reads
+/// for element `linear` of a result of `resultShape`.
+int64_t broadcastIndex(int64_t linear, ArrayRef<int64_t> resultShape,
+                       ArrayRef<int64_t> operandShape) {
+  SmallVector<int64_t> resultStrides = strides(resultShape);
+  SmallVector<int64_t> operandStrides = strides(operandShape);
+  int64_t offset = resultShape.size() - operandShape.size();
+  int64_t index = 0;
+  for (size_t d = 0; d < resultShape.size(); ++d) {
+    int64_t coord = (linear / resultStrides[d]) % resultShape[d];
+    int64_t od = static_cast<int64_t>(d) - offset;
+    if (od >= 0 && operandShape[od] != 1)
+      index += coord * operandStrides[od];
+  }
+  return index;
+}
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+
+std::optional<APInt> foldInt(BinaryKind kind, const APInt &a, const APInt &b) {
+  switch (kind) {
+  case BinaryKind::Add:
+    return a + b;
+  case BinaryKind::Sub:
+    return a - b;
+  case BinaryKind::Mul:
+    return a * b;
+  case BinaryKind::Div:
+    if (b.isZero())
+      return std::nullopt;
+    return a.sdiv(b);
+  case BinaryKind::Eq:
+    return APInt(1, a == b);
+  case BinaryKind::Lt:
+    return APInt(1, a.slt(b));
+  case BinaryKind::Le:
+    return APInt(1, a.sle(b));
+  case BinaryKind::Gt:
+    return APInt(1, a.sgt(b));
+  case BinaryKind::Ge:
+    return APInt(1, a.sge(b));
+  case BinaryKind::And:
+    return a & b;
+  case BinaryKind::Or:
+    return a | b;
+  case BinaryKind::Pow:
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<APFloat> foldFloat(BinaryKind kind, APFloat a, const APFloat &b) {
+  switch (kind) {
+  case BinaryKind::Add:
+    a.add(b, APFloat::rmNearestTiesToEven);
+    return a;
+  case BinaryKind::Sub:
+    a.subtract(b, APFloat::rmNearestTiesToEven);
+    return a;
+  case BinaryKind::Mul:
+    a.multiply(b, APFloat::rmNearestTiesToEven);
+    return a;
+  case BinaryKind::Div:
+    a.divide(b, APFloat::rmNearestTiesToEven);
+    return a;
+  case BinaryKind::Pow: {
+    bool lost;
+    APFloat result(std::pow(a.convertToDouble(), b.convertToDouble()));
+    result.convert(a.getSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    return result;
+  }
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<bool> compareFloat(BinaryKind kind, const APFloat &a,
+                                 const APFloat &b) {
+  APFloat::cmpResult cmp = a.compare(b);
+  switch (kind) {
+  case BinaryKind::Eq:
+    return cmp == APFloat::cmpEqual;
+  case BinaryKind::Lt:
+    return cmp == APFloat::cmpLessThan;
+  case BinaryKind::Le:
+    return cmp == APFloat::cmpLessThan || cmp == APFloat::cmpEqual;
+  case BinaryKind::Gt:
+    return cmp == APFloat::cmpGreaterThan;
+  case BinaryKind::Ge:
+    return cmp == APFloat::cmpGreaterThan || cmp == APFloat::cmpEqual;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Folds an elementwise binary op over two small constants.
+OpFoldResult foldBinary(BinaryKind kind, Attribute lhsAttr, Attribute rhsAttr,
+                        Type resultType) {
+  DenseElementsAttr lhs = smallConstant(lhsAttr), rhs = smallConstant(rhsAttr);
+  RankedTensorType result = staticType(resultType);
+  if (!lhs || !rhs || !result || result.getNumElements() > kMaxFoldElements ||
+      lhs.getElementType() != rhs.getElementType())
+    return {};
+  ArrayRef<int64_t> shape = result.getShape();
+  Type element = lhs.getElementType();
+  int64_t count = result.getNumElements();
+  if (element.isInteger()) {
+    auto a = lhs.getValues<APInt>(), b = rhs.getValues<APInt>();
+    SmallVector<APInt> values;
+    for (int64_t i = 0; i < count; ++i) {
+      std::optional<APInt> v =
+          foldInt(kind, a[broadcastIndex(i, shape, lhs.getType().getShape())],
+                  b[broadcastIndex(i, shape, rhs.getType().getShape())]);
+      if (!v)
+        return {};
+      values.push_back(*v);
+    }
+    return DenseElementsAttr::get(result, values);
+  }
+  if (isa<FloatType>(element)) {
+    auto a = lhs.getValues<APFloat>(), b = rhs.getValues<APFloat>();
+    if (result.getElementType().isInteger(1)) {
+      SmallVector<bool> values;
+      for (int64_t i = 0; i < count; ++i) {
+        std::optional<bool> v = compareFloat(
+            kind, a[broadcastIndex(i, shape, lhs.getType().getShape())],
+            b[broadcastIndex(i, shape, rhs.getType().getShape())]);
+        if (!v)
+          return {};
+        values.push_back(*v);
+      }
+      return DenseElementsAttr::get(result, values);
+    }
+    SmallVector<APFloat> values;
+    for (int64_t i = 0; i < count; ++i) {
+      std::optional<APFloat> v =
+          foldFloat(kind, a[broadcastIndex(i, shape, lhs.getType().getShape())],
+                    b[broadcastIndex(i, shape, rhs.getType().getShape())]);
+      if (!v)
+        return {};
+      values.push_back(*v);
+    }
+    return DenseElementsAttr::get(result, values);
+  }
+  return {};
+}
+
+/// A constant reshaped to `type`, or the input itself when nothing changes.
+OpFoldResult foldReshapeLike(Value input, Attribute inputAttr, Type type) {
+  if (input.getType() == type)
+    return input;
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(inputAttr);
+  RankedTensorType result = staticType(type);
+  if (!dense || !result)
+    return {};
+  return dense.reshape(result);
+}
+
+} // namespace
+
+OpFoldResult NoValueOp::fold(FoldAdaptor) { return UnitAttr::get(getContext()); }
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+#define FOLD_BINARY(OP, KIND)                                                  \
+  OpFoldResult OP::fold(FoldAdaptor adaptor) {                                 \
+    return foldBinary(BinaryKind::KIND, adaptor.getA(), adaptor.getB(),        \
+                      getType());                                              \
+  }
+FOLD_BINARY(AddOp, Add)
+FOLD_BINARY(SubOp, Sub)
+FOLD_BINARY(MulOp, Mul)
+FOLD_BINARY(DivOp, Div)
+FOLD_BINARY(PowOp, Pow)
+FOLD_BINARY(EqualOp, Eq)
+FOLD_BINARY(LessOp, Lt)
+FOLD_BINARY(LessOrEqualOp, Le)
+FOLD_BINARY(GreaterOp, Gt)
+FOLD_BINARY(GreaterOrEqualOp, Ge)
+FOLD_BINARY(AndOp, And)
+FOLD_BINARY(OrOp, Or)
+#undef FOLD_BINARY
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  DenseElementsAttr input = smallConstant(adaptor.getInput());
+  RankedTensorType result = staticType(getType());
+  if (!input || !result)
+    return {};
+  Type from = input.getElementType(), to = result.getElementType();
+  if (from.isInteger() && to.isInteger()) {
+    unsigned width = to.getIntOrFloatBitWidth();
+    return input.mapValues(to, [&](const APInt &v) {
+      return width == 1 ? APInt(1, !v.isZero()) : v.sextOrTrunc(width);
+    });
+  }
+  if (from.isInteger() && isa<FloatType>(to)) {
+    SmallVector<APFloat> values;
+    for (const APInt &v : input.getValues<APInt>()) {
+      APFloat f(cast<FloatType>(to).getFloatSemantics());
+      f.convertFromAPInt(v, /*isSigned=*/!from.isInteger(1),
+                         APFloat::rmNearestTiesToEven);
+      values.push_back(f);
+    }
+    return DenseElementsAttr::get(result, values);
+  }
+  if (isa<FloatType>(from) && isa<FloatType>(to)) {
+    SmallVector<APFloat> values;
+    for (APFloat v : input.getValues<APFloat>()) {
+      bool lost;
+      v.convert(cast<FloatType>(to).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+    return DenseElementsAttr::get(result, values);
+  }
+  if (isa<FloatType>(from) && to.isInteger() && !to.isInteger(1)) {
+    SmallVector<APInt> values;
+    for (const APFloat &v : input.getValues<APFloat>()) {
+      APSInt i(to.getIntOrFloatBitWidth(), /*isUnsigned=*/false);
+      bool exact;
+      v.convertToInteger(i, APFloat::rmTowardZero, &exact);
+      values.push_back(i);
+    }
+    return DenseElementsAttr::get(result, values);
+  }
+  return {};
+}
+
+OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
+  auto condition = dyn_cast_or_null<DenseElementsAttr>(adaptor.getCondition());
+  if (condition && condition.isSplat()) {
+    Value chosen = condition.getSplatValue<bool>() ? getX() : getY();
+    if (chosen.getType() == getType())
+      return chosen;
+  }
+  DenseElementsAttr cond = smallConstant(adaptor.getCondition());
+  DenseElementsAttr x = smallConstant(adaptor.getX());
+  DenseElementsAttr y = smallConstant(adaptor.getY());
+  RankedTensorType result = staticType(getType());
+  if (!cond || !x || !y || !result || result.getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> shape = result.getShape();
+  auto c = cond.getValues<bool>();
+  auto xs = x.getValues<Attribute>(), ys = y.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i)
+    values.push_back(c[broadcastIndex(i, shape, cond.getType().getShape())]
+                         ? xs[broadcastIndex(i, shape, x.getType().getShape())]
+                         : ys[broadcastIndex(i, shape, y.getType().getShape())]);
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto input = cast<RankedTensorType>(getData().getType());
+  RankedTensorType result = staticType(getType());
+  if (!input.hasStaticShape() || !result)
+    return {};
+  int64_t rank = input.getRank();
+  auto clamp = [&](int64_t axis) {
+    if (axis < 0)
+      axis += rank;
+    return std::clamp<int64_t>(axis, 0, rank);
+  };
+  int64_t start = clamp(getStart().value_or(0));
+  int64_t end = clamp(getEnd().value_or(rank));
+  SmallVector<int64_t> dims(input.getShape().begin() + start,
+                            input.getShape().begin() + std::max(start, end));
+  if (static_cast<int64_t>(dims.size()) != result.getNumElements())
+    return {};
+  return DenseElementsAttr::get(result, ArrayRef<int64_t>(dims));
+}
+
+OpFoldResult SizeOp::fold(FoldAdaptor) {
+  auto input = cast<RankedTensorType>(getData().getType());
+  RankedTensorType result = staticType(getType());
+  if (!input.hasStaticShape() || !result || !result.getElementType().isInteger(64))
+    return {};
+  return DenseElementsAttr::get(result, input.getNumElements());
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(getData(), adaptor.getData(), getType());
+}
+
+OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(getData(), adaptor.getData(), getType());
+}
+
+OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(getData(), adaptor.getData(), getType());
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  RankedTensorType result = staticType(getType());
+  if (!result || result.getRank() != 1 ||
+      result.getNumElements() > kMaxFoldElements)
+    return {};
+  SmallVector<Attribute> values;
+  for (Attribute input : adaptor.getInputs()) {
+    auto dense = dyn_cast_or_null<DenseElementsAttr>(input);
+    if (!dense)
+      return {};
+    llvm::append_range(values, dense.getValues<Attribute>());
+  }
+  if (static_cast<int64_t>(values.size()) != result.getNumElements())
+    return {};
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType() && !adaptor.getData())
+    return {}; // A full slice of a non-constant needs its bounds checked; skip.
+  DenseElementsAttr data = smallConstant(adaptor.getData());
+  RankedTensorType result = staticType(getType());
+  std::optional<SmallVector<int64_t>> starts = intValues(adaptor.getStarts());
+  std::optional<SmallVector<int64_t>> ends = intValues(adaptor.getEnds());
+  if (!data || !result || data.getType().getRank() != 1 || !starts || !ends ||
+      starts->size() != 1 || ends->size() != 1)
+    return {};
+  int64_t step = 1;
+  if (!isa<NoneType>(getSteps().getType())) {
+    std::optional<SmallVector<int64_t>> steps = intValues(adaptor.getSteps());
+    if (!steps || steps->size() != 1 || (*steps)[0] == 0)
+      return {};
+    step = (*steps)[0];
+  }
+  int64_t size = data.getNumElements();
+  auto clamp = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0)
+      v += size;
+    return std::clamp(v, lo, hi);
+  };
+  int64_t begin = step > 0 ? clamp((*starts)[0], 0, size)
+                           : clamp((*starts)[0], -1, size - 1);
+  int64_t end = step > 0 ? clamp((*ends)[0], 0, size)
+                         : clamp((*ends)[0], -1, size - 1);
+  auto all = data.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step)
+    values.push_back(all[i]);
+  if (static_cast<int64_t>(values.size()) != result.getNumElements())
+    return {};
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr data = smallConstant(adaptor.getData());
+  std::optional<SmallVector<int64_t>> indices = intValues(adaptor.getIndices());
+  RankedTensorType result = staticType(getType());
+  if (!data || !indices || !result || result.getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  int64_t axis = getAxis() < 0 ? getAxis() + shape.size() : getAxis();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  auto all = data.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t index : *indices) {
+      if (index < 0)
+        index += shape[axis];
+      if (index < 0 || index >= shape[axis])
+        return {};
+      for (int64_t i = 0; i < inner; ++i)
+        values.push_back(all[(o * shape[axis] + index) * inner + i]);
+    }
+  if (static_cast<int64_t>(values.size()) != result.getNumElements())
+    return {};
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor adaptor) {
+  RankedTensorType result = staticType(getType());
+  if (!result || !adaptor.getInput())
+    return {};
+  Attribute element;
+  if (std::optional<ElementsAttr> value = getValue()) {
+    auto dense = dyn_cast<DenseElementsAttr>(*value);
+    if (!dense || dense.getNumElements() != 1)
+      return {};
+    element = *dense.getValues<Attribute>().begin();
+  } else {
+    element = FloatAttr::get(result.getElementType(), 0.0);
+  }
+  return DenseElementsAttr::get(result, element);
+}
+
+OpFoldResult RangeOp::fold(FoldAdaptor adaptor) {
+  RankedTensorType result = staticType(getType());
+  std::optional<SmallVector<int64_t>> start = intValues(adaptor.getStart());
+  std::optional<SmallVector<int64_t>> delta = intValues(adaptor.getDelta());
+  if (!result || !start || !delta || start->size() != 1 || delta->size() != 1 ||
+      result.getNumElements() > kMaxFoldElements)
+    return {};
+  unsigned width = result.getElementType().getIntOrFloatBitWidth();
+  SmallVector<APInt> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i)
+    values.push_back(APInt(width, (*start)[0] + i * (*delta)[0], true));
+  return DenseElementsAttr::get(result, values);
+}

@@ -1,0 +1,243 @@
+//===- ONNXOps.cpp - The onnx dialect: verifiers --------------------------===//
+//
+// Verifiers check what ONNX's shape inference already promised, so that IR
+// written by hand or rewritten by a pass cannot drift from the operators'
+// contracts. Dynamic dimensions are accepted wherever ONNX accepts them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::onnxir;
+
+#include "fsdp/Dialect/ONNX/IR/ONNXOpsDialect.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
+
+void ONNXDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
+      >();
+}
+
+Operation *ONNXDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
+  if (isa<NoneType>(type))
+    return builder.create<NoValueOp>(loc, type);
+  if (auto elements = dyn_cast<ElementsAttr>(value))
+    if (elements.getType() == type)
+      return builder.create<ConstantOp>(loc, type, elements);
+  return nullptr;
+}
+
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Checks `axis` lies in [-rank, rank) (or [-rank, rank] with `inclusive`)
+/// and returns it normalized to be non-negative.
+FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank,
+                                 bool inclusive = false) {
+  int64_t upper = inclusive ? rank + 1 : rank;
+  if (axis < -upper || axis >= upper)
+    return op->emitOpError() << "axis " << axis << " is out of range for rank "
+                             << rank;
+  return axis < 0 ? axis + upper : axis;
+}
+
+/// Two dimensions that must agree: equal, or either dynamic.
+bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+LogicalResult checkResultShape(Operation *op, ArrayRef<int64_t> expected) {
+  RankedTensorType result = tensorType(op->getResult(0));
+  if (result.getRank() != static_cast<int64_t>(expected.size()) ||
+      !llvm::all_of(llvm::zip(result.getShape(), expected), [](auto dims) {
+        return compatible(std::get<0>(dims), std::get<1>(dims));
+      }))
+    return op->emitOpError() << "result type " << result
+                             << " does not match the inferred shape ["
+                             << llvm::make_range(expected.begin(), expected.end())
+                             << "]";
+  return success();
+}
+
+} // namespace
+
+LogicalResult ConstantOp::verify() {
+  if (getValue().getType() != getType())
+    return emitOpError() << "value type " << getValue().getType()
+                         << " differs from result type " << getType();
+  return success();
+}
+
+LogicalResult MatMulOp::verify() {
+  RankedTensorType a = tensorType(getA()), b = tensorType(getB());
+  if (a.getElementType() != b.getElementType())
+    return emitOpError() << "operand element types differ: "
+                         << a.getElementType() << " and " << b.getElementType();
+  if (a.getRank() == 0 || b.getRank() == 0)
+    return emitOpError() << "operands must have rank >= 1";
+  int64_t k = a.getShape().back();
+  int64_t kB = b.getRank() == 1 ? b.getShape()[0] : b.getShape()[b.getRank() - 2];
+  if (!compatible(k, kB))
+    return emitOpError() << "contracting dimensions differ: " << k << " and "
+                         << kB;
+  // numpy.matmul: batch dimensions broadcast; 1-D operands lose their dim.
+  SmallVector<int64_t> batchA(a.getShape().drop_back(std::min<int64_t>(2, a.getRank())));
+  SmallVector<int64_t> batchB(b.getShape().drop_back(std::min<int64_t>(2, b.getRank())));
+  SmallVector<int64_t> shape;
+  if (!OpTrait::util::getBroadcastedShape(batchA, batchB, shape))
+    return emitOpError() << "batch dimensions do not broadcast";
+  if (a.getRank() >= 2)
+    shape.push_back(a.getShape()[a.getRank() - 2]);
+  if (b.getRank() >= 2)
+    shape.push_back(b.getShape().back());
+  return checkResultShape(*this, shape);
+}
+
+LogicalResult GemmOp::verify() {
+  RankedTensorType a = tensorType(getA()), b = tensorType(getB());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOpError() << "A and B must be 2-D, got " << a << " and " << b;
+  int64_t m = a.getShape()[getTransA() ? 1 : 0];
+  int64_t k = a.getShape()[getTransA() ? 0 : 1];
+  int64_t kB = b.getShape()[getTransB() ? 1 : 0];
+  int64_t n = b.getShape()[getTransB() ? 0 : 1];
+  if (!compatible(k, kB))
+    return emitOpError() << "contracting dimensions differ: " << k << " and "
+                         << kB;
+  return checkResultShape(*this, {m, n});
+}
+
+template <typename AxisOp>
+static LogicalResult verifyAxisOp(AxisOp op) {
+  return normalizeAxis(op, op.getAxis(), tensorType(op.getInput()).getRank());
+}
+LogicalResult SoftmaxOp::verify() { return verifyAxisOp(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifyAxisOp(*this); }
+
+LogicalResult LayerNormalizationOp::verify() {
+  RankedTensorType x = tensorType(getX());
+  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), x.getRank());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normalized = x.getShape().drop_front(*axis);
+  RankedTensorType scale = tensorType(getScale());
+  if (scale.getRank() != static_cast<int64_t>(normalized.size()) ||
+      !llvm::all_of(llvm::zip(scale.getShape(), normalized), [](auto dims) {
+        return compatible(std::get<0>(dims), std::get<1>(dims));
+      }))
+    return emitOpError() << "Scale " << scale
+                         << " does not match the normalized dimensions of "
+                         << x;
+  return checkResultShape(*this, x.getShape());
+}
+
+LogicalResult ConvOp::verify() {
+  RankedTensorType x = tensorType(getX()), w = tensorType(getW());
+  if (x.getRank() < 3 || w.getRank() != x.getRank())
+    return emitOpError() << "X and W must have the same rank >= 3, got " << x
+                         << " and " << w;
+  if (getGroup() < 1)
+    return emitOpError() << "group must be positive, got " << getGroup();
+  int64_t channels = x.getShape()[1], perGroup = w.getShape()[1];
+  if (!ShapedType::isDynamic(channels) && !ShapedType::isDynamic(perGroup) &&
+      channels != perGroup * getGroup())
+    return emitOpError() << "X has " << channels << " channels but W expects "
+                         << perGroup << " x group " << getGroup();
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = tensorType(getData()), out = getType();
+  if (in.hasStaticShape() && out.hasStaticShape() &&
+      in.getNumElements() != out.getNumElements())
+    return emitOpError() << "reshapes " << in.getNumElements()
+                         << " elements into " << out << " ("
+                         << out.getNumElements() << " elements)";
+  return success();
+}
+
+LogicalResult FlattenOp::verify() {
+  RankedTensorType in = tensorType(getInput());
+  FailureOr<int64_t> axis =
+      normalizeAxis(*this, getAxis(), in.getRank(), /*inclusive=*/true);
+  if (failed(axis))
+    return failure();
+  if (getType().getRank() != 2)
+    return emitOpError() << "result must be 2-D, got " << getType();
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType in = tensorType(getData());
+  int64_t rank = in.getRank();
+  SmallVector<int64_t> perm;
+  if (std::optional<ArrayRef<int64_t>> given = getPerm())
+    perm.assign(given->begin(), given->end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return emitOpError() << "perm has " << perm.size() << " entries for rank "
+                         << rank;
+  SmallVector<bool> seen(rank, false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return emitOpError() << "perm is not a permutation of [0, " << rank << ")";
+    seen[p] = true;
+    shape.push_back(in.getShape()[p]);
+  }
+  return checkResultShape(*this, shape);
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  RankedTensorType first = tensorType(getInputs().front());
+  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), first.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (Value input : getInputs().drop_front()) {
+    RankedTensorType type = tensorType(input);
+    if (type.getRank() != first.getRank())
+      return emitOpError() << "inputs have different ranks: " << first
+                           << " and " << type;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      if (d == *axis) {
+        shape[d] = ShapedType::isDynamic(shape[d]) ||
+                           ShapedType::isDynamic(type.getShape()[d])
+                       ? ShapedType::kDynamic
+                       : shape[d] + type.getShape()[d];
+      } else if (!compatible(shape[d], type.getShape()[d])) {
+        return emitOpError() << "inputs differ in dimension " << d << ": "
+                             << first << " and " << type;
+      }
+    }
+  }
+  return checkResultShape(*this, shape);
+}
+
+LogicalResult GatherOp::verify() {
+  RankedTensorType data = tensorType(getData()), indices = tensorType(getIndices());
+  FailureOr<int64_t> axis = normalizeAxis(*this, getAxis(), data.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  return checkResultShape(*this, shape);
+}

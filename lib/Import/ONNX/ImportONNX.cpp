@@ -1,0 +1,886 @@
+//===- ImportONNX.cpp - ONNX models into the fsdp/onnx dialects -----------===//
+//
+/// Import runs in four steps:
+///  1. readModel parses the protobuf without the large weights (their byte
+///     ranges are recorded instead) and external data is resolved and bounds-
+///     checked against the data files' sizes, never read.
+///  2. Dynamic dimensions are specialised (batch size, named dims), then
+///     ONNX's checker and shape inference (with data propagation, so torch's
+///     shape chains get static types) run on the model.
+///  3. Initializers are classified with the frontend's metadata (or naming
+///     rules without it): parameters and buffers become fsdp.param /
+///     fsdp.buffer symbols with data references, the rest constants.
+///  4. Nodes become onnx ops in @forward, located at their node names, then
+///     shape computations are folded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Import/ImportONNX.h"
+
+#include "ModelReader.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+using namespace mlir;
+using ::fsdp::onnx_import::EmbeddedBytes;
+using ::fsdp::onnx_import::ModelFile;
+namespace fsdpir = mlir::fsdp;
+
+namespace {
+
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 17;
+
+/// What an initializer is to the FSDP passes.
+enum class InitKind { Param, Buffer, Constant };
+
+struct InitInfo {
+  InitKind kind = InitKind::Constant;
+  std::string fqn;
+  bool requiresGrad = true;
+  SmallVector<std::string> aliases;
+};
+
+/// The part of the frontend's metadata the importer uses: initializer name ->
+/// what it is. Absent for models from other exporters.
+struct Metadata {
+  llvm::StringMap<InitInfo> initializers;
+  std::string json;
+};
+
+class Importer {
+public:
+  Importer(StringRef path, MLIRContext &context,
+           const ::fsdp::ONNXImportOptions &options)
+      : path(path.str()), context(context), options(options),
+        builder(&context),
+        fileLoc(FileLineColLoc::get(&context, path, 0, 0)) {
+    SmallString<256> dir(path);
+    llvm::sys::path::remove_filename(dir);
+    modelDir = dir.empty() ? "." : std::string(dir);
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  LogicalResult error(const Twine &message) {
+    emitError(fileLoc) << message;
+    return failure();
+  }
+
+  LogicalResult checkOpsets();
+  LogicalResult resolveExternalData();
+  LogicalResult specialiseShapes();
+  LogicalResult checkAndInfer();
+  LogicalResult readMetadata();
+  LogicalResult classify();
+  FailureOr<Type> convertElementType(int32_t onnxType, StringRef what);
+  FailureOr<RankedTensorType> convertTensorType(const onnx::TypeProto &type,
+                                                StringRef what);
+  FailureOr<fsdpir::DataRefAttr> dataRef(int index);
+  FailureOr<ElementsAttr> constantValue(int index);
+  FailureOr<ElementsAttr> tensorValue(const onnx::TensorProto &tensor,
+                                      const std::optional<EmbeddedBytes> &bytes,
+                                      StringRef what);
+  LogicalResult declareState(ModuleOp module);
+  LogicalResult buildForward(ModuleOp module);
+  FailureOr<Value> lookupValue(const std::string &name, Location loc);
+  LogicalResult buildNode(const onnx::NodeProto &node);
+  FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &attr,
+                                        const onnx::NodeProto &node);
+
+  std::string path, modelDir;
+  MLIRContext &context;
+  const ::fsdp::ONNXImportOptions &options;
+  OpBuilder builder;
+  Location fileLoc;
+  ModelFile file;
+  Metadata metadata;
+  int64_t opset = 0;
+
+  /// Per initializer (graph order): its classification and where its bytes
+  /// are: (file relative to the model's directory, offset, length).
+  std::vector<InitInfo> inits;
+  struct Bytes {
+    std::string file;
+    int64_t offset = 0, length = 0;
+    bool external = false;
+  };
+  std::vector<std::optional<Bytes>> bytes;
+  llvm::StringMap<int> initIndex;
+  llvm::StringMap<onnx::TypeProto> valueTypes;
+
+  // While building @forward.
+  llvm::StringMap<Value> values;
+  Value noValue;
+};
+
+//===----------------------------------------------------------------------===//
+// Reading and checking
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::checkOpsets() {
+  for (const onnx::OperatorSetIdProto &import : file.model.opset_import()) {
+    if (import.domain().empty() || import.domain() == "ai.onnx") {
+      opset = import.version();
+    }
+  }
+  if (opset == 0)
+    return error("the model imports no opset of the default ONNX domain");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return error("opset " + Twine(opset) + " is not supported (supported: " +
+                 Twine(kMinOpset) + " to " + Twine(kMaxOpset) +
+                 "); re-export with opset_version=17");
+  for (const onnx::NodeProto &node : file.model.graph().node()) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      return emitError(NameLoc::get(StringAttr::get(&context, node.name()),
+                                    fileLoc))
+             << "node '" << node.name() << "' (" << node.op_type()
+             << ") is in the unsupported domain '" << node.domain()
+             << "'; only the default ONNX domain is supported";
+  }
+  return success();
+}
+
+LogicalResult Importer::resolveExternalData() {
+  const onnx::GraphProto &graph = file.model.graph();
+  bytes.resize(graph.initializer_size());
+  llvm::StringMap<uint64_t> fileSizes;
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const onnx::TensorProto &tensor = graph.initializer(i);
+    initIndex[tensor.name()] = i;
+    const std::optional<EmbeddedBytes> &embedded = file.embedded[i];
+    if (embedded && !embedded->stripped) {
+      bytes[i] = Bytes{llvm::sys::path::filename(path).str(), embedded->offset,
+                       embedded->length, false};
+      continue;
+    }
+    if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    Bytes ref;
+    ref.external = !embedded;
+    bool hasLength = false;
+    for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+      auto number = [&](int64_t &out) -> LogicalResult {
+        if (StringRef(entry.value()).getAsInteger(10, out) || out < 0)
+          return error("initializer '" + tensor.name() + "': external data " +
+                       entry.key() + " '" + entry.value() +
+                       "' is not a non-negative integer");
+        return success();
+      };
+      if (entry.key() == "location") {
+        ref.file = entry.value();
+      } else if (entry.key() == "offset") {
+        if (failed(number(ref.offset)))
+          return failure();
+      } else if (entry.key() == "length") {
+        if (failed(number(ref.length)))
+          return failure();
+        hasLength = true;
+      }
+    }
+    if (ref.file.empty())
+      return error("initializer '" + tensor.name() +
+                   "' has external data but no location");
+    if (llvm::sys::path::is_absolute(ref.file) ||
+        StringRef(ref.file).contains(".."))
+      return error("initializer '" + tensor.name() + "': external data path '" +
+                   ref.file + "' must stay inside the model's directory");
+    SmallString<256> full(modelDir);
+    llvm::sys::path::append(full, ref.file);
+    auto [it, inserted] = fileSizes.try_emplace(full, 0);
+    if (inserted) {
+      if (std::error_code ec = llvm::sys::fs::file_size(full, it->second))
+        return error("initializer '" + tensor.name() +
+                     "': external data file '" + full.str() + "': " +
+                     ec.message());
+    }
+    if (!hasLength)
+      ref.length = static_cast<int64_t>(it->second) - ref.offset;
+    if (ref.offset > static_cast<int64_t>(it->second) ||
+        ref.length > static_cast<int64_t>(it->second) - ref.offset)
+      return error("initializer '" + tensor.name() + "': bytes [" +
+                   Twine(ref.offset) + ", " + Twine(ref.offset + ref.length) +
+                   ") lie past the end of '" + full.str() + "' (" +
+                   Twine(it->second) + " bytes)");
+    bytes[i] = std::move(ref);
+  }
+  return success();
+}
+
+LogicalResult Importer::specialiseShapes() {
+  onnx::GraphProto *graph = file.model.mutable_graph();
+  for (onnx::ValueInfoProto &input : *graph->mutable_input()) {
+    if (initIndex.count(input.name()))
+      continue; // Old-style models list initializers as inputs.
+    if (!input.type().has_tensor_type() ||
+        !input.type().tensor_type().has_shape())
+      return error("graph input '" + input.name() + "' has no tensor shape");
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int d = 0; d < shape->dim_size(); ++d) {
+      onnx::TensorShapeProto_Dimension *dim = shape->mutable_dim(d);
+      if (dim->has_dim_value())
+        continue;
+      std::string name = dim->has_dim_param() ? dim->dim_param() : "";
+      auto named = options.dims.find(name);
+      if (!name.empty() && named != options.dims.end()) {
+        dim->set_dim_value(named->second);
+      } else if (d == 0 && options.batchSize) {
+        dim->set_dim_value(*options.batchSize);
+      } else {
+        std::string label = name.empty() ? "" : " ('" + name + "')";
+        return error("graph input '" + input.name() + "' has a dynamic dimension " +
+                     Twine(d) + label + "; give its size with " +
+                     (d == 0 ? "--batch-size=N" : "--dim=" +
+                                   (name.empty() ? std::string("NAME") : name) +
+                                   "=N") +
+                     " (the compiler never guesses a size)");
+      }
+    }
+  }
+  // Shapes recorded by the exporter may still be symbolic; inference
+  // recomputes them all from the now static inputs.
+  graph->clear_value_info();
+  // Symbolic output dimensions become unknown (ONNX's checker wants the
+  // shape itself kept).
+  for (onnx::ValueInfoProto &output : *graph->mutable_output())
+    if (output.type().has_tensor_type() &&
+        output.type().tensor_type().has_shape())
+      for (onnx::TensorShapeProto_Dimension &dim : *output.mutable_type()
+                                                       ->mutable_tensor_type()
+                                                       ->mutable_shape()
+                                                       ->mutable_dim())
+        if (dim.has_dim_param())
+          dim.clear_dim_param();
+  return success();
+}
+
+LogicalResult Importer::checkAndInfer() {
+  try {
+    onnx::checker::CheckerContext ctx;
+    ctx.set_ir_version(static_cast<int>(file.model.ir_version()));
+    std::unordered_map<std::string, int> imports;
+    for (const onnx::OperatorSetIdProto &import : file.model.opset_import())
+      imports[import.domain()] = static_cast<int>(import.version());
+    ctx.set_opset_imports(imports);
+    ctx.set_model_dir(modelDir);
+    if (file.model.ir_version() == 0)
+      return error("ONNX checker: the model has no ir_version");
+    if (file.model.ir_version() > onnx::IR_VERSION)
+      return error("ONNX checker: ir_version " +
+                   Twine(file.model.ir_version()) +
+                   " is newer than this ONNX library supports (" +
+                   Twine(onnx::IR_VERSION) + ")");
+    onnx::checker::LexicalScopeContext lex;
+    onnx::checker::check_graph(file.model.graph(), ctx, lex);
+  } catch (const std::exception &e) {
+    std::string what = e.what();
+    while (!what.empty() && (what.back() == '\n' || what.back() == ' '))
+      what.pop_back();
+    return error("ONNX checker: " + StringRef(what).split('\n').first);
+  }
+  try {
+    onnx::ShapeInferenceOptions inference(/*check_type=*/true,
+                                          /*error_mode=*/1,
+                                          /*enable_data_propagation=*/true);
+    onnx::shape_inference::InferShapes(file.model,
+                                       onnx::OpSchemaRegistry::Instance(),
+                                       inference);
+  } catch (const std::exception &e) {
+    return error("ONNX shape inference: " + StringRef(e.what()).split('\n').first);
+  }
+  const onnx::GraphProto &graph = file.model.graph();
+  for (const auto &list : {graph.input(), graph.output(), graph.value_info()})
+    for (const onnx::ValueInfoProto &info : list)
+      valueTypes[info.name()] = info.type();
+  return success();
+}
+
+LogicalResult Importer::readMetadata() {
+  for (const onnx::StringStringEntryProto &entry : file.model.metadata_props()) {
+    if (entry.key() != "fsdp_mlir")
+      continue;
+    metadata.json = entry.value();
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(entry.value());
+    if (!parsed)
+      return error("metadata 'fsdp_mlir' is not valid JSON: " +
+                   llvm::toString(parsed.takeError()));
+    llvm::json::Object *root = parsed->getAsObject();
+    if (!root || root->getInteger("version") != 1)
+      return error("metadata 'fsdp_mlir' is not version 1 of the frontend's "
+                   "schema; re-export with this version's fsdp_mlir.export");
+    auto table = [&](StringRef key, InitKind kind) -> LogicalResult {
+      llvm::json::Array *list = root->getArray(key);
+      if (!list)
+        return error("metadata 'fsdp_mlir' has no '" + key + "' list");
+      for (llvm::json::Value &item : *list) {
+        llvm::json::Object *entry = item.getAsObject();
+        std::optional<StringRef> fqn = entry ? entry->getString("fqn") : std::nullopt;
+        if (!fqn)
+          return error("metadata 'fsdp_mlir': an entry of '" + key +
+                       "' has no 'fqn'");
+        std::optional<StringRef> init = entry->getString("initializer");
+        if (!init)
+          continue; // Not in the graph (unused, or folded into a constant).
+        InitInfo info;
+        info.kind = kind;
+        info.fqn = fqn->str();
+        info.requiresGrad = entry->getBoolean("requires_grad").value_or(true);
+        if (llvm::json::Array *aliases = entry->getArray("aliases"))
+          for (llvm::json::Value &alias : *aliases)
+            if (std::optional<StringRef> name = alias.getAsString())
+              info.aliases.push_back(name->str());
+        metadata.initializers[*init] = std::move(info);
+      }
+      return success();
+    };
+    if (failed(table("params", InitKind::Param)) ||
+        failed(table("buffers", InitKind::Buffer)))
+      return failure();
+  }
+  return success();
+}
+
+/// Whether `name` looks like a PyTorch state_dict FQN rather than a name the
+/// exporter made up (`onnx::MatMul_123`, `/blocks.0/Constant_output_0`).
+bool looksLikeFqn(StringRef name) {
+  return !name.empty() && !name.starts_with("onnx::") && !name.starts_with("/") &&
+         !name.contains(':') && !name.contains('/');
+}
+
+LogicalResult Importer::classify() {
+  const onnx::GraphProto &graph = file.model.graph();
+  bool haveMetadata = !metadata.json.empty();
+  inits.resize(graph.initializer_size());
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const onnx::TensorProto &tensor = graph.initializer(i);
+    InitInfo &info = inits[i];
+    if (haveMetadata) {
+      auto known = metadata.initializers.find(tensor.name());
+      if (known != metadata.initializers.end())
+        info = known->second;
+    } else if (looksLikeFqn(tensor.name())) {
+      StringRef leaf = StringRef(tensor.name()).rsplit('.').second;
+      bool isFloat = tensor.data_type() == onnx::TensorProto::FLOAT ||
+                     tensor.data_type() == onnx::TensorProto::FLOAT16 ||
+                     tensor.data_type() == onnx::TensorProto::BFLOAT16 ||
+                     tensor.data_type() == onnx::TensorProto::DOUBLE;
+      if (leaf == "running_mean" || leaf == "running_var" ||
+          leaf == "num_batches_tracked")
+        info.kind = InitKind::Buffer;
+      else if (isFloat)
+        info.kind = InitKind::Param;
+      info.fqn = tensor.name();
+    }
+    if (info.kind == InitKind::Constant && bytes[i] && !haveMetadata &&
+        StringRef(tensor.name()).starts_with("onnx::") &&
+        bytes[i]->length > ::fsdp::onnx_import::kStripThreshold)
+      return error("initializer '" + tensor.name() +
+                   "' looks like a parameter that the exporter renamed or "
+                   "transformed (constant folding); re-export with "
+                   "do_constant_folding=False and "
+                   "training=torch.onnx.TrainingMode.TRAINING, as "
+                   "fsdp_mlir.export does");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Types and values
+//===----------------------------------------------------------------------===//
+
+FailureOr<Type> Importer::convertElementType(int32_t onnxType, StringRef what) {
+  Builder b(&context);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return Type(b.getF32Type());
+  case onnx::TensorProto::DOUBLE:
+    return Type(b.getF64Type());
+  case onnx::TensorProto::FLOAT16:
+    return Type(b.getF16Type());
+  case onnx::TensorProto::BFLOAT16:
+    return Type(b.getBF16Type());
+  case onnx::TensorProto::INT64:
+    return Type(b.getI64Type());
+  case onnx::TensorProto::INT32:
+    return Type(b.getI32Type());
+  case onnx::TensorProto::INT16:
+    return Type(b.getI16Type());
+  case onnx::TensorProto::INT8:
+    return Type(b.getI8Type());
+  case onnx::TensorProto::UINT8:
+    return Type(b.getIntegerType(8, /*isSigned=*/false));
+  case onnx::TensorProto::BOOL:
+    return Type(b.getI1Type());
+  default:
+    break;
+  }
+  const std::string &name = onnx::TensorProto_DataType_Name(
+      static_cast<onnx::TensorProto_DataType>(onnxType));
+  return error(what + " has element type " + (name.empty() ? "?" : name) +
+               ", which is not supported");
+}
+
+FailureOr<RankedTensorType>
+Importer::convertTensorType(const onnx::TypeProto &type, StringRef what) {
+  if (!type.has_tensor_type())
+    return error(what + " is not a tensor");
+  const onnx::TypeProto_Tensor &tensor = type.tensor_type();
+  if (!tensor.has_shape())
+    return error(what + " has no shape after ONNX shape inference");
+  SmallVector<int64_t> shape;
+  for (const onnx::TensorShapeProto_Dimension &dim : tensor.shape().dim()) {
+    if (!dim.has_dim_value())
+      return error(what + " has a dynamic dimension" +
+                   (dim.has_dim_param() ? " '" + dim.dim_param() + "'" : "") +
+                   " after shape inference; the compiler needs static "
+                   "shapes (set dynamic inputs with --batch-size / --dim)");
+    shape.push_back(dim.dim_value());
+  }
+  FailureOr<Type> element = convertElementType(tensor.elem_type(), what);
+  if (failed(element))
+    return failure();
+  return RankedTensorType::get(shape, *element);
+}
+
+RankedTensorType initializerType(const onnx::TensorProto &tensor, Type element) {
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  return RankedTensorType::get(shape, element);
+}
+
+FailureOr<fsdpir::DataRefAttr> Importer::dataRef(int index) {
+  const onnx::TensorProto &tensor = file.model.graph().initializer(index);
+  const std::optional<Bytes> &ref = bytes[index];
+  if (!ref)
+    return error("initializer '" + tensor.name() +
+                 "' keeps its values in typed fields, not raw bytes; "
+                 "re-save the model with onnx.save_model");
+  return fsdpir::DataRefAttr::get(&context, ref->file, ref->offset, ref->length);
+}
+
+FailureOr<ElementsAttr>
+Importer::tensorValue(const onnx::TensorProto &tensor,
+                      const std::optional<EmbeddedBytes> &embedded,
+                      StringRef what) {
+  FailureOr<Type> element = convertElementType(tensor.data_type(), what);
+  if (failed(element))
+    return failure();
+  RankedTensorType type = initializerType(tensor, *element);
+  int64_t count = type.getNumElements();
+  auto sized = [&](int64_t have) -> LogicalResult {
+    if (have != count)
+      return error(what + " holds " + Twine(have) + " values but its shape " +
+                   "needs " + Twine(count));
+    return success();
+  };
+
+  // Raw little-endian bytes: in the parsed proto, or in the mapped file.
+  std::optional<StringRef> raw;
+  if (tensor.has_raw_data())
+    raw = tensor.raw_data();
+  else if (embedded && embedded->stripped)
+    raw = file.buffer->getBuffer().substr(embedded->offset, embedded->length);
+  else if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+    return error(what + " is a constant stored as external data; only "
+                        "parameters and buffers may live outside the model");
+  if (raw) {
+    if (element->isInteger(1)) {
+      if (failed(sized(raw->size())))
+        return failure();
+      SmallVector<bool> values;
+      for (char c : *raw)
+        values.push_back(c != 0);
+      return ElementsAttr(DenseElementsAttr::get(type, values));
+    }
+    int64_t width = element->getIntOrFloatBitWidth() / 8;
+    if (failed(sized(static_cast<int64_t>(raw->size()) / width)))
+      return failure();
+    return ElementsAttr(DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(raw->data(), raw->size())));
+  }
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (failed(sized(tensor.float_data_size())))
+      return failure();
+    return ElementsAttr(DenseElementsAttr::get(
+        type, ArrayRef<float>(tensor.float_data().data(), count)));
+  case onnx::TensorProto::DOUBLE:
+    if (failed(sized(tensor.double_data_size())))
+      return failure();
+    return ElementsAttr(DenseElementsAttr::get(
+        type, ArrayRef<double>(tensor.double_data().data(), count)));
+  case onnx::TensorProto::INT64:
+    if (failed(sized(tensor.int64_data_size())))
+      return failure();
+    return ElementsAttr(DenseElementsAttr::get(
+        type, ArrayRef<int64_t>(tensor.int64_data().data(), count)));
+  case onnx::TensorProto::INT32:
+    if (failed(sized(tensor.int32_data_size())))
+      return failure();
+    return ElementsAttr(DenseElementsAttr::get(
+        type, ArrayRef<int32_t>(tensor.int32_data().data(), count)));
+  case onnx::TensorProto::BOOL: {
+    if (failed(sized(tensor.int32_data_size())))
+      return failure();
+    SmallVector<bool> values(tensor.int32_data().begin(),
+                             tensor.int32_data().end());
+    return ElementsAttr(DenseElementsAttr::get(type, values));
+  }
+  default:
+    return error(what + " stores its values in a form the importer does not "
+                        "read; re-save it with raw_data");
+  }
+}
+
+FailureOr<ElementsAttr> Importer::constantValue(int index) {
+  const onnx::TensorProto &tensor = file.model.graph().initializer(index);
+  return tensorValue(tensor, file.embedded[index],
+                     "initializer '" + tensor.name() + "'");
+}
+
+//===----------------------------------------------------------------------===//
+// Building the module
+//===----------------------------------------------------------------------===//
+
+LogicalResult Importer::declareState(ModuleOp module) {
+  builder.setInsertionPointToEnd(module.getBody());
+  const onnx::GraphProto &graph = file.model.graph();
+  llvm::StringSet<> declared;
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    const InitInfo &info = inits[i];
+    if (info.kind == InitKind::Constant)
+      continue;
+    const onnx::TensorProto &tensor = graph.initializer(i);
+    std::string what = "initializer '" + tensor.name() + "'";
+    FailureOr<Type> element = convertElementType(tensor.data_type(), what);
+    if (failed(element))
+      return failure();
+    FailureOr<fsdpir::DataRefAttr> data = dataRef(i);
+    if (failed(data))
+      return failure();
+    if (!declared.insert(info.fqn).second)
+      return error("two initializers claim the name '" + info.fqn + "'");
+    Location loc = NameLoc::get(builder.getStringAttr(tensor.name()), fileLoc);
+    RankedTensorType type = initializerType(tensor, *element);
+    if (info.kind == InitKind::Param) {
+      auto param = builder.create<fsdpir::ParamOp>(
+          loc, builder.getStringAttr(info.fqn), TypeAttr::get(type),
+          info.requiresGrad ? UnitAttr() : builder.getUnitAttr(), *data,
+          ArrayAttr());
+      if (!info.aliases.empty()) {
+        SmallVector<StringRef> aliases(info.aliases.begin(), info.aliases.end());
+        param.setAliasesAttr(builder.getStrArrayAttr(aliases));
+      }
+    } else {
+      builder.create<fsdpir::BufferOp>(loc, builder.getStringAttr(info.fqn),
+                                     TypeAttr::get(type), *data);
+    }
+  }
+  return success();
+}
+
+FailureOr<Value> Importer::lookupValue(const std::string &name, Location loc) {
+  if (name.empty()) {
+    if (!noValue)
+      noValue = builder.create<onnxir::NoValueOp>(fileLoc, builder.getNoneType());
+    return noValue;
+  }
+  auto found = values.find(name);
+  if (found != values.end())
+    return found->second;
+  auto init = initIndex.find(name);
+  if (init == initIndex.end())
+    return emitError(loc) << "input '" << name
+                          << "' is produced by no earlier node, initializer or "
+                             "graph input";
+  int index = init->second;
+  const InitInfo &info = inits[index];
+  const onnx::TensorProto &tensor = file.model.graph().initializer(index);
+  Location initLoc = NameLoc::get(builder.getStringAttr(name), fileLoc);
+  Value value;
+  if (info.kind == InitKind::Constant) {
+    FailureOr<ElementsAttr> constant = constantValue(index);
+    if (failed(constant))
+      return failure();
+    value = builder.create<onnxir::ConstantOp>(initLoc, *constant);
+  } else {
+    FailureOr<Type> element = convertElementType(tensor.data_type(), name);
+    if (failed(element))
+      return failure();
+    RankedTensorType type = initializerType(tensor, *element);
+    auto symbol = FlatSymbolRefAttr::get(&context, info.fqn);
+    if (info.kind == InitKind::Param)
+      value = builder.create<fsdpir::GetParamOp>(initLoc, type, symbol);
+    else
+      value = builder.create<fsdpir::GetBufferOp>(initLoc, type, symbol);
+  }
+  values[name] = value;
+  return value;
+}
+
+FailureOr<Attribute>
+Importer::convertAttribute(const onnx::AttributeProto &attr,
+                           const onnx::NodeProto &node) {
+  switch (attr.type()) {
+  case onnx::AttributeProto::INT:
+    return Attribute(builder.getI64IntegerAttr(attr.i()));
+  case onnx::AttributeProto::FLOAT:
+    return Attribute(builder.getF32FloatAttr(attr.f()));
+  case onnx::AttributeProto::STRING:
+    return Attribute(builder.getStringAttr(attr.s()));
+  case onnx::AttributeProto::INTS:
+    return Attribute(builder.getDenseI64ArrayAttr(
+        SmallVector<int64_t>(attr.ints().begin(), attr.ints().end())));
+  case onnx::AttributeProto::FLOATS:
+    return Attribute(builder.getDenseF32ArrayAttr(
+        SmallVector<float>(attr.floats().begin(), attr.floats().end())));
+  case onnx::AttributeProto::TENSOR: {
+    FailureOr<ElementsAttr> value =
+        tensorValue(attr.t(), std::nullopt,
+                    "attribute '" + attr.name() + "' of node '" + node.name() + "'");
+    if (failed(value))
+      return failure();
+    return Attribute(*value);
+  }
+  default:
+    return error("node '" + node.name() + "' (" + node.op_type() +
+                 "): attribute '" + attr.name() + "' has a kind (" +
+                 onnx::AttributeProto_AttributeType_Name(attr.type()) +
+                 ") the importer does not support");
+  }
+}
+
+/// Rewrites Constant's scalar and list forms (value_float, value_ints, ...)
+/// into its `value` tensor form.
+FailureOr<Attribute> constantFormValue(const onnx::AttributeProto &attr,
+                                       Builder &b) {
+  if (attr.name() == "value_float")
+    return Attribute(DenseElementsAttr::get(
+        RankedTensorType::get({}, b.getF32Type()), attr.f()));
+  if (attr.name() == "value_int")
+    return Attribute(DenseElementsAttr::get(
+        RankedTensorType::get({}, b.getI64Type()), attr.i()));
+  if (attr.name() == "value_floats")
+    return Attribute(DenseElementsAttr::get(
+        RankedTensorType::get({attr.floats_size()}, b.getF32Type()),
+        ArrayRef<float>(attr.floats().data(), attr.floats_size())));
+  if (attr.name() == "value_ints")
+    return Attribute(DenseElementsAttr::get(
+        RankedTensorType::get({attr.ints_size()}, b.getI64Type()),
+        ArrayRef<int64_t>(attr.ints().data(), attr.ints_size())));
+  return failure();
+}
+
+/// The supported ONNX operators, for error messages.
+std::string supportedOps(MLIRContext &context) {
+  SmallVector<StringRef> names;
+  for (RegisteredOperationName op : context.getRegisteredOperations())
+    if (op.getDialectNamespace() == "onnx" && op.getStringRef() != "onnx.NoValue")
+      names.push_back(op.getStringRef().drop_front(5));
+  llvm::sort(names);
+  return llvm::join(names, ", ");
+}
+
+LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
+  std::string label = node.name().empty() ? node.op_type() : node.name();
+  Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
+  std::string opName = "onnx." + node.op_type();
+  std::optional<RegisteredOperationName> registered =
+      RegisteredOperationName::lookup(opName, &context);
+  if (!registered || node.op_type() == "NoValue")
+    return emitError(loc) << "node '" << label << "': operator '"
+                          << node.op_type() << "' of domain '"
+                          << (node.domain().empty() ? "ai.onnx" : node.domain())
+                          << "' is not supported; supported operators: "
+                          << supportedOps(context);
+
+  // ONNX lets a node omit trailing optional inputs and outputs; the onnx ops
+  // take them all, as `none` where absent.
+  const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+      node.op_type(), static_cast<int>(opset), node.domain());
+  auto arity = [](const std::vector<onnx::OpSchema::FormalParameter> &formals,
+                  int given) {
+    if (formals.empty() ||
+        formals.back().GetOption() == onnx::OpSchema::Variadic)
+      return given;
+    return std::max<int>(given, formals.size());
+  };
+  std::vector<std::string> inputs(node.input().begin(), node.input().end());
+  std::vector<std::string> outputs(node.output().begin(), node.output().end());
+  if (schema) {
+    inputs.resize(arity(schema->inputs(), inputs.size()));
+    outputs.resize(arity(schema->outputs(), outputs.size()));
+  }
+
+  OperationState state(loc, *registered);
+  for (const std::string &input : inputs) {
+    FailureOr<Value> value = lookupValue(input, loc);
+    if (failed(value))
+      return failure();
+    state.operands.push_back(*value);
+  }
+  for (const std::string &output : outputs) {
+    if (output.empty()) {
+      state.types.push_back(builder.getNoneType());
+      continue;
+    }
+    auto type = valueTypes.find(output);
+    if (type == valueTypes.end())
+      return emitError(loc) << "node '" << label << "' (" << node.op_type()
+                            << "): shape inference gave no type for output '"
+                            << output << "'";
+    FailureOr<RankedTensorType> converted = convertTensorType(
+        type->second, "output '" + output + "' of node '" + label + "'");
+    if (failed(converted))
+      return failure();
+    state.types.push_back(*converted);
+  }
+
+  ArrayRef<StringAttr> known = registered->getAttributeNames();
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    std::string name = attr.name();
+    FailureOr<Attribute> value = failure();
+    if (node.op_type() == "Constant" && name != "value") {
+      value = constantFormValue(attr, builder);
+      name = "value";
+      if (failed(value))
+        return emitError(loc) << "node '" << label << "' (Constant): form '"
+                              << attr.name() << "' is not supported";
+    } else {
+      if (!llvm::is_contained(known, builder.getStringAttr(name)))
+        return emitError(loc) << "node '" << label << "' (" << node.op_type()
+                              << "): attribute '" << name
+                              << "' is not supported";
+      value = convertAttribute(attr, node);
+      if (failed(value))
+        return failure();
+    }
+    state.addAttribute(name, *value);
+  }
+
+  Operation *op = builder.create(state);
+  for (auto [output, result] : llvm::zip(outputs, op->getResults()))
+    if (!output.empty())
+      values[output] = result;
+  return success();
+}
+
+LogicalResult Importer::buildForward(ModuleOp module) {
+  const onnx::GraphProto &graph = file.model.graph();
+  SmallVector<Type> inputTypes, outputTypes;
+  SmallVector<std::string> inputNames;
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initIndex.count(input.name()))
+      continue;
+    FailureOr<RankedTensorType> type =
+        convertTensorType(input.type(), "graph input '" + input.name() + "'");
+    if (failed(type))
+      return failure();
+    inputTypes.push_back(*type);
+    inputNames.push_back(input.name());
+  }
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    FailureOr<RankedTensorType> type =
+        convertTensorType(output.type(), "graph output '" + output.name() + "'");
+    if (failed(type))
+      return failure();
+    outputTypes.push_back(*type);
+  }
+
+  builder.setInsertionPointToEnd(module.getBody());
+  auto forward = builder.create<func::FuncOp>(
+      fileLoc, "forward", builder.getFunctionType(inputTypes, outputTypes));
+  for (auto [index, name] : llvm::enumerate(inputNames))
+    forward.setArgAttr(index, "fsdp.name", builder.getStringAttr(name));
+  for (auto [index, output] : llvm::enumerate(graph.output()))
+    forward.setResultAttr(index, "fsdp.name",
+                          builder.getStringAttr(output.name()));
+  Block *entry = forward.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  for (auto [name, arg] : llvm::zip(inputNames, entry->getArguments()))
+    values[name] = arg;
+
+  for (const onnx::NodeProto &node : graph.node())
+    if (failed(buildNode(node)))
+      return failure();
+
+  SmallVector<Value> results;
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    FailureOr<Value> value = lookupValue(output.name(), fileLoc);
+    if (failed(value))
+      return failure();
+    results.push_back(*value);
+  }
+  builder.create<func::ReturnOp>(fileLoc, results);
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run() {
+  std::string message;
+  std::optional<ModelFile> read = ::fsdp::onnx_import::readModel(path, message);
+  if (!read) {
+    emitError(fileLoc) << message;
+    return nullptr;
+  }
+  file = std::move(*read);
+  if (failed(checkOpsets()) || failed(resolveExternalData()) ||
+      failed(specialiseShapes()) || failed(checkAndInfer()) ||
+      failed(readMetadata()) || failed(classify()))
+    return nullptr;
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  SmallString<256> absolute(path);
+  llvm::sys::fs::make_absolute(absolute);
+  (*module)->setAttr("fsdp.source", builder.getStringAttr(absolute));
+  (*module)->setAttr("fsdp.onnx.opset", builder.getI64IntegerAttr(opset));
+  if (!file.model.producer_name().empty())
+    (*module)->setAttr("fsdp.onnx.producer",
+                       builder.getStringAttr(file.model.producer_name() + " " +
+                                             file.model.producer_version()));
+  if (!metadata.json.empty())
+    (*module)->setAttr("fsdp.torch_metadata",
+                       builder.getStringAttr(metadata.json));
+
+  if (failed(declareState(*module)) || failed(buildForward(*module)))
+    return nullptr;
+  if (failed(verify(*module)))
+    return nullptr;
+  if (options.fold) {
+    GreedyRewriteConfig config;
+    config.useTopDownTraversal = true;
+    RewritePatternSet none(&context);
+    if (failed(applyPatternsAndFoldGreedily(module->getOperation(),
+                                            std::move(none), config)))
+      emitWarning(fileLoc) << "folding shape computations did not converge";
+  }
+  return module;
+}
+
+} // namespace
+
+namespace fsdp {
+
+OwningOpRef<ModuleOp> importONNX(StringRef path, MLIRContext &context,
+                                 const ONNXImportOptions &options) {
+  context.loadDialect<fsdpir::FSDPDialect, onnxir::ONNXDialect, func::FuncDialect>();
+  return Importer(path, context, options).run();
+}
+
+} // namespace fsdp

@@ -1,0 +1,505 @@
+"""Exporting a torch module to ONNX with the metadata FSDP-MLIR needs.
+
+`export()` runs `torch.onnx.export` with the settings under which torch 1.13
+keeps parameter names (opset 17, TRAINING mode, no constant folding, no
+module functions), then embeds the module tree, the parameter table (with
+tied-weight aliases) and the buffers as JSON in the model's
+`metadata_props` under the key "fsdp_mlir" (see `METADATA_KEY`), because
+ONNX itself carries neither module classes nor tied weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+METADATA_KEY = "fsdp_mlir"
+METADATA_VERSION = 1
+BATCH_DIM_PARAM = "batch"
+_WRAPPER_PREFIX = "model."
+
+__all__ = ["export", "ExportError", "METADATA_KEY", "METADATA_VERSION"]
+
+
+class ExportError(RuntimeError):
+    """`export()` failed; the message names the step and the cause."""
+
+    def __init__(self, step: str, detail: str):
+        self.step = step
+        self.detail = detail
+        super().__init__(f"fsdp_mlir.export: {step} failed: {detail}")
+
+
+@contextlib.contextmanager
+def _step(name: str):
+    """Turns any exception raised inside into an ExportError naming `name`."""
+    try:
+        yield
+    except ExportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure is reported
+        raise ExportError(name, f"{type(e).__name__}: {e}") from e
+
+
+# --------------------------------------------------------------------------
+# Walking the module tree
+# --------------------------------------------------------------------------
+
+
+def _walk_modules(module, prefix: str = "", stack: tuple = ()):
+    """Yields (fqn, module) in named_modules() order WITHOUT removing
+    duplicates (a shared submodule is yielded under every name)."""
+    if id(module) in stack:  # a cycle: named_modules() would not loop either
+        return
+    yield prefix, module
+    for name, child in module._modules.items():
+        if child is None:
+            continue
+        yield from _walk_modules(
+            child, f"{prefix}.{name}" if prefix else name, stack + (id(module),)
+        )
+
+
+def _all_named_parameters(model):
+    """named_parameters(remove_duplicate=False) (not in torch 1.13)."""
+    for mfqn, m in _walk_modules(model):
+        for name, p in m._parameters.items():
+            if p is not None:
+                yield (f"{mfqn}.{name}" if mfqn else name), p
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _module_table(model) -> list[dict]:
+    canonical = {}  # id(module) -> FQN under which named_modules() lists it
+    for fqn, m in model.named_modules():
+        canonical.setdefault(id(m), fqn)
+    table = []
+    for fqn, m in model.named_modules():
+        cls = type(m)
+        table.append(
+            {
+                "fqn": fqn,
+                "class": cls.__name__,
+                "qualname": f"{cls.__module__}.{cls.__qualname__}",
+                "children": [canonical[id(c)] for _, c in m.named_children()],
+                "params": [
+                    f"{fqn}.{n}" if fqn else n
+                    for n, _ in m.named_parameters(recurse=False)
+                ],
+                "buffers": [
+                    f"{fqn}.{n}" if fqn else n
+                    for n, _ in m.named_buffers(recurse=False)
+                ],
+            }
+        )
+    return table
+
+
+def _buffer_persistence(model) -> dict[str, bool]:
+    out = {}
+    for mfqn, m in _walk_modules(model):
+        for name, b in m._buffers.items():
+            if b is None:
+                continue
+            fqn = f"{mfqn}.{name}" if mfqn else name
+            out.setdefault(fqn, name not in m._non_persistent_buffers_set)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Tensors and initializers
+# --------------------------------------------------------------------------
+
+
+def _onnx_elem_type(dtype):
+    import torch
+    from onnx import TensorProto
+
+    return {
+        torch.float32: TensorProto.FLOAT,
+        torch.float64: TensorProto.DOUBLE,
+        torch.float16: TensorProto.FLOAT16,
+        torch.bfloat16: TensorProto.BFLOAT16,
+        torch.uint8: TensorProto.UINT8,
+        torch.int8: TensorProto.INT8,
+        torch.int16: TensorProto.INT16,
+        torch.int32: TensorProto.INT32,
+        torch.int64: TensorProto.INT64,
+        torch.bool: TensorProto.BOOL,
+        torch.complex64: TensorProto.COMPLEX64,
+        torch.complex128: TensorProto.COMPLEX128,
+    }.get(dtype)
+
+
+def _tensor_bytes(t) -> bytes:
+    """The tensor's bytes as ONNX stores them in raw_data (little endian)."""
+    import torch
+
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes()
+
+
+def _initializer_bytes(init) -> bytes:
+    if init.raw_data:
+        return bytes(init.raw_data)
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(init).tobytes()
+
+
+def _same_type(init, t) -> bool:
+    return init.data_type == _onnx_elem_type(t.dtype) and list(init.dims) == list(
+        t.shape
+    )
+
+
+class _Matcher:
+    """Finds the initializer holding each tensor: by name (the exporter's
+    state-dict FQN, possibly with the wrapper prefix), else the single
+    unclaimed initializer that is bit-identical in type, shape and values."""
+
+    def __init__(self, graph, prefix: str):
+        self.prefix = prefix
+        self.by_name = {i.name: i for i in graph.initializer}
+        self.claimed: set[str] = set()
+
+    def by_names(self, fqns: Sequence[str], t):
+        for fqn in fqns:
+            init = self.by_name.get(self.prefix + fqn)
+            if init is not None and _same_type(init, t):
+                self.claimed.add(init.name)
+                return init
+        return None
+
+    def by_value(self, t):
+        want = _tensor_bytes(t)
+        hits = [
+            i
+            for name, i in self.by_name.items()
+            if name not in self.claimed
+            and _same_type(i, t)
+            and _initializer_bytes(i) == want
+        ]
+        if len(hits) == 1:
+            self.claimed.add(hits[0].name)
+            return hits[0]
+        return None
+
+
+# --------------------------------------------------------------------------
+# Inputs and outputs
+# --------------------------------------------------------------------------
+
+
+def _flatten_outputs(out, where="output") -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        flat = []
+        for i, o in enumerate(out):
+            flat += _flatten_outputs(o, f"{where}[{i}]")
+        return flat
+    if isinstance(out, dict):
+        flat = []
+        for k, o in out.items():
+            flat += _flatten_outputs(o, f"{where}[{k!r}]")
+        return flat
+    raise TypeError(
+        f"{where} is a {type(out).__name__}; the model may only return tensors "
+        "or (nested) tuples, lists or dicts of tensors"
+    )
+
+
+def _make_loss_wrapper(model, loss_fn):
+    import torch
+
+    class LossWrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model  # registered: initializers get "model."
+            # Not registered: a loss module's own state stays out of the
+            # parameter table (the tracer treats it as constants).
+            self.__dict__["_loss_fn"] = loss_fn
+
+        def forward(self, *inputs):
+            return self._loss_fn(self.model(*inputs[:-1]), inputs[-1])
+
+    return LossWrapper()
+
+
+@contextlib.contextmanager
+def _preserved_state(model):
+    """Restores the model's buffers (BatchNorm running statistics,
+    num_batches_tracked), training flags and the CPU RNG after the forward
+    passes that export runs in training mode."""
+    import torch
+
+    buffers = [
+        (m, name, b, b.detach().clone())
+        for m in model.modules()
+        for name, b in m._buffers.items()
+        if b is not None
+    ]
+    training = [(m, m.training) for m in model.modules()]
+    rng = torch.get_rng_state()
+    try:
+        yield {id(b): saved for _, _, b, saved in buffers}
+    finally:
+        with torch.no_grad():
+            for m, name, b, saved in buffers:
+                b.copy_(saved)
+                m._buffers[name] = b  # in case forward rebound the attribute
+        for m, flag in training:
+            m.training = flag
+        torch.set_rng_state(rng)
+
+
+# --------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------
+
+
+def export(
+    model,
+    example_inputs,
+    path,
+    *,
+    loss_fn: Callable[[Any, Any], Any] | None = None,
+    input_names: Sequence[str] | None = None,
+    dynamic_batch: bool = True,
+    external_data: bool = False,
+    opset: int = 17,
+) -> Path:
+    """Exports `model` to the ONNX file `path` and returns its Path.
+
+    example_inputs: a tensor or a tuple of tensors. With `loss_fn`, the last
+    one is the target: the exported graph computes
+    `loss_fn(model(*inputs[:-1]), inputs[-1])` and its only output is the
+    scalar "loss". Without it the outputs are "output_0", "output_1", ...
+    input_names default to "input_0", "input_1", ...
+    dynamic_batch: dim 0 of every input, and of every output whose dim 0
+    has the batch size, becomes the dim_param "batch".
+    external_data: tensors go to "<file name>.data" beside the model.
+
+    The model is exported in training mode (BatchNorm as training-mode
+    BatchNormalization, dropout live) but left as it was: its mode,
+    buffers and the RNG state are restored, and the file holds the buffer
+    values from before the call. Any failure raises ExportError (a
+    RuntimeError) naming the failed step.
+    """
+    with _step("checking the arguments"):
+        import onnx
+        import torch
+
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if isinstance(example_inputs, torch.Tensor):
+            inputs = (example_inputs,)
+        elif isinstance(example_inputs, (tuple, list)):
+            inputs = tuple(example_inputs)
+        else:
+            raise TypeError(
+                "example_inputs must be a tensor or a tuple of tensors, got "
+                f"{type(example_inputs).__name__}"
+            )
+        if not inputs:
+            raise ValueError("example_inputs is empty")
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"example_inputs[{i}] is a {type(x).__name__}, not a tensor")
+            if dynamic_batch and x.dim() == 0:
+                raise ValueError(
+                    f"example_inputs[{i}] is a scalar and has no batch dimension; "
+                    "pass dynamic_batch=False"
+                )
+        if loss_fn is not None and len(inputs) < 2:
+            raise ValueError(
+                "with loss_fn, example_inputs must hold the model's inputs followed "
+                "by the target (at least two tensors)"
+            )
+        if input_names is None:
+            input_names = [f"input_{i}" for i in range(len(inputs))]
+        else:
+            input_names = [str(n) for n in input_names]
+            if len(input_names) != len(inputs):
+                raise ValueError(
+                    f"{len(input_names)} input_names for {len(inputs)} example inputs"
+                )
+            if len(set(input_names)) != len(input_names):
+                raise ValueError(f"input_names are not unique: {input_names}")
+        if not isinstance(opset, int) or opset < 9:
+            raise ValueError(f"opset must be an int >= 9, got {opset!r}")
+        path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"{path} is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    with _step("reading the model's parameters and buffers"):
+        modules = _module_table(model)
+        aliases: dict[int, list[str]] = {}
+        for fqn, p in _all_named_parameters(model):
+            aliases.setdefault(id(p), []).append(fqn)
+        named_params = list(model.named_parameters())
+        named_buffers = list(model.named_buffers())
+        persistent = _buffer_persistence(model)
+
+    exported = model if loss_fn is None else _make_loss_wrapper(model, loss_fn)
+    prefix = "" if loss_fn is None else _WRAPPER_PREFIX
+
+    with _preserved_state(model) as saved_buffers:
+        with _step("running the model on example_inputs (in training mode)"):
+            exported.train()
+            with torch.no_grad():
+                outs = _flatten_outputs(exported(*inputs))
+            if loss_fn is not None:
+                if len(outs) != 1 or outs[0].dim() != 0:
+                    shapes = [tuple(o.shape) for o in outs]
+                    raise ValueError(
+                        f"loss_fn must return one scalar tensor, got shapes {shapes}"
+                    )
+                output_names = ["loss"]
+            else:
+                output_names = [f"output_{i}" for i in range(len(outs))]
+            clash = set(output_names) & set(input_names)
+            if clash:
+                raise ValueError(f"input_names clash with output names: {sorted(clash)}")
+            dynamic_axes = None
+            if dynamic_batch:
+                batch = inputs[0].shape[0]
+                dynamic_axes = {n: {0: BATCH_DIM_PARAM} for n in input_names}
+                for n, o in zip(output_names, outs):
+                    if o.dim() >= 1 and o.shape[0] == batch:
+                        dynamic_axes[n] = {0: BATCH_DIM_PARAM}
+
+        with tempfile.TemporaryDirectory(prefix=".fsdp_mlir_export_", dir=path.parent) as tmp:
+            with _step("torch.onnx.export"):
+                raw = Path(tmp) / "torch.onnx"
+                torch.onnx.export(
+                    exported,
+                    inputs,
+                    str(raw),
+                    export_params=True,
+                    training=torch.onnx.TrainingMode.TRAINING,
+                    input_names=input_names,
+                    output_names=output_names,
+                    opset_version=opset,
+                    do_constant_folding=False,
+                    dynamic_axes=dynamic_axes,
+                    export_modules_as_functions=False,
+                )
+            with _step("loading the exported ONNX model"):
+                proto = onnx.load(str(raw))
+
+            with _step("matching parameters and buffers to initializers"):
+                matcher = _Matcher(proto.graph, prefix)
+                param_rows, buffer_rows = [], []
+                pending = []  # (row, tensor, value to store or None)
+                for fqn, p in named_params:
+                    row = {
+                        "fqn": fqn,
+                        "initializer": None,
+                        "shape": list(p.shape),
+                        "dtype": _dtype_name(p.dtype),
+                        "requires_grad": bool(p.requires_grad),
+                        "aliases": [a for a in aliases.get(id(p), []) if a != fqn],
+                    }
+                    param_rows.append(row)
+                    init = matcher.by_names([fqn] + row["aliases"], p)
+                    row["initializer"] = init.name if init is not None else None
+                    pending.append((row, p, None))
+                for fqn, b in named_buffers:
+                    row = {
+                        "fqn": fqn,
+                        "initializer": None,
+                        "shape": list(b.shape),
+                        "dtype": _dtype_name(b.dtype),
+                        "persistent": persistent.get(fqn, True),
+                    }
+                    buffer_rows.append(row)
+                    saved = saved_buffers.get(id(b), b)
+                    init = matcher.by_names([fqn], saved)
+                    row["initializer"] = init.name if init is not None else None
+                    pending.append((row, b, saved))
+                # Second pass: what the names did not find, by value.
+                for row, t, saved in pending:
+                    if row["initializer"] is None:
+                        init = matcher.by_value(t if saved is None else saved)
+                        if init is None and saved is not None:
+                            init = matcher.by_value(t)  # value after the trace
+                        if init is not None:
+                            row["initializer"] = init.name
+                # torch 1.13 serializes the buffers as the tracing forward left
+                # them (BatchNorm stats one momentum step on): store the values
+                # from before the call.
+                for row, t, saved in pending:
+                    if saved is None or row["initializer"] is None:
+                        continue
+                    init = matcher.by_name[row["initializer"]]
+                    data = _tensor_bytes(saved)
+                    if _initializer_bytes(init) != data:
+                        for field in ("float_data", "int32_data", "int64_data",
+                                      "double_data", "uint64_data", "string_data"):
+                            init.ClearField(field)
+                        init.raw_data = data
+
+            with _step("adding the fsdp_mlir metadata"):
+                meta = {
+                    "version": METADATA_VERSION,
+                    "modules": modules,
+                    "params": param_rows,
+                    "buffers": buffer_rows,
+                    "inputs": [i.name for i in proto.graph.input],
+                    "outputs": [o.name for o in proto.graph.output],
+                    "batch_dim": 0 if dynamic_batch else None,
+                    "loss": loss_fn is not None,
+                }
+                if meta["inputs"] != list(input_names):
+                    raise ValueError(
+                        f"the exported graph's inputs {meta['inputs']} are not the "
+                        f"example inputs {list(input_names)} (an input the model "
+                        "does not use is dropped by the exporter)"
+                    )
+                if meta["outputs"] != output_names:
+                    raise ValueError(
+                        f"the exported graph's outputs {meta['outputs']} are not "
+                        f"{output_names}"
+                    )
+                for prop in list(proto.metadata_props):
+                    if prop.key == METADATA_KEY:
+                        proto.metadata_props.remove(prop)
+                entry = proto.metadata_props.add()
+                entry.key = METADATA_KEY
+                entry.value = json.dumps(meta)
+
+            with _step(f"saving {path}"):
+                staged = Path(tmp) / path.name
+                data_name = path.name + ".data"
+                if external_data:
+                    onnx.save_model(
+                        proto,
+                        str(staged),
+                        save_as_external_data=True,
+                        all_tensors_to_one_file=True,
+                        location=data_name,
+                        size_threshold=0,
+                    )
+                    if (Path(tmp) / data_name).exists():  # absent: no tensors
+                        os.replace(Path(tmp) / data_name, path.parent / data_name)
+                else:
+                    onnx.save_model(proto, str(staged))
+                os.replace(staged, path)
+
+    with _step(f"onnx.checker.check_model({str(path)!r})"):
+        onnx.checker.check_model(str(path))
+    return path
