@@ -1,7 +1,7 @@
 # Fails when a committed reference page differs from the one the build
 # generated from ODS. Run with -DGENERATED=<dir> -DCOMMITTED=<dir>.
 set(stale "")
-foreach(page FSDPDialect.md FSDPPasses.md)
+foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files --ignore-eol
                           ${GENERATED}/${page} ${COMMITTED}/${page}
                   RESULT_VARIABLE differs)

@@ -88,12 +88,13 @@ private:
   LogicalResult checkOpsets();
   LogicalResult resolveExternalData();
   LogicalResult specialiseShapes();
-  LogicalResult checkAndInfer();
+  LogicalResult check();
   LogicalResult readMetadata();
   LogicalResult classify();
   FailureOr<Type> convertElementType(int32_t onnxType, StringRef what);
   FailureOr<RankedTensorType> convertTensorType(const onnx::TypeProto &type,
-                                                StringRef what);
+                                                StringRef what,
+                                                bool quiet = false);
   FailureOr<fsdpir::DataRefAttr> dataRef(int index);
   FailureOr<ElementsAttr> constantValue(int index);
   FailureOr<ElementsAttr> tensorValue(const onnx::TensorProto &tensor,
@@ -103,6 +104,11 @@ private:
   LogicalResult buildForward(ModuleOp module);
   FailureOr<Value> lookupValue(const std::string &name, Location loc);
   LogicalResult buildNode(const onnx::NodeProto &node);
+  FailureOr<Operation *> createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
+                                      ValueRange operands,
+                                      ArrayRef<std::string> outputs);
+  LogicalResult infer();
+  LogicalResult foldShapeComputations();
   FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &attr,
                                         const onnx::NodeProto &node);
 
@@ -272,7 +278,7 @@ LogicalResult Importer::specialiseShapes() {
   return success();
 }
 
-LogicalResult Importer::checkAndInfer() {
+LogicalResult Importer::check() {
   try {
     onnx::checker::CheckerContext ctx;
     ctx.set_ir_version(static_cast<int>(file.model.ir_version()));
@@ -296,6 +302,10 @@ LogicalResult Importer::checkAndInfer() {
       what.pop_back();
     return error("ONNX checker: " + StringRef(what).split('\n').first);
   }
+  return success();
+}
+
+LogicalResult Importer::infer() {
   try {
     onnx::ShapeInferenceOptions inference(/*check_type=*/true,
                                           /*error_mode=*/1,
@@ -307,6 +317,7 @@ LogicalResult Importer::checkAndInfer() {
     return error("ONNX shape inference: " + StringRef(e.what()).split('\n').first);
   }
   const onnx::GraphProto &graph = file.model.graph();
+  valueTypes.clear();
   for (const auto &list : {graph.input(), graph.output(), graph.value_info()})
     for (const onnx::ValueInfoProto &info : list)
       valueTypes[info.name()] = info.type();
@@ -439,7 +450,14 @@ FailureOr<Type> Importer::convertElementType(int32_t onnxType, StringRef what) {
 }
 
 FailureOr<RankedTensorType>
-Importer::convertTensorType(const onnx::TypeProto &type, StringRef what) {
+Importer::convertTensorType(const onnx::TypeProto &type, StringRef what,
+                            bool quiet) {
+  if (quiet && (!type.has_tensor_type() || !type.tensor_type().has_shape() ||
+                !llvm::all_of(type.tensor_type().shape().dim(),
+                              [](const onnx::TensorShapeProto_Dimension &dim) {
+                                return dim.has_dim_value();
+                              })))
+    return failure();
   if (!type.has_tensor_type())
     return error(what + " is not a tensor");
   const onnx::TypeProto_Tensor &tensor = type.tensor_type();
@@ -698,12 +716,36 @@ std::string supportedOps(MLIRContext &context) {
   return llvm::join(names, ", ");
 }
 
-LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
+/// A node's inputs and outputs with omitted trailing optionals made explicit
+/// (as empty names): ONNX lets a node leave them out, the onnx ops take them
+/// all, as `none` where absent.
+static std::pair<std::vector<std::string>, std::vector<std::string>>
+nodeSignature(const onnx::NodeProto &node, int64_t opset) {
+  std::vector<std::string> inputs(node.input().begin(), node.input().end());
+  std::vector<std::string> outputs(node.output().begin(), node.output().end());
+  const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+      node.op_type(), static_cast<int>(opset), node.domain());
+  auto arity = [](const std::vector<onnx::OpSchema::FormalParameter> &formals,
+                  size_t given) {
+    if (formals.empty() ||
+        formals.back().GetOption() == onnx::OpSchema::Variadic)
+      return given;
+    return std::max(given, formals.size());
+  };
+  if (schema) {
+    inputs.resize(arity(schema->inputs(), inputs.size()));
+    outputs.resize(arity(schema->outputs(), outputs.size()));
+  }
+  return {inputs, outputs};
+}
+
+FailureOr<Operation *>
+Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
+                       ValueRange operands, ArrayRef<std::string> outputs) {
   std::string label = node.name().empty() ? node.op_type() : node.name();
-  Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
-  std::string opName = "onnx." + node.op_type();
+  Location loc = NameLoc::get(b.getStringAttr(label), fileLoc);
   std::optional<RegisteredOperationName> registered =
-      RegisteredOperationName::lookup(opName, &context);
+      RegisteredOperationName::lookup("onnx." + node.op_type(), &context);
   if (!registered || node.op_type() == "NoValue")
     return emitError(loc) << "node '" << label << "': operator '"
                           << node.op_type() << "' of domain '"
@@ -711,34 +753,11 @@ LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
                           << "' is not supported; supported operators: "
                           << supportedOps(context);
 
-  // ONNX lets a node omit trailing optional inputs and outputs; the onnx ops
-  // take them all, as `none` where absent.
-  const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
-      node.op_type(), static_cast<int>(opset), node.domain());
-  auto arity = [](const std::vector<onnx::OpSchema::FormalParameter> &formals,
-                  int given) {
-    if (formals.empty() ||
-        formals.back().GetOption() == onnx::OpSchema::Variadic)
-      return given;
-    return std::max<int>(given, formals.size());
-  };
-  std::vector<std::string> inputs(node.input().begin(), node.input().end());
-  std::vector<std::string> outputs(node.output().begin(), node.output().end());
-  if (schema) {
-    inputs.resize(arity(schema->inputs(), inputs.size()));
-    outputs.resize(arity(schema->outputs(), outputs.size()));
-  }
-
   OperationState state(loc, *registered);
-  for (const std::string &input : inputs) {
-    FailureOr<Value> value = lookupValue(input, loc);
-    if (failed(value))
-      return failure();
-    state.operands.push_back(*value);
-  }
+  state.addOperands(operands);
   for (const std::string &output : outputs) {
     if (output.empty()) {
-      state.types.push_back(builder.getNoneType());
+      state.types.push_back(b.getNoneType());
       continue;
     }
     auto type = valueTypes.find(output);
@@ -758,13 +777,13 @@ LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
     std::string name = attr.name();
     FailureOr<Attribute> value = failure();
     if (node.op_type() == "Constant" && name != "value") {
-      value = constantFormValue(attr, builder);
+      value = constantFormValue(attr, b);
       name = "value";
       if (failed(value))
         return emitError(loc) << "node '" << label << "' (Constant): form '"
                               << attr.name() << "' is not supported";
     } else {
-      if (!llvm::is_contained(known, builder.getStringAttr(name)))
+      if (!llvm::is_contained(known, b.getStringAttr(name)))
         return emitError(loc) << "node '" << label << "' (" << node.op_type()
                               << "): attribute '" << name
                               << "' is not supported";
@@ -774,12 +793,182 @@ LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
     }
     state.addAttribute(name, *value);
   }
+  return b.create(state);
+}
 
-  Operation *op = builder.create(state);
-  for (auto [output, result] : llvm::zip(outputs, op->getResults()))
+LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
+  std::string label = node.name().empty() ? node.op_type() : node.name();
+  Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
+  auto [inputs, outputs] = nodeSignature(node, opset);
+  SmallVector<Value> operands;
+  for (const std::string &input : inputs) {
+    FailureOr<Value> value = lookupValue(input, loc);
+    if (failed(value))
+      return failure();
+    operands.push_back(*value);
+  }
+  FailureOr<Operation *> op = createNodeOp(builder, node, operands, outputs);
+  if (failed(op))
+    return failure();
+  for (auto [output, result] : llvm::zip(outputs, (*op)->getResults()))
     if (!output.empty())
       values[output] = result;
   return success();
+}
+
+/// The ONNX tensor holding `value` (a small folded constant).
+static std::optional<onnx::TensorProto> toTensorProto(DenseElementsAttr value) {
+  onnx::TensorProto tensor;
+  Type element = value.getElementType();
+  if (element.isF32())
+    tensor.set_data_type(onnx::TensorProto::FLOAT);
+  else if (element.isF64())
+    tensor.set_data_type(onnx::TensorProto::DOUBLE);
+  else if (element.isF16())
+    tensor.set_data_type(onnx::TensorProto::FLOAT16);
+  else if (element.isBF16())
+    tensor.set_data_type(onnx::TensorProto::BFLOAT16);
+  else if (element.isInteger(64))
+    tensor.set_data_type(onnx::TensorProto::INT64);
+  else if (element.isInteger(32))
+    tensor.set_data_type(onnx::TensorProto::INT32);
+  else if (element.isInteger(1))
+    tensor.set_data_type(onnx::TensorProto::BOOL);
+  else
+    return std::nullopt;
+  for (int64_t dim : value.getType().getShape())
+    tensor.add_dims(dim);
+  std::string raw;
+  if (element.isInteger(1)) {
+    for (bool b : value.getValues<bool>())
+      raw.push_back(b ? 1 : 0);
+  } else {
+    ArrayRef<char> data = value.getRawData();
+    int64_t copies = value.isSplat() ? value.getNumElements() : 1;
+    for (int64_t i = 0; i < copies; ++i)
+      raw.append(data.data(), data.size());
+  }
+  tensor.set_raw_data(raw);
+  return tensor;
+}
+
+/// ONNX's shape inference propagates values only through a few operators
+/// (Shape, Gather, Concat, ...), so torch's shape chains that pass through
+/// others (Range, Where, ConstantOfShape, ...) leave later shapes unknown.
+/// This loop alternates inference with folding: every node whose inputs are
+/// now constant (or, for Shape and Size, statically shaped) is evaluated by
+/// the onnx ops' own folders and replaced by a Constant node, which the next
+/// round of inference reads. It stops when a round folds nothing.
+LogicalResult Importer::foldShapeComputations() {
+  static const llvm::StringSet<> foldable = {
+      "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
+      "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
+      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant"};
+  onnx::GraphProto *graph = file.model.mutable_graph();
+  llvm::StringMap<DenseElementsAttr> constants;
+  for (int i = 0; i < graph->initializer_size(); ++i) {
+    const onnx::TensorProto &tensor = graph->initializer(i);
+    if (inits[i].kind != InitKind::Constant ||
+        tensor.data_location() == onnx::TensorProto::EXTERNAL)
+      continue;
+    FailureOr<ElementsAttr> value = constantValue(i);
+    if (failed(value))
+      return failure();
+    if (auto dense = dyn_cast<DenseElementsAttr>(*value))
+      constants[tensor.name()] = dense;
+  }
+
+  OwningOpRef<ModuleOp> scratch = ModuleOp::create(fileLoc);
+  OpBuilder b(&context);
+  for (int round = 0; round < 64; ++round) {
+    if (failed(infer()))
+      return failure();
+    bool changed = false;
+    for (onnx::NodeProto &node : *graph->mutable_node()) {
+      if (!foldable.contains(node.op_type()) || node.output_size() != 1 ||
+          constants.count(node.output(0)))
+        continue;
+      auto [inputs, outputs] = nodeSignature(node, opset);
+      if (outputs.size() != 1)
+        continue;
+      auto resultType = valueTypes.find(outputs[0]);
+      if (resultType == valueTypes.end() ||
+          failed(convertTensorType(resultType->second, outputs[0],
+                                   /*quiet=*/true)))
+        continue;
+
+      b.setInsertionPointToEnd(scratch->getBody());
+      SmallVector<Value> operands;
+      bool ready = true;
+      for (auto [index, input] : llvm::enumerate(inputs)) {
+        if (input.empty()) {
+          operands.push_back(b.create<onnxir::NoValueOp>(fileLoc, b.getNoneType()));
+          continue;
+        }
+        auto constant = constants.find(input);
+        if (constant != constants.end()) {
+          operands.push_back(b.create<onnxir::ConstantOp>(fileLoc, constant->second));
+          continue;
+        }
+        // Shape and Size need only their input's (static) type.
+        auto type = valueTypes.find(input);
+        FailureOr<RankedTensorType> staticType =
+            type == valueTypes.end()
+                ? FailureOr<RankedTensorType>(failure())
+                : convertTensorType(type->second, input, /*quiet=*/true);
+        if ((node.op_type() != "Shape" && node.op_type() != "Size") ||
+            index != 0 || failed(staticType)) {
+          ready = false;
+          break;
+        }
+        operands.push_back(
+            b.create<onnxir::ConstantOp>(fileLoc, DenseElementsAttr::get(
+                *staticType, b.getZeroAttr(staticType->getElementType()))));
+      }
+      if (!ready) {
+        scratch->getBody()->clear();
+        continue;
+      }
+      FailureOr<Operation *> op = createNodeOp(b, node, operands, outputs);
+      if (failed(op))
+        return failure();
+      SmallVector<Attribute> operandValues;
+      for (Value operand : operands) {
+        Attribute value;
+        if (auto constant = operand.getDefiningOp<onnxir::ConstantOp>();
+            constant && (node.op_type() != "Shape" && node.op_type() != "Size"))
+          value = constant.getValue();
+        operandValues.push_back(value);
+      }
+      SmallVector<OpFoldResult> folded;
+      DenseElementsAttr result;
+      if (succeeded((*op)->fold(operandValues, folded)) && folded.size() == 1) {
+        if (auto attr = dyn_cast_if_present<Attribute>(folded[0]))
+          result = dyn_cast<DenseElementsAttr>(attr);
+        else if (auto value = dyn_cast_if_present<Value>(folded[0]))
+          if (auto constant = value.getDefiningOp<onnxir::ConstantOp>())
+            result = dyn_cast<DenseElementsAttr>(constant.getValue());
+      }
+      scratch->getBody()->clear();
+      if (!result)
+        continue;
+      std::optional<onnx::TensorProto> tensor = toTensorProto(result);
+      if (!tensor)
+        continue;
+      constants[outputs[0]] = result;
+      node.set_op_type("Constant");
+      node.clear_input();
+      node.clear_attribute();
+      onnx::AttributeProto *value = node.add_attribute();
+      value->set_name("value");
+      value->set_type(onnx::AttributeProto::TENSOR);
+      *value->mutable_t() = std::move(*tensor);
+      changed = true;
+    }
+    if (!changed)
+      return success();
+  }
+  return error("folding shape computations did not converge");
 }
 
 LogicalResult Importer::buildForward(ModuleOp module) {
@@ -841,8 +1030,9 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   file = std::move(*read);
   if (failed(checkOpsets()) || failed(resolveExternalData()) ||
-      failed(specialiseShapes()) || failed(checkAndInfer()) ||
-      failed(readMetadata()) || failed(classify()))
+      failed(readMetadata()) || failed(classify()) ||
+      failed(specialiseShapes()) || failed(check()) ||
+      failed(options.fold ? foldShapeComputations() : infer()))
     return nullptr;
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);

@@ -207,3 +207,31 @@ fsdp.param @w : tensor<4611686018427387904xf32>
 fsdp.param @b : tensor<4611686018427387904xf32>
 // expected-error @+1 {{'fsdp.flat_param' op has no valid layout: flat buffer size overflows int64 at parameter 1}}
 fsdp.flat_param @u params [@w, @b] : tensor<4xf32>
+
+// -----
+
+// expected-error @+1 {{'fsdp.buffer' op @b: data reference holds 8 bytes but 'tensor<4xf32>' needs 16}}
+fsdp.buffer @b : tensor<4xf32> at #fsdp.data_ref<"b.bin", offset = 0, length = 8>
+
+// -----
+
+fsdp.param @w : tensor<4xf32>
+func.func @f() {
+  // expected-error @+1 {{'fsdp.get_buffer' op @w does not name an fsdp.buffer}}
+  %0 = fsdp.get_buffer @w : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.buffer @b : tensor<4xf32>
+func.func @f() {
+  // expected-error @+1 {{'fsdp.get_buffer' op result type 'tensor<2xf32>' differs from @b's type 'tensor<4xf32>'}}
+  %0 = fsdp.get_buffer @b : tensor<2xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op attribute 'aliases' failed to satisfy constraint: string array attribute}}
+fsdp.param @w : tensor<4xf32> {aliases = [1]}

@@ -42,3 +42,17 @@ func.func @forward(%flat: tensor<8xf32>) -> (tensor<2x3xf32>, tensor<2xf32>, ten
   // CHECK: return %[[V]]#0, %[[V]]#1, %[[W]]
   return %w, %b, %w0 : tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>
 }
+
+// CHECK-LABEL: fsdp.buffer @bn.running_mean : tensor<4xf32> at <"bn.bin", offset = 0, length = 16>
+fsdp.buffer @"bn.running_mean" : tensor<4xf32> at #fsdp.data_ref<"bn.bin", offset = 0, length = 16>
+// CHECK: fsdp.buffer @bn.num_batches_tracked : tensor<i64>{{$}}
+fsdp.buffer @"bn.num_batches_tracked" : tensor<i64>
+// CHECK: fsdp.param @wte.weight : tensor<8x4xf32> {aliases = ["lm_head.weight"]}
+fsdp.param @"wte.weight" : tensor<8x4xf32> {aliases = ["lm_head.weight"]}
+
+// CHECK-LABEL: func.func @read_buffer
+func.func @read_buffer() -> tensor<4xf32> {
+  // CHECK: fsdp.get_buffer @bn.running_mean : tensor<4xf32>
+  %m = fsdp.get_buffer @"bn.running_mean" : tensor<4xf32>
+  return %m : tensor<4xf32>
+}
