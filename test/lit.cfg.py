@@ -10,7 +10,9 @@ from lit.llvm.subst import ToolSubst
 config.name = "FSDP-MLIR"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+config.excludes = [
+    "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "corpus"
+]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.fsdp_obj_root, "test")
 
@@ -18,6 +20,7 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
 config.substitutions.append(("%fsdp_obj_root", config.fsdp_obj_root))
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%corpus", config.fsdp_corpus_dir))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
