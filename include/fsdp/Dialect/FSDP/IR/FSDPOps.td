@@ -37,6 +37,37 @@ def FSDP_DataRefAttr : AttrDef<FSDP_Dialect, "DataRef"> {
   let genVerifyDecl = 1;
 }
 
+def FSDP_ModuleAttr : AttrDef<FSDP_Dialect, "Module"> {
+  let mnemonic = "module";
+  let summary = "one module of the model's PyTorch module hierarchy";
+  let description = [{
+    A module of the model as PyTorch registered it: its FQN (`""` for the
+    root), its class name (`""` when the export does not carry it), the FQNs
+    of its own parameters and buffers (`named_parameters(recurse=False)`
+    order; a tied parameter is listed under every module holding it, by the
+    name it has there), and its children's FQNs in registration order.
+    `fsdp-module-tree` records the hierarchy as a list of these, in
+    `named_modules()` (pre-)order, in the module attribute `fsdp.modules`.
+
+    ```mlir
+    #fsdp.module<"blocks.0.ln_1", class = "LayerNorm",
+                 params = ["blocks.0.ln_1.weight", "blocks.0.ln_1.bias"],
+                 buffers = [], children = []>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the module's FQN">:$fqn,
+    StringRefParameter<"the module's class name">:$className,
+    "ArrayAttr":$params,
+    "ArrayAttr":$buffers,
+    "ArrayAttr":$children
+  );
+  let assemblyFormat = [{
+    `<` $fqn `,` `class` `=` $className `,` `params` `=` $params `,`
+    `buffers` `=` $buffers `,` `children` `=` $children `>`
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Operations
 //===----------------------------------------------------------------------===//

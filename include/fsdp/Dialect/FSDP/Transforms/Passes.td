@@ -38,4 +38,55 @@ def PrintLayout : Pass<"fsdp-print-layout", "ModuleOp"> {
   ];
 }
 
+def ModuleTree : Pass<"fsdp-module-tree", "ModuleOp"> {
+  let summary = "Recover the PyTorch module hierarchy of an imported model";
+  let description = [{
+    Rebuilds the model's module tree and records it in the module attribute
+    `fsdp.modules`: a list of `#fsdp.module` in `named_modules()` order,
+    each with its FQN, class name, own parameters and buffers, and children
+    in registration order. Auto-wrap policies read it.
+
+    The tree comes from three sources, most precise first:
+     - the module table `fsdp_mlir.export` embeds in the model
+       (`fsdp.torch_metadata`): every module, with its class name;
+     - parameter and buffer FQNs (`blocks.0.attn.q.weight` lives in module
+       `blocks.0.attn`), including tied parameters' aliases;
+     - ONNX node scopes (`/blocks.0/mlp/act/Mul` names module
+       `blocks.0.mlp.act`), which add modules without parameters. The
+       exporter's quirks are undone: a wrapper's prefix on every scope
+       (the loss wrapper's `/model`), Sequential children named `mlp.0`
+       inside scope `mlp`, and the `_1` suffix of a module called twice.
+    Without the metadata, class names are empty.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-module-tree
+    module attributes {fsdp.modules = [#fsdp.module<"", class = "GPT2",
+        params = [], buffers = [], children = ["wte", "wpe", ...]>, ...]}
+    ```
+  }];
+}
+
+def PrintModuleTree : Pass<"fsdp-print-module-tree", "ModuleOp"> {
+  let summary = "Print the module hierarchy as an indented tree or JSON";
+  let description = [{
+    Prints the module tree that `fsdp-module-tree` records (recovering it
+    the same way if the module has none yet), one module per line indented
+    by depth, or as JSON with `format=json`: a list of
+    `{"fqn", "class", "params", "buffers", "children"}` in `named_modules()`
+    order, comparable with what PyTorch reports. The module is unchanged.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-print-module-tree -o /dev/null
+    (root) GPT2
+      wte Embedding: wte.weight
+      ...
+      lm_head Linear: lm_head.weight
+    ```
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "Output format: text or json">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES

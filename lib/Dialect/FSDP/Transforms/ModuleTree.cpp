@@ -1,0 +1,327 @@
+//===- ModuleTree.cpp - Recover the PyTorch module hierarchy --------------===//
+//
+/// ONNX has no notion of modules, but an export leaves three traces of them:
+/// the frontend's module table (exact, with class names), parameter FQNs,
+/// and node scopes. The tree is built by visiting them in that order; a
+/// module is created (with its ancestors) on first sight, so children keep
+/// the order in which PyTorch registered them whenever the table is present,
+/// and first-use order otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_MODULETREE
+#define GEN_PASS_DEF_PRINTMODULETREE
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// The parent FQN of a module or parameter FQN ("" for top-level names).
+StringRef parentOf(StringRef fqn) {
+  size_t dot = fqn.rfind('.');
+  return dot == StringRef::npos ? StringRef() : fqn.take_front(dot);
+}
+
+class TreeBuilder {
+public:
+  /// The index of module `fqn`, created with its ancestors if new.
+  unsigned ensure(StringRef fqn) {
+    auto found = index.find(fqn);
+    if (found != index.end())
+      return found->second;
+    if (!fqn.empty())
+      nodes[ensure(parentOf(fqn))].children.push_back(fqn.str());
+    unsigned id = nodes.size();
+    nodes.push_back(Node{fqn.str(), "", {}, {}, {}});
+    index[fqn] = id;
+    return id;
+  }
+
+  bool contains(StringRef fqn) const { return index.count(fqn); }
+
+  void setClass(StringRef fqn, StringRef className) {
+    nodes[ensure(fqn)].className = className.str();
+  }
+
+  /// Records that the module owning `fqn` (a parameter or buffer FQN) holds
+  /// it under that name.
+  void addState(StringRef fqn, bool isParam) {
+    Node &node = nodes[ensure(parentOf(fqn))];
+    SmallVector<std::string> &list = isParam ? node.params : node.buffers;
+    if (!llvm::is_contained(list, fqn))
+      list.push_back(fqn.str());
+  }
+
+  SmallVector<ModuleAttr> build(MLIRContext *context) const {
+    Builder b(context);
+    auto strings = [&](ArrayRef<std::string> values) {
+      SmallVector<StringRef> refs(values.begin(), values.end());
+      return b.getStrArrayAttr(refs);
+    };
+    // Pre-order from the root, children in the order they were found: the
+    // order of named_modules().
+    SmallVector<ModuleAttr> result;
+    SmallVector<unsigned> stack = {index.lookup("")};
+    while (!stack.empty()) {
+      const Node &node = nodes[stack.pop_back_val()];
+      result.push_back(ModuleAttr::get(context, node.fqn, node.className,
+                                       strings(node.params),
+                                       strings(node.buffers),
+                                       strings(node.children)));
+      for (const std::string &child : llvm::reverse(node.children))
+        stack.push_back(index.lookup(child));
+    }
+    return result;
+  }
+
+private:
+  struct Node {
+    std::string fqn, className;
+    SmallVector<std::string> params, buffers, children;
+  };
+  std::vector<Node> nodes;
+  llvm::StringMap<unsigned> index;
+};
+
+/// Reads the frontend's module table, if the import recorded one.
+LogicalResult readMetadata(ModuleOp module, TreeBuilder &tree) {
+  auto json = module->getAttrOfType<StringAttr>("fsdp.torch_metadata");
+  if (!json)
+    return success();
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
+  if (!parsed)
+    return module.emitError() << "fsdp.torch_metadata is not valid JSON: "
+                              << llvm::toString(parsed.takeError());
+  llvm::json::Object *root = parsed->getAsObject();
+  llvm::json::Array *modules = root ? root->getArray("modules") : nullptr;
+  if (!modules)
+    return module.emitError() << "fsdp.torch_metadata has no 'modules' list";
+  for (llvm::json::Value &item : *modules) {
+    llvm::json::Object *entry = item.getAsObject();
+    std::optional<StringRef> fqn = entry ? entry->getString("fqn") : std::nullopt;
+    if (!fqn)
+      return module.emitError()
+             << "fsdp.torch_metadata: a module entry has no 'fqn'";
+    tree.setClass(*fqn, entry->getString("class").value_or(""));
+    for (StringRef key : {"params", "buffers"})
+      if (llvm::json::Array *names = entry->getArray(key))
+        for (llvm::json::Value &name : *names)
+          if (std::optional<StringRef> text = name.getAsString())
+            tree.addState(*text, key == "params");
+  }
+  return success();
+}
+
+/// The module components of a node scope: `/model/blocks.0/attn/MatMul` ->
+/// [model, blocks.0, attn].
+SmallVector<StringRef> scopeParts(StringRef scope) {
+  SmallVector<StringRef> parts;
+  if (!scope.starts_with("/"))
+    return parts;
+  scope.drop_front().split(parts, '/');
+  parts.pop_back(); // The node's own name.
+  return parts;
+}
+
+/// The name of a wrapper module that prefixes every scope but owns no
+/// state (fsdp_mlir.export's loss wrapper calls its model `model`): the
+/// first component of all multi-component scopes, when it is no known
+/// module and the component after it is one.
+std::optional<std::string> detectWrapper(ModuleOp module,
+                                         const TreeBuilder &tree) {
+  std::optional<std::string> wrapper;
+  bool consistent = true, confirmed = false;
+  module.walk([&](Operation *op) {
+    auto name = dyn_cast<NameLoc>(op->getLoc());
+    if (!name)
+      return;
+    SmallVector<StringRef> parts = scopeParts(name.getName().getValue());
+    if (parts.size() < 2)
+      return;
+    if (!wrapper)
+      wrapper = parts[0].str();
+    consistent &= *wrapper == parts[0];
+    confirmed |= tree.contains(parts[1]);
+  });
+  if (!wrapper || !consistent || !confirmed || tree.contains(*wrapper))
+    return std::nullopt;
+  return wrapper;
+}
+
+/// The module FQN a node scope (`/model/blocks.0/mlp/mlp.0/Gemm`) names, or
+/// nothing for a node outside every module.
+std::optional<std::string> scopeModule(StringRef scope,
+                                       const std::optional<std::string> &wrapper,
+                                       const TreeBuilder &tree) {
+  SmallVector<StringRef> parts = scopeParts(scope);
+  if (wrapper && !parts.empty() && parts.front() == *wrapper)
+    parts.erase(parts.begin());
+  if (parts.empty())
+    return std::nullopt;
+  std::string fqn;
+  StringRef last;
+  for (StringRef part : parts) {
+    // Sequential and ModuleList children appear as `name.i` inside `name`.
+    if (!last.empty() && part.starts_with(last) &&
+        part.drop_front(last.size()).starts_with("."))
+      part = part.drop_front(last.size() + 1);
+    std::string candidate = fqn.empty() ? part.str() : fqn + "." + part.str();
+    // A module called twice gets `_1`, `_2`... in its second scope.
+    if (!tree.contains(candidate)) {
+      StringRef base = part.rsplit('_').first;
+      std::string unsuffixed = fqn.empty() ? base.str() : fqn + "." + base.str();
+      if (base != part && tree.contains(unsuffixed))
+        candidate = unsuffixed;
+    }
+    fqn = std::move(candidate);
+    last = part;
+  }
+  return fqn;
+}
+
+} // namespace
+
+FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::recoverModuleTree(ModuleOp module) {
+  TreeBuilder tree;
+  tree.ensure("");
+  if (failed(readMetadata(module, tree)))
+    return failure();
+  bool haveMetadata = module->hasAttr("fsdp.torch_metadata");
+
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto param = dyn_cast<ParamOp>(op)) {
+      tree.addState(param.getSymName(), /*isParam=*/true);
+      if (std::optional<ArrayAttr> aliases = param.getAliases())
+        for (StringAttr alias : aliases->getAsRange<StringAttr>())
+          tree.addState(alias.getValue(), /*isParam=*/true);
+    } else if (auto buffer = dyn_cast<BufferOp>(op)) {
+      tree.addState(buffer.getSymName(), /*isParam=*/false);
+    }
+  }
+
+  // Scopes add the modules without state (activations, containers). With
+  // the exporter's table every module is known already; scopes then only
+  // confirm it, and a scope naming an unknown module is an exporter quirk.
+  std::optional<std::string> wrapper = detectWrapper(module, tree);
+  module.walk([&](Operation *op) {
+    auto name = dyn_cast<NameLoc>(op->getLoc());
+    if (!name)
+      return;
+    std::optional<std::string> fqn =
+        scopeModule(name.getName().getValue(), wrapper, tree);
+    if (fqn && (!haveMetadata || tree.contains(*fqn)))
+      tree.ensure(*fqn);
+  });
+  return tree.build(module.getContext());
+}
+
+FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::getModuleTree(ModuleOp module) {
+  if (auto recorded = module->getAttrOfType<ArrayAttr>(kModulesAttrName)) {
+    SmallVector<ModuleAttr> tree;
+    for (Attribute entry : recorded) {
+      auto moduleAttr = dyn_cast<ModuleAttr>(entry);
+      if (!moduleAttr)
+        return module.emitError()
+               << kModulesAttrName << " holds " << entry
+               << ", which is not an #fsdp.module";
+      tree.push_back(moduleAttr);
+    }
+    return tree;
+  }
+  return recoverModuleTree(module);
+}
+
+namespace {
+
+struct ModuleTreePass : mlir::fsdp::impl::ModuleTreeBase<ModuleTreePass> {
+  void runOnOperation() override {
+    FailureOr<SmallVector<ModuleAttr>> tree = recoverModuleTree(getOperation());
+    if (failed(tree))
+      return signalPassFailure();
+    SmallVector<Attribute> entries(tree->begin(), tree->end());
+    getOperation()->setAttr(kModulesAttrName,
+                            ArrayAttr::get(&getContext(), entries));
+  }
+};
+
+struct PrintModuleTreePass
+    : mlir::fsdp::impl::PrintModuleTreeBase<PrintModuleTreePass> {
+  using PrintModuleTreeBase::PrintModuleTreeBase;
+
+  void runOnOperation() override {
+    if (format != "text" && format != "json") {
+      getOperation().emitError()
+          << "fsdp-print-module-tree: format must be 'text' or 'json', got '"
+          << format << "'";
+      return signalPassFailure();
+    }
+    FailureOr<SmallVector<ModuleAttr>> tree = getModuleTree(getOperation());
+    if (failed(tree))
+      return signalPassFailure();
+    if (format == "json")
+      printJson(*tree);
+    else
+      printText(*tree);
+    markAllAnalysesPreserved();
+  }
+
+  static SmallVector<StringRef> strings(ArrayAttr array) {
+    return llvm::to_vector(llvm::map_range(
+        array.getAsRange<StringAttr>(),
+        [](StringAttr value) { return value.getValue(); }));
+  }
+
+  void printJson(ArrayRef<ModuleAttr> tree) {
+    llvm::json::Array modules;
+    for (ModuleAttr module : tree) {
+      auto list = [](ArrayAttr array) {
+        llvm::json::Array values;
+        for (StringRef value : strings(array))
+          values.push_back(value);
+        return values;
+      };
+      modules.push_back(llvm::json::Object{
+          {"fqn", module.getFqn()},
+          {"class", module.getClassName()},
+          {"params", list(module.getParams())},
+          {"buffers", list(module.getBuffers())},
+          {"children", list(module.getChildren())}});
+    }
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(modules)))
+                 << "\n";
+  }
+
+  void printText(ArrayRef<ModuleAttr> tree) {
+    raw_ostream &os = llvm::outs();
+    for (ModuleAttr module : tree) {
+      StringRef fqn = module.getFqn();
+      size_t depth = fqn.empty() ? 0 : fqn.count('.') + 1;
+      os.indent(2 * depth) << (fqn.empty() ? "(root)" : fqn);
+      if (!module.getClassName().empty())
+        os << " " << module.getClassName();
+      SmallVector<StringRef> state = strings(module.getParams());
+      llvm::append_range(state, strings(module.getBuffers()));
+      if (!state.empty())
+        os << ": " << llvm::join(state, ", ");
+      os << "\n";
+    }
+  }
+};
+
+} // namespace
