@@ -127,12 +127,15 @@ def build(layers, hidden, ffn, vocab, heads, seq, dtype, data_name):
         return name
 
     def scalar(name, value):
-        # A float scalar of the model's type (bfloat16 via make_tensor's
-        # conversion; float16/float32 through numpy's bytes).
+        # A float scalar of the model's type, as raw bytes (bfloat16: the
+        # high half of the float32, rounded to nearest even).
         if dtype == "bfloat16":
-            return const(name, (onnx_type, [], [value]))
-        arr = np.array(value, dtype=DTYPES[dtype][2])
-        return const(name, (onnx_type, [], arr.tobytes(), True))
+            bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            raw = np.array(bits, dtype=np.uint16).tobytes()
+        else:
+            raw = np.array(value, dtype=DTYPES[dtype][2]).tobytes()
+        return const(name, (onnx_type, [], raw, True))
 
     eps = scalar("c_eps", 1e-5)
     two = scalar("c_two", 2.0)

@@ -166,6 +166,30 @@ def strace_io(fsdp_opt, model, data_path, log):
     return stats
 
 
+def self_test(work, python):
+    """Checks that strace_io sees reads and mappings of a data file: `head`
+    reads 300000 bytes of one, python mmaps one."""
+    global import_cmd
+    info, _ = make(work, "selftest", MODELS[0][1], python)
+    data, saved = info["data"], import_cmd
+    probes = [(["head", "-c", "300000", data], "read_bytes", 300000),
+              ([python, "-c", "import mmap; f = open(%r, 'rb'); "
+                "m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ); m[:10]"
+                % data], "mmaps", 1)]
+    ok = True
+    try:
+        for cmd, key, want in probes:
+            import_cmd = lambda f, m, cmd=cmd: cmd
+            s = strace_io("", info["model"], data, os.path.join(work, "selftest.strace"))
+            good = s.get(key) == want
+            ok &= good
+            print(f"self-test {'ok  ' if good else 'FAIL'} {key}={s.get(key)} "
+                  f"(want {want}): {shlex.join(cmd)}")
+    finally:
+        import_cmd = saved
+    return ok
+
+
 def fmt_bytes(n):
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
@@ -189,7 +213,17 @@ def main(argv=None):
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--self-test", action="store_true",
+                    help="only check that the strace accounting catches a "
+                         "read and an mmap of a data file")
     args = ap.parse_args(argv)
+
+    if args.self_test:
+        os.makedirs(args.work_dir, exist_ok=True)
+        ok = self_test(args.work_dir, args.python)
+        if not args.keep:
+            shutil.rmtree(args.work_dir, ignore_errors=True)
+        return 0 if ok else 1
 
     if not os.access(args.fsdp_opt, os.X_OK):
         sys.exit(f"{args.fsdp_opt} not found: build first (scripts/test.sh)")

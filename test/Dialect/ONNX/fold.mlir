@@ -1,0 +1,55 @@
+// The folders that turn torch's shape computations into constants.
+// RUN: fsdp-opt %s --canonicalize | FileCheck %s
+
+// CHECK-LABEL: func.func @shape_chain
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as torch exports
+// x.view(B, -1): all folded, and the identity Reshape goes too.
+func.func @shape_chain(%x: tensor<2x3x4xf32>) -> tensor<2x12xf32> {
+  // CHECK-NOT: onnx.Shape
+  // CHECK-NOT: onnx.Gather
+  // CHECK-NOT: onnx.Concat
+  // CHECK: %[[SHAPE:.*]] = onnx.Constant dense<[2, -1]> : tensor<2xi64>
+  // CHECK: %[[R:.*]] = onnx.Reshape %arg0, %[[SHAPE]]
+  // CHECK: return %[[R]]
+  %shape = onnx.Shape %x : (tensor<2x3x4xf32>) -> tensor<3xi64>
+  %zero = onnx.Constant dense<0> : tensor<i64>
+  %b = onnx.Gather %shape, %zero : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %axes = onnx.Constant dense<0> : tensor<1xi64>
+  %b1 = onnx.Unsqueeze %b, %axes : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %minus = onnx.Constant dense<-1> : tensor<1xi64>
+  %new = onnx.Concat %b1, %minus {axis = 0 : i64} : (tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %y = onnx.Reshape %x, %new : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
+}
+
+// CHECK-LABEL: func.func @arithmetic
+func.func @arithmetic() -> (tensor<2xi64>, tensor<3xi64>, tensor<2xi1>, tensor<2xf32>, tensor<4xi64>, tensor<2x2xf32>) {
+  // CHECK-DAG: onnx.Constant dense<[6, 20]> : tensor<2xi64>
+  // CHECK-DAG: onnx.Constant dense<[0, 2, 4]> : tensor<3xi64>
+  // CHECK-DAG: onnx.Constant dense<[true, false]> : tensor<2xi1>
+  // CHECK-DAG: onnx.Constant dense<[5.000000e-01, 2.500000e-01]> : tensor<2xf32>
+  // CHECK-DAG: onnx.Constant dense<[3, 4, 5, 6]> : tensor<4xi64>
+  // CHECK-DAG: onnx.Constant dense<7.000000e+00> : tensor<2x2xf32>
+  // CHECK-NOT: onnx.Mul
+  // CHECK-NOT: onnx.Range
+  %a = onnx.Constant dense<[2, 4]> : tensor<2xi64>
+  %b = onnx.Constant dense<[3, 5]> : tensor<2xi64>
+  %mul = onnx.Mul %a, %b : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %start = onnx.Constant dense<0> : tensor<i64>
+  %limit = onnx.Constant dense<6> : tensor<i64>
+  %delta = onnx.Constant dense<2> : tensor<i64>
+  %range = onnx.Range %start, %limit, %delta : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
+  %c = onnx.Constant dense<[2, 5]> : tensor<2xi64>
+  %eq = onnx.Equal %a, %c : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi1>
+  %f = onnx.Constant dense<[1.0, 0.5]> : tensor<2xf32>
+  %half = onnx.Constant dense<0.5> : tensor<f32>
+  %div = onnx.Mul %f, %half : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %seq = onnx.Constant dense<[0, 1, 2, 3, 4, 5, 6]> : tensor<7xi64>
+  %s3 = onnx.Constant dense<3> : tensor<1xi64>
+  %e7 = onnx.Constant dense<7> : tensor<1xi64>
+  %none = onnx.NoValue
+  %slice = onnx.Slice %seq, %s3, %e7, %none, %none : (tensor<7xi64>, tensor<1xi64>, tensor<1xi64>, none, none) -> tensor<4xi64>
+  %dims = onnx.Constant dense<2> : tensor<2xi64>
+  %sevens = onnx.ConstantOfShape %dims {value = dense<7.0> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<2x2xf32>
+  return %mul, %range, %eq, %div, %slice, %sevens : tensor<2xi64>, tensor<3xi64>, tensor<2xi1>, tensor<2xf32>, tensor<4xi64>, tensor<2x2xf32>
+}

@@ -1,0 +1,120 @@
+// The onnx ops' verifiers, with their messages.
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<5x8xf32>) {
+  // expected-error @+1 {{'onnx.MatMul' op contracting dimensions differ: 4 and 5}}
+  %0 = onnx.MatMul %a, %b : (tensor<2x4xf32>, tensor<5x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+1 {{'onnx.MatMul' op result type 'tensor<2x9xf32>' does not match the inferred shape [2, 8]}}
+  %0 = onnx.MatMul %a, %b : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x9xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<3x2x4xf32>, %b: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'onnx.MatMul' op batch dimensions do not broadcast}}
+  %0 = onnx.MatMul %a, %b : (tensor<3x2x4xf32>, tensor<2x4x8xf32>) -> tensor<3x2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<4x8xbf16>) {
+  // expected-error @+1 {{'onnx.MatMul' op operand element types differ: 'f32' and 'bf16'}}
+  %0 = onnx.MatMul %a, %b : (tensor<2x4xf32>, tensor<4x8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{'onnx.Gemm' op contracting dimensions differ: 4 and 8}}
+  %0 = onnx.Gemm %a, %b, %b : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x8xf32>) {
+  // expected-error @+1 {{'onnx.Softmax' op axis 2 is out of range for rank 2}}
+  %0 = onnx.Softmax %a {axis = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<4xf32>, %n: none) {
+  // expected-error @+1 {{'onnx.LayerNormalization' op Scale 'tensor<4xf32>' does not match the normalized dimensions of 'tensor<2x8xf32>'}}
+  %0:3 = onnx.LayerNormalization %x, %s, %n : (tensor<2x8xf32>, tensor<4xf32>, none) -> (tensor<2x8xf32>, none, none)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x8x8xf32>, %w: tensor<4x2x3x3xf32>, %n: none) {
+  // expected-error @+1 {{'onnx.Conv' op X has 3 channels but W expects 2 x group 1}}
+  %0 = onnx.Conv %x, %w, %n : (tensor<2x3x8x8xf32>, tensor<4x2x3x3xf32>, none) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %s: tensor<2xi64>) {
+  // expected-error @+1 {{'onnx.Reshape' op reshapes 16 elements into 'tensor<3x5xf32>' (15 elements)}}
+  %0 = onnx.Reshape %x, %s : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'onnx.Transpose' op perm is not a permutation of [0, 2)}}
+  %0 = onnx.Transpose %x {perm = array<i64: 0, 0>} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'onnx.Transpose' op result type 'tensor<2x8xf32>' does not match the inferred shape [8, 2]}}
+  %0 = onnx.Transpose %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>, %y: tensor<3x4xf32>) {
+  // expected-error @+1 {{'onnx.Concat' op inputs differ in dimension 1: 'tensor<2x8xf32>' and 'tensor<3x4xf32>'}}
+  %0 = onnx.Concat %x, %y {axis = 0 : i64} : (tensor<2x8xf32>, tensor<3x4xf32>) -> tensor<5x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+1 {{'onnx.Gather' op result type 'tensor<3xf32>' does not match the inferred shape [3, 4]}}
+  %0 = onnx.Gather %x, %i : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'onnx.Flatten' op axis 3 is out of range for rank 2}}
+  %0 = onnx.Flatten %x {axis = 3 : i64} : (tensor<2x8xf32>) -> tensor<16x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'onnx.Add' op operands don't have broadcast-compatible shapes}}
+  %0 = onnx.Add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
