@@ -236,6 +236,7 @@ def main(argv=None):
     os.makedirs(args.work_dir, exist_ok=True)
     tfile = os.path.join(args.work_dir, "time.txt")
 
+    load_before = os.getloadavg()
     rows = []
     for name, margs, what in MODELS:
         if name not in wanted:
@@ -264,8 +265,10 @@ def main(argv=None):
     best = lambda r, k: min(x[k] for x in r["runs"])
     t0, w0, m0 = best(ref, "time_s"), best(ref, "wall_s"), best(ref, "rss_kib")
 
+    load_after = os.getloadavg()
     print(f"\nfsdp-opt MODEL --batch-size=1 -o /dev/null, best of {args.runs}; "
-          f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}")
+          f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
+          f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     hdr = (f"{'model':<10} {'L':>3} {'hidden':>6} {'ffn':>6} {'vocab':>6} "
            f"{'data':>11} {'nodes':>6} {'params':>6} {'%e s':>5} {'wall ms':>8} "
            f"{'RSS MiB':>8} {'t/t_tiny':>8} {'rss/tiny':>8} {'data read':>10} "
