@@ -66,25 +66,22 @@ def import_cmd(fsdp_opt, model):
     return [fsdp_opt, model, "--batch-size=1", "-o", "/dev/null"]
 
 
-def timed(fsdp_opt, model, runs, timeout, tfile):
-    """`runs` runs under /usr/bin/time; returns (results, failure)."""
-    results = []
-    for _ in range(runs):
-        cmd = ["/usr/bin/time", "-o", tfile, "-f", "%e %M"] + import_cmd(fsdp_opt, model)
-        t0 = time.perf_counter()
-        try:
-            cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return results, {"cmd": shlex.join(import_cmd(fsdp_opt, model)),
-                             "error": f"timed out after {timeout} s"}
-        wall = time.perf_counter() - t0
-        if cp.returncode:
-            return results, {"cmd": shlex.join(import_cmd(fsdp_opt, model)),
-                             "rc": cp.returncode, "error": cp.stderr.strip()[-4000:]}
-        with open(tfile) as f:
-            e, m = f.read().split()[-2:]
-        results.append({"time_s": float(e), "rss_kib": int(m), "wall_s": wall})
-    return results, None
+def timed_once(fsdp_opt, model, timeout, tfile):
+    """One import under /usr/bin/time; returns (result, failure)."""
+    cmd = ["/usr/bin/time", "-o", tfile, "-f", "%e %M %U %S"] + import_cmd(fsdp_opt, model)
+    failed = {"cmd": shlex.join(import_cmd(fsdp_opt, model))}
+    t0 = time.perf_counter()
+    try:
+        cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, dict(failed, error=f"timed out after {timeout} s")
+    wall = time.perf_counter() - t0
+    if cp.returncode:
+        return None, dict(failed, rc=cp.returncode, error=cp.stderr.strip()[-4000:])
+    with open(tfile) as f:
+        e, m, u, sy = f.read().split()[-4:]
+    return {"time_s": float(e), "rss_kib": int(m), "cpu_s": float(u) + float(sy),
+            "wall_s": wall}, None
 
 
 def proc_io(fsdp_opt, model):
@@ -213,6 +210,8 @@ def main(argv=None):
     ap.add_argument("--no-strace", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--no-copy", action="store_true",
+                    help="run --fsdp-opt in place instead of a copy in the work dir")
     ap.add_argument("--self-test", action="store_true",
                     help="only check that the strace accounting catches a "
                          "read and an mmap of a data file")
@@ -235,6 +234,18 @@ def main(argv=None):
         wanted.insert(0, "tiny")  # the reference
     os.makedirs(args.work_dir, exist_ok=True)
     tfile = os.path.join(args.work_dir, "time.txt")
+    # Import with a copy of fsdp-opt, so that a rebuild of build/ during the
+    # run (other work on a shared machine) cannot swap or remove it.
+    original = args.fsdp_opt
+    built = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(os.path.getmtime(original)))
+    if not args.no_copy:
+        args.fsdp_opt = os.path.join(args.work_dir, "fsdp-opt")
+        shutil.copy2(original, args.fsdp_opt)
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    print(f"fsdp-opt: {original} (built {built} UTC; repository at {head or '?'})"
+          + ("" if args.no_copy else f", run as a copy: {args.fsdp_opt}"),
+          file=sys.stderr, flush=True)
 
     load_before = os.getloadavg()
     rows = []
@@ -246,32 +257,47 @@ def main(argv=None):
               f"ffn {info['ffn']}, vocab {info['vocab']}, "
               f"{fmt_bytes(info['data_bytes'])} sparse ({info['data_disk_bytes']} B on disk)",
               file=sys.stderr, flush=True)
-        runs, failure = timed(args.fsdp_opt, info["model"], args.runs, args.timeout, tfile)
-        row = {"name": name, "what": what, "info": info, "make_cmd": shlex.join(make_cmd),
-               "import_cmd": shlex.join(import_cmd(args.fsdp_opt, info["model"])),
-               "runs": runs, "failure": failure}
-        if failure:
-            print(f"[{name}] FAILED: {failure}", file=sys.stderr, flush=True)
-        else:
-            row["io"] = proc_io(args.fsdp_opt, info["model"])
-            if not args.no_strace:
-                row["strace"] = strace_io(args.fsdp_opt, info["model"], info["data"],
-                                          os.path.join(args.work_dir, name + ".strace"))
-        rows.append(row)
+        rows.append({"name": name, "what": what, "info": info,
+                     "make_cmd": shlex.join(make_cmd),
+                     "import_cmd": shlex.join(import_cmd(original, info["model"])),
+                     "runs": [], "failure": None})
+    # Rounds over all models, so that load from elsewhere on the machine
+    # falls on every model alike.
+    for _ in range(args.runs):
+        for row in rows:
+            if row["failure"]:
+                continue
+            result, failure = timed_once(args.fsdp_opt, row["info"]["model"],
+                                         args.timeout, tfile)
+            if failure:
+                row["failure"] = failure
+                print(f"[{row['name']}] FAILED: {failure}", file=sys.stderr, flush=True)
+            else:
+                row["runs"].append(result)
+    for row in rows:
+        if row["failure"]:
+            continue
+        row["io"] = proc_io(args.fsdp_opt, row["info"]["model"])
+        if not args.no_strace:
+            row["strace"] = strace_io(args.fsdp_opt, row["info"]["model"],
+                                      row["info"]["data"],
+                                      os.path.join(args.work_dir, row["name"] + ".strace"))
 
     ref = next(r for r in rows if r["name"] == "tiny")
     if ref["failure"]:
         sys.exit("the tiny reference failed to import; no ratios")
     best = lambda r, k: min(x[k] for x in r["runs"])
-    t0, w0, m0 = best(ref, "time_s"), best(ref, "wall_s"), best(ref, "rss_kib")
+    w0, c0, m0 = best(ref, "wall_s"), best(ref, "cpu_s"), best(ref, "rss_kib")
 
     load_after = os.getloadavg()
-    print(f"\nfsdp-opt MODEL --batch-size=1 -o /dev/null, best of {args.runs}; "
+    print(f"\n{original} (built {built} UTC, HEAD {head}) MODEL --batch-size=1 "
+          f"-o /dev/null, best of {args.runs}; "
           f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M %Z')}; "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     hdr = (f"{'model':<10} {'L':>3} {'hidden':>6} {'ffn':>6} {'vocab':>6} "
            f"{'data':>11} {'nodes':>6} {'params':>6} {'%e s':>5} {'wall ms':>8} "
-           f"{'RSS MiB':>8} {'t/t_tiny':>8} {'rss/tiny':>8} {'data read':>10} "
+           f"{'RSS MiB':>8} {'cpu s':>5} {'t/t_tiny':>8} {'rss/tiny':>8} {'cpu/tiny':>8} "
+           f"{'data read':>10} "
            f"{'mmaps':>5} {'rchar':>9}")
     print(hdr)
     print("-" * len(hdr))
@@ -283,22 +309,25 @@ def main(argv=None):
         if r["failure"]:
             print(lead + "FAILED (see below)")
             continue
-        t, w, m = best(r, "time_s"), best(r, "wall_s"), best(r, "rss_kib")
+        t, w, m, c = (best(r, k) for k in ("time_s", "wall_s", "rss_kib", "cpu_s"))
         s = r.get("strace", {})
         dread = "-" if "read_bytes" not in s else str(s["read_bytes"])
         mm = "-" if "mmaps" not in s else str(s["mmaps"])
-        print(lead + f"{t:>5.2f} {w * 1000:>8.1f} {m / 1024:>8.1f} {w / w0:>8.2f} "
-              f"{m / m0:>8.2f} {dread:>10} {mm:>5} {r['io'].get('rchar', '?'):>9}")
-    print("\nt/t_tiny uses the millisecond wall time (python's clock around "
-          "/usr/bin/time); %e has 10 ms steps. 'data read' is bytes returned by "
+        print(lead + f"{t:>5.2f} {w * 1000:>8.1f} {m / 1024:>8.1f} {c:>5.2f} "
+              f"{w / w0:>8.2f} {m / m0:>8.2f} {c / max(c0, 0.01):>8.2f} "
+              f"{dread:>10} {mm:>5} {r['io'].get('rchar', '?'):>9}")
+    print("\n%e s, RSS (%M) and cpu s (%U + %S) are /usr/bin/time's; wall ms is "
+          "python's clock around it, which t/t_tiny uses (%e has 10 ms steps); each "
+          "column is its best over the runs, which go in rounds over all models. 'data read' is bytes returned by "
           "read-family syscalls on the data file under strace, 'mmaps' its "
           "mappings; rchar is /proc/<pid>/io's count of all bytes the import "
           "read through syscalls (model.onnx, /proc, ...).")
 
-    print("\nraw runs (/usr/bin/time %e s, %M KiB, wall s):")
+    print("\nraw runs (/usr/bin/time %e s, %M KiB, %U+%S s; wall s):")
     for r in rows:
         print(f"  {r['name']:<10} " + "  ".join(
-            f"({x['time_s']:.2f}, {x['rss_kib']}, {x['wall_s']:.4f})" for x in r["runs"]))
+            f"({x['time_s']:.2f}, {x['rss_kib']}, {x['cpu_s']:.2f}; {x['wall_s']:.4f})"
+            for x in r["runs"]))
     print("\nI/O on the data file (strace -f -y) and /proc/<pid>/io:")
     for r in rows:
         if r["failure"]:
@@ -317,7 +346,8 @@ def main(argv=None):
     if failures:
         print("\nFAILURES:")
         for r in failures:
-            print(f"  {r['name']}: {r['failure']['cmd']}\n    {r['failure']['error']}")
+            cmd = r["failure"]["cmd"].replace(args.fsdp_opt, original)
+            print(f"  {r['name']}: {cmd}\n    {r['failure']['error']}")
             print(f"    model made with: {r['make_cmd']}")
 
     if args.json:

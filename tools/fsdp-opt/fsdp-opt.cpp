@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Import/ImportONNX.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -16,6 +17,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -36,19 +38,66 @@ llvm::cl::list<std::string>
                         "--dim=seq=128 (repeatable)"),
          llvm::cl::cat(onnxCategory));
 
+llvm::cl::opt<std::string> layoutJson(
+    "fsdp-layout-json",
+    llvm::cl::desc("After the pass pipeline, write every flat parameter's "
+                   "layout as JSON to this file (fsdp-print-layout "
+                   "format=json)"),
+    llvm::cl::value_desc("file"), llvm::cl::init(""));
+
 llvm::cl::opt<bool>
     noFold("onnx-no-fold",
            llvm::cl::desc("Keep shape computations unfolded (debugging)"),
            llvm::cl::init(false), llvm::cl::cat(onnxCategory));
 
+/// The command line's configuration, with the layout report appended to the
+/// pass pipeline when --fsdp-layout-json asks for it.
+MlirOptMainConfig configFromCommandLine() {
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  if (layoutJson.empty())
+    return config;
+  MlirOptMainConfig base = config;
+  config.setPassPipelineSetupFn([base](PassManager &pm) -> LogicalResult {
+    if (failed(base.setupPassPipeline(pm)))
+      return failure();
+    mlir::fsdp::PrintLayoutOptions options;
+    options.format = "json";
+    options.file = layoutJson;
+    pm.addPass(mlir::fsdp::createPrintLayout(options));
+    return success();
+  });
+  return config;
+}
+
+/// Runs the pass pipeline on the .mlir file `input`, as mlir-opt does.
+LogicalResult runOnMLIR(StringRef input, StringRef output,
+                        DialectRegistry &registry) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(input, &error);
+  if (!file) {
+    llvm::errs() << error << "\n";
+    return failure();
+  }
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << error << "\n";
+    return failure();
+  }
+  if (failed(MlirOptMain(out->os(), std::move(file), registry,
+                         configFromCommandLine())))
+    return failure();
+  out->keep();
+  return success();
+}
+
 /// Imports `input` and runs the command line's pass pipeline on it.
 LogicalResult runOnONNX(StringRef input, StringRef output,
                         DialectRegistry &registry) {
-  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  MlirOptMainConfig config = configFromCommandLine();
   MLIRContext context(registry);
   context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
 
-  fsdp::ONNXImportOptions options;
+  ::fsdp::ONNXImportOptions options;
   if (batchSize < 0) {
     llvm::errs() << "error: --batch-size must be positive, got " << batchSize
                  << "\n";
@@ -68,7 +117,7 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
   }
   options.fold = !noFold;
 
-  OwningOpRef<ModuleOp> module = fsdp::importONNX(input, context, options);
+  OwningOpRef<ModuleOp> module = ::fsdp::importONNX(input, context, options);
   if (!module)
     return failure();
 
@@ -93,8 +142,8 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
 
 int main(int argc, char **argv) {
   DialectRegistry registry;
-  fsdp::registerAllDialects(registry);
-  fsdp::registerAllPasses();
+  ::fsdp::registerAllDialects(registry);
+  ::fsdp::registerAllPasses();
   auto [input, output] = registerAndParseCLIOptions(
       argc, argv,
       "FSDP-MLIR optimizer: sharding passes over the fsdp dialect.\n"
@@ -102,5 +151,5 @@ int main(int argc, char **argv) {
       registry);
   if (StringRef(input).ends_with(".onnx"))
     return asMainReturnCode(runOnONNX(input, output, registry));
-  return asMainReturnCode(MlirOptMain(argc, argv, input, output, registry));
+  return asMainReturnCode(runOnMLIR(input, output, registry));
 }

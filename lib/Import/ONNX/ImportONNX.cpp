@@ -528,6 +528,10 @@ Importer::tensorValue(const onnx::TensorProto &tensor,
       return ElementsAttr(DenseElementsAttr::get(type, values));
     }
     int64_t width = element->getIntOrFloatBitWidth() / 8;
+    if (static_cast<int64_t>(raw->size()) % width != 0)
+      return error(what + " holds " + Twine(raw->size()) +
+                   " bytes, not a whole number of " + Twine(width) +
+                   "-byte elements");
     if (failed(sized(static_cast<int64_t>(raw->size()) / width)))
       return failure();
     return ElementsAttr(DenseElementsAttr::getFromRawBuffer(
@@ -554,6 +558,18 @@ Importer::tensorValue(const onnx::TensorProto &tensor,
       return failure();
     return ElementsAttr(DenseElementsAttr::get(
         type, ArrayRef<int32_t>(tensor.int32_data().data(), count)));
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16: {
+    // The spec stores 16-bit floats' bit patterns in int32_data.
+    if (failed(sized(tensor.int32_data_size())))
+      return failure();
+    const llvm::fltSemantics &semantics =
+        cast<FloatType>(*element).getFloatSemantics();
+    SmallVector<APFloat> values;
+    for (int32_t bits : tensor.int32_data())
+      values.emplace_back(semantics, APInt(16, static_cast<uint16_t>(bits)));
+    return ElementsAttr(DenseElementsAttr::get(type, values));
+  }
   case onnx::TensorProto::BOOL: {
     if (failed(sized(tensor.int32_data_size())))
       return failure();
@@ -1041,9 +1057,13 @@ OwningOpRef<ModuleOp> Importer::run() {
   (*module)->setAttr("fsdp.source", builder.getStringAttr(absolute));
   (*module)->setAttr("fsdp.onnx.opset", builder.getI64IntegerAttr(opset));
   if (!file.model.producer_name().empty())
-    (*module)->setAttr("fsdp.onnx.producer",
-                       builder.getStringAttr(file.model.producer_name() + " " +
-                                             file.model.producer_version()));
+    (*module)->setAttr(
+        "fsdp.onnx.producer",
+        builder.getStringAttr(
+            file.model.producer_version().empty()
+                ? file.model.producer_name()
+                : file.model.producer_name() + " " +
+                      file.model.producer_version()));
   if (!metadata.json.empty())
     (*module)->setAttr("fsdp.torch_metadata",
                        builder.getStringAttr(metadata.json));

@@ -232,6 +232,22 @@ FlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 //===----------------------------------------------------------------------===//
+// GetFlatParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+GetFlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto unit =
+      symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
+  if (!unit)
+    return emitOpError() << getUnitAttr() << " does not name an fsdp.flat_param";
+  if (unit.getTensorType() != getType())
+    return emitOpError() << "result type " << getType() << " differs from "
+                         << getUnitAttr() << "'s type " << unit.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // UnflattenOp
 //===----------------------------------------------------------------------===//
 

@@ -10,6 +10,10 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::fsdp {
@@ -31,26 +35,118 @@ struct PrintLayoutPass
   using PrintLayoutBase::PrintLayoutBase;
 
   void runOnOperation() override {
+    if (format != "text" && format != "json") {
+      getOperation().emitError()
+          << "fsdp-print-layout: format must be 'text' or 'json', got '"
+          << format << "'";
+      return signalPassFailure();
+    }
+    std::string error;
+    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(file, &error);
+    if (!out) {
+      getOperation().emitError() << "fsdp-print-layout: " << error;
+      return signalPassFailure();
+    }
     SymbolTableCollection symbolTable;
-    raw_ostream &os = llvm::outs();
+    llvm::json::Array units;
     WalkResult result = getOperation().walk([&](FlatParamOp unit) {
       FailureOr<::fsdp::layout::FlatLayout> layout =
           computeLayout(unit, symbolTable);
       FailureOr<SmallVector<ParamOp>> params = resolveParams(unit, symbolTable);
-      if (failed(layout) || failed(params))
+      if (failed(layout) || failed(params) ||
+          failed(checkRanks(unit, *layout)))
         return WalkResult::interrupt();
-      if (failed(printUnit(os, unit, *layout, *params)))
-        return WalkResult::interrupt();
+      if (format == "json")
+        units.push_back(unitJson(unit, *layout, *params));
+      else
+        printUnit(out->os(), unit, *layout, *params);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
-      signalPassFailure();
+      return signalPassFailure();
+    if (format == "json")
+      out->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(units)))
+                << "\n";
+    out->keep();
     markAllAnalysesPreserved();
   }
 
-  LogicalResult printUnit(raw_ostream &os, FlatParamOp unit,
-                          const ::fsdp::layout::FlatLayout &layout,
-                          MutableArrayRef<ParamOp> params) {
+  /// The ranks to report: the `ranks` option, or every rank.
+  SmallVector<int64_t> selectedRanks(const ::fsdp::layout::FlatLayout &layout) {
+    SmallVector<int64_t> selected(ranks.begin(), ranks.end());
+    if (selected.empty())
+      for (int64_t rank = 0; rank < layout.worldSize(); ++rank)
+        selected.push_back(rank);
+    return selected;
+  }
+
+  LogicalResult checkRanks(FlatParamOp unit,
+                           const ::fsdp::layout::FlatLayout &layout) {
+    for (int64_t rank : ranks)
+      if (rank < 0 || rank >= layout.worldSize())
+        return unit.emitOpError() << "cannot print rank " << rank
+                                  << ": the world size is "
+                                  << layout.worldSize();
+    return success();
+  }
+
+  llvm::json::Object unitJson(FlatParamOp unit,
+                              const ::fsdp::layout::FlatLayout &layout,
+                              MutableArrayRef<ParamOp> params) {
+    llvm::json::Array paramList;
+    for (auto [index, param] : llvm::enumerate(params)) {
+      llvm::json::Array aliases, shape;
+      if (std::optional<ArrayAttr> names = param.getAliases())
+        for (StringAttr alias : names->getAsRange<StringAttr>())
+          aliases.push_back(alias.getValue());
+      for (int64_t dim : param.getTensorType().getShape())
+        shape.push_back(dim);
+      paramList.push_back(llvm::json::Object{
+          {"fqn", param.getSymName()},
+          {"aliases", std::move(aliases)},
+          {"shape", std::move(shape)},
+          {"numel", layout.paramNumel(index)},
+          {"offset", layout.paramRange(index).begin}});
+    }
+    llvm::json::Array rankList;
+    for (int64_t rank : selectedRanks(layout)) {
+      llvm::json::Array pieces;
+      for (const ::fsdp::layout::ParamShard &piece : layout.paramShards(rank))
+        pieces.push_back(llvm::json::Object{
+            {"param", piece.paramIndex},
+            {"param_begin", piece.inParam.begin},
+            {"param_end", piece.inParam.end},
+            {"shard_begin", piece.inShard.begin},
+            {"shard_end", piece.inShard.end}});
+      ::fsdp::layout::Range range = layout.shardRange(rank);
+      rankList.push_back(llvm::json::Object{
+          {"rank", rank},
+          {"begin", range.begin},
+          {"end", range.end},
+          {"padding", layout.shardPadding(rank)},
+          {"pieces", std::move(pieces)}});
+    }
+    std::string dtype;
+    llvm::raw_string_ostream(dtype) << unit.getTensorType().getElementType();
+    return llvm::json::Object{
+        {"unit", unit.getSymName()},
+        {"module", unit.getModule().value_or(unit.getSymName())},
+        // Sharding strategies arrive with fsdp-shard; PyTorch's default.
+        {"strategy", "FULL_SHARD"},
+        {"dtype", dtype},
+        {"world_size", layout.worldSize()},
+        {"alignment", layout.alignment()},
+        {"params", std::move(paramList)},
+        {"numel", layout.unpaddedNumel()},
+        {"params_numel", layout.paramsNumel()},
+        {"padded_numel", layout.paddedNumel()},
+        {"shard_numel", layout.shardNumel()},
+        {"ranks", std::move(rankList)}};
+  }
+
+  void printUnit(raw_ostream &os, FlatParamOp unit,
+                 const ::fsdp::layout::FlatLayout &layout,
+                 MutableArrayRef<ParamOp> params) {
     os << "flat_param @" << unit.getSymName() << ": " << params.size()
        << " params, " << layout.paramsNumel() << " elements, padded "
        << layout.paddedNumel() << ", world size " << layout.worldSize()
@@ -64,15 +160,7 @@ struct PrintLayoutPass
       os << "\n";
     }
 
-    SmallVector<int64_t> selected(ranks.begin(), ranks.end());
-    if (selected.empty())
-      for (int64_t rank = 0; rank < layout.worldSize(); ++rank)
-        selected.push_back(rank);
-    for (int64_t rank : selected) {
-      if (rank < 0 || rank >= layout.worldSize())
-        return unit.emitOpError() << "cannot print rank " << rank
-                                  << ": the world size is "
-                                  << layout.worldSize();
+    for (int64_t rank : selectedRanks(layout)) {
       os << "  rank " << rank << " ";
       printRange(os, layout.shardRange(rank));
       os << ":";
@@ -86,7 +174,6 @@ struct PrintLayoutPass
         os << " padding " << padding;
       os << "\n";
     }
-    return success();
   }
 };
 

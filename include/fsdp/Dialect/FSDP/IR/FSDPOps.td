@@ -68,6 +68,28 @@ def FSDP_ModuleAttr : AttrDef<FSDP_Dialect, "Module"> {
   }];
 }
 
+def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
+  let mnemonic = "unit";
+  let summary = "one FSDP unit chosen by auto-wrap: its module and parameters";
+  let description = [{
+    An FSDP unit (one `FullyShardedDataParallel` instance in PyTorch): the
+    FQN of the module it wraps (`""` for the root) and the parameters its
+    flat buffer will hold, in flat order (the order of the module's
+    `parameters()`, each tied tensor once). `fsdp-auto-wrap` records the
+    units in the module attribute `fsdp.units`, root first, then in module
+    pre-order, as PyTorch's FSDP tree is nested.
+
+    ```mlir
+    #fsdp.unit<"blocks.0", params = [@blocks.0.ln_1.weight, @blocks.0.ln_1.bias]>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the wrapped module's FQN">:$module,
+    "ArrayAttr":$params
+  );
+  let assemblyFormat = "`<` $module `,` `params` `=` $params `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Operations
 //===----------------------------------------------------------------------===//
@@ -200,7 +222,7 @@ def FSDP_FlatParamOp : FSDP_Op<"flat_param", [
 
     Like PyTorch, a flat parameter requires its members to share one element
     type and to be uniformly trainable or frozen, and lists each parameter
-    once.
+    once. `module` records the FQN of the module the unit wraps.
 
     ```mlir
     mesh.mesh @world(shape = 4)
@@ -217,7 +239,8 @@ def FSDP_FlatParamOp : FSDP_Op<"flat_param", [
     OptionalAttr<FlatSymbolRefAttr>:$mesh,
     DefaultValuedAttr<DenseI16ArrayAttr, "{}">:$mesh_axes,
     DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$alignment,
-    TypeAttrOf<1DTensorOf<[AnyType]>>:$type
+    TypeAttrOf<1DTensorOf<[AnyType]>>:$type,
+    OptionalAttr<StrAttr>:$module
   );
   let assemblyFormat = [{
     $sym_name `params` $params (`on` $mesh^ `axes` $mesh_axes)? attr-dict
@@ -231,6 +254,25 @@ def FSDP_FlatParamOp : FSDP_Op<"flat_param", [
     // resolveParams, resolveWorldSize and computeLayout are free functions in
     // FSDPOps.h: they name ParamOp, which is declared after this class.
   }];
+}
+
+def FSDP_GetFlatParamOp : FSDP_Op<"get_flat_param", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead]>]> {
+  let summary = "the full (unsharded) value of a unit's flat buffer";
+  let description = [{
+    Reads the whole flat buffer of an `fsdp.flat_param`, padding included.
+    `fsdp-flatten` reads each unit's parameters through this op and
+    `fsdp.unflatten`; `fsdp-shard` later turns it into an all-gather of the
+    rank's local shard.
+
+    ```mlir
+    %flat = fsdp.get_flat_param @"unit:fc" : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit);
+  let results = (outs 1DTensorOf<[AnyType]>:$result);
+  let assemblyFormat = "$unit attr-dict `:` type($result)";
 }
 
 def FSDP_UnflattenOp : FSDP_Op<"unflatten", [

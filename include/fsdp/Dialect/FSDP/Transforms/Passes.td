@@ -31,10 +31,23 @@ def PrintLayout : Pass<"fsdp-print-layout", "ModuleOp"> {
     `p` (flattened) sit at `[c, d)` of the rank's shard; `padding n` counts
     the shard's trailing zero elements. The `ranks` option limits the
     report to some ranks (`--fsdp-print-layout=ranks=0,7`).
+
+    `format=json` writes the report for machines (to `file`, or standard
+    output): per unit its symbol, module FQN, strategy, dtype, world size,
+    alignment, parameters in flat order (FQN, tied aliases, shape, numel,
+    offset), flat numel, padded numel, shard numel, and per rank its range,
+    padding and pieces. Names are the original PyTorch FQNs, so the report
+    compares directly with a state dict or with PyTorch FSDP's
+    `FlatParameter` metadata. `fsdp-opt --fsdp-layout-json=FILE` appends this
+    pass to any pipeline.
   }];
   let options = [
     ListOption<"ranks", "ranks", "int64_t",
                "Ranks to print (default: every rank)">,
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "Output format: text or json">,
+    Option<"file", "file", "std::string", /*default=*/"\"-\"",
+           "Where to write the report (- for standard output)">,
   ];
 }
 
@@ -87,6 +100,106 @@ def PrintModuleTree : Pass<"fsdp-print-module-tree", "ModuleOp"> {
     Option<"format", "format", "std::string", /*default=*/"\"text\"",
            "Output format: text or json">,
   ];
+}
+
+def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
+  let summary = "Choose FSDP units with PyTorch's auto-wrap policies";
+  let description = [{
+    Decides which modules become FSDP units, exactly as PyTorch 1.13's
+    `FullyShardedDataParallel(model, auto_wrap_policy=...)` does, over the
+    module tree (`fsdp.modules`, recovered if absent), and records the units
+    and their parameters in the module attribute `fsdp.units` (attributes
+    only; `fsdp-flatten` builds the flat buffers).
+
+    The module tree is walked in post-order. A module is recursed into when
+    the policy says so for its whole parameter count, wrapped when the policy
+    says so for the parameters no wrapped descendant already took (PyTorch's
+    nonwrapped numel), and the root is always a unit owning the remainder.
+    A unit's parameters are its subtree's `parameters()` not already in a
+    descendant unit, in registration order, each tied tensor once.
+
+    Policies (`policy=`, a comma list is their or-composition):
+     - `none`: one unit, the root.
+     - `size`: `size_based_auto_wrap_policy`: wrap a module with at least
+       `min-num-params` unwrapped parameters (default 1e8); never recurse into
+       `force-leaf-classes` (default MultiheadAttention, which in torch 1.13
+       is therefore never wrapped) and never wrap `exclude-wrap-classes`
+       (default ModuleList, ModuleDict).
+     - `transformer`: `transformer_auto_wrap_policy`: wrap every module whose
+       class is in `layer-classes`.
+     - `regex`: the file-level `lambda_auto_wrap_policy`: wrap every module
+       whose FQN fully matches `pattern`.
+    Class names come from the export metadata (the module tree).
+
+    `ignored-modules` (and their subtrees) and `ignored-params` are left out
+    of every unit: they stay replicated, as PyTorch's `ignored_modules`.
+
+    Errors, as PyTorch's rules: a unit mixing frozen and trainable
+    parameters (both FQN lists with numels; a warning with
+    `use-orig-params`), a tied parameter whose holders would land in two
+    units (both FQNs and units), an unknown ignored module or parameter.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-auto-wrap="policy=transformer layer-classes=GPT2Block"
+    module attributes {fsdp.units = [#fsdp.unit<"", params = [@wte.weight, ...]>,
+        #fsdp.unit<"blocks.0", params = [...]>, #fsdp.unit<"blocks.1", params = [...]>], ...}
+    ```
+  }];
+  let options = [
+    ListOption<"policies", "policy", "std::string",
+               "Auto-wrap policies (none, size, transformer, regex), or-composed">,
+    Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"100000000",
+           "size: wrap modules with at least this many unwrapped parameters">,
+    ListOption<"forceLeafClasses", "force-leaf-classes", "std::string",
+               "size: module classes never recursed into "
+               "(default MultiheadAttention)">,
+    ListOption<"excludeWrapClasses", "exclude-wrap-classes", "std::string",
+               "size: module classes never wrapped (default ModuleList, ModuleDict)">,
+    ListOption<"layerClasses", "layer-classes", "std::string",
+               "transformer: module classes to wrap">,
+    Option<"pattern", "pattern", "std::string", /*default=*/"\"\"",
+           "regex: wrap modules whose FQN fully matches this regex">,
+    ListOption<"ignoredModules", "ignored-modules", "std::string",
+               "Module FQNs left out of every unit (replicated)">,
+    ListOption<"ignoredParams", "ignored-params", "std::string",
+               "Parameter FQNs left out of every unit (replicated)">,
+    Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
+           "Allow units mixing frozen and trainable parameters (warns)">,
+  ];
+}
+
+def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
+  let summary = "Pack each FSDP unit's parameters into one flat buffer";
+  let description = [{
+    For every unit `fsdp-auto-wrap` chose (`fsdp.units`), creates an
+    `fsdp.flat_param @"unit:<module FQN>"` holding the unit's parameters in
+    flat order, padded to a multiple of `world-size` (sharded over the 1-D
+    mesh `@fsdp_world`), and rewrites every read of those parameters
+    (`fsdp.get_param`) into a view of the unit's full flat buffer:
+    `fsdp.get_flat_param` followed by `fsdp.unflatten`, placed before the
+    unit's first use. Layouts (offsets, padding, shard ranges) come from the
+    layout library and are stored once per unit, never per rank.
+    `use-orig-params` aligns every parameter's start to 16 bytes, as PyTorch
+    2.x does; torch 1.13 (and the default) does not align. Ignored
+    parameters keep their `fsdp.get_param`.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-auto-wrap=policy=none --fsdp-flatten=world-size=4
+      mesh.mesh @fsdp_world(shape = 4)
+      fsdp.flat_param @"unit:" params [@wte.weight, ...] on @fsdp_world axes [0]
+          {module = ""} : tensor<28032xf32>
+      ...
+      %0 = fsdp.get_flat_param @"unit:" : tensor<28032xf32>
+      %1:28 = fsdp.unflatten %0 of @"unit:" : tensor<28032xf32> -> ...
+    ```
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
+           "Number of ranks each flat buffer is sharded over">,
+    Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
+           "Align each parameter to 16 bytes (PyTorch 2.x use_orig_params)">,
+  ];
+  let dependentDialects = ["::mlir::mesh::MeshDialect"];
 }
 
 #endif // FSDP_TRANSFORMS_PASSES

@@ -1,0 +1,332 @@
+//===- AutoWrap.cpp - PyTorch FSDP auto-wrap over the module tree ---------===//
+//
+/// Reproduces torch 1.13's `_recursive_wrap`: for each module (starting at
+/// the root's children), ask the policy with `recurse=true` and the module's
+/// total parameter count whether to descend; after the children, ask with
+/// `recurse=false` and the count the children did not wrap whether to wrap
+/// the module itself. The root is always a unit. Parameters then go to the
+/// innermost unit whose subtree holds them, visiting units children-first as
+/// PyTorch constructs them, so a parent's flat buffer gets what is left.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Regex.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_AUTOWRAP
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// The module tree with the parameters resolved to their fsdp.param ops.
+struct Model {
+  ModuleOp module;
+  SmallVector<ModuleAttr> modules; // named_modules() order
+  llvm::StringMap<unsigned> index; // FQN -> position in `modules`
+  llvm::StringMap<ParamOp> params; // every name (canonical or alias) -> op
+
+  ModuleAttr get(StringRef fqn) const { return modules[index.lookup(fqn)]; }
+
+  static SmallVector<StringRef> strings(ArrayAttr array) {
+    return llvm::to_vector(llvm::map_range(
+        array.getAsRange<StringAttr>(),
+        [](StringAttr value) { return value.getValue(); }));
+  }
+  SmallVector<StringRef> children(StringRef fqn) const {
+    return strings(get(fqn).getChildren());
+  }
+};
+
+int64_t numel(ParamOp param) { return param.getTensorType().getNumElements(); }
+
+std::string quoted(StringRef fqn) {
+  return fqn.empty() ? "(root)" : "'" + fqn.str() + "'";
+}
+
+struct AutoWrapPass : mlir::fsdp::impl::AutoWrapBase<AutoWrapPass> {
+  using AutoWrapBase::AutoWrapBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult loadModel();
+  LogicalResult loadPolicy();
+  bool policy(StringRef fqn, bool recurse, int64_t unwrapped);
+  /// The subtree's parameters, as PyTorch's `module.parameters()` minus
+  /// ignored ones: pre-order, each tensor once.
+  llvm::SetVector<Operation *> subtreeParams(StringRef fqn);
+  int64_t subtreeNumel(StringRef fqn);
+  int64_t recursiveWrap(StringRef fqn, bool onlyWrapChildren);
+  bool isIgnoredModule(StringRef fqn) const;
+
+  Model model;
+  llvm::StringSet<> policySet, forceLeaf, excludeWrap, layers;
+  std::shared_ptr<llvm::Regex> regex; // Shared: passes must be copyable.
+  llvm::DenseSet<Operation *> ignored;
+  llvm::StringSet<> wrapped;
+};
+
+LogicalResult AutoWrapPass::loadModel() {
+  model.module = getOperation();
+  FailureOr<SmallVector<ModuleAttr>> tree = getModuleTree(model.module);
+  if (failed(tree))
+    return failure();
+  model.modules = std::move(*tree);
+  for (auto [i, module] : llvm::enumerate(model.modules))
+    model.index[module.getFqn()] = i;
+  for (ParamOp param : model.module.getOps<ParamOp>()) {
+    model.params[param.getSymName()] = param;
+    if (std::optional<ArrayAttr> aliases = param.getAliases())
+      for (StringAttr alias : aliases->getAsRange<StringAttr>())
+        model.params[alias.getValue()] = param;
+  }
+  return success();
+}
+
+LogicalResult AutoWrapPass::loadPolicy() {
+  ModuleOp module = getOperation();
+  if (policies.empty())
+    return module.emitError()
+           << "fsdp-auto-wrap: give a policy (none, size, transformer, regex)";
+  for (const std::string &name : policies) {
+    if (name != "none" && name != "size" && name != "transformer" &&
+        name != "regex")
+      return module.emitError() << "fsdp-auto-wrap: unknown policy '" << name
+                                << "'; known: none, size, transformer, regex";
+    policySet.insert(name);
+  }
+  if (policySet.contains("transformer") && layerClasses.empty())
+    return module.emitError() << "fsdp-auto-wrap: policy 'transformer' needs "
+                                 "layer-classes=<module class names>";
+  if (policySet.contains("regex")) {
+    if (pattern.empty())
+      return module.emitError()
+             << "fsdp-auto-wrap: policy 'regex' needs pattern=<regex>";
+    regex = std::make_shared<llvm::Regex>("^(" + pattern + ")$");
+    std::string error;
+    if (!regex->isValid(error))
+      return module.emitError() << "fsdp-auto-wrap: invalid pattern '"
+                                << pattern << "': " << error;
+  }
+  SmallVector<std::string> leafNames = {"MultiheadAttention"};
+  SmallVector<std::string> excludeNames = {"ModuleList", "ModuleDict"};
+  if (!forceLeafClasses.empty())
+    leafNames.assign(forceLeafClasses.begin(), forceLeafClasses.end());
+  if (!excludeWrapClasses.empty())
+    excludeNames.assign(excludeWrapClasses.begin(), excludeWrapClasses.end());
+  for (const std::string &name : leafNames)
+    forceLeaf.insert(name);
+  for (const std::string &name : excludeNames)
+    excludeWrap.insert(name);
+  for (const std::string &name : layerClasses)
+    layers.insert(name);
+  if (!layers.empty() && llvm::none_of(model.modules, [&](ModuleAttr module) {
+        return layers.contains(module.getClassName());
+      }))
+    module.emitWarning() << "fsdp-auto-wrap: no module has a class in "
+                            "layer-classes ("
+                         << llvm::join(layerClasses, ", ")
+                         << "); was the model exported without class names?";
+
+  for (const std::string &fqn : ignoredModules) {
+    if (!model.index.count(fqn) || fqn.empty())
+      return module.emitError() << "fsdp-auto-wrap: ignored module '" << fqn
+                                << "' is not a submodule of the model";
+  }
+  for (const std::string &fqn : ignoredParams) {
+    ParamOp param = model.params.lookup(fqn);
+    if (!param)
+      return module.emitError() << "fsdp-auto-wrap: ignored parameter '" << fqn
+                                << "' is not a parameter of the model";
+    ignored.insert(param);
+  }
+  for (ModuleAttr module : model.modules)
+    if (isIgnoredModule(module.getFqn()))
+      for (StringRef name : Model::strings(module.getParams()))
+        if (ParamOp param = model.params.lookup(name))
+          ignored.insert(param);
+  return success();
+}
+
+bool AutoWrapPass::isIgnoredModule(StringRef fqn) const {
+  for (const std::string &ignoredFqn : ignoredModules)
+    if (fqn == ignoredFqn ||
+        (fqn.starts_with(ignoredFqn) && fqn[ignoredFqn.size()] == '.'))
+      return true;
+  return false;
+}
+
+bool AutoWrapPass::policy(StringRef fqn, bool recurse, int64_t unwrapped) {
+  StringRef className = model.get(fqn).getClassName();
+  bool result = false;
+  if (policySet.contains("size")) {
+    bool large = unwrapped >= minNumParams;
+    result |= recurse ? large && !forceLeaf.contains(className)
+                      : large && !excludeWrap.contains(className);
+  }
+  if (policySet.contains("transformer"))
+    result |= recurse || layers.contains(className);
+  if (policySet.contains("regex"))
+    result |= recurse || regex->match(fqn);
+  return result;
+}
+
+llvm::SetVector<Operation *> AutoWrapPass::subtreeParams(StringRef fqn) {
+  llvm::SetVector<Operation *> result;
+  SmallVector<StringRef> stack = {fqn};
+  while (!stack.empty()) {
+    StringRef current = stack.pop_back_val();
+    for (StringRef name : Model::strings(model.get(current).getParams()))
+      if (ParamOp param = model.params.lookup(name))
+        if (!ignored.contains(param))
+          result.insert(param);
+    SmallVector<StringRef> children = model.children(current);
+    for (StringRef child : llvm::reverse(children))
+      stack.push_back(child);
+  }
+  return result;
+}
+
+int64_t AutoWrapPass::subtreeNumel(StringRef fqn) {
+  int64_t total = 0;
+  for (Operation *param : subtreeParams(fqn))
+    total += numel(cast<ParamOp>(param));
+  return total;
+}
+
+int64_t AutoWrapPass::recursiveWrap(StringRef fqn, bool onlyWrapChildren) {
+  int64_t count = subtreeNumel(fqn);
+  if (!policy(fqn, /*recurse=*/true, count))
+    return 0;
+  int64_t wrappedCount = 0;
+  for (StringRef child : model.children(fqn))
+    if (!isIgnoredModule(child))
+      wrappedCount += recursiveWrap(child, /*onlyWrapChildren=*/false);
+  if (!onlyWrapChildren &&
+      policy(fqn, /*recurse=*/false, count - wrappedCount)) {
+    wrapped.insert(fqn);
+    return count;
+  }
+  return wrappedCount;
+}
+
+void AutoWrapPass::runOnOperation() {
+  model = Model();
+  policySet.clear();
+  forceLeaf.clear();
+  excludeWrap.clear();
+  layers.clear();
+  ignored.clear();
+  wrapped.clear();
+  if (failed(loadModel()) || failed(loadPolicy()))
+    return signalPassFailure();
+  ModuleOp module = getOperation();
+
+  if (!policySet.contains("none") || policySet.size() > 1)
+    recursiveWrap("", /*onlyWrapChildren=*/true);
+  wrapped.insert("");
+
+  // Units take their parameters children-first (post-order), as PyTorch
+  // builds the nested FSDP instances.
+  llvm::StringMap<SmallVector<ParamOp>> unitParams;
+  llvm::DenseMap<Operation *, std::string> owner;
+  for (ModuleAttr moduleAttr : llvm::reverse(model.modules)) {
+    StringRef fqn = moduleAttr.getFqn();
+    if (!wrapped.contains(fqn))
+      continue;
+    SmallVector<ParamOp> &taken = unitParams[fqn];
+    for (Operation *param : subtreeParams(fqn))
+      if (owner.try_emplace(param, fqn.str()).second)
+        taken.push_back(cast<ParamOp>(param));
+  }
+  // A tied parameter whose holders sit in two units would be flattened
+  // twice (torch 1.13 does so silently); refuse.
+  auto unitOf = [&](StringRef fqn) {
+    StringRef unit = fqn;
+    while (!wrapped.contains(unit))
+      unit = unit.contains('.') ? unit.rsplit('.').first : StringRef();
+    return unit;
+  };
+  for (ModuleAttr moduleAttr : model.modules) {
+    if (isIgnoredModule(moduleAttr.getFqn()))
+      continue;
+    for (StringRef name : Model::strings(moduleAttr.getParams())) {
+      ParamOp param = model.params.lookup(name);
+      if (!param || ignored.contains(param))
+        continue;
+      StringRef holderUnit = unitOf(moduleAttr.getFqn());
+      std::string ownerUnit = owner.lookup(param);
+      if (holderUnit != ownerUnit) {
+        module.emitError()
+            << "fsdp-auto-wrap: tied parameter '" << name << "' (stored as '"
+            << param.getSymName() << "') would be in two units: "
+            << quoted(holderUnit) << " and " << quoted(ownerUnit)
+            << "; choose a policy that wraps both holders in one unit, or "
+               "ignore one of them";
+        return signalPassFailure();
+      }
+    }
+  }
+
+  // Uniform requires_grad per unit.
+  for (ModuleAttr moduleAttr : model.modules) {
+    auto found = unitParams.find(moduleAttr.getFqn());
+    if (found == unitParams.end())
+      continue;
+    SmallVector<std::string> frozen, trainable;
+    for (ParamOp param : found->second)
+      (param.requiresGrad() ? trainable : frozen)
+          .push_back(param.getSymName().str() + " (" +
+                     std::to_string(numel(param)) + ")");
+    if (frozen.empty() || trainable.empty())
+      continue;
+    InFlightDiagnostic diag =
+        useOrigParams ? module.emitWarning() : module.emitError();
+    diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
+         << " mixes frozen and trainable parameters; frozen: ["
+         << llvm::join(frozen, ", ") << "], trainable: ["
+         << llvm::join(trainable, ", ") << "]";
+    if (!useOrigParams) {
+      diag << "; wrap the frozen modules separately, or use use-orig-params";
+      return signalPassFailure();
+    }
+  }
+
+  // Record units root first, then in module pre-order: PyTorch's FSDP tree.
+  Builder b(&getContext());
+  SmallVector<Attribute> units;
+  for (ModuleAttr moduleAttr : model.modules) {
+    StringRef fqn = moduleAttr.getFqn();
+    if (!wrapped.contains(fqn))
+      continue;
+    SmallVector<Attribute> refs;
+    for (ParamOp param : unitParams[fqn])
+      refs.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    units.push_back(WrapUnitAttr::get(&getContext(), fqn, b.getArrayAttr(refs)));
+  }
+  module->setAttr("fsdp.units", b.getArrayAttr(units));
+  if (!ignored.empty()) {
+    SmallVector<Attribute> refs;
+    for (ModuleAttr moduleAttr : model.modules)
+      for (StringRef name : Model::strings(moduleAttr.getParams()))
+        if (ParamOp param = model.params.lookup(name))
+          if (ignored.contains(param) &&
+              !llvm::is_contained(refs, FlatSymbolRefAttr::get(param.getSymNameAttr())))
+            refs.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    module->setAttr("fsdp.ignored_params", b.getArrayAttr(refs));
+  }
+}
+
+} // namespace

@@ -1,0 +1,179 @@
+//===- Flatten.cpp - One flat buffer per FSDP unit ------------------------===//
+//
+/// Turns the units chosen by fsdp-auto-wrap into fsdp.flat_param symbols and
+/// routes every parameter read through its unit's flat buffer:
+///
+///   %w = fsdp.get_param @w        ->  %f = fsdp.get_flat_param @"unit:m"
+///                                     %w, %b = fsdp.unflatten %f of @"unit:m"
+///
+/// so that the later passes see one buffer per unit to gather, free and
+/// reduce-scatter. All layout arithmetic is the layout library's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FLATTEN
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+constexpr StringLiteral kMeshName = "fsdp_world";
+constexpr int64_t kOrigParamsAlignmentBytes = 16;
+
+struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
+  using FlattenBase::FlattenBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (worldSize < 1) {
+      module.emitError() << "fsdp-flatten: world-size must be at least 1, got "
+                         << worldSize;
+      return signalPassFailure();
+    }
+    auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
+    if (!units) {
+      module.emitError() << "fsdp-flatten: the module has no FSDP units; run "
+                            "fsdp-auto-wrap first";
+      return signalPassFailure();
+    }
+
+    OpBuilder b(module.getBodyRegion());
+    FlatSymbolRefAttr mesh;
+    if (worldSize > 1) {
+      if (SymbolTable::lookupSymbolIn(module, kMeshName)) {
+        module.emitError() << "fsdp-flatten: the module already has a symbol @"
+                           << kMeshName << "; was it flattened before?";
+        return signalPassFailure();
+      }
+      auto meshOp = b.create<mesh::MeshOp>(module.getLoc(), kMeshName,
+                                           ArrayRef<int64_t>{worldSize});
+      mesh = FlatSymbolRefAttr::get(meshOp.getSymNameAttr());
+    }
+
+    SymbolTable symbols(module);
+    llvm::DenseMap<Operation *, FlatParamOp> unitOf;
+    SmallVector<FlatParamOp> flatParams;
+    for (Attribute entry : units) {
+      auto unit = dyn_cast<WrapUnitAttr>(entry);
+      if (!unit) {
+        module.emitError() << "fsdp-flatten: fsdp.units holds " << entry
+                           << ", which is not an #fsdp.unit";
+        return signalPassFailure();
+      }
+      if (unit.getParams().empty())
+        continue; // A unit whose parameters its descendants all took.
+      FailureOr<FlatParamOp> flat = createFlatParam(b, symbols, unit, mesh);
+      if (failed(flat))
+        return signalPassFailure();
+      flatParams.push_back(*flat);
+      for (FlatSymbolRefAttr ref :
+           unit.getParams().getAsRange<FlatSymbolRefAttr>())
+        unitOf[symbols.lookup(ref.getValue())] = *flat;
+    }
+
+    for (auto func : module.getOps<func::FuncOp>())
+      rewriteReads(func, symbols, unitOf);
+  }
+
+  FailureOr<FlatParamOp> createFlatParam(OpBuilder &b, SymbolTable &symbols,
+                                         WrapUnitAttr unit,
+                                         FlatSymbolRefAttr mesh) {
+    ModuleOp module = getOperation();
+    Type element;
+    for (FlatSymbolRefAttr ref :
+         unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
+      auto param = symbols.lookup<ParamOp>(ref.getValue());
+      if (!param)
+        return module.emitError()
+               << "fsdp-flatten: unit '" << unit.getModule() << "' lists "
+               << ref << ", which is not an fsdp.param";
+      Type paramElement = param.getTensorType().getElementType();
+      if (element && element != paramElement)
+        return module.emitError()
+               << "fsdp-flatten: unit '" << unit.getModule()
+               << "' mixes element types (" << element << " and "
+               << paramElement << " for " << ref
+               << "); a flat buffer holds one dtype";
+      element = paramElement;
+    }
+    int64_t alignment = 1;
+    if (useOrigParams) {
+      int64_t bytes = std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+      alignment = std::max<int64_t>(1, kOrigParamsAlignmentBytes / bytes);
+    }
+
+    std::string name = "unit:" + unit.getModule().str();
+    Location loc = NameLoc::get(b.getStringAttr(name), module.getLoc());
+    // The type is computed below from the layout; start with a placeholder.
+    auto flat = b.create<FlatParamOp>(
+        loc, b.getStringAttr(name), unit.getParams(), mesh,
+        mesh ? b.getDenseI16ArrayAttr({0}) : b.getDenseI16ArrayAttr({}),
+        b.getI64IntegerAttr(alignment),
+        TypeAttr::get(RankedTensorType::get({0}, element)),
+        b.getStringAttr(unit.getModule()));
+    if (symbols.lookup(name)) {
+      flat.erase();
+      return module.emitError() << "fsdp-flatten: a symbol named '" << name
+                                << "' already exists";
+    }
+    symbols.insert(flat);
+    SymbolTableCollection collection;
+    FailureOr<::fsdp::layout::FlatLayout> layout =
+        computeLayout(flat, collection);
+    if (failed(layout))
+      return failure();
+    flat.setTypeAttr(TypeAttr::get(
+        RankedTensorType::get({layout->paddedNumel()}, element)));
+    return flat;
+  }
+
+  /// Replaces the reads of flattened parameters in `func` with views of
+  /// their unit's flat buffer, read once before the unit's first use.
+  void rewriteReads(func::FuncOp func, SymbolTable &symbols,
+                    const llvm::DenseMap<Operation *, FlatParamOp> &unitOf) {
+    llvm::MapVector<FlatParamOp, SmallVector<GetParamOp>> reads;
+    func.walk([&](GetParamOp read) {
+      Operation *param = symbols.lookup(read.getParam());
+      auto unit = unitOf.find(param);
+      if (unit != unitOf.end())
+        reads[unit->second].push_back(read);
+    });
+    for (auto &[unit, unitReads] : reads) {
+      GetParamOp first = unitReads.front();
+      OpBuilder b(first);
+      if (first->getBlock() != &func.front())
+        b.setInsertionPointToStart(&func.front());
+      Location loc = NameLoc::get(b.getStringAttr(unit.getSymName()), first.getLoc());
+      auto flat = b.create<GetFlatParamOp>(loc, unit.getTensorType(),
+                                           FlatSymbolRefAttr::get(unit.getSymNameAttr()));
+      SmallVector<Type> viewTypes;
+      llvm::StringMap<unsigned> position;
+      for (auto [i, ref] :
+           llvm::enumerate(unit.getParams().getAsRange<FlatSymbolRefAttr>())) {
+        viewTypes.push_back(
+            symbols.lookup<ParamOp>(ref.getValue()).getType());
+        position[ref.getValue()] = i;
+      }
+      auto views = b.create<UnflattenOp>(loc, viewTypes, flat,
+                                         FlatSymbolRefAttr::get(unit.getSymNameAttr()));
+      for (GetParamOp read : unitReads) {
+        read.replaceAllUsesWith(views.getResult(position.lookup(read.getParam())));
+        read.erase();
+      }
+    }
+  }
+};
+
+} // namespace
