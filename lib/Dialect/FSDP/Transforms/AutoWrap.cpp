@@ -269,10 +269,14 @@ void AutoWrapPass::runOnOperation() {
       StringRef holderUnit = unitOf(moduleAttr.getFqn());
       std::string ownerUnit = owner.lookup(param);
       if (holderUnit != ownerUnit) {
+        SmallVector<std::string> names = {"'" + param.getSymName().str() + "'"};
+        if (std::optional<ArrayAttr> aliases = param.getAliases())
+          for (StringAttr alias : aliases->getAsRange<StringAttr>())
+            names.push_back("'" + alias.getValue().str() + "'");
         module.emitError()
-            << "fsdp-auto-wrap: tied parameter '" << name << "' (stored as '"
-            << param.getSymName() << "') would be in two units: "
-            << quoted(holderUnit) << " and " << quoted(ownerUnit)
+            << "fsdp-auto-wrap: tied parameter " << llvm::join(names, " = ")
+            << " would be in two units: " << quoted(holderUnit) << " and "
+            << quoted(ownerUnit)
             << "; choose a policy that wraps both holders in one unit, or "
                "ignore one of them";
         return signalPassFailure();

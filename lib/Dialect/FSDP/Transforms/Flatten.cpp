@@ -39,7 +39,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     ModuleOp module = getOperation();
     if (worldSize < 1) {
       module.emitError() << "fsdp-flatten: world-size must be at least 1, got "
-                         << worldSize;
+                         << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
     auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");

@@ -1,0 +1,41 @@
+// fsdp-auto-wrap's validation errors, with PyTorch's rules.
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=regex pattern=pair\.(enc|dec)" 2>&1 | FileCheck %s --check-prefix=TIED
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=regex pattern=pair" | FileCheck %s --check-prefix=TOGETHER
+// RUN: not fsdp-opt %s --fsdp-auto-wrap=policy=none 2>&1 | FileCheck %s --check-prefix=FROZEN
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=none use-orig-params=true" 2>&1 | FileCheck %s --check-prefix=WARN
+// RUN: not fsdp-opt %s --fsdp-auto-wrap=policy=sized 2>&1 | FileCheck %s --check-prefix=POLICY
+// RUN: not fsdp-opt %s --fsdp-auto-wrap 2>&1 | FileCheck %s --check-prefix=NOPOLICY
+// RUN: not fsdp-opt %s --fsdp-auto-wrap=policy=transformer 2>&1 | FileCheck %s --check-prefix=CLASSES
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=regex pattern=(" 2>&1 | FileCheck %s --check-prefix=REGEX
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none ignored-modules=nothing" 2>&1 | FileCheck %s --check-prefix=IGNMOD
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none ignored-params=nothing.weight" 2>&1 | FileCheck %s --check-prefix=IGNPARAM
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Missing ignored-modules=frozen" 2>&1 | FileCheck %s --check-prefix=NOCLASS
+
+// The encoder and decoder share one weight: wrapping them apart would put it
+// in two units (torch 1.13 silently does).
+// TIED: error: fsdp-auto-wrap: tied parameter 'pair.enc.weight' = 'pair.dec.weight' would be in two units: 'pair.enc' and 'pair.dec'; choose a policy that wraps both holders in one unit, or ignore one of them
+// Wrapping their common parent keeps them together.
+// TOGETHER: #fsdp.unit<"pair", params = [@pair.enc.weight, @pair.dec.bias]>
+
+// FROZEN: error: fsdp-auto-wrap: unit (root) mixes frozen and trainable parameters; frozen: [frozen.weight (6)], trainable: [pair.enc.weight (4), pair.dec.bias (2)]; wrap the frozen modules separately, or use use-orig-params
+// WARN: warning: fsdp-auto-wrap: unit (root) mixes frozen and trainable parameters; frozen: [frozen.weight (6)], trainable: [pair.enc.weight (4), pair.dec.bias (2)]
+// WARN: fsdp.units = [#fsdp.unit<""
+
+// POLICY: error: fsdp-auto-wrap: unknown policy 'sized'; known: none, size, transformer, regex
+// NOPOLICY: error: fsdp-auto-wrap: give a policy (none, size, transformer, regex)
+// CLASSES: error: fsdp-auto-wrap: policy 'transformer' needs layer-classes=<module class names>
+// REGEX: error: fsdp-auto-wrap: invalid pattern '(': parentheses not balanced
+// IGNMOD: error: fsdp-auto-wrap: ignored module 'nothing' is not a submodule of the model
+// IGNPARAM: error: fsdp-auto-wrap: ignored parameter 'nothing.weight' is not a parameter of the model
+// NOCLASS: warning: fsdp-auto-wrap: no module has a class in layer-classes (Missing); was the model exported without class names?
+
+module attributes {fsdp.modules = [
+  #fsdp.module<"", class = "Net", params = [], buffers = [], children = ["frozen", "pair"]>,
+  #fsdp.module<"frozen", class = "Linear", params = ["frozen.weight"], buffers = [], children = []>,
+  #fsdp.module<"pair", class = "Pair", params = [], buffers = [], children = ["pair.enc", "pair.dec"]>,
+  #fsdp.module<"pair.enc", class = "Linear", params = ["pair.enc.weight"], buffers = [], children = []>,
+  #fsdp.module<"pair.dec", class = "Linear", params = ["pair.dec.weight", "pair.dec.bias"], buffers = [], children = []>]} {
+  fsdp.param @"frozen.weight" : tensor<2x3xf32> frozen
+  fsdp.param @"pair.enc.weight" : tensor<2x2xf32> {aliases = ["pair.dec.weight"]}
+  fsdp.param @"pair.dec.bias" : tensor<2xf32>
+}
