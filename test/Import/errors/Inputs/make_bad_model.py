@@ -5,12 +5,13 @@ error tests.
 
 Every model is built with the onnx Python API at test time; nothing binary
 is committed. CASE is one of the functions below (dashes for underscores).
+A few cases (undefined-input, anonymous-dim, negative-dim, string-cast, ...)
+reproduce importer problems whose tests are kept out of the suite until the
+importer handles them.
 """
 
 import json
-import os
 import random
-import shutil
 import sys
 
 import onnx
@@ -110,9 +111,17 @@ def set_external(out, source, key, value, initializer=None):
     onnx.save_model(model, out)
 
 
-def truncate_data(out, source):
-    """Half of SOURCE's bytes."""
-    truncate(out, source, "half")
+def drop_external(out, source, key):
+    """SOURCE with the external_data entry KEY removed from its first
+    external initializer."""
+    model = onnx.load(source, load_external_data=False)
+    for t in model.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            kept = [e for e in t.external_data if e.key != key]
+            del t.external_data[:]
+            t.external_data.extend(kept)
+            break
+    onnx.save_model(model, out)
 
 
 # --- Graphs ONNX's checker rejects -------------------------------------------
@@ -151,6 +160,20 @@ def future_ir_version(out):
     onnx.save_model(model, out)
 
 
+def duplicate_initializer(out):
+    model = linear()
+    model.graph.initializer.append(weight("fc.weight", [8, 4]))
+    onnx.save_model(model, out)
+
+
+def duplicate_output(out):
+    model = graph_model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+         helper.make_node("Neg", ["x"], ["y"], name="neg")],
+        [tensor("x", [2, 4])], [tensor("y", [2, 4])])
+    onnx.save_model(model, out)
+
+
 # --- Opsets, domains, operators ----------------------------------------------
 
 def opset(out, version):
@@ -182,6 +205,51 @@ def unsupported_op(out, op):
     model = graph_model(
         [helper.make_node(op, ["x"], ["y"], name="the_node", **attrs)],
         [tensor("x", shape)], [tensor("y", shape)])
+    onnx.save_model(model, out)
+
+
+# --- Tensors the importer cannot take ----------------------------------------
+
+def typed_param(out):
+    """A parameter stored in float_data instead of raw_data."""
+    model = linear()
+    model.graph.initializer[0].CopyFrom(
+        helper.make_tensor("fc.weight", TensorProto.FLOAT, [8, 4], [1.0] * 32))
+    onnx.save_model(model, out)
+
+
+def short_param(out):
+    """A parameter whose raw_data holds fewer bytes than its shape needs."""
+    model = linear()
+    w = model.graph.initializer[0]
+    w.raw_data = w.raw_data[:20]
+    onnx.save_model(model, out)
+
+
+def constant_count(out):
+    """A small constant whose int64_data has 3 values for shape [4]."""
+    c = helper.make_tensor("onnx::Add_3", TensorProto.INT64, [4], [1, 2, 3, 4])
+    del c.int64_data[3]
+    model = graph_model(
+        [helper.make_node("Add", ["x", "onnx::Add_3"], ["y"], name="add")],
+        [tensor("x", [2, 4], TensorProto.INT64)],
+        [tensor("y", [2, 4], TensorProto.INT64)], [c])
+    onnx.save_model(model, out)
+
+
+def string_input(out):
+    model = graph_model(
+        [helper.make_node("Identity", ["x"], ["y"], name="identity")],
+        [tensor("x", [2], TensorProto.STRING)],
+        [tensor("y", [2], TensorProto.STRING)])
+    onnx.save_model(model, out)
+
+
+def complex_param(out):
+    w = numpy_helper.from_array(np.ones((8, 4), np.complex64), "fc.weight")
+    model = graph_model(
+        [helper.make_node("Identity", ["fc.weight"], ["y"], name="identity")],
+        [tensor("x", [2])], [tensor("y", [8, 4], TensorProto.COMPLEX64)], [w])
     onnx.save_model(model, out)
 
 
@@ -242,24 +310,78 @@ def no_input_shape(out):
     onnx.save_model(model, out)
 
 
+def negative_dim(out):
+    """A graph input whose fixed dimension is negative."""
+    model = graph_model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [tensor("x", [-5, 4])], [tensor("y", [-5, 4])])
+    onnx.save_model(model, out)
+
+
+def _constant_of_shape(out, shape):
+    shape_node = helper.make_node(
+        "Constant", [], ["shape"], name="shape",
+        value=numpy_helper.from_array(np.array(shape, np.int64), "shape"))
+    model = graph_model(
+        [shape_node,
+         helper.make_node("ConstantOfShape", ["shape"], ["zeros"],
+                          name="zeros"),
+         helper.make_node("ReduceSum", ["zeros"], ["y"], name="sum",
+                          keepdims=0)],
+        [tensor("x", [2, 4])], [tensor("y", [])])
+    onnx.save_model(model, out)
+
+
+def huge_constant_of_shape(out):
+    """ConstantOfShape of a valid but huge static shape (2^40 elements)."""
+    _constant_of_shape(out, [1 << 20, 1 << 20])
+
+
+def negative_constant_of_shape(out):
+    """ConstantOfShape of a shape with a negative dimension."""
+    _constant_of_shape(out, [-3, 2])
+
+
+def string_cast(out):
+    """A constant cast to STRING, returned: an unsupported element type."""
+    value = numpy_helper.from_array(np.array([8], np.int64), "eight")
+    model = graph_model(
+        [helper.make_node("Constant", [], ["eight"], name="eight", value=value),
+         helper.make_node("Cast", ["eight"], ["s"], name="cast",
+                          to=TensorProto.STRING),
+         helper.make_node("Identity", ["s"], ["y"], name="identity")],
+        [tensor("x", [2, 4])], [tensor("y", [1], TensorProto.STRING)])
+    onnx.save_model(model, out)
+
+
+def unproduced_output(out):
+    """A graph output that no node produces."""
+    model = graph_model(
+        [helper.make_node("Relu", ["x"], ["h"], name="relu")],
+        [tensor("x", [2, 4])], [tensor("y", [2, 4])])
+    onnx.save_model(model, out)
+
+
 # --- Exporter-renamed parameters ------------------------------------------------
 
-def torch_folded(out):
+def torch_folded(out, features="32"):
     """A bias-free Linear on 3-D input exported by torch with constant
     folding in eval mode: the folded transposed weight becomes an
-    `onnx::MatMul_N` initializer, and no fsdp_mlir metadata is written."""
+    `onnx::MatMul_N` initializer, and no fsdp_mlir metadata is written.
+    FEATURES sets the weight's size (FEATURES x FEATURES/2 floats)."""
     import torch
 
     class Model(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.proj = torch.nn.Linear(32, 16, bias=False)
+            self.proj = torch.nn.Linear(n, n // 2, bias=False)
 
         def forward(self, x):
             return self.proj(x)
 
+    n = int(features)
     torch.manual_seed(0)
-    torch.onnx.export(Model().eval(), (torch.randn(2, 4, 32),), out,
+    torch.onnx.export(Model().eval(), (torch.randn(2, 4, n),), out,
                       input_names=["x"], output_names=["y"], opset_version=17,
                       do_constant_folding=True,
                       training=torch.onnx.TrainingMode.EVAL,
