@@ -98,13 +98,14 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
   context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
 
   ::fsdp::ONNXImportOptions options;
-  if (batchSize < 0) {
-    llvm::errs() << "error: --batch-size must be positive, got " << batchSize
-                 << "\n";
-    return failure();
-  }
-  if (batchSize > 0)
+  if (batchSize.getNumOccurrences()) {
+    if (batchSize <= 0) {
+      llvm::errs() << "error: --batch-size must be positive, got "
+                   << batchSize << "\n";
+      return failure();
+    }
     options.batchSize = batchSize;
+  }
   for (StringRef dim : dims) {
     auto [name, value] = dim.split('=');
     int64_t size;

@@ -46,6 +46,8 @@ namespace fsdpir = mlir::fsdp;
 namespace {
 
 constexpr int64_t kMinOpset = 13;
+/// Shape computations folded at import produce at most this many elements.
+constexpr int64_t kMaxFoldedElements = 4096;
 constexpr int64_t kMaxOpset = 17;
 
 /// What an initializer is to the FSDP passes.
@@ -142,6 +144,18 @@ private:
 // Reading and checking
 //===----------------------------------------------------------------------===//
 
+/// ONNX's multi-line messages as one line: whitespace runs become a space.
+std::string oneLine(StringRef message) {
+  std::string result;
+  for (char c : message.trim()) {
+    bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+    if (space && (result.empty() || result.back() == ' '))
+      continue;
+    result.push_back(space ? ' ' : c);
+  }
+  return result;
+}
+
 LogicalResult Importer::checkOpsets() {
   for (const onnx::OperatorSetIdProto &import : file.model.opset_import()) {
     if (import.domain().empty() || import.domain() == "ai.onnx") {
@@ -205,27 +219,48 @@ LogicalResult Importer::resolveExternalData() {
     if (ref.file.empty())
       return error("initializer '" + tensor.name() +
                    "' has external data but no location");
-    if (llvm::sys::path::is_absolute(ref.file) ||
-        StringRef(ref.file).contains(".."))
-      return error("initializer '" + tensor.name() + "': external data path '" +
-                   ref.file + "' must stay inside the model's directory");
+    bool escapes = llvm::sys::path::is_absolute(ref.file) ||
+                   llvm::any_of(llvm::make_range(
+                                    llvm::sys::path::begin(ref.file),
+                                    llvm::sys::path::end(ref.file)),
+                                [](StringRef part) { return part == ".."; });
     SmallString<256> full(modelDir);
     llvm::sys::path::append(full, ref.file);
     auto [it, inserted] = fileSizes.try_emplace(full, 0);
     if (inserted) {
-      if (std::error_code ec = llvm::sys::fs::file_size(full, it->second))
+      // Resolve symbolic links before deciding where the file really is.
+      SmallString<256> real, realDir;
+      if (!escapes && !llvm::sys::fs::real_path(full, real) &&
+          !llvm::sys::fs::real_path(modelDir, realDir))
+        escapes = !StringRef(real).starts_with(
+            (realDir + llvm::sys::path::get_separator()).str());
+      if (escapes)
+        return error("initializer '" + tensor.name() +
+                     "': external data path '" + ref.file +
+                     "' must stay inside the model's directory");
+      llvm::sys::fs::file_status status;
+      if (std::error_code ec = llvm::sys::fs::status(full, status))
         return error("initializer '" + tensor.name() +
                      "': external data file '" + full.str() + "': " +
                      ec.message());
+      if (!llvm::sys::fs::is_regular_file(status))
+        return error("initializer '" + tensor.name() +
+                     "': external data file '" + full.str() +
+                     "' is not a regular file");
+      it->second = status.getSize();
     }
+    int64_t fileSize = static_cast<int64_t>(it->second);
+    if (ref.offset > fileSize)
+      return error("initializer '" + tensor.name() + "': offset " +
+                   Twine(ref.offset) + " lies past the end of '" + full.str() +
+                   "' (" + Twine(fileSize) + " bytes)");
     if (!hasLength)
-      ref.length = static_cast<int64_t>(it->second) - ref.offset;
-    if (ref.offset > static_cast<int64_t>(it->second) ||
-        ref.length > static_cast<int64_t>(it->second) - ref.offset)
-      return error("initializer '" + tensor.name() + "': bytes [" +
-                   Twine(ref.offset) + ", " + Twine(ref.offset + ref.length) +
-                   ") lie past the end of '" + full.str() + "' (" +
-                   Twine(it->second) + " bytes)");
+      ref.length = fileSize - ref.offset;
+    if (ref.length > fileSize - ref.offset)
+      return error("initializer '" + tensor.name() + "': " +
+                   Twine(ref.length) + " bytes at offset " + Twine(ref.offset) +
+                   " lie past the end of '" + full.str() + "' (" +
+                   Twine(fileSize) + " bytes)");
     bytes[i] = std::move(ref);
   }
   return success();
@@ -242,28 +277,47 @@ LogicalResult Importer::specialiseShapes() {
     auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
     for (int d = 0; d < shape->dim_size(); ++d) {
       onnx::TensorShapeProto_Dimension *dim = shape->mutable_dim(d);
-      if (dim->has_dim_value())
+      if (dim->has_dim_value()) {
+        if (dim->dim_value() < 0)
+          return error("graph input '" + input.name() + "' has a negative " +
+                       "dimension " + Twine(dim->dim_value()) + " (at index " +
+                       Twine(d) + ")");
         continue;
+      }
       std::string name = dim->has_dim_param() ? dim->dim_param() : "";
       auto named = options.dims.find(name);
       if (!name.empty() && named != options.dims.end()) {
         dim->set_dim_value(named->second);
       } else if (d == 0 && options.batchSize) {
         dim->set_dim_value(*options.batchSize);
+      } else if (d == 0) {
+        return error("graph input '" + input.name() +
+                     "' has a dynamic dimension 0" +
+                     (name.empty() ? "" : " ('" + name + "')") +
+                     "; give its size with --batch-size=N (the compiler "
+                     "never guesses a size)");
+      } else if (!name.empty()) {
+        return error("graph input '" + input.name() + "' has a dynamic " +
+                     "dimension " + Twine(d) + " ('" + name +
+                     "'); give its size with --dim=" + name +
+                     "=N (the compiler never guesses a size)");
       } else {
-        std::string label = name.empty() ? "" : " ('" + name + "')";
-        return error("graph input '" + input.name() + "' has a dynamic dimension " +
-                     Twine(d) + label + "; give its size with " +
-                     (d == 0 ? "--batch-size=N" : "--dim=" +
-                                   (name.empty() ? std::string("NAME") : name) +
-                                   "=N") +
-                     " (the compiler never guesses a size)");
+        return error("graph input '" + input.name() + "' has an unnamed " +
+                     "dynamic dimension " + Twine(d) +
+                     ", which no option can set; re-export with a static " +
+                     "size or a named dynamic axis (dynamic_axes)");
       }
     }
   }
   // Shapes recorded by the exporter may still be symbolic; inference
   // recomputes them all from the now static inputs.
   graph->clear_value_info();
+  for (const onnx::ValueInfoProto &output : graph->output())
+    if (!output.type().has_tensor_type() ||
+        !output.type().tensor_type().has_shape())
+      return error("graph output '" + output.name() +
+                   "' declares no tensor shape, which ONNX's checker "
+                   "requires; export with output shapes");
   // Symbolic output dimensions become unknown (ONNX's checker wants the
   // shape itself kept).
   for (onnx::ValueInfoProto &output : *graph->mutable_output())
@@ -297,10 +351,7 @@ LogicalResult Importer::check() {
     onnx::checker::LexicalScopeContext lex;
     onnx::checker::check_graph(file.model.graph(), ctx, lex);
   } catch (const std::exception &e) {
-    std::string what = e.what();
-    while (!what.empty() && (what.back() == '\n' || what.back() == ' '))
-      what.pop_back();
-    return error("ONNX checker: " + StringRef(what).split('\n').first);
+    return error("ONNX checker: " + oneLine(e.what()));
   }
   return success();
 }
@@ -314,7 +365,7 @@ LogicalResult Importer::infer() {
                                        onnx::OpSchemaRegistry::Instance(),
                                        inference);
   } catch (const std::exception &e) {
-    return error("ONNX shape inference: " + StringRef(e.what()).split('\n').first);
+    return error("ONNX shape inference: " + oneLine(e.what()));
   }
   const onnx::GraphProto &graph = file.model.graph();
   valueTypes.clear();
@@ -400,9 +451,16 @@ LogicalResult Importer::classify() {
         info.kind = InitKind::Param;
       info.fqn = tensor.name();
     }
-    if (info.kind == InitKind::Constant && bytes[i] && !haveMetadata &&
-        StringRef(tensor.name()).starts_with("onnx::") &&
-        bytes[i]->length > ::fsdp::onnx_import::kStripThreshold)
+    // Without constant folding torch keeps computed constants in Constant
+    // nodes; a floating-point matrix initializer it named `onnx::...` is a
+    // folded (transposed, renamed) parameter.
+    bool isFloatMatrix = tensor.dims_size() >= 2 &&
+                         (tensor.data_type() == onnx::TensorProto::FLOAT ||
+                          tensor.data_type() == onnx::TensorProto::FLOAT16 ||
+                          tensor.data_type() == onnx::TensorProto::BFLOAT16 ||
+                          tensor.data_type() == onnx::TensorProto::DOUBLE);
+    if (info.kind == InitKind::Constant && !haveMetadata && isFloatMatrix &&
+        StringRef(tensor.name()).starts_with("onnx::"))
       return error("initializer '" + tensor.name() +
                    "' looks like a parameter that the exporter renamed or "
                    "transformed (constant folding); re-export with "
@@ -452,12 +510,18 @@ FailureOr<Type> Importer::convertElementType(int32_t onnxType, StringRef what) {
 FailureOr<RankedTensorType>
 Importer::convertTensorType(const onnx::TypeProto &type, StringRef what,
                             bool quiet) {
-  if (quiet && (!type.has_tensor_type() || !type.tensor_type().has_shape() ||
-                !llvm::all_of(type.tensor_type().shape().dim(),
-                              [](const onnx::TensorShapeProto_Dimension &dim) {
-                                return dim.has_dim_value();
-                              })))
-    return failure();
+  if (quiet) {
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape() ||
+        !llvm::all_of(type.tensor_type().shape().dim(),
+                      [](const onnx::TensorShapeProto_Dimension &dim) {
+                        return dim.has_dim_value() && dim.dim_value() >= 0;
+                      }))
+      return failure();
+    ScopedDiagnosticHandler silence(&context, [](Diagnostic &) {
+      return success();
+    });
+    return convertTensorType(type, what, /*quiet=*/false);
+  }
   if (!type.has_tensor_type())
     return error(what + " is not a tensor");
   const onnx::TypeProto_Tensor &tensor = type.tensor_type();
@@ -469,7 +533,11 @@ Importer::convertTensorType(const onnx::TypeProto &type, StringRef what,
       return error(what + " has a dynamic dimension" +
                    (dim.has_dim_param() ? " '" + dim.dim_param() + "'" : "") +
                    " after shape inference; the compiler needs static "
-                   "shapes (set dynamic inputs with --batch-size / --dim)");
+                   "shapes, and this one depends on values known only at "
+                   "run time");
+    if (dim.dim_value() < 0)
+      return error(what + " has a negative dimension " +
+                   Twine(dim.dim_value()));
     shape.push_back(dim.dim_value());
   }
   FailureOr<Type> element = convertElementType(tensor.elem_type(), what);
@@ -488,8 +556,9 @@ FailureOr<fsdpir::DataRefAttr> Importer::dataRef(int index) {
   const std::optional<Bytes> &ref = bytes[index];
   if (!ref)
     return error("initializer '" + tensor.name() +
-                 "' keeps its values in typed fields, not raw bytes; "
-                 "re-save the model with onnx.save_model");
+                 "' keeps its values in typed fields, not raw bytes "
+                 "(float_data, ...), so it cannot be referenced in place; "
+                 "store it as raw_data (onnx.numpy_helper.from_array does)");
   return fsdpir::DataRefAttr::get(&context, ref->file, ref->offset, ref->length);
 }
 
@@ -781,8 +850,9 @@ Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
       return emitError(loc) << "node '" << label << "' (" << node.op_type()
                             << "): shape inference gave no type for output '"
                             << output << "'";
-    FailureOr<RankedTensorType> converted = convertTensorType(
-        type->second, "output '" + output + "' of node '" + label + "'");
+    FailureOr<RankedTensorType> converted =
+        convertTensorType(type->second, "output '" + output + "' of node '" +
+                                            label + "' (" + node.op_type() + ")");
     if (failed(converted))
       return failure();
     state.types.push_back(*converted);
@@ -908,9 +978,14 @@ LogicalResult Importer::foldShapeComputations() {
       if (outputs.size() != 1)
         continue;
       auto resultType = valueTypes.find(outputs[0]);
-      if (resultType == valueTypes.end() ||
-          failed(convertTensorType(resultType->second, outputs[0],
-                                   /*quiet=*/true)))
+      if (resultType == valueTypes.end())
+        continue;
+      FailureOr<RankedTensorType> staticResult =
+          convertTensorType(resultType->second, outputs[0], /*quiet=*/true);
+      // Shape computations are small; a large constant (a ConstantOfShape
+      // mask, say) stays an op rather than being materialised here.
+      if (failed(staticResult) ||
+          staticResult->getNumElements() > kMaxFoldedElements)
         continue;
 
       b.setInsertionPointToEnd(scratch->getBody());
@@ -1001,22 +1076,13 @@ LogicalResult Importer::buildForward(ModuleOp module) {
     inputTypes.push_back(*type);
     inputNames.push_back(input.name());
   }
-  for (const onnx::ValueInfoProto &output : graph.output()) {
-    FailureOr<RankedTensorType> type =
-        convertTensorType(output.type(), "graph output '" + output.name() + "'");
-    if (failed(type))
-      return failure();
-    outputTypes.push_back(*type);
-  }
-
+  // Result types are set once the body exists: they are the types of the
+  // values the nodes produce, so an unsupported shape names its node.
   builder.setInsertionPointToEnd(module.getBody());
   auto forward = builder.create<func::FuncOp>(
-      fileLoc, "forward", builder.getFunctionType(inputTypes, outputTypes));
+      fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
   for (auto [index, name] : llvm::enumerate(inputNames))
     forward.setArgAttr(index, "fsdp.name", builder.getStringAttr(name));
-  for (auto [index, output] : llvm::enumerate(graph.output()))
-    forward.setResultAttr(index, "fsdp.name",
-                          builder.getStringAttr(output.name()));
   Block *entry = forward.addEntryBlock();
   builder.setInsertionPointToStart(entry);
   for (auto [name, arg] : llvm::zip(inputNames, entry->getArguments()))
@@ -1028,12 +1094,20 @@ LogicalResult Importer::buildForward(ModuleOp module) {
 
   SmallVector<Value> results;
   for (const onnx::ValueInfoProto &output : graph.output()) {
+    if (!values.count(output.name()) && !initIndex.count(output.name()))
+      return error("graph output '" + output.name() +
+                   "' is produced by no node, initializer or graph input");
     FailureOr<Value> value = lookupValue(output.name(), fileLoc);
     if (failed(value))
       return failure();
     results.push_back(*value);
+    outputTypes.push_back(value->getType());
   }
   builder.create<func::ReturnOp>(fileLoc, results);
+  forward.setFunctionType(builder.getFunctionType(inputTypes, outputTypes));
+  for (auto [index, output] : llvm::enumerate(graph.output()))
+    forward.setResultAttr(index, "fsdp.name",
+                          builder.getStringAttr(output.name()));
   return success();
 }
 

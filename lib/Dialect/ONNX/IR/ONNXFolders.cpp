@@ -435,8 +435,10 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor adaptor) {
+  // A splat is cheap here, but later passes would materialise it.
   RankedTensorType result = staticType(getType());
-  if (!result || !adaptor.getInput())
+  if (!result || !adaptor.getInput() ||
+      result.getNumElements() > kMaxFoldElements)
     return {};
   Attribute element;
   if (std::optional<ElementsAttr> value = getValue()) {
