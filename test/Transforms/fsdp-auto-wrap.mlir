@@ -52,4 +52,24 @@ module attributes {fsdp.modules = [
   fsdp.param @"blocks.1.mlp.bias" : tensor<8xf32>
   fsdp.param @"head.weight" : tensor<2x4xf32>
   fsdp.param @"head.bias" : tensor<2xf32>
+
+  // Ops are marked with the module their scope names and the unit managing
+  // it.
+  // LAYER-LABEL: func.func @forward
+  // LAYER: arith.addf {{.*}} {fsdp.module = "blocks.0.mlp", fsdp.unit = "blocks.0"}
+  // LAYER: arith.mulf {{.*}} {fsdp.module = "blocks.1", fsdp.unit = "blocks.1"}
+  // LAYER: arith.subf {{.*}} {fsdp.module = "head", fsdp.unit = ""}
+  // LAYER: arith.divf {{.*}} {fsdp.module = "", fsdp.unit = ""}
+  // LAYER-NOT: fsdp.module
+  // IGNORED-LABEL: func.func @forward
+  // IGNORED: arith.addf {{.*}} {fsdp.module = "blocks.0.mlp", fsdp.unit = "blocks.0"}
+  // IGNORED-NOT: arith.mulf {{.*}} fsdp.module
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = arith.addf %x, %x : tensor<4xf32> loc("/blocks.0/mlp/Add")
+    %1 = arith.mulf %0, %0 : tensor<4xf32> loc("/blocks.1/Mul")
+    %2 = arith.subf %1, %1 : tensor<4xf32> loc("/head/Sub")
+    %3 = arith.divf %2, %2 : tensor<4xf32> loc("/Div")
+    %4 = arith.negf %3 : tensor<4xf32> loc("no scope")
+    return %4 : tensor<4xf32>
+  }
 }

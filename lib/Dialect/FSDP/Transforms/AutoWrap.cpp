@@ -321,6 +321,19 @@ void AutoWrapPass::runOnOperation() {
     units.push_back(WrapUnitAttr::get(&getContext(), fqn, b.getArrayAttr(refs)));
   }
   module->setAttr("fsdp.units", b.getArrayAttr(units));
+
+  // Mark every op of a managed module with its module and unit, as
+  // PyTorch's _is_fsdp_managed_module does, for later passes and readers.
+  ScopeResolver scopes(module, model.modules);
+  module.walk([&](Operation *op) {
+    if (isa<ModuleOp>(op) || op->hasTrait<OpTrait::SymbolTable>())
+      return;
+    std::optional<std::string> fqn = scopes.moduleOf(op);
+    if (!fqn || isIgnoredModule(*fqn))
+      return;
+    op->setAttr("fsdp.module", b.getStringAttr(*fqn));
+    op->setAttr("fsdp.unit", b.getStringAttr(unitOf(*fqn)));
+  });
   if (!ignored.empty()) {
     SmallVector<Attribute> refs;
     for (ModuleAttr moduleAttr : model.modules)

@@ -231,6 +231,37 @@ FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::recoverModuleTree(ModuleOp module
   return tree.build(module.getContext());
 }
 
+struct ScopeResolver::Impl {
+  TreeBuilder tree;
+  std::optional<std::string> wrapper;
+};
+
+ScopeResolver::ScopeResolver(ModuleOp module, ArrayRef<ModuleAttr> tree)
+    : impl(std::make_unique<Impl>()) {
+  impl->tree.ensure("");
+  for (ModuleAttr entry : tree)
+    impl->tree.ensure(entry.getFqn());
+  impl->wrapper = detectWrapper(module, impl->tree);
+}
+
+ScopeResolver::~ScopeResolver() = default;
+
+std::optional<std::string> ScopeResolver::moduleOf(Operation *op) const {
+  auto name = dyn_cast<NameLoc>(op->getLoc());
+  if (!name || !name.getName().getValue().starts_with("/"))
+    return std::nullopt;
+  std::optional<std::string> fqn =
+      scopeModule(name.getName().getValue(), impl->wrapper, impl->tree);
+  if (!fqn)
+    return std::string(); // A node directly under the root.
+  // Scopes may name modules the tree lacks (exporter quirks): use the
+  // innermost known ancestor.
+  StringRef known = *fqn;
+  while (!known.empty() && !impl->tree.contains(known))
+    known = parentOf(known);
+  return known.str();
+}
+
 FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::getModuleTree(ModuleOp module) {
   if (auto recorded = module->getAttrOfType<ArrayAttr>(kModulesAttrName)) {
     SmallVector<ModuleAttr> tree;

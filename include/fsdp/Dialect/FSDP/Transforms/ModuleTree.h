@@ -8,6 +8,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <memory>
+#include <optional>
+#include <string>
+
 namespace mlir::fsdp {
 
 /// The module attribute holding the tree (a list of #fsdp.module).
@@ -21,6 +25,22 @@ FailureOr<SmallVector<ModuleAttr>> recoverModuleTree(ModuleOp module);
 /// The tree recorded in `fsdp.modules`, or, if there is none, the recovered
 /// one.
 FailureOr<SmallVector<ModuleAttr>> getModuleTree(ModuleOp module);
+
+/// Maps ops to the module that produced them, from their ONNX node scopes
+/// (`/model/blocks.0/attn/MatMul` -> `blocks.0.attn`), undoing the
+/// exporter's quirks the same way the tree recovery does.
+class ScopeResolver {
+public:
+  ScopeResolver(ModuleOp module, ArrayRef<ModuleAttr> tree);
+  ~ScopeResolver();
+  /// The FQN of the known module `op` belongs to ("" for the root), or
+  /// nothing when its location carries no scope.
+  std::optional<std::string> moduleOf(Operation *op) const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
 
 } // namespace mlir::fsdp
 

@@ -134,6 +134,10 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     `ignored-modules` (and their subtrees) and `ignored-params` are left out
     of every unit: they stay replicated, as PyTorch's `ignored_modules`.
 
+    Every op whose ONNX node scope names a module gets the attributes
+    `fsdp.module` (the module FQN) and `fsdp.unit` (the FQN of the unit that
+    manages it), PyTorch's `_is_fsdp_managed_module` made visible.
+
     Errors, as PyTorch's rules: a unit mixing frozen and trainable
     parameters (both FQN lists with numels; a warning with
     `use-orig-params`), a tied parameter whose holders would land in two
