@@ -11,6 +11,29 @@
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none ignored-params=nothing.weight" 2>&1 | FileCheck %s --check-prefix=IGNPARAM
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Missing ignored-modules=frozen" 2>&1 | FileCheck %s --check-prefix=NOCLASS
 
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none strategy=SHARDED" 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none param-dtype=fp8" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.missing.json" 2>&1 | FileCheck %s --check-prefix=NOFILE
+// RUN: echo '{"modules": {"pair": {' > %t.bad.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.bad.json" 2>&1 | FileCheck %s --check-prefix=BADJSON
+// RUN: echo '{"modules": {"nowhere": {}}}' > %t.unknown.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.unknown.json" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: echo '{"modules": {"pair": {"sharding": "NO_SHARD"}}}' > %t.key.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.key.json" 2>&1 | FileCheck %s --check-prefix=KEY
+// RUN: echo '{"modules": {"pair.enc": {}}}' > %t.ignored.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none ignored-modules=pair policy-file=%t.ignored.json" 2>&1 | FileCheck %s --check-prefix=IGNWRAP
+// RUN: echo '{"wrap": []}' > %t.shape.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.shape.json" 2>&1 | FileCheck %s --check-prefix=SHAPE
+
+// STRATEGY: error: fsdp-auto-wrap: unknown strategy 'SHARDED'; known: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD
+// DTYPE: error: fsdp-auto-wrap: param_dtype 'fp8' is not one of f32, f16, bf16
+// NOFILE: error: fsdp-auto-wrap: policy file '{{.*}}missing.json': No such file or directory
+// BADJSON: error: fsdp-auto-wrap: policy file '{{.*}}bad.json': not valid JSON: {{.*}}
+// UNKNOWN: error: fsdp-auto-wrap: policy file '{{.*}}unknown.json': module 'nowhere' is not a submodule of the model
+// KEY: error: fsdp-auto-wrap: policy file '{{.*}}key.json': module 'pair': unknown setting 'sharding' (known: strategy, param_dtype, reduce_dtype, buffer_dtype)
+// IGNWRAP: error: fsdp-auto-wrap: policy file '{{.*}}ignored.json': module 'pair.enc' is ignored and cannot be wrapped
+// SHAPE: error: fsdp-auto-wrap: policy file '{{.*}}shape.json': expected {"modules": {"<module FQN>": {settings}}}
+
 // The encoder and decoder share one weight: wrapping them apart would put it
 // in two units (torch 1.13 silently does).
 // TIED: error: fsdp-auto-wrap: tied parameter 'pair.enc.weight' = 'pair.dec.weight' would be in two units: 'pair.enc' and 'pair.dec'; choose a policy that wraps both holders in one unit, or ignore one of them

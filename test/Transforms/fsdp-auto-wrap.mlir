@@ -8,6 +8,22 @@
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer,regex layer-classes=Block pattern=head" | FileCheck %s --check-prefix=OR
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Block ignored-modules=blocks.1 ignored-params=head.bias" | FileCheck %s --check-prefix=IGNORED
 
+// Mixed precision: dtypes go in every unit's config; full-precision classes
+// become units of their own with mixed precision off.
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Block param-dtype=bf16 reduce-dtype=f32 full-precision-classes=Embedding strategy=SHARD_GRAD_OP" 2>&1 | FileCheck %s --check-prefix=MP
+// A policy file: per-module units and settings (CustomPolicy).
+// RUN: echo '{"modules": {"head": {"strategy": "NO_SHARD"}, "blocks.0": {"param_dtype": "bf16"}, "": {"strategy": "SHARD_GRAD_OP"}}}' > %t.policy.json
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.policy.json" | FileCheck %s --check-prefix=FILE
+
+// MP: warning: fsdp-auto-wrap: mixed precision is off for 1 modules of the full-precision classes (Embedding), each wrapped as its own unit
+// MP: fsdp.units = [#fsdp.unit<"", params = [@head.weight, @head.bias], config = {param_dtype = bf16, reduce_dtype = f32, strategy = "SHARD_GRAD_OP"}>,
+// MP-SAME: #fsdp.unit<"embed", params = [@embed.weight], config = {mixed_precision = false, strategy = "SHARD_GRAD_OP"}>,
+// MP-SAME: #fsdp.unit<"blocks.0", params = [{{.*}}], config = {param_dtype = bf16, reduce_dtype = f32, strategy = "SHARD_GRAD_OP"}>
+
+// FILE: fsdp.units = [#fsdp.unit<"", params = [@embed.weight, @blocks.1.attn.weight, @blocks.1.attn.bias, @blocks.1.mlp.weight, @blocks.1.mlp.bias], config = {strategy = "SHARD_GRAD_OP"}>,
+// FILE-SAME: #fsdp.unit<"blocks.0", params = [@blocks.0.attn.weight, @blocks.0.attn.bias, @blocks.0.mlp.weight, @blocks.0.mlp.bias], config = {param_dtype = bf16}>,
+// FILE-SAME: #fsdp.unit<"head", params = [@head.weight, @head.bias], config = {strategy = "NO_SHARD"}>]
+
 // Module tree (numels): embed 40; blocks (ModuleList) = blocks.0, blocks.1
 // (Block: attn 16+4, mlp 32+8 -> 60 each); head 8+2.
 

@@ -11,6 +11,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/InitAll.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -96,6 +97,26 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
   MlirOptMainConfig config = configFromCommandLine();
   MLIRContext context(registry);
   context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
+  // Warnings and notes too, in the format MLIR uses for errors.
+  ScopedDiagnosticHandler printer(&context, [](Diagnostic &diag) {
+    auto print = [](Diagnostic &d) {
+      const char *severity = d.getSeverity() == DiagnosticSeverity::Error
+                                 ? "error"
+                             : d.getSeverity() == DiagnosticSeverity::Warning
+                                 ? "warning"
+                             : d.getSeverity() == DiagnosticSeverity::Note
+                                 ? "note"
+                                 : "remark";
+      llvm::errs() << d.getLocation() << ": " << severity << ": " << d << "\n";
+    };
+    print(diag);
+    // The IR an import error points at is the importer's own; the ONNX
+    // node's name in the location says more.
+    for (Diagnostic &note : diag.getNotes())
+      if (!StringRef(note.str()).starts_with("see current operation"))
+        print(note);
+    return success();
+  });
 
   ::fsdp::ONNXImportOptions options;
   if (batchSize.getNumOccurrences()) {

@@ -18,6 +18,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Regex.h"
 
 namespace mlir::fsdp {
@@ -71,8 +73,17 @@ private:
   int64_t recursiveWrap(StringRef fqn, bool onlyWrapChildren);
   bool isIgnoredModule(StringRef fqn) const;
 
+  LogicalResult loadConfig();
+  /// The config dictionary of the unit wrapping `fqn`.
+  DictionaryAttr unitConfig(StringRef fqn);
+
   Model model;
-  llvm::StringSet<> policySet, forceLeaf, excludeWrap, layers;
+  llvm::StringSet<> policySet, forceLeaf, excludeWrap, layers, fullPrecision;
+  /// Per-module settings from the policy file (module FQN -> key -> value).
+  llvm::StringMap<NamedAttrList> overrides;
+  NamedAttrList baseConfig;
+  bool mixedPrecision = false;
+  unsigned fullPrecisionUnits = 0;
   std::shared_ptr<llvm::Regex> regex; // Shared: passes must be copyable.
   llvm::DenseSet<Operation *> ignored;
   llvm::StringSet<> wrapped;
@@ -98,26 +109,26 @@ LogicalResult AutoWrapPass::loadModel() {
 LogicalResult AutoWrapPass::loadPolicy() {
   ModuleOp module = getOperation();
   if (policies.empty())
-    return module.emitError()
+    return emitError(module.getLoc())
            << "fsdp-auto-wrap: give a policy (none, size, transformer, regex)";
   for (const std::string &name : policies) {
     if (name != "none" && name != "size" && name != "transformer" &&
         name != "regex")
-      return module.emitError() << "fsdp-auto-wrap: unknown policy '" << name
+      return emitError(module.getLoc()) << "fsdp-auto-wrap: unknown policy '" << name
                                 << "'; known: none, size, transformer, regex";
     policySet.insert(name);
   }
   if (policySet.contains("transformer") && layerClasses.empty())
-    return module.emitError() << "fsdp-auto-wrap: policy 'transformer' needs "
+    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy 'transformer' needs "
                                  "layer-classes=<module class names>";
   if (policySet.contains("regex")) {
     if (pattern.empty())
-      return module.emitError()
+      return emitError(module.getLoc())
              << "fsdp-auto-wrap: policy 'regex' needs pattern=<regex>";
     regex = std::make_shared<llvm::Regex>("^(" + pattern + ")$");
     std::string error;
     if (!regex->isValid(error))
-      return module.emitError() << "fsdp-auto-wrap: invalid pattern '"
+      return emitError(module.getLoc()) << "fsdp-auto-wrap: invalid pattern '"
                                 << pattern << "': " << error;
   }
   SmallVector<std::string> leafNames = {"MultiheadAttention"};
@@ -135,20 +146,20 @@ LogicalResult AutoWrapPass::loadPolicy() {
   if (!layers.empty() && llvm::none_of(model.modules, [&](ModuleAttr module) {
         return layers.contains(module.getClassName());
       }))
-    module.emitWarning() << "fsdp-auto-wrap: no module has a class in "
+    emitWarning(module.getLoc()) << "fsdp-auto-wrap: no module has a class in "
                             "layer-classes ("
                          << llvm::join(layerClasses, ", ")
                          << "); was the model exported without class names?";
 
   for (const std::string &fqn : ignoredModules) {
     if (!model.index.count(fqn) || fqn.empty())
-      return module.emitError() << "fsdp-auto-wrap: ignored module '" << fqn
+      return emitError(module.getLoc()) << "fsdp-auto-wrap: ignored module '" << fqn
                                 << "' is not a submodule of the model";
   }
   for (const std::string &fqn : ignoredParams) {
     ParamOp param = model.params.lookup(fqn);
     if (!param)
-      return module.emitError() << "fsdp-auto-wrap: ignored parameter '" << fqn
+      return emitError(module.getLoc()) << "fsdp-auto-wrap: ignored parameter '" << fqn
                                 << "' is not a parameter of the model";
     ignored.insert(param);
   }
@@ -180,6 +191,11 @@ bool AutoWrapPass::policy(StringRef fqn, bool recurse, int64_t unwrapped) {
     result |= recurse || layers.contains(className);
   if (policySet.contains("regex"))
     result |= recurse || regex->match(fqn);
+  // Modules the policy file lists, and full-precision modules under mixed
+  // precision, are wrapped individually (or-composed, as PyTorch does).
+  if (!overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
+    result |= recurse || overrides.count(fqn) ||
+              (mixedPrecision && fullPrecision.contains(className));
   return result;
 }
 
@@ -222,6 +238,126 @@ int64_t AutoWrapPass::recursiveWrap(StringRef fqn, bool onlyWrapChildren) {
   return wrappedCount;
 }
 
+/// Checks a dtype option's value; returns the MLIR type or null for "".
+static FailureOr<Type> parseDtype(MLIRContext *context, StringRef name) {
+  if (name.empty())
+    return Type();
+  if (name == "f32" || name == "float32")
+    return Type(Float32Type::get(context));
+  if (name == "bf16" || name == "bfloat16")
+    return Type(BFloat16Type::get(context));
+  if (name == "f16" || name == "float16")
+    return Type(Float16Type::get(context));
+  return failure();
+}
+
+static bool isStrategy(StringRef name) {
+  return name == "FULL_SHARD" || name == "SHARD_GRAD_OP" ||
+         name == "NO_SHARD" || name == "HYBRID_SHARD";
+}
+
+LogicalResult AutoWrapPass::loadConfig() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
+  if (!isStrategy(strategy))
+    return emitError(module.getLoc()) << "fsdp-auto-wrap: unknown strategy '"
+                              << strategy
+                              << "'; known: FULL_SHARD, SHARD_GRAD_OP, "
+                                 "NO_SHARD, HYBRID_SHARD";
+  // Only what differs from PyTorch's defaults is recorded.
+  if (strategy != "FULL_SHARD")
+    baseConfig.append("strategy", StringAttr::get(context, strategy));
+  for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
+                            {"reduce_dtype", reduceDtype},
+                            {"buffer_dtype", bufferDtype}}) {
+    FailureOr<Type> type = parseDtype(context, value);
+    if (failed(type))
+      return emitError(module.getLoc()) << "fsdp-auto-wrap: " << key << " '" << value
+                                << "' is not one of f32, f16, bf16";
+    if (*type) {
+      baseConfig.append(key, TypeAttr::get(*type));
+      mixedPrecision = true;
+    }
+  }
+  SmallVector<std::string> classes = {"BatchNorm1d", "BatchNorm2d",
+                                      "BatchNorm3d", "SyncBatchNorm"};
+  if (!fullPrecisionClasses.empty())
+    classes.assign(fullPrecisionClasses.begin(), fullPrecisionClasses.end());
+  for (const std::string &name : classes)
+    fullPrecision.insert(name);
+
+  if (policyFile.empty())
+    return success();
+  auto fail = [&](const Twine &message) {
+    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy file '" << policyFile
+                              << "': " << message;
+  };
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+      llvm::MemoryBuffer::getFile(policyFile);
+  if (!text)
+    return fail(text.getError().message());
+  llvm::Expected<llvm::json::Value> parsed =
+      llvm::json::parse((*text)->getBuffer());
+  if (!parsed)
+    return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  llvm::json::Object *root = parsed->getAsObject();
+  llvm::json::Object *modules = root ? root->getObject("modules") : nullptr;
+  if (!modules || root->size() != 1)
+    return fail("expected {\"modules\": {\"<module FQN>\": {settings}}}");
+  for (auto &[key, value] : *modules) {
+    StringRef fqn = key;
+    if (!model.index.count(fqn))
+      return fail("module '" + fqn + "' is not a submodule of the model");
+    if (isIgnoredModule(fqn))
+      return fail("module '" + fqn + "' is ignored and cannot be wrapped");
+    llvm::json::Object *settings = value.getAsObject();
+    if (!settings)
+      return fail("the settings of module '" + fqn + "' are not an object");
+    NamedAttrList &config = overrides[fqn];
+    for (auto &[setting, settingValue] : *settings) {
+      std::optional<StringRef> text = settingValue.getAsString();
+      if (!text)
+        return fail("module '" + fqn + "': '" + StringRef(setting) +
+                    "' must be a string");
+      if (setting == "strategy") {
+        if (!isStrategy(*text))
+          return fail("module '" + fqn + "': unknown strategy '" + *text + "'");
+        config.set("strategy", StringAttr::get(context, *text));
+      } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
+                 setting == "buffer_dtype") {
+        FailureOr<Type> type = parseDtype(context, *text);
+        if (failed(type) || !*type)
+          return fail("module '" + fqn + "': " + StringRef(setting) + " '" +
+                      *text + "' is not one of f32, f16, bf16");
+        config.set(StringRef(setting), TypeAttr::get(*type));
+      } else {
+        return fail("module '" + fqn + "': unknown setting '" +
+                    StringRef(setting) +
+                    "' (known: strategy, param_dtype, reduce_dtype, "
+                    "buffer_dtype)");
+      }
+    }
+  }
+  return success();
+}
+
+DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
+  NamedAttrList config = baseConfig;
+  StringRef className = model.get(fqn).getClassName();
+  if (mixedPrecision && fullPrecision.contains(className) && !fqn.empty()) {
+    config.erase("param_dtype");
+    config.erase("reduce_dtype");
+    config.erase("buffer_dtype");
+    config.set("mixed_precision", BoolAttr::get(&getContext(), false));
+    ++fullPrecisionUnits;
+  }
+  auto found = overrides.find(fqn);
+  if (found != overrides.end())
+    for (NamedAttribute setting : found->second)
+      config.set(setting.getName(), setting.getValue());
+  return config.empty() ? DictionaryAttr() : config.getDictionary(&getContext());
+}
+
 void AutoWrapPass::runOnOperation() {
   model = Model();
   policySet.clear();
@@ -230,11 +366,19 @@ void AutoWrapPass::runOnOperation() {
   layers.clear();
   ignored.clear();
   wrapped.clear();
-  if (failed(loadModel()) || failed(loadPolicy()))
+  fullPrecision.clear();
+  overrides.clear();
+  baseConfig = NamedAttrList();
+  mixedPrecision = false;
+  fullPrecisionUnits = 0;
+  if (failed(loadModel()) || failed(loadPolicy()) || failed(loadConfig()))
     return signalPassFailure();
   ModuleOp module = getOperation();
 
-  if (!policySet.contains("none") || policySet.size() > 1)
+  // `none` alone wraps nothing below the root, unless the policy file or
+  // mixed precision's full-precision classes ask for units.
+  if (!policySet.contains("none") || policySet.size() > 1 ||
+      !overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
     recursiveWrap("", /*onlyWrapChildren=*/true);
   wrapped.insert("");
 
@@ -273,7 +417,7 @@ void AutoWrapPass::runOnOperation() {
         if (std::optional<ArrayAttr> aliases = param.getAliases())
           for (StringAttr alias : aliases->getAsRange<StringAttr>())
             names.push_back("'" + alias.getValue().str() + "'");
-        module.emitError()
+        emitError(module.getLoc())
             << "fsdp-auto-wrap: tied parameter " << llvm::join(names, " = ")
             << " would be in two units: " << quoted(holderUnit) << " and "
             << quoted(ownerUnit)
@@ -297,7 +441,7 @@ void AutoWrapPass::runOnOperation() {
     if (frozen.empty() || trainable.empty())
       continue;
     InFlightDiagnostic diag =
-        useOrigParams ? module.emitWarning() : module.emitError();
+        useOrigParams ? emitWarning(module.getLoc()) : emitError(module.getLoc());
     diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
          << " mixes frozen and trainable parameters; frozen: ["
          << llvm::join(frozen, ", ") << "], trainable: ["
@@ -318,7 +462,17 @@ void AutoWrapPass::runOnOperation() {
     SmallVector<Attribute> refs;
     for (ParamOp param : unitParams[fqn])
       refs.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-    units.push_back(WrapUnitAttr::get(&getContext(), fqn, b.getArrayAttr(refs)));
+    units.push_back(WrapUnitAttr::get(&getContext(), fqn, b.getArrayAttr(refs),
+                                      unitConfig(fqn)));
+  }
+  if (fullPrecisionUnits) {
+    SmallVector<StringRef> classes = llvm::to_vector(fullPrecision.keys());
+    llvm::sort(classes);
+    emitWarning(module.getLoc()) << "fsdp-auto-wrap: mixed precision is off for "
+                         << fullPrecisionUnits
+                         << " modules of the full-precision classes ("
+                         << llvm::join(classes, ", ")
+                         << "), each wrapped as its own unit";
   }
   module->setAttr("fsdp.units", b.getArrayAttr(units));
 

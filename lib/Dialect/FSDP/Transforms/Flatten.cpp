@@ -38,13 +38,13 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (worldSize < 1) {
-      module.emitError() << "fsdp-flatten: world-size must be at least 1, got "
+      emitError(module.getLoc()) << "fsdp-flatten: world-size must be at least 1, got "
                          << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
     auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
     if (!units) {
-      module.emitError() << "fsdp-flatten: the module has no FSDP units; run "
+      emitError(module.getLoc()) << "fsdp-flatten: the module has no FSDP units; run "
                             "fsdp-auto-wrap first";
       return signalPassFailure();
     }
@@ -53,7 +53,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     FlatSymbolRefAttr mesh;
     if (worldSize > 1) {
       if (SymbolTable::lookupSymbolIn(module, kMeshName)) {
-        module.emitError() << "fsdp-flatten: the module already has a symbol @"
+        emitError(module.getLoc()) << "fsdp-flatten: the module already has a symbol @"
                            << kMeshName << "; was it flattened before?";
         return signalPassFailure();
       }
@@ -68,7 +68,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     for (Attribute entry : units) {
       auto unit = dyn_cast<WrapUnitAttr>(entry);
       if (!unit) {
-        module.emitError() << "fsdp-flatten: fsdp.units holds " << entry
+        emitError(module.getLoc()) << "fsdp-flatten: fsdp.units holds " << entry
                            << ", which is not an #fsdp.unit";
         return signalPassFailure();
       }
@@ -96,12 +96,12 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
          unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
       auto param = symbols.lookup<ParamOp>(ref.getValue());
       if (!param)
-        return module.emitError()
+        return emitError(module.getLoc())
                << "fsdp-flatten: unit '" << unit.getModule() << "' lists "
                << ref << ", which is not an fsdp.param";
       Type paramElement = param.getTensorType().getElementType();
       if (element && element != paramElement)
-        return module.emitError()
+        return emitError(module.getLoc())
                << "fsdp-flatten: unit '" << unit.getModule()
                << "' mixes element types (" << element << " and "
                << paramElement << " for " << ref
@@ -125,7 +125,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
         b.getStringAttr(unit.getModule()));
     if (symbols.lookup(name)) {
       flat.erase();
-      return module.emitError() << "fsdp-flatten: a symbol named '" << name
+      return emitError(module.getLoc()) << "fsdp-flatten: a symbol named '" << name
                                 << "' already exists";
     }
     symbols.insert(flat);
@@ -136,6 +136,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       return failure();
     flat.setTypeAttr(TypeAttr::get(
         RankedTensorType::get({layout->paddedNumel()}, element)));
+    if (DictionaryAttr config = unit.getConfig())
+      flat->setAttr("fsdp.config", config);
     return flat;
   }
 

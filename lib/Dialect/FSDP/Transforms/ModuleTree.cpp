@@ -106,17 +106,17 @@ LogicalResult readMetadata(ModuleOp module, TreeBuilder &tree) {
     return success();
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
   if (!parsed)
-    return module.emitError() << "fsdp.torch_metadata is not valid JSON: "
+    return emitError(module.getLoc()) << "fsdp.torch_metadata is not valid JSON: "
                               << llvm::toString(parsed.takeError());
   llvm::json::Object *root = parsed->getAsObject();
   llvm::json::Array *modules = root ? root->getArray("modules") : nullptr;
   if (!modules)
-    return module.emitError() << "fsdp.torch_metadata has no 'modules' list";
+    return emitError(module.getLoc()) << "fsdp.torch_metadata has no 'modules' list";
   for (llvm::json::Value &item : *modules) {
     llvm::json::Object *entry = item.getAsObject();
     std::optional<StringRef> fqn = entry ? entry->getString("fqn") : std::nullopt;
     if (!fqn)
-      return module.emitError()
+      return emitError(module.getLoc())
              << "fsdp.torch_metadata: a module entry has no 'fqn'";
     tree.setClass(*fqn, entry->getString("class").value_or(""));
     for (StringRef key : {"params", "buffers"})
@@ -268,7 +268,7 @@ FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::getModuleTree(ModuleOp module) {
     for (Attribute entry : recorded) {
       auto moduleAttr = dyn_cast<ModuleAttr>(entry);
       if (!moduleAttr)
-        return module.emitError()
+        return emitError(module.getLoc())
                << kModulesAttrName << " holds " << entry
                << ", which is not an #fsdp.module";
       tree.push_back(moduleAttr);
@@ -297,7 +297,7 @@ struct PrintModuleTreePass
 
   void runOnOperation() override {
     if (format != "text" && format != "json") {
-      getOperation().emitError()
+      emitError(getOperation().getLoc())
           << "fsdp-print-module-tree: format must be 'text' or 'json', got '"
           << format << "'";
       return signalPassFailure();

@@ -36,7 +36,7 @@ struct PrintLayoutPass
 
   void runOnOperation() override {
     if (format != "text" && format != "json") {
-      getOperation().emitError()
+      emitError(getOperation().getLoc())
           << "fsdp-print-layout: format must be 'text' or 'json', got '"
           << format << "'";
       return signalPassFailure();
@@ -44,7 +44,7 @@ struct PrintLayoutPass
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(file, &error);
     if (!out) {
-      getOperation().emitError() << "fsdp-print-layout: " << error;
+      emitError(getOperation().getLoc()) << "fsdp-print-layout: " << error;
       return signalPassFailure();
     }
     SymbolTableCollection symbolTable;
@@ -126,14 +126,33 @@ struct PrintLayoutPass
           {"padding", layout.shardPadding(rank)},
           {"pieces", std::move(pieces)}});
     }
-    std::string dtype;
-    llvm::raw_string_ostream(dtype) << unit.getTensorType().getElementType();
+    auto typeName = [](Type type) {
+      std::string name;
+      llvm::raw_string_ostream(name) << type;
+      return name;
+    };
+    // The unit's configuration from fsdp-auto-wrap; PyTorch's defaults
+    // (FULL_SHARD, no mixed precision) where it has none.
+    auto config = unit->getAttrOfType<DictionaryAttr>("fsdp.config");
+    auto setting = [&](StringRef key) -> llvm::json::Value {
+      Attribute value = config ? config.get(key) : Attribute();
+      if (auto text = dyn_cast_or_null<StringAttr>(value))
+        return text.getValue();
+      if (auto type = dyn_cast_or_null<TypeAttr>(value))
+        return typeName(type.getValue());
+      return nullptr;
+    };
+    llvm::json::Value strategy = setting("strategy");
     return llvm::json::Object{
         {"unit", unit.getSymName()},
         {"module", unit.getModule().value_or(unit.getSymName())},
-        // Sharding strategies arrive with fsdp-shard; PyTorch's default.
-        {"strategy", "FULL_SHARD"},
-        {"dtype", dtype},
+        {"strategy", strategy.kind() == llvm::json::Value::Null
+                         ? llvm::json::Value("FULL_SHARD")
+                         : std::move(strategy)},
+        {"dtype", typeName(unit.getTensorType().getElementType())},
+        {"param_dtype", setting("param_dtype")},
+        {"reduce_dtype", setting("reduce_dtype")},
+        {"buffer_dtype", setting("buffer_dtype")},
         {"world_size", layout.worldSize()},
         {"alignment", layout.alignment()},
         {"params", std::move(paramList)},

@@ -79,15 +79,24 @@ def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
     units in the module attribute `fsdp.units`, root first, then in module
     pre-order, as PyTorch's FSDP tree is nested.
 
+    `config` holds the unit's own settings, where it has any: `strategy`
+    (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD) and the mixed
+    precision dtypes `param_dtype`, `reduce_dtype`, `buffer_dtype`
+    (`mixed_precision = false` for units kept in full precision).
+
     ```mlir
-    #fsdp.unit<"blocks.0", params = [@blocks.0.ln_1.weight, @blocks.0.ln_1.bias]>
+    #fsdp.unit<"blocks.0", params = [@blocks.0.ln_1.weight, @blocks.0.ln_1.bias],
+               config = {param_dtype = bf16, strategy = "FULL_SHARD"}>
     ```
   }];
   let parameters = (ins
     StringRefParameter<"the wrapped module's FQN">:$module,
-    "ArrayAttr":$params
+    "ArrayAttr":$params,
+    OptionalParameter<"DictionaryAttr">:$config
   );
-  let assemblyFormat = "`<` $module `,` `params` `=` $params `>`";
+  let assemblyFormat = [{
+    `<` $module `,` `params` `=` $params (`,` `config` `=` $config^)? `>`
+  }];
 }
 
 //===----------------------------------------------------------------------===//

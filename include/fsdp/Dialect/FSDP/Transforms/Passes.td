@@ -134,6 +134,20 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     `ignored-modules` (and their subtrees) and `ignored-params` are left out
     of every unit: they stay replicated, as PyTorch's `ignored_modules`.
 
+    Unit configuration (recorded in each unit's `config`): `strategy`
+    (FULL_SHARD by default, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD) and mixed
+    precision (`param-dtype`, `reduce-dtype`, `buffer-dtype`: f32, f16 or
+    bf16). With mixed precision, modules of `full-precision-classes`
+    (default BatchNorm1d/2d/3d, SyncBatchNorm: later PyTorch's
+    `_module_classes_to_ignore`) are wrapped as their own units with mixed
+    precision off, and the pass warns which.
+
+    `policy-file=FILE` gives per-module overrides, PyTorch's `CustomPolicy`
+    as a file: `{"modules": {"blocks.0": {"strategy": "SHARD_GRAD_OP",
+    "param_dtype": "bf16"}, "head": {}}}` wraps each listed module as a unit
+    (in addition to the policies) with its own settings; `""` configures the
+    root. Unknown or ignored modules and unknown keys are errors.
+
     Every op whose ONNX node scope names a module gets the attributes
     `fsdp.module` (the module FQN) and `fsdp.unit` (the FQN of the unit that
     manages it), PyTorch's `_is_fsdp_managed_module` made visible.
@@ -169,6 +183,19 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
                "Parameter FQNs left out of every unit (replicated)">,
     Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
            "Allow units mixing frozen and trainable parameters (warns)">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"FULL_SHARD\"",
+           "Sharding strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD">,
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
+           "Mixed precision: dtype of gathered parameters and compute">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
+           "Mixed precision: dtype gradients are reduced in">,
+    Option<"bufferDtype", "buffer-dtype", "std::string", /*default=*/"\"\"",
+           "Mixed precision: dtype of buffers">,
+    ListOption<"fullPrecisionClasses", "full-precision-classes", "std::string",
+               "Module classes kept in full precision, each its own unit "
+               "(default BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm)">,
+    Option<"policyFile", "policy-file", "std::string", /*default=*/"\"\"",
+           "JSON file of per-module wrap overrides (CustomPolicy)">,
   ];
 }
 
