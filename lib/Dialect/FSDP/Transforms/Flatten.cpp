@@ -49,16 +49,27 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       return signalPassFailure();
     }
 
+    SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
+    if (shape.empty())
+      shape.push_back(worldSize);
+    else if (worldSize != 1 || shape.size() > 2 ||
+             llvm::any_of(shape, [](int64_t size) { return size < 1; })) {
+      emitError(module.getLoc())
+          << "fsdp-flatten: mesh-shape takes one or two positive sizes and "
+             "replaces world-size";
+      return signalPassFailure();
+    }
+
     OpBuilder b(module.getBodyRegion());
     FlatSymbolRefAttr mesh;
-    if (worldSize > 1) {
+    if (llvm::any_of(shape, [](int64_t size) { return size > 1; })) {
       if (SymbolTable::lookupSymbolIn(module, kMeshName)) {
         emitError(module.getLoc()) << "fsdp-flatten: the module already has a symbol @"
                            << kMeshName << "; was it flattened before?";
         return signalPassFailure();
       }
-      auto meshOp = b.create<mesh::MeshOp>(module.getLoc(), kMeshName,
-                                           ArrayRef<int64_t>{worldSize});
+      auto meshOp =
+          b.create<mesh::MeshOp>(module.getLoc(), kMeshName, shape);
       mesh = FlatSymbolRefAttr::get(meshOp.getSymNameAttr());
     }
 
@@ -74,7 +85,11 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       }
       if (unit.getParams().empty())
         continue; // A unit whose parameters its descendants all took.
-      FailureOr<FlatParamOp> flat = createFlatParam(b, symbols, unit, mesh);
+      FailureOr<SmallVector<int16_t>> axes = shardAxes(unit, shape.size());
+      if (failed(axes))
+        return signalPassFailure();
+      FailureOr<FlatParamOp> flat =
+          createFlatParam(b, symbols, unit, axes->empty() ? nullptr : mesh, *axes);
       if (failed(flat))
         return signalPassFailure();
       flatParams.push_back(*flat);
@@ -87,9 +102,32 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       rewriteReads(func, symbols, unitOf);
   }
 
+  /// The mesh axes `unit` is sharded over, from its strategy.
+  FailureOr<SmallVector<int16_t>> shardAxes(WrapUnitAttr unit, size_t rank) {
+    StringRef strategy = "FULL_SHARD";
+    if (DictionaryAttr config = unit.getConfig())
+      if (auto name = config.getAs<StringAttr>("strategy"))
+        strategy = name.getValue();
+    if (strategy == "NO_SHARD")
+      return SmallVector<int16_t>();
+    if (strategy == "HYBRID_SHARD") {
+      if (rank != 2)
+        return emitError(getOperation().getLoc())
+               << "fsdp-flatten: unit '" << unit.getModule()
+               << "' uses HYBRID_SHARD, which needs a 2-D mesh "
+                  "(mesh-shape=<groups>,<ranks per group>)";
+      return SmallVector<int16_t>{1};
+    }
+    SmallVector<int16_t> all;
+    for (size_t axis = 0; axis < rank; ++axis)
+      all.push_back(axis);
+    return all;
+  }
+
   FailureOr<FlatParamOp> createFlatParam(OpBuilder &b, SymbolTable &symbols,
                                          WrapUnitAttr unit,
-                                         FlatSymbolRefAttr mesh) {
+                                         FlatSymbolRefAttr mesh,
+                                         ArrayRef<int16_t> axes) {
     ModuleOp module = getOperation();
     Type element;
     for (FlatSymbolRefAttr ref :
@@ -119,7 +157,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     // The type is computed below from the layout; start with a placeholder.
     auto flat = b.create<FlatParamOp>(
         loc, b.getStringAttr(name), unit.getParams(), mesh,
-        mesh ? b.getDenseI16ArrayAttr({0}) : b.getDenseI16ArrayAttr({}),
+        mesh ? b.getDenseI16ArrayAttr(axes) : b.getDenseI16ArrayAttr({}),
         b.getI64IntegerAttr(alignment),
         TypeAttr::get(RankedTensorType::get({0}, element)),
         b.getStringAttr(unit.getModule()));

@@ -214,6 +214,12 @@ def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
     2.x does; torch 1.13 (and the default) does not align. Ignored
     parameters keep their `fsdp.get_param`.
 
+    A unit's strategy (its `config`, FULL_SHARD by default) decides what it
+    is sharded over: FULL_SHARD and SHARD_GRAD_OP over every rank;
+    NO_SHARD over none (no padding, replicated, as DDP); HYBRID_SHARD over
+    the last axis of a 2-D mesh (`mesh-shape=R,S`: shard within each group
+    of S ranks, replicate across the R groups).
+
     ```
     $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-auto-wrap=policy=none --fsdp-flatten=world-size=4
       mesh.mesh @fsdp_world(shape = 4)
@@ -227,6 +233,9 @@ def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1",
            "Number of ranks each flat buffer is sharded over">,
+    ListOption<"meshShape", "mesh-shape", "int64_t",
+               "Device mesh shape instead of world-size, e.g. 2,4 for "
+               "HYBRID_SHARD (replicate over 2 groups of 4 ranks)">,
     Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
            "Align each parameter to 16 bytes (PyTorch 2.x use_orig_params)">,
   ];
