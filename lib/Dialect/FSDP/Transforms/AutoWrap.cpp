@@ -41,13 +41,8 @@ struct Model {
 
   ModuleAttr get(StringRef fqn) const { return modules[index.lookup(fqn)]; }
 
-  static SmallVector<StringRef> strings(ArrayAttr array) {
-    return llvm::to_vector(llvm::map_range(
-        array.getAsRange<StringAttr>(),
-        [](StringAttr value) { return value.getValue(); }));
-  }
   SmallVector<StringRef> children(StringRef fqn) const {
-    return strings(get(fqn).getChildren());
+    return stringsOf(get(fqn).getChildren());
   }
 };
 
@@ -165,7 +160,7 @@ LogicalResult AutoWrapPass::loadPolicy() {
   }
   for (ModuleAttr module : model.modules)
     if (isIgnoredModule(module.getFqn()))
-      for (StringRef name : Model::strings(module.getParams()))
+      for (StringRef name : stringsOf(module.getParams()))
         if (ParamOp param = model.params.lookup(name))
           ignored.insert(param);
   return success();
@@ -204,7 +199,7 @@ llvm::SetVector<Operation *> AutoWrapPass::subtreeParams(StringRef fqn) {
   SmallVector<StringRef> stack = {fqn};
   while (!stack.empty()) {
     StringRef current = stack.pop_back_val();
-    for (StringRef name : Model::strings(model.get(current).getParams()))
+    for (StringRef name : stringsOf(model.get(current).getParams()))
       if (ParamOp param = model.params.lookup(name))
         if (!ignored.contains(param))
           result.insert(param);
@@ -406,7 +401,7 @@ void AutoWrapPass::runOnOperation() {
   for (ModuleAttr moduleAttr : model.modules) {
     if (isIgnoredModule(moduleAttr.getFqn()))
       continue;
-    for (StringRef name : Model::strings(moduleAttr.getParams())) {
+    for (StringRef name : stringsOf(moduleAttr.getParams())) {
       ParamOp param = model.params.lookup(name);
       if (!param || ignored.contains(param))
         continue;
@@ -491,7 +486,7 @@ void AutoWrapPass::runOnOperation() {
   if (!ignored.empty()) {
     SmallVector<Attribute> refs;
     for (ModuleAttr moduleAttr : model.modules)
-      for (StringRef name : Model::strings(moduleAttr.getParams()))
+      for (StringRef name : stringsOf(moduleAttr.getParams()))
         if (ParamOp param = model.params.lookup(name))
           if (ignored.contains(param) &&
               !llvm::is_contained(refs, FlatSymbolRefAttr::get(param.getSymNameAttr())))

@@ -197,6 +197,12 @@ std::optional<std::string> scopeModule(StringRef scope,
 
 } // namespace
 
+SmallVector<StringRef> mlir::fsdp::stringsOf(ArrayAttr array) {
+  return llvm::to_vector(llvm::map_range(
+      array.getAsRange<StringAttr>(),
+      [](StringAttr value) { return value.getValue(); }));
+}
+
 FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::recoverModuleTree(ModuleOp module) {
   TreeBuilder tree;
   tree.ensure("");
@@ -312,18 +318,12 @@ struct PrintModuleTreePass
     markAllAnalysesPreserved();
   }
 
-  static SmallVector<StringRef> strings(ArrayAttr array) {
-    return llvm::to_vector(llvm::map_range(
-        array.getAsRange<StringAttr>(),
-        [](StringAttr value) { return value.getValue(); }));
-  }
-
   void printJson(ArrayRef<ModuleAttr> tree) {
     llvm::json::Array modules;
     for (ModuleAttr module : tree) {
       auto list = [](ArrayAttr array) {
         llvm::json::Array values;
-        for (StringRef value : strings(array))
+        for (StringRef value : stringsOf(array))
           values.push_back(value);
         return values;
       };
@@ -346,8 +346,8 @@ struct PrintModuleTreePass
       os.indent(2 * depth) << (fqn.empty() ? "(root)" : fqn);
       if (!module.getClassName().empty())
         os << " " << module.getClassName();
-      SmallVector<StringRef> state = strings(module.getParams());
-      llvm::append_range(state, strings(module.getBuffers()));
+      SmallVector<StringRef> state = stringsOf(module.getParams());
+      llvm::append_range(state, stringsOf(module.getBuffers()));
       if (!state.empty())
         os << ": " << llvm::join(state, ", ");
       os << "\n";

@@ -151,6 +151,26 @@ std::optional<bool> compareFloat(BinaryKind kind, const APFloat &a,
   }
 }
 
+/// Applies `fn` to the broadcast pairs of elements of `lhs` and `rhs`
+/// (values read as `In`), giving a constant of `result`; fails when `fn`
+/// does for any pair.
+template <typename In, typename Out, typename Fn>
+OpFoldResult mapBroadcast(DenseElementsAttr lhs, DenseElementsAttr rhs,
+                          RankedTensorType result, Fn &&fn) {
+  auto a = lhs.getValues<In>(), b = rhs.getValues<In>();
+  ArrayRef<int64_t> shape = result.getShape();
+  SmallVector<Out> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i) {
+    std::optional<Out> v =
+        fn(a[broadcastIndex(i, shape, lhs.getType().getShape())],
+           b[broadcastIndex(i, shape, rhs.getType().getShape())]);
+    if (!v)
+      return {};
+    values.push_back(*v);
+  }
+  return DenseElementsAttr::get(result, ArrayRef<Out>(values));
+}
+
 /// Folds an elementwise binary op over two small constants.
 OpFoldResult foldBinary(BinaryKind kind, Attribute lhsAttr, Attribute rhsAttr,
                         Type resultType) {
@@ -159,48 +179,21 @@ OpFoldResult foldBinary(BinaryKind kind, Attribute lhsAttr, Attribute rhsAttr,
   if (!lhs || !rhs || !result || result.getNumElements() > kMaxFoldElements ||
       lhs.getElementType() != rhs.getElementType())
     return {};
-  ArrayRef<int64_t> shape = result.getShape();
   Type element = lhs.getElementType();
-  int64_t count = result.getNumElements();
-  if (element.isInteger()) {
-    auto a = lhs.getValues<APInt>(), b = rhs.getValues<APInt>();
-    SmallVector<APInt> values;
-    for (int64_t i = 0; i < count; ++i) {
-      std::optional<APInt> v =
-          foldInt(kind, a[broadcastIndex(i, shape, lhs.getType().getShape())],
-                  b[broadcastIndex(i, shape, rhs.getType().getShape())]);
-      if (!v)
-        return {};
-      values.push_back(*v);
-    }
-    return DenseElementsAttr::get(result, values);
-  }
-  if (isa<FloatType>(element)) {
-    auto a = lhs.getValues<APFloat>(), b = rhs.getValues<APFloat>();
-    if (result.getElementType().isInteger(1)) {
-      SmallVector<bool> values;
-      for (int64_t i = 0; i < count; ++i) {
-        std::optional<bool> v = compareFloat(
-            kind, a[broadcastIndex(i, shape, lhs.getType().getShape())],
-            b[broadcastIndex(i, shape, rhs.getType().getShape())]);
-        if (!v)
-          return {};
-        values.push_back(*v);
-      }
-      return DenseElementsAttr::get(result, values);
-    }
-    SmallVector<APFloat> values;
-    for (int64_t i = 0; i < count; ++i) {
-      std::optional<APFloat> v =
-          foldFloat(kind, a[broadcastIndex(i, shape, lhs.getType().getShape())],
-                    b[broadcastIndex(i, shape, rhs.getType().getShape())]);
-      if (!v)
-        return {};
-      values.push_back(*v);
-    }
-    return DenseElementsAttr::get(result, values);
-  }
-  return {};
+  if (element.isInteger())
+    return mapBroadcast<APInt, APInt>(
+        lhs, rhs, result,
+        [&](const APInt &a, const APInt &b) { return foldInt(kind, a, b); });
+  if (!isa<FloatType>(element))
+    return {};
+  if (result.getElementType().isInteger(1))
+    return mapBroadcast<APFloat, bool>(
+        lhs, rhs, result, [&](const APFloat &a, const APFloat &b) {
+          return compareFloat(kind, a, b);
+        });
+  return mapBroadcast<APFloat, APFloat>(
+      lhs, rhs, result,
+      [&](const APFloat &a, const APFloat &b) { return foldFloat(kind, a, b); });
 }
 
 /// A constant reshaped to `type`, or the input itself when nothing changes.

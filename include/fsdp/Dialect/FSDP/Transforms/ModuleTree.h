@@ -17,6 +17,9 @@ namespace mlir::fsdp {
 /// The module attribute holding the tree (a list of #fsdp.module).
 constexpr llvm::StringLiteral kModulesAttrName = "fsdp.modules";
 
+/// The strings of an array of StringAttr (a module's params, children, ...).
+SmallVector<StringRef> stringsOf(ArrayAttr array);
+
 /// Recovers the module tree of `module` from the export metadata, parameter
 /// and buffer FQNs and node scopes, in named_modules() order. Fails with an
 /// error on `module` if the metadata is malformed.
