@@ -406,6 +406,17 @@ def build_vit():
     return model, (torch.randn(2, 3, 32, 32, generator=g),)
 
 
+def build_vit_b16():
+    import torchvision
+
+    torch.manual_seed(0)
+    # The real ViT-B/16 configuration (86M parameters), random weights: no
+    # download. Batch 1 at export; the batch is dynamic.
+    model = torchvision.models.vit_b_16(weights=None)
+    g = torch.Generator().manual_seed(1)
+    return model, (torch.randn(1, 3, 224, 224, generator=g),)
+
+
 def build_frozen_tied():
     torch.manual_seed(0)
     model = FrozenTied()
@@ -429,6 +440,8 @@ CASES = {
              description="torchvision resnet18, training-mode BatchNorm, CE loss"),
         Case("vit", build_vit, input_names=["pixels"],
              description="torchvision VisionTransformer (ViT-B/16 class, tiny)"),
+        Case("vit_b16", build_vit_b16, input_names=["pixels"], external_data=True,
+             description="torchvision vit_b_16 at full size (86M parameters, 330 MiB external data)"),
         Case("frozen_tied", build_frozen_tied,
              description="frozen submodule, weight tied across two Linears, BatchNorm1d"),
     ]

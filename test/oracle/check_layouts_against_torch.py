@@ -32,6 +32,8 @@ CASES = [
     # MultiheadAttention is a force-leaf module: never wrapped by size.
     ("vit", "size:2000", "policy=size min-num-params=2000", [2, 4], "", "match"),
     ("vit", "transformer:EncoderBlock", "policy=transformer layer-classes=EncoderBlock", [3], "", "match"),
+    # The real ViT-B/16 (86M parameters).
+    ("vit_b16", "transformer:EncoderBlock", "policy=transformer layer-classes=EncoderBlock", [4], "", "match"),
     # Frozen backbone in its own unit, a tied encoder/decoder, BatchNorm.
     ("frozen_tied", "transformer:Sequential", "policy=transformer layer-classes=Sequential", [2, 3], "", "match"),
     ("frozen_tied", "none", "policy=none", [2], "", "frozen"),
