@@ -344,6 +344,30 @@ class FrozenTied(nn.Module):
         return self.head(x)
 
 
+class Mixed(nn.Module):
+    """Everything the wrap rules care about in one model: a frozen backbone,
+    nn.MultiheadAttention (a force-leaf module), a weight tied between two
+    Linear layers, a BatchNorm (full precision under mixed precision; the
+    tests also ignore it), and a head."""
+
+    def __init__(self, d_in=8, d=16, heads=2, d_out=4):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(d_in, d), nn.ReLU())
+        self.backbone.requires_grad_(False)  # frozen
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.enc = nn.Linear(d, d)
+        self.dec = nn.Linear(d, d)
+        self.dec.weight = self.enc.weight  # tied
+        self.norm = nn.BatchNorm1d(d)
+        self.head = nn.Linear(d, d_out)
+
+    def forward(self, x):
+        h = self.backbone(x)
+        h = h + self.attn(h, h, h, need_weights=False)[0]
+        h = self.dec(torch.relu(self.enc(h))).mean(dim=1)
+        return self.head(self.norm(h))
+
+
 # --------------------------------------------------------------------------
 # The corpus
 # --------------------------------------------------------------------------
@@ -424,6 +448,13 @@ def build_frozen_tied():
     return model, (torch.randn(4, 8, generator=g),)
 
 
+def build_mixed():
+    torch.manual_seed(0)
+    model = Mixed()
+    g = torch.Generator().manual_seed(1)
+    return model, (torch.randn(4, 6, 8, generator=g),)
+
+
 CASES = {
     c.name: c
     for c in [
@@ -442,6 +473,8 @@ CASES = {
              description="torchvision VisionTransformer (ViT-B/16 class, tiny)"),
         Case("vit_b16", build_vit_b16, input_names=["pixels"], external_data=True,
              description="torchvision vit_b_16 at full size (86M parameters, 330 MiB external data)"),
+        Case("mixed", build_mixed,
+             description="frozen backbone, MultiheadAttention, tied Linears, BatchNorm1d"),
         Case("frozen_tied", build_frozen_tied,
              description="frozen submodule, weight tied across two Linears, BatchNorm1d"),
     ]
