@@ -24,3 +24,13 @@ module attributes {fsdp.units = [#fsdp.unit<"", params = [@w]>]} {
   mesh.mesh @fsdp_world(shape = 2)
   fsdp.param @w : tensor<4xf32>
 }
+
+// -----
+
+// CHECK: error: fsdp-flatten: result 0 of @f is the gradient of @nothing, which is not an fsdp.param
+module attributes {fsdp.units = [#fsdp.unit<"", params = [@w]>]} {
+  fsdp.param @w : tensor<4xf32>
+  func.func @f(%g: tensor<4xf32>) -> (tensor<4xf32> {fsdp.grad_of = @nothing}) {
+    return %g : tensor<4xf32>
+  }
+}

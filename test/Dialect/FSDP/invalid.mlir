@@ -168,7 +168,7 @@ func.func @f(%flat: tensor<8xf32>) {
 fsdp.param @w : tensor<2x2xf32>
 fsdp.flat_param @u params [@w] : tensor<4xf32>
 func.func @f(%flat: tensor<8xf32>) {
-  // expected-error @+1 {{'fsdp.unflatten' op operand type 'tensor<8xf32>' differs from @u's type 'tensor<4xf32>'}}
+  // expected-error @+1 {{'fsdp.unflatten' op flat type 'tensor<8xf32>' differs from @u's type 'tensor<4xf32>'}}
   %w = fsdp.unflatten %flat of @u : tensor<8xf32> -> tensor<2x2xf32>
   return
 }
@@ -235,3 +235,52 @@ func.func @f() {
 
 // expected-error @+1 {{'fsdp.param' op attribute 'aliases' failed to satisfy constraint: string array attribute}}
 fsdp.param @w : tensor<4xf32> {aliases = [1]}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.param @b : tensor<2xf32>
+fsdp.flat_param @u params [@w, @b] : tensor<6xf32>
+func.func @f(%w: tensor<2x2xf32>) {
+  // expected-error @+1 {{'fsdp.pack' op has 1 operands but @u holds 2 parameters}}
+  %0 = fsdp.pack %w into @u : tensor<2x2xf32> -> tensor<6xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.flat_param @u params [@w] : tensor<4xf32>
+func.func @f(%w: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.pack' op operand 0 has type 'tensor<4xf32>' but parameter @w is 'tensor<2x2xf32>'}}
+  %0 = fsdp.pack %w into @u : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.flat_param @u params [@w] : tensor<4xf32>
+func.func @f(%w: tensor<2x2xf32>) {
+  // expected-error @+1 {{'fsdp.pack' op flat type 'tensor<8xf32>' differs from @u's type 'tensor<4xf32>'}}
+  %0 = fsdp.pack %w into @u : tensor<2x2xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.flat_param @u params [@w] : tensor<4xf32>
+func.func @f() {
+  // expected-error @+1 {{'fsdp.get_flat_param' op result type 'tensor<8xf32>' differs from @u's type 'tensor<4xf32>'}}
+  %0 = fsdp.get_flat_param @u : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{'fsdp.get_flat_param' op @nothing does not name an fsdp.flat_param}}
+  %0 = fsdp.get_flat_param @nothing : tensor<8xf32>
+  return
+}

@@ -39,6 +39,10 @@ func.func @forward(%flat: tensor<8xf32>) -> (tensor<2x3xf32>, tensor<2xf32>, ten
   %w0 = fsdp.get_param @"fc.weight" : tensor<2x3xf32>
   // CHECK: %[[V:.*]]:2 = fsdp.unflatten %{{.*}} of @fc : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>
   %w, %b = fsdp.unflatten %flat of @fc : tensor<8xf32> -> tensor<2x3xf32>, tensor<2xf32>
+  // CHECK: fsdp.pack %[[V]]#0, %[[V]]#1 into @fc : tensor<2x3xf32>, tensor<2xf32> -> tensor<8xf32>
+  %packed = fsdp.pack %w, %b into @fc : tensor<2x3xf32>, tensor<2xf32> -> tensor<8xf32>
+  // CHECK: fsdp.get_flat_param @fc : tensor<8xf32>
+  %full = fsdp.get_flat_param @fc : tensor<8xf32>
   // CHECK: return %[[V]]#0, %[[V]]#1, %[[W]]
   return %w, %b, %w0 : tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>
 }

@@ -251,29 +251,42 @@ GetFlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 // UnflattenOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-UnflattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto unit = symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
+/// Checks that `types` are the member types of the flat parameter `ref` and
+/// `flatType` its type, for ops converting between the two (`kind` names the
+/// side holding the members: "result" or "operand").
+static LogicalResult verifyMembers(Operation *op, FlatSymbolRefAttr ref,
+                                   Type flatType, TypeRange types,
+                                   StringRef kind,
+                                   SymbolTableCollection &symbolTable) {
+  auto unit = symbolTable.lookupNearestSymbolFrom<FlatParamOp>(op, ref);
   if (!unit)
-    return emitOpError() << getUnitAttr()
-                         << " does not name an fsdp.flat_param";
-  if (getFlat().getType() != unit.getTensorType())
-    return emitOpError() << "operand type " << getFlat().getType()
-                         << " differs from @" << getUnit() << "'s type "
-                         << unit.getType();
+    return op->emitOpError() << ref << " does not name an fsdp.flat_param";
+  if (flatType != unit.getTensorType())
+    return op->emitOpError() << "flat type " << flatType << " differs from "
+                             << ref << "'s type " << unit.getType();
   FailureOr<SmallVector<ParamOp>> params = resolveParams(unit, symbolTable);
   if (failed(params))
     return failure();
-  if (params->size() != getViews().size())
-    return emitOpError() << "has " << getViews().size() << " results but @"
-                         << getUnit() << " holds " << params->size()
-                         << " parameters";
-  for (auto [index, view, param] :
-       llvm::enumerate(getViews().getTypes(), *params)) {
-    if (view != param.getType())
-      return emitOpError() << "result " << index << " has type " << view
-                           << " but parameter @" << param.getSymName()
-                           << " is " << param.getType();
+  if (params->size() != types.size())
+    return op->emitOpError() << "has " << types.size() << " " << kind
+                             << "s but " << ref << " holds " << params->size()
+                             << " parameters";
+  for (auto [index, type, param] : llvm::enumerate(types, *params)) {
+    if (type != param.getType())
+      return op->emitOpError() << kind << " " << index << " has type " << type
+                               << " but parameter @" << param.getSymName()
+                               << " is " << param.getType();
   }
   return success();
+}
+
+LogicalResult
+UnflattenOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMembers(*this, getUnitAttr(), getFlat().getType(),
+                       getViews().getTypes(), "result", symbolTable);
+}
+
+LogicalResult PackOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMembers(*this, getUnitAttr(), getFlat().getType(),
+                       getValues().getTypes(), "operand", symbolTable);
 }

@@ -14,10 +14,14 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FLATTEN
@@ -98,8 +102,78 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
         unitOf[symbols.lookup(ref.getValue())] = *flat;
     }
 
-    for (auto func : module.getOps<func::FuncOp>())
+    for (auto func : module.getOps<func::FuncOp>()) {
       rewriteReads(func, symbols, unitOf);
+      if (failed(packGradients(func, symbols, unitOf)))
+        return signalPassFailure();
+    }
+  }
+
+  /// Replaces a function's per-parameter gradient results (result attribute
+  /// `fsdp.grad_of = @param`, as fsdp-autodiff returns them) with one flat
+  /// gradient per unit (`fsdp.flat_grad_of = @"unit:..."`), packed in the
+  /// unit's layout; a unit parameter without a gradient contributes zeros,
+  /// as PyTorch's flat gradient does for an unused parameter.
+  LogicalResult
+  packGradients(func::FuncOp func, SymbolTable &symbols,
+                const llvm::DenseMap<Operation *, FlatParamOp> &unitOf) {
+    auto ret = dyn_cast<func::ReturnOp>(func.front().getTerminator());
+    if (!ret || func.getBlocks().size() != 1)
+      return success();
+    llvm::MapVector<FlatParamOp, llvm::DenseMap<Operation *, Value>> grads;
+    llvm::BitVector packed(func.getNumResults());
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of");
+      if (!ref)
+        continue;
+      Operation *param = symbols.lookup(ref.getValue());
+      if (!isa_and_nonnull<ParamOp>(param))
+        return emitError(func.getLoc())
+               << "fsdp-flatten: result " << i << " of @" << func.getName()
+               << " is the gradient of " << ref << ", which is not an fsdp.param";
+      auto unit = unitOf.find(param);
+      if (unit == unitOf.end())
+        continue; // An ignored parameter's gradient stays as it is.
+      grads[unit->second][param] = ret.getOperand(i);
+      packed.set(i);
+    }
+    if (grads.empty())
+      return success();
+
+    OpBuilder b(ret);
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (!packed.test(i)) {
+        results.push_back(ret.getOperand(i));
+        resultAttrs.push_back(func.getResultAttrDict(i));
+      }
+    for (auto &[unit, byParam] : grads) {
+      SmallVector<Value> members;
+      for (FlatSymbolRefAttr ref :
+           unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
+        auto param = symbols.lookup<ParamOp>(ref.getValue());
+        Value grad = byParam.lookup(param);
+        if (!grad) {
+          RankedTensorType type = param.getTensorType();
+          grad = b.create<arith::ConstantOp>(
+              ret.getLoc(), type,
+              DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+        }
+        members.push_back(grad);
+      }
+      auto ref = FlatSymbolRefAttr::get(unit.getSymNameAttr());
+      results.push_back(b.create<PackOp>(ret.getLoc(), unit.getTensorType(),
+                                         members, ref));
+      resultAttrs.push_back(
+          b.getDictionaryAttr(b.getNamedAttr("fsdp.flat_grad_of", ref)));
+    }
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    func.setFunctionType(b.getFunctionType(
+        func.getArgumentTypes(), ValueRange(results).getTypes()));
+    func.setAllResultAttrs(resultAttrs);
+    return success();
   }
 
   /// The mesh axes `unit` is sharded over, from its strategy.

@@ -284,6 +284,30 @@ def FSDP_GetFlatParamOp : FSDP_Op<"get_flat_param", [
   let assemblyFormat = "$unit attr-dict `:` type($result)";
 }
 
+def FSDP_PackOp : FSDP_Op<"pack", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "values laid out as a unit's flat buffer (gradients)";
+  let description = [{
+    The inverse of `fsdp.unflatten`: places one value per member parameter of
+    the flat parameter `@unit` (in flat order, each with its parameter's
+    type) at the parameter's offset in a buffer of the unit's flat type,
+    with zeros in the alignment gaps and the padding. `fsdp-flatten` packs a
+    training function's per-parameter gradients into the unit's flat
+    gradient with it, as PyTorch accumulates into `FlatParameter.grad`.
+
+    ```mlir
+    %g = fsdp.pack %dw, %db into @fc
+        : tensor<2x3xf32>, tensor<2xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$values,
+                   FlatSymbolRefAttr:$unit);
+  let results = (outs 1DTensorOf<[AnyType]>:$flat);
+  let assemblyFormat = [{
+    $values `into` $unit attr-dict `:` type($values) `->` type($flat)
+  }];
+}
+
 def FSDP_UnflattenOp : FSDP_Op<"unflatten", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "views of a full flat buffer as its original parameters";

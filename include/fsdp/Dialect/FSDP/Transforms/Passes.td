@@ -208,7 +208,11 @@ def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
     mesh `@fsdp_world`), and rewrites every read of those parameters
     (`fsdp.get_param`) into a view of the unit's full flat buffer:
     `fsdp.get_flat_param` followed by `fsdp.unflatten`, placed before the
-    unit's first use. Layouts (offsets, padding, shard ranges) come from the
+    unit's first use. A function's per-parameter gradient results (result
+    attribute `fsdp.grad_of = @param`, as `fsdp-autodiff` returns them) are
+    packed (`fsdp.pack`) into one flat gradient per unit, in the same layout
+    (`fsdp.flat_grad_of = @"unit:..."`); a parameter without a gradient
+    contributes zeros. Layouts (offsets, padding, shard ranges) come from the
     layout library and are stored once per unit, never per rank.
     `use-orig-params` aligns every parameter's start to 16 bytes, as PyTorch
     2.x does; torch 1.13 (and the default) does not align. Ignored
@@ -239,7 +243,8 @@ def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
     Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
            "Align each parameter to 16 bytes (PyTorch 2.x use_orig_params)">,
   ];
-  let dependentDialects = ["::mlir::mesh::MeshDialect"];
+  let dependentDialects = ["::mlir::mesh::MeshDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 #endif // FSDP_TRANSFORMS_PASSES
