@@ -166,7 +166,8 @@ struct PrintLayoutPass
   void printUnit(raw_ostream &os, FlatParamOp unit,
                  const ::fsdp::layout::FlatLayout &layout,
                  MutableArrayRef<ParamOp> params) {
-    os << "flat_param @" << unit.getSymName() << ": " << params.size()
+    os << "flat_param " << FlatSymbolRefAttr::get(unit.getSymNameAttr())
+       << ": " << params.size()
        << " params, " << layout.paramsNumel() << " elements, padded "
        << layout.paddedNumel() << ", world size " << layout.worldSize()
        << ", shard " << layout.shardNumel();

@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""Exports the demo model: a small GPT-2-style decoder (2 blocks, width 64,
+tied lm_head) with its cross-entropy loss, through fsdp_mlir.export.
+
+    export_gpt.py OUT.onnx
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python-frontend"))
+import fsdp_mlir  # noqa: E402
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x, mask):
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=256, d=64, heads=4, layers=2, ctx=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+        self.register_buffer("mask", torch.triu(torch.full((ctx, ctx), float("-inf")), 1),
+                             persistent=False)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t))
+        for block in self.blocks:
+            x = block(x, self.mask[:t, :t])
+        return self.lm_head(self.ln_f(x))
+
+
+def loss_fn(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+torch.manual_seed(0)
+ids = torch.randint(0, 256, (2, 32))
+fsdp_mlir.export(TinyGPT(), (ids, torch.roll(ids, -1, 1)), sys.argv[1],
+                 loss_fn=loss_fn, input_names=["input_ids", "labels"])
+print(f"exported {sys.argv[1]}")
