@@ -150,6 +150,89 @@ FSDPRT_API fsdprt_status_t fsdprt_layout_param_shards(
     const fsdprt_layout_t *layout, int64_t rank,
     fsdprt_param_shard_t *out_shards, size_t capacity, size_t *out_count);
 
+/*===----------------------------------------------------------------------===*
+ * Plans
+ *
+ * A plan (`.plan`, FlatBuffers, schema runtime/schema/plan.fbs) is what the
+ * compiler writes and the runtime executes. Loading verifies it completely
+ * before anything reads it and refuses a schema version this runtime does
+ * not support.
+ *===----------------------------------------------------------------------===*/
+
+/** The plan schema version this runtime reads and this header's compiler
+ *  writes. */
+#define FSDPRT_PLAN_SCHEMA_VERSION 1
+
+/** A loaded, verified plan. */
+typedef struct fsdprt_plan_s fsdprt_plan_t;
+
+/** Element types of plan tensors (the values of plan.fbs's DType). */
+typedef enum fsdprt_dtype_e {
+  FSDPRT_F32 = 0,
+  FSDPRT_F16 = 1,
+  FSDPRT_BF16 = 2,
+  FSDPRT_F64 = 3,
+  FSDPRT_I64 = 4,
+  FSDPRT_I32 = 5,
+  FSDPRT_I16 = 6,
+  FSDPRT_I8 = 7,
+  FSDPRT_U8 = 8,
+  FSDPRT_BOOL = 9
+} fsdprt_dtype_t;
+
+/** A declared plan input or output. Pointers stay valid while the plan
+ *  lives. */
+typedef struct fsdprt_tensor_desc_s {
+  const char *name;
+  fsdprt_dtype_t dtype;
+  size_t rank;
+  const int64_t *shape;
+} fsdprt_tensor_desc_t;
+
+/** Where a parameter's (or buffer's) initial bytes are: `file` relative to
+ *  the plan's model directory, and a byte range. */
+typedef struct fsdprt_weight_ref_s {
+  const char *fqn;
+  int is_buffer;
+  const char *file;
+  uint64_t offset;
+  uint64_t length;
+} fsdprt_weight_ref_t;
+
+/** Loads and verifies the plan file at `path`. Fails with FSDPRT_NOT_FOUND
+ *  or FSDPRT_IO_ERROR if it cannot be read, FSDPRT_INVALID_ARGUMENT if it is
+ *  not a well-formed plan, FSDPRT_INCOMPATIBLE if its schema version is not
+ *  FSDPRT_PLAN_SCHEMA_VERSION (the message names both versions). */
+FSDPRT_API fsdprt_status_t fsdprt_plan_load_file(const char *path,
+                                                 fsdprt_plan_t **out_plan);
+
+/** As fsdprt_plan_load_file, from `size` bytes at `data` (copied). */
+FSDPRT_API fsdprt_status_t fsdprt_plan_load_memory(const void *data,
+                                                   size_t size,
+                                                   fsdprt_plan_t **out_plan);
+
+/** Releases a plan. NULL is accepted and ignored. */
+FSDPRT_API void fsdprt_plan_destroy(fsdprt_plan_t *plan);
+
+/** The plan's schema version (0 for NULL). */
+FSDPRT_API uint32_t fsdprt_plan_schema_version(const fsdprt_plan_t *plan);
+
+/** Numbers of declared inputs, outputs and weight references (0 for NULL). */
+FSDPRT_API size_t fsdprt_plan_num_inputs(const fsdprt_plan_t *plan);
+FSDPRT_API size_t fsdprt_plan_num_outputs(const fsdprt_plan_t *plan);
+FSDPRT_API size_t fsdprt_plan_num_weights(const fsdprt_plan_t *plan);
+
+/** Describes input / output / weight reference `index`. */
+FSDPRT_API fsdprt_status_t fsdprt_plan_input(const fsdprt_plan_t *plan,
+                                             size_t index,
+                                             fsdprt_tensor_desc_t *out_desc);
+FSDPRT_API fsdprt_status_t fsdprt_plan_output(const fsdprt_plan_t *plan,
+                                              size_t index,
+                                              fsdprt_tensor_desc_t *out_desc);
+FSDPRT_API fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan,
+                                              size_t index,
+                                              fsdprt_weight_ref_t *out_ref);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
