@@ -25,6 +25,12 @@
 // RUN: echo '{"wrap": []}' > %t.shape.json
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.shape.json" 2>&1 | FileCheck %s --check-prefix=SHAPE
 
+// RUN: not fsdp-opt %S/Inputs/bad-module-trees.mlir --split-input-file --fsdp-auto-wrap=policy=none 2>&1 | FileCheck %s --check-prefix=TREE
+// TREE: error: fsdp.modules: module '' lists child 'a', which is not a module directly below it
+// TREE: error: fsdp.modules has no root module ("")
+// TREE: error: fsdp.modules lists module '' twice
+// TREE: error: fsdp.modules: module '' lists child 'a.b', which is not a module directly below it
+
 // STRATEGY: error: fsdp-auto-wrap: unknown strategy 'SHARDED'; known: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD
 // DTYPE: error: fsdp-auto-wrap: param_dtype 'fp8' is not one of f32, f16, bf16
 // NOFILE: error: fsdp-auto-wrap: policy file '{{.*}}missing.json': No such file or directory

@@ -41,4 +41,7 @@ module attributes {fsdp.units = [
     %i = fsdp.get_param @ignored : tensor<2xf32>
     return %bias, %w, %a, %i : tensor<3xf32>, tensor<2x4xf32>, tensor<7xf32>, tensor<2xf32>
   }
+  // A declaration has no body to rewrite.
+  // CHECK: func.func private @external(tensor<7xf32>)
+  func.func private @external(tensor<7xf32>)
 }

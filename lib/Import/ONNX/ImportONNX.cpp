@@ -30,11 +30,13 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/checker.h>
+#include <cstring>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -144,6 +146,24 @@ private:
 // Reading and checking
 //===----------------------------------------------------------------------===//
 
+/// Checks an initializer's dimensions: non-negative, with a product that
+/// fits int64.
+LogicalResult checkDims(const onnx::TensorProto &tensor,
+                        function_ref<InFlightDiagnostic()> emit) {
+  int64_t count = 1;
+  for (int64_t dim : tensor.dims()) {
+    if (dim < 0)
+      return emit() << "initializer '" << tensor.name()
+                    << "' has a negative dimension " << dim;
+    std::optional<int64_t> product = llvm::checkedMul(count, dim);
+    if (!product)
+      return emit() << "initializer '" << tensor.name()
+                    << "' has more elements than int64 can count";
+    count = *product;
+  }
+  return success();
+}
+
 /// ONNX's multi-line messages as one line: whitespace runs become a space.
 std::string oneLine(StringRef message) {
   std::string result;
@@ -168,6 +188,36 @@ LogicalResult Importer::checkOpsets() {
     return error("opset " + Twine(opset) + " is not supported (supported: " +
                  Twine(kMinOpset) + " to " + Twine(kMaxOpset) +
                  "); re-export with opset_version=17");
+  // ONNX 1.12's own shape inference overflows on Slice steps near the int64
+  // range (it crashes); no real model needs them.
+  llvm::StringMap<const onnx::TensorProto *> constantTensors;
+  for (const onnx::TensorProto &tensor : file.model.graph().initializer())
+    constantTensors[tensor.name()] = &tensor;
+  for (const onnx::NodeProto &node : file.model.graph().node())
+    if (node.op_type() == "Constant" && node.output_size() == 1)
+      for (const onnx::AttributeProto &attr : node.attribute())
+        if (attr.name() == "value" && attr.has_t())
+          constantTensors[node.output(0)] = &attr.t();
+  for (const onnx::NodeProto &node : file.model.graph().node()) {
+    if (node.op_type() != "Slice" || node.input_size() < 5)
+      continue;
+    const onnx::TensorProto *steps = constantTensors.lookup(node.input(4));
+    if (!steps || steps->data_type() != onnx::TensorProto::INT64)
+      continue;
+    std::vector<int64_t> values(steps->int64_data().begin(),
+                                steps->int64_data().end());
+    if (steps->has_raw_data() && steps->raw_data().size() % 8 == 0) {
+      values.resize(steps->raw_data().size() / 8);
+      std::memcpy(values.data(), steps->raw_data().data(),
+                  steps->raw_data().size());
+    }
+    for (int64_t step : values)
+      if (step > INT32_MAX || step < -static_cast<int64_t>(INT32_MAX))
+        return emitError(NameLoc::get(StringAttr::get(&context, node.name()),
+                                      fileLoc))
+               << "node '" << node.name() << "' (Slice) has step " << step
+               << ", outside the supported range of +-" << INT32_MAX;
+  }
   for (const onnx::NodeProto &node : file.model.graph().node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return emitError(NameLoc::get(StringAttr::get(&context, node.name()),
@@ -185,9 +235,13 @@ LogicalResult Importer::resolveExternalData() {
   llvm::StringMap<uint64_t> fileSizes;
   for (int i = 0; i < graph.initializer_size(); ++i) {
     const onnx::TensorProto &tensor = graph.initializer(i);
+    if (failed(checkDims(tensor, [&] { return emitError(fileLoc); })))
+      return failure();
     initIndex[tensor.name()] = i;
     const std::optional<EmbeddedBytes> &embedded = file.embedded[i];
-    if (embedded && !embedded->stripped) {
+    // Bytes inside the .onnx itself (stripped or not) need no path checks:
+    // the model file may well be a symbolic link into a cache.
+    if (embedded) {
       bytes[i] = Bytes{llvm::sys::path::filename(path).str(), embedded->offset,
                        embedded->length, false};
       continue;
@@ -551,6 +605,8 @@ RankedTensorType initializerType(const onnx::TensorProto &tensor, Type element) 
   return RankedTensorType::get(shape, element);
 }
 
+
+
 FailureOr<fsdpir::DataRefAttr> Importer::dataRef(int index) {
   const onnx::TensorProto &tensor = file.model.graph().initializer(index);
   const std::optional<Bytes> &ref = bytes[index];
@@ -567,7 +623,8 @@ Importer::tensorValue(const onnx::TensorProto &tensor,
                       const std::optional<EmbeddedBytes> &embedded,
                       StringRef what) {
   FailureOr<Type> element = convertElementType(tensor.data_type(), what);
-  if (failed(element))
+  if (failed(element) ||
+      failed(checkDims(tensor, [&] { return emitError(fileLoc) << what << ": "; })))
     return failure();
   RankedTensorType type = initializerType(tensor, *element);
   int64_t count = type.getNumElements();
@@ -966,7 +1023,10 @@ LogicalResult Importer::foldShapeComputations() {
 
   OwningOpRef<ModuleOp> scratch = ModuleOp::create(fileLoc);
   OpBuilder b(&context);
-  for (int round = 0; round < 64; ++round) {
+  // Each round that changes anything turns at least one node into a
+  // Constant, so the node count bounds the rounds.
+  for (int round = 0, rounds = graph->node_size() + 1; round < rounds;
+       ++round) {
     if (failed(infer()))
       return failure();
     bool changed = false;

@@ -53,3 +53,30 @@ func.func @arithmetic() -> (tensor<2xi64>, tensor<3xi64>, tensor<2xi1>, tensor<2
   %sevens = onnx.ConstantOfShape %dims {value = dense<7.0> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<2x2xf32>
   return %mul, %range, %eq, %div, %slice, %sevens : tensor<2xi64>, tensor<3xi64>, tensor<2xi1>, tensor<2xf32>, tensor<4xi64>, tensor<2x2xf32>
 }
+
+// CHECK-LABEL: func.func @casts_and_slices
+// Booleans and unsigned integers widen with zeros; a negative-step slice.
+// CHECK-DAG: onnx.Constant dense<[1, 0]> : tensor<2xi64>
+// CHECK-DAG: onnx.Constant dense<2.000000e+02> : tensor<1xf32>
+// CHECK-DAG: onnx.Constant dense<[40, 20]> : tensor<2xi64>
+// CHECK-DAG: onnx.Constant dense<[5, 3, 1]> : tensor<3xi64>
+// CHECK-NOT: onnx.Cast
+// CHECK-NOT: onnx.Slice
+// CHECK-NOT: onnx.Range
+func.func @casts_and_slices() -> (tensor<2xi64>, tensor<1xf32>, tensor<2xi64>, tensor<3xi64>) {
+  %b = onnx.Constant dense<[true, false]> : tensor<2xi1>
+  %i = onnx.Cast %b {to = 7 : i64} : (tensor<2xi1>) -> tensor<2xi64>
+  %u = onnx.Constant dense<200> : tensor<1xui8>
+  %f = onnx.Cast %u {to = 1 : i64} : (tensor<1xui8>) -> tensor<1xf32>
+  %d = onnx.Constant dense<[10, 20, 30, 40]> : tensor<4xi64>
+  %s = onnx.Constant dense<-1> : tensor<1xi64>
+  %e = onnx.Constant dense<-9223372036854775807> : tensor<1xi64>
+  %st = onnx.Constant dense<-2> : tensor<1xi64>
+  %none = onnx.NoValue
+  %r = onnx.Slice %d, %s, %e, %none, %st : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>, none, tensor<1xi64>) -> tensor<2xi64>
+  %five = onnx.Constant dense<5> : tensor<i64>
+  %zero = onnx.Constant dense<0> : tensor<i64>
+  %m2 = onnx.Constant dense<-2> : tensor<i64>
+  %range = onnx.Range %five, %zero, %m2 : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
+  return %i, %f, %r, %range : tensor<2xi64>, tensor<1xf32>, tensor<2xi64>, tensor<3xi64>
+}

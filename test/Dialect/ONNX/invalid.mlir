@@ -118,3 +118,67 @@ func.func @f(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
   %0 = onnx.Add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @f(%a: tensor<3xi64>) {
+  // expected-error @+1 {{'onnx.Add' op the result has element type 'i8' but must have 'i64'}}
+  %0 = onnx.Add %a, %a : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi8>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<3xi64>) {
+  // expected-error @+1 {{'onnx.Less' op the result has element type 'i32' but must have 'i1'}}
+  %0 = onnx.Less %a, %a : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi32>
+  return
+}
+
+// -----
+
+func.func @f(%c: tensor<3xi64>, %x: tensor<3xf32>) {
+  // expected-error @+1 {{'onnx.Where' op the condition has element type 'i64' but must have 'i1'}}
+  %0 = onnx.Where %c, %x, %x : (tensor<3xi64>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'onnx.Shape' op the result has element type 'i32' but must have 'i64'}}
+  %0 = onnx.Shape %x : (tensor<2x3xf32>) -> tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xi64>, %axes: tensor<1xi64>) {
+  // expected-error @+1 {{'onnx.Unsqueeze' op turns 2 elements into 3}}
+  %0 = onnx.Unsqueeze %x, %axes : (tensor<2xi64>, tensor<1xi64>) -> tensor<3x1xi64>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2xi64>) {
+  // expected-error @+1 {{'onnx.ConstantOfShape' op the result has element type 'i64' but must have 'f32'}}
+  %0 = onnx.ConstantOfShape %s {value = dense<1.0> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<2x2xi64>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>, %s: tensor<1xi64>) {
+  // expected-error @+1 {{'onnx.Reshape' op result element type 'f16' differs from the input's 'f32'}}
+  %0 = onnx.Reshape %x, %s : (tensor<4xf32>, tensor<1xi64>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'onnx.Flatten' op axis -3 is out of range for rank 2}}
+  %0 = onnx.Flatten %x {axis = -3 : i64} : (tensor<2x3xf32>) -> tensor<1x6xf32>
+  return
+}

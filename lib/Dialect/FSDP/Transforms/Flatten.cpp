@@ -103,6 +103,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     }
 
     for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
       rewriteReads(func, symbols, unitOf);
       if (failed(packGradients(func, symbols, unitOf)))
         return signalPassFailure();

@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -271,14 +272,31 @@ std::optional<std::string> ScopeResolver::moduleOf(Operation *op) const {
 FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::getModuleTree(ModuleOp module) {
   if (auto recorded = module->getAttrOfType<ArrayAttr>(kModulesAttrName)) {
     SmallVector<ModuleAttr> tree;
+    llvm::StringSet<> seen;
     for (Attribute entry : recorded) {
       auto moduleAttr = dyn_cast<ModuleAttr>(entry);
       if (!moduleAttr)
         return emitError(module.getLoc())
                << kModulesAttrName << " holds " << entry
                << ", which is not an #fsdp.module";
+      if (!seen.insert(moduleAttr.getFqn()).second)
+        return emitError(module.getLoc())
+               << kModulesAttrName << " lists module '" << moduleAttr.getFqn()
+               << "' twice";
       tree.push_back(moduleAttr);
     }
+    // Passes walk the tree by children: every child must exist and sit
+    // directly below its parent, and the root must be there.
+    if (!seen.contains(""))
+      return emitError(module.getLoc())
+             << kModulesAttrName << " has no root module (\"\")";
+    for (ModuleAttr entry : tree)
+      for (StringRef child : stringsOf(entry.getChildren()))
+        if (!seen.contains(child) || parentOf(child) != entry.getFqn())
+          return emitError(module.getLoc())
+                 << kModulesAttrName << ": module '" << entry.getFqn()
+                 << "' lists child '" << child
+                 << "', which is not a module directly below it";
     return tree;
   }
   return recoverModuleTree(module);

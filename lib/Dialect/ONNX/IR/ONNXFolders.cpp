@@ -180,6 +180,12 @@ OpFoldResult foldBinary(BinaryKind kind, Attribute lhsAttr, Attribute rhsAttr,
       lhs.getElementType() != rhs.getElementType())
     return {};
   Type element = lhs.getElementType();
+  bool compares = kind == BinaryKind::Eq || kind == BinaryKind::Lt ||
+                  kind == BinaryKind::Le || kind == BinaryKind::Gt ||
+                  kind == BinaryKind::Ge;
+  if (result.getElementType() !=
+      (compares ? IntegerType::get(element.getContext(), 1) : element))
+    return {};
   if (element.isInteger())
     return mapBroadcast<APInt, APInt>(
         lhs, rhs, result,
@@ -202,7 +208,9 @@ OpFoldResult foldReshapeLike(Value input, Attribute inputAttr, Type type) {
     return input;
   auto dense = dyn_cast_or_null<DenseElementsAttr>(inputAttr);
   RankedTensorType result = staticType(type);
-  if (!dense || !result)
+  if (!dense || !result ||
+      dense.getElementType() != result.getElementType() ||
+      dense.getNumElements() != result.getNumElements())
     return {};
   return dense.reshape(result);
 }
@@ -243,14 +251,20 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (from.isInteger() && to.isInteger()) {
     unsigned width = to.getIntOrFloatBitWidth();
     return input.mapValues(to, [&](const APInt &v) {
-      return width == 1 ? APInt(1, !v.isZero()) : v.sextOrTrunc(width);
+      if (width == 1)
+        return APInt(1, !v.isZero());
+      // Booleans and unsigned integers widen with zeros.
+      return from.isInteger(1) || from.isUnsignedInteger() ? v.zextOrTrunc(width)
+                                                           : v.sextOrTrunc(width);
     });
   }
   if (from.isInteger() && isa<FloatType>(to)) {
     SmallVector<APFloat> values;
     for (const APInt &v : input.getValues<APInt>()) {
       APFloat f(cast<FloatType>(to).getFloatSemantics());
-      f.convertFromAPInt(v, /*isSigned=*/!from.isInteger(1),
+      f.convertFromAPInt(v,
+                         /*isSigned=*/!from.isInteger(1) &&
+                             !from.isUnsignedInteger(),
                          APFloat::rmNearestTiesToEven);
       values.push_back(f);
     }
@@ -269,7 +283,8 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (isa<FloatType>(from) && to.isInteger() && !to.isInteger(1)) {
     SmallVector<APInt> values;
     for (const APFloat &v : input.getValues<APFloat>()) {
-      APSInt i(to.getIntOrFloatBitWidth(), /*isUnsigned=*/false);
+      APSInt i(to.getIntOrFloatBitWidth(),
+               /*isUnsigned=*/to.isUnsignedInteger());
       bool exact;
       v.convertToInteger(i, APFloat::rmTowardZero, &exact);
       values.push_back(i);
@@ -385,16 +400,28 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
       v += size;
     return std::clamp(v, lo, hi);
   };
+  if (size == 0 || data.getElementType() != result.getElementType())
+    return {};
+  // ONNX clamps starts to [0, size] (step > 0) or [0, size - 1] (step < 0)
+  // and ends to [0, size] or [-1, size - 1].
   int64_t begin = step > 0 ? clamp((*starts)[0], 0, size)
-                           : clamp((*starts)[0], -1, size - 1);
+                           : clamp((*starts)[0], 0, size - 1);
   int64_t end = step > 0 ? clamp((*ends)[0], 0, size)
                          : clamp((*ends)[0], -1, size - 1);
+  // Count first (no overflow for any step), then index begin + k * step.
+  int64_t span = step > 0 ? end - begin : begin - end;
+  uint64_t magnitude = step > 0 ? static_cast<uint64_t>(step)
+                                : 0 - static_cast<uint64_t>(step);
+  int64_t count =
+      span <= 0 ? 0 : static_cast<int64_t>((static_cast<uint64_t>(span) - 1) /
+                                               magnitude + 1);
+  if (count != result.getNumElements())
+    return {};
   auto all = data.getValues<Attribute>();
   SmallVector<Attribute> values;
-  for (int64_t i = begin; step > 0 ? i < end : i > end; i += step)
-    values.push_back(all[i]);
-  if (static_cast<int64_t>(values.size()) != result.getNumElements())
-    return {};
+  for (int64_t k = 0; k < count; ++k)
+    values.push_back(all[step > 0 ? begin + k * step
+                                  : begin - k * static_cast<int64_t>(magnitude)]);
   return DenseElementsAttr::get(result, values);
 }
 
@@ -448,13 +475,26 @@ OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor adaptor) {
 OpFoldResult RangeOp::fold(FoldAdaptor adaptor) {
   RankedTensorType result = staticType(getType());
   std::optional<SmallVector<int64_t>> start = intValues(adaptor.getStart());
+  std::optional<SmallVector<int64_t>> limit = intValues(adaptor.getLimit());
   std::optional<SmallVector<int64_t>> delta = intValues(adaptor.getDelta());
-  if (!result || !start || !delta || start->size() != 1 || delta->size() != 1 ||
-      result.getNumElements() > kMaxFoldElements)
+  if (!result || !start || !limit || !delta || start->size() != 1 ||
+      limit->size() != 1 || delta->size() != 1 || (*delta)[0] == 0 ||
+      result.getNumElements() > kMaxFoldElements ||
+      !result.getElementType().isInteger())
+    return {};
+  // ONNX: max(ceil((limit - start) / delta), 0) elements; computed in 128
+  // bits, then checked against the result type.
+  __int128 span = static_cast<__int128>((*limit)[0]) - (*start)[0];
+  __int128 step = (*delta)[0];
+  __int128 count = span / step + (span % step != 0 && (span > 0) == (step > 0));
+  if (count < 0)
+    count = 0;
+  if (count != result.getNumElements())
     return {};
   unsigned width = result.getElementType().getIntOrFloatBitWidth();
   SmallVector<APInt> values;
   for (int64_t i = 0; i < result.getNumElements(); ++i)
-    values.push_back(APInt(width, (*start)[0] + i * (*delta)[0], true));
+    values.push_back(APInt(width, static_cast<int64_t>((*start)[0] + i * step),
+                           /*isSigned=*/true));
   return DenseElementsAttr::get(result, values);
 }

@@ -48,10 +48,10 @@ RankedTensorType tensorType(Value value) {
 FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank,
                                  bool inclusive = false) {
   int64_t upper = inclusive ? rank + 1 : rank;
-  if (axis < -upper || axis >= upper)
+  if (axis < -rank || axis >= upper)
     return op->emitOpError() << "axis " << axis << " is out of range for rank "
                              << rank;
-  return axis < 0 ? axis + upper : axis;
+  return axis < 0 ? axis + rank : axis;
 }
 
 /// Two dimensions that must agree: equal, or either dynamic.
@@ -161,6 +161,9 @@ LogicalResult ConvOp::verify() {
 
 LogicalResult ReshapeOp::verify() {
   RankedTensorType in = tensorType(getData()), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " differs from the input's " << in.getElementType();
   if (in.hasStaticShape() && out.hasStaticShape() &&
       in.getNumElements() != out.getNumElements())
     return emitOpError() << "reshapes " << in.getNumElements()
@@ -240,4 +243,107 @@ LogicalResult GatherOp::verify() {
   llvm::append_range(shape, indices.getShape());
   llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
   return checkResultShape(*this, shape);
+}
+
+//===----------------------------------------------------------------------===//
+// Element types: what the folders rely on
+//===----------------------------------------------------------------------===//
+
+static Type elementOf(Value value) { return tensorType(value).getElementType(); }
+
+static LogicalResult expectElement(Operation *op, StringRef what, Type actual,
+                                   Type expected) {
+  if (actual != expected)
+    return op->emitOpError() << what << " has element type " << actual
+                             << " but must have " << expected;
+  return success();
+}
+
+/// Arithmetic: the result and both operands share one element type (Pow's
+/// exponent may differ). Comparisons: equal operand types, an i1 result.
+template <typename BinaryOp>
+static LogicalResult verifyBinary(BinaryOp op, bool compares, bool logical,
+                                  bool anyExponent = false) {
+  Builder b(op.getContext());
+  Type lhs = elementOf(op.getA()), rhs = elementOf(op.getB());
+  if (!anyExponent && lhs != rhs)
+    return op.emitOpError() << "operand element types differ: " << lhs
+                            << " and " << rhs;
+  if (logical && failed(expectElement(op, "A", lhs, b.getI1Type())))
+    return failure();
+  return expectElement(op, "the result", op.getType().getElementType(),
+                       compares || logical ? b.getI1Type() : lhs);
+}
+
+LogicalResult AddOp::verify() { return verifyBinary(*this, false, false); }
+LogicalResult SubOp::verify() { return verifyBinary(*this, false, false); }
+LogicalResult MulOp::verify() { return verifyBinary(*this, false, false); }
+LogicalResult DivOp::verify() { return verifyBinary(*this, false, false); }
+LogicalResult PowOp::verify() { return verifyBinary(*this, false, false, true); }
+LogicalResult EqualOp::verify() { return verifyBinary(*this, true, false); }
+LogicalResult LessOp::verify() { return verifyBinary(*this, true, false); }
+LogicalResult LessOrEqualOp::verify() { return verifyBinary(*this, true, false); }
+LogicalResult GreaterOp::verify() { return verifyBinary(*this, true, false); }
+LogicalResult GreaterOrEqualOp::verify() {
+  return verifyBinary(*this, true, false);
+}
+LogicalResult AndOp::verify() { return verifyBinary(*this, false, true); }
+LogicalResult OrOp::verify() { return verifyBinary(*this, false, true); }
+
+LogicalResult WhereOp::verify() {
+  Builder b(getContext());
+  if (failed(expectElement(*this, "the condition", elementOf(getCondition()),
+                           b.getI1Type())) ||
+      failed(expectElement(*this, "X", elementOf(getX()),
+                           getType().getElementType())))
+    return failure();
+  return expectElement(*this, "Y", elementOf(getY()), getType().getElementType());
+}
+
+LogicalResult ShapeOp::verify() {
+  return expectElement(*this, "the result", getType().getElementType(),
+                       Builder(getContext()).getI64Type());
+}
+
+LogicalResult SizeOp::verify() {
+  return expectElement(*this, "the result", getType().getElementType(),
+                       Builder(getContext()).getI64Type());
+}
+
+/// Ops that only reshape: same element type and element count.
+static LogicalResult verifySameElements(Operation *op, Value input) {
+  RankedTensorType in = tensorType(input);
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
+  if (failed(expectElement(op, "the result", out.getElementType(),
+                           in.getElementType())))
+    return failure();
+  if (in.hasStaticShape() && out.hasStaticShape() &&
+      in.getNumElements() != out.getNumElements())
+    return op->emitOpError() << "turns " << in.getNumElements()
+                             << " elements into " << out.getNumElements();
+  return success();
+}
+
+LogicalResult SqueezeOp::verify() { return verifySameElements(*this, getData()); }
+LogicalResult UnsqueezeOp::verify() {
+  return verifySameElements(*this, getData());
+}
+
+LogicalResult ConstantOfShapeOp::verify() {
+  Type expected = Builder(getContext()).getF32Type();
+  if (std::optional<ElementsAttr> value = getValue()) {
+    if (value->getNumElements() != 1)
+      return emitOpError() << "value must hold one element";
+    expected = value->getElementType();
+  }
+  return expectElement(*this, "the result", getType().getElementType(),
+                       expected);
+}
+
+LogicalResult RangeOp::verify() {
+  Type element = getType().getElementType();
+  if (failed(expectElement(*this, "start", elementOf(getStart()), element)) ||
+      failed(expectElement(*this, "limit", elementOf(getLimit()), element)))
+    return failure();
+  return expectElement(*this, "delta", elementOf(getDelta()), element);
 }

@@ -5,9 +5,6 @@ error tests.
 
 Every model is built with the onnx Python API at test time; nothing binary
 is committed. CASE is one of the functions below (dashes for underscores).
-A few cases (undefined-input, anonymous-dim, negative-dim, string-cast, ...)
-reproduce importer problems whose tests are kept out of the suite until the
-importer handles them.
 """
 
 import json
@@ -397,6 +394,67 @@ def renamed_by_hand(out):
         [tensor("x", ["batch", 32])], [tensor("y", ["batch", 16])],
         [weight("onnx::MatMul_7", [32, 16])])
     onnx.save_model(model, out)
+
+
+# --- found by review ----------------------------------------------------------
+
+def slice_huge_step(out):
+    """Slice with step INT64_MAX (ONNX 1.12's inference overflows on it)."""
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), n) for n, v in
+             [("d", [10, 20, 30, 40]), ("s", [1]), ("e", [4]), ("a", [0]),
+              ("st", [2**63 - 1])]]
+    nodes = [helper.make_node("Slice", ["d", "s", "e", "a", "st"], ["r"], name="slice"),
+             helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    onnx.save_model(graph_model(nodes, [tensor("x", [1], TensorProto.INT64)],
+                                [tensor("y", [1], TensorProto.INT64)], inits), out)
+
+
+def negative_initializer_dims(out):
+    """An initializer with dims [-2, -2] and 4 values (the checker accepts it)."""
+    t = onnx.TensorProto(name="fc.weight", data_type=TensorProto.FLOAT, dims=[-2, -2])
+    t.raw_data = np.ones(4, dtype=np.float32).tobytes()
+    nodes = [helper.make_node("Shape", ["fc.weight"], ["s"], name="shape"),
+             helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Mul", ["x", "sf"], ["y"], name="mul")]
+    onnx.save_model(graph_model(nodes, [tensor("x", [2])], [tensor("y", [2])], [t]), out)
+
+
+def overflowing_initializer_dims(out):
+    """An initializer of shape [2^32, 2^32] (no data: counting overflows)."""
+    t = onnx.TensorProto(name="onnx::c", data_type=TensorProto.INT64, dims=[2**32, 2**32])
+    nodes = [helper.make_node("Identity", ["onnx::c"], ["y"], name="id")]
+    onnx.save_model(graph_model(nodes, [tensor("x", [2], TensorProto.INT64)],
+                                [tensor("y", ["a", "b"], TensorProto.INT64)], [t]), out)
+
+
+def bool_cast_chain(out):
+    """A bool constant cast to int64 then float, multiplied in: folds to 1, 0."""
+    mask = numpy_helper.from_array(np.array([True, False]), "mask")
+    nodes = [helper.make_node("Cast", ["mask"], ["mi"], to=TensorProto.INT64, name="cast"),
+             helper.make_node("Cast", ["mi"], ["mf"], to=TensorProto.FLOAT, name="castf"),
+             helper.make_node("Mul", ["x", "mf"], ["y"], name="mul")]
+    onnx.save_model(graph_model(nodes, [tensor("x", [2])], [tensor("y", [2])], [mask]), out)
+
+
+def shape_chain(out, layers="70"):
+    """LAYERS dependent Shape -> Gather -> Div -> Unsqueeze -> Concat ->
+    Reshape steps: folding needs one round per step."""
+    nodes, inits = [], [numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+                        numpy_helper.from_array(np.array(1, dtype=np.int64), "one"),
+                        numpy_helper.from_array(np.array([0], dtype=np.int64), "axes"),
+                        numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus")]
+    value = "x"
+    for i in range(int(layers)):
+        nodes += [helper.make_node("Shape", [value], [f"s{i}"], name=f"shape{i}"),
+                  helper.make_node("Gather", [f"s{i}", "zero"], [f"g{i}"], name=f"gather{i}"),
+                  helper.make_node("Div", [f"g{i}", "one"], [f"d{i}"], name=f"div{i}"),
+                  helper.make_node("Unsqueeze", [f"d{i}", "axes"], [f"u{i}"], name=f"unsq{i}"),
+                  helper.make_node("Concat", [f"u{i}", "minus"], [f"c{i}"], axis=0, name=f"cat{i}"),
+                  helper.make_node("Reshape", [value, f"c{i}"], [f"r{i}"], name=f"reshape{i}")]
+        value = f"r{i}"
+    nodes.append(helper.make_node("Identity", [value], ["y"], name="out"))
+    onnx.save_model(graph_model(nodes, [tensor("x", [2, 3])], [tensor("y", [2, 3])],
+                                inits), out)
 
 
 # --- fsdp_mlir metadata -------------------------------------------------------

@@ -106,6 +106,7 @@ class ONNX_BinaryOp<string mnemonic, list<Trait> traits = []>
   let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B);
   let results = (outs ONNX_Tensor:$C);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 foreach name = ["Add", "Sub", "Mul", "Div", "Pow"] in
@@ -128,6 +129,7 @@ def ONNX_WhereOp : ONNX_Op<"Where", [ResultsBroadcastableShape]> {
   let arguments = (ins ONNX_Tensor:$condition, ONNX_Tensor:$X, ONNX_Tensor:$Y);
   let results = (outs ONNX_Tensor:$output);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_ClipOp : ONNX_Op<"Clip"> {
@@ -291,6 +293,7 @@ def ONNX_ShapeOp : ONNX_Op<"Shape"> {
                    OptionalAttr<I64Attr>:$end);
   let results = (outs ONNX_Tensor:$shape);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_SizeOp : ONNX_Op<"Size"> {
@@ -298,6 +301,7 @@ def ONNX_SizeOp : ONNX_Op<"Size"> {
   let arguments = (ins ONNX_Tensor:$data);
   let results = (outs ONNX_Tensor:$size);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_ReshapeOp : ONNX_Op<"Reshape"> {
@@ -328,6 +332,7 @@ def ONNX_SqueezeOp : ONNX_Op<"Squeeze"> {
   let arguments = (ins ONNX_Tensor:$data, ONNX_OptTensor:$axes);
   let results = (outs ONNX_Tensor:$squeezed);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_UnsqueezeOp : ONNX_Op<"Unsqueeze"> {
@@ -335,6 +340,7 @@ def ONNX_UnsqueezeOp : ONNX_Op<"Unsqueeze"> {
   let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$axes);
   let results = (outs ONNX_Tensor:$expanded);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_ConcatOp : ONNX_Op<"Concat"> {
@@ -393,6 +399,7 @@ def ONNX_ConstantOfShapeOp : ONNX_Op<"ConstantOfShape"> {
   let arguments = (ins ONNX_Tensor:$input, OptionalAttr<ElementsAttr>:$value);
   let results = (outs ONNX_Tensor:$output);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_RangeOp : ONNX_Op<"Range"> {
@@ -400,6 +407,7 @@ def ONNX_RangeOp : ONNX_Op<"Range"> {
   let arguments = (ins ONNX_Tensor:$start, ONNX_Tensor:$limit, ONNX_Tensor:$delta);
   let results = (outs ONNX_Tensor:$output);
   let hasFolder = 1;
+  let hasVerifier = 1;
 }
 
 def ONNX_TriluOp : ONNX_Op<"Trilu"> {
