@@ -65,6 +65,21 @@ fsdprt_status_t describe(const fsdprt::plan::TensorDesc *tensor,
   return nullptr;
 }
 
+/// Checks the arguments of an accessor of entry `index` of `total`.
+fsdprt_status_t checkEntry(const fsdprt_plan_t *plan, const void *out,
+                           size_t index, size_t total, const char *function,
+                           const char *what) {
+  if (!plan || !out)
+    return makeStatus(FSDPRT_INVALID_ARGUMENT,
+                      std::string(function) + ": NULL argument");
+  if (index >= total)
+    return makeStatus(FSDPRT_OUT_OF_RANGE,
+                      std::string(function) + ": index " +
+                          std::to_string(index) + " is outside the plan's " +
+                          std::to_string(total) + " " + what);
+  return nullptr;
+}
+
 template <typename T>
 size_t count(const flatbuffers::Vector<flatbuffers::Offset<T>> *list) {
   return list ? list->size() : 0;
@@ -130,42 +145,28 @@ size_t fsdprt_plan_num_weights(const fsdprt_plan_t *plan) {
 
 fsdprt_status_t fsdprt_plan_input(const fsdprt_plan_t *plan, size_t index,
                                   fsdprt_tensor_desc_t *out) {
-  if (!plan || !out)
-    return makeStatus(FSDPRT_INVALID_ARGUMENT, "fsdprt_plan_input: NULL argument");
-  if (index >= fsdprt_plan_num_inputs(plan))
-    return makeStatus(FSDPRT_OUT_OF_RANGE,
-                      "fsdprt_plan_input: index " + std::to_string(index) +
-                          " is outside the plan's " +
-                          std::to_string(fsdprt_plan_num_inputs(plan)) +
-                          " inputs");
+  if (fsdprt_status_t status = checkEntry(plan, out, index,
+                                          fsdprt_plan_num_inputs(plan),
+                                          "fsdprt_plan_input", "inputs"))
+    return status;
   return describe(plan->root->inputs()->Get(index), out);
 }
 
 fsdprt_status_t fsdprt_plan_output(const fsdprt_plan_t *plan, size_t index,
                                    fsdprt_tensor_desc_t *out) {
-  if (!plan || !out)
-    return makeStatus(FSDPRT_INVALID_ARGUMENT,
-                      "fsdprt_plan_output: NULL argument");
-  if (index >= fsdprt_plan_num_outputs(plan))
-    return makeStatus(FSDPRT_OUT_OF_RANGE,
-                      "fsdprt_plan_output: index " + std::to_string(index) +
-                          " is outside the plan's " +
-                          std::to_string(fsdprt_plan_num_outputs(plan)) +
-                          " outputs");
+  if (fsdprt_status_t status = checkEntry(plan, out, index,
+                                          fsdprt_plan_num_outputs(plan),
+                                          "fsdprt_plan_output", "outputs"))
+    return status;
   return describe(plan->root->outputs()->Get(index), out);
 }
 
 fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan, size_t index,
                                    fsdprt_weight_ref_t *out) {
-  if (!plan || !out)
-    return makeStatus(FSDPRT_INVALID_ARGUMENT,
-                      "fsdprt_plan_weight: NULL argument");
-  if (index >= fsdprt_plan_num_weights(plan))
-    return makeStatus(FSDPRT_OUT_OF_RANGE,
-                      "fsdprt_plan_weight: index " + std::to_string(index) +
-                          " is outside the plan's " +
-                          std::to_string(fsdprt_plan_num_weights(plan)) +
-                          " weight references");
+  if (fsdprt_status_t status = checkEntry(
+          plan, out, index, fsdprt_plan_num_weights(plan),
+          "fsdprt_plan_weight", "weight references"))
+    return status;
   const fsdprt::plan::WeightRef *ref = plan->root->weights()->Get(index);
   out->fqn = ref->fqn()->c_str();
   out->is_buffer = ref->kind() == fsdprt::plan::StateKind::Buffer;
