@@ -247,4 +247,26 @@ def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def Inference : Pass<"fsdp-inference", "ModuleOp"> {
+  let summary = "Rewrite a training-mode export for inference";
+  let description = [{
+    Models are exported in TRAINING mode (so Dropout and batch-statistics
+    BatchNorm survive the export); inference plans come from this rewrite,
+    not from a second export. `onnx.Dropout` becomes the identity (its mask,
+    if used, all true) and `onnx.BatchNormalization` with `training_mode = 1`
+    normalizes with the running statistics (`training_mode = 0`, no
+    statistics outputs), as PyTorch's eval() does.
+
+    ```
+    $ fsdp-opt resnet18.onnx --batch-size=2 --fsdp-inference
+      %Y = onnx.BatchNormalization %x, %w, %b, %mean, %var
+          : (...) -> (tensor<2x64x16x16xf32>, none, none)
+    ```
+
+    A training graph that reads the updated running statistics cannot be
+    turned into inference and is an error naming the node.
+  }];
+  let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES
