@@ -395,7 +395,7 @@ void AutoWrapPass::runOnOperation() {
   auto unitOf = [&](StringRef fqn) {
     StringRef unit = fqn;
     while (!wrapped.contains(unit))
-      unit = unit.contains('.') ? unit.rsplit('.').first : StringRef();
+      unit = parentOf(unit);
     return unit;
   };
   for (ModuleAttr moduleAttr : model.modules) {

@@ -33,11 +33,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// The parent FQN of a module or parameter FQN ("" for top-level names).
-StringRef parentOf(StringRef fqn) {
-  size_t dot = fqn.rfind('.');
-  return dot == StringRef::npos ? StringRef() : fqn.take_front(dot);
-}
 
 class TreeBuilder {
 public:
@@ -197,6 +192,11 @@ std::optional<std::string> scopeModule(StringRef scope,
 }
 
 } // namespace
+
+StringRef mlir::fsdp::parentOf(StringRef fqn) {
+  size_t dot = fqn.rfind('.');
+  return dot == StringRef::npos ? StringRef() : fqn.take_front(dot);
+}
 
 SmallVector<StringRef> mlir::fsdp::stringsOf(ArrayAttr array) {
   return llvm::to_vector(llvm::map_range(

@@ -17,6 +17,9 @@ namespace mlir::fsdp {
 /// The module attribute holding the tree (a list of #fsdp.module).
 constexpr llvm::StringLiteral kModulesAttrName = "fsdp.modules";
 
+/// The parent FQN of a module or parameter FQN ("" for top-level names).
+StringRef parentOf(StringRef fqn);
+
 /// The strings of an array of StringAttr (a module's params, children, ...).
 SmallVector<StringRef> stringsOf(ArrayAttr array);
 
