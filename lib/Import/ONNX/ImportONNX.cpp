@@ -108,6 +108,13 @@ private:
   LogicalResult buildForward(ModuleOp module);
   FailureOr<Value> lookupValue(const std::string &name, Location loc);
   LogicalResult buildNode(const onnx::NodeProto &node);
+  /// A node's label (its name, or its op_type when unnamed) as a location.
+  Location nodeLoc(const onnx::NodeProto &node) {
+    return NameLoc::get(
+        StringAttr::get(&context,
+                        node.name().empty() ? node.op_type() : node.name()),
+        fileLoc);
+  }
   FailureOr<Operation *> createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
                                       ValueRange operands,
                                       ArrayRef<std::string> outputs);
@@ -213,15 +220,13 @@ LogicalResult Importer::checkOpsets() {
     }
     for (int64_t step : values)
       if (step > INT32_MAX || step < -static_cast<int64_t>(INT32_MAX))
-        return emitError(NameLoc::get(StringAttr::get(&context, node.name()),
-                                      fileLoc))
+        return emitError(nodeLoc(node))
                << "node '" << node.name() << "' (Slice) has step " << step
                << ", outside the supported range of +-" << INT32_MAX;
   }
   for (const onnx::NodeProto &node : file.model.graph().node()) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
-      return emitError(NameLoc::get(StringAttr::get(&context, node.name()),
-                                    fileLoc))
+      return emitError(nodeLoc(node))
              << "node '" << node.name() << "' (" << node.op_type()
              << ") is in the unsupported domain '" << node.domain()
              << "'; only the default ONNX domain is supported";
@@ -885,7 +890,7 @@ FailureOr<Operation *>
 Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
                        ValueRange operands, ArrayRef<std::string> outputs) {
   std::string label = node.name().empty() ? node.op_type() : node.name();
-  Location loc = NameLoc::get(b.getStringAttr(label), fileLoc);
+  Location loc = nodeLoc(node);
   std::optional<RegisteredOperationName> registered =
       RegisteredOperationName::lookup("onnx." + node.op_type(), &context);
   if (!registered || node.op_type() == "NoValue")
@@ -940,8 +945,7 @@ Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
 }
 
 LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
-  std::string label = node.name().empty() ? node.op_type() : node.name();
-  Location loc = NameLoc::get(builder.getStringAttr(label), fileLoc);
+  Location loc = nodeLoc(node);
   auto [inputs, outputs] = nodeSignature(node, opset);
   SmallVector<Value> operands;
   for (const std::string &input : inputs) {
