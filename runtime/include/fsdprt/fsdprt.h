@@ -233,6 +233,69 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan,
                                               size_t index,
                                               fsdprt_weight_ref_t *out_ref);
 
+/*===----------------------------------------------------------------------===*
+ * Sessions
+ *
+ * A session executes one plan on one rank: it allocates the plan's arenas
+ * once, loads parameters and buffers from the model's data files by the
+ * plan's weight map, and runs the plan's kernels. The plan must outlive the
+ * session. A session is used by one thread at a time.
+ *===----------------------------------------------------------------------===*/
+
+/** An executable instance of a plan. */
+typedef struct fsdprt_session_s fsdprt_session_t;
+
+/** Creates a session for `plan` on the CPU backend: allocates its arenas,
+ *  fills its constants and checks every kernel's buffers (a mismatch fails
+ *  with FSDPRT_INVALID_ARGUMENT naming the kernel's op and ONNX node).
+ *  `model_dir` is where the weight map's files are (NULL: the plan's
+ *  model_dir). `num_threads` bounds the threads kernels use (0: one per
+ *  core). Weights are not read yet: see fsdprt_session_load_weights. */
+FSDPRT_API fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
+                                                 const char *model_dir,
+                                                 int num_threads,
+                                                 fsdprt_session_t **out_session);
+
+/** Releases a session. NULL is accepted and ignored. */
+FSDPRT_API void fsdprt_session_destroy(fsdprt_session_t *session);
+
+/** Reads every parameter and buffer from its file into the session's
+ *  weights arena. Fails with FSDPRT_NOT_FOUND / FSDPRT_IO_ERROR naming the
+ *  file and the FQN when a file is missing or shorter than the map says. */
+FSDPRT_API fsdprt_status_t fsdprt_session_load_weights(
+    fsdprt_session_t *session);
+
+/** Copies `bytes` bytes at `data` into the input named `name`. `bytes` must
+ *  equal the input's size (numel times element size) exactly. */
+FSDPRT_API fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *session,
+                                                    const char *name,
+                                                    const void *data,
+                                                    size_t bytes);
+
+/** Runs the plan once (a forward pass). Fails with FSDPRT_INVALID_ARGUMENT
+ *  if weights were not loaded; a kernel's run-time fault (an index out of
+ *  range) fails with a message naming the kernel. */
+FSDPRT_API fsdprt_status_t fsdprt_session_run(fsdprt_session_t *session);
+
+/** Copies the output named `name` into `data`, which has room for `bytes`
+ *  bytes; `bytes` must equal the output's size exactly. */
+FSDPRT_API fsdprt_status_t fsdprt_session_get_output(
+    const fsdprt_session_t *session, const char *name, void *data,
+    size_t bytes);
+
+/** Memory the session holds, in bytes: its activations arena (the plan's
+ *  peak activation memory), weights and constants. Any pointer may be NULL. */
+FSDPRT_API fsdprt_status_t fsdprt_session_memory(
+    const fsdprt_session_t *session, uint64_t *out_activation_bytes,
+    uint64_t *out_weight_bytes, uint64_t *out_constant_bytes);
+
+/** The size in bytes of one element of `dtype` (0 for an unknown value). */
+FSDPRT_API size_t fsdprt_dtype_size(fsdprt_dtype_t dtype);
+
+/** The name of `dtype` as NumPy spells it ("float32", "int64", "bool", ...;
+ *  "unknown" for an unknown value); static storage. */
+FSDPRT_API const char *fsdprt_dtype_name(fsdprt_dtype_t dtype);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -290,3 +290,108 @@ LogicalResult PackOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyMembers(*this, getUnitAttr(), getFlat().getType(),
                        getValues().getTypes(), "operand", symbolTable);
 }
+
+//===----------------------------------------------------------------------===//
+// Fused compute ops and runtime ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", not \""
+                         << getApproximate() << "\"";
+  return success();
+}
+
+/// Checks that `vector`, when present, is 1-D of `size` elements.
+static LogicalResult verifyLastDimVector(Operation *op, Value vector,
+                                         int64_t size, StringRef what) {
+  if (!vector)
+    return success();
+  auto type = cast<RankedTensorType>(vector.getType());
+  if (type.getRank() != 1 ||
+      (!ShapedType::isDynamic(size) && type.getDimSize(0) != size &&
+       !type.isDynamicDim(0)))
+    return op->emitOpError() << what << " must be a vector of " << size
+                             << " elements, not " << type;
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() {
+  auto type = cast<RankedTensorType>(getInput().getType());
+  if (type.getRank() == 0)
+    return emitOpError("input must have at least one dimension");
+  if (getOutput().getType() != type)
+    return emitOpError("result type must equal the input type");
+  return verifyLastDimVector(*this, getScale(), type.getShape().back(),
+                             "scale");
+}
+
+LogicalResult LinearOp::verify() {
+  static constexpr StringLiteral kActivations[] = {
+      "none", "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid"};
+  if (!llvm::is_contained(kActivations, getActivation()))
+    return emitOpError() << "unknown activation \"" << getActivation()
+                         << "\"; expected none, relu, gelu, gelu_tanh, silu, "
+                            "tanh or sigmoid";
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto weight = cast<RankedTensorType>(getWeight().getType());
+  auto output = cast<RankedTensorType>(getOutput().getType());
+  if (input.getRank() < 1 || weight.getRank() != 2)
+    return emitOpError("expects an input of rank >= 1 and a 2-D weight");
+  int64_t k = weight.getDimSize(getTransposeWeight() ? 1 : 0);
+  int64_t n = weight.getDimSize(getTransposeWeight() ? 0 : 1);
+  if (input.getShape().back() != k)
+    return emitOpError() << "input's last dimension "
+                         << input.getShape().back()
+                         << " does not match the weight's reduction dimension "
+                         << k;
+  if (output.getRank() != input.getRank() || output.getShape().back() != n ||
+      output.getShape().drop_back() != input.getShape().drop_back())
+    return emitOpError() << "result type " << output
+                         << " does not match input " << input << " and weight "
+                         << weight;
+  return verifyLastDimVector(*this, getBias(), n, "bias");
+}
+
+LogicalResult AttentionOp::verify() {
+  StringRef kind = getMaskKind();
+  if (kind != "none" && kind != "add" && kind != "fill")
+    return emitOpError() << "mask_kind must be none, add or fill, not \""
+                         << kind << "\"";
+  if ((kind == "none") != !getMask())
+    return emitOpError() << "mask_kind \"" << kind << "\" "
+                         << (getMask() ? "takes no mask" : "needs a mask");
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto kt = cast<RankedTensorType>(getKeyT().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  int64_t rank = q.getRank();
+  if (rank < 2 || kt.getRank() != rank || v.getRank() != rank ||
+      out.getRank() != rank)
+    return emitOpError("query, key_t, value and result must have one rank >= 2");
+  if (q.getShape().drop_back(2) != kt.getShape().drop_back(2) ||
+      q.getShape().drop_back(2) != v.getShape().drop_back(2))
+    return emitOpError("query, key_t and value must have equal batch dimensions");
+  if (q.getDimSize(rank - 1) != kt.getDimSize(rank - 2) ||
+      kt.getDimSize(rank - 1) != v.getDimSize(rank - 2))
+    return emitOpError() << "shapes do not chain: query " << q << ", key_t "
+                         << kt << ", value " << v;
+  if (out.getShape().drop_back() != q.getShape().drop_back() ||
+      out.getDimSize(rank - 1) != v.getDimSize(rank - 1))
+    return emitOpError() << "result type " << out << " should be query's with "
+                         << "value's last dimension";
+  if (getMask() && kind == "fill" &&
+      !cast<RankedTensorType>(getMask().getType()).getElementType().isInteger(1))
+    return emitOpError("a \"fill\" mask must be boolean (i1)");
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  if (in.getElementType() != out.getElementType() ||
+      in.getNumElements() != out.getNumElements())
+    return emitOpError() << "cannot view " << in << " as " << out
+                         << ": element type and count must agree";
+  return success();
+}

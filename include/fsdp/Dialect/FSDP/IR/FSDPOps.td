@@ -330,4 +330,165 @@ def FSDP_UnflattenOp : FSDP_Op<"unflatten", [
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Fused compute ops (produced by fsdp-fuse)
+//===----------------------------------------------------------------------===//
+
+def FSDP_GeluOp : FSDP_Op<"gelu", [Pure, AllTypesMatch<["input", "output"]>]> {
+  let summary = "GELU activation, exact (erf) or tanh-approximated";
+  let description = [{
+    `0.5 * x * (1 + erf(x / sqrt(2)))`, or with `approximate = "tanh"`
+    `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))` — PyTorch's
+    `nn.GELU()` and `nn.GELU(approximate="tanh")`. `fsdp-fuse` forms it from
+    the chains torch exports (`Div, Erf, Add, Mul, Mul` and the `Tanh` form).
+
+    ```mlir
+    %y = fsdp.gelu %x {approximate = "tanh"} : tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def FSDP_SiluOp : FSDP_Op<"silu", [Pure, AllTypesMatch<["input", "output"]>]> {
+  let summary = "SiLU (swish) activation: x * sigmoid(x)";
+  let description = [{
+    ```mlir
+    %y = fsdp.silu %x : tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+}
+
+def FSDP_RMSNormOp : FSDP_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalisation over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2, last dim) + epsilon) * scale` (LLaMA's RMSNorm); the
+    optional `scale` has the last dimension's size. `fsdp-fuse` forms it from
+    the decomposed chain torch exports (`Pow, ReduceMean, Add, Sqrt,
+    Reciprocal/Div, Mul, Mul`).
+
+    ```mlir
+    %y = fsdp.rms_norm %x, %w {epsilon = 1.0e-06 : f32}
+        : (tensor<2x16x32xf32>, tensor<32xf32>) -> tensor<2x16x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$scale,
+                   F32Attr:$epsilon);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_LinearOp : FSDP_Op<"linear", [Pure]> {
+  let summary = "matrix product with a fused bias and activation epilogue";
+  let description = [{
+    `activation(input @ W + bias)` over the last dimension of `input`, where
+    `W` is `weight` (`[K, N]`), or its transpose when `transpose_weight` is
+    set (`weight` is `[N, K]`, the layout of `nn.Linear.weight`, so the
+    exported `Transpose` of a weight disappears). `bias` (`[N]`) is optional.
+    `activation` is one of `none`, `relu`, `gelu`, `gelu_tanh`, `silu`,
+    `tanh`, `sigmoid`. `fsdp-fuse` forms it from `MatMul` (of a transposed
+    weight), `Add` of a 1-D bias and a following activation.
+
+    ```mlir
+    %y = fsdp.linear %x, %w, %b {activation = "gelu", transpose_weight}
+        : (tensor<2x16x32xf32>, tensor<128x32xf32>, tensor<128xf32>)
+        -> tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$weight,
+                   Optional<AnyRankedTensor>:$bias,
+                   UnitAttr:$transpose_weight,
+                   DefaultValuedStrAttr<StrAttr, "none">:$activation);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
+  let summary = "fused scaled-dot-product attention";
+  let description = [{
+    `softmax(mask(query @ key_t * scale)) @ value` over the last dimension,
+    without materialising the scores of all heads: `query` is `[..., L, D]`,
+    `key_t` the keys already transposed, `[..., D, S]`, `value`
+    `[..., S, Dv]` (equal batch dimensions). With `mask_kind = "add"` the
+    optional `mask` (broadcastable to `[..., L, S]`) is added to the scores;
+    with `"fill"` it is boolean and the scores where it is true become
+    `fill_value` (PyTorch's `masked_fill`, usually `-inf`). `fsdp-fuse` forms
+    it from `MatMul, Mul/Div, [Add | Where], Softmax, MatMul`.
+
+    ```mlir
+    %y = fsdp.attention %q, %kt, %v, %m
+        {scale = 0.353553385 : f32, mask_kind = "fill", fill_value = 0xFF800000 : f32}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>,
+           tensor<1x1x16x16xi1>) -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_t,
+                   AnyRankedTensor:$value, Optional<AnyRankedTensor>:$mask,
+                   F32Attr:$scale,
+                   DefaultValuedStrAttr<StrAttr, "none">:$mask_kind,
+                   DefaultValuedAttr<F32Attr, "0.0">:$fill_value);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime ops (produced by fsdp-lower-to-runtime)
+//===----------------------------------------------------------------------===//
+
+def FSDP_KernelOp : FSDP_Op<"kernel", [Pure]> {
+  let summary = "one runtime kernel launch";
+  let description = [{
+    A call of the runtime kernel `kernel` (docs/plan-format.md lists them,
+    with their operands and `params`) on static-shaped tensors. After
+    `fsdp-plan-memory` each result carries its byte offset in the activation
+    arena (`fsdp.offsets`). `fsdp-translate --mlir-to-plan` writes one plan
+    kernel per op, with its location as the kernel's origin.
+
+    ```mlir
+    %y = fsdp.kernel "matmul"(%a, %b) params {trans_b = 1 : i64}
+        : (tensor<2x16x32xf32>, tensor<96x32xf32>) -> tensor<2x16x96xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<AnyStaticShapeTensor>:$inputs,
+                   OptionalAttr<DictionaryAttr>:$params);
+  let results = (outs Variadic<AnyStaticShapeTensor>:$results);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` (`params` $params^)? attr-dict `:`
+    functional-type($inputs, $results)
+  }];
+}
+
+def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
+  let summary = "the same bytes with another static shape";
+  let description = [{
+    What `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze` and `Identity` lower
+    to: no kernel, the result names its operand's bytes (same element type
+    and count). The memory planner keeps the operand alive as long as the
+    view is used.
+
+    ```mlir
+    %v = fsdp.view %x : tensor<2x16x32xf32> to tensor<32x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($output)";
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_OPS

@@ -269,4 +269,93 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
 
+def Fuse : Pass<"fsdp-fuse", "func::FuncOp"> {
+  let summary = "Recognise decomposed activations, norms, attention and epilogues";
+  let description = [{
+    torch exports GELU, LayerNorm, RMSNorm, SiLU and attention as chains of
+    primitive ONNX ops. This pass rewrites each chain into the one fused op
+    the runtime has a kernel for, when (and only when) the chain computes
+    exactly that function and its intermediate values have no other users:
+
+    | chain (as torch 1.13 exports it) | fused op |
+    |---|---|
+    | `Div(x, √2), Erf, Add 1, Mul x, Mul 0.5` | `fsdp.gelu` |
+    | `Mul x·x·x, Mul 0.044715, Add x, Mul √(2/π), Tanh, Add 1, Mul x, Mul 0.5` | `fsdp.gelu {approximate = "tanh"}` |
+    | `Sigmoid(x), Mul x` | `fsdp.silu` |
+    | `ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, [Mul scale], [Add bias]` | `onnx.LayerNormalization` |
+    | `Pow 2, ReduceMean(-1), Add eps, Sqrt, Reciprocal or Div(1, ·), Mul x, [Mul scale]` | `fsdp.rms_norm` |
+    | `MatMul(q, kᵀ), Mul s or Div d, [Add mask or Where(mask, fill, ·)], Softmax(-1), MatMul v` | `fsdp.attention` |
+    | `MatMul(x, Transpose(w)) or MatMul(x, w), [Add bias], [Relu, Tanh, Sigmoid, fsdp.gelu, fsdp.silu]` | `fsdp.linear` |
+
+    Near misses (another constant, another axis, an intermediate used
+    elsewhere) are left alone. Run it after `fsdp-inference` and before
+    `fsdp-lower-to-runtime`.
+
+    ```
+    $ fsdp-opt bert.onnx --fsdp-inference --fsdp-fuse
+      %y = fsdp.linear %x, %w, %b {activation = "gelu", transpose_weight} : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::onnxir::ONNXDialect",
+                           "::mlir::fsdp::FSDPDialect"];
+}
+
+def LowerToRuntime : Pass<"fsdp-lower-to-runtime", "ModuleOp"> {
+  let summary = "Lower ONNX and fused ops to runtime kernels";
+  let description = [{
+    Rewrites every compute op of `@forward` into an `fsdp.kernel` (one runtime
+    kernel launch, with normalised parameters: non-negative axes, defaults
+    made explicit, constant operands such as Slice bounds or reduction axes
+    turned into parameters) or, for ops that only reinterpret a shape
+    (`Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`), an
+    `fsdp.view`. Parameters, buffers and constants stay as they are; the plan
+    writer places them in their own arenas. docs/plan-format.md lists the
+    kernels.
+
+    Every shape must be static (import with `--batch-size`). An op the
+    runtime has no kernel for, or a form it does not support (a dynamic
+    shape, a training-mode BatchNormalization — run `fsdp-inference` first),
+    is an error naming the ONNX node.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-inference --fsdp-fuse \
+        --fsdp-lower-to-runtime
+      %5 = fsdp.kernel "linear"(%3, %4) params {activation = "none", trans_w = 1 : i64} ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+}
+
+def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
+  let summary = "Static memory plan: arena offsets from liveness";
+  let description = [{
+    Gives every activation of a lowered `@forward` (each `fsdp.kernel`
+    result and each function argument) a byte offset in one activation
+    arena, such that two tensors share bytes only when their lifetimes do
+    not overlap. Lifetimes are intervals over the kernel order; a
+    `fsdp.view` extends the lifetime of what it views; inputs and results
+    live for the whole run (so a plan can run again on the same inputs).
+    Placement is greedy by size (largest first, lowest offset that fits),
+    each tensor aligned to `alignment` bytes.
+
+    Writes `fsdp.offsets` on each kernel, `fsdp.offset` on each argument and
+    `fsdp.activation_bytes` (the arena size: the plan's peak activation
+    memory) on the function. With `report` it also prints the peak, the sum
+    of all activation sizes (what a planner-less runtime would hold) and
+    their ratio.
+
+    ```
+    $ fsdp-opt gpt2.onnx ... --fsdp-lower-to-runtime --fsdp-plan-memory=report
+    fsdp-plan-memory: @forward: 91 activations, 172,032 bytes without reuse,
+      peak 24,576 bytes (0.14x)
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
+           "Byte alignment of every activation">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the peak activation memory to stderr">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES
