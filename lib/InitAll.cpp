@@ -11,6 +11,8 @@
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 void fsdp::registerAllDialects(mlir::DialectRegistry &registry) {
@@ -28,4 +30,17 @@ void fsdp::registerAllPasses() {
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
   mlir::registerInlinerPass();
+
+  // The whole single-rank inference compile in one flag.
+  mlir::PassPipelineRegistration<>(
+      "fsdp-inference-pipeline",
+      "Compile an imported model for single-rank inference: fsdp-inference, "
+      "fsdp-fuse, fsdp-lower-to-runtime, fsdp-plan-memory (then "
+      "fsdp-translate --mlir-to-plan writes the plan)",
+      [](mlir::OpPassManager &pm) {
+        pm.addPass(mlir::fsdp::createInference());
+        pm.addNestedPass<mlir::func::FuncOp>(mlir::fsdp::createFuse());
+        pm.addPass(mlir::fsdp::createLowerToRuntime());
+        pm.addPass(mlir::fsdp::createPlanMemory());
+      });
 }

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Forward latency of the CPU executor against torch eager, same run.
+
+For each model below (built in torch with fixed seeds, exported with
+fsdp_mlir.export, compiled with `fsdp-opt --fsdp-inference-pipeline` and
+`fsdp-translate --mlir-to-plan`) and each thread count, this times
+
+  - torch:    model.eval() under torch.no_grad(), torch.set_num_threads(T),
+              `--warmup` untimed calls, then `--repeat` timed calls;
+  - fsdp-run: the same inputs (.npy), `--threads T --warmup W --repeat R`,
+              its own per-run timings (weights loaded once, outside the
+              timing, as torch's are);
+
+and prints the median of each, their ratio (fsdp-run / torch: below 1 is
+faster than torch) and the largest difference between the two outputs,
+which must stay within fp32 round-off. Medians, not means: the machines
+are shared.
+
+    /usr/bin/python3 bench/cpu_forward/run.py [--build build] [--threads 1 2]
+        [--repeat 10] [--only gpt2-small resnet18 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "test" / "corpus"))
+sys.path.insert(0, str(ROOT / "python-frontend"))
+
+
+def gpt2_small():
+    import models
+    import torch
+
+    torch.manual_seed(0)
+    model = models.GPT2(vocab=1024, d=256, n_layer=4, n_head=8, max_len=128)
+    ids = torch.randint(0, 1024, (4, 128))
+    return model, (ids,), ["input_ids"], "GPT-2 block x4, d=256, batch 4 x 128 tokens"
+
+
+def llama_small():
+    import models
+    import torch
+
+    torch.manual_seed(0)
+    model = models.Llama(vocab=1024, d=256, n_layer=4, n_head=8, hidden=688, max_len=128)
+    ids = torch.randint(0, 1024, (4, 128))
+    return model, (ids,), ["input_ids"], "LLaMA block x4, d=256, batch 4 x 128 tokens"
+
+
+def bert_small():
+    import models
+    import torch
+
+    torch.manual_seed(0)
+    model = models.Bert(vocab=1024, d=256, n_layer=4, n_head=8, inner=1024, max_len=128)
+    ids = torch.randint(0, 1024, (4, 128))
+    types = torch.randint(0, 2, (4, 128))
+    return (model, (ids, types), ["input_ids", "token_type_ids"],
+            "BERT encoder x4, d=256, batch 4 x 128 tokens")
+
+
+def resnet18():
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None)
+    x = torch.randn(2, 3, 224, 224)
+    return model, (x,), ["pixels"], "torchvision resnet18, batch 2 x 3 x 224 x 224"
+
+
+def vit_b16():
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.vit_b_16(weights=None)
+    x = torch.randn(1, 3, 224, 224)
+    return model, (x,), ["pixels"], "torchvision vit_b_16 (86M), batch 1 x 3 x 224 x 224"
+
+
+MODELS = {
+    "gpt2-small": gpt2_small,
+    "llama-small": llama_small,
+    "bert-small": bert_small,
+    "resnet18": resnet18,
+    "vit-b16": vit_b16,
+}
+
+
+def run(cmd: list[str]) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"command failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+    return proc.stdout
+
+
+def time_torch(model, inputs, threads: int, warmup: int, repeat: int):
+    import torch
+
+    torch.set_num_threads(threads)
+    model.eval()
+    with torch.no_grad():
+        for _ in range(warmup):
+            out = model(*inputs)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            out = model(*inputs)
+            times.append(time.perf_counter() - start)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    return times, out.numpy()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", type=Path, default=ROOT / "build")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--only", nargs="+", choices=list(MODELS), metavar="MODEL")
+    ap.add_argument("--work-dir", type=Path)
+    args = ap.parse_args(argv)
+
+    import fsdp_mlir
+    import torch
+
+    bindir = args.build.resolve() / "bin"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work_dir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for name in args.only or list(MODELS):
+            model, inputs, names, what = MODELS[name]()
+            onnx_path = work / f"{name}.onnx"
+            fsdp_mlir.export(model, inputs, onnx_path, input_names=names,
+                             external_data=name == "vit-b16")
+            batch = inputs[0].shape[0]
+            mlir, plan = work / f"{name}.mlir", work / f"{name}.plan"
+            start = time.perf_counter()
+            run([str(bindir / "fsdp-opt"), str(onnx_path), f"--batch-size={batch}",
+                 "--fsdp-inference-pipeline", "-o", str(mlir)])
+            run([str(bindir / "fsdp-translate"), "--mlir-to-plan", str(mlir), "-o", str(plan)])
+            compile_s = time.perf_counter() - start
+            feeds = []
+            for n, x in zip(names, inputs):
+                np.save(work / f"{name}.{n}.npy", x.numpy())
+                feeds += ["--input", f"{n}={work / f'{name}.{n}.npy'}"]
+            for threads in args.threads:
+                t_torch, want = time_torch(model, inputs, threads, args.warmup, args.repeat)
+                out = work / f"{name}.out"
+                report = json.loads(run(
+                    [str(bindir / "fsdp-run"), str(plan), *feeds, "--threads", str(threads),
+                     "--warmup", str(args.warmup), "--repeat", str(args.repeat),
+                     "--output-dir", str(out), "--json"]))
+                got = np.load(out / f"{report['outputs'][0]['name']}.npy")
+                diff = float(np.max(np.abs(got.astype(np.float64) - want)))
+                ours = statistics.median(report["run_seconds"]) * 1e3
+                theirs = statistics.median(t_torch) * 1e3
+                rows.append((name, threads, theirs, ours, ours / theirs, diff,
+                             report["memory"]["activation_bytes"], compile_s))
+                print(f"{name:12s} T={threads}  torch {theirs:9.2f} ms  fsdp-run "
+                      f"{ours:9.2f} ms  ratio {ours / theirs:5.2f}  max|diff| {diff:.2e}",
+                      flush=True)
+            print(f"  ({what}; compile {compile_s:.1f} s)", flush=True)
+
+    print()
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; medians of {args.repeat} runs "
+          f"after {args.warmup} warm-up runs")
+    print("| model | threads | torch eager (ms) | fsdp-run (ms) | fsdp-run / torch "
+          "| max abs diff | activation arena (MiB) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, threads, theirs, ours, ratio, diff, arena, _ in rows:
+        print(f"| {name} | {threads} | {theirs:.2f} | {ours:.2f} | {ratio:.2f} | "
+              f"{diff:.1e} | {arena / 2**20:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

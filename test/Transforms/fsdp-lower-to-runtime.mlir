@@ -1,0 +1,93 @@
+// RUN: fsdp-opt %s --split-input-file --fsdp-lower-to-runtime | FileCheck %s
+
+// Weights stay state reads; a transposed weight is a transpose kernel;
+// reshapes are views; axes become non-negative; Slice bounds become one
+// start and step per dimension; the constants only kernels' shape operands
+// read are gone.
+// CHECK-LABEL: func.func @forward
+// CHECK:      %[[W:.*]] = fsdp.get_param @w
+// CHECK-NEXT: %[[T:.*]] = fsdp.kernel "transpose"(%[[W]]) params {perm = array<i64: 1, 0>}
+// CHECK-NEXT: %[[M:.*]] = fsdp.kernel "matmul"(%arg0, %[[T]]) params {trans_b = 0 : i64}
+// CHECK-NEXT: %[[S:.*]] = fsdp.kernel "softmax"(%[[M]]) params {axis = 2 : i64}
+// CHECK-NEXT: %[[V:.*]] = fsdp.view %[[S]] : tensor<2x3x4xf32> to tensor<6x4xf32>
+// CHECK-NEXT: %[[SL:.*]] = fsdp.kernel "slice"(%[[M]]) params {starts = array<i64: 0, 0, 1>, steps = array<i64: 1, 1, 1>}
+// CHECK-NEXT: %[[C:.*]] = fsdp.kernel "concat"(%[[SL]], %[[SL]]) params {axis = 2 : i64}
+// CHECK-NEXT: %[[A:.*]] = fsdp.kernel "add"(%[[C]], %[[S]]) :
+// CHECK-NEXT: return %[[A]], %[[V]]
+// CHECK-NOT:  onnx.
+module {
+  fsdp.param @w : tensor<4x8xf32> at <"m.onnx", offset = 0, length = 128>
+  func.func @forward(%x: tensor<2x3x8xf32>) -> (tensor<2x3x4xf32>, tensor<6x4xf32>) {
+    %w = fsdp.get_param @w : tensor<4x8xf32>
+    %t = onnx.Transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    %m = onnx.MatMul %x, %t : (tensor<2x3x8xf32>, tensor<8x4xf32>) -> tensor<2x3x4xf32>
+    %s = onnx.Softmax %m {axis = -1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+    %shape = onnx.Constant dense<[6, 4]> : tensor<2xi64>
+    %r = onnx.Reshape %s, %shape : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<6x4xf32>
+    %st = onnx.Constant dense<1> : tensor<1xi64>
+    %en = onnx.Constant dense<3> : tensor<1xi64>
+    %ax = onnx.Constant dense<-1> : tensor<1xi64>
+    %sl = onnx.Slice %m, %st, %en, %ax, %st : (tensor<2x3x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x3x2xf32>
+    %c = onnx.Concat %sl, %sl {axis = -1 : i64} : (tensor<2x3x2xf32>, tensor<2x3x2xf32>) -> tensor<2x3x4xf32>
+    %a = onnx.Add %c, %s : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+    return %a, %r : tensor<2x3x4xf32>, tensor<6x4xf32>
+  }
+}
+
+// -----
+
+// Defaults made explicit: Conv and pool windows, Gemm's alpha/beta, absent
+// optional operands dropped from the end, LayerNorm's unused statistics,
+// negative Slice starts counted from the end and clamped.
+// CHECK-LABEL: func.func @defaults
+// CHECK: fsdp.kernel "conv"(%arg0, %{{.*}}) params {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+// CHECK: fsdp.kernel "max_pool"(%{{.*}}) params {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}
+// CHECK: fsdp.kernel "global_average_pool"
+// CHECK: fsdp.kernel "gemm"(%{{.*}}, %{{.*}}) params {alpha = 1.000000e+00 : f32, beta = 1.000000e+00 : f32, trans_a = 0 : i64, trans_b = 1 : i64}
+// CHECK: fsdp.kernel "layer_norm"(%{{.*}}, %{{.*}}) params {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+// CHECK: fsdp.kernel "slice"(%{{.*}}) params {starts = array<i64: 0, 3>, steps = array<i64: 1, -1>}
+// CHECK: fsdp.kernel "reduce_mean"(%{{.*}}) params {axes = array<i64: 1>, keepdims = 1 : i64}
+// CHECK: fsdp.kernel "batch_norm"
+// CHECK: fsdp.kernel "softmax_cross_entropy"(%{{.*}}, %arg1) params {ignore_index = -100 : i64, reduction = "mean"}
+module {
+  fsdp.param @cw : tensor<4x3x3x3xf32> at <"m.onnx", offset = 0, length = 432>
+  fsdp.param @fw : tensor<4x4xf32> at <"m.onnx", offset = 432, length = 64>
+  fsdp.param @g : tensor<4xf32> at <"m.onnx", offset = 496, length = 16>
+  func.func @defaults(%x: tensor<2x3x8x8xf32>, %labels: tensor<2xi64>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x4x4x4xf32>, tensor<f32>) {
+    %none = onnx.NoValue
+    %cw = fsdp.get_param @cw : tensor<4x3x3x3xf32>
+    %c = onnx.Conv %x, %cw, %none {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, none) -> tensor<2x4x4x4xf32>
+    %p, %i = onnx.MaxPool %c {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>) -> (tensor<2x4x2x2xf32>, none)
+    %gp = onnx.GlobalAveragePool %p : (tensor<2x4x2x2xf32>) -> tensor<2x4x1x1xf32>
+    %fl = onnx.Flatten %gp : (tensor<2x4x1x1xf32>) -> tensor<2x4xf32>
+    %fw = fsdp.get_param @fw : tensor<4x4xf32>
+    %y = onnx.Gemm %fl, %fw, %none {transB = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>, none) -> tensor<2x4xf32>
+    %g = fsdp.get_param @g : tensor<4xf32>
+    %n, %mean, %inv = onnx.LayerNormalization %y, %g, %none : (tensor<2x4xf32>, tensor<4xf32>, none) -> (tensor<2x4xf32>, none, none)
+    %st = onnx.Constant dense<-1> : tensor<1xi64>
+    %en = onnx.Constant dense<-100> : tensor<1xi64>
+    %ax = onnx.Constant dense<1> : tensor<1xi64>
+    %step = onnx.Constant dense<-1> : tensor<1xi64>
+    %rev = onnx.Slice %n, %st, %en, %ax, %step : (tensor<2x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x4xf32>
+    %rm = onnx.ReduceMean %rev {axes = array<i64: -1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+    %bn, %rmean, %rvar = onnx.BatchNormalization %c, %g, %g, %g, %g : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x4xf32>, none, none)
+    %loss, %lp = onnx.SoftmaxCrossEntropyLoss %y, %labels, %none {ignore_index = -100 : i64} : (tensor<2x4xf32>, tensor<2xi64>, none) -> (tensor<f32>, none)
+    return %rev, %rm, %bn, %loss : tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x4x4x4xf32>, tensor<f32>
+  }
+}
+
+// -----
+
+// The fused ops keep their parameters under the runtime's names.
+// CHECK-LABEL: func.func @fused
+// CHECK: fsdp.kernel "linear"(%arg0, %arg1, %arg2) params {activation = "gelu_tanh", trans_w = 1 : i64}
+// CHECK: fsdp.kernel "rms_norm"(%{{.*}}) params {epsilon = 9.99999997E-7 : f32}
+// CHECK: fsdp.kernel "gelu"(%{{.*}}) params {approximate = "none"}
+// CHECK: fsdp.kernel "attention"(%arg3, %arg4, %arg3, %arg5) params {fill_value = 0xFF800000 : f32, mask_kind = "fill", scale = 5.000000e-01 : f32}
+func.func @fused(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>, %q: tensor<2x3x4xf32>, %kt: tensor<2x4x3xf32>, %mask: tensor<1x3x3xi1>) -> (tensor<2x8xf32>, tensor<2x3x4xf32>) {
+  %y = fsdp.linear %x, %w, %b {activation = "gelu_tanh", transpose_weight} : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %n = fsdp.rms_norm %y {epsilon = 1.0e-06 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = fsdp.gelu %n : tensor<2x8xf32>
+  %a = fsdp.attention %q, %kt, %q, %mask {scale = 0.5 : f32, mask_kind = "fill", fill_value = 0xFF800000 : f32} : (tensor<2x3x4xf32>, tensor<2x4x3xf32>, tensor<2x3x4xf32>, tensor<1x3x3xi1>) -> tensor<2x3x4xf32>
+  return %g, %a : tensor<2x8xf32>, tensor<2x3x4xf32>
+}
