@@ -39,7 +39,7 @@ void fsdp::registerAllPasses() {
       "fsdp-translate --mlir-to-plan writes the plan)",
       [](mlir::OpPassManager &pm) {
         pm.addPass(mlir::fsdp::createInference());
-        pm.addNestedPass<mlir::func::FuncOp>(mlir::fsdp::createFuse());
+        pm.addPass(mlir::fsdp::createFuse());
         pm.addPass(mlir::fsdp::createLowerToRuntime());
         pm.addPass(mlir::fsdp::createPlanMemory());
       });

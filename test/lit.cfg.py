@@ -29,5 +29,7 @@ llvm_config.use_default_substitutions()
 # older LLVM that may be first on PATH.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    [ToolSubst("fsdp-opt", unresolved="fatal")], [config.fsdp_tools_dir]
+    [ToolSubst(tool, unresolved="fatal")
+     for tool in ("fsdp-opt", "fsdp-translate", "fsdp-run")],
+    [config.fsdp_tools_dir],
 )

@@ -1,8 +1,7 @@
 //===- plan.cpp - Loading and verifying plans -----------------------------===//
 
+#include "plan_internal.h"
 #include "status.h"
-
-#include "fsdprt/plan_generated.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -11,11 +10,6 @@
 
 using fsdprt::guarded;
 using fsdprt::makeStatus;
-
-struct fsdprt_plan_s {
-  std::vector<uint8_t> bytes;
-  const fsdprt::plan::Plan *root = nullptr;
-};
 
 namespace {
 

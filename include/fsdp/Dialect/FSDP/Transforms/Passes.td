@@ -269,7 +269,7 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
 
-def Fuse : Pass<"fsdp-fuse", "func::FuncOp"> {
+def Fuse : Pass<"fsdp-fuse", "ModuleOp"> {
   let summary = "Recognise decomposed activations, norms, attention and epilogues";
   let description = [{
     torch exports GELU, LayerNorm, RMSNorm, SiLU and attention as chains of

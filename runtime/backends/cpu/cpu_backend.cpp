@@ -1,0 +1,200 @@
+//===- cpu_backend.cpp - The CPU backend ----------------------------------===//
+
+#include "kernels.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <sstream>
+
+namespace fsdprt {
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+const plan::Attr *Attrs::find(const char *name) const {
+  if (!kernel.attrs())
+    return nullptr;
+  for (const plan::Attr *attr : *kernel.attrs())
+    if (attr->name()->str() == name)
+      return attr;
+  return nullptr;
+}
+
+int64_t Attrs::getInt(const char *name, int64_t fallback) const {
+  const plan::Attr *attr = find(name);
+  if (!attr)
+    return fallback;
+  if (const plan::IntAttr *value = attr->value_as_IntAttr())
+    return value->value();
+  throw KernelError(std::string("attribute '") + name + "' is not an int");
+}
+
+double Attrs::getFloat(const char *name, double fallback) const {
+  const plan::Attr *attr = find(name);
+  if (!attr)
+    return fallback;
+  if (const plan::FloatAttr *value = attr->value_as_FloatAttr())
+    return value->value();
+  throw KernelError(std::string("attribute '") + name + "' is not a float");
+}
+
+std::string Attrs::getString(const char *name,
+                             const std::string &fallback) const {
+  const plan::Attr *attr = find(name);
+  if (!attr)
+    return fallback;
+  if (const plan::StringAttr *value = attr->value_as_StringAttr())
+    return value->value() ? value->value()->str() : "";
+  throw KernelError(std::string("attribute '") + name + "' is not a string");
+}
+
+std::vector<int64_t> Attrs::getInts(const char *name,
+                                    std::vector<int64_t> fallback) const {
+  const plan::Attr *attr = find(name);
+  if (!attr)
+    return fallback;
+  if (const plan::IntsAttr *value = attr->value_as_IntsAttr())
+    return value->values() ? std::vector<int64_t>(value->values()->begin(),
+                                                  value->values()->end())
+                           : std::vector<int64_t>();
+  throw KernelError(std::string("attribute '") + name +
+                    "' is not a list of ints");
+}
+
+namespace cpu {
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+void requireArity(const KernelArgs &args, size_t minIn, size_t maxIn,
+                  size_t out) {
+  require(args.in.size() >= minIn && args.in.size() <= maxIn,
+          "takes " + std::to_string(minIn) +
+              (maxIn != minIn ? " to " + std::to_string(maxIn) : "") +
+              " inputs, not " + std::to_string(args.in.size()));
+  require(args.out.size() == out, "has " + std::to_string(args.out.size()) +
+                                      " outputs, expected " +
+                                      std::to_string(out));
+}
+
+void requireDtype(const Tensor &t, fsdprt_dtype_t dtype, const char *what) {
+  require(t.dtype == dtype, std::string(what) + " must be " +
+                                fsdprt_dtype_name(dtype) + ", not " +
+                                fsdprt_dtype_name(t.dtype));
+}
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end && i < shape.size(); ++i)
+    n *= shape[i];
+  return n;
+}
+
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
+                                      const std::vector<int64_t> &target,
+                                      const char *what) {
+  require(shape.size() <= target.size(),
+          std::string(what) + " " + shapeString(shape) +
+              " does not broadcast to " + shapeString(target));
+  std::vector<int64_t> own = stridesOf(shape);
+  std::vector<int64_t> strides(target.size(), 0);
+  size_t offset = target.size() - shape.size();
+  for (size_t i = 0; i < shape.size(); ++i) {
+    require(shape[i] == target[offset + i] || shape[i] == 1,
+            std::string(what) + " " + shapeString(shape) +
+                " does not broadcast to " + shapeString(target));
+    strides[offset + i] = shape[i] == 1 ? 0 : own[i];
+  }
+  return strides;
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Streams: in order, on the calling thread
+//===----------------------------------------------------------------------===//
+
+class CpuEvent : public Event {
+public:
+  bool done() const override { return true; }
+};
+
+class CpuStream : public Stream {
+public:
+  std::string launch(const KernelFn &kernel) override { return kernel(); }
+  std::unique_ptr<Event> record() override {
+    return std::make_unique<CpuEvent>();
+  }
+  void wait(const Event &) override {}
+  std::string synchronize() override { return ""; }
+};
+
+class CpuBackend : public Backend {
+public:
+  CpuBackend() {
+    registerElementwise(registry);
+    registerLinalg(registry);
+    registerNN(registry);
+    registerData(registry);
+  }
+
+  const char *name() const override { return "cpu"; }
+
+  void *allocateArena(uint64_t bytes, uint64_t alignment) override {
+    uint64_t size = (std::max<uint64_t>(bytes, 1) + alignment - 1) /
+                    alignment * alignment;
+    return std::aligned_alloc(alignment, size);
+  }
+
+  void freeArena(void *arena) override { std::free(arena); }
+
+  KernelFn prepare(const std::string &op, KernelArgs &args) override {
+    auto it = registry.find(op);
+    if (it == registry.end())
+      throw KernelError("is not a kernel of the CPU backend");
+    return it->second(args);
+  }
+
+  std::unique_ptr<Stream> createStream() override {
+    return std::make_unique<CpuStream>();
+  }
+
+  void setThreads(int threads) override {
+    if (threads <= 0)
+      threads = omp_get_num_procs();
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+  }
+
+private:
+  Registry registry;
+};
+
+} // namespace
+} // namespace cpu
+
+std::unique_ptr<Backend> createCpuBackend() {
+  return std::make_unique<cpu::CpuBackend>();
+}
+
+} // namespace fsdprt

@@ -1,0 +1,204 @@
+//===- data.cpp - Data movement CPU kernels (any dtype) -------------------===//
+
+#include "kernels.h"
+
+#include <cstring>
+
+namespace fsdprt::cpu {
+namespace {
+
+void requireSameDtype(const KernelArgs &args) {
+  for (const Tensor &t : args.in)
+    require(t.dtype == args.out[0].dtype,
+            "inputs and outputs must have one dtype");
+  for (const Tensor &t : args.out)
+    require(t.dtype == args.out[0].dtype, "outputs must have one dtype");
+}
+
+/// Copies y[i...] = x[offset + sum(i_d * strides_d)] elementwise, the
+/// strided read shared by transpose, slice and expand.
+KernelFn gatherStrided(Tensor x, Tensor y, std::vector<int64_t> strides,
+                       int64_t offset) {
+  size_t size = fsdprt_dtype_size(y.dtype);
+  int64_t inner = y.shape.empty() ? 1 : y.shape.back();
+  int64_t rows = inner ? y.numel / inner : 0;
+  int64_t step = y.shape.empty() ? 0 : strides.back();
+  auto shared = std::make_shared<std::vector<int64_t>>(std::move(strides));
+  return [=]() {
+    const std::vector<int64_t> &st = *shared;
+    parallelFor(rows, inner, [&](int64_t row) {
+      int64_t rest = row, src = offset;
+      for (int64_t d = static_cast<int64_t>(y.shape.size()) - 2; d >= 0; --d) {
+        src += (rest % y.shape[d]) * st[d];
+        rest /= y.shape[d];
+      }
+      const char *px = x.as<char>();
+      char *py = y.as<char>() + row * inner * size;
+      if (step == 1)
+        std::memcpy(py, px + src * size, inner * size);
+      else
+        for (int64_t j = 0; j < inner; ++j)
+          std::memcpy(py + j * size, px + (src + j * step) * size, size);
+    });
+    return std::string();
+  };
+}
+
+KernelFn transpose(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireSameDtype(args);
+  const Tensor &x = args.in[0], &y = args.out[0];
+  std::vector<int64_t> perm = args.attrs.getInts("perm", {});
+  require(perm.size() == x.shape.size() && y.shape.size() == x.shape.size(),
+          "perm must name every dimension");
+  std::vector<int64_t> own = stridesOf(x.shape), strides(perm.size());
+  std::vector<bool> seen(perm.size(), false);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    require(perm[d] >= 0 && perm[d] < static_cast<int64_t>(perm.size()) &&
+                !seen[perm[d]],
+            "perm is not a permutation");
+    seen[perm[d]] = true;
+    require(y.shape[d] == x.shape[perm[d]],
+            "output " + shapeString(y.shape) + " is not the permuted input");
+    strides[d] = own[perm[d]];
+  }
+  return gatherStrided(x, y, strides, 0);
+}
+
+KernelFn slice(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireSameDtype(args);
+  const Tensor &x = args.in[0], &y = args.out[0];
+  size_t rank = x.shape.size();
+  std::vector<int64_t> starts = args.attrs.getInts("starts", {});
+  std::vector<int64_t> steps = args.attrs.getInts("steps", {});
+  require(starts.size() == rank && steps.size() == rank && y.shape.size() == rank,
+          "starts and steps need one entry per dimension");
+  std::vector<int64_t> own = stridesOf(x.shape), strides(rank);
+  int64_t offset = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t last = starts[d] + (y.shape[d] - 1) * steps[d];
+    require(y.shape[d] == 0 || (starts[d] >= 0 && starts[d] < x.shape[d] &&
+                                last >= 0 && last < x.shape[d]),
+            "dimension " + std::to_string(d) + " reads outside the input");
+    offset += starts[d] * own[d];
+    strides[d] = steps[d] * own[d];
+  }
+  return gatherStrided(x, y, strides, offset);
+}
+
+KernelFn expand(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireSameDtype(args);
+  return gatherStrided(args.in[0], args.out[0],
+                       broadcastStrides(args.in[0].shape, args.out[0].shape,
+                                        "the input"),
+                       0);
+}
+
+KernelFn copy(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireSameDtype(args);
+  Tensor x = args.in[0], y = args.out[0];
+  require(x.numel == y.numel, "input and output differ in size");
+  return [=]() {
+    std::memmove(y.data, x.data, y.bytes());
+    return std::string();
+  };
+}
+
+/// Concat (pieces = inputs) and split (pieces = outputs) along `axis`.
+KernelFn pieces(KernelArgs &args, bool concat) {
+  require(concat ? args.out.size() == 1 && !args.in.empty()
+                 : args.in.size() == 1 && !args.out.empty(),
+          concat ? "takes inputs and one output" : "takes one input");
+  requireSameDtype(args);
+  Tensor whole = concat ? args.out[0] : args.in[0];
+  std::vector<Tensor> parts = concat ? args.in : args.out;
+  int64_t axis = args.attrs.getInt("axis", 0);
+  size_t rank = whole.shape.size();
+  require(axis >= 0 && axis < static_cast<int64_t>(rank), "axis out of range");
+  int64_t total = 0;
+  for (const Tensor &p : parts) {
+    require(p.shape.size() == rank, "pieces must have the whole's rank");
+    for (size_t d = 0; d < rank; ++d)
+      require(d == static_cast<size_t>(axis) || p.shape[d] == whole.shape[d],
+              "piece " + shapeString(p.shape) + " does not fit " +
+                  shapeString(whole.shape));
+    total += p.shape[axis];
+  }
+  require(total == whole.shape[axis], "pieces do not add up along the axis");
+  size_t size = fsdprt_dtype_size(whole.dtype);
+  int64_t outer = product(whole.shape, 0, axis);
+  int64_t inner = product(whole.shape, axis + 1, rank) * size;
+  return [=]() {
+    int64_t at = 0;
+    for (const Tensor &p : parts) {
+      int64_t chunk = p.shape[axis] * inner;
+      for (int64_t o = 0; o < outer; ++o) {
+        char *w = whole.as<char>() + o * whole.shape[axis] * inner + at;
+        char *q = p.as<char>() + o * chunk;
+        if (concat)
+          std::memcpy(w, q, chunk);
+        else
+          std::memcpy(q, w, chunk);
+      }
+      at += chunk;
+    }
+    return std::string();
+  };
+}
+
+KernelFn gather(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
+  require(data.dtype == y.dtype, "data and output must have one dtype");
+  require(indices.dtype == FSDPRT_I64 || indices.dtype == FSDPRT_I32,
+          "indices must be int64 or int32");
+  int64_t axis = args.attrs.getInt("axis", 0);
+  size_t rank = data.shape.size();
+  require(axis >= 0 && axis < static_cast<int64_t>(rank), "axis out of range");
+  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), data.shape.begin() + axis + 1,
+                  data.shape.end());
+  require(expected == y.shape, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
+  size_t size = fsdprt_dtype_size(data.dtype);
+  int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis];
+  int64_t inner = product(data.shape, axis + 1, rank) * size;
+  return [=]() -> std::string {
+    for (int64_t i = 0; i < indices.numel; ++i) {
+      int64_t index = indices.dtype == FSDPRT_I64 ? indices.as<int64_t>()[i]
+                                                  : indices.as<int32_t>()[i];
+      if (index < -dim || index >= dim)
+        return "index " + std::to_string(index) +
+               " is out of range for a dimension of size " +
+               std::to_string(dim);
+    }
+    parallelFor(outer * indices.numel, inner, [&](int64_t r) {
+      int64_t o = r / indices.numel, i = r % indices.numel;
+      int64_t index = indices.dtype == FSDPRT_I64 ? indices.as<int64_t>()[i]
+                                                  : indices.as<int32_t>()[i];
+      if (index < 0)
+        index += dim;
+      std::memcpy(y.as<char>() + r * inner,
+                  data.as<char>() + (o * dim + index) * inner, inner);
+    });
+    return "";
+  };
+}
+
+} // namespace
+
+void registerData(Registry &r) {
+  r["transpose"] = transpose;
+  r["slice"] = slice;
+  r["expand"] = expand;
+  r["copy"] = copy;
+  r["concat"] = [](KernelArgs &a) { return pieces(a, true); };
+  r["split"] = [](KernelArgs &a) { return pieces(a, false); };
+  r["gather"] = gather;
+}
+
+} // namespace fsdprt::cpu

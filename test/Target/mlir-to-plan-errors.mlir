@@ -1,0 +1,49 @@
+// RUN: not fsdp-translate --mlir-to-plan %s --split-input-file -o /dev/null 2>&1 | FileCheck %s
+
+// CHECK: error: mlir-to-plan: @forward has no memory plan; run --fsdp-plan-memory first
+func.func @forward(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = fsdp.kernel "relu"(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: error: 'onnx.Relu' op has no runtime kernel; run --fsdp-lower-to-runtime before --mlir-to-plan
+func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32> attributes {fsdp.activation_bytes = 64 : i64} {
+  %0 = onnx.Relu %arg0 : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: error: 'fsdp.param' op 'w' has no data reference; the plan cannot load its initial value
+module {
+  fsdp.param @w : tensor<4xf32>
+  func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32> attributes {fsdp.activation_bytes = 64 : i64} {
+    return %arg0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+// CHECK: error: 'fsdp.param' op @w: data reference holds 8 bytes but 'tensor<4xf32>' needs 16
+module {
+  fsdp.param @w : tensor<4xf32> at <"m.onnx", offset = 0, length = 8>
+  func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32> attributes {fsdp.activation_bytes = 64 : i64} {
+    return %arg0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+// CHECK: error: 'fsdp.kernel' op has no activation offsets; run --fsdp-plan-memory first
+func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32> attributes {fsdp.activation_bytes = 64 : i64} {
+  %0 = fsdp.kernel "relu"(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: error: mlir-to-plan: the module has no @forward function
+func.func @a() { return }
+func.func @b() { return }
