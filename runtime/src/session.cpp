@@ -5,6 +5,8 @@
 #include "status.h"
 
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -323,10 +325,19 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
                      "fsdprt_session_load_weights first");
     s->backend->setThreads(s->threads);
     const auto *kernels = s->plan->root->kernels();
+    // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
+    static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
     for (size_t i = 0; i < s->kernels.size(); ++i) {
+      auto start = std::chrono::steady_clock::now();
       std::string error = s->stream->launch(s->kernels[i]);
       if (!error.empty())
         return invalid(describeKernel(kernels->Get(i), i) + ": " + error);
+      if (profile)
+        std::fprintf(stderr, "fsdprt: %s: %.3f ms\n",
+                     describeKernel(kernels->Get(i), i).c_str(),
+                     std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - start)
+                         .count());
     }
     std::string error = s->stream->synchronize();
     if (!error.empty())

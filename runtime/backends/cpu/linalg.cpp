@@ -18,10 +18,6 @@
 namespace fsdprt::cpu {
 namespace {
 
-/// Below this many multiply-adds per GEMM, independent GEMMs run in
-/// parallel (OpenBLAS would not thread them itself).
-constexpr int64_t kSmallGemm = 1 << 18;
-
 void requireF32(const KernelArgs &args) {
   for (const Tensor &t : args.in)
     requireDtype(t, FSDPRT_F32, "every input");
@@ -78,22 +74,19 @@ KernelFn matmul(KernelArgs &args) {
       batchOffsets(as, 2, batch, m * k, "a's batch"));
   auto bOff = std::make_shared<std::vector<int64_t>>(
       batchOffsets(bs, 2, batch, k * n, "b's batch"));
+  // A shared right operand and a contiguous left one make one GEMM with
+  // the batch folded into the rows.
+  int64_t count = aOff->size();
+  bool fold = count > 1;
+  for (int64_t i = 0; i < count && fold; ++i)
+    fold = (*bOff)[i] == (*bOff)[0] && (*aOff)[i] == i * m * k;
+  int64_t rows = fold ? count * m : m, gemms = fold ? 1 : count;
   return [=]() {
-    int64_t count = aOff->size();
-    auto one = [&](int64_t i) {
+    for (int64_t i = 0; i < gemms; ++i)
       cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                  transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                  transB ? CblasTrans : CblasNoTrans, rows, n, k, 1.0f,
                   a.as<float>() + (*aOff)[i], k, b.as<float>() + (*bOff)[i],
-                  transB ? k : n, 0.0f, y.as<float>() + i * m * n, n);
-    };
-    if (count > 1 && m * n * k < kSmallGemm) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < count; ++i)
-        one(i);
-    } else {
-      for (int64_t i = 0; i < count; ++i)
-        one(i);
-    }
+                  transB ? k : n, 0.0f, y.as<float>() + i * rows * n, n);
     return std::string();
   };
 }
@@ -271,19 +264,11 @@ KernelFn attention(KernelArgs &args) {
                   sc, s, v.as<float>() + b * s * dv, dv, 0.0f,
                   y.as<float>() + b * l * dv, dv);
     };
-    if (count > 1 && l * s * d < kSmallGemm) {
-#pragma omp parallel
-      {
-        std::vector<float> scores(l * s);
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < count; ++b)
-          one(b, scores);
-      }
-    } else {
-      std::vector<float> scores(l * s);
-      for (int64_t b = 0; b < count; ++b)
-        one(b, scores);
-    }
+    // One head at a time: OpenBLAS threads each GEMM itself, and calling
+    // it from several OpenMP threads at once serialises on its locks.
+    std::vector<float> scores(l * s);
+    for (int64_t b = 0; b < count; ++b)
+      one(b, scores);
     return std::string();
   };
 }
