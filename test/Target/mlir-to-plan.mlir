@@ -1,6 +1,7 @@
-// RUN: fsdp-translate --mlir-to-plan %s -o %t.plan
-// RUN: flatc --json --strict-json --raw-binary -o %t.dir %fsdp_src_root/runtime/schema/plan.fbs -- %t.plan
-// RUN: FileCheck %s < %t.dir/%basename_t.json
+// RUN: rm -rf %t.dir && mkdir -p %t.dir
+// RUN: fsdp-translate --mlir-to-plan %s -o %t.dir/model.plan
+// RUN: flatc --json --strict-json --raw-binary -o %t.dir %fsdp_src_root/runtime/schema/plan.fbs -- %t.dir/model.plan
+// RUN: FileCheck %s < %t.dir/model.json
 
 // Three arenas; buffers for the inputs (activations, at their planned
 // offsets), every parameter (weights, 64-byte aligned, in declaration order),

@@ -20,7 +20,8 @@
 // CHECK: "add"{{.*}}{fsdp.offsets = array<i64: 448>}
 // REPORT: fsdp-plan-memory: @forward: 8 activations, 800 bytes without reuse, peak 640 bytes (0.80x)
 // ALIGN-LABEL: func.func @forward
-// ALIGN-SAME: fsdp.activation_bytes = 1024 : i64
+// ALIGN-SAME: {fsdp.offset = 1024 : i64}
+// ALIGN-SAME: fsdp.activation_bytes = 1280 : i64
 // BAD: error: fsdp-plan-memory: alignment must be a power of two, not 48
 module {
   fsdp.param @w : tensor<4x8xf32> at <"m.onnx", offset = 0, length = 128>

@@ -419,6 +419,15 @@ def build_resnet18():
                    torch.randint(0, 10, (2,), generator=g))
 
 
+def _random_head(vit):
+    """torchvision zero-initialises a ViT's classifier, which would make its
+    logits the bias alone; a random head makes forward checks see the whole
+    network."""
+    with torch.no_grad():
+        vit.heads.head.weight.normal_(std=0.02)
+        vit.heads.head.bias.normal_(std=0.02)
+
+
 def build_vit():
     import torchvision
 
@@ -426,6 +435,7 @@ def build_vit():
     model = torchvision.models.VisionTransformer(
         image_size=32, patch_size=16, num_layers=2, num_heads=2,
         hidden_dim=32, mlp_dim=64, num_classes=10)
+    _random_head(model)
     g = torch.Generator().manual_seed(1)
     return model, (torch.randn(2, 3, 32, 32, generator=g),)
 
@@ -437,6 +447,7 @@ def build_vit_b16():
     # The real ViT-B/16 configuration (86M parameters), random weights: no
     # download. Batch 1 at export; the batch is dynamic.
     model = torchvision.models.vit_b_16(weights=None)
+    _random_head(model)
     g = torch.Generator().manual_seed(1)
     return model, (torch.randn(1, 3, 224, 224, generator=g),)
 
