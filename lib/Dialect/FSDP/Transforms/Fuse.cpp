@@ -1,8 +1,23 @@
 //===- Fuse.cpp - Fused activations, norms, attention and epilogues -------===//
+//
+/// Each pattern matches one chain exactly as torch exports it — every
+/// constant checked, every intermediate used only inside the chain — and
+/// replaces it with the fused op the runtime has a kernel for. The linear
+/// epilogue is built in steps (MatMul -> linear, + bias, + activation) so
+/// that the order in which the greedy driver visits ops does not matter.
+//
+//===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <optional>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FUSE
@@ -10,9 +25,508 @@ namespace mlir::fsdp {
 } // namespace mlir::fsdp
 
 using namespace mlir;
+using namespace mlir::onnxir;
 
 namespace {
-struct FusePass : mlir::fsdp::impl::FuseBase<FusePass> {
-  void runOnOperation() override {}
+
+/// The value of a one-element floating-point constant.
+std::optional<double> scalarOf(Value value) {
+  auto constant = value.getDefiningOp<ConstantOp>();
+  if (!constant)
+    return std::nullopt;
+  auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+  if (!dense || dense.getNumElements() != 1)
+    return std::nullopt;
+  return (*dense.getValues<APFloat>().begin()).convertToDouble();
+}
+
+bool isScalar(Value value, double expected) {
+  std::optional<double> v = scalarOf(value);
+  return v && std::abs(*v - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
+}
+
+/// Of a binary op's operands, the one that is not `known` (or nullptr).
+Value otherOperand(Operation *op, Value known) {
+  if (op->getOperand(0) == known)
+    return op->getOperand(1);
+  if (op->getOperand(1) == known)
+    return op->getOperand(0);
+  return nullptr;
+}
+
+/// For a commutative binary op with a scalar-constant operand equal to
+/// `expected`, the other operand.
+Value operandBesideScalar(Operation *op, double expected) {
+  if (!op || op->getNumOperands() != 2)
+    return nullptr;
+  if (isScalar(op->getOperand(1), expected))
+    return op->getOperand(0);
+  if (isScalar(op->getOperand(0), expected))
+    return op->getOperand(1);
+  return nullptr;
+}
+
+template <typename OpTy> OpTy soleUser(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  return dyn_cast<OpTy>(*value.getUsers().begin());
+}
+
+template <typename OpTy> OpTy defOnce(Value value) {
+  if (!value || !value.hasOneUse())
+    return nullptr;
+  return value.getDefiningOp<OpTy>();
+}
+
+int64_t lastDim(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape().back();
+}
+
+bool isLastAxis(int64_t axis, Value value) {
+  int64_t rank = cast<RankedTensorType>(value.getType()).getRank();
+  return axis == -1 || axis == rank - 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Activations
+//===----------------------------------------------------------------------===//
+
+/// Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5) -> fsdp.gelu.
+struct GeluErf : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root,
+                                PatternRewriter &rewriter) const override {
+    auto product = defOnce<MulOp>(operandBesideScalar(root, 0.5));
+    if (!product)
+      return rewriter.notifyMatchFailure(root, "not x * (...) * 0.5");
+    for (int side = 0; side < 2; ++side) {
+      Value x = product->getOperand(side);
+      auto plus = defOnce<AddOp>(product->getOperand(1 - side));
+      auto erf = plus ? defOnce<ErfOp>(operandBesideScalar(plus, 1.0)) : nullptr;
+      if (!erf)
+        continue;
+      Operation *scaled = erf.getX().hasOneUse() ? erf.getX().getDefiningOp()
+                                                 : nullptr;
+      bool byDiv = isa_and_nonnull<DivOp>(scaled) &&
+                   scaled->getOperand(0) == x &&
+                   isScalar(scaled->getOperand(1), M_SQRT2);
+      bool byMul = isa_and_nonnull<MulOp>(scaled) &&
+                   operandBesideScalar(scaled, M_SQRT1_2) == x;
+      if (!byDiv && !byMul)
+        continue;
+      rewriter.replaceOpWithNewOp<mlir::fsdp::GeluOp>(root, root.getType(), x,
+                                                      "none");
+      return success();
+    }
+    return rewriter.notifyMatchFailure(root, "not GELU's erf form");
+  }
 };
+
+/// 0.5 * x * (1 + tanh(√(2/π) * (x + 0.044715 * x³))) -> fsdp.gelu tanh.
+struct GeluTanh : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root,
+                                PatternRewriter &rewriter) const override {
+    auto product = defOnce<MulOp>(operandBesideScalar(root, 0.5));
+    if (!product)
+      return rewriter.notifyMatchFailure(root, "not 0.5 * (...)");
+    for (int side = 0; side < 2; ++side) {
+      Value x = product->getOperand(side);
+      auto plus = defOnce<AddOp>(product->getOperand(1 - side));
+      auto tanh = plus ? defOnce<TanhOp>(operandBesideScalar(plus, 1.0)) : nullptr;
+      auto scaled = tanh ? defOnce<MulOp>(tanh.getX()) : nullptr;
+      auto inner = scaled ? defOnce<AddOp>(operandBesideScalar(
+                                scaled, 0.7978845608028654))
+                          : nullptr;
+      Value cubeTerm = inner ? otherOperand(inner, x) : nullptr;
+      auto cubeScaled = defOnce<MulOp>(cubeTerm);
+      Value cube = cubeScaled ? operandBesideScalar(cubeScaled, 0.044715) : nullptr;
+      if (!cube || !cube.hasOneUse())
+        continue;
+      bool isCube = false;
+      if (auto pow = cube.getDefiningOp<PowOp>())
+        isCube = pow.getA() == x && isScalar(pow.getB(), 3.0);
+      if (auto mul = cube.getDefiningOp<MulOp>()) {
+        auto square = defOnce<MulOp>(otherOperand(mul, x));
+        isCube = square && square.getA() == x && square.getB() == x;
+      }
+      if (!isCube)
+        continue;
+      rewriter.replaceOpWithNewOp<mlir::fsdp::GeluOp>(root, root.getType(), x,
+                                                      "tanh");
+      return success();
+    }
+    return rewriter.notifyMatchFailure(root, "not GELU's tanh form");
+  }
+};
+
+/// Mul(x, Sigmoid(x)) -> fsdp.silu.
+struct Silu : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      auto sigmoid = defOnce<SigmoidOp>(root->getOperand(side));
+      if (sigmoid && sigmoid.getX() == root->getOperand(1 - side) &&
+          sigmoid.getX().getType() == root.getType()) {
+        rewriter.replaceOpWithNewOp<mlir::fsdp::SiluOp>(root, root.getType(),
+                                                        sigmoid.getX());
+        return success();
+      }
+    }
+    return rewriter.notifyMatchFailure(root, "not x * sigmoid(x)");
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Normalisations
+//===----------------------------------------------------------------------===//
+
+/// The square of `x` as Pow(x, 2) or Mul(x, x).
+bool isSquareOf(Value square, Value x) {
+  if (auto pow = square.getDefiningOp<PowOp>())
+    return pow.getA() == x && isScalar(pow.getB(), 2.0);
+  if (auto mul = square.getDefiningOp<MulOp>())
+    return mul.getA() == x && mul.getB() == x;
+  return false;
+}
+
+/// ReduceMean over exactly the last axis, keeping it.
+bool isMeanOverLast(ReduceMeanOp mean) {
+  auto axes = mean.getAxes();
+  return mean.getKeepdims() == 1 && axes && axes->size() == 1 &&
+         isLastAxis((*axes)[0], mean.getData());
+}
+
+/// x * (1 / sqrt(mean(x²) + eps)) [* scale] -> fsdp.rms_norm.
+struct RMSNorm : OpRewritePattern<MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MulOp root,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      Value x = root->getOperand(side);
+      Value inverse = root->getOperand(1 - side);
+      if (!inverse.hasOneUse() || x.getType() != root.getType())
+        continue;
+      Value root2;
+      if (auto div = inverse.getDefiningOp<DivOp>();
+          div && isScalar(div.getA(), 1.0))
+        root2 = div.getB();
+      else if (auto rec = inverse.getDefiningOp<ReciprocalOp>())
+        root2 = rec.getX();
+      auto sqrt = defOnce<SqrtOp>(root2);
+      auto plus = sqrt ? defOnce<AddOp>(sqrt.getX()) : nullptr;
+      if (!plus)
+        continue;
+      Value meanValue;
+      std::optional<double> eps;
+      for (int k = 0; k < 2 && !eps; ++k)
+        if ((eps = scalarOf(plus->getOperand(k))))
+          meanValue = plus->getOperand(1 - k);
+      auto mean = eps ? defOnce<ReduceMeanOp>(meanValue) : nullptr;
+      if (!mean || !isMeanOverLast(mean) || !mean.getData().hasOneUse() ||
+          !isSquareOf(mean.getData(), x))
+        continue;
+      // A following Mul by a vector of the last dimension is the weight.
+      Operation *replaced = root;
+      Value scale;
+      if (auto next = soleUser<MulOp>(root.getResult())) {
+        Value w = otherOperand(next, root.getResult());
+        auto type = w ? dyn_cast<RankedTensorType>(w.getType()) : nullptr;
+        if (type && type.getRank() == 1 && type.getDimSize(0) == lastDim(x) &&
+            next.getType() == root.getType()) {
+          scale = w;
+          replaced = next;
+        }
+      }
+      rewriter.setInsertionPoint(replaced);
+      auto norm = rewriter.create<mlir::fsdp::RMSNormOp>(
+          replaced->getLoc(), root.getType(), x, scale,
+          rewriter.getF32FloatAttr(*eps));
+      rewriter.replaceOp(replaced, norm.getResult());
+      return success();
+    }
+    return rewriter.notifyMatchFailure(root, "not an RMSNorm chain");
+  }
+};
+
+/// (x - mean(x)) / sqrt(mean((x - mean)²) + eps) [* scale] [+ bias] over
+/// the last axis -> onnx.LayerNormalization.
+struct LayerNorm : OpRewritePattern<DivOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(DivOp root,
+                                PatternRewriter &rewriter) const override {
+    auto centered = root.getA().getDefiningOp<SubOp>();
+    auto sqrt = defOnce<SqrtOp>(root.getB());
+    if (!centered || !sqrt)
+      return rewriter.notifyMatchFailure(root, "not (x - mean) / sqrt(...)");
+    Value x = centered.getA();
+    auto mean = defOnce<ReduceMeanOp>(centered.getB());
+    auto plus = defOnce<AddOp>(sqrt.getX());
+    if (!mean || mean.getData() != x || !isMeanOverLast(mean) || !plus ||
+        x.getType() != root.getType())
+      return rewriter.notifyMatchFailure(root, "no mean over the last axis");
+    Value varValue;
+    std::optional<double> eps;
+    for (int k = 0; k < 2 && !eps; ++k)
+      if ((eps = scalarOf(plus->getOperand(k))))
+        varValue = plus->getOperand(1 - k);
+    auto var = eps ? defOnce<ReduceMeanOp>(varValue) : nullptr;
+    if (!var || !isMeanOverLast(var) || !var.getData().hasOneUse() ||
+        !isSquareOf(var.getData(), centered.getResult()))
+      return rewriter.notifyMatchFailure(root, "no variance over the last axis");
+    Operation *square = var.getData().getDefiningOp();
+    for (Operation *user : centered->getUsers())
+      if (user != root && user != square)
+        return rewriter.notifyMatchFailure(root, "x - mean has other users");
+
+    auto isVector = [&](Value v) {
+      auto type = v ? dyn_cast<RankedTensorType>(v.getType()) : nullptr;
+      return type && type.getRank() == 1 && type.getDimSize(0) == lastDim(x);
+    };
+    Operation *last = root;
+    Value scale, bias;
+    if (auto mul = soleUser<MulOp>(root.getResult());
+        mul && isVector(otherOperand(mul, root.getResult())) &&
+        mul.getType() == root.getType()) {
+      scale = otherOperand(mul, root.getResult());
+      last = mul;
+    }
+    if (auto add = soleUser<AddOp>(last->getResult(0));
+        add && isVector(otherOperand(add, last->getResult(0))) &&
+        add.getType() == root.getType()) {
+      bias = otherOperand(add, last->getResult(0));
+      last = add;
+    }
+    auto type = cast<RankedTensorType>(root.getType());
+    Location loc = last->getLoc();
+    rewriter.setInsertionPoint(last);
+    if (!scale) {
+      auto ones = RankedTensorType::get({lastDim(x)}, type.getElementType());
+      scale = rewriter.create<ConstantOp>(
+          loc, DenseElementsAttr::get(ones, rewriter.getFloatAttr(
+                                                type.getElementType(), 1.0)));
+    }
+    if (!bias)
+      bias = rewriter.create<NoValueOp>(loc);
+    Type none = rewriter.getNoneType();
+    auto norm = rewriter.create<LayerNormalizationOp>(
+        loc, TypeRange{type, none, none}, ValueRange{x, scale, bias},
+        ArrayRef<NamedAttribute>{
+            rewriter.getNamedAttr("axis", rewriter.getI64IntegerAttr(-1)),
+            rewriter.getNamedAttr("epsilon", rewriter.getF32FloatAttr(*eps))});
+    rewriter.replaceOp(last, norm.getY());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// MatMul(Softmax(mask(MatMul(q, kt) * s)), v) -> fsdp.attention.
+struct Attention : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp root,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = defOnce<SoftmaxOp>(root.getA());
+    if (!softmax || !isLastAxis(softmax.getAxis(), softmax.getInput()))
+      return rewriter.notifyMatchFailure(root, "not softmax(...) @ v");
+    Value scores = softmax.getInput();
+    Value mask;
+    StringRef kind = "none";
+    double fill = 0.0;
+    if (auto where = defOnce<WhereOp>(scores)) {
+      std::optional<double> value = scalarOf(where.getX());
+      if (!value)
+        return rewriter.notifyMatchFailure(root, "Where without a fill scalar");
+      mask = where.getCondition();
+      kind = "fill";
+      fill = *value;
+      scores = where.getY();
+    } else if (auto add = defOnce<AddOp>(scores)) {
+      // The side that is a (scaled) q @ kt product is the scores.
+      for (int side = 0; side < 2; ++side) {
+        Operation *def = add->getOperand(side).getDefiningOp();
+        if (isa_and_nonnull<MulOp, DivOp, MatMulOp>(def)) {
+          scores = add->getOperand(side);
+          mask = add->getOperand(1 - side);
+          kind = "add";
+          break;
+        }
+      }
+      if (kind != "add")
+        return rewriter.notifyMatchFailure(root, "Add is not a mask");
+    }
+    double scale = 1.0;
+    if (!scores.hasOneUse())
+      return rewriter.notifyMatchFailure(root, "scores have other users");
+    if (auto mul = scores.getDefiningOp<MulOp>()) {
+      for (int side = 0; side < 2; ++side)
+        if (std::optional<double> s = scalarOf(mul->getOperand(side))) {
+          scale = *s;
+          scores = mul->getOperand(1 - side);
+          break;
+        }
+    } else if (auto div = scores.getDefiningOp<DivOp>()) {
+      std::optional<double> d = scalarOf(div.getB());
+      if (!d || *d == 0.0)
+        return rewriter.notifyMatchFailure(root, "scaling is not a scalar");
+      scale = 1.0 / *d;
+      scores = div.getA();
+    }
+    auto product = defOnce<MatMulOp>(scores);
+    if (!product)
+      return rewriter.notifyMatchFailure(root, "no q @ k_t product");
+    Value q = product.getA(), kt = product.getB(), v = root.getB();
+    auto qt = cast<RankedTensorType>(q.getType());
+    auto ktt = cast<RankedTensorType>(kt.getType());
+    auto vt = cast<RankedTensorType>(v.getType());
+    int64_t rank = qt.getRank();
+    if (rank < 2 || ktt.getRank() != rank || vt.getRank() != rank ||
+        qt.getShape().drop_back(2) != ktt.getShape().drop_back(2) ||
+        qt.getShape().drop_back(2) != vt.getShape().drop_back(2))
+      return rewriter.notifyMatchFailure(root, "batch dimensions differ");
+    if (mask) {
+      auto mt = cast<RankedTensorType>(mask.getType());
+      bool boolean = mt.getElementType().isInteger(1);
+      if (mt.getRank() > rank || boolean != (kind == "fill") ||
+          (!boolean && mt.getElementType() != qt.getElementType()))
+        return rewriter.notifyMatchFailure(root, "unsupported mask");
+    }
+    auto attention = rewriter.create<mlir::fsdp::AttentionOp>(
+        root.getLoc(), root.getType(), q, kt, v, mask,
+        rewriter.getF32FloatAttr(scale), rewriter.getStringAttr(kind),
+        rewriter.getF32FloatAttr(fill));
+    rewriter.replaceOp(root, attention.getResult());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Linear epilogues
+//===----------------------------------------------------------------------===//
+
+/// MatMul(x, Transpose(w)) or MatMul(x, w) with a 2-D weight -> fsdp.linear.
+struct LinearFromMatMul : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp root,
+                                PatternRewriter &rewriter) const override {
+    auto input = cast<RankedTensorType>(root.getA().getType());
+    auto weight = cast<RankedTensorType>(root.getB().getType());
+    if (input.getRank() < 2 || weight.getRank() != 2)
+      return rewriter.notifyMatchFailure(root, "not activations x 2-D weight");
+    Value w = root.getB();
+    bool transposed = false;
+    if (auto t = w.getDefiningOp<TransposeOp>()) {
+      auto perm = t.getPerm();
+      if (perm && perm->size() == 2 && (*perm)[0] == 1 && (*perm)[1] == 0) {
+        w = t.getData();
+        transposed = true;
+      }
+    }
+    auto linear = rewriter.create<mlir::fsdp::LinearOp>(
+        root.getLoc(), root.getType(), root.getA(), w, Value(), transposed,
+        "none");
+    rewriter.replaceOp(root, linear.getResult());
+    return success();
+  }
+};
+
+/// Gemm(x, w, b) with transB = 1 (nn.Linear on 2-D input) -> fsdp.linear.
+struct LinearFromGemm : OpRewritePattern<GemmOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GemmOp root,
+                                PatternRewriter &rewriter) const override {
+    if (root.getTransA() != 0 || root.getAlpha().convertToDouble() != 1.0 ||
+        root.getBeta().convertToDouble() != 1.0)
+      return rewriter.notifyMatchFailure(root, "scaled or transposed A");
+    Value bias = root.getC();
+    if (isa<NoneType>(bias.getType())) {
+      bias = Value();
+    } else {
+      auto type = cast<RankedTensorType>(bias.getType());
+      if (type.getRank() != 1 ||
+          type.getDimSize(0) != lastDim(root.getResult()))
+        return rewriter.notifyMatchFailure(root, "C is not a bias vector");
+    }
+    auto linear = rewriter.create<mlir::fsdp::LinearOp>(
+        root.getLoc(), root.getType(), root.getA(), root.getB(), bias,
+        root.getTransB() != 0, "none");
+    rewriter.replaceOp(root, linear.getResult());
+    return success();
+  }
+};
+
+/// Add(linear, bias) -> linear with bias (before any activation).
+struct LinearBias : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp root,
+                                PatternRewriter &rewriter) const override {
+    for (int side = 0; side < 2; ++side) {
+      auto linear = defOnce<mlir::fsdp::LinearOp>(root->getOperand(side));
+      Value bias = root->getOperand(1 - side);
+      auto type = dyn_cast<RankedTensorType>(bias.getType());
+      if (!linear || linear.getBias() || linear.getActivation() != "none" ||
+          !type || type.getRank() != 1 ||
+          type.getDimSize(0) != lastDim(linear.getResult()) ||
+          root.getType() != linear.getType())
+        continue;
+      auto fused = rewriter.create<mlir::fsdp::LinearOp>(
+          root.getLoc(), root.getType(), linear.getInput(), linear.getWeight(),
+          bias, linear.getTransposeWeight(), "none");
+      rewriter.replaceOp(root, fused.getResult());
+      return success();
+    }
+    return rewriter.notifyMatchFailure(root, "not linear + bias vector");
+  }
+};
+
+/// act(linear) -> linear with that activation.
+struct LinearActivation : RewritePattern {
+  LinearActivation(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    StringRef activation =
+        llvm::TypeSwitch<Operation *, StringRef>(op)
+            .Case<ReluOp>([](auto) { return "relu"; })
+            .Case<TanhOp>([](auto) { return "tanh"; })
+            .Case<SigmoidOp>([](auto) { return "sigmoid"; })
+            .Case<mlir::fsdp::SiluOp>([](auto) { return "silu"; })
+            .Case<mlir::fsdp::GeluOp>([](mlir::fsdp::GeluOp gelu) {
+              return gelu.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
+            })
+            .Default([](Operation *) { return ""; });
+    if (activation.empty() || op->getNumOperands() != 1)
+      return failure();
+    auto linear = defOnce<mlir::fsdp::LinearOp>(op->getOperand(0));
+    if (!linear || linear.getActivation() != "none")
+      return rewriter.notifyMatchFailure(op, "not an activation of a linear");
+    auto fused = rewriter.create<mlir::fsdp::LinearOp>(
+        op->getLoc(), op->getResult(0).getType(), linear.getInput(),
+        linear.getWeight(), linear.getBias(), linear.getTransposeWeight(),
+        activation);
+    rewriter.replaceOp(op, fused.getResult());
+    return success();
+  }
+};
+
+struct FusePass : mlir::fsdp::impl::FuseBase<FusePass> {
+  void runOnOperation() override {
+    // Chains first (their intermediate MatMuls and Adds must still be
+    // there), then the epilogues that absorb what the chains produced.
+    RewritePatternSet chains(&getContext());
+    chains.add<GeluErf, GeluTanh, Silu, RMSNorm, LayerNorm, Attention>(
+        &getContext());
+    RewritePatternSet epilogues(&getContext());
+    epilogues.add<LinearFromMatMul, LinearFromGemm, LinearBias,
+                  LinearActivation>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(chains))) ||
+        failed(applyPatternsAndFoldGreedily(getOperation(),
+                                            std::move(epilogues))))
+      signalPassFailure();
+  }
+};
+
 } // namespace
