@@ -183,7 +183,7 @@ public:
     if (threads <= 0)
       threads = omp_get_num_procs();
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    openblas_set_num_threads(1); // parallelism comes from OpenMP (sgemm)
   }
 
 private:

@@ -44,6 +44,13 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 
 int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
 
+/// C = alpha * op(A) op(B) + beta * C (row-major) with OpenBLAS running
+/// single-threaded inside OpenMP threads: one thread pool for the whole
+/// backend (OpenBLAS's own pool and OpenMP's would fight over the cores).
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc);
+
 /// Parallel loop over [0, n) when the work is worth it.
 template <typename Body>
 void parallelFor(int64_t n, int64_t costPerItem, Body body) {

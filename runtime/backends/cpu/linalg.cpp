@@ -9,6 +9,7 @@
 #include "kernels.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +17,38 @@
 #include <limits>
 
 namespace fsdprt::cpu {
+
+void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc) {
+  auto call = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (m1 <= m0 || n1 <= n0)
+      return;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, m1 - m0, n1 - n0, k, alpha,
+                a + (transA ? m0 : m0 * lda), lda,
+                b + (transB ? n0 * ldb : n0), ldb, beta, c + m0 * ldc + n0,
+                ldc);
+  };
+  int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || m * n * k < (1 << 16)) {
+    call(0, m, 0, n);
+    return;
+  }
+  // Split the larger of M and N into one block per thread.
+  bool byRows = m >= n;
+  int64_t extent = byRows ? m : n;
+  int64_t block = (extent + threads - 1) / threads;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) {
+    int64_t lo = t * block, hi = std::min(extent, lo + block);
+    if (byRows)
+      call(lo, hi, 0, n);
+    else
+      call(0, m, lo, hi);
+  }
+}
+
 namespace {
 
 void requireF32(const KernelArgs &args) {
@@ -82,11 +115,20 @@ KernelFn matmul(KernelArgs &args) {
     fold = (*bOff)[i] == (*bOff)[0] && (*aOff)[i] == i * m * k;
   int64_t rows = fold ? count * m : m, gemms = fold ? 1 : count;
   return [=]() {
-    for (int64_t i = 0; i < gemms; ++i)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                  transB ? CblasTrans : CblasNoTrans, rows, n, k, 1.0f,
-                  a.as<float>() + (*aOff)[i], k, b.as<float>() + (*bOff)[i],
-                  transB ? k : n, 0.0f, y.as<float>() + i * rows * n, n);
+    auto one = [&](int64_t i) {
+      sgemm(false, transB, rows, n, k, 1.0f, a.as<float>() + (*aOff)[i], k,
+            b.as<float>() + (*bOff)[i], transB ? k : n, 0.0f,
+            y.as<float>() + i * rows * n, n);
+    };
+    // Many small products run side by side; a few large ones split inside.
+    if (gemms > 1 && rows * n * k < (1 << 18)) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < gemms; ++i)
+        one(i);
+    } else {
+      for (int64_t i = 0; i < gemms; ++i)
+        one(i);
+    }
     return std::string();
   };
 }
@@ -117,10 +159,8 @@ KernelFn gemm(KernelArgs &args) {
         for (int64_t j = 0; j < n; ++j)
           py[i * n + j] =
               beta * c.as<float>()[i * (*cStrides)[0] + j * (*cStrides)[1]];
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a.as<float>(),
-                ta ? m : k, b.as<float>(), tb ? k : n, hasC ? 1.0f : 0.0f, py,
-                n);
+    sgemm(ta, tb, m, n, k, alpha, a.as<float>(), ta ? m : k, b.as<float>(),
+          tb ? k : n, hasC ? 1.0f : 0.0f, py, n);
     return std::string();
   };
 }
@@ -170,10 +210,8 @@ KernelFn linear(KernelArgs &args) {
       parallelFor(rows, n, [&](int64_t r) {
         std::memcpy(py + r * n, bias.as<float>(), n * sizeof(float));
       });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                transW ? CblasTrans : CblasNoTrans, rows, n, k, 1.0f,
-                x.as<float>(), k, w.as<float>(), transW ? k : n,
-                hasBias ? 1.0f : 0.0f, py, n);
+    sgemm(false, transW, rows, n, k, 1.0f, x.as<float>(), k, w.as<float>(),
+          transW ? k : n, hasBias ? 1.0f : 0.0f, py, n);
     if (act != 0)
       parallelFor(rows, n * 8, [&](int64_t r) {
         for (int64_t j = 0; j < n; ++j)
@@ -227,9 +265,8 @@ KernelFn attention(KernelArgs &args) {
     const std::vector<int64_t> &ms = *maskStrides;
     auto one = [&](int64_t b, std::vector<float> &scores) {
       float *sc = scores.data();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, l, s, d, scale,
-                  q.as<float>() + b * l * d, d, kt.as<float>() + b * d * s, s,
-                  0.0f, sc, s);
+      sgemm(false, false, l, s, d, scale, q.as<float>() + b * l * d, d,
+            kt.as<float>() + b * d * s, s, 0.0f, sc, s);
       int64_t maskBase = 0;
       if (mode) {
         int64_t rest = b;
@@ -260,15 +297,24 @@ KernelFn attention(KernelArgs &args) {
         for (int64_t j = 0; j < s; ++j)
           row[j] /= sum;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, l, dv, s, 1.0f,
-                  sc, s, v.as<float>() + b * s * dv, dv, 0.0f,
-                  y.as<float>() + b * l * dv, dv);
+      sgemm(false, false, l, dv, s, 1.0f, sc, s, v.as<float>() + b * s * dv, dv,
+            0.0f, y.as<float>() + b * l * dv, dv);
     };
-    // One head at a time: OpenBLAS threads each GEMM itself, and calling
-    // it from several OpenMP threads at once serialises on its locks.
-    std::vector<float> scores(l * s);
-    for (int64_t b = 0; b < count; ++b)
-      one(b, scores);
+    // Heads side by side, each thread with its own score tile; one head's
+    // GEMMs split across threads when there are fewer heads than threads.
+    if (count > 1) {
+#pragma omp parallel
+      {
+        std::vector<float> scores(l * s);
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < count; ++b)
+          one(b, scores);
+      }
+    } else {
+      std::vector<float> scores(l * s);
+      for (int64_t b = 0; b < count; ++b)
+        one(b, scores);
+    }
     return std::string();
   };
 }
@@ -341,9 +387,9 @@ KernelFn conv(KernelArgs &args) {
           for (int64_t o = 0; o < mg; ++o)
             std::fill(yb + o * spatial, yb + (o + 1) * spatial,
                       bias.as<float>()[g * mg + o]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, spatial,
-                    kdim, 1.0f, w.as<float>() + g * mg * kdim, kdim,
-                    col.data(), spatial, hasBias ? 1.0f : 0.0f, yb, spatial);
+        sgemm(false, false, mg, spatial, kdim, 1.0f,
+              w.as<float>() + g * mg * kdim, kdim, col.data(), spatial,
+              hasBias ? 1.0f : 0.0f, yb, spatial);
       }
     return std::string();
   };
