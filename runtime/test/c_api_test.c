@@ -97,6 +97,30 @@ int main(void) {
   expect_error(fsdprt_layout_create(NULL, 2, 2, 1, &layout),
                FSDPRT_INVALID_ARGUMENT, "numels is NULL");
 
+  /* Sessions: NULL arguments are errors, never crashes. */
+  {
+    fsdprt_session_t *session = NULL;
+    float buffer[4];
+    uint64_t bytes = 7;
+    expect_error(fsdprt_session_create(NULL, NULL, 0, &session),
+                 FSDPRT_INVALID_ARGUMENT, "NULL argument");
+    CHECK(session == NULL);
+    expect_error(fsdprt_session_load_weights(NULL), FSDPRT_INVALID_ARGUMENT,
+                 "NULL argument");
+    expect_error(fsdprt_session_set_input(NULL, "x", buffer, sizeof buffer),
+                 FSDPRT_INVALID_ARGUMENT, "NULL argument");
+    expect_error(fsdprt_session_run(NULL), FSDPRT_INVALID_ARGUMENT,
+                 "NULL argument");
+    expect_error(fsdprt_session_get_output(NULL, "y", buffer, sizeof buffer),
+                 FSDPRT_INVALID_ARGUMENT, "NULL argument");
+    expect_error(fsdprt_session_memory(NULL, &bytes, NULL, NULL),
+                 FSDPRT_INVALID_ARGUMENT, "NULL argument");
+    CHECK(bytes == 7);
+    fsdprt_session_destroy(NULL);
+    CHECK(fsdprt_dtype_size(FSDPRT_BF16) == 2);
+    CHECK(strcmp(fsdprt_dtype_name(FSDPRT_BOOL), "bool") == 0);
+  }
+
   if (failures) {
     fprintf(stderr, "c_api_test: %d checks failed\n", failures);
     return 1;
