@@ -2,7 +2,11 @@
 """Exports the demo model: a small GPT-2-style decoder (2 blocks, width 64,
 tied lm_head) with its cross-entropy loss, through fsdp_mlir.export.
 
-    export_gpt.py OUT.onnx
+    export_gpt.py OUT.onnx [REFERENCE_DIR]
+
+With REFERENCE_DIR it also writes a batch of 4 sequences there
+(input_ids.npy, labels.npy) and torch's eval()-mode loss on them
+(expected_loss.npy), which the demo compares with the compiled plan's.
 """
 
 import sys
@@ -55,7 +59,22 @@ def loss_fn(logits, labels):
 
 
 torch.manual_seed(0)
+model = TinyGPT()
 ids = torch.randint(0, 256, (2, 32))
-fsdp_mlir.export(TinyGPT(), (ids, torch.roll(ids, -1, 1)), sys.argv[1],
+fsdp_mlir.export(model, (ids, torch.roll(ids, -1, 1)), sys.argv[1],
                  loss_fn=loss_fn, input_names=["input_ids", "labels"])
 print(f"exported {sys.argv[1]}")
+
+if len(sys.argv) > 2:
+    import numpy as np
+
+    out = Path(sys.argv[2])
+    ids = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(1))
+    labels = torch.roll(ids, -1, 1)
+    model.eval()
+    with torch.no_grad():
+        loss = loss_fn(model(ids), labels)
+    np.save(out / "input_ids.npy", ids.numpy())
+    np.save(out / "labels.npy", labels.numpy())
+    np.save(out / "expected_loss.npy", loss.numpy())
+    print(f"reference batch and torch eval() loss {loss.item():.6f} in {out}")

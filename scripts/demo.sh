@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Sets up, builds fsdp-opt and runs the main job on the bundled example: a
+# Sets up, builds the tools and runs the main job on the bundled example: a
 # small GPT-2-style model (examples/export_gpt.py) exported by torch, imported,
 # wrapped one unit per transformer block as PyTorch FSDP would, and laid out
-# as flat parameters sharded over 4 ranks. Prints the module tree and each
-# unit's layout. Build directory: $FSDP_BUILD_DIR (default build/).
+# as flat parameters sharded over 4 ranks; then compiled to a plan and run
+# forward on the CPU runtime, its loss compared with torch's. Prints the
+# module tree, each unit's layout and the forward's output summary.
+# Build directory: $FSDP_BUILD_DIR (default build/).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,12 +15,12 @@ opt=$build/bin/fsdp-opt
 
 bash "$root/scripts/setup.sh"
 cmake -G Ninja -S "$root" -B "$build" > /dev/null
-cmake --build "$build" -j "$(nproc)" --target fsdp-opt
+cmake --build "$build" -j "$(nproc)" --target fsdp-opt fsdp-translate fsdp-run
 mkdir -p "$work"
 
 echo
 echo "== export: examples/export_gpt.py (torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'))"
-/usr/bin/python3 "$root/examples/export_gpt.py" "$work/gpt.onnx" 2> "$work/export.log"
+/usr/bin/python3 "$root/examples/export_gpt.py" "$work/gpt.onnx" "$work" 2> "$work/export.log"
 
 echo
 echo "== fsdp-opt gpt.onnx --batch-size=4 --fsdp-print-module-tree"
@@ -30,6 +32,24 @@ echo "== fsdp-opt gpt.onnx --batch-size=4 --fsdp-auto-wrap=\"policy=transformer 
   --fsdp-auto-wrap="policy=transformer layer-classes=Block" \
   --fsdp-flatten=world-size=4 --fsdp-print-layout=ranks=0,3 \
   --fsdp-layout-json="$work/layout.json" -o "$work/gpt.fsdp.mlir"
+
+echo
+echo "== forward on the CPU runtime: fsdp-opt --fsdp-inference-pipeline, fsdp-translate --mlir-to-plan, fsdp-run"
+"$opt" "$work/gpt.onnx" --batch-size=4 --fsdp-inference-pipeline \
+  --fsdp-plan-memory=report --mlir-print-debuginfo -o "$work/gpt.run.mlir"
+"$build/bin/fsdp-translate" --mlir-to-plan "$work/gpt.run.mlir" -o "$work/gpt.plan"
+"$build/bin/fsdp-run" "$work/gpt.plan" --input input_ids="$work/input_ids.npy" \
+  --input labels="$work/labels.npy" --output-dir "$work/out" --repeat 5
+/usr/bin/python3 - "$work" <<'PY'
+import sys
+import numpy as np
+work = sys.argv[1]
+ours = float(np.load(f"{work}/out/loss.npy"))
+torch_loss = float(np.load(f"{work}/expected_loss.npy"))
+diff = abs(ours - torch_loss)
+print(f"loss: fsdp-run {ours:.6f}, torch eval() {torch_loss:.6f}, |diff| {diff:.2e}")
+sys.exit(0 if diff <= 1e-5 + 1e-4 * abs(torch_loss) else "demo: the plan's loss differs from torch's")
+PY
 
 echo
 echo "demo: ok: $(grep -c 'fsdp.param @' "$work/gpt.fsdp.mlir") parameters in" \
