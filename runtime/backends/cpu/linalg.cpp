@@ -170,8 +170,9 @@ float activate(int kind, float x) {
   case 1: return x > 0 ? x : 0.0f;
   case 2: return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
   case 3: {
-    const float k = 0.7978845608028654f;
-    return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+    // 0.5 (1 + tanh(u)) = sigmoid(2u): one exp instead of libm's slow tanh.
+    const float k2 = 2 * 0.7978845608028654f;
+    return x / (1.0f + std::exp(-k2 * (x + 0.044715f * x * x * x)));
   }
   case 4: return x / (1.0f + std::exp(-x));
   case 5: return std::tanh(x);
