@@ -285,7 +285,7 @@ def Fuse : Pass<"fsdp-fuse", "ModuleOp"> {
     | `ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, [Mul scale], [Add bias]` | `onnx.LayerNormalization` |
     | `Pow 2, ReduceMean(-1), Add eps, Sqrt, Reciprocal or Div(1, ·), Mul x, [Mul scale]` | `fsdp.rms_norm` |
     | `MatMul(q, kᵀ), Mul s or Div d, [Add mask or Where(mask, fill, ·)], Softmax(-1), MatMul v` | `fsdp.attention` |
-    | `MatMul(x, Transpose(w)) or MatMul(x, w), [Add bias], [Relu, Tanh, Sigmoid, fsdp.gelu, fsdp.silu]` | `fsdp.linear` |
+    | `MatMul(x, Transpose(w))`, `MatMul(x, w)` (2-D w) or `Gemm(x, w, b)` (transB, alpha = beta = 1), then `[Add bias]`, `[Relu, Tanh, Sigmoid, fsdp.gelu, fsdp.silu]` | `fsdp.linear` |
 
     Near misses (another constant, another axis, an intermediate used
     elsewhere) are left alone. Run it after `fsdp-inference` and before
