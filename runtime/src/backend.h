@@ -2,11 +2,15 @@
 //
 // What a device backend provides to a session: arenas (one allocation per
 // plan arena, never per op), kernels (prepared once per plan kernel, when
-// the session is created, then run many times) and streams with events
-// (the order kernels and, later, collectives run in). The CPU backend runs
-// a stream's work in order on the calling thread, so its events are
-// complete when recorded; the CUDA backend maps them to cudaStream_t and
-// cudaEvent_t.
+// the session is created, then run many times), one scratch workspace that
+// the kernels of a session share, and streams with events (the order
+// kernels and, later, collectives run in). The CPU backend runs a stream's
+// work in order on the calling thread, so its events are complete when
+// recorded; the CUDA backend maps them to cudaStream_t and cudaEvent_t.
+//
+// Errors: preparing a kernel throws KernelError (the session turns it into
+// an fsdprt_status_t naming the kernel's op and location); running one
+// returns "" or a message, which the session reports the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,9 +20,11 @@
 #include "fsdprt/fsdprt.h"
 #include "fsdprt/plan_generated.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,12 +41,17 @@ struct Tensor {
   size_t bytes() const { return numel * fsdprt_dtype_size(dtype); }
 };
 
+/// A kernel's shapes or attributes do not fit its op.
+struct KernelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// A plan kernel's attributes, looked up by name.
 class Attrs {
 public:
   explicit Attrs(const plan::Kernel &kernel) : kernel(kernel) {}
   /// The attribute named `name`, or `fallback` when absent. A present
-  /// attribute of another kind throws AttrError.
+  /// attribute of another kind throws KernelError.
   int64_t getInt(const char *name, int64_t fallback) const;
   double getFloat(const char *name, double fallback) const;
   std::string getString(const char *name, const std::string &fallback) const;
@@ -53,19 +64,33 @@ private:
   const plan::Kernel &kernel;
 };
 
+/// Scratch memory shared by a session's kernels (they run one after the
+/// other): each kernel reserves what it needs when prepared and reads the
+/// address when it runs; the session allocates the largest reservation once.
+class Workspace {
+public:
+  void reserve(uint64_t bytes) { size = std::max(size, bytes); }
+  uint64_t bytes() const { return size; }
+  void *data() const { return memory; }
+  template <typename T> T *as() const { return static_cast<T *>(memory); }
+  void bind(void *address) { memory = address; }
+
+private:
+  uint64_t size = 0;
+  void *memory = nullptr;
+};
+
 /// A prepared kernel: runs on bound tensors; returns "" or a message.
 using KernelFn = std::function<std::string()>;
 
-/// What a kernel factory receives. Factories check shapes and dtypes and
-/// throw KernelError (with a message saying what is wrong) on a mismatch.
+/// What a kernel factory receives. Factories check shapes, dtypes and
+/// attributes and throw KernelError (saying what is wrong) on a mismatch.
 struct KernelArgs {
   std::vector<Tensor> in, out;
   Attrs attrs;
+  /// The threads the kernel may use when it runs (>= 1).
   int threads;
-};
-
-struct KernelError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  Workspace *workspace;
 };
 
 /// Work runs on a stream in order; an event marks a point of a stream that
@@ -87,19 +112,29 @@ public:
   virtual std::string synchronize() = 0;
 };
 
+/// The calling thread's execution settings (threads, device) for the
+/// lifetime of the object; the host's own settings come back afterwards.
+class ExecutionScope {
+public:
+  virtual ~ExecutionScope() = default;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
-  /// One arena of `bytes` bytes aligned to `alignment`; nullptr when memory
-  /// runs out.
-  virtual void *allocateArena(uint64_t bytes, uint64_t alignment) = 0;
-  virtual void freeArena(void *arena) = 0;
+  /// One block of `bytes` bytes aligned to `alignment` (a power of two, at
+  /// least 64); nullptr when memory runs out.
+  virtual void *allocate(uint64_t bytes, uint64_t alignment) = 0;
+  virtual void free(void *memory) = 0;
   /// Prepares plan kernel `op` on `args`; throws KernelError on a mismatch.
   virtual KernelFn prepare(const std::string &op, KernelArgs &args) = 0;
   virtual std::unique_ptr<Stream> createStream() = 0;
-  /// Bounds the threads kernels use (0: one per core).
-  virtual void setThreads(int threads) = 0;
+  /// The threads kernels use for a `requested` count (0: one per core).
+  virtual int resolveThreads(int requested) const = 0;
+  /// Makes the calling thread run kernels with `threads` threads until the
+  /// scope ends.
+  virtual std::unique_ptr<ExecutionScope> enter(int threads) = 0;
 };
 
 /// The CPU backend: OpenBLAS for GEMMs, OpenMP loops for the rest.

@@ -1,89 +1,202 @@
 //===- session.cpp - Sessions: arenas, weights, kernels, runs -------------===//
+//
+// A session checks everything in its plan that could make a kernel read or
+// write outside its memory before it runs anything: buffers inside their
+// arenas with bytes = numel * element size, declared inputs, outputs,
+// weights and constants agreeing with their buffers, and every kernel's
+// buffers fitting its op. A corrupt plan is an error, never a crash.
+//
+//===----------------------------------------------------------------------===//
 
 #include "backend.h"
 #include "plan_internal.h"
 #include "status.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 using fsdprt::guarded;
 using fsdprt::makeStatus;
 namespace plan = fsdprt::plan;
 
+using TensorDescs = flatbuffers::Vector<flatbuffers::Offset<plan::TensorDesc>>;
+
 struct fsdprt_session_s {
   const fsdprt_plan_s *plan = nullptr;
   std::string modelDir;
-  int threads = 0;
+  /// The threads kernels use (resolved: never 0).
+  int threads = 1;
   std::unique_ptr<fsdprt::Backend> backend;
   std::unique_ptr<fsdprt::Stream> stream;
   std::vector<void *> arenas;
   std::vector<uint64_t> arenaBytes;
   std::vector<plan::ArenaKind> arenaKinds;
+  fsdprt::Workspace workspace;
+  void *workspaceMemory = nullptr;
   std::vector<fsdprt::Tensor> buffers;
   std::vector<fsdprt::KernelFn> kernels;
   bool weightsLoaded = false;
 
   ~fsdprt_session_s() {
     for (void *arena : arenas)
-      backend->freeArena(arena);
+      backend->free(arena);
+    if (workspaceMemory)
+      backend->free(workspaceMemory);
   }
 };
 
 namespace {
 
-size_t dtypeSize(plan::DType dtype) {
-  return fsdprt_dtype_size(static_cast<fsdprt_dtype_t>(dtype));
+fsdprt_status_t invalid(const std::string &message) {
+  return makeStatus(FSDPRT_INVALID_ARGUMENT, message);
 }
 
 /// A kernel's name in messages: "kernel 12 (matmul at 'node')".
 std::string describeKernel(const plan::Kernel *kernel, size_t index) {
-  std::string text = "kernel " + std::to_string(index) + " (" +
-                     kernel->op()->str();
+  std::string text =
+      "kernel " + std::to_string(index) + " (" + kernel->op()->str();
   if (kernel->location() && kernel->location()->size())
     text += " at '" + kernel->location()->str() + "'";
   return text + ")";
 }
 
-fsdprt_status_t invalid(const std::string &message) {
-  return makeStatus(FSDPRT_INVALID_ARGUMENT, message);
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// Whether `dtype` is one of the schema's values (FlatBuffers does not
+/// check enums, and a C++ enum must not hold another value).
+bool knownDtype(plan::DType dtype) {
+  return static_cast<uint8_t>(dtype) <= static_cast<uint8_t>(plan::DType::Bool);
+}
+
+std::vector<int64_t> shapeOf(const flatbuffers::Vector<int64_t> *shape) {
+  return shape ? std::vector<int64_t>(shape->begin(), shape->end())
+               : std::vector<int64_t>();
+}
+
+fsdprt_status_t allocateArenas(fsdprt_session_s &s) {
+  const auto *arenas = s.plan->root->arenas();
+  if (!arenas)
+    return nullptr;
+  for (size_t i = 0; i < arenas->size(); ++i) {
+    const plan::Arena *a = arenas->Get(i);
+    std::string name = "plan arena " + std::to_string(i) +
+                       (a->name() ? " ('" + a->name()->str() + "')" : "");
+    uint64_t alignment = a->alignment() ? a->alignment() : 64;
+    if (alignment & (alignment - 1))
+      return invalid(name + " has alignment " + std::to_string(alignment) +
+                     ", not a power of two");
+    if (static_cast<uint32_t>(a->kind()) > 2)
+      return invalid(name + " has an unknown kind " +
+                     std::to_string(static_cast<int>(a->kind())));
+    void *memory = s.backend->allocate(a->bytes(), std::max<uint64_t>(alignment, 64));
+    if (!memory)
+      return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
+                        "cannot allocate " + name + " of " +
+                            std::to_string(a->bytes()) + " bytes");
+    s.arenas.push_back(memory);
+    s.arenaBytes.push_back(a->bytes());
+    s.arenaKinds.push_back(a->kind());
+  }
+  return nullptr;
 }
 
 /// Binds every buffer to its arena after checking it lies inside.
 fsdprt_status_t bindBuffers(fsdprt_session_s &s) {
-  const plan::Plan *root = s.plan->root;
-  const auto *buffers = root->buffers();
+  const auto *buffers = s.plan->root->buffers();
   size_t count = buffers ? buffers->size() : 0;
   for (size_t i = 0; i < count; ++i) {
     const plan::Buffer *b = buffers->Get(i);
-    size_t size = dtypeSize(b->dtype());
-    if (!size)
-      return invalid("plan buffer " + std::to_string(i) + " has an unknown dtype");
+    std::string name = "plan buffer " + std::to_string(i);
+    if (!knownDtype(b->dtype()))
+      return invalid(name + " has an unknown dtype " +
+                     std::to_string(static_cast<int>(b->dtype())));
     fsdprt::Tensor t;
     t.dtype = static_cast<fsdprt_dtype_t>(b->dtype());
-    if (b->shape())
-      t.shape.assign(b->shape()->begin(), b->shape()->end());
+    size_t size = fsdprt_dtype_size(t.dtype);
+    t.shape = shapeOf(b->shape());
     for (int64_t d : t.shape) {
-      if (d < 0 || (d && t.numel > (int64_t(1) << 50) / d))
-        return invalid("plan buffer " + std::to_string(i) + " has a bad shape");
+      if (d < 0 || (d && t.numel > (int64_t(1) << 56) / d))
+        return invalid(name + " has an invalid shape " + shapeText(t.shape));
       t.numel *= d;
     }
     if (b->arena() >= s.arenas.size())
-      return invalid("plan buffer " + std::to_string(i) + " names arena " +
-                     std::to_string(b->arena()) + " of " +
-                     std::to_string(s.arenas.size()));
+      return invalid(name + " names arena " + std::to_string(b->arena()) +
+                     " but the plan has " + std::to_string(s.arenas.size()));
     uint64_t bytes = t.numel * size, limit = s.arenaBytes[b->arena()];
-    if (b->bytes() != bytes || b->offset() > limit || bytes > limit - b->offset())
-      return invalid("plan buffer " + std::to_string(i) + " (" +
-                     std::to_string(b->bytes()) + " bytes at offset " +
-                     std::to_string(b->offset()) + ") does not fit its shape "
-                     "or its arena of " + std::to_string(limit) + " bytes");
+    if (b->bytes() != bytes)
+      return invalid(name + " has " + std::to_string(b->bytes()) +
+                     " bytes, but its shape " + shapeText(t.shape) + " of " +
+                     fsdprt_dtype_name(t.dtype) + " needs " +
+                     std::to_string(bytes));
+    if (b->offset() > limit || bytes > limit - b->offset())
+      return invalid(name + " (" + std::to_string(bytes) + " bytes at offset " +
+                     std::to_string(b->offset()) + ") lies outside arena " +
+                     std::to_string(b->arena()) + " of " +
+                     std::to_string(limit) + " bytes");
     t.data = static_cast<char *>(s.arenas[b->arena()]) + b->offset();
     s.buffers.push_back(std::move(t));
+  }
+  return nullptr;
+}
+
+/// Checks that declared inputs or outputs have unique names and agree with
+/// their buffers.
+fsdprt_status_t checkDescs(const fsdprt_session_s &s, const TensorDescs *list,
+                           const char *what) {
+  if (!list)
+    return nullptr;
+  std::set<std::string> seen;
+  for (const plan::TensorDesc *t : *list) {
+    std::string name = std::string("plan ") + what + " '" + t->name()->str() + "'";
+    if (!seen.insert(t->name()->str()).second)
+      return invalid(name + " is declared twice");
+    if (t->buffer() >= s.buffers.size())
+      return invalid(name + " names buffer " + std::to_string(t->buffer()) +
+                     " but the plan has " + std::to_string(s.buffers.size()));
+    const fsdprt::Tensor &b = s.buffers[t->buffer()];
+    std::vector<int64_t> shape = shapeOf(t->shape());
+    if (!knownDtype(t->dtype()))
+      return invalid(name + " has an unknown dtype " +
+                     std::to_string(static_cast<int>(t->dtype())));
+    auto dtype = static_cast<fsdprt_dtype_t>(t->dtype());
+    if (dtype != b.dtype || shape != b.shape)
+      return invalid(name + " is declared " + fsdprt_dtype_name(dtype) + " " +
+                     shapeText(shape) + " but its buffer is " +
+                     fsdprt_dtype_name(b.dtype) + " " + shapeText(b.shape));
+  }
+  return nullptr;
+}
+
+fsdprt_status_t checkWeights(const fsdprt_session_s &s) {
+  const auto *weights = s.plan->root->weights();
+  if (!weights)
+    return nullptr;
+  for (const plan::WeightRef *w : *weights) {
+    std::string name = "weight '" + w->fqn()->str() + "'";
+    if (w->buffer() >= s.buffers.size())
+      return invalid(name + " names buffer " + std::to_string(w->buffer()) +
+                     " but the plan has " + std::to_string(s.buffers.size()));
+    if (w->length() != s.buffers[w->buffer()].bytes())
+      return invalid(name + " has " + std::to_string(w->length()) +
+                     " bytes but its buffer holds " +
+                     std::to_string(s.buffers[w->buffer()].bytes()));
+    if (w->offset() > uint64_t(INT64_MAX) - w->length())
+      return invalid(name + " has an invalid offset " +
+                     std::to_string(w->offset()));
   }
   return nullptr;
 }
@@ -93,16 +206,15 @@ fsdprt_status_t fillConstants(fsdprt_session_s &s) {
   if (!constants)
     return nullptr;
   for (const plan::ConstantData *c : *constants) {
+    std::string name = "plan constant for buffer " + std::to_string(c->buffer());
     if (c->buffer() >= s.buffers.size())
-      return invalid("a plan constant names buffer " +
-                     std::to_string(c->buffer()) + " of " +
-                     std::to_string(s.buffers.size()));
+      return invalid(name + ": the plan has " +
+                     std::to_string(s.buffers.size()) + " buffers");
     const fsdprt::Tensor &t = s.buffers[c->buffer()];
     size_t size = c->data() ? c->data()->size() : 0;
     if (size != t.bytes())
-      return invalid("plan constant for buffer " + std::to_string(c->buffer()) +
-                     " holds " + std::to_string(size) + " bytes, not " +
-                     std::to_string(t.bytes()));
+      return invalid(name + " holds " + std::to_string(size) +
+                     " bytes but the buffer has " + std::to_string(t.bytes()));
     if (size)
       std::memcpy(t.data, c->data()->data(), size);
   }
@@ -114,7 +226,7 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
   size_t count = kernels ? kernels->size() : 0;
   for (size_t i = 0; i < count; ++i) {
     const plan::Kernel *k = kernels->Get(i);
-    fsdprt::KernelArgs args{{}, {}, fsdprt::Attrs(*k), s.threads};
+    fsdprt::KernelArgs args{{}, {}, fsdprt::Attrs(*k), s.threads, &s.workspace};
     for (auto [ids, list] : {std::make_pair(k->inputs(), &args.in),
                              std::make_pair(k->outputs(), &args.out)}) {
       if (!ids)
@@ -122,7 +234,7 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
       for (uint32_t id : *ids) {
         if (id >= s.buffers.size())
           return invalid(describeKernel(k, i) + " names buffer " +
-                         std::to_string(id) + " of " +
+                         std::to_string(id) + " but the plan has " +
                          std::to_string(s.buffers.size()));
         list->push_back(s.buffers[id]);
       }
@@ -133,49 +245,74 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
       return invalid(describeKernel(k, i) + ": " + e.what());
     }
   }
+  if (s.workspace.bytes()) {
+    s.workspaceMemory = s.backend->allocate(s.workspace.bytes(), 64);
+    if (!s.workspaceMemory)
+      return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
+                        "cannot allocate a kernel workspace of " +
+                            std::to_string(s.workspace.bytes()) + " bytes");
+    s.workspace.bind(s.workspaceMemory);
+  }
   return nullptr;
 }
 
-/// The declared input or output called `name`.
-const plan::TensorDesc *
-findTensor(const flatbuffers::Vector<flatbuffers::Offset<plan::TensorDesc>> *list,
-           const char *name) {
+/// The bound buffer of the declared input or output `name`, after checking
+/// `bytes`.
+fsdprt_status_t tensorFor(const fsdprt_session_s &s, const TensorDescs *list,
+                          const char *what, const char *name, size_t bytes,
+                          const fsdprt::Tensor **out) {
+  const plan::TensorDesc *desc = nullptr;
+  std::string names;
   if (list)
-    for (const plan::TensorDesc *t : *list)
+    for (const plan::TensorDesc *t : *list) {
+      names += (names.empty() ? "" : ", ") + t->name()->str();
       if (t->name()->str() == name)
-        return t;
-  return nullptr;
-}
-
-std::string names(
-    const flatbuffers::Vector<flatbuffers::Offset<plan::TensorDesc>> *list) {
-  std::string text;
-  if (list)
-    for (const plan::TensorDesc *t : *list)
-      text += (text.empty() ? "" : ", ") + t->name()->str();
-  return text.empty() ? "none" : text;
-}
-
-/// The bound buffer of a declared tensor, after checking `bytes`.
-fsdprt_status_t tensorFor(
-    const fsdprt_session_s &s,
-    const flatbuffers::Vector<flatbuffers::Offset<plan::TensorDesc>> *list,
-    const char *what, const char *name, size_t bytes,
-    const fsdprt::Tensor **out) {
-  const plan::TensorDesc *desc = findTensor(list, name);
+        desc = t;
+    }
   if (!desc)
-    return makeStatus(FSDPRT_NOT_FOUND, std::string("the plan has no ") + what +
-                                            " named '" + name + "' (its " +
-                                            what + "s: " + names(list) + ")");
-  if (desc->buffer() >= s.buffers.size())
-    return invalid(std::string(what) + " '" + name + "' names a missing buffer");
+    return makeStatus(FSDPRT_NOT_FOUND,
+                      std::string("the plan has no ") + what + " named '" +
+                          name + "' (its " + what + "s: " +
+                          (names.empty() ? "none" : names) + ")");
   const fsdprt::Tensor &t = s.buffers[desc->buffer()];
   if (bytes != t.bytes())
-    return invalid(std::string(what) + " '" + name + "' holds " +
-                   std::to_string(t.bytes()) + " bytes, not " +
+    return invalid(std::string(what) + " '" + name + "' (" +
+                   fsdprt_dtype_name(t.dtype) + " " + shapeText(t.shape) +
+                   ") holds " + std::to_string(t.bytes()) + " bytes, not " +
                    std::to_string(bytes));
   *out = &t;
   return nullptr;
+}
+
+/// An open weight file, closed when the load ends.
+struct WeightFile {
+  int fd = -1;
+  uint64_t size = 0;
+  ~WeightFile() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// Reads `length` bytes at `offset` of `file` into `data`; false at the end
+/// of the file or on an error (errno then says which).
+bool readFully(const WeightFile &file, uint64_t offset, uint64_t length,
+               void *data) {
+  char *to = static_cast<char *>(data);
+  while (length) {
+    ssize_t got = ::pread(file.fd, to, length, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      if (got == 0)
+        errno = 0;
+      return false;
+    }
+    to += got;
+    offset += got;
+    length -= got;
+  }
+  return true;
 }
 
 } // namespace
@@ -219,33 +356,28 @@ fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
                      std::to_string(num_threads));
     auto s = std::make_unique<fsdprt_session_s>();
     s->plan = plan;
-    s->threads = num_threads;
-    s->modelDir = model_dir ? model_dir
+    s->modelDir = model_dir                 ? model_dir
                   : plan->root->model_dir() ? plan->root->model_dir()->str()
                                             : ".";
+    if (s->modelDir.empty())
+      s->modelDir = ".";
     s->backend = fsdprt::createCpuBackend();
-    s->backend->setThreads(num_threads);
+    s->threads = s->backend->resolveThreads(num_threads);
     s->stream = s->backend->createStream();
-    if (const auto *arenas = plan->root->arenas())
-      for (const plan::Arena *a : *arenas) {
-        uint64_t alignment = a->alignment() ? a->alignment() : 64;
-        if (alignment & (alignment - 1))
-          return invalid("plan arena alignment " + std::to_string(alignment) +
-                         " is not a power of two");
-        void *memory = s->backend->allocateArena(a->bytes(), std::max<uint64_t>(alignment, 64));
-        if (!memory)
-          return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
-                            "cannot allocate the " +
-                                std::string(a->name() ? a->name()->c_str() : "") +
-                                " arena of " + std::to_string(a->bytes()) +
-                                " bytes");
-        s->arenas.push_back(memory);
-        s->arenaBytes.push_back(a->bytes());
-        s->arenaKinds.push_back(a->kind());
-      }
-    for (auto step : {bindBuffers, fillConstants, prepareKernels})
-      if (fsdprt_status_t status = step(*s))
-        return status;
+    if (fsdprt_status_t status = allocateArenas(*s))
+      return status;
+    if (fsdprt_status_t status = bindBuffers(*s))
+      return status;
+    if (fsdprt_status_t status = checkDescs(*s, plan->root->inputs(), "input"))
+      return status;
+    if (fsdprt_status_t status = checkDescs(*s, plan->root->outputs(), "output"))
+      return status;
+    if (fsdprt_status_t status = checkWeights(*s))
+      return status;
+    if (fsdprt_status_t status = fillConstants(*s))
+      return status;
+    if (fsdprt_status_t status = prepareKernels(*s))
+      return status;
     *out = s.release();
     return nullptr;
   });
@@ -257,43 +389,46 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
   return guarded(__func__, [&]() -> fsdprt_status_t {
     if (!s)
       return invalid("fsdprt_session_load_weights: NULL argument");
+    s->weightsLoaded = false;
     const auto *weights = s->plan->root->weights();
     // Hundreds of tensors usually share one file: open each once.
-    std::map<std::string, std::unique_ptr<FILE, int (*)(FILE *)>> files;
+    std::map<std::string, WeightFile> files;
     if (weights)
       for (const plan::WeightRef *w : *weights) {
-        std::string file = w->file()->str();
-        std::string path = !file.empty() && file[0] == '/'
-                               ? file
-                               : s->modelDir + "/" + file;
-        auto it = files.find(path);
-        if (it == files.end()) {
-          FILE *f = std::fopen(path.c_str(), "rb");
-          if (!f)
-            return makeStatus(errno == ENOENT ? FSDPRT_NOT_FOUND
+        std::string file = w->file()->str(), fqn = w->fqn()->str();
+        std::string path =
+            !file.empty() && file[0] == '/' ? file : s->modelDir + "/" + file;
+        auto [it, opened] = files.try_emplace(path);
+        WeightFile &f = it->second;
+        if (opened) {
+          f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+          struct stat info;
+          if (f.fd < 0 || ::fstat(f.fd, &info) != 0 || S_ISDIR(info.st_mode)) {
+            int error = f.fd < 0 ? errno : S_ISDIR(info.st_mode) ? EISDIR : errno;
+            files.erase(it);
+            return makeStatus(error == ENOENT ? FSDPRT_NOT_FOUND
                                               : FSDPRT_IO_ERROR,
-                              "cannot open '" + path + "' for '" +
-                                  w->fqn()->str() + "': " + std::strerror(errno));
-          it = files.emplace(path, std::unique_ptr<FILE, int (*)(FILE *)>(
-                                       f, &std::fclose))
-                   .first;
+                              "cannot open '" + path + "' for '" + fqn +
+                                  "': " + std::strerror(error));
+          }
+          f.size = static_cast<uint64_t>(info.st_size);
         }
-        if (w->buffer() >= s->buffers.size())
-          return invalid("weight '" + w->fqn()->str() + "' names a missing buffer");
         const fsdprt::Tensor &t = s->buffers[w->buffer()];
-        if (w->length() != t.bytes())
-          return invalid("weight '" + w->fqn()->str() + "' has " +
-                         std::to_string(w->length()) + " bytes but its buffer " +
-                         std::to_string(t.bytes()));
-        FILE *f = it->second.get();
-        if (fseeko(f, static_cast<off_t>(w->offset()), SEEK_SET) != 0 ||
-            std::fread(t.data, 1, t.bytes(), f) != t.bytes())
+        if (w->offset() > f.size || w->length() > f.size - w->offset())
           return makeStatus(FSDPRT_IO_ERROR,
-                            "cannot read " + std::to_string(t.bytes()) +
+                            "'" + path + "' is too short for '" + fqn +
+                                "': it has " + std::to_string(f.size) +
+                                " bytes, the weight map reads " +
+                                std::to_string(w->length()) + " at offset " +
+                                std::to_string(w->offset()));
+        if (!readFully(f, w->offset(), w->length(), t.data))
+          return makeStatus(FSDPRT_IO_ERROR,
+                            "cannot read " + std::to_string(w->length()) +
                                 " bytes at offset " +
                                 std::to_string(w->offset()) + " of '" + path +
-                                "' for '" + w->fqn()->str() +
-                                "' (file too short?)");
+                                "' for '" + fqn + "': " +
+                                (errno ? std::strerror(errno)
+                                       : "unexpected end of file"));
       }
     s->weightsLoaded = true;
     return nullptr;
@@ -319,11 +454,11 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
   return guarded(__func__, [&]() -> fsdprt_status_t {
     if (!s)
       return invalid("fsdprt_session_run: NULL argument");
-    if (!s->weightsLoaded && s->plan->root->weights() &&
-        s->plan->root->weights()->size())
-      return invalid("fsdprt_session_run: weights are not loaded; call "
+    const auto *weights = s->plan->root->weights();
+    if (!s->weightsLoaded && weights && weights->size())
+      return invalid("fsdprt_session_run: the weights are not loaded; call "
                      "fsdprt_session_load_weights first");
-    s->backend->setThreads(s->threads);
+    auto scope = s->backend->enter(s->threads);
     const auto *kernels = s->plan->root->kernels();
     // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
     static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
@@ -331,7 +466,8 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       auto start = std::chrono::steady_clock::now();
       std::string error = s->stream->launch(s->kernels[i]);
       if (!error.empty())
-        return invalid(describeKernel(kernels->Get(i), i) + ": " + error);
+        return makeStatus(FSDPRT_OUT_OF_RANGE,
+                          describeKernel(kernels->Get(i), i) + ": " + error);
       if (profile)
         std::fprintf(stderr, "fsdprt: %s: %.3f ms\n",
                      describeKernel(kernels->Get(i), i).c_str(),
@@ -368,11 +504,8 @@ fsdprt_status_t fsdprt_session_memory(const fsdprt_session_t *s,
   if (!s)
     return invalid("fsdprt_session_memory: NULL argument");
   uint64_t totals[3] = {0, 0, 0};
-  for (size_t i = 0; i < s->arenas.size(); ++i) {
-    auto kind = static_cast<size_t>(s->arenaKinds[i]);
-    if (kind < 3)
-      totals[kind] += s->arenaBytes[i];
-  }
+  for (size_t i = 0; i < s->arenas.size(); ++i)
+    totals[static_cast<size_t>(s->arenaKinds[i])] += s->arenaBytes[i];
   if (activations)
     *activations = totals[0];
   if (weights)

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -96,6 +97,20 @@ void requireDtype(const Tensor &t, fsdprt_dtype_t dtype, const char *what) {
                                 fsdprt_dtype_name(t.dtype));
 }
 
+void requireF32(const KernelArgs &args) {
+  for (const Tensor &t : args.in)
+    requireDtype(t, FSDPRT_F32, "every input");
+  for (const Tensor &t : args.out)
+    requireDtype(t, FSDPRT_F32, "every output");
+}
+
+void requireAtLeast(const std::vector<int64_t> &values, int64_t min,
+                    const char *name) {
+  for (int64_t v : values)
+    require(v >= min, std::string(name) + " must be >= " +
+                          std::to_string(min) + ", not " + std::to_string(v));
+}
+
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
@@ -128,6 +143,45 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
   return strides;
 }
 
+std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    require(da == db || da == 1 || db == 1,
+            shapeString(a) + " and " + shapeString(b) + " do not broadcast");
+    shape[i] = da == 1 ? db : da;
+  }
+  return shape;
+}
+
+int64_t windowOutput(int64_t in, int64_t padBegin, int64_t padEnd,
+                     int64_t kernel, int64_t stride, int64_t dilation,
+                     bool ceil) {
+  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    return -1;
+  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+Activation parseActivation(const std::string &name) {
+  static const std::pair<const char *, Activation> kNames[] = {
+      {"none", Activation::None},         {"relu", Activation::Relu},
+      {"gelu", Activation::Gelu},         {"gelu_tanh", Activation::GeluTanh},
+      {"silu", Activation::Silu},         {"tanh", Activation::Tanh},
+      {"sigmoid", Activation::Sigmoid}};
+  for (const auto &[text, kind] : kNames)
+    if (name == text)
+      return kind;
+  throw KernelError("unknown activation '" + name +
+                    "' (none, relu, gelu, gelu_tanh, silu, tanh, sigmoid)");
+}
+
 namespace {
 
 //===----------------------------------------------------------------------===//
@@ -149,6 +203,25 @@ public:
   std::string synchronize() override { return ""; }
 };
 
+/// OpenMP's thread count for the calling thread and OpenBLAS's (1: GEMMs
+/// are split by OpenMP, see sgemm) while a session runs.
+class CpuScope : public ExecutionScope {
+public:
+  explicit CpuScope(int threads)
+      : ompThreads(omp_get_max_threads()),
+        blasThreads(openblas_get_num_threads()) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(1);
+  }
+  ~CpuScope() override {
+    omp_set_num_threads(ompThreads);
+    openblas_set_num_threads(blasThreads);
+  }
+
+private:
+  int ompThreads, blasThreads;
+};
+
 class CpuBackend : public Backend {
 public:
   CpuBackend() {
@@ -160,13 +233,15 @@ public:
 
   const char *name() const override { return "cpu"; }
 
-  void *allocateArena(uint64_t bytes, uint64_t alignment) override {
+  void *allocate(uint64_t bytes, uint64_t alignment) override {
     uint64_t size = (std::max<uint64_t>(bytes, 1) + alignment - 1) /
                     alignment * alignment;
+    if (size < bytes) // wrapped around: no machine has that much memory
+      return nullptr;
     return std::aligned_alloc(alignment, size);
   }
 
-  void freeArena(void *arena) override { std::free(arena); }
+  void free(void *memory) override { std::free(memory); }
 
   KernelFn prepare(const std::string &op, KernelArgs &args) override {
     auto it = registry.find(op);
@@ -179,11 +254,12 @@ public:
     return std::make_unique<CpuStream>();
   }
 
-  void setThreads(int threads) override {
-    if (threads <= 0)
-      threads = omp_get_num_procs();
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(1); // parallelism comes from OpenMP (sgemm)
+  int resolveThreads(int requested) const override {
+    return requested > 0 ? requested : std::max(omp_get_num_procs(), 1);
+  }
+
+  std::unique_ptr<ExecutionScope> enter(int threads) override {
+    return std::make_unique<CpuScope>(resolveThreads(threads));
   }
 
 private:

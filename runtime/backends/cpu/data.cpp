@@ -3,6 +3,7 @@
 #include "kernels.h"
 
 #include <cstring>
+#include <memory>
 
 namespace fsdprt::cpu {
 namespace {
@@ -15,33 +16,42 @@ void requireSameDtype(const KernelArgs &args) {
     require(t.dtype == args.out[0].dtype, "outputs must have one dtype");
 }
 
-/// Copies y[i...] = x[offset + sum(i_d * strides_d)] elementwise, the
-/// strided read shared by transpose, slice and expand.
-KernelFn gatherStrided(Tensor x, Tensor y, std::vector<int64_t> strides,
-                       int64_t offset) {
-  size_t size = fsdprt_dtype_size(y.dtype);
+/// y[i...] = x[offset + sum(i_d * strides_d)] for elements of type T (only
+/// their bytes matter): the strided read shared by transpose, slice and
+/// expand, a row of y at a time.
+template <typename T>
+KernelFn gatherStridedOf(Tensor x, Tensor y,
+                         std::shared_ptr<const std::vector<int64_t>> strides,
+                         int64_t offset) {
   int64_t inner = y.shape.empty() ? 1 : y.shape.back();
   int64_t rows = inner ? y.numel / inner : 0;
-  int64_t step = y.shape.empty() ? 0 : strides.back();
-  auto shared = std::make_shared<std::vector<int64_t>>(std::move(strides));
+  int64_t step = y.shape.empty() ? 0 : strides->back();
+  std::vector<int64_t> outer(y.shape.begin(),
+                             y.shape.end() - (y.shape.empty() ? 0 : 1));
   return [=]() {
-    const std::vector<int64_t> &st = *shared;
+    const T *px = x.as<T>() + offset;
     parallelFor(rows, inner, [&](int64_t row) {
-      int64_t rest = row, src = offset;
-      for (int64_t d = static_cast<int64_t>(y.shape.size()) - 2; d >= 0; --d) {
-        src += (rest % y.shape[d]) * st[d];
-        rest /= y.shape[d];
-      }
-      const char *px = x.as<char>();
-      char *py = y.as<char>() + row * inner * size;
+      const T *src = px + offsetOf(row, outer, *strides);
+      T *dst = y.as<T>() + row * inner;
       if (step == 1)
-        std::memcpy(py, px + src * size, inner * size);
+        std::memcpy(dst, src, inner * sizeof(T));
       else
         for (int64_t j = 0; j < inner; ++j)
-          std::memcpy(py + j * size, px + (src + j * step) * size, size);
+          dst[j] = src[j * step];
     });
     return std::string();
   };
+}
+
+KernelFn gatherStrided(const Tensor &x, const Tensor &y,
+                       std::vector<int64_t> strides, int64_t offset) {
+  auto shared = std::make_shared<const std::vector<int64_t>>(std::move(strides));
+  switch (fsdprt_dtype_size(y.dtype)) {
+  case 1: return gatherStridedOf<uint8_t>(x, y, shared, offset);
+  case 2: return gatherStridedOf<uint16_t>(x, y, shared, offset);
+  case 4: return gatherStridedOf<uint32_t>(x, y, shared, offset);
+  default: return gatherStridedOf<uint64_t>(x, y, shared, offset);
+  }
 }
 
 KernelFn transpose(KernelArgs &args) {
@@ -73,14 +83,16 @@ KernelFn slice(KernelArgs &args) {
   std::vector<int64_t> starts = args.attrs.getInts("starts", {});
   std::vector<int64_t> steps = args.attrs.getInts("steps", {});
   require(starts.size() == rank && steps.size() == rank && y.shape.size() == rank,
-          "starts and steps need one entry per dimension");
+          "starts and steps need one entry per dimension of x " +
+              shapeString(x.shape) + ", and the output x's rank");
   std::vector<int64_t> own = stridesOf(x.shape), strides(rank);
   int64_t offset = 0;
   for (size_t d = 0; d < rank; ++d) {
     int64_t last = starts[d] + (y.shape[d] - 1) * steps[d];
     require(y.shape[d] == 0 || (starts[d] >= 0 && starts[d] < x.shape[d] &&
                                 last >= 0 && last < x.shape[d]),
-            "dimension " + std::to_string(d) + " reads outside the input");
+            "dimension " + std::to_string(d) + " reads outside x " +
+                shapeString(x.shape));
     offset += starts[d] * own[d];
     strides[d] = steps[d] * own[d];
   }
@@ -90,6 +102,10 @@ KernelFn slice(KernelArgs &args) {
 KernelFn expand(KernelArgs &args) {
   requireArity(args, 1, 1, 1);
   requireSameDtype(args);
+  require(broadcastShapes(args.in[0].shape, args.out[0].shape) ==
+              args.out[0].shape,
+          "output " + shapeString(args.out[0].shape) +
+              " is not the broadcast of " + shapeString(args.in[0].shape));
   return gatherStrided(args.in[0], args.out[0],
                        broadcastStrides(args.in[0].shape, args.out[0].shape,
                                         "the input"),
@@ -131,20 +147,26 @@ KernelFn pieces(KernelArgs &args, bool concat) {
   size_t size = fsdprt_dtype_size(whole.dtype);
   int64_t outer = product(whole.shape, 0, axis);
   int64_t inner = product(whole.shape, axis + 1, rank) * size;
+  // Where each piece starts inside one outer slice of the whole, in bytes.
+  std::vector<int64_t> starts;
+  int64_t at = 0;
+  for (const Tensor &p : parts) {
+    starts.push_back(at);
+    at += p.shape[axis] * inner;
+  }
+  int64_t span = whole.shape[axis] * inner;
   return [=]() {
-    int64_t at = 0;
-    for (const Tensor &p : parts) {
-      int64_t chunk = p.shape[axis] * inner;
-      for (int64_t o = 0; o < outer; ++o) {
-        char *w = whole.as<char>() + o * whole.shape[axis] * inner + at;
-        char *q = p.as<char>() + o * chunk;
+    parallelFor(outer, span / 4, [&](int64_t o) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        int64_t chunk = parts[i].shape[axis] * inner;
+        char *w = whole.as<char>() + o * span + starts[i];
+        char *q = parts[i].as<char>() + o * chunk;
         if (concat)
           std::memcpy(w, q, chunk);
         else
           std::memcpy(q, w, chunk);
       }
-      at += chunk;
-    }
+    });
     return std::string();
   };
 }

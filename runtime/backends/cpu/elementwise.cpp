@@ -1,69 +1,129 @@
 //===- elementwise.cpp - Elementwise CPU kernels with broadcasting --------===//
+//
+// Binary and ternary kernels read their inputs through NumPy broadcasting.
+// The output's dims are collapsed first (size-1 dims dropped, neighbours
+// every operand reads contiguously merged), so same-shape operands make one
+// flat loop, a scalar operand a stride of 0, and a row vector a 2-D loop;
+// the innermost run is split into chunks spread over the threads.
+//
+//===----------------------------------------------------------------------===//
 
 #include "kernels.h"
 
-#include <cmath>
 #include <cstring>
+#include <memory>
 
 namespace fsdprt::cpu {
 namespace {
 
-/// Iterates an output of `shape` row by row (rows along the last dim),
-/// giving each input's element offset at the row's start and its stride
-/// along the row.
-struct Broadcast {
-  std::vector<int64_t> shape;
-  std::vector<std::vector<int64_t>> strides;
-  int64_t inner = 1, rows = 1;
+/// Elements per chunk of the innermost run handed to one thread.
+constexpr int64_t kChunk = 1 << 14;
 
-  Broadcast(const std::vector<int64_t> &out, const std::vector<Tensor> &ins,
-            size_t count)
-      : shape(out) {
-    for (size_t i = 0; i < count; ++i)
-      strides.push_back(broadcastStrides(
-          ins[i].shape, out, ("input " + std::to_string(i)).c_str()));
-    inner = shape.empty() ? 1 : shape.back();
-    rows = inner ? product(shape, 0, shape.size()) / inner : 0;
-  }
-
-  /// Offsets of each input at the start of `row`.
-  void offsets(int64_t row, int64_t *out) const {
-    for (size_t i = 0; i < strides.size(); ++i)
-      out[i] = 0;
-    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
-      int64_t index = row % shape[d];
-      row /= shape[d];
-      for (size_t i = 0; i < strides.size(); ++i)
-        out[i] += index * strides[i][d];
+/// How an elementwise output reads its inputs, with collapsed dims.
+class Broadcast {
+public:
+  Broadcast(const Tensor &out, const std::vector<Tensor> &ins)
+      : numel(out.numel), strides(ins.size()) {
+    std::vector<std::vector<int64_t>> full;
+    for (size_t i = 0; i < ins.size(); ++i)
+      full.push_back(broadcastStrides(ins[i].shape, out.shape,
+                                      ("input " + std::to_string(i)).c_str()));
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < out.shape.size(); ++d) {
+      if (out.shape[d] == 1)
+        continue;
+      bool merge = !shape.empty();
+      for (size_t i = 0; i < ins.size() && merge; ++i)
+        merge = strides[i].back() == full[i][d] * out.shape[d];
+      if (merge)
+        shape.back() *= out.shape[d];
+      else
+        shape.push_back(out.shape[d]);
+      for (size_t i = 0; i < ins.size(); ++i) {
+        if (merge)
+          strides[i].back() = full[i][d];
+        else
+          strides[i].push_back(full[i][d]);
+      }
     }
+    if (shape.empty()) {
+      shape.push_back(1);
+      for (std::vector<int64_t> &s : strides)
+        s.push_back(0);
+    }
+    inner = shape.back();
+    outer.assign(shape.begin(), shape.end() - 1);
   }
 
-  int64_t step(size_t input) const {
-    return shape.empty() ? 0 : strides[input].back();
+  /// Input `i`'s stride along the innermost run.
+  int64_t step(size_t i) const { return strides[i].back(); }
+
+  /// Calls body(inputOffsets, outputOffset, count) for every chunk of every
+  /// innermost run, in parallel when the tensor is large.
+  template <size_t N, typename Body> void forEach(Body body) const {
+    if (numel == 0)
+      return;
+    int64_t chunk = std::min(inner, kChunk);
+    int64_t pieces = (inner + chunk - 1) / chunk, rows = numel / inner;
+    parallelFor(rows * pieces, chunk, [&](int64_t item) {
+      int64_t row = item / pieces, begin = item % pieces * chunk;
+      int64_t offsets[N];
+      for (size_t i = 0; i < N; ++i)
+        offsets[i] = offsetOf(row, outer, strides[i]) + begin * step(i);
+      body(offsets, row * inner + begin, std::min(chunk, inner - begin));
+    });
   }
+
+private:
+  int64_t numel, inner;
+  std::vector<int64_t> outer;
+  std::vector<std::vector<int64_t>> strides;
 };
+
+/// Checks that `y` has exactly the broadcast shape of the inputs.
+void requireBroadcastOutput(const KernelArgs &args) {
+  std::vector<int64_t> shape;
+  for (const Tensor &t : args.in)
+    shape = broadcastShapes(shape, t.shape);
+  require(args.out[0].shape == shape,
+          "output " + shapeString(args.out[0].shape) +
+              " is not the broadcast shape " + shapeString(shape));
+}
 
 template <typename In, typename Out, typename Op>
 KernelFn binary(KernelArgs &args, Op op) {
+  requireBroadcastOutput(args);
   Tensor a = args.in[0], b = args.in[1], y = args.out[0];
-  auto plan = std::make_shared<Broadcast>(y.shape, args.in, 2);
+  auto plan = std::make_shared<const Broadcast>(y, args.in);
   return [=]() {
     const In *pa = a.as<In>(), *pb = b.as<In>();
     Out *py = y.as<Out>();
-    int64_t inner = plan->inner, sa = plan->step(0), sb = plan->step(1);
-    parallelFor(plan->rows, inner, [&](int64_t row) {
-      int64_t off[2];
-      plan->offsets(row, off);
+    int64_t sa = plan->step(0), sb = plan->step(1);
+    plan->forEach<2>([&](const int64_t *off, int64_t at, int64_t n) {
       const In *ra = pa + off[0], *rb = pb + off[1];
-      Out *ry = py + row * inner;
-      for (int64_t j = 0; j < inner; ++j)
-        ry[j] = op(ra[j * sa], rb[j * sb]);
+      Out *ry = py + at;
+      // The common layouts get loops the compiler can vectorise.
+      if (sa == 1 && sb == 1) {
+        for (int64_t j = 0; j < n; ++j)
+          ry[j] = op(ra[j], rb[j]);
+      } else if (sa == 1 && sb == 0) {
+        const In vb = *rb;
+        for (int64_t j = 0; j < n; ++j)
+          ry[j] = op(ra[j], vb);
+      } else if (sa == 0 && sb == 1) {
+        const In va = *ra;
+        for (int64_t j = 0; j < n; ++j)
+          ry[j] = op(va, rb[j]);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          ry[j] = op(ra[j * sa], rb[j * sb]);
+      }
     });
     return std::string();
   };
 }
 
-/// Arithmetic on F32, or I64 when `integers`.
+/// Arithmetic on F32, or on I64 when `opi` is given.
 template <typename OpF, typename OpI>
 KernelFn arithmetic(KernelArgs &args, OpF opf, OpI opi, bool integers) {
   requireArity(args, 2, 2, 1);
@@ -75,6 +135,13 @@ KernelFn arithmetic(KernelArgs &args, OpF opf, OpI opi, bool integers) {
   require(integers && t == FSDPRT_I64,
           std::string("does not support ") + fsdprt_dtype_name(t));
   return binary<int64_t, int64_t>(args, opi);
+}
+
+/// Signed integer arithmetic that wraps on overflow instead of being
+/// undefined.
+template <typename Op> int64_t wrapping(int64_t x, int64_t y, Op op) {
+  return static_cast<int64_t>(
+      op(static_cast<uint64_t>(x), static_cast<uint64_t>(y)));
 }
 
 template <typename Op> KernelFn compare(KernelArgs &args, Op op) {
@@ -101,9 +168,43 @@ template <typename Op> KernelFn logical(KernelArgs &args, Op op) {
   return binary<uint8_t, uint8_t>(args, op);
 }
 
+/// cond ? a : b for elements of type T (only their bytes matter).
+template <typename T> KernelFn whereOf(KernelArgs &args) {
+  Tensor c = args.in[0], a = args.in[1], b = args.in[2], y = args.out[0];
+  auto plan = std::make_shared<const Broadcast>(y, args.in);
+  return [=]() {
+    int64_t sc = plan->step(0), sa = plan->step(1), sb = plan->step(2);
+    plan->forEach<3>([&](const int64_t *off, int64_t at, int64_t n) {
+      const uint8_t *rc = c.as<uint8_t>() + off[0];
+      const T *ra = a.as<T>() + off[1], *rb = b.as<T>() + off[2];
+      T *ry = y.as<T>() + at;
+      for (int64_t j = 0; j < n; ++j)
+        ry[j] = rc[j * sc] ? ra[j * sa] : rb[j * sb];
+    });
+    return std::string();
+  };
+}
+
+KernelFn where(KernelArgs &args) {
+  requireArity(args, 3, 3, 1);
+  requireDtype(args.in[0], FSDPRT_BOOL, "the condition");
+  fsdprt_dtype_t t = args.out[0].dtype;
+  require(args.in[1].dtype == t && args.in[2].dtype == t,
+          "both branches and the output must have one dtype");
+  requireBroadcastOutput(args);
+  switch (fsdprt_dtype_size(t)) {
+  case 1: return whereOf<uint8_t>(args);
+  case 2: return whereOf<uint16_t>(args);
+  case 4: return whereOf<uint32_t>(args);
+  default: return whereOf<uint64_t>(args);
+  }
+}
+
 template <typename T, typename Op> KernelFn unaryOf(KernelArgs &args, Op op) {
   Tensor x = args.in[0], y = args.out[0];
-  require(x.numel == y.numel, "input and output differ in size");
+  require(x.shape == y.shape, "input " + shapeString(x.shape) +
+                                  " and output " + shapeString(y.shape) +
+                                  " differ in shape");
   return [=]() {
     const T *px = x.as<T>();
     T *py = y.as<T>();
@@ -112,125 +213,143 @@ template <typename T, typename Op> KernelFn unaryOf(KernelArgs &args, Op op) {
   };
 }
 
+/// A unary kernel on F32.
 template <typename Op> KernelFn unary(KernelArgs &args, Op op) {
   requireArity(args, 1, 1, 1);
-  requireDtype(args.in[0], FSDPRT_F32, "the input");
-  requireDtype(args.out[0], FSDPRT_F32, "the output");
+  requireF32(args);
   return unaryOf<float>(args, op);
 }
 
-float geluErf(float x) {
-  return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+/// A unary kernel on F32 or, with `opi`, on I64.
+template <typename OpF, typename OpI>
+KernelFn signedUnary(KernelArgs &args, OpF opf, OpI opi) {
+  requireArity(args, 1, 1, 1);
+  if (args.in[0].dtype == FSDPRT_I64) {
+    requireDtype(args.out[0], FSDPRT_I64, "the output");
+    return unaryOf<int64_t>(args, opi);
+  }
+  return unary(args, opf);
 }
 
-float geluTanh(float x) {
-  // 0.5 (1 + tanh(u)) = sigmoid(2u), u = sqrt(2 / pi) (x + 0.044715 x^3):
-  // one exp instead of libm's slow tanh.
-  const float k2 = 2 * 0.7978845608028654f;
-  return x / (1.0f + std::exp(-k2 * (x + 0.044715f * x * x * x)));
+//===----------------------------------------------------------------------===//
+// cast
+//===----------------------------------------------------------------------===//
+
+template <fsdprt_dtype_t D> struct Storage;
+template <> struct Storage<FSDPRT_F32> { using type = float; };
+template <> struct Storage<FSDPRT_F64> { using type = double; };
+template <> struct Storage<FSDPRT_I64> { using type = int64_t; };
+template <> struct Storage<FSDPRT_I32> { using type = int32_t; };
+template <> struct Storage<FSDPRT_I16> { using type = int16_t; };
+template <> struct Storage<FSDPRT_I8> { using type = int8_t; };
+template <> struct Storage<FSDPRT_U8> { using type = uint8_t; };
+template <> struct Storage<FSDPRT_BOOL> { using type = uint8_t; };
+
+/// ONNX Cast of one element: to Bool is `x != 0`; floats to integers
+/// truncate toward zero and then wrap to the narrower type.
+template <fsdprt_dtype_t From, fsdprt_dtype_t To>
+typename Storage<To>::type convert(typename Storage<From>::type x) {
+  using Out = typename Storage<To>::type;
+  if constexpr (To == FSDPRT_BOOL)
+    return x != 0;
+  else if constexpr ((From == FSDPRT_F32 || From == FSDPRT_F64) &&
+                     !(To == FSDPRT_F32 || To == FSDPRT_F64))
+    return static_cast<Out>(static_cast<int64_t>(x));
+  else
+    return static_cast<Out>(x);
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-KernelFn where(KernelArgs &args) {
-  requireArity(args, 3, 3, 1);
-  requireDtype(args.in[0], FSDPRT_BOOL, "the condition");
-  fsdprt_dtype_t t = args.out[0].dtype;
-  require(args.in[1].dtype == t && args.in[2].dtype == t,
-          "both branches and the output must have one dtype");
-  size_t size = fsdprt_dtype_size(t);
-  Tensor c = args.in[0], a = args.in[1], b = args.in[2], y = args.out[0];
-  auto plan = std::make_shared<Broadcast>(y.shape, args.in, 3);
-  return [=]() {
-    int64_t inner = plan->inner;
-    int64_t sc = plan->step(0), sa = plan->step(1), sb = plan->step(2);
-    parallelFor(plan->rows, inner, [&](int64_t row) {
-      int64_t off[3];
-      plan->offsets(row, off);
-      const uint8_t *rc = c.as<uint8_t>() + off[0];
-      const char *ra = a.as<char>() + off[1] * size;
-      const char *rb = b.as<char>() + off[2] * size;
-      char *ry = y.as<char>() + row * inner * size;
-      for (int64_t j = 0; j < inner; ++j)
-        std::memcpy(ry + j * size,
-                    rc[j * sc] ? ra + j * sa * size : rb + j * sb * size, size);
-    });
+template <fsdprt_dtype_t From, fsdprt_dtype_t To>
+KernelFn castOf(const Tensor &x, const Tensor &y) {
+  return [x, y]() {
+    const auto *px = x.as<typename Storage<From>::type>();
+    auto *py = y.as<typename Storage<To>::type>();
+    parallelFor(x.numel, 2, [&](int64_t i) { py[i] = convert<From, To>(px[i]); });
     return std::string();
   };
 }
 
-/// Reads element i of `t` as a double.
-double load(const Tensor &t, int64_t i) {
-  switch (t.dtype) {
-  case FSDPRT_F32: return t.as<float>()[i];
-  case FSDPRT_F64: return t.as<double>()[i];
-  case FSDPRT_I64: return static_cast<double>(t.as<int64_t>()[i]);
-  case FSDPRT_I32: return t.as<int32_t>()[i];
-  case FSDPRT_I16: return t.as<int16_t>()[i];
-  case FSDPRT_I8: return t.as<int8_t>()[i];
-  case FSDPRT_U8: case FSDPRT_BOOL: return t.as<uint8_t>()[i];
-  default: return 0;
+template <fsdprt_dtype_t From>
+KernelFn castFrom(const Tensor &x, const Tensor &y) {
+  switch (y.dtype) {
+  case FSDPRT_F32: return castOf<From, FSDPRT_F32>(x, y);
+  case FSDPRT_F64: return castOf<From, FSDPRT_F64>(x, y);
+  case FSDPRT_I64: return castOf<From, FSDPRT_I64>(x, y);
+  case FSDPRT_I32: return castOf<From, FSDPRT_I32>(x, y);
+  case FSDPRT_I16: return castOf<From, FSDPRT_I16>(x, y);
+  case FSDPRT_I8: return castOf<From, FSDPRT_I8>(x, y);
+  case FSDPRT_U8: return castOf<From, FSDPRT_U8>(x, y);
+  case FSDPRT_BOOL: return castOf<From, FSDPRT_BOOL>(x, y);
+  default: break;
   }
+  throw KernelError(std::string("cannot convert to ") +
+                    fsdprt_dtype_name(y.dtype));
 }
 
 KernelFn cast(KernelArgs &args) {
   requireArity(args, 1, 1, 1);
-  Tensor x = args.in[0], y = args.out[0];
-  require(x.numel == y.numel, "input and output differ in size");
-  for (const Tensor &t : {x, y})
-    require(t.dtype != FSDPRT_F16 && t.dtype != FSDPRT_BF16,
-            "does not convert 16-bit floats yet");
-  return [=]() {
-    parallelFor(x.numel, 4, [&](int64_t i) {
-      // Integer sources convert exactly through int64, floats through double.
-      bool integral = x.dtype != FSDPRT_F32 && x.dtype != FSDPRT_F64;
-      int64_t iv = integral ? (x.dtype == FSDPRT_I64 ? x.as<int64_t>()[i]
-                                                     : static_cast<int64_t>(load(x, i)))
-                            : 0;
-      double dv = integral ? static_cast<double>(iv) : load(x, i);
-      switch (y.dtype) {
-      case FSDPRT_F32: y.as<float>()[i] = static_cast<float>(dv); break;
-      case FSDPRT_F64: y.as<double>()[i] = dv; break;
-      case FSDPRT_I64: y.as<int64_t>()[i] = integral ? iv : static_cast<int64_t>(dv); break;
-      case FSDPRT_I32: y.as<int32_t>()[i] = static_cast<int32_t>(integral ? iv : static_cast<int64_t>(dv)); break;
-      case FSDPRT_I16: y.as<int16_t>()[i] = static_cast<int16_t>(integral ? iv : static_cast<int64_t>(dv)); break;
-      case FSDPRT_I8: y.as<int8_t>()[i] = static_cast<int8_t>(integral ? iv : static_cast<int64_t>(dv)); break;
-      case FSDPRT_U8: y.as<uint8_t>()[i] = static_cast<uint8_t>(integral ? iv : static_cast<int64_t>(dv)); break;
-      case FSDPRT_BOOL: y.as<uint8_t>()[i] = dv != 0; break;
-      default: break;
-      }
-    });
-    return std::string();
-  };
+  const Tensor &x = args.in[0], &y = args.out[0];
+  require(x.shape == y.shape, "input " + shapeString(x.shape) + " and output " +
+                                  shapeString(y.shape) + " differ in shape");
+  switch (x.dtype) {
+  case FSDPRT_F32: return castFrom<FSDPRT_F32>(x, y);
+  case FSDPRT_F64: return castFrom<FSDPRT_F64>(x, y);
+  case FSDPRT_I64: return castFrom<FSDPRT_I64>(x, y);
+  case FSDPRT_I32: return castFrom<FSDPRT_I32>(x, y);
+  case FSDPRT_I16: return castFrom<FSDPRT_I16>(x, y);
+  case FSDPRT_I8: return castFrom<FSDPRT_I8>(x, y);
+  case FSDPRT_U8: return castFrom<FSDPRT_U8>(x, y);
+  case FSDPRT_BOOL: return castFrom<FSDPRT_BOOL>(x, y);
+  default: break;
+  }
+  throw KernelError(std::string("cannot convert from ") +
+                    fsdprt_dtype_name(x.dtype));
 }
 
 } // namespace
 
 void registerElementwise(Registry &r) {
   r["add"] = [](KernelArgs &a) {
-    return arithmetic(a, [](float x, float y) { return x + y; },
-                      [](int64_t x, int64_t y) { return x + y; }, true);
+    return arithmetic(
+        a, [](float x, float y) { return x + y; },
+        [](int64_t x, int64_t y) {
+          return wrapping(x, y, [](uint64_t p, uint64_t q) { return p + q; });
+        },
+        true);
   };
   r["sub"] = [](KernelArgs &a) {
-    return arithmetic(a, [](float x, float y) { return x - y; },
-                      [](int64_t x, int64_t y) { return x - y; }, true);
+    return arithmetic(
+        a, [](float x, float y) { return x - y; },
+        [](int64_t x, int64_t y) {
+          return wrapping(x, y, [](uint64_t p, uint64_t q) { return p - q; });
+        },
+        true);
   };
   r["mul"] = [](KernelArgs &a) {
-    return arithmetic(a, [](float x, float y) { return x * y; },
-                      [](int64_t x, int64_t y) { return x * y; }, true);
+    return arithmetic(
+        a, [](float x, float y) { return x * y; },
+        [](int64_t x, int64_t y) {
+          return wrapping(x, y, [](uint64_t p, uint64_t q) { return p * q; });
+        },
+        true);
   };
   r["div"] = [](KernelArgs &a) {
-    // Integer division truncates toward zero (ONNX); division by zero is 0
-    // rather than a trap.
-    return arithmetic(a, [](float x, float y) { return x / y; },
-                      [](int64_t x, int64_t y) { return y ? x / y : 0; }, true);
+    // Integer division truncates toward zero (ONNX); dividing by zero gives
+    // 0 and INT64_MIN / -1 wraps, rather than trapping.
+    return arithmetic(
+        a, [](float x, float y) { return x / y; },
+        [](int64_t x, int64_t y) {
+          if (y == 0)
+            return int64_t(0);
+          if (y == -1)
+            return wrapping(x, 0, [](uint64_t p, uint64_t) { return 0 - p; });
+          return x / y;
+        },
+        true);
   };
   r["pow"] = [](KernelArgs &a) {
     return arithmetic(
-        a,
-        [](float x, float y) {
-          return y == 2.0f ? x * x : std::pow(x, y);
-        },
+        a, [](float x, float y) { return y == 2.0f ? x * x : std::pow(x, y); },
         [](int64_t, int64_t) { return int64_t(0); }, false);
   };
   r["equal"] = [](KernelArgs &a) {
@@ -249,15 +368,31 @@ void registerElementwise(Registry &r) {
     return logical(a, [](uint8_t x, uint8_t y) -> uint8_t { return x || y; });
   };
   r["where"] = where;
-  r["exp"] = [](KernelArgs &a) { return unary(a, [](float x) { return std::exp(x); }); };
-  r["log"] = [](KernelArgs &a) { return unary(a, [](float x) { return std::log(x); }); };
-  r["sqrt"] = [](KernelArgs &a) { return unary(a, [](float x) { return std::sqrt(x); }); };
-  r["reciprocal"] = [](KernelArgs &a) { return unary(a, [](float x) { return 1.0f / x; }); };
-  r["tanh"] = [](KernelArgs &a) { return unary(a, [](float x) { return std::tanh(x); }); };
+  r["exp"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::exp(x); });
+  };
+  r["log"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::log(x); });
+  };
+  r["sqrt"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::sqrt(x); });
+  };
+  r["reciprocal"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return 1.0f / x; });
+  };
+  r["tanh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::tanh(x); });
+  };
+  r["erf"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::erf(x); });
+  };
   r["sigmoid"] = [](KernelArgs &a) { return unary(a, sigmoid); };
-  r["relu"] = [](KernelArgs &a) { return unary(a, [](float x) { return x > 0 ? x : 0.0f; }); };
-  r["erf"] = [](KernelArgs &a) { return unary(a, [](float x) { return std::erf(x); }); };
-  r["silu"] = [](KernelArgs &a) { return unary(a, [](float x) { return x * sigmoid(x); }); };
+  r["relu"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return activate(Activation::Relu, x); });
+  };
+  r["silu"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return activate(Activation::Silu, x); });
+  };
   r["gelu"] = [](KernelArgs &a) {
     std::string approximate = a.attrs.getString("approximate", "none");
     require(approximate == "none" || approximate == "tanh",
@@ -265,16 +400,19 @@ void registerElementwise(Registry &r) {
     return approximate == "tanh" ? unary(a, geluTanh) : unary(a, geluErf);
   };
   r["neg"] = [](KernelArgs &a) {
-    requireArity(a, 1, 1, 1);
-    if (a.in[0].dtype == FSDPRT_I64)
-      return unaryOf<int64_t>(a, [](int64_t x) { return -x; });
-    return unary(a, [](float x) { return -x; });
+    return signedUnary(
+        a, [](float x) { return -x; },
+        [](int64_t x) {
+          return wrapping(x, 0, [](uint64_t p, uint64_t) { return 0 - p; });
+        });
   };
   r["abs"] = [](KernelArgs &a) {
-    requireArity(a, 1, 1, 1);
-    if (a.in[0].dtype == FSDPRT_I64)
-      return unaryOf<int64_t>(a, [](int64_t x) { return x < 0 ? -x : x; });
-    return unary(a, [](float x) { return std::fabs(x); });
+    return signedUnary(
+        a, [](float x) { return std::fabs(x); },
+        [](int64_t x) {
+          return x < 0 ? wrapping(x, 0, [](uint64_t p, uint64_t) { return 0 - p; })
+                       : x;
+        });
   };
   r["not"] = [](KernelArgs &a) {
     requireArity(a, 1, 1, 1);

@@ -5,6 +5,8 @@
 
 #include "../../src/backend.h"
 
+#include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,17 +22,39 @@ void registerLinalg(Registry &registry);
 void registerNN(Registry &registry);
 void registerData(Registry &registry);
 
+//===----------------------------------------------------------------------===//
+// Checks made when a kernel is prepared
+//===----------------------------------------------------------------------===//
+
 /// Throws KernelError unless `condition`.
 inline void require(bool condition, const std::string &message) {
   if (!condition)
     throw KernelError(message);
 }
 
-/// Checks the number of inputs (within [min, max]) and outputs.
+/// Checks the number of inputs (within [minIn, maxIn]) and outputs.
 void requireArity(const KernelArgs &args, size_t minIn, size_t maxIn,
                   size_t out);
 void requireDtype(const Tensor &t, fsdprt_dtype_t dtype, const char *what);
+/// Every input and output is F32.
+void requireF32(const KernelArgs &args);
+/// Every value of attribute `name` is at least `min`.
+void requireAtLeast(const std::vector<int64_t> &values, int64_t min,
+                    const char *name);
 std::string shapeString(const std::vector<int64_t> &shape);
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+/// Row-major element strides of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+
+/// The product of dims [begin, end) of `shape`.
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
+inline int64_t product(const std::vector<int64_t> &shape) {
+  return product(shape, 0, shape.size());
+}
 
 /// NumPy broadcasting of `shape` to `target`: the element strides to read
 /// `shape` at each index of `target` (0 along stretched dims). Throws when
@@ -39,22 +63,94 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
                                       const std::vector<int64_t> &target,
                                       const char *what);
 
-/// Row-major element strides of `shape`.
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+/// The NumPy broadcast of two shapes; throws when they do not broadcast.
+std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b);
 
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
+/// The element offset, for strides `strides`, of flat index `index` of
+/// `shape` (row-major).
+inline int64_t offsetOf(int64_t index, const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &strides) {
+  int64_t offset = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    offset += (index % shape[d]) * strides[d];
+    index /= shape[d];
+  }
+  return offset;
+}
 
-/// C = alpha * op(A) op(B) + beta * C (row-major) with OpenBLAS running
-/// single-threaded inside OpenMP threads: one thread pool for the whole
-/// backend (OpenBLAS's own pool and OpenMP's would fight over the cores).
+/// The output size along one spatial dim of a window (ONNX Conv and the
+/// pools) over `in` elements padded by `padBegin` and `padEnd`; -1 when the
+/// window does not fit. With `ceil` a partial last window counts if it
+/// starts inside the input or its leading padding (PyTorch's rule).
+int64_t windowOutput(int64_t in, int64_t padBegin, int64_t padEnd,
+                     int64_t kernel, int64_t stride, int64_t dilation,
+                     bool ceil);
+
+//===----------------------------------------------------------------------===//
+// Activations: one definition for the elementwise kernels and for linear's
+// epilogue.
+//===----------------------------------------------------------------------===//
+
+enum class Activation { None, Relu, Gelu, GeluTanh, Silu, Tanh, Sigmoid };
+
+/// The activation called `name` (plan-format.md's `linear`); throws
+/// KernelError for another name.
+Activation parseActivation(const std::string &name);
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+inline float geluErf(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
+}
+
+/// 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), computed as
+/// x * sigmoid(2u): one exp instead of libm's slower tanh.
+inline float geluTanh(float x) {
+  const float twoK = 2 * 0.7978845608028654f;
+  return x / (1.0f + std::exp(-twoK * (x + 0.044715f * x * x * x)));
+}
+
+inline float activate(Activation kind, float x) {
+  switch (kind) {
+  case Activation::None: return x;
+  case Activation::Relu: return x > 0 ? x : 0.0f;
+  case Activation::Gelu: return geluErf(x);
+  case Activation::GeluTanh: return geluTanh(x);
+  case Activation::Silu: return x * sigmoid(x);
+  case Activation::Tanh: return std::tanh(x);
+  case Activation::Sigmoid: return sigmoid(x);
+  }
+  return x;
+}
+
+//===----------------------------------------------------------------------===//
+// Parallelism
+//===----------------------------------------------------------------------===//
+
+/// Work done on the block [m0, m1) x [n0, n1) of a GEMM's output by the
+/// thread that computed it, while the block is still in its cache.
+using GemmEpilogue =
+    std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+
+/// C = alpha * op(A) op(B) + beta * C (row-major), then `epilogue` on each
+/// block. OpenBLAS runs single-threaded inside OpenMP threads: one thread
+/// pool for the whole backend (OpenBLAS's own pool and OpenMP's would
+/// fight over the cores). Called from inside a parallel region it runs on
+/// the calling thread alone.
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc);
+           int64_t ldb, float beta, float *c, int64_t ldc,
+           const GemmEpilogue &epilogue = nullptr);
 
-/// Parallel loop over [0, n) when the work is worth it.
+/// Below this much work (items times cost per item, roughly in flops) a
+/// loop stays on one thread: waking a team costs more than it saves.
+constexpr int64_t kParallelGrain = 1 << 15;
+
+/// A static parallel loop over [0, n) when the work is worth it.
 template <typename Body>
 void parallelFor(int64_t n, int64_t costPerItem, Body body) {
-  const bool parallel = n > 1 && n * costPerItem >= (1 << 15);
+  const bool parallel = n > 1 && n * costPerItem >= kParallelGrain;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t i = 0; i < n; ++i)
     body(i);

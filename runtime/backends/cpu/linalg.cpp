@@ -1,7 +1,8 @@
 //===- linalg.cpp - GEMM-based CPU kernels (OpenBLAS) ---------------------===//
 //
-// matmul, gemm, linear (GEMM + bias + activation epilogue), attention
-// (per batch-head: scores by GEMM into a per-thread tile, scale, mask,
+// matmul, gemm, linear (GEMM, then bias and activation applied to each
+// block of the output by the thread that computed it), attention (tiles of
+// query rows: scores by GEMM into a per-thread scratch tile, scale, mask and
 // softmax in place, GEMM with the values) and conv (im2col + GEMM).
 //
 //===----------------------------------------------------------------------===//
@@ -12,70 +13,65 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 namespace fsdprt::cpu {
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc) {
-  auto call = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+           int64_t ldb, float beta, float *c, int64_t ldc,
+           const GemmEpilogue &epilogue) {
+  auto block = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     if (m1 <= m0 || n1 <= n0)
       return;
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, m1 - m0, n1 - n0, k, alpha,
-                a + (transA ? m0 : m0 * lda), lda,
-                b + (transB ? n0 * ldb : n0), ldb, beta, c + m0 * ldc + n0,
-                ldc);
+    if (k == 0) {
+      // OpenBLAS rejects K = 0 leading dimensions; the product is empty.
+      for (int64_t i = m0; i < m1; ++i)
+        for (int64_t j = n0; j < n1; ++j)
+          c[i * ldc + j] = beta == 0 ? 0.0f : beta * c[i * ldc + j];
+    } else {
+      cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                  transB ? CblasTrans : CblasNoTrans, m1 - m0, n1 - n0, k,
+                  alpha, a + (transA ? m0 : m0 * lda), lda,
+                  b + (transB ? n0 * ldb : n0), ldb, beta, c + m0 * ldc + n0,
+                  ldc);
+    }
+    if (epilogue)
+      epilogue(m0, m1, n0, n1);
   };
   int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (threads <= 1 || m * n * k < (1 << 16)) {
-    call(0, m, 0, n);
+    block(0, m, 0, n);
     return;
   }
   // Split the larger of M and N into one block per thread.
   bool byRows = m >= n;
   int64_t extent = byRows ? m : n;
-  int64_t block = (extent + threads - 1) / threads;
+  int64_t size = (extent + threads - 1) / threads;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int t = 0; t < threads; ++t) {
-    int64_t lo = t * block, hi = std::min(extent, lo + block);
+    int64_t lo = t * size, hi = std::min(extent, lo + size);
     if (byRows)
-      call(lo, hi, 0, n);
+      block(lo, hi, 0, n);
     else
-      call(0, m, lo, hi);
+      block(0, m, lo, hi);
   }
 }
 
 namespace {
 
-void requireF32(const KernelArgs &args) {
-  for (const Tensor &t : args.in)
-    requireDtype(t, FSDPRT_F32, "every input");
-  for (const Tensor &t : args.out)
-    requireDtype(t, FSDPRT_F32, "the output");
-}
-
-/// Element offsets of each batch of an operand whose batch dims broadcast to
-/// `batch`.
+/// Element offsets of each matrix of an operand whose batch dims
+/// broadcast to `batch`.
 std::vector<int64_t> batchOffsets(const std::vector<int64_t> &shape,
-                                  size_t matrixDims,
                                   const std::vector<int64_t> &batch,
                                   int64_t matrixSize, const char *what) {
-  std::vector<int64_t> own(shape.begin(), shape.end() - matrixDims);
+  std::vector<int64_t> own(shape.begin(), shape.end() - 2);
   std::vector<int64_t> strides = broadcastStrides(own, batch, what);
-  int64_t count = product(batch, 0, batch.size());
-  std::vector<int64_t> offsets(count);
-  for (int64_t b = 0; b < count; ++b) {
-    int64_t rest = b, offset = 0;
-    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
-      offset += (rest % batch[d]) * strides[d];
-      rest /= batch[d];
-    }
-    offsets[b] = offset * matrixSize;
-  }
+  std::vector<int64_t> offsets(product(batch));
+  for (size_t i = 0; i < offsets.size(); ++i)
+    offsets[i] = offsetOf(i, batch, strides) * matrixSize;
   return offsets;
 }
 
@@ -84,9 +80,10 @@ KernelFn matmul(KernelArgs &args) {
   requireF32(args);
   Tensor a = args.in[0], b = args.in[1], y = args.out[0];
   bool transB = args.attrs.getInt("trans_b", 0) != 0;
+  require(!a.shape.empty() && !b.shape.empty(), "operands must have rank >= 1");
+  require(!transB || b.shape.size() >= 2, "trans_b needs b of rank >= 2");
   // Promote 1-D operands as NumPy does.
   std::vector<int64_t> as = a.shape, bs = b.shape;
-  require(!as.empty() && !bs.empty(), "operands must have rank >= 1");
   if (as.size() == 1)
     as.insert(as.begin(), 1);
   if (bs.size() == 1)
@@ -95,18 +92,22 @@ KernelFn matmul(KernelArgs &args) {
   int64_t bk = transB ? bs.back() : bs[bs.size() - 2];
   int64_t n = transB ? bs[bs.size() - 2] : bs.back();
   require(k == bk, "inner dimensions differ: " + shapeString(a.shape) +
-                       " and " + shapeString(b.shape));
-  std::vector<int64_t> batch(y.shape.begin(),
-                             y.shape.end() - std::min<size_t>(
-                                 y.shape.size(),
-                                 (a.shape.size() > 1) + (b.shape.size() > 1)));
-  require(product(batch, 0, batch.size()) * m * n == y.numel,
-          "output " + shapeString(y.shape) + " does not fit " +
-              shapeString(a.shape) + " x " + shapeString(b.shape));
-  auto aOff = std::make_shared<std::vector<int64_t>>(
-      batchOffsets(as, 2, batch, m * k, "a's batch"));
-  auto bOff = std::make_shared<std::vector<int64_t>>(
-      batchOffsets(bs, 2, batch, k * n, "b's batch"));
+                       " and " + shapeString(b.shape) +
+                       (transB ? " (b transposed)" : ""));
+  std::vector<int64_t> batch =
+      broadcastShapes(std::vector<int64_t>(as.begin(), as.end() - 2),
+                      std::vector<int64_t>(bs.begin(), bs.end() - 2));
+  std::vector<int64_t> expected = batch;
+  if (a.shape.size() > 1)
+    expected.push_back(m);
+  if (b.shape.size() > 1)
+    expected.push_back(n);
+  require(y.shape == expected, "output " + shapeString(y.shape) + " should be " +
+                                   shapeString(expected));
+  auto aOff = std::make_shared<const std::vector<int64_t>>(
+      batchOffsets(as, batch, m * k, "a's batch"));
+  auto bOff = std::make_shared<const std::vector<int64_t>>(
+      batchOffsets(bs, batch, k * n, "b's batch"));
   // A shared right operand and a contiguous left one make one GEMM with
   // the batch folded into the rows.
   int64_t count = aOff->size();
@@ -121,14 +122,11 @@ KernelFn matmul(KernelArgs &args) {
             y.as<float>() + i * rows * n, n);
     };
     // Many small products run side by side; a few large ones split inside.
-    if (gemms > 1 && rows * n * k < (1 << 18)) {
-#pragma omp parallel for schedule(static)
+    if (gemms > 1 && rows * n * k < (1 << 18))
+      parallelFor(gemms, rows * n * k, one);
+    else
       for (int64_t i = 0; i < gemms; ++i)
         one(i);
-    } else {
-      for (int64_t i = 0; i < gemms; ++i)
-        one(i);
-    }
     return std::string();
   };
 }
@@ -141,44 +139,30 @@ KernelFn gemm(KernelArgs &args) {
   float alpha = args.attrs.getFloat("alpha", 1.0);
   float beta = args.attrs.getFloat("beta", 1.0);
   require(a.shape.size() == 2 && b.shape.size() == 2 && y.shape.size() == 2,
-          "operands must be 2-D");
+          "a, b and the output must be 2-D");
   int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
   int64_t n = tb ? b.shape[0] : b.shape[1];
   require((tb ? b.shape[1] : b.shape[0]) == k && y.shape[0] == m &&
               y.shape[1] == n,
           "shapes do not chain: " + shapeString(a.shape) + " x " +
               shapeString(b.shape) + " -> " + shapeString(y.shape));
-  bool hasC = args.in.size() == 3;
-  Tensor c = hasC ? args.in[2] : Tensor();
-  auto cStrides = std::make_shared<std::vector<int64_t>>(
-      hasC ? broadcastStrides(c.shape, y.shape, "C") : std::vector<int64_t>());
+  GemmEpilogue epilogue;
+  if (args.in.size() == 3 && beta != 0) {
+    // y += beta * C, C broadcast to [M, N].
+    Tensor c = args.in[2];
+    std::vector<int64_t> cs = broadcastStrides(c.shape, y.shape, "c");
+    epilogue = [c, y, cs, beta, n](int64_t m0, int64_t m1, int64_t n0,
+                                   int64_t n1) {
+      for (int64_t i = m0; i < m1; ++i)
+        for (int64_t j = n0; j < n1; ++j)
+          y.as<float>()[i * n + j] += beta * c.as<float>()[i * cs[0] + j * cs[1]];
+    };
+  }
   return [=]() {
-    float *py = y.as<float>();
-    if (hasC)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          py[i * n + j] =
-              beta * c.as<float>()[i * (*cStrides)[0] + j * (*cStrides)[1]];
     sgemm(ta, tb, m, n, k, alpha, a.as<float>(), ta ? m : k, b.as<float>(),
-          tb ? k : n, hasC ? 1.0f : 0.0f, py, n);
+          tb ? k : n, 0.0f, y.as<float>(), n, epilogue);
     return std::string();
   };
-}
-
-float activate(int kind, float x) {
-  switch (kind) {
-  case 1: return x > 0 ? x : 0.0f;
-  case 2: return 0.5f * x * (1.0f + std::erf(x * static_cast<float>(M_SQRT1_2)));
-  case 3: {
-    // 0.5 (1 + tanh(u)) = sigmoid(2u): one exp instead of libm's slow tanh.
-    const float k2 = 2 * 0.7978845608028654f;
-    return x / (1.0f + std::exp(-k2 * (x + 0.044715f * x * x * x)));
-  }
-  case 4: return x / (1.0f + std::exp(-x));
-  case 5: return std::tanh(x);
-  case 6: return 1.0f / (1.0f + std::exp(-x));
-  default: return x;
-  }
 }
 
 KernelFn linear(KernelArgs &args) {
@@ -186,41 +170,43 @@ KernelFn linear(KernelArgs &args) {
   requireF32(args);
   Tensor x = args.in[0], w = args.in[1], y = args.out[0];
   bool transW = args.attrs.getInt("trans_w", 0) != 0;
-  static const char *kActivations[] = {"none", "relu", "gelu", "gelu_tanh",
-                                       "silu", "tanh", "sigmoid"};
-  std::string name = args.attrs.getString("activation", "none");
-  int act = -1;
-  for (int i = 0; i < 7; ++i)
-    if (name == kActivations[i])
-      act = i;
-  require(act >= 0, "unknown activation " + name);
-  require(w.shape.size() == 2 && !x.shape.empty(), "w must be 2-D");
+  Activation act = parseActivation(args.attrs.getString("activation", "none"));
+  require(w.shape.size() == 2, "w must be 2-D, not " + shapeString(w.shape));
+  require(!x.shape.empty(), "x must have rank >= 1");
   int64_t k = x.shape.back(), n = transW ? w.shape[0] : w.shape[1];
-  require((transW ? w.shape[1] : w.shape[0]) == k && !y.shape.empty() &&
-              y.shape.back() == n && y.numel / n == x.numel / k,
-          "shapes do not chain: " + shapeString(x.shape) + " x " +
-              shapeString(w.shape) + " -> " + shapeString(y.shape));
+  std::vector<int64_t> expected(x.shape.begin(), x.shape.end() - 1);
+  expected.push_back(n);
+  require((transW ? w.shape[1] : w.shape[0]) == k && y.shape == expected,
+          "shapes do not chain: x " + shapeString(x.shape) + ", w " +
+              shapeString(w.shape) + (transW ? " (transposed)" : "") +
+              ", output " + shapeString(y.shape));
   bool hasBias = args.in.size() == 3;
   Tensor bias = hasBias ? args.in[2] : Tensor();
-  require(!hasBias || bias.numel == n, "bias must have " + std::to_string(n) +
-                                           " elements");
-  int64_t rows = x.numel / k;
+  require(!hasBias || bias.shape == std::vector<int64_t>{n},
+          "bias must be [" + std::to_string(n) + "], not " +
+              shapeString(bias.shape));
+  int64_t rows = product(expected) / std::max<int64_t>(n, 1);
+  GemmEpilogue epilogue;
+  if (hasBias || act != Activation::None)
+    epilogue = [y, bias, hasBias, act, n](int64_t m0, int64_t m1, int64_t n0,
+                                          int64_t n1) {
+      const float *pb = hasBias ? bias.as<float>() : nullptr;
+      for (int64_t i = m0; i < m1; ++i) {
+        float *row = y.as<float>() + i * n;
+        for (int64_t j = n0; j < n1; ++j)
+          row[j] = activate(act, pb ? row[j] + pb[j] : row[j]);
+      }
+    };
   return [=]() {
-    float *py = y.as<float>();
-    if (hasBias)
-      parallelFor(rows, n, [&](int64_t r) {
-        std::memcpy(py + r * n, bias.as<float>(), n * sizeof(float));
-      });
     sgemm(false, transW, rows, n, k, 1.0f, x.as<float>(), k, w.as<float>(),
-          transW ? k : n, hasBias ? 1.0f : 0.0f, py, n);
-    if (act != 0)
-      parallelFor(rows, n * 8, [&](int64_t r) {
-        for (int64_t j = 0; j < n; ++j)
-          py[r * n + j] = activate(act, py[r * n + j]);
-      });
+          transW ? k : n, 0.0f, y.as<float>(), n, epilogue);
     return std::string();
   };
 }
+
+/// Rows of queries per attention tile: each thread holds one tile of
+/// scores, kRows x S floats.
+constexpr int64_t kAttentionRows = 64;
 
 KernelFn attention(KernelArgs &args) {
   requireArity(args, 3, 4, 1);
@@ -236,7 +222,8 @@ KernelFn attention(KernelArgs &args) {
   require(kt.shape[rank - 2] == d && v.shape[rank - 2] == s &&
               y.shape[rank - 2] == l && y.shape[rank - 1] == dv,
           "shapes do not chain: q " + shapeString(q.shape) + ", k_t " +
-              shapeString(kt.shape) + ", v " + shapeString(v.shape));
+              shapeString(kt.shape) + ", v " + shapeString(v.shape) +
+              ", output " + shapeString(y.shape));
   std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - 2);
   for (const Tensor &t : {kt, v, y})
     require(std::equal(batch.begin(), batch.end(), t.shape.begin()),
@@ -245,48 +232,49 @@ KernelFn attention(KernelArgs &args) {
   std::string kind = args.attrs.getString("mask_kind", "none");
   float fill = args.attrs.getFloat("fill_value", 0.0);
   require(kind == "none" || kind == "add" || kind == "fill",
-          "mask_kind must be none, add or fill");
+          "mask_kind must be none, add or fill, not " + kind);
   require((kind == "none") == (args.in.size() == 3),
           "mask_kind " + kind + (args.in.size() == 3 ? " needs" : " takes no") +
               " mask");
-  Tensor mask = args.in.size() == 4 ? args.in[3] : Tensor();
-  auto maskStrides = std::make_shared<std::vector<int64_t>>();
-  if (kind != "none") {
-    requireDtype(mask, kind == "fill" ? FSDPRT_BOOL : FSDPRT_F32, "the mask");
-    *maskStrides = broadcastStrides(mask.shape, y.shape.size() ? [&] {
-      std::vector<int64_t> full = batch;
-      full.push_back(l);
-      full.push_back(s);
-      return full;
-    }() : std::vector<int64_t>(), "the mask");
-  }
-  int64_t count = product(batch, 0, batch.size());
   int mode = kind == "none" ? 0 : kind == "add" ? 1 : 2;
+  Tensor mask = mode ? args.in[3] : Tensor();
+  std::vector<int64_t> maskStrides;
+  if (mode) {
+    requireDtype(mask, mode == 2 ? FSDPRT_BOOL : FSDPRT_F32, "the mask");
+    std::vector<int64_t> scores = batch;
+    scores.push_back(l);
+    scores.push_back(s);
+    maskStrides = broadcastStrides(mask.shape, scores, "the mask");
+  }
+  int64_t count = product(batch);
+  int64_t tile = std::max<int64_t>(std::min(l, kAttentionRows), 1);
+  int64_t tiles = (l + tile - 1) / tile, items = count * tiles;
+  // Tiles run side by side when there are enough of them; otherwise one
+  // after the other, each GEMM split across the threads.
+  int threads = items >= args.threads ? args.threads : 1;
+  Workspace *workspace = args.workspace;
+  workspace->reserve(threads * tile * s * sizeof(float));
+  size_t nb = batch.size();
   return [=]() {
-    const std::vector<int64_t> &ms = *maskStrides;
-    auto one = [&](int64_t b, std::vector<float> &scores) {
-      float *sc = scores.data();
-      sgemm(false, false, l, s, d, scale, q.as<float>() + b * l * d, d,
-            kt.as<float>() + b * d * s, s, 0.0f, sc, s);
-      int64_t maskBase = 0;
-      if (mode) {
-        int64_t rest = b;
-        for (int64_t dim = static_cast<int64_t>(batch.size()) - 1; dim >= 0;
-             --dim) {
-          maskBase += (rest % batch[dim]) * ms[dim];
-          rest /= batch[dim];
+    auto one = [&](int64_t item, float *scores) {
+      int64_t b = item / tiles, r0 = item % tiles * tile;
+      int64_t rows = std::min(tile, l - r0);
+      sgemm(false, false, rows, s, d, scale, q.as<float>() + (b * l + r0) * d,
+            d, kt.as<float>() + b * d * s, s, 0.0f, scores, s);
+      int64_t base = mode ? offsetOf(b, batch, maskStrides) : 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        float *row = scores + i * s;
+        if (mode) {
+          int64_t at = base + (r0 + i) * maskStrides[nb];
+          int64_t step = maskStrides[nb + 1];
+          if (mode == 1)
+            for (int64_t j = 0; j < s; ++j)
+              row[j] += mask.as<float>()[at + j * step];
+          else
+            for (int64_t j = 0; j < s; ++j)
+              if (mask.as<uint8_t>()[at + j * step])
+                row[j] = fill;
         }
-      }
-      int64_t sl = mode ? ms[batch.size()] : 0, ss = mode ? ms[batch.size() + 1] : 0;
-      for (int64_t i = 0; i < l; ++i) {
-        float *row = sc + i * s;
-        if (mode == 1)
-          for (int64_t j = 0; j < s; ++j)
-            row[j] += mask.as<float>()[maskBase + i * sl + j * ss];
-        else if (mode == 2)
-          for (int64_t j = 0; j < s; ++j)
-            if (mask.as<uint8_t>()[maskBase + i * sl + j * ss])
-              row[j] = fill;
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < s; ++j)
           max = std::max(max, row[j]);
@@ -295,26 +283,25 @@ KernelFn attention(KernelArgs &args) {
           row[j] = std::exp(row[j] - max);
           sum += row[j];
         }
+        float inv = 1.0f / sum;
         for (int64_t j = 0; j < s; ++j)
-          row[j] /= sum;
+          row[j] *= inv;
       }
-      sgemm(false, false, l, dv, s, 1.0f, sc, s, v.as<float>() + b * s * dv, dv,
-            0.0f, y.as<float>() + b * l * dv, dv);
+      sgemm(false, false, rows, dv, s, 1.0f, scores, s,
+            v.as<float>() + b * s * dv, dv, 0.0f,
+            y.as<float>() + (b * l + r0) * dv, dv);
     };
-    // Heads side by side, each thread with its own score tile; one head's
-    // GEMMs split across threads when there are fewer heads than threads.
-    if (count > 1) {
-#pragma omp parallel
+    if (threads > 1) {
+#pragma omp parallel num_threads(threads)
       {
-        std::vector<float> scores(l * s);
+        float *scores = workspace->as<float>() + omp_get_thread_num() * tile * s;
 #pragma omp for schedule(static)
-        for (int64_t b = 0; b < count; ++b)
-          one(b, scores);
+        for (int64_t item = 0; item < items; ++item)
+          one(item, scores);
       }
     } else {
-      std::vector<float> scores(l * s);
-      for (int64_t b = 0; b < count; ++b)
-        one(b, scores);
+      for (int64_t item = 0; item < items; ++item)
+        one(item, workspace->as<float>());
     }
     return std::string();
   };
@@ -327,26 +314,29 @@ KernelFn conv(KernelArgs &args) {
   size_t rank = x.shape.size();
   require((rank == 3 || rank == 4) && w.shape.size() == rank &&
               y.shape.size() == rank,
-          "only 1-D and 2-D convolutions (NCW / NCHW) are supported");
-  // Treat 1-D as 2-D with height 1.
-  auto as2d = [&](std::vector<int64_t> v, int64_t one) {
-    if (rank == 3)
-      v.insert(v.begin() + 2, one);
-    return v;
-  };
-  std::vector<int64_t> xs = as2d(x.shape, 1), ws = as2d(w.shape, 1),
-                       ys = as2d(y.shape, 1);
+          "x, w and the output must be NCW or NCHW (1-D or 2-D convolution)");
+  size_t sp = rank - 2;
   std::vector<int64_t> strides = args.attrs.getInts("strides", {}),
                        pads = args.attrs.getInts("pads", {}),
                        dil = args.attrs.getInts("dilations", {});
   int64_t group = args.attrs.getInt("group", 1);
-  size_t sp = rank - 2;
-  if (strides.empty()) strides.assign(sp, 1);
-  if (dil.empty()) dil.assign(sp, 1);
-  if (pads.empty()) pads.assign(2 * sp, 0);
+  if (strides.empty())
+    strides.assign(sp, 1);
+  if (dil.empty())
+    dil.assign(sp, 1);
+  if (pads.empty())
+    pads.assign(2 * sp, 0);
   require(strides.size() == sp && dil.size() == sp && pads.size() == 2 * sp,
           "strides, pads and dilations must match the spatial rank");
+  requireAtLeast(strides, 1, "strides");
+  requireAtLeast(dil, 1, "dilations");
+  requireAtLeast(pads, 0, "pads");
+  // A 1-D convolution is a 2-D one of height 1.
+  std::vector<int64_t> xs = x.shape, ws = w.shape, ys = y.shape;
   if (rank == 3) {
+    xs.insert(xs.begin() + 2, 1);
+    ws.insert(ws.begin() + 2, 1);
+    ys.insert(ys.begin() + 2, 1);
     strides.insert(strides.begin(), 1);
     dil.insert(dil.begin(), 1);
     pads = {0, pads[0], 0, pads[1]};
@@ -354,43 +344,61 @@ KernelFn conv(KernelArgs &args) {
   int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3];
   int64_t m = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
   int64_t oh = ys[2], ow = ys[3];
-  require(group > 0 && c == cg * group && m % group == 0 && ys[0] == n &&
+  require(group >= 1 && c == cg * group && m % group == 0 && ys[0] == n &&
               ys[1] == m,
           "channels do not match: x " + shapeString(x.shape) + ", w " +
-              shapeString(w.shape) + ", group " + std::to_string(group));
-  require(oh == (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) / strides[0] + 1 &&
-              ow == (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) / strides[1] + 1,
-          "output " + shapeString(y.shape) + " does not match the window");
+              shapeString(w.shape) + ", output " + shapeString(y.shape) +
+              ", group " + std::to_string(group));
+  require(kh >= 1 && kw >= 1, "w's kernel dims must be >= 1");
+  require(oh == windowOutput(h, pads[0], pads[2], kh, strides[0], dil[0], false) &&
+              ow == windowOutput(wd, pads[1], pads[3], kw, strides[1], dil[1], false),
+          "output " + shapeString(y.shape) + " does not match the window of x " +
+              shapeString(x.shape) + " and w " + shapeString(w.shape));
   bool hasBias = args.in.size() == 3;
   Tensor bias = hasBias ? args.in[2] : Tensor();
-  require(!hasBias || bias.numel == m, "bias must have one value per channel");
+  require(!hasBias || bias.shape == std::vector<int64_t>{m},
+          "bias must be [" + std::to_string(m) + "], not " +
+              shapeString(bias.shape));
   int64_t mg = m / group, kdim = cg * kh * kw, spatial = oh * ow;
+  // A 1x1 window with unit strides and no padding reads x as it is.
+  bool direct = kh == 1 && kw == 1 && strides[0] == 1 && strides[1] == 1 &&
+                pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0;
+  Workspace *workspace = args.workspace;
+  if (!direct)
+    workspace->reserve(kdim * spatial * sizeof(float));
   return [=]() {
-    std::vector<float> col(kdim * spatial);
+    float *col = workspace->as<float>();
     for (int64_t b = 0; b < n; ++b)
       for (int64_t g = 0; g < group; ++g) {
         const float *xb = x.as<float>() + (b * c + g * cg) * h * wd;
-        parallelFor(kdim, spatial, [&](int64_t r) {
-          int64_t ci = r / (kh * kw), ki = (r / kw) % kh, kj = r % kw;
-          float *dst = col.data() + r * spatial;
-          for (int64_t i = 0; i < oh; ++i) {
-            int64_t ih = i * strides[0] - pads[0] + ki * dil[0];
-            for (int64_t j = 0; j < ow; ++j) {
-              int64_t iw = j * strides[1] - pads[1] + kj * dil[1];
-              dst[i * ow + j] = ih >= 0 && ih < h && iw >= 0 && iw < wd
-                                    ? xb[(ci * h + ih) * wd + iw]
-                                    : 0.0f;
+        if (!direct)
+          parallelFor(kdim, spatial, [&](int64_t r) {
+            int64_t ci = r / (kh * kw), ki = r / kw % kh, kj = r % kw;
+            float *dst = col + r * spatial;
+            for (int64_t i = 0; i < oh; ++i) {
+              int64_t ih = i * strides[0] - pads[0] + ki * dil[0];
+              bool rowInside = ih >= 0 && ih < h;
+              for (int64_t j = 0; j < ow; ++j) {
+                int64_t iw = j * strides[1] - pads[1] + kj * dil[1];
+                dst[i * ow + j] = rowInside && iw >= 0 && iw < wd
+                                      ? xb[(ci * h + ih) * wd + iw]
+                                      : 0.0f;
+              }
             }
-          }
-        });
+          });
         float *yb = y.as<float>() + (b * m + g * mg) * spatial;
+        GemmEpilogue addBias;
         if (hasBias)
-          for (int64_t o = 0; o < mg; ++o)
-            std::fill(yb + o * spatial, yb + (o + 1) * spatial,
-                      bias.as<float>()[g * mg + o]);
+          addBias = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+            for (int64_t o = m0; o < m1; ++o) {
+              float value = bias.as<float>()[g * mg + o];
+              for (int64_t j = n0; j < n1; ++j)
+                yb[o * spatial + j] += value;
+            }
+          };
         sgemm(false, false, mg, spatial, kdim, 1.0f,
-              w.as<float>() + g * mg * kdim, kdim, col.data(), spatial,
-              hasBias ? 1.0f : 0.0f, yb, spatial);
+              w.as<float>() + g * mg * kdim, kdim, direct ? xb : col, spatial,
+              0.0f, yb, spatial, addBias);
       }
     return std::string();
   };

@@ -1,45 +1,52 @@
 //===- nn.cpp - Normalisation, softmax, pooling, reductions, losses -------===//
 //
-// Statistics (means, variances, sums of exponentials) accumulate in double:
-// the results then match PyTorch's fp32 kernels to round-off.
+// Statistics (means, variances, sums of exponentials, reductions)
+// accumulate in double: the results then match PyTorch's fp32 kernels to
+// round-off, whatever the order of the sum.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
+#include <memory>
 
 namespace fsdprt::cpu {
 namespace {
 
-void requireF32(const KernelArgs &args, size_t inputs) {
-  for (size_t i = 0; i < inputs && i < args.in.size(); ++i)
-    requireDtype(args.in[i], FSDPRT_F32, "the input");
-  for (const Tensor &t : args.out)
-    requireDtype(t, FSDPRT_F32, "the output");
-}
-
+/// The `axis` attribute, checked against `x`'s rank (a scalar has axis 0).
 int64_t axisOf(const KernelArgs &args, const Tensor &x) {
   int64_t axis = args.attrs.getInt("axis", -1);
   int64_t rank = x.shape.size();
   require(axis >= 0 && axis < std::max<int64_t>(rank, 1),
-          "axis " + std::to_string(axis) + " is out of range");
+          "axis " + std::to_string(axis) + " is out of range for rank " +
+              std::to_string(rank));
   return axis;
+}
+
+void requireSameShape(const Tensor &x, const Tensor &y) {
+  require(x.shape == y.shape, "input " + shapeString(x.shape) +
+                                  " and output " + shapeString(y.shape) +
+                                  " differ in shape");
+}
+
+/// NaN-propagating max, as PyTorch's.
+inline double maxOf(double acc, double v) {
+  return v > acc || std::isnan(v) ? v : acc;
 }
 
 KernelFn softmax(KernelArgs &args, bool log) {
   requireArity(args, 1, 1, 1);
-  requireF32(args, 1);
+  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape == y.shape, "input and output shapes differ");
+  requireSameShape(x, y);
   int64_t axis = axisOf(args, x);
   int64_t n = x.shape.empty() ? 1 : x.shape[axis];
   int64_t inner = product(x.shape, axis + 1, x.shape.size());
-  int64_t outer = x.numel / std::max<int64_t>(n * inner, 1);
+  int64_t outer = n != 0 && inner != 0 ? x.numel / (n * inner) : 0;
   return [=]() {
-    parallelFor(outer * inner, n * 4, [&](int64_t idx) {
+    parallelFor(outer * inner, n * 8, [&](int64_t idx) {
       int64_t o = idx / inner, i = idx % inner;
       const float *px = x.as<float>() + o * n * inner + i;
       float *py = y.as<float>() + o * n * inner + i;
@@ -48,28 +55,60 @@ KernelFn softmax(KernelArgs &args, bool log) {
         max = std::max(max, px[j * inner]);
       double sum = 0;
       for (int64_t j = 0; j < n; ++j)
-        sum += std::exp(static_cast<double>(px[j * inner] - max));
+        sum += std::exp(static_cast<double>(px[j * inner]) - max);
+      double logSum = std::log(sum);
       for (int64_t j = 0; j < n; ++j) {
-        double shifted = px[j * inner] - max;
-        py[j * inner] = log ? static_cast<float>(shifted - std::log(sum))
-                            : static_cast<float>(std::exp(shifted) / sum);
+        double shifted = static_cast<double>(px[j * inner]) - max;
+        py[j * inner] = static_cast<float>(log ? shifted - logSum
+                                               : std::exp(shifted) / sum);
       }
     });
     return std::string();
   };
 }
 
+/// How a normalisation reads its scale or bias at each of the `cols`
+/// normalised elements of a row: a step of 1 (same shape), 0 (one value)
+/// or, for a partial broadcast, an index per element.
+struct Affine {
+  const float *data = nullptr;
+  int64_t step = 0;
+  std::shared_ptr<const std::vector<int64_t>> index;
+
+  Affine() = default;
+  Affine(const Tensor &t, const std::vector<int64_t> &normalised,
+         const char *what) {
+    data = t.as<float>();
+    // Leading 1s do not change a broadcast onto the normalised dims.
+    std::vector<int64_t> shape = t.shape;
+    while (!shape.empty() && shape.front() == 1 &&
+           shape.size() > normalised.size())
+      shape.erase(shape.begin());
+    std::vector<int64_t> strides = broadcastStrides(shape, normalised, what);
+    if (t.numel == 1) {
+      step = 0;
+    } else if (strides == stridesOf(normalised)) {
+      step = 1;
+    } else {
+      auto map = std::make_shared<std::vector<int64_t>>(product(normalised));
+      for (size_t j = 0; j < map->size(); ++j)
+        (*map)[j] = offsetOf(j, normalised, strides);
+      index = map;
+    }
+  }
+
+  double at(int64_t j) const {
+    return index ? data[(*index)[j]] : data[j * step];
+  }
+};
+
 /// Normalises rows of `cols` elements: (x - mean) / sqrt(var + eps) * scale
 /// + bias, or for RMS x / sqrt(mean(x^2) + eps) * scale.
-KernelFn rowNorm(Tensor x, Tensor y, const Tensor *scale, const Tensor *bias,
+KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
                  int64_t cols, double eps, bool rms) {
   int64_t rows = cols ? x.numel / cols : 0;
-  const float *ps = scale ? scale->as<float>() : nullptr;
-  const float *pb = bias ? bias->as<float>() : nullptr;
-  int64_t scaleStep = scale && scale->numel == cols ? 1 : 0;
-  int64_t biasStep = bias && bias->numel == cols ? 1 : 0;
   return [=]() {
-    parallelFor(rows, cols * 4, [&](int64_t r) {
+    parallelFor(rows, cols * 8, [&](int64_t r) {
       const float *px = x.as<float>() + r * cols;
       float *py = y.as<float>() + r * cols;
       double mean = 0, var = 0;
@@ -86,10 +125,10 @@ KernelFn rowNorm(Tensor x, Tensor y, const Tensor *scale, const Tensor *bias,
       double inv = 1.0 / std::sqrt(var + eps);
       for (int64_t j = 0; j < cols; ++j) {
         double v = (px[j] - mean) * inv;
-        if (ps)
-          v *= ps[j * scaleStep];
-        if (pb)
-          v += pb[j * biasStep];
+        if (scale.data)
+          v *= scale.at(j);
+        if (bias.data)
+          v += bias.at(j);
         py[j] = static_cast<float>(v);
       }
     });
@@ -99,53 +138,57 @@ KernelFn rowNorm(Tensor x, Tensor y, const Tensor *scale, const Tensor *bias,
 
 KernelFn layerNorm(KernelArgs &args) {
   requireArity(args, 2, 3, 1);
-  requireF32(args, 3);
+  requireF32(args);
   const Tensor &x = args.in[0];
-  require(x.shape == args.out[0].shape, "input and output shapes differ");
+  requireSameShape(x, args.out[0]);
   int64_t axis = axisOf(args, x);
-  int64_t cols = product(x.shape, axis, x.shape.size());
-  for (size_t i = 1; i < args.in.size(); ++i)
-    require(args.in[i].numel == cols || args.in[i].numel == 1,
-            "scale and bias must cover the normalised dims");
-  return rowNorm(x, args.out[0], &args.in[1],
-                 args.in.size() == 3 ? &args.in[2] : nullptr, cols,
+  std::vector<int64_t> normalised(x.shape.begin() + std::min<size_t>(axis, x.shape.size()),
+                                  x.shape.end());
+  Affine scale(args.in[1], normalised, "scale");
+  Affine bias = args.in.size() == 3 ? Affine(args.in[2], normalised, "bias")
+                                    : Affine();
+  return rowNorm(x, args.out[0], scale, bias, product(normalised),
                  args.attrs.getFloat("epsilon", 1e-5), false);
 }
 
 KernelFn rmsNorm(KernelArgs &args) {
   requireArity(args, 1, 2, 1);
-  requireF32(args, 2);
+  requireF32(args);
   const Tensor &x = args.in[0];
-  require(!x.shape.empty() && x.shape == args.out[0].shape,
-          "input and output shapes differ");
-  int64_t cols = x.shape.back();
-  require(args.in.size() == 1 || args.in[1].numel == cols,
-          "scale must have the last dimension's size");
-  return rowNorm(x, args.out[0], args.in.size() == 2 ? &args.in[1] : nullptr,
-                 nullptr, cols, args.attrs.getFloat("epsilon", 1e-6), true);
+  require(!x.shape.empty(), "x must have rank >= 1");
+  requireSameShape(x, args.out[0]);
+  std::vector<int64_t> normalised = {x.shape.back()};
+  Affine scale = args.in.size() == 2 ? Affine(args.in[1], normalised, "scale")
+                                     : Affine();
+  return rowNorm(x, args.out[0], scale, Affine(), x.shape.back(),
+                 args.attrs.getFloat("epsilon", 1e-6), true);
 }
 
 KernelFn batchNorm(KernelArgs &args) {
   requireArity(args, 5, 5, 1);
-  requireF32(args, 5);
+  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape.size() >= 2 && x.shape == y.shape,
-          "input must be [N, C, ...] and equal the output's shape");
+  require(x.shape.size() >= 2, "x must be [N, C, ...], not " +
+                                   shapeString(x.shape));
+  requireSameShape(x, y);
   int64_t c = x.shape[1];
   for (size_t i = 1; i < 5; ++i)
-    require(args.in[i].numel == c, "scale, bias, mean and var need C values");
+    require(args.in[i].shape == std::vector<int64_t>{c},
+            "scale, bias, mean and var must be [" + std::to_string(c) +
+                "], not " + shapeString(args.in[i].shape));
   int64_t inner = product(x.shape, 2, x.shape.size());
+  int64_t planes = x.shape[0] * c;
   double eps = args.attrs.getFloat("epsilon", 1e-5);
   Tensor s = args.in[1], b = args.in[2], mean = args.in[3], var = args.in[4];
   return [=]() {
-    parallelFor(x.numel / inner, inner, [&](int64_t r) {
-      int64_t ch = r % c;
+    parallelFor(planes, inner * 2, [&](int64_t p) {
+      int64_t ch = p % c;
       double k = s.as<float>()[ch] / std::sqrt(var.as<float>()[ch] + eps);
-      double m = mean.as<float>()[ch], sh = b.as<float>()[ch];
-      const float *px = x.as<float>() + r * inner;
-      float *py = y.as<float>() + r * inner;
+      double m = mean.as<float>()[ch], shift = b.as<float>()[ch];
+      const float *px = x.as<float>() + p * inner;
+      float *py = y.as<float>() + p * inner;
       for (int64_t j = 0; j < inner; ++j)
-        py[j] = static_cast<float>((px[j] - m) * k + sh);
+        py[j] = static_cast<float>((px[j] - m) * k + shift);
     });
     return std::string();
   };
@@ -153,20 +196,29 @@ KernelFn batchNorm(KernelArgs &args) {
 
 KernelFn pool(KernelArgs &args, bool max) {
   requireArity(args, 1, 1, 1);
-  requireF32(args, 1);
+  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
   require(x.shape.size() == 4 && y.shape.size() == 4,
-          "only 2-D pooling (NCHW) is supported");
+          "x and the output must be NCHW (2-D pooling)");
   std::vector<int64_t> k = args.attrs.getInts("kernel_shape", {});
   std::vector<int64_t> st = args.attrs.getInts("strides", {1, 1});
   std::vector<int64_t> pads = args.attrs.getInts("pads", {0, 0, 0, 0});
   std::vector<int64_t> dil = args.attrs.getInts("dilations", {1, 1});
   bool includePad = args.attrs.getInt("count_include_pad", 0) != 0;
+  bool ceil = args.attrs.getInt("ceil_mode", 0) != 0;
   require(k.size() == 2 && st.size() == 2 && pads.size() == 4 && dil.size() == 2,
-          "kernel_shape, strides, dilations (2) and pads (4) are required");
-  require(y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1],
-          "input and output differ in batch or channels");
+          "kernel_shape, strides, dilations (2 each) and pads (4) must fit "
+          "2-D pooling");
+  requireAtLeast(k, 1, "kernel_shape");
+  requireAtLeast(st, 1, "strides");
+  requireAtLeast(dil, 1, "dilations");
+  requireAtLeast(pads, 0, "pads");
   int64_t h = x.shape[2], w = x.shape[3], oh = y.shape[2], ow = y.shape[3];
+  require(y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
+              oh == windowOutput(h, pads[0], pads[2], k[0], st[0], dil[0], ceil) &&
+              ow == windowOutput(w, pads[1], pads[3], k[1], st[1], dil[1], ceil),
+          "output " + shapeString(y.shape) + " does not match the window over " +
+              shapeString(x.shape));
   return [=]() {
     parallelFor(x.shape[0] * x.shape[1], oh * ow * k[0] * k[1], [&](int64_t p) {
       const float *px = x.as<float>() + p * h * w;
@@ -179,19 +231,20 @@ KernelFn pool(KernelArgs &args, bool max) {
             for (int64_t b = 0; b < k[1]; ++b) {
               int64_t ih = i * st[0] - pads[0] + a * dil[0];
               int64_t iw = j * st[1] - pads[1] + b * dil[1];
-              bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
-              // Padding never wins a max; it counts for an average only
-              // with count_include_pad (and only up to the padded edge).
-              if (!inside) {
+              if (ih < 0 || ih >= h || iw < 0 || iw >= w) {
+                // Padding never wins a max; it counts for an average only
+                // with count_include_pad, and only up to the padded edge
+                // (a ceil_mode window may reach past it).
                 if (!max && includePad && ih < h + pads[2] && iw < w + pads[3])
                   ++count;
                 continue;
               }
               double v = px[ih * w + iw];
-              acc = max ? std::max(acc, v) : acc + v;
+              acc = max ? maxOf(acc, v) : acc + v;
               ++count;
             }
-          py[i * ow + j] = static_cast<float>(max ? acc : acc / std::max<int64_t>(count, 1));
+          py[i * ow + j] =
+              static_cast<float>(max ? acc : acc / std::max<int64_t>(count, 1));
         }
     });
     return std::string();
@@ -200,11 +253,16 @@ KernelFn pool(KernelArgs &args, bool max) {
 
 KernelFn globalAveragePool(KernelArgs &args) {
   requireArity(args, 1, 1, 1);
-  requireF32(args, 1);
+  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape.size() >= 3, "input must be [N, C, spatial...]");
+  require(x.shape.size() >= 3, "x must be [N, C, spatial...], not " +
+                                   shapeString(x.shape));
+  std::vector<int64_t> expected(x.shape.size(), 1);
+  expected[0] = x.shape[0];
+  expected[1] = x.shape[1];
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
   int64_t inner = product(x.shape, 2, x.shape.size());
-  require(y.numel * inner == x.numel, "output must be [N, C, 1...]");
   return [=]() {
     parallelFor(y.numel, inner, [&](int64_t r) {
       double sum = 0;
@@ -216,51 +274,122 @@ KernelFn globalAveragePool(KernelArgs &args) {
   };
 }
 
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
 enum class Reduce { Sum, Mean, Max };
+
+/// Partial sums of a reduction of everything: a fixed number of them, so
+/// the result does not depend on the thread count.
+constexpr int64_t kReducePieces = 64;
 
 KernelFn reduce(KernelArgs &args, Reduce kind) {
   requireArity(args, 1, 1, 1);
-  requireF32(args, 1);
+  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
   size_t rank = x.shape.size();
   std::vector<int64_t> axes = args.attrs.getInts("axes", {});
+  bool keepdims = args.attrs.getInt("keepdims", 1) != 0;
   std::vector<bool> reduced(rank, axes.empty());
   for (int64_t a : axes) {
-    require(a >= 0 && a < static_cast<int64_t>(rank), "axis out of range");
+    require(a >= 0 && a < static_cast<int64_t>(rank),
+            "axis " + std::to_string(a) + " is out of range for rank " +
+                std::to_string(rank));
     reduced[a] = true;
   }
-  // Output strides over the input's index space (0 along reduced dims).
-  std::vector<int64_t> kept;
-  for (size_t d = 0; d < rank; ++d)
-    kept.push_back(reduced[d] ? 1 : x.shape[d]);
-  auto strides = std::make_shared<std::vector<int64_t>>(stridesOf(kept));
-  for (size_t d = 0; d < rank; ++d)
-    if (reduced[d])
-      (*strides)[d] = 0;
-  require(product(kept, 0, kept.size()) == y.numel,
-          "output " + shapeString(y.shape) + " does not match the reduction");
-  int64_t count = y.numel ? x.numel / y.numel : 0;
-  std::vector<int64_t> shape = x.shape;
-  return [=]() {
-    std::vector<double> acc(y.numel, kind == Reduce::Max
-                                         ? -std::numeric_limits<double>::infinity()
-                                         : 0.0);
-    std::vector<int64_t> index(rank, 0);
-    const float *px = x.as<float>();
-    for (int64_t i = 0; i < x.numel; ++i) {
-      int64_t o = 0;
-      for (size_t d = 0; d < rank; ++d)
-        o += index[d] * (*strides)[d];
-      acc[o] = kind == Reduce::Max ? std::max(acc[o], double(px[i])) : acc[o] + px[i];
-      for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-        if (++index[d] < shape[d])
-          break;
-        index[d] = 0;
-      }
+  std::vector<int64_t> expected, kept, keptStrides, red, redStrides;
+  std::vector<int64_t> strides = stridesOf(x.shape);
+  for (size_t d = 0; d < rank; ++d) {
+    if (!reduced[d] || keepdims)
+      expected.push_back(reduced[d] ? 1 : x.shape[d]);
+    (reduced[d] ? red : kept).push_back(x.shape[d]);
+    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+  }
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
+  // Dims of size 1 do not matter; neighbours of one kind merge. At most one
+  // reduced run left makes the (outer, n, inner) form.
+  std::vector<std::pair<int64_t, bool>> runs;
+  for (size_t d = 0; d < rank; ++d) {
+    if (x.shape[d] == 1)
+      continue;
+    if (!runs.empty() && runs.back().second == reduced[d])
+      runs.back().first *= x.shape[d];
+    else
+      runs.push_back({x.shape[d], reduced[d]});
+  }
+  int64_t outer = 1, n = 1, inner = 1, reducedRuns = 0;
+  for (const auto &[size, isReduced] : runs) {
+    if (isReduced) {
+      ++reducedRuns;
+      n = size;
+    } else {
+      (reducedRuns ? inner : outer) *= size;
     }
-    for (int64_t o = 0; o < y.numel; ++o)
-      y.as<float>()[o] =
-          static_cast<float>(kind == Reduce::Mean ? acc[o] / count : acc[o]);
+  }
+  int64_t count = product(red);
+  double init = kind == Reduce::Max ? -std::numeric_limits<double>::infinity()
+                                    : 0.0;
+  auto combine = [kind](double acc, double v) {
+    return kind == Reduce::Max ? maxOf(acc, v) : acc + v;
+  };
+  auto finish = [kind, count](double acc) {
+    return static_cast<float>(kind == Reduce::Mean ? acc / count : acc);
+  };
+  const float *px = x.as<float>();
+  float *py = y.as<float>();
+
+  if (reducedRuns > 1) {
+    // Interleaved reduced and kept dims: walk each output's elements.
+    return [=]() {
+      parallelFor(y.numel, count, [&](int64_t o) {
+        int64_t base = offsetOf(o, kept, keptStrides);
+        double acc = init;
+        for (int64_t r = 0; r < count; ++r)
+          acc = combine(acc, px[base + offsetOf(r, red, redStrides)]);
+        py[o] = finish(acc);
+      });
+      return std::string();
+    };
+  }
+  if (inner == 1 && outer == 1) {
+    // Everything into one value: partial results in parallel.
+    int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
+    return [=]() {
+      double partial[kReducePieces];
+      parallelFor(pieces, n / pieces, [&](int64_t p) {
+        int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
+        double acc = init;
+        for (int64_t j = begin; j < end; ++j)
+          acc = combine(acc, px[j]);
+        partial[p] = acc;
+      });
+      double acc = init;
+      for (int64_t p = 0; p < pieces; ++p)
+        acc = combine(acc, partial[p]);
+      py[0] = finish(acc);
+      return std::string();
+    };
+  }
+  // y[o, i] = reduce over j of x[o, j, i], a block of i at a time so that
+  // the reads run along rows.
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (inner + kBlock - 1) / kBlock;
+  return [=]() {
+    parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
+      int64_t o = item / blocks, i0 = item % blocks * kBlock;
+      int64_t width = std::min(kBlock, inner - i0);
+      double acc[kBlock];
+      std::fill(acc, acc + width, init);
+      for (int64_t j = 0; j < n; ++j) {
+        const float *row = px + (o * n + j) * inner + i0;
+        for (int64_t i = 0; i < width; ++i)
+          acc[i] = combine(acc[i], row[i]);
+      }
+      for (int64_t i = 0; i < width; ++i)
+        py[o * inner + i0 + i] = finish(acc[i]);
+    });
     return std::string();
   };
 }
@@ -271,18 +400,30 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
   requireDtype(scores, FSDPRT_F32, "scores");
   requireDtype(labels, FSDPRT_I64, "labels");
   requireDtype(y, FSDPRT_F32, "the loss");
-  require(scores.shape.size() >= 2, "scores must be [N, C, ...]");
+  require(scores.shape.size() >= 2,
+          "scores must be [N, C, ...], not " + shapeString(scores.shape));
   int64_t n = scores.shape[0], c = scores.shape[1];
   int64_t inner = product(scores.shape, 2, scores.shape.size());
-  require(labels.numel == n * inner, "labels must be [N, ...] matching scores");
+  std::vector<int64_t> labelShape = scores.shape;
+  labelShape.erase(labelShape.begin() + 1);
+  require(labels.shape == labelShape, "labels " + shapeString(labels.shape) +
+                                          " should be " +
+                                          shapeString(labelShape));
   bool hasWeights = args.in.size() == 3;
   Tensor weights = hasWeights ? args.in[2] : Tensor();
-  require(!hasWeights || weights.numel == c, "weights must have C values");
+  if (hasWeights) {
+    requireDtype(weights, FSDPRT_F32, "weights");
+    require(weights.shape == std::vector<int64_t>{c},
+            "weights must be [" + std::to_string(c) + "], not " +
+                shapeString(weights.shape));
+  }
   std::string reduction = args.attrs.getString("reduction", "mean");
   require(reduction == "mean" || reduction == "sum" || reduction == "none",
-          "reduction must be mean, sum or none");
-  require(reduction == "none" ? y.numel == labels.numel : y.numel == 1,
-          "the loss's shape does not match the reduction");
+          "reduction must be mean, sum or none, not " + reduction);
+  bool none = reduction == "none", mean = reduction == "mean";
+  require(none ? y.shape == labelShape : y.numel == 1,
+          "the loss " + shapeString(y.shape) + " does not match reduction " +
+              reduction);
   bool hasIgnore = args.attrs.has("ignore_index");
   int64_t ignore = args.attrs.getInt("ignore_index", 0);
   return [=]() -> std::string {
@@ -298,22 +439,20 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
           const float *row = scores.as<float>() + b * c * inner + i;
           double max = -std::numeric_limits<double>::infinity();
           for (int64_t j = 0; j < c; ++j)
-            max = std::max(max, double(row[j * inner]));
+            max = maxOf(max, row[j * inner]);
           double sum = 0;
           for (int64_t j = 0; j < c; ++j)
             sum += std::exp(row[j * inner] - max);
           w = hasWeights ? weights.as<float>()[label] : 1.0;
           loss = w * (std::log(sum) + max - row[label * inner]);
         }
-        if (reduction == "none")
+        if (none)
           y.as<float>()[b * inner + i] = static_cast<float>(loss);
         total += loss;
         weightSum += w;
       }
-    if (reduction == "sum")
-      y.as<float>()[0] = static_cast<float>(total);
-    else if (reduction == "mean")
-      y.as<float>()[0] = static_cast<float>(total / weightSum);
+    if (!none)
+      y.as<float>()[0] = static_cast<float>(mean ? total / weightSum : total);
     return "";
   };
 }

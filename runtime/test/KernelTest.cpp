@@ -1,0 +1,949 @@
+//===- KernelTest.cpp - Every CPU kernel against plain loops --------------===//
+//
+// Each test runs a one-kernel plan through the public C API (two threads,
+// and tensors large enough that the parallel paths run too) and compares
+// the output with a reference computed here by naive loops in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SessionHarness.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+using namespace fsdprt::test;
+namespace plan = fsdprt::plan;
+
+namespace {
+
+const auto F32 = plan::DType::F32;
+const auto I64 = plan::DType::I64;
+const auto I32 = plan::DType::I32;
+const auto F64 = plan::DType::F64;
+const auto BOOL = plan::DType::Bool;
+
+/// Runs `op` and expects success; returns output 0 as floats.
+std::vector<float> runF32(const std::string &op, const std::vector<Value> &ins,
+                          const Shape &out, const AttrList &attrs = {}) {
+  Result r = runOp(op, ins, {{F32, out}}, attrs);
+  EXPECT_EQ(r.error, "");
+  return r.error.empty() ? r.outputs[0].as<float>() : std::vector<float>();
+}
+
+/// A reference for a broadcasting binary op over flat indices of `out`.
+std::vector<double> binaryRef(const Shape &out, const Shape &as,
+                              const std::vector<float> &a, const Shape &bs,
+                              const std::vector<float> &b,
+                              const std::function<double(double, double)> &f) {
+  std::vector<double> want(numel(out));
+  for (int64_t i = 0; i < numel(out); ++i)
+    want[i] = f(a[broadcastIndex(i, out, as)], b[broadcastIndex(i, out, bs)]);
+  return want;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+struct BinaryCase {
+  Shape a, b, out;
+};
+
+TEST(Kernels, ArithmeticBroadcastsLikeNumPy) {
+  const std::vector<BinaryCase> cases = {
+      {{64, 1024}, {64, 1024}, {64, 1024}}, // same shape, parallel
+      {{64, 1024}, {1024}, {64, 1024}},     // row vector
+      {{}, {3, 5}, {3, 5}},                 // scalar on the left
+      {{2, 1, 4}, {3, 1}, {2, 3, 4}},       // both stretched
+      {{1, 4}, {3, 1}, {3, 4}},
+      {{2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}},
+  };
+  const std::vector<std::pair<std::string, std::function<double(double, double)>>>
+      ops = {{"add", [](double x, double y) { return x + y; }},
+             {"sub", [](double x, double y) { return x - y; }},
+             {"mul", [](double x, double y) { return x * y; }},
+             {"div", [](double x, double y) { return x / y; }},
+             {"pow", [](double x, double y) { return std::pow(x, y); }}};
+  unsigned seed = 1;
+  for (const BinaryCase &c : cases)
+    for (const auto &[op, f] : ops) {
+      SCOPED_TRACE(op + " " + std::to_string(c.a.size()) + "-D by " +
+                   std::to_string(c.b.size()) + "-D");
+      auto a = randomFloats(numel(c.a), seed++), b = randomFloats(numel(c.b), seed++);
+      if (op == "pow")
+        for (float &x : a)
+          x = std::fabs(x) + 0.5f; // a real power of a positive base
+      auto y = runF32(op, {f32(c.a, a), f32(c.b, b)}, c.out);
+      expectNear(y, binaryRef(c.out, c.a, a, c.b, b, f));
+    }
+  // pow's square fast path.
+  auto y = runF32("pow", {f32({3}, {-2, 0.5, 3}), f32({}, {2})}, {3});
+  expectNear(y, {4, 0.25, 9});
+}
+
+TEST(Kernels, IntegerArithmetic) {
+  auto a = i64({2, 3}, {7, -7, 9, 0, 5, -9}), b = i64({3}, {2, 2, 0});
+  auto run = [&](const std::string &op) {
+    Result r = runOp(op, {a, b}, {{I64, {2, 3}}});
+    EXPECT_EQ(r.error, "");
+    return r.error.empty() ? r.outputs[0].as<int64_t>() : std::vector<int64_t>();
+  };
+  EXPECT_EQ(run("add"), (std::vector<int64_t>{9, -5, 9, 2, 7, -9}));
+  EXPECT_EQ(run("sub"), (std::vector<int64_t>{5, -9, 9, -2, 3, -9}));
+  EXPECT_EQ(run("mul"), (std::vector<int64_t>{14, -14, 0, 0, 10, 0}));
+  // Truncation toward zero; dividing by zero gives 0 instead of a trap.
+  EXPECT_EQ(run("div"), (std::vector<int64_t>{3, -3, 0, 0, 2, 0}));
+  Result r = runOp("pow", {a, b}, {{I64, {2, 3}}});
+  EXPECT_NE(r.error.find("does not support int64"), std::string::npos) << r.error;
+  r = runOp("add", {a, f32({3}, {1, 2, 3})}, {{I64, {2, 3}}});
+  EXPECT_NE(r.error.find("one dtype"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, ComparisonsAndLogic) {
+  auto a = randomFloats(12, 3), b = randomFloats(4, 4);
+  a[5] = b[1]; // one equal pair
+  for (const std::string op : {"equal", "less", "greater"}) {
+    Result r = runOp(op, {f32({3, 4}, a), f32({4}, b)}, {{BOOL, {3, 4}}});
+    ASSERT_EQ(r.error, "");
+    auto y = r.outputs[0].as<uint8_t>();
+    for (int i = 0; i < 12; ++i) {
+      float x = a[i], z = b[i % 4];
+      bool want = op == "equal" ? x == z : op == "less" ? x < z : x > z;
+      EXPECT_EQ(y[i], want) << op << " at " << i;
+    }
+  }
+  Result r = runOp("less", {i64({3}, {1, 5, -2}), i64({}, {1})}, {{BOOL, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 0, 1}));
+  r = runOp("equal", {boolean({2}, {1, 0}), boolean({2, 1}, {1, 0})},
+            {{BOOL, {2, 2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{1, 0, 0, 1}));
+
+  auto p = boolean({4}, {0, 1, 0, 1}), q = boolean({2, 1}, {0, 1});
+  r = runOp("and", {p, q}, {{BOOL, {2, 4}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0, 1}));
+  r = runOp("or", {p, q}, {{BOOL, {2, 4}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 1, 1, 1, 1, 1}));
+  r = runOp("not", {p}, {{BOOL, {4}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{1, 0, 1, 0}));
+  r = runOp("and", {p, f32({4}, {1, 1, 1, 1})}, {{BOOL, {4}}});
+  EXPECT_NE(r.error.find("every operand must be bool"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, WhereBroadcastsThreeWays) {
+  std::vector<uint8_t> cond = {1, 0, 0, 1, 1, 0};
+  auto a = randomFloats(3, 5), b = randomFloats(4, 6);
+  auto y = runF32("where", {boolean({2, 3, 1}, cond), f32({3, 1}, a), f32({4}, b)},
+                  {2, 3, 4});
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        want.push_back(cond[i * 3 + j] ? a[j] : b[k]);
+  expectNear(y, want);
+  Result r = runOp("where", {boolean({2}, {1, 0}), i64({2}, {1, 2}), i64({}, {-1})},
+                   {{I64, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, -1}));
+}
+
+TEST(Kernels, UnaryFunctions) {
+  auto x = randomFloats(40000, 7); // large enough to run in parallel
+  x[0] = 0;
+  const double k = std::sqrt(2.0 / M_PI);
+  const std::vector<std::tuple<std::string, AttrList, std::function<double(double)>>>
+      ops = {
+          {"neg", {}, [](double v) { return -v; }},
+          {"exp", {}, [](double v) { return std::exp(v); }},
+          {"log", {}, [](double v) { return std::log(std::fabs(v) + 0.1); }},
+          {"sqrt", {}, [](double v) { return std::sqrt(std::fabs(v) + 0.1); }},
+          {"reciprocal", {}, [](double v) { return 1 / (std::fabs(v) + 0.1); }},
+          {"abs", {}, [](double v) { return std::fabs(v); }},
+          {"tanh", {}, [](double v) { return std::tanh(v); }},
+          {"sigmoid", {}, [](double v) { return 1 / (1 + std::exp(-v)); }},
+          {"relu", {}, [](double v) { return v > 0 ? v : 0; }},
+          {"erf", {}, [](double v) { return std::erf(v); }},
+          {"silu", {}, [](double v) { return v / (1 + std::exp(-v)); }},
+          {"gelu", {}, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+          {"gelu", {{"approximate", std::string("tanh")}},
+           [k](double v) { return 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v))); }},
+      };
+  for (const auto &[op, attrs, f] : ops) {
+    SCOPED_TRACE(op);
+    // log, sqrt and reciprocal get |x| + 0.1.
+    bool positive = op == "log" || op == "sqrt" || op == "reciprocal";
+    std::vector<float> in = x;
+    if (positive)
+      for (float &v : in)
+        v = std::fabs(v) + 0.1f;
+    auto y = runF32(op, {f32({200, 200}, in)}, {200, 200}, attrs);
+    std::vector<double> want;
+    for (float v : x)
+      want.push_back(f(v));
+    expectNear(y, want, 2e-6);
+  }
+  for (const std::string op : {"neg", "abs"}) {
+    Result r = runOp(op, {i64({3}, {-4, 0, 9})}, {{I64, {3}}});
+    ASSERT_EQ(r.error, "");
+    std::vector<int64_t> want = {4, 0, op == "neg" ? -9 : 9};
+    EXPECT_EQ(r.outputs[0].as<int64_t>(), want);
+  }
+  Result r = runOp("gelu", {f32({2}, {1, 2})}, {{F32, {2}}},
+                   {{"approximate", std::string("fast")}});
+  EXPECT_NE(r.error.find("approximate must be none or tanh, not fast"),
+            std::string::npos) << r.error;
+  r = runOp("exp", {f32({2, 2}, {1, 2, 3, 4})}, {{F32, {4}}});
+  EXPECT_NE(r.error.find("differ in shape"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, CastConvertsLikeOnnx) {
+  auto x = f32({5}, {-2.7f, -0.5f, 0.0f, 1.9f, 3.0f});
+  Result r = runOp("cast", {x}, {{I64, {5}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{-2, 0, 0, 1, 3}));
+  r = runOp("cast", {x}, {{BOOL, {5}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{1, 1, 0, 1, 1}));
+  r = runOp("cast", {x}, {{F64, {5}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>()[0], static_cast<double>(-2.7f));
+  r = runOp("cast", {i64({3}, {-3, 0, int64_t(1) << 40})}, {{F32, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<float>(), (std::vector<float>{-3, 0, 1099511627776.0f}));
+  r = runOp("cast", {boolean({2}, {1, 0})}, {{F32, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<float>(), (std::vector<float>{1, 0}));
+  r = runOp("cast", {i32({2}, {-5, 7})}, {{I64, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{-5, 7}));
+  r = runOp("cast", {f64({2}, {1.5, -2.5})}, {{I32, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{1, -2}));
+  r = runOp("cast", {x}, {{plan::DType::F16, {5}}});
+  EXPECT_NE(r.error.find("cannot convert to float16"), std::string::npos) << r.error;
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs
+//===----------------------------------------------------------------------===//
+
+/// y[b][m][n] = sum_k a[b][m][k] * (transB ? b[b][n][k] : b[b][k][n]) for
+/// one batch of plain row-major matrices.
+std::vector<double> matmulRef(const float *a, const float *b, int m, int k,
+                              int n, bool transB) {
+  std::vector<double> y(m * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p)
+        s += double(a[i * k + p]) * (transB ? b[j * k + p] : b[p * n + j]);
+      y[i * n + j] = s;
+    }
+  return y;
+}
+
+TEST(Kernels, MatMulBroadcastsBatchesAndTransposesB) {
+  // a [2, 1, 3, 4] x b [3, 5, 4]^T -> [2, 3, 3, 5]
+  auto a = randomFloats(2 * 3 * 4, 3), b = randomFloats(3 * 5 * 4, 4);
+  auto y = runF32("matmul", {f32({2, 1, 3, 4}, a), f32({3, 5, 4}, b)}, {2, 3, 3, 5},
+                  {{"trans_b", int64_t(1)}});
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      auto part = matmulRef(&a[i * 12], &b[j * 20], 3, 4, 5, true);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+  expectNear(y, want);
+}
+
+TEST(Kernels, MatMulSharedRightOperandAndLargeProducts) {
+  // [2, 3, 4] x [4, 5]: one GEMM with the batch folded into the rows.
+  auto a = randomFloats(24, 5), b = randomFloats(20, 6);
+  expectNear(runF32("matmul", {f32({2, 3, 4}, a), f32({4, 5}, b)}, {2, 3, 5}),
+             matmulRef(a.data(), b.data(), 6, 4, 5, false));
+  // Large enough to split across threads.
+  auto c = randomFloats(64 * 96, 7), d = randomFloats(96 * 80, 8);
+  expectNear(runF32("matmul", {f32({64, 96}, c), f32({96, 80}, d)}, {64, 80}),
+             matmulRef(c.data(), d.data(), 64, 96, 80, false), 1e-4);
+}
+
+TEST(Kernels, MatMulPromotesVectors) {
+  auto v = randomFloats(4, 9), m = randomFloats(12, 10);
+  // [4] x [4, 3] -> [3]; [3, 4] x [4] -> [3]; [4] x [4] -> []
+  expectNear(runF32("matmul", {f32({4}, v), f32({4, 3}, m)}, {3}),
+             matmulRef(v.data(), m.data(), 1, 4, 3, false));
+  expectNear(runF32("matmul", {f32({3, 4}, m), f32({4}, v)}, {3}),
+             matmulRef(m.data(), v.data(), 3, 4, 1, false));
+  expectNear(runF32("matmul", {f32({4}, v), f32({4}, v)}, {}),
+             matmulRef(v.data(), v.data(), 1, 4, 1, false));
+  Result r = runOp("matmul", {f32({3, 4}, m), f32({4}, v)}, {{F32, {3, 1}}});
+  EXPECT_NE(r.error.find("output [3, 1] should be [3]"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, GemmWithTransposesAndBroadcastC) {
+  auto a = randomFloats(4 * 2, 8), b = randomFloats(3 * 4, 9), c = randomFloats(3, 10);
+  auto y = runF32("gemm", {f32({4, 2}, a), f32({3, 4}, b), f32({3}, c)}, {2, 3},
+                  {{"trans_a", int64_t(1)}, {"trans_b", int64_t(1)},
+                   {"alpha", 0.5}, {"beta", 2.0}});
+  std::vector<double> want;
+  for (int m = 0; m < 2; ++m)
+    for (int n = 0; n < 3; ++n) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k)
+        s += a[k * 2 + m] * b[n * 4 + k];
+      want.push_back(0.5 * s + 2.0 * c[n]);
+    }
+  expectNear(y, want);
+  // Without C, and a large one split across threads with C per row.
+  auto p = randomFloats(80 * 96, 11), q = randomFloats(96 * 70, 12),
+       r = randomFloats(80, 13);
+  auto big = matmulRef(p.data(), q.data(), 80, 96, 70, false);
+  expectNear(runF32("gemm", {f32({80, 96}, p), f32({96, 70}, q)}, {80, 70}), big, 1e-4);
+  for (int i = 0; i < 80; ++i)
+    for (int j = 0; j < 70; ++j)
+      big[i * 70 + j] += r[i];
+  expectNear(runF32("gemm", {f32({80, 96}, p), f32({96, 70}, q), f32({80, 1}, r)},
+                    {80, 70}),
+             big, 1e-4);
+}
+
+TEST(Kernels, LinearFusesBiasAndEveryActivation) {
+  const double k = std::sqrt(2.0 / M_PI);
+  const std::vector<std::pair<std::string, std::function<double(double)>>> acts = {
+      {"none", [](double v) { return v; }},
+      {"relu", [](double v) { return v > 0 ? v : 0; }},
+      {"gelu", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"gelu_tanh",
+       [k](double v) { return 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v))); }},
+      {"silu", [](double v) { return v / (1 + std::exp(-v)); }},
+      {"tanh", [](double v) { return std::tanh(v); }},
+      {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }}};
+  // [2, 40, 96] rows against [80, 96] (torch layout): the GEMM splits.
+  const int rows = 80, K = 96, N = 80;
+  auto x = randomFloats(rows * K, 14), w = randomFloats(N * K, 15),
+       bias = randomFloats(N, 16);
+  auto plain = matmulRef(x.data(), w.data(), rows, K, N, true);
+  for (const auto &[name, f] : acts) {
+    SCOPED_TRACE(name);
+    auto y = runF32("linear", {f32({2, 40, K}, x), f32({N, K}, w), f32({N}, bias)},
+                    {2, 40, N},
+                    {{"trans_w", int64_t(1)}, {"activation", name}});
+    std::vector<double> want(rows * N);
+    for (int i = 0; i < rows * N; ++i)
+      want[i] = f(plain[i] + bias[i % N]);
+    expectNear(y, want, 1e-4);
+  }
+  // W as [K, N] and no bias.
+  auto small = randomFloats(3 * 4, 17), wk = randomFloats(4 * 5, 18);
+  expectNear(runF32("linear", {f32({3, 4}, small), f32({4, 5}, wk)}, {3, 5}),
+             matmulRef(small.data(), wk.data(), 3, 4, 5, false));
+  Result r = runOp("linear", {f32({3, 4}, small), f32({4, 5}, wk)}, {{F32, {3, 5}}},
+                   {{"activation", std::string("swish")}});
+  EXPECT_NE(r.error.find("unknown activation 'swish'"), std::string::npos) << r.error;
+  r = runOp("linear", {f32({3, 4}, small), f32({5, 4}, wk)}, {{F32, {3, 5}}});
+  EXPECT_NE(r.error.find("shapes do not chain"), std::string::npos) << r.error;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// softmax((q kt) * scale, masked) v for one [L, D] x [D, S] x [S, Dv] head.
+std::vector<double>
+attentionRef(const float *q, const float *kt, const float *v, int l, int d,
+             int s, int dv, double scale,
+             const std::function<double(int, int, double)> &mask) {
+  std::vector<double> out;
+  for (int i = 0; i < l; ++i) {
+    std::vector<double> row(s);
+    double max = -INFINITY;
+    for (int j = 0; j < s; ++j) {
+      double acc = 0;
+      for (int k = 0; k < d; ++k)
+        acc += double(q[i * d + k]) * kt[k * s + j];
+      row[j] = mask(i, j, acc * scale);
+      max = std::max(max, row[j]);
+    }
+    double sum = 0;
+    for (double &x : row)
+      sum += (x = std::exp(x - max));
+    for (int c = 0; c < dv; ++c) {
+      double acc = 0;
+      for (int j = 0; j < s; ++j)
+        acc += row[j] / sum * v[j * dv + c];
+      out.push_back(acc);
+    }
+  }
+  return out;
+}
+
+TEST(Kernels, AttentionWithACausalFillMask) {
+  const int B = 3, L = 5, D = 4, S = 5, DV = 2;
+  auto q = randomFloats(B * L * D, 11), kt = randomFloats(B * D * S, 12),
+       v = randomFloats(B * S * DV, 13);
+  std::vector<uint8_t> mask(L * S);
+  for (int i = 0; i < L; ++i)
+    for (int j = 0; j < S; ++j)
+      mask[i * S + j] = j > i; // true = masked
+  auto y = runF32("attention",
+                  {f32({B, L, D}, q), f32({B, D, S}, kt), f32({B, S, DV}, v),
+                   boolean({1, L, S}, mask)},
+                  {B, L, DV},
+                  {{"scale", 0.5}, {"mask_kind", std::string("fill")},
+                   {"fill_value", -INFINITY}});
+  std::vector<double> want;
+  for (int b = 0; b < B; ++b) {
+    auto head = attentionRef(
+        &q[b * L * D], &kt[b * D * S], &v[b * S * DV], L, D, S, DV, 0.5,
+        [&](int i, int j, double x) { return mask[i * S + j] ? -INFINITY : x; });
+    want.insert(want.end(), head.begin(), head.end());
+  }
+  expectNear(y, want);
+}
+
+TEST(Kernels, AttentionWithAnAdditiveMaskOverManyTiles) {
+  // [B, H, L, D] with L = 150: three tiles of query rows per head, and a
+  // padding mask [B, 1, 1, S] broadcast over heads and rows.
+  const int B = 2, H = 3, L = 150, D = 8, S = 20, DV = 6;
+  auto q = randomFloats(B * H * L * D, 14), kt = randomFloats(B * H * D * S, 15),
+       v = randomFloats(B * H * S * DV, 16), m = randomFloats(B * S, 17);
+  auto y = runF32("attention",
+                  {f32({B, H, L, D}, q), f32({B, H, D, S}, kt),
+                   f32({B, H, S, DV}, v), f32({B, 1, 1, S}, m)},
+                  {B, H, L, DV}, {{"scale", 0.25}, {"mask_kind", std::string("add")}});
+  std::vector<double> want;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      int head = b * H + h;
+      auto part = attentionRef(
+          &q[head * L * D], &kt[head * D * S], &v[head * S * DV], L, D, S, DV, 0.25,
+          [&](int, int j, double x) { return x + m[b * S + j]; });
+      want.insert(want.end(), part.begin(), part.end());
+    }
+  expectNear(y, want, 1e-4);
+}
+
+TEST(Kernels, AttentionOfOneHeadWithoutMask) {
+  const int L = 70, D = 16, S = 33, DV = 8;
+  auto q = randomFloats(L * D, 18), kt = randomFloats(D * S, 19), v = randomFloats(S * DV, 20);
+  auto y = runF32("attention", {f32({L, D}, q), f32({D, S}, kt), f32({S, DV}, v)},
+                  {L, DV}, {{"scale", 0.125}, {"mask_kind", std::string("none")}});
+  expectNear(y, attentionRef(q.data(), kt.data(), v.data(), L, D, S, DV, 0.125,
+                             [](int, int, double x) { return x; }),
+             1e-4);
+  Result r = runOp("attention", {f32({L, D}, q), f32({D, S}, kt), f32({S, DV}, v)},
+                   {{F32, {L, DV}}}, {{"mask_kind", std::string("add")}});
+  EXPECT_NE(r.error.find("mask_kind add needs mask"), std::string::npos) << r.error;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+/// ONNX Conv, NCHW, by definition.
+std::vector<double> convRef(const std::vector<float> &x, const Shape &xs,
+                            const std::vector<float> &w, const Shape &ws,
+                            const std::vector<float> *bias, const Shape &ys,
+                            Shape strides, Shape pads, Shape dil, int group) {
+  int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3];
+  int64_t m = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
+  int64_t oh = ys[2], ow = ys[3], mg = m / group;
+  std::vector<double> y;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double s = bias ? (*bias)[o] : 0;
+          int64_t g = o / mg;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                int64_t ih = i * strides[0] - pads[0] + a * dil[0];
+                int64_t iw = j * strides[1] - pads[1] + e * dil[1];
+                if (ih >= 0 && ih < h && iw >= 0 && iw < wd)
+                  s += double(x[((b * c + g * cg + ci) * h + ih) * wd + iw]) *
+                       w[((o * cg + ci) * kh + a) * kw + e];
+              }
+          y.push_back(s);
+        }
+  return y;
+}
+
+TEST(Kernels, ConvWithPaddingStrideAndGroups) {
+  // x [2, 4, 5, 5], w [6, 2, 3, 3], group 2, stride 2, pad 1 -> [2, 6, 3, 3]
+  auto x = randomFloats(2 * 4 * 25, 18), w = randomFloats(6 * 2 * 9, 19),
+       b = randomFloats(6, 20);
+  auto y = runF32("conv", {f32({2, 4, 5, 5}, x), f32({6, 2, 3, 3}, w), f32({6}, b)},
+                  {2, 6, 3, 3},
+                  {{"strides", Shape{2, 2}}, {"pads", Shape{1, 1, 1, 1}},
+                   {"dilations", Shape{1, 1}}, {"group", int64_t(2)}});
+  expectNear(y, convRef(x, {2, 4, 5, 5}, w, {6, 2, 3, 3}, &b, {2, 6, 3, 3}, {2, 2},
+                        {1, 1, 1, 1}, {1, 1}, 2));
+}
+
+TEST(Kernels, ConvWithDilationAsymmetricPadsAndOneByOne) {
+  // Dilation 2, pads (top 2, left 1, bottom 0, right 3), no bias; large
+  // enough for the GEMM to split.
+  auto x = randomFloats(1 * 8 * 12 * 12, 21), w = randomFloats(16 * 8 * 9, 22);
+  Shape ys = {1, 16, 10, 12};
+  auto y = runF32("conv", {f32({1, 8, 12, 12}, x), f32({16, 8, 3, 3}, w)}, ys,
+                  {{"strides", Shape{1, 1}}, {"pads", Shape{2, 1, 0, 3}},
+                   {"dilations", Shape{2, 2}}, {"group", int64_t(1)}});
+  expectNear(y, convRef(x, {1, 8, 12, 12}, w, {16, 8, 3, 3}, nullptr, ys, {1, 1},
+                        {2, 1, 0, 3}, {2, 2}, 1),
+             1e-4);
+  // A 1x1 convolution reads x directly.
+  auto w1 = randomFloats(5 * 8, 23), b1 = randomFloats(5, 24);
+  auto y1 = runF32("conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1), f32({5}, b1)},
+                   {1, 5, 12, 12});
+  expectNear(y1, convRef(x, {1, 8, 12, 12}, w1, {5, 8, 1, 1}, &b1, {1, 5, 12, 12},
+                         {1, 1}, {0, 0, 0, 0}, {1, 1}, 1));
+  Result r = runOp("conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1)},
+                   {{F32, {1, 5, 11, 12}}});
+  EXPECT_NE(r.error.find("does not match the window"), std::string::npos) << r.error;
+  r = runOp("conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1)},
+            {{F32, {1, 5, 12, 12}}}, {{"strides", Shape{0, 1}}});
+  EXPECT_NE(r.error.find("strides must be >= 1, not 0"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, Conv1D) {
+  // x [2, 3, 10], w [4, 3, 3], stride 2, pads (1, 2) -> [2, 4, 6]
+  auto x = randomFloats(2 * 3 * 10, 25), w = randomFloats(4 * 3 * 3, 26);
+  auto y = runF32("conv", {f32({2, 3, 10}, x), f32({4, 3, 3}, w)}, {2, 4, 6},
+                  {{"strides", Shape{2}}, {"pads", Shape{1, 2}},
+                   {"dilations", Shape{1}}, {"group", int64_t(1)}});
+  expectNear(y, convRef(x, {2, 3, 1, 10}, w, {4, 3, 1, 3}, nullptr, {2, 4, 1, 6},
+                        {1, 2}, {0, 1, 0, 2}, {1, 1}, 1));
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, softmax, pooling, reductions, losses
+//===----------------------------------------------------------------------===//
+
+TEST(Kernels, SoftmaxAndLogSoftmaxAlongAnAxis) {
+  // [3, 4, 5] along axis 1 (strided) and along the last axis.
+  auto x = randomFloats(60, 27);
+  x[7] = 80; // large values need the max subtraction
+  for (int64_t axis : {1, 2})
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(std::to_string(axis) + (log ? " log" : ""));
+      auto y = runF32(log ? "log_softmax" : "softmax", {f32({3, 4, 5}, x)}, {3, 4, 5},
+                      {{"axis", axis}});
+      std::vector<double> want(60);
+      int64_t n = axis == 1 ? 4 : 5, inner = axis == 1 ? 5 : 1;
+      for (int64_t o = 0; o < 60 / (n * inner); ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          double max = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < n; ++j)
+            max = std::max<double>(max, x[(o * n + j) * inner + i]);
+          for (int64_t j = 0; j < n; ++j)
+            sum += std::exp(x[(o * n + j) * inner + i] - max);
+          for (int64_t j = 0; j < n; ++j) {
+            double e = x[(o * n + j) * inner + i] - max;
+            want[(o * n + j) * inner + i] = log ? e - std::log(sum) : std::exp(e) / sum;
+          }
+        }
+      expectNear(y, want);
+    }
+}
+
+TEST(Kernels, LayerNormOverTrailingDims) {
+  // [2, 3, 4] normalised over [3, 4] (axis 1), with and without bias.
+  auto x = randomFloats(24, 28), g = randomFloats(12, 29), b = randomFloats(12, 30);
+  for (bool withBias : {true, false}) {
+    std::vector<Value> ins = {f32({2, 3, 4}, x), f32({3, 4}, g)};
+    if (withBias)
+      ins.push_back(f32({3, 4}, b));
+    auto y = runF32("layer_norm", ins, {2, 3, 4}, {{"axis", int64_t(1)}, {"epsilon", 1e-5}});
+    std::vector<double> want;
+    for (int r = 0; r < 2; ++r) {
+      double mean = 0, var = 0;
+      for (int j = 0; j < 12; ++j)
+        mean += x[r * 12 + j] / 12.0;
+      for (int j = 0; j < 12; ++j)
+        var += (x[r * 12 + j] - mean) * (x[r * 12 + j] - mean) / 12.0;
+      for (int j = 0; j < 12; ++j)
+        want.push_back((x[r * 12 + j] - mean) / std::sqrt(var + 1e-5) * g[j] +
+                       (withBias ? b[j] : 0));
+    }
+    expectNear(y, want);
+  }
+  // A scale broadcast over part of the normalised dims: [4] onto [3, 4].
+  std::vector<float> g4(g.begin(), g.begin() + 4), g5(g.begin(), g.begin() + 5);
+  auto y = runF32("layer_norm", {f32({2, 3, 4}, x), f32({4}, g4)}, {2, 3, 4},
+                  {{"axis", int64_t(1)}});
+  std::vector<double> want;
+  for (int r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < 12; ++j)
+      mean += x[r * 12 + j] / 12.0;
+    for (int j = 0; j < 12; ++j)
+      var += (x[r * 12 + j] - mean) * (x[r * 12 + j] - mean) / 12.0;
+    for (int j = 0; j < 12; ++j)
+      want.push_back((x[r * 12 + j] - mean) / std::sqrt(var + 1e-5) * g[j % 4]);
+  }
+  expectNear(y, want);
+  Result r = runOp("layer_norm", {f32({2, 3, 4}, x), f32({5}, g5)}, {{F32, {2, 3, 4}}},
+                   {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("scale [5] does not broadcast to [3, 4]"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, RmsNormWithAndWithoutScale) {
+  auto x = randomFloats(3 * 8, 31), g = randomFloats(8, 32);
+  for (bool withScale : {true, false}) {
+    std::vector<Value> ins = {f32({3, 8}, x)};
+    if (withScale)
+      ins.push_back(f32({8}, g));
+    auto y = runF32("rms_norm", ins, {3, 8}, {{"epsilon", 1e-6}});
+    std::vector<double> want;
+    for (int r = 0; r < 3; ++r) {
+      double sq = 0;
+      for (int j = 0; j < 8; ++j)
+        sq += double(x[r * 8 + j]) * x[r * 8 + j] / 8.0;
+      for (int j = 0; j < 8; ++j)
+        want.push_back(x[r * 8 + j] / std::sqrt(sq + 1e-6) * (withScale ? g[j] : 1));
+    }
+    expectNear(y, want);
+  }
+}
+
+TEST(Kernels, BatchNormPerChannel) {
+  auto x = randomFloats(2 * 3 * 4, 33), s = randomFloats(3, 34), b = randomFloats(3, 35),
+       mean = randomFloats(3, 36), var = randomFloats(3, 37);
+  for (float &v : var)
+    v = std::fabs(v) + 0.5f;
+  auto y = runF32("batch_norm",
+                  {f32({2, 3, 2, 2}, x), f32({3}, s), f32({3}, b), f32({3}, mean),
+                   f32({3}, var)},
+                  {2, 3, 2, 2}, {{"epsilon", 1e-3}});
+  std::vector<double> want;
+  for (int i = 0; i < 24; ++i) {
+    int c = i / 4 % 3;
+    want.push_back((x[i] - mean[c]) / std::sqrt(var[c] + 1e-3) * s[c] + b[c]);
+  }
+  expectNear(y, want);
+}
+
+/// ONNX pooling of one [H, W] plane by definition.
+std::vector<double> poolRef(const std::vector<float> &x, int h, int w, int oh,
+                            int ow, Shape k, Shape st, Shape pads, Shape dil,
+                            bool max, bool includePad) {
+  std::vector<double> y;
+  for (int i = 0; i < oh; ++i)
+    for (int j = 0; j < ow; ++j) {
+      double acc = max ? -INFINITY : 0;
+      int count = 0;
+      for (int a = 0; a < k[0]; ++a)
+        for (int b = 0; b < k[1]; ++b) {
+          int ih = i * st[0] - pads[0] + a * dil[0], iw = j * st[1] - pads[1] + b * dil[1];
+          bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
+          bool inPadded = ih < h + pads[2] && iw < w + pads[3];
+          if (inside) {
+            acc = max ? std::max<double>(acc, x[ih * w + iw]) : acc + x[ih * w + iw];
+            ++count;
+          } else if (includePad && inPadded) {
+            ++count;
+          }
+        }
+      y.push_back(max ? acc : acc / count);
+    }
+  return y;
+}
+
+TEST(Kernels, MaxPoolIgnoresPadding) {
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i)
+    x[i] = -1.0f - i; // all negative: a zero from padding would win
+  auto y = runF32("max_pool", {f32({1, 1, 4, 4}, x)}, {1, 1, 2, 2},
+                  {{"kernel_shape", Shape{3, 3}}, {"strides", Shape{2, 2}},
+                   {"pads", Shape{1, 1, 1, 1}}, {"dilations", Shape{1, 1}}});
+  expectNear(y, {-1, -2, -5, -6});
+}
+
+TEST(Kernels, PoolsWithCeilModeDilationAndCountIncludePad) {
+  auto x = randomFloats(2 * 3 * 7 * 7, 38);
+  struct Case {
+    bool max, includePad, ceil;
+    Shape k, st, pads, dil;
+    int out;
+  };
+  const std::vector<Case> cases = {
+      {true, false, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4},  // 7 -> 4 (ceil)
+      {true, false, false, {2, 2}, {1, 1}, {1, 1, 0, 0}, {2, 2}, 6}, // dilation
+      {false, false, false, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4},
+      {false, true, false, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4},
+      {false, true, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4}, // past the edge
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.max ? "max" : "average") + " out " + std::to_string(c.out));
+    AttrList attrs = {{"kernel_shape", c.k}, {"strides", c.st}, {"pads", c.pads},
+                      {"ceil_mode", int64_t(c.ceil)}};
+    if (c.max)
+      attrs.push_back({"dilations", c.dil});
+    else
+      attrs.push_back({"count_include_pad", int64_t(c.includePad)});
+    auto y = runF32(c.max ? "max_pool" : "average_pool", {f32({2, 3, 7, 7}, x)},
+                    {2, 3, c.out, c.out}, attrs);
+    std::vector<double> want;
+    for (int p = 0; p < 6; ++p) {
+      std::vector<float> plane(x.begin() + p * 49, x.begin() + (p + 1) * 49);
+      auto part = poolRef(plane, 7, 7, c.out, c.out, c.k, c.st, c.pads, c.dil, c.max,
+                          c.includePad);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    expectNear(y, want);
+  }
+  Result r = runOp("max_pool", {f32({2, 3, 7, 7}, x)}, {{F32, {2, 3, 4, 4}}},
+                   {{"kernel_shape", Shape{3, 3}}, {"strides", Shape{2, 2}}});
+  EXPECT_NE(r.error.find("does not match the window"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, GlobalAveragePool) {
+  auto x = randomFloats(2 * 3 * 5 * 4, 39);
+  auto y = runF32("global_average_pool", {f32({2, 3, 5, 4}, x)}, {2, 3, 1, 1});
+  std::vector<double> want;
+  for (int p = 0; p < 6; ++p) {
+    double s = 0;
+    for (int j = 0; j < 20; ++j)
+      s += x[p * 20 + j];
+    want.push_back(s / 20);
+  }
+  expectNear(y, want);
+}
+
+/// A reduction of `x` ([2, 3, 4]) over `axes` by definition.
+std::vector<double> reduceRef(const std::vector<float> &x, const Shape &shape,
+                              const std::vector<bool> &reduced,
+                              const std::string &kind) {
+  Shape kept;
+  for (size_t d = 0; d < shape.size(); ++d)
+    kept.push_back(reduced[d] ? 1 : shape[d]);
+  std::vector<double> acc(numel(kept), kind == "max" ? -INFINITY : 0.0);
+  std::vector<int> count(acc.size(), 0);
+  for (int64_t i = 0; i < numel(shape); ++i) {
+    int64_t rest = i, o = 0, stride = 1;
+    for (size_t k = shape.size(); k-- > 0;) {
+      int64_t coord = rest % shape[k];
+      rest /= shape[k];
+      o += (reduced[k] ? 0 : coord) * stride;
+      stride *= kept[k];
+    }
+    acc[o] = kind == "max" ? std::max<double>(acc[o], x[i]) : acc[o] + x[i];
+    ++count[o];
+  }
+  if (kind == "mean")
+    for (size_t o = 0; o < acc.size(); ++o)
+      acc[o] /= count[o];
+  return acc;
+}
+
+TEST(Kernels, ReductionsOverAnyAxes) {
+  Shape shape = {2, 3, 4};
+  auto x = randomFloats(24, 40);
+  struct Case {
+    Shape axes;
+    bool keepdims;
+    Shape out;
+  };
+  const std::vector<Case> cases = {
+      {{2}, true, {2, 3, 1}},  {{1}, false, {2, 4}},    {{0, 1}, true, {1, 1, 4}},
+      {{0, 2}, false, {3}},    {{}, false, {}},         {{0, 1, 2}, true, {1, 1, 1}}};
+  for (const std::string kind : {"sum", "mean", "max"})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(kind + " over " + std::to_string(c.axes.size()) + " axes");
+      std::vector<bool> reduced(3, c.axes.empty());
+      for (int64_t a : c.axes)
+        reduced[a] = true;
+      auto y = runF32("reduce_" + kind, {f32(shape, x)}, c.out,
+                      {{"axes", c.axes}, {"keepdims", int64_t(c.keepdims)}});
+      expectNear(y, reduceRef(x, shape, reduced, kind));
+    }
+  // Everything of a large tensor into one value, in parallel pieces.
+  auto big = randomFloats(300000, 41);
+  double sum = 0;
+  for (float v : big)
+    sum += v;
+  expectNear(runF32("reduce_mean", {f32({300, 1000}, big)}, {},
+                    {{"axes", Shape{}}, {"keepdims", int64_t(0)}}),
+             {sum / 300000});
+  Result r = runOp("reduce_sum", {f32(shape, x)}, {{F32, {2, 3}}},
+                   {{"axes", Shape{2}}, {"keepdims", int64_t(1)}});
+  EXPECT_NE(r.error.find("output [2, 3] should be [2, 3, 1]"), std::string::npos)
+      << r.error;
+}
+
+/// -log softmax(row)[label] over C scores read with `stride`.
+double crossEntropy(const float *row, int c, int stride, int64_t label) {
+  double max = -INFINITY, sum = 0;
+  for (int j = 0; j < c; ++j)
+    max = std::max<double>(max, row[j * stride]);
+  for (int j = 0; j < c; ++j)
+    sum += std::exp(row[j * stride] - max);
+  return std::log(sum) + max - row[label * stride];
+}
+
+TEST(Kernels, SoftmaxCrossEntropyReductions) {
+  auto scores = randomFloats(3 * 4, 42);
+  std::vector<int64_t> labels = {2, -100, 0};
+  Result r = runOp("softmax_cross_entropy", {f32({3, 4}, scores), i64({3}, labels)},
+                   {{F32, {}}},
+                   {{"reduction", std::string("mean")}, {"ignore_index", int64_t(-100)}});
+  ASSERT_EQ(r.error, "");
+  double want = (crossEntropy(&scores[0], 4, 1, 2) + crossEntropy(&scores[8], 4, 1, 0)) / 2;
+  expectNear(r.outputs[0].as<float>(), {want});
+
+  // [N, C, d] scores, class weights, sum and none.
+  auto s3 = randomFloats(2 * 3 * 2, 43), w = std::vector<float>{0.5f, 2.0f, 1.0f};
+  std::vector<int64_t> l3 = {1, 0, 2, 1};
+  std::vector<double> each;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 2; ++i) {
+      int64_t label = l3[b * 2 + i];
+      each.push_back(w[label] * crossEntropy(&s3[b * 6 + i], 3, 2, label));
+    }
+  r = runOp("softmax_cross_entropy", {f32({2, 3, 2}, s3), i64({2, 2}, l3), f32({3}, w)},
+            {{F32, {2, 2}}}, {{"reduction", std::string("none")}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), each);
+  r = runOp("softmax_cross_entropy", {f32({2, 3, 2}, s3), i64({2, 2}, l3), f32({3}, w)},
+            {{F32, {}}}, {{"reduction", std::string("sum")}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), {each[0] + each[1] + each[2] + each[3]});
+  // A label outside [0, C) fails the run, naming the kernel.
+  r = runOp("softmax_cross_entropy", {f32({3, 4}, scores), i64({3}, {2, 4, 0})},
+            {{F32, {}}});
+  EXPECT_NE(r.error.find("kernel 0 (softmax_cross_entropy at 'node_1'): label 4 is "
+                         "outside [0, 4)"),
+            std::string::npos)
+      << r.error;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+std::vector<float> iota(int n) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i)
+    v[i] = static_cast<float>(i);
+  return v;
+}
+
+std::vector<double> toDouble(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+TEST(Kernels, TransposeSliceAndExpand) {
+  auto x = iota(24);
+  // transpose [2, 3, 4] by [2, 0, 1] -> [4, 2, 3]
+  auto t = runF32("transpose", {f32({2, 3, 4}, x)}, {4, 2, 3}, {{"perm", Shape{2, 0, 1}}});
+  std::vector<double> want;
+  for (int k = 0; k < 4; ++k)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        want.push_back(x[(i * 3 + j) * 4 + k]);
+  expectNear(t, want);
+  // slice: the last dim reversed from index 3, the middle one from 1.
+  auto s = runF32("slice", {f32({2, 3, 4}, x)}, {2, 2, 4},
+                  {{"starts", Shape{0, 1, 3}}, {"steps", Shape{1, 1, -1}}});
+  want.clear();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 1; j < 3; ++j)
+      for (int k = 3; k >= 0; --k)
+        want.push_back(x[(i * 3 + j) * 4 + k]);
+  expectNear(s, want);
+  // Every second element of the last dim, as int64.
+  Result r = runOp("slice", {i64({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})}, {{I64, {2, 2}}},
+                   {{"starts", Shape{0, 1}}, {"steps", Shape{1, 2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, 3, 5, 7}));
+  r = runOp("slice", {f32({2, 3, 4}, x)}, {{F32, {2, 2, 4}}},
+            {{"starts", Shape{0, 2, 0}}, {"steps", Shape{1, 1, 1}}});
+  EXPECT_NE(r.error.find("dimension 1 reads outside x [2, 3, 4]"), std::string::npos)
+      << r.error;
+  // expand [3, 1] -> [2, 3, 4]; a Bool one.
+  auto e = runF32("expand", {f32({3, 1}, {1, 2, 3})}, {2, 3, 4});
+  want.clear();
+  for (int i = 0; i < 24; ++i)
+    want.push_back(1 + i / 4 % 3);
+  expectNear(e, want);
+  r = runOp("expand", {boolean({2}, {1, 0})}, {{BOOL, {2, 2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{1, 0, 1, 0}));
+}
+
+TEST(Kernels, CopyConcatAndSplit) {
+  auto x = iota(24), z = randomFloats(2 * 2 * 4, 44);
+  expectNear(runF32("copy", {f32({2, 3, 4}, x)}, {2, 3, 4}), toDouble(x));
+  // concat [2, 3, 4] and [2, 2, 4] along 1 -> [2, 5, 4]
+  auto c = runF32("concat", {f32({2, 3, 4}, x), f32({2, 2, 4}, z)}, {2, 5, 4},
+                  {{"axis", int64_t(1)}});
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 12; ++j)
+      want.push_back(x[i * 12 + j]);
+    for (int j = 0; j < 8; ++j)
+      want.push_back(z[i * 8 + j]);
+  }
+  expectNear(c, want);
+  // split [2, 5, 4] along 1 into [2, 3, 4] and [2, 2, 4] gives them back.
+  std::vector<float> whole(c.begin(), c.end());
+  Result r = runOp("split", {f32({2, 5, 4}, whole)}, {{F32, {2, 3, 4}}, {F32, {2, 2, 4}}},
+                   {{"axis", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), toDouble(x));
+  expectNear(r.outputs[1].as<float>(), toDouble(z));
+  r = runOp("concat", {f32({2, 3, 4}, x), f32({2, 2, 4}, z)}, {{F32, {2, 6, 4}}},
+            {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("pieces do not add up"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, GatherCountsNegativeIndicesFromTheEndAndRejectsOutOfRange) {
+  auto table = randomFloats(5 * 3, 45);
+  PlanBuilder b;
+  uint32_t t = b.input("table", F32, {5, 3}), ids = b.input("ids", I64, {2});
+  b.kernel("gather", {t, ids}, {b.output("y", F32, {2, 3})}, {{"axis", int64_t(0)}},
+           "embed");
+  Session s(b.finish());
+  ASSERT_EQ(s.error, "");
+  ASSERT_EQ(s.set("table", f32({5, 3}, table).bytes), "");
+  ASSERT_EQ(s.set("ids", i64({2}, {-1, 2}).bytes), "");
+  ASSERT_EQ(s.run(), "");
+  std::vector<uint8_t> out(24);
+  ASSERT_EQ(s.get("y", out), "");
+  expectNear(as<float>(out),
+             {table[12], table[13], table[14], table[6], table[7], table[8]});
+  ASSERT_EQ(s.set("ids", i64({2}, {0, 5}).bytes), "");
+  fsdprt_status_t status = fsdprt_session_run(s.session);
+  EXPECT_EQ(fsdprt_status_code(status), FSDPRT_OUT_OF_RANGE);
+  std::string error = take(status);
+  EXPECT_NE(error.find("kernel 0 (gather at 'embed'): index 5 is out of range for "
+                       "a dimension of size 5"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Kernels, GatherAlongAnInnerAxisWithInt32Indices) {
+  // data [2, 4, 3] (int64), indices [2, 2] (int32) along axis 1 -> [2, 2, 2, 3]
+  std::vector<int64_t> data(24);
+  for (int i = 0; i < 24; ++i)
+    data[i] = 100 + i;
+  std::vector<int32_t> idx = {3, 0, -4, 1};
+  Result r = runOp("gather", {i64({2, 4, 3}, data), i32({2, 2}, idx)},
+                   {{I64, {2, 2, 2, 3}}}, {{"axis", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  std::vector<int64_t> want;
+  for (int o = 0; o < 2; ++o)
+    for (int i : idx)
+      for (int c = 0; c < 3; ++c)
+        want.push_back(data[(o * 4 + (i < 0 ? i + 4 : i)) * 3 + c]);
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), want);
+}
+
+} // namespace
