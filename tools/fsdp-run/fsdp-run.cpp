@@ -7,44 +7,52 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "npy.h"
+
 #include "fsdprt/fsdprt.h"
 
+#include <sched.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
+
+namespace npy = fsdp::npy;
 
 const char *kUsage = R"(usage: fsdp-run PLAN [options]
 
 Runs a compiled plan (fsdp-translate --mlir-to-plan) on the CPU runtime.
 
 options:
-  --input NAME=FILE.npy  bind a declared input (every input must be given)
-  --output-dir DIR       write every output as DIR/<name>.npy
+  --input NAME=FILE.npy  bind the declared input NAME to a C-order .npy file
+                         of its dtype and shape (every input must be given)
+  --output-dir DIR       write every output as DIR/<name>.npy (DIR is created)
   --model-dir DIR        where the weight files are (default: the plan's)
   --threads N            threads for kernels (default 0: one per core)
   --warmup W             untimed runs before the timed ones (default 0)
   --repeat K             timed runs (default 1)
-  --json                 print one JSON object (outputs, timings, memory)
-  --help                 this text
+  --json                 print one JSON object instead of the summary
+  --help                 print this text
 
 Without --json it prints, per output, its dtype, shape, min/max/mean and
 first values, then timings (weight loading, per-run mean and min) and
-memory (activation, weight and constant arenas; peak RSS).
+memory (activation, weight and constant arenas; peak RSS). With --json
+it prints one object with the keys plan, inputs, outputs (name, dtype,
+shape, min, max, mean), load_seconds, run_seconds, run_seconds_mean,
+run_seconds_min, threads and memory (activation_bytes, weight_bytes,
+constant_bytes, peak_rss_bytes). Errors print "fsdp-run: error: ..." and
+exit with status 1.
 )";
 
 struct Error : std::runtime_error {
@@ -59,30 +67,6 @@ void check(fsdprt_status_t status, const std::string &what) {
   throw Error(message);
 }
 
-/// NumPy's descr for a plan dtype.
-const char *descrOf(fsdprt_dtype_t dtype) {
-  switch (dtype) {
-  case FSDPRT_F32: return "<f4";
-  case FSDPRT_F64: return "<f8";
-  case FSDPRT_F16: return "<f2";
-  case FSDPRT_I64: return "<i8";
-  case FSDPRT_I32: return "<i4";
-  case FSDPRT_I16: return "<i2";
-  case FSDPRT_I8: return "|i1";
-  case FSDPRT_U8: return "|u1";
-  case FSDPRT_BOOL: return "|b1";
-  default: return "";
-  }
-}
-
-/// A Python tuple: "()", "(3,)", "(2, 3)".
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "(";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
-}
-
 std::string listText(const std::vector<int64_t> &shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -90,97 +74,12 @@ std::string listText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-struct Array {
-  std::string descr;
-  std::vector<int64_t> shape;
-  std::vector<char> data;
-};
-
-/// Reads a C-order .npy file (format versions 1-3).
-Array readNpy(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    throw Error("'" + path + "' is not a .npy file");
-  uint32_t headerLength = 0;
-  unsigned char bytes[4] = {0, 0, 0, 0};
-  int width = magic[6] == 1 ? 2 : 4;
-  if (!in.read(reinterpret_cast<char *>(bytes), width))
-    throw Error("'" + path + "' is truncated");
-  for (int i = width - 1; i >= 0; --i)
-    headerLength = headerLength << 8 | bytes[i];
-  std::string header(headerLength, '\0');
-  if (!in.read(header.data(), headerLength))
-    throw Error("'" + path + "' is truncated");
-  auto field = [&](const std::string &key) {
-    size_t at = header.find("'" + key + "'");
-    if (at == std::string::npos)
-      throw Error("'" + path + "' has no '" + key + "' in its header");
-    return header.substr(header.find(':', at) + 1);
-  };
-  Array array;
-  std::string descr = field("descr");
-  size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
-  array.descr = descr.substr(q1 + 1, q2 - q1 - 1);
-  if (field("fortran_order").find("True") < field("fortran_order").find(','))
-    throw Error("'" + path + "' is in Fortran order; save it C-contiguous");
-  std::string shape = field("shape");
-  shape = shape.substr(shape.find('(') + 1, shape.find(')') - shape.find('(') - 1);
-  std::stringstream dims(shape);
-  std::string dim;
-  while (std::getline(dims, dim, ','))
-    if (dim.find_first_not_of(' ') != std::string::npos)
-      array.shape.push_back(std::stoll(dim));
-  int64_t numel = 1;
-  for (int64_t d : array.shape)
-    numel *= d;
-  size_t size = std::stoul(array.descr.substr(2));
-  array.data.resize(numel * size);
-  if (!in.read(array.data.data(), array.data.size()))
-    throw Error("'" + path + "' holds fewer than " + std::to_string(numel) +
-                " elements");
-  return array;
-}
-
-void writeNpy(const std::string &path, const char *descr,
-              const std::vector<int64_t> &shape, const std::vector<char> &data) {
-  std::string header = std::string("{'descr': '") + descr +
-                       "', 'fortran_order': False, 'shape': " +
-                       shapeText(shape) + ", }";
-  size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  uint16_t length = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.put(static_cast<char>(length & 0xff));
-  out.put(static_cast<char>(length >> 8));
-  out << header;
-  out.write(data.data(), data.size());
-  if (!out)
-    throw Error("cannot write '" + path + "'");
-}
-
 std::vector<int64_t> shapeOf(const fsdprt_tensor_desc_t &desc) {
   return std::vector<int64_t>(desc.shape, desc.shape + desc.rank);
 }
 
-double valueAt(const std::vector<char> &data, fsdprt_dtype_t dtype, size_t i) {
-  const char *p = data.data();
-  switch (dtype) {
-  case FSDPRT_F32: return reinterpret_cast<const float *>(p)[i];
-  case FSDPRT_F64: return reinterpret_cast<const double *>(p)[i];
-  case FSDPRT_I64: return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
-  case FSDPRT_I32: return reinterpret_cast<const int32_t *>(p)[i];
-  case FSDPRT_I16: return reinterpret_cast<const int16_t *>(p)[i];
-  case FSDPRT_I8: return reinterpret_cast<const int8_t *>(p)[i];
-  case FSDPRT_U8: case FSDPRT_BOOL: return reinterpret_cast<const uint8_t *>(p)[i];
-  default: return NAN;
-  }
-}
-
+/// A number as JSON (and the summary) print it; NaN and infinities as
+/// Python's json module writes them.
 std::string number(double v) {
   if (std::isnan(v))
     return "NaN";
@@ -194,17 +93,33 @@ std::string number(double v) {
 std::string jsonString(const std::string &s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\')
+    if (c == '"' || c == '\\') {
       out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", c);
-      out += esc;
-      continue;
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", c);
+      out += escape;
+    } else {
+      out += c;
     }
-    out += c;
   }
   return out + "\"";
+}
+
+/// Element i of `data` (of `dtype`) as a double.
+double valueAt(const std::vector<char> &data, fsdprt_dtype_t dtype, size_t i) {
+  const char *p = data.data();
+  switch (dtype) {
+  case FSDPRT_F32: return reinterpret_cast<const float *>(p)[i];
+  case FSDPRT_F64: return reinterpret_cast<const double *>(p)[i];
+  case FSDPRT_I64: return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
+  case FSDPRT_I32: return reinterpret_cast<const int32_t *>(p)[i];
+  case FSDPRT_I16: return reinterpret_cast<const int16_t *>(p)[i];
+  case FSDPRT_I8: return reinterpret_cast<const int8_t *>(p)[i];
+  case FSDPRT_U8: case FSDPRT_BOOL: return reinterpret_cast<const uint8_t *>(p)[i];
+  default: return NAN;
+  }
 }
 
 struct Options {
@@ -220,7 +135,7 @@ int toInt(const std::string &flag, const std::string &value, int min) {
     int v = std::stoi(value, &used);
     if (used == value.size() && v >= min)
       return v;
-  } catch (...) {
+  } catch (const std::exception &) {
   }
   throw Error(flag + " needs an integer >= " + std::to_string(min) + ", not '" +
               value + "'");
@@ -230,27 +145,27 @@ Options parse(int argc, char **argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    // --flag=value or --flag value.
+    size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
+    std::string flag = arg.substr(0, eq);
     auto value = [&]() -> std::string {
-      size_t eq = arg.find('=');
-      if (arg.rfind("--", 0) == 0 && eq != std::string::npos &&
-          arg.substr(0, eq) != "--input")
+      if (eq != std::string::npos)
         return arg.substr(eq + 1);
       if (i + 1 >= argc)
-        throw Error(arg + " needs a value");
+        throw Error(flag + " needs a value (see --help)");
       return argv[++i];
     };
-    std::string flag = arg.substr(0, arg.find('='));
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       std::exit(0);
     } else if (arg == "--json") {
       o.json = true;
-    } else if (arg == "--input") {
+    } else if (flag == "--input") {
       std::string v = value();
-      size_t eq = v.find('=');
-      if (eq == std::string::npos || eq == 0)
+      size_t sep = v.find('=');
+      if (sep == std::string::npos || sep == 0 || sep + 1 == v.size())
         throw Error("--input needs NAME=FILE.npy, not '" + v + "'");
-      o.inputs.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+      o.inputs.emplace_back(v.substr(0, sep), v.substr(sep + 1));
     } else if (flag == "--output-dir") {
       o.outputDir = value();
     } else if (flag == "--model-dir") {
@@ -261,7 +176,7 @@ Options parse(int argc, char **argv) {
       o.warmup = toInt(flag, value(), 0);
     } else if (flag == "--repeat") {
       o.repeat = toInt(flag, value(), 1);
-    } else if (arg.rfind("-", 0) == 0) {
+    } else if (arg.size() > 1 && arg[0] == '-') {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (o.plan.empty()) {
       o.plan = arg;
@@ -272,6 +187,53 @@ Options parse(int argc, char **argv) {
   if (o.plan.empty())
     throw Error("no plan given (see --help)");
   return o;
+}
+
+/// The threads a session uses for `requested` (0: one per available core).
+int effectiveThreads(int requested) {
+  if (requested > 0)
+    return requested;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::max(CPU_COUNT(&set), 1);
+  return 1;
+}
+
+/// Reads every declared input from the files given for it, checked against
+/// the plan's dtype and shape.
+std::map<std::string, npy::Array>
+readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs) {
+  auto declared = [&]() {
+    std::string text;
+    for (const auto &d : inputs)
+      text += std::string("\n  ") + d.name + " " + fsdprt_dtype_name(d.dtype) +
+              " " + listText(shapeOf(d));
+    return text.empty() ? std::string(" none") : text;
+  };
+  std::map<std::string, npy::Array> arrays;
+  for (const auto &[name, path] : o.inputs) {
+    auto it = std::find_if(inputs.begin(), inputs.end(),
+                           [&](const auto &d) { return name == d.name; });
+    if (it == inputs.end())
+      throw Error("the plan has no input '" + name + "'; its inputs:" + declared());
+    if (arrays.count(name))
+      throw Error("input '" + name + "' is given twice");
+    npy::Array array = npy::read(path);
+    const char *descr = npy::descrOf(it->dtype);
+    if (array.descr != descr || array.shape != shapeOf(*it))
+      throw Error("input '" + name + "' from '" + path + "' is " + array.descr +
+                  " " + listText(array.shape) + " but the plan declares " +
+                  descr + " (" + fsdprt_dtype_name(it->dtype) + ") " +
+                  listText(shapeOf(*it)));
+    arrays[name] = std::move(array);
+  }
+  std::string missing;
+  for (const auto &d : inputs)
+    if (!arrays.count(d.name))
+      missing += std::string(missing.empty() ? "" : ", ") + d.name;
+  if (!missing.empty())
+    throw Error("missing inputs: " + missing + "; the plan declares:" + declared());
+  return arrays;
 }
 
 int run(const Options &o) {
@@ -287,41 +249,17 @@ int run(const Options &o) {
     check(fsdprt_plan_input(plan, i, &inputs[i]), "plan input");
   for (size_t i = 0; i < outputs.size(); ++i)
     check(fsdprt_plan_output(plan, i, &outputs[i]), "plan output");
-  auto declared = [&]() {
-    std::string text;
-    for (const auto &d : inputs)
-      text += std::string("\n  ") + d.name + " " + fsdprt_dtype_name(d.dtype) +
-              " " + listText(shapeOf(d));
-    return text;
-  };
-
-  // Every declared input exactly once, with its dtype and shape.
-  std::map<std::string, Array> arrays;
-  for (const auto &[name, path] : o.inputs) {
-    auto it = std::find_if(inputs.begin(), inputs.end(),
-                           [&](const auto &d) { return name == d.name; });
-    if (it == inputs.end())
-      throw Error("the plan has no input '" + name + "'; its inputs:" + declared());
-    if (arrays.count(name))
-      throw Error("input '" + name + "' is given twice");
-    Array array = readNpy(path);
-    if (array.descr != descrOf(it->dtype) || array.shape != shapeOf(*it))
-      throw Error("input '" + name + "' from '" + path + "' is " + array.descr +
-                  " " + listText(array.shape) + " but the plan declares " +
-                  descrOf(it->dtype) + " (" + fsdprt_dtype_name(it->dtype) +
-                  ") " + listText(shapeOf(*it)));
-    arrays[name] = std::move(array);
-  }
-  std::string missing;
-  for (const auto &d : inputs)
-    if (!arrays.count(d.name))
-      missing += std::string(missing.empty() ? "" : ", ") + d.name;
-  if (!missing.empty())
-    throw Error("missing inputs: " + missing + "; the plan declares:" + declared());
+  std::map<std::string, npy::Array> arrays = readInputs(o, inputs);
+  if (!o.outputDir.empty())
+    for (const auto &d : outputs)
+      if (!*npy::descrOf(d.dtype))
+        throw Error(std::string("output '") + d.name + "' is " +
+                    fsdprt_dtype_name(d.dtype) + ", which .npy cannot hold");
 
   fsdprt_session_t *session = nullptr;
-  check(fsdprt_session_create(plan, o.modelDir.empty() ? nullptr : o.modelDir.c_str(),
-                              o.threads, &session),
+  check(fsdprt_session_create(
+            plan, o.modelDir.empty() ? nullptr : o.modelDir.c_str(), o.threads,
+            &session),
         "cannot create a session");
   std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> sessionOwner(
       session, fsdprt_session_destroy);
@@ -340,19 +278,38 @@ int run(const Options &o) {
     if (i >= o.warmup)
       times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
   }
+  double mean = 0, min = INFINITY;
+  for (double t : times) {
+    mean += t / times.size();
+    min = std::min(min, t);
+  }
 
-  uint64_t act = 0, weights = 0, constants = 0;
-  check(fsdprt_session_memory(session, &act, &weights, &constants), "memory");
+  uint64_t activations = 0, weights = 0, constants = 0;
+  check(fsdprt_session_memory(session, &activations, &weights, &constants),
+        "memory");
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  uint64_t rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+  uint64_t rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024; // KiB on Linux
 
-  if (!o.outputDir.empty())
-    mkdir(o.outputDir.c_str(), 0777);
+  if (!o.outputDir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(o.outputDir, error);
+    if (error)
+      throw Error("cannot create '" + o.outputDir + "': " + error.message());
+  }
   std::ostringstream json, text;
   json << "{\"plan\": " << jsonString(o.plan) << ", \"inputs\": [";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    json << (i ? ", " : "") << jsonString(inputs[i].name);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const fsdprt_tensor_desc_t &d = inputs[i];
+    std::string file;
+    for (const auto &[name, path] : o.inputs)
+      if (name == d.name)
+        file = path;
+    json << (i ? ", " : "") << "{\"name\": " << jsonString(d.name)
+         << ", \"dtype\": \"" << fsdprt_dtype_name(d.dtype)
+         << "\", \"shape\": " << listText(shapeOf(d))
+         << ", \"file\": " << jsonString(file) << "}";
+  }
   json << "], \"outputs\": [";
   for (size_t i = 0; i < outputs.size(); ++i) {
     const fsdprt_tensor_desc_t &d = outputs[i];
@@ -366,45 +323,43 @@ int run(const Options &o) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (size_t j = 0; j < numel; ++j) {
       double v = valueAt(data, d.dtype, j);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+      lo = std::isnan(v) || std::isnan(lo) ? NAN : std::min(lo, v);
+      hi = std::isnan(v) || std::isnan(hi) ? NAN : std::max(hi, v);
       sum += v;
     }
-    double mean = numel ? sum / numel : NAN;
-    if (!o.outputDir.empty()) {
-      if (!*descrOf(d.dtype))
-        throw Error(std::string("output '") + d.name + "' has a dtype .npy cannot hold");
-      writeNpy(o.outputDir + "/" + d.name + ".npy", descrOf(d.dtype), shape, data);
-    }
+    // An empty output has no statistics.
+    std::string lows = numel ? number(lo) : "null",
+                highs = numel ? number(hi) : "null",
+                means = numel ? number(sum / numel) : "null";
+    if (!o.outputDir.empty())
+      npy::write(o.outputDir + "/" + d.name + ".npy",
+                 {npy::descrOf(d.dtype), shape, data});
     json << (i ? ", " : "") << "{\"name\": " << jsonString(d.name)
          << ", \"dtype\": \"" << fsdprt_dtype_name(d.dtype)
-         << "\", \"shape\": " << listText(shape) << ", \"min\": " << number(lo)
-         << ", \"max\": " << number(hi) << ", \"mean\": " << number(mean) << "}";
+         << "\", \"shape\": " << listText(shape) << ", \"min\": " << lows
+         << ", \"max\": " << highs << ", \"mean\": " << means << "}";
     text << "output " << d.name << ": " << fsdprt_dtype_name(d.dtype) << " "
-         << listText(shape) << "  min " << number(lo) << "  max " << number(hi)
-         << "  mean " << number(mean) << "\n  first values:";
+         << listText(shape) << "  min " << lows << "  max " << highs
+         << "  mean " << means << "\n  first values:";
     for (size_t j = 0; j < std::min<size_t>(numel, 6); ++j)
       text << " " << number(valueAt(data, d.dtype, j));
     text << (numel > 6 ? " ...\n" : "\n");
-  }
-  double mean = 0, min = INFINITY;
-  for (double t : times) {
-    mean += t / times.size();
-    min = std::min(min, t);
   }
   json << "], \"load_seconds\": " << number(loadSeconds) << ", \"run_seconds\": [";
   for (size_t i = 0; i < times.size(); ++i)
     json << (i ? ", " : "") << number(times[i]);
   json << "], \"run_seconds_mean\": " << number(mean)
        << ", \"run_seconds_min\": " << number(min)
-       << ", \"threads\": " << o.threads << ", \"memory\": {\"activation_bytes\": "
-       << act << ", \"weight_bytes\": " << weights
-       << ", \"constant_bytes\": " << constants << ", \"peak_rss_bytes\": " << rss
-       << "}}\n";
+       << ", \"threads\": " << effectiveThreads(o.threads)
+       << ", \"memory\": {\"activation_bytes\": " << activations
+       << ", \"weight_bytes\": " << weights
+       << ", \"constant_bytes\": " << constants
+       << ", \"peak_rss_bytes\": " << rss << "}}\n";
   text << "weights loaded in " << number(loadSeconds * 1e3) << " ms; "
        << times.size() << " run(s): mean " << number(mean * 1e3) << " ms, min "
-       << number(min * 1e3) << " ms\n"
-       << "memory: activations " << act << " B, weights " << weights
+       << number(min * 1e3) << " ms; " << effectiveThreads(o.threads)
+       << " thread(s)\n"
+       << "memory: activations " << activations << " B, weights " << weights
        << " B, constants " << constants << " B; peak RSS " << rss << " B\n";
   std::cout << (o.json ? json.str() : text.str());
   return 0;

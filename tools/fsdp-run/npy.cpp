@@ -1,0 +1,239 @@
+//===- npy.cpp - Reading and writing NumPy .npy files ---------------------===//
+//
+// Layout: the magic "\x93NUMPY", a major and minor version byte, the header
+// length (2 bytes little-endian in 1.0, 4 in 2.0 and 3.0), then the header:
+// a Python dict literal {'descr': '<f4', 'fortran_order': False,
+// 'shape': (2, 3), } padded with spaces and ending in '\n'. The data
+// follows, row-major.
+//
+//===----------------------------------------------------------------------===//
+
+#include "npy.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace fsdp::npy {
+namespace {
+
+struct Descr {
+  fsdprt_dtype_t dtype;
+  const char *descr;
+};
+
+/// The dtypes fsdp-run exchanges: little-endian, as NumPy writes them on
+/// x86 and ARM.
+const Descr kDescrs[] = {
+    {FSDPRT_F32, "<f4"}, {FSDPRT_F64, "<f8"}, {FSDPRT_F16, "<f2"},
+    {FSDPRT_I64, "<i8"}, {FSDPRT_I32, "<i4"}, {FSDPRT_I16, "<i2"},
+    {FSDPRT_I8, "|i1"},  {FSDPRT_U8, "|u1"},  {FSDPRT_BOOL, "|b1"}};
+
+/// A reader of the header's Python literal: a dict of strings, booleans
+/// and a tuple of integers.
+class HeaderParser {
+public:
+  HeaderParser(const std::string &text, const std::string &path)
+      : text(text), path(path) {}
+
+  Array parse() {
+    Array array;
+    bool haveDescr = false, haveOrder = false, haveShape = false;
+    expect('{');
+    while (!accept('}')) {
+      std::string key = string();
+      expect(':');
+      if (key == "descr") {
+        array.descr = string();
+        haveDescr = true;
+      } else if (key == "fortran_order") {
+        if (word() != "False")
+          fail("is in Fortran order; save it C-contiguous "
+               "(numpy.ascontiguousarray)");
+        haveOrder = true;
+      } else if (key == "shape") {
+        array.shape = tuple();
+        haveShape = true;
+      } else {
+        fail("has an unknown header key '" + key + "'");
+      }
+      if (!accept(',')) {
+        expect('}');
+        break;
+      }
+    }
+    if (!haveDescr || !haveOrder || !haveShape)
+      fail("lacks one of 'descr', 'fortran_order' and 'shape' in its header");
+    return array;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string &what) const {
+    throw NpyError("'" + path + "' " + what);
+  }
+
+  void skipSpace() {
+    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])))
+      ++at;
+  }
+
+  bool accept(char c) {
+    skipSpace();
+    if (at < text.size() && text[at] == c) {
+      ++at;
+      return true;
+    }
+    return false;
+  }
+
+  void expect(char c) {
+    if (!accept(c))
+      fail(std::string("has a malformed header (expected '") + c + "' at " +
+           std::to_string(at) + ")");
+  }
+
+  std::string string() {
+    skipSpace();
+    if (at >= text.size() || (text[at] != '\'' && text[at] != '"'))
+      fail("has a malformed header (expected a string at " +
+           std::to_string(at) + ")");
+    char quote = text[at++];
+    size_t end = text.find(quote, at);
+    if (end == std::string::npos)
+      fail("has a malformed header (unterminated string)");
+    std::string value = text.substr(at, end - at);
+    at = end + 1;
+    return value;
+  }
+
+  std::string word() {
+    skipSpace();
+    size_t begin = at;
+    while (at < text.size() && std::isalnum(static_cast<unsigned char>(text[at])))
+      ++at;
+    return text.substr(begin, at - begin);
+  }
+
+  std::vector<int64_t> tuple() {
+    std::vector<int64_t> values;
+    expect('(');
+    while (!accept(')')) {
+      std::string digits = word();
+      if (digits.empty() ||
+          digits.find_first_not_of("0123456789") != std::string::npos ||
+          digits.size() > 18)
+        fail("has a malformed shape in its header");
+      values.push_back(std::stoll(digits));
+      if (!accept(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return values;
+  }
+
+  const std::string &text;
+  const std::string &path;
+  size_t at = 0;
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+} // namespace
+
+const char *descrOf(fsdprt_dtype_t dtype) {
+  for (const Descr &d : kDescrs)
+    if (d.dtype == dtype)
+      return d.descr;
+  return "";
+}
+
+std::string descrs() {
+  std::string text;
+  for (const Descr &d : kDescrs)
+    text += (text.empty() ? "" : ", ") + std::string(d.descr);
+  return text;
+}
+
+size_t elementSize(const std::string &descr) {
+  for (const Descr &d : kDescrs)
+    if (descr == d.descr)
+      return fsdprt_dtype_size(d.dtype);
+  return 0;
+}
+
+Array parse(const std::vector<char> &bytes, const std::string &path) {
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+    throw NpyError("'" + path + "' is not a .npy file");
+  int major = static_cast<unsigned char>(bytes[6]);
+  if (major < 1 || major > 3)
+    throw NpyError("'" + path + "' has .npy format version " +
+                   std::to_string(major) + ", not 1, 2 or 3");
+  size_t width = major == 1 ? 2 : 4, length = 0;
+  if (bytes.size() < 8 + width)
+    throw NpyError("'" + path + "' is truncated");
+  for (size_t i = width; i-- > 0;)
+    length = length << 8 | static_cast<unsigned char>(bytes[8 + i]);
+  size_t begin = 8 + width;
+  if (bytes.size() - begin < length)
+    throw NpyError("'" + path + "' is truncated");
+  std::string header(bytes.data() + begin, length);
+  Array array = HeaderParser(header, path).parse();
+  size_t size = elementSize(array.descr);
+  if (!size)
+    throw NpyError("'" + path + "' has dtype '" + array.descr +
+                   "', which fsdp-run does not read (" + descrs() + ")");
+  uint64_t numel = 1;
+  for (int64_t d : array.shape) {
+    if (d && numel > (uint64_t(1) << 56) / d)
+      throw NpyError("'" + path + "' has a shape too large");
+    numel *= d;
+  }
+  size_t data = begin + length, expected = numel * size;
+  if (bytes.size() - data != expected)
+    throw NpyError("'" + path + "' holds " + std::to_string(bytes.size() - data) +
+                   " bytes of data, but its shape " + shapeText(array.shape) +
+                   " of " + array.descr + " needs " + std::to_string(expected));
+  array.data.assign(bytes.begin() + data, bytes.end());
+  return array;
+}
+
+Array read(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw NpyError("cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  if (in.bad())
+    throw NpyError("cannot read '" + path + "'");
+  return parse(bytes, path);
+}
+
+void write(const std::string &path, const Array &array) {
+  std::string header = "{'descr': '" + array.descr +
+                       "', 'fortran_order': False, 'shape': " +
+                       shapeText(array.shape) + ", }";
+  // NumPy pads the header so that the data starts 64-byte aligned.
+  bool v2 = header.size() + 12 > 65535;
+  size_t prefix = v2 ? 12 : 10;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write(v2 ? "\x93NUMPY\x02\x00" : "\x93NUMPY\x01\x00", 8);
+  for (size_t i = 0; i < (v2 ? 4u : 2u); ++i)
+    out.put(static_cast<char>(header.size() >> (8 * i) & 0xff));
+  out << header;
+  out.write(array.data.data(), array.data.size());
+  out.close();
+  if (!out)
+    throw NpyError("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+} // namespace fsdp::npy

@@ -1,0 +1,260 @@
+//===- FsdpRunTest.cpp - fsdp-run on a plan written here ------------------===//
+//
+// Writes a small plan (a linear layer with weights from a file and a bias
+// constant, a comparison, a gather), its weight file and .npy inputs, runs
+// the fsdp-run binary, and checks its outputs, report and error messages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanBuilder.h"
+#include "npy.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+using namespace fsdprt::test;
+namespace plan = fsdprt::plan;
+namespace npy = fsdp::npy;
+
+namespace {
+
+struct Outcome {
+  int status;
+  std::string out, err;
+};
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+template <typename T> std::vector<char> bytesOf(const std::vector<T> &v) {
+  std::vector<char> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+template <typename T> std::vector<T> valuesOf(const npy::Array &a) {
+  std::vector<T> out(a.data.size() / sizeof(T));
+  std::memcpy(out.data(), a.data.data(), a.data.size());
+  return out;
+}
+
+class FsdpRun : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = ::testing::TempDir() + "/fsdp_run_" +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+    // model.bin: 8 bytes of header, then fc.weight [4, 3].
+    std::vector<float> file = {0, 0};
+    for (int i = 0; i < 12; ++i)
+      file.push_back(0.25f * (i - 5));
+    std::ofstream(dir + "/model.bin", std::ios::binary)
+        .write(reinterpret_cast<const char *>(file.data()), file.size() * 4);
+    weight.assign(file.begin() + 2, file.end());
+
+    PlanBuilder b;
+    b.modelDir(dir);
+    uint32_t x = b.input("x", plan::DType::F32, {2, 3});
+    uint32_t ids = b.input("ids", plan::DType::I64, {2});
+    uint32_t w = b.buffer(plan::DType::F32, {4, 3}, PlanBuilder::Weights);
+    uint32_t biasId = b.buffer(plan::DType::F32, {4}, PlanBuilder::Constants);
+    b.weight("fc.weight", "model.bin", 8, 48, w);
+    std::vector<char> biasBytes = bytesOf(bias);
+    b.constant(biasId, std::vector<uint8_t>(biasBytes.begin(), biasBytes.end()));
+    uint32_t y = b.output("y", plan::DType::F32, {2, 4});
+    b.kernel("linear", {x, w, biasId}, {y},
+             {{"trans_w", int64_t(1)}, {"activation", std::string("relu")}}, "fc");
+    b.kernel("greater", {y, biasId}, {b.output("mask", plan::DType::Bool, {2, 4})},
+             {}, "gt");
+    b.kernel("gather", {y, ids}, {b.output("picked", plan::DType::F32, {2, 4})},
+             {{"axis", int64_t(0)}}, "pick");
+    std::vector<uint8_t> bytes = b.finish();
+    std::ofstream(dir + "/model.plan", std::ios::binary)
+        .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+
+    npy::write(dir + "/x.npy", {"<f4", {2, 3}, bytesOf(xs)});
+    npy::write(dir + "/ids.npy", {"<i8", {2}, bytesOf(std::vector<int64_t>{1, -2})});
+  }
+
+  /// Runs fsdp-run with `args` (shell words) and captures everything.
+  Outcome run(const std::string &args) {
+    std::string out = dir + "/stdout", err = dir + "/stderr";
+    std::string command = std::string(FSDP_RUN_PATH) + " " + args + " > '" + out +
+                          "' 2> '" + err + "'";
+    int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  std::string inputs() const {
+    return "--input x=" + dir + "/x.npy --input ids=" + dir + "/ids.npy";
+  }
+
+  /// relu(x @ weight^T + bias), by loops.
+  std::vector<float> expectedY() const {
+    std::vector<float> y;
+    for (int r = 0; r < 2; ++r)
+      for (int n = 0; n < 4; ++n) {
+        double s = bias[n];
+        for (int k = 0; k < 3; ++k)
+          s += double(xs[r * 3 + k]) * weight[n * 3 + k];
+        y.push_back(static_cast<float>(s > 0 ? s : 0));
+      }
+    return y;
+  }
+
+  std::string dir;
+  std::vector<float> xs = {1, -2, 0.5f, 3, 1, -1}, bias = {0.5f, -0.25f, 0, 1},
+                     weight;
+};
+
+TEST_F(FsdpRun, WritesOutputsAndASummary) {
+  Outcome o = run(dir + "/model.plan " + inputs() + " --output-dir " + dir +
+                  "/out/nested --repeat 2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(o.err, "");
+  std::vector<float> y = expectedY();
+  npy::Array got = npy::read(dir + "/out/nested/y.npy");
+  EXPECT_EQ(got.descr, "<f4");
+  EXPECT_EQ(got.shape, (std::vector<int64_t>{2, 4}));
+  std::vector<float> values = valuesOf<float>(got);
+  ASSERT_EQ(values.size(), 8u);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_NEAR(values[i], y[i], 1e-6) << "at " << i;
+  npy::Array mask = npy::read(dir + "/out/nested/mask.npy");
+  EXPECT_EQ(mask.descr, "|b1");
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(mask.data[i], y[i] > bias[i % 4]) << "at " << i;
+  // ids [1, -2]: row 1, then row 0.
+  std::vector<float> picked = valuesOf<float>(npy::read(dir + "/out/nested/picked.npy"));
+  ASSERT_EQ(picked.size(), 8u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(picked[i], values[4 + i]);
+    EXPECT_EQ(picked[4 + i], values[i]);
+  }
+  EXPECT_NE(o.out.find("output y: float32 [2, 4]  min "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("output mask: bool [2, 4]"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("  first values: "), std::string::npos) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex("weights loaded in [0-9.e-]+ ms; 2 "
+                                                  "run\\(s\\): mean [0-9.e-]+ ms, min "
+                                                  "[0-9.e-]+ ms")))
+      << o.out;
+  EXPECT_NE(o.out.find("memory: activations 320 B, weights 64 B, constants 64 B; "
+                       "peak RSS "),
+            std::string::npos)
+      << o.out;
+}
+
+TEST_F(FsdpRun, PrintsOneJsonObject) {
+  Outcome o = run(dir + "/model.plan " + inputs() +
+                  " --json --repeat=3 --warmup 1 --threads 1");
+  ASSERT_EQ(o.status, 0) << o.err;
+  // One line, one object, with every key.
+  EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << o.out;
+  EXPECT_EQ(o.out.front(), '{');
+  for (const char *key :
+       {"\"plan\": ", "\"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", "
+                      "\"shape\": [2, 3], \"file\": ",
+        "\"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [2, 4], "
+        "\"min\": ",
+        "\"load_seconds\": ", "\"run_seconds_mean\": ", "\"run_seconds_min\": ",
+        "\"threads\": 1, ",
+        "\"memory\": {\"activation_bytes\": 320, \"weight_bytes\": 64, "
+        "\"constant_bytes\": 64, \"peak_rss_bytes\": "})
+    EXPECT_NE(o.out.find(key), std::string::npos) << key << "\n" << o.out;
+  EXPECT_TRUE(std::regex_search(
+      o.out, std::regex("\"run_seconds\": \\[[0-9.e-]+, [0-9.e-]+, [0-9.e-]+\\]")))
+      << o.out;
+}
+
+TEST_F(FsdpRun, InputErrorsNameTheInputTheFileAndBothTypes) {
+  Outcome o = run(dir + "/model.plan --input x=" + dir + "/x.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: missing inputs: ids; the plan declares:\n"
+                   "  x float32 [2, 3]\n"
+                   "  ids int64 [2]\n");
+  o = run(dir + "/model.plan " + inputs() + " --input labels=" + dir + "/x.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err.rfind("fsdp-run: error: the plan has no input 'labels'; its "
+                        "inputs:\n  x float32 [2, 3]\n",
+                        0),
+            0u)
+      << o.err;
+  o = run(dir + "/model.plan " + inputs() + " --input x=" + dir + "/x.npy");
+  EXPECT_EQ(o.err, "fsdp-run: error: input 'x' is given twice\n");
+
+  npy::write(dir + "/x64.npy", {"<f8", {2, 3}, std::vector<char>(48)});
+  o = run(dir + "/model.plan --input x=" + dir + "/x64.npy --input ids=" + dir +
+          "/ids.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: input 'x' from '" + dir +
+                       "/x64.npy' is <f8 [2, 3] but the plan declares <f4 "
+                       "(float32) [2, 3]\n");
+  npy::write(dir + "/x23.npy", {"<f4", {3, 2}, std::vector<char>(24)});
+  o = run(dir + "/model.plan --input x=" + dir + "/x23.npy --input ids=" + dir +
+          "/ids.npy");
+  EXPECT_EQ(o.err, "fsdp-run: error: input 'x' from '" + dir +
+                       "/x23.npy' is <f4 [3, 2] but the plan declares <f4 "
+                       "(float32) [2, 3]\n");
+  std::ofstream(dir + "/bad.npy") << "not numpy";
+  o = run(dir + "/model.plan --input x=" + dir + "/bad.npy --input ids=" + dir +
+          "/ids.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: '" + dir + "/bad.npy' is not a .npy file\n");
+  o = run(dir + "/model.plan --input x=" + dir + "/none.npy --input ids=" + dir +
+          "/ids.npy");
+  EXPECT_EQ(o.err, "fsdp-run: error: cannot open '" + dir +
+                       "/none.npy': No such file or directory\n");
+}
+
+TEST_F(FsdpRun, RuntimeErrorsComeBackWithTheirMessages) {
+  npy::write(dir + "/far.npy", {"<i8", {2}, bytesOf(std::vector<int64_t>{0, 7})});
+  Outcome o = run(dir + "/model.plan --input x=" + dir + "/x.npy --input ids=" + dir +
+                  "/far.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: run failed: kernel 2 (gather at 'pick'): "
+                   "index 7 is out of range for a dimension of size 2\n");
+  o = run(dir + "/model.plan " + inputs() + " --model-dir " + dir + "/elsewhere");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: cannot load weights: cannot open '" + dir +
+                       "/elsewhere/model.bin' for 'fc.weight': No such file or "
+                       "directory\n");
+  o = run(dir + "/x.npy");
+  EXPECT_EQ(o.err.rfind("fsdp-run: error: cannot load the plan: '" + dir +
+                            "/x.npy' is not an FSDP-MLIR plan",
+                        0),
+            0u)
+      << o.err;
+}
+
+TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "no plan given (see --help)"},
+      {"a.plan b.plan", "more than one plan given: 'a.plan' and 'b.plan'"},
+      {"a.plan --bogus", "unknown option '--bogus' (see --help)"},
+      {"a.plan --threads", "--threads needs a value (see --help)"},
+      {"a.plan --threads two", "--threads needs an integer >= 0, not 'two'"},
+      {"a.plan --repeat 0", "--repeat needs an integer >= 1, not '0'"},
+      {"a.plan --input x.npy", "--input needs NAME=FILE.npy, not 'x.npy'"},
+  };
+  for (const auto &[args, message] : cases) {
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 1) << args;
+    EXPECT_EQ(o.err, "fsdp-run: error: " + message + "\n") << args;
+  }
+  Outcome o = run("--help");
+  EXPECT_EQ(o.status, 0);
+  for (const char *flag : {"--input NAME=FILE.npy", "--output-dir DIR", "--model-dir DIR",
+                           "--threads N", "--warmup W", "--repeat K", "--json", "--help"})
+    EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
+}
+
+} // namespace
