@@ -124,6 +124,20 @@ inline float activate(Activation kind, float x) {
   return x;
 }
 
+/// Calls `body` with the function of `kind` as a functor, so that loops in
+/// `body` are compiled once per activation, without a switch per element.
+template <typename Body> void withActivation(Activation kind, Body body) {
+  switch (kind) {
+  case Activation::None: return body([](float x) { return x; });
+  case Activation::Relu: return body([](float x) { return x > 0 ? x : 0.0f; });
+  case Activation::Gelu: return body([](float x) { return geluErf(x); });
+  case Activation::GeluTanh: return body([](float x) { return geluTanh(x); });
+  case Activation::Silu: return body([](float x) { return x * sigmoid(x); });
+  case Activation::Tanh: return body([](float x) { return std::tanh(x); });
+  case Activation::Sigmoid: return body([](float x) { return sigmoid(x); });
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Parallelism
 //===----------------------------------------------------------------------===//

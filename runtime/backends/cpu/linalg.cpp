@@ -1,7 +1,8 @@
 //===- linalg.cpp - GEMM-based CPU kernels (OpenBLAS) ---------------------===//
 //
-// matmul, gemm, linear (GEMM, then bias and activation applied to each
-// block of the output by the thread that computed it), attention (tiles of
+// matmul, gemm, linear (the bias accumulated by the GEMM itself, the
+// activation applied to each block of the output by the thread that
+// computed it, while it is still in cache), attention (tiles of
 // query rows: scores by GEMM into a per-thread scratch tile, scale, mask and
 // softmax in place, GEMM with the values) and conv (im2col + GEMM).
 //
@@ -187,26 +188,32 @@ KernelFn linear(KernelArgs &args) {
               shapeString(bias.shape));
   int64_t rows = product(expected) / std::max<int64_t>(n, 1);
   GemmEpilogue epilogue;
-  if (hasBias || act != Activation::None)
-    epilogue = [y, bias, hasBias, act, n](int64_t m0, int64_t m1, int64_t n0,
-                                          int64_t n1) {
-      const float *pb = hasBias ? bias.as<float>() : nullptr;
-      for (int64_t i = m0; i < m1; ++i) {
-        float *row = y.as<float>() + i * n;
-        for (int64_t j = n0; j < n1; ++j)
-          row[j] = activate(act, pb ? row[j] + pb[j] : row[j]);
-      }
+  if (act != Activation::None)
+    epilogue = [y, act, n](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      withActivation(act, [&](auto f) {
+        for (int64_t i = m0; i < m1; ++i) {
+          float *row = y.as<float>() + i * n;
+          for (int64_t j = n0; j < n1; ++j)
+            row[j] = f(row[j]);
+        }
+      });
     };
   return [=]() {
+    if (hasBias)
+      parallelFor(rows, n, [&](int64_t r) {
+        std::memcpy(y.as<float>() + r * n, bias.as<float>(), n * sizeof(float));
+      });
     sgemm(false, transW, rows, n, k, 1.0f, x.as<float>(), k, w.as<float>(),
-          transW ? k : n, 0.0f, y.as<float>(), n, epilogue);
+          transW ? k : n, hasBias ? 1.0f : 0.0f, y.as<float>(), n, epilogue);
     return std::string();
   };
 }
 
-/// Rows of queries per attention tile: each thread holds one tile of
-/// scores, kRows x S floats.
-constexpr int64_t kAttentionRows = 64;
+/// Scores one thread holds at a time (floats): a tile of query rows by S.
+/// Short sequences make one tile per head; long ones tiles of fewer rows,
+/// never fewer than kAttentionMinRows.
+constexpr int64_t kAttentionTile = 1 << 16;
+constexpr int64_t kAttentionMinRows = 16;
 
 KernelFn attention(KernelArgs &args) {
   requireArity(args, 3, 4, 1);
@@ -247,8 +254,13 @@ KernelFn attention(KernelArgs &args) {
     maskStrides = broadcastStrides(mask.shape, scores, "the mask");
   }
   int64_t count = product(batch);
-  int64_t tile = std::max<int64_t>(std::min(l, kAttentionRows), 1);
-  int64_t tiles = (l + tile - 1) / tile, items = count * tiles;
+  int64_t tile = std::min(l, std::max(kAttentionMinRows,
+                                      kAttentionTile / std::max<int64_t>(s, 1)));
+  tile = std::max<int64_t>(tile, 1);
+  int64_t tiles = (l + tile - 1) / tile;
+  if (tiles)
+    tile = (l + tiles - 1) / tiles; // balance the tiles
+  int64_t items = count * tiles;
   // Tiles run side by side when there are enough of them; otherwise one
   // after the other, each GEMM split across the threads.
   int threads = items >= args.threads ? args.threads : 1;

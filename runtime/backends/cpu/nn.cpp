@@ -123,13 +123,24 @@ KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
       }
       var /= cols;
       double inv = 1.0 / std::sqrt(var + eps);
+      if (scale.index || bias.index) {
+        for (int64_t j = 0; j < cols; ++j) {
+          double v = (px[j] - mean) * inv;
+          if (scale.data)
+            v *= scale.at(j);
+          if (bias.data)
+            v += bias.at(j);
+          py[j] = static_cast<float>(v);
+        }
+        return;
+      }
+      // Same-shape or single-value scale and bias: a loop that vectorises.
+      const float *ps = scale.data, *pb = bias.data;
+      int64_t ss = scale.step, bs = bias.step;
       for (int64_t j = 0; j < cols; ++j) {
         double v = (px[j] - mean) * inv;
-        if (scale.data)
-          v *= scale.at(j);
-        if (bias.data)
-          v += bias.at(j);
-        py[j] = static_cast<float>(v);
+        v = ps ? v * ps[j * ss] : v;
+        py[j] = static_cast<float>(pb ? v + pb[j * bs] : v);
       }
     });
     return std::string();
