@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 
 namespace fsdprt {
@@ -203,23 +204,31 @@ public:
   std::string synchronize() override { return ""; }
 };
 
-/// OpenMP's thread count for the calling thread and OpenBLAS's (1: GEMMs
-/// are split by OpenMP, see sgemm) while a session runs.
+/// OpenMP's thread count for the calling thread, and OpenBLAS's (1: GEMMs
+/// are split by OpenMP, see sgemm), while a session runs. OpenMP's count
+/// is per thread; OpenBLAS's is global, so the first of concurrent runs
+/// (sessions in several host threads) saves it and the last restores it.
 class CpuScope : public ExecutionScope {
 public:
-  explicit CpuScope(int threads)
-      : ompThreads(omp_get_max_threads()),
-        blasThreads(openblas_get_num_threads()) {
+  explicit CpuScope(int threads) : ompThreads(omp_get_max_threads()) {
     omp_set_num_threads(threads);
-    openblas_set_num_threads(1);
+    std::lock_guard<std::mutex> lock(blasMutex);
+    if (runs++ == 0) {
+      blasThreads = openblas_get_num_threads();
+      openblas_set_num_threads(1);
+    }
   }
   ~CpuScope() override {
     omp_set_num_threads(ompThreads);
-    openblas_set_num_threads(blasThreads);
+    std::lock_guard<std::mutex> lock(blasMutex);
+    if (--runs == 0)
+      openblas_set_num_threads(blasThreads);
   }
 
 private:
-  int ompThreads, blasThreads;
+  int ompThreads;
+  static inline std::mutex blasMutex;
+  static inline int runs = 0, blasThreads = 1;
 };
 
 class CpuBackend : public Backend {

@@ -246,8 +246,10 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan,
 typedef struct fsdprt_session_s fsdprt_session_t;
 
 /** Creates a session for `plan` on the CPU backend: allocates its arenas,
- *  fills its constants and checks every kernel's buffers (a mismatch fails
- *  with FSDPRT_INVALID_ARGUMENT naming the kernel's op and ONNX node).
+ *  fills its constants and checks every buffer, declared tensor, weight
+ *  reference and kernel against each other (an inconsistency fails with
+ *  FSDPRT_INVALID_ARGUMENT; for a kernel the message names its op and ONNX
+ *  node; memory running out is FSDPRT_RESOURCE_EXHAUSTED).
  *  `model_dir` is where the weight map's files are (NULL: the plan's
  *  model_dir). `num_threads` bounds the threads kernels use (0: one per
  *  core). Weights are not read yet: see fsdprt_session_load_weights. */
@@ -274,11 +276,12 @@ FSDPRT_API fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *session,
 
 /** Runs the plan once (a forward pass). Fails with FSDPRT_INVALID_ARGUMENT
  *  if weights were not loaded; a kernel's run-time fault (an index out of
- *  range) fails with a message naming the kernel. */
+ *  range) fails with FSDPRT_OUT_OF_RANGE and a message naming the kernel. */
 FSDPRT_API fsdprt_status_t fsdprt_session_run(fsdprt_session_t *session);
 
 /** Copies the output named `name` into `data`, which has room for `bytes`
- *  bytes; `bytes` must equal the output's size exactly. */
+ *  bytes; `bytes` must equal the output's size exactly. Outputs are
+ *  defined after a successful run. */
 FSDPRT_API fsdprt_status_t fsdprt_session_get_output(
     const fsdprt_session_t *session, const char *name, void *data,
     size_t bytes);
