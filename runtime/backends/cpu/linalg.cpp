@@ -261,9 +261,11 @@ KernelFn attention(KernelArgs &args) {
   if (tiles)
     tile = (l + tiles - 1) / tiles; // balance the tiles
   int64_t items = count * tiles;
-  // Tiles run side by side when there are enough of them; otherwise one
-  // after the other, each GEMM split across the threads.
-  int threads = items >= args.threads ? args.threads : 1;
+  // Tiles run side by side when there are enough of them (and enough
+  // work); otherwise one after the other, each GEMM split across threads.
+  bool sideBySide =
+      items >= args.threads && items * tile * s * (d + dv) >= kParallelGrain;
+  int threads = sideBySide ? args.threads : 1;
   Workspace *workspace = args.workspace;
   workspace->reserve(threads * tile * s * sizeof(float));
   size_t nb = batch.size();
