@@ -102,7 +102,8 @@ fsdprt_status_t allocateArenas(fsdprt_session_s &s) {
     if (static_cast<uint32_t>(a->kind()) > 2)
       return invalid(name + " has an unknown kind " +
                      std::to_string(static_cast<int>(a->kind())));
-    void *memory = s.backend->allocate(a->bytes(), std::max<uint64_t>(alignment, 64));
+    void *memory =
+        s.backend->allocate(a->bytes(), std::max<uint64_t>(alignment, 64));
     if (!memory)
       return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
                         "cannot allocate " + name + " of " +
@@ -161,7 +162,8 @@ fsdprt_status_t checkDescs(const fsdprt_session_s &s, const TensorDescs *list,
     return nullptr;
   std::set<std::string> seen;
   for (const plan::TensorDesc *t : *list) {
-    std::string name = std::string("plan ") + what + " '" + t->name()->str() + "'";
+    std::string name =
+        std::string("plan ") + what + " '" + t->name()->str() + "'";
     if (!seen.insert(t->name()->str()).second)
       return invalid(name + " is declared twice");
     if (t->buffer() >= s.buffers.size())
@@ -206,7 +208,8 @@ fsdprt_status_t fillConstants(fsdprt_session_s &s) {
   if (!constants)
     return nullptr;
   for (const plan::ConstantData *c : *constants) {
-    std::string name = "plan constant for buffer " + std::to_string(c->buffer());
+    std::string name =
+        "plan constant for buffer " + std::to_string(c->buffer());
     if (c->buffer() >= s.buffers.size())
       return invalid(name + ": the plan has " +
                      std::to_string(s.buffers.size()) + " buffers");
@@ -272,8 +275,8 @@ fsdprt_status_t tensorFor(const fsdprt_session_s &s, const TensorDescs *list,
   if (!desc)
     return makeStatus(FSDPRT_NOT_FOUND,
                       std::string("the plan has no ") + what + " named '" +
-                          name + "' (its " + what + "s: " +
-                          (names.empty() ? "none" : names) + ")");
+                          name + "' (its " + what +
+                          "s: " + (names.empty() ? "none" : names) + ")");
   const fsdprt::Tensor &t = s.buffers[desc->buffer()];
   if (bytes != t.bytes())
     return invalid(std::string(what) + " '" + name + "' (" +
@@ -321,26 +324,46 @@ extern "C" {
 
 size_t fsdprt_dtype_size(fsdprt_dtype_t dtype) {
   switch (dtype) {
-  case FSDPRT_F64: case FSDPRT_I64: return 8;
-  case FSDPRT_F32: case FSDPRT_I32: return 4;
-  case FSDPRT_F16: case FSDPRT_BF16: case FSDPRT_I16: return 2;
-  case FSDPRT_I8: case FSDPRT_U8: case FSDPRT_BOOL: return 1;
+  case FSDPRT_F64:
+  case FSDPRT_I64:
+    return 8;
+  case FSDPRT_F32:
+  case FSDPRT_I32:
+    return 4;
+  case FSDPRT_F16:
+  case FSDPRT_BF16:
+  case FSDPRT_I16:
+    return 2;
+  case FSDPRT_I8:
+  case FSDPRT_U8:
+  case FSDPRT_BOOL:
+    return 1;
   }
   return 0;
 }
 
 const char *fsdprt_dtype_name(fsdprt_dtype_t dtype) {
   switch (dtype) {
-  case FSDPRT_F32: return "float32";
-  case FSDPRT_F16: return "float16";
-  case FSDPRT_BF16: return "bfloat16";
-  case FSDPRT_F64: return "float64";
-  case FSDPRT_I64: return "int64";
-  case FSDPRT_I32: return "int32";
-  case FSDPRT_I16: return "int16";
-  case FSDPRT_I8: return "int8";
-  case FSDPRT_U8: return "uint8";
-  case FSDPRT_BOOL: return "bool";
+  case FSDPRT_F32:
+    return "float32";
+  case FSDPRT_F16:
+    return "float16";
+  case FSDPRT_BF16:
+    return "bfloat16";
+  case FSDPRT_F64:
+    return "float64";
+  case FSDPRT_I64:
+    return "int64";
+  case FSDPRT_I32:
+    return "int32";
+  case FSDPRT_I16:
+    return "int16";
+  case FSDPRT_I8:
+    return "int8";
+  case FSDPRT_U8:
+    return "uint8";
+  case FSDPRT_BOOL:
+    return "bool";
   }
   return "unknown";
 }
@@ -370,7 +393,8 @@ fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
       return status;
     if (fsdprt_status_t status = checkDescs(*s, plan->root->inputs(), "input"))
       return status;
-    if (fsdprt_status_t status = checkDescs(*s, plan->root->outputs(), "output"))
+    if (fsdprt_status_t status =
+            checkDescs(*s, plan->root->outputs(), "output"))
       return status;
     if (fsdprt_status_t status = checkWeights(*s))
       return status;
@@ -404,7 +428,9 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
           f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
           struct stat info;
           if (f.fd < 0 || ::fstat(f.fd, &info) != 0 || S_ISDIR(info.st_mode)) {
-            int error = f.fd < 0 ? errno : S_ISDIR(info.st_mode) ? EISDIR : errno;
+            int error = f.fd < 0                ? errno
+                        : S_ISDIR(info.st_mode) ? EISDIR
+                                                : errno;
             files.erase(it);
             return makeStatus(error == ENOENT ? FSDPRT_NOT_FOUND
                                               : FSDPRT_IO_ERROR,
@@ -422,13 +448,12 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
                                 std::to_string(w->length()) + " at offset " +
                                 std::to_string(w->offset()));
         if (!readFully(f, w->offset(), w->length(), t.data))
-          return makeStatus(FSDPRT_IO_ERROR,
-                            "cannot read " + std::to_string(w->length()) +
-                                " bytes at offset " +
-                                std::to_string(w->offset()) + " of '" + path +
-                                "' for '" + fqn + "': " +
-                                (errno ? std::strerror(errno)
-                                       : "unexpected end of file"));
+          return makeStatus(
+              FSDPRT_IO_ERROR,
+              "cannot read " + std::to_string(w->length()) +
+                  " bytes at offset " + std::to_string(w->offset()) + " of '" +
+                  path + "' for '" + fqn + "': " +
+                  (errno ? std::strerror(errno) : "unexpected end of file"));
       }
     s->weightsLoaded = true;
     return nullptr;

@@ -59,7 +59,8 @@ TEST(Kernels, ArithmeticBroadcastsLikeNumPy) {
       {{1, 4}, {3, 1}, {3, 4}},
       {{2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}},
   };
-  const std::vector<std::pair<std::string, std::function<double(double, double)>>>
+  const std::vector<
+      std::pair<std::string, std::function<double(double, double)>>>
       ops = {{"add", [](double x, double y) { return x + y; }},
              {"sub", [](double x, double y) { return x - y; }},
              {"mul", [](double x, double y) { return x * y; }},
@@ -70,7 +71,8 @@ TEST(Kernels, ArithmeticBroadcastsLikeNumPy) {
     for (const auto &[op, f] : ops) {
       SCOPED_TRACE(op + " " + std::to_string(c.a.size()) + "-D by " +
                    std::to_string(c.b.size()) + "-D");
-      auto a = randomFloats(numel(c.a), seed++), b = randomFloats(numel(c.b), seed++);
+      auto a = randomFloats(numel(c.a), seed++),
+           b = randomFloats(numel(c.b), seed++);
       if (op == "pow")
         for (float &x : a)
           x = std::fabs(x) + 0.5f; // a real power of a positive base
@@ -87,7 +89,8 @@ TEST(Kernels, IntegerArithmetic) {
   auto run = [&](const std::string &op) {
     Result r = runOp(op, {a, b}, {{I64, {2, 3}}});
     EXPECT_EQ(r.error, "");
-    return r.error.empty() ? r.outputs[0].as<int64_t>() : std::vector<int64_t>();
+    return r.error.empty() ? r.outputs[0].as<int64_t>()
+                           : std::vector<int64_t>();
   };
   EXPECT_EQ(run("add"), (std::vector<int64_t>{9, -5, 9, 2, 7, -9}));
   EXPECT_EQ(run("sub"), (std::vector<int64_t>{5, -9, 9, -2, 3, -9}));
@@ -95,7 +98,8 @@ TEST(Kernels, IntegerArithmetic) {
   // Truncation toward zero; dividing by zero gives 0 instead of a trap.
   EXPECT_EQ(run("div"), (std::vector<int64_t>{3, -3, 0, 0, 2, 0}));
   Result r = runOp("pow", {a, b}, {{I64, {2, 3}}});
-  EXPECT_NE(r.error.find("does not support int64"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("does not support int64"), std::string::npos)
+      << r.error;
   r = runOp("add", {a, f32({3}, {1, 2, 3})}, {{I64, {2, 3}}});
   EXPECT_NE(r.error.find("one dtype"), std::string::npos) << r.error;
 }
@@ -124,30 +128,35 @@ TEST(Kernels, ComparisonsAndLogic) {
   auto p = boolean({4}, {0, 1, 0, 1}), q = boolean({2, 1}, {0, 1});
   r = runOp("and", {p, q}, {{BOOL, {2, 4}}});
   ASSERT_EQ(r.error, "");
-  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0, 1}));
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(),
+            (std::vector<uint8_t>{0, 0, 0, 0, 0, 1, 0, 1}));
   r = runOp("or", {p, q}, {{BOOL, {2, 4}}});
   ASSERT_EQ(r.error, "");
-  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(),
+            (std::vector<uint8_t>{0, 1, 0, 1, 1, 1, 1, 1}));
   r = runOp("not", {p}, {{BOOL, {4}}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{1, 0, 1, 0}));
   r = runOp("and", {p, f32({4}, {1, 1, 1, 1})}, {{BOOL, {4}}});
-  EXPECT_NE(r.error.find("every operand must be bool"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("every operand must be bool"), std::string::npos)
+      << r.error;
 }
 
 TEST(Kernels, WhereBroadcastsThreeWays) {
   std::vector<uint8_t> cond = {1, 0, 0, 1, 1, 0};
   auto a = randomFloats(3, 5), b = randomFloats(4, 6);
-  auto y = runF32("where", {boolean({2, 3, 1}, cond), f32({3, 1}, a), f32({4}, b)},
-                  {2, 3, 4});
+  auto y =
+      runF32("where", {boolean({2, 3, 1}, cond), f32({3, 1}, a), f32({4}, b)},
+             {2, 3, 4});
   std::vector<double> want;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k)
         want.push_back(cond[i * 3 + j] ? a[j] : b[k]);
   expectNear(y, want);
-  Result r = runOp("where", {boolean({2}, {1, 0}), i64({2}, {1, 2}), i64({}, {-1})},
-                   {{I64, {2}}});
+  Result r =
+      runOp("where", {boolean({2}, {1, 0}), i64({2}, {1, 2}), i64({}, {-1})},
+            {{I64, {2}}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, -1}));
 }
@@ -156,7 +165,8 @@ TEST(Kernels, UnaryFunctions) {
   auto x = randomFloats(40000, 7); // large enough to run in parallel
   x[0] = 0;
   const double k = std::sqrt(2.0 / M_PI);
-  const std::vector<std::tuple<std::string, AttrList, std::function<double(double)>>>
+  const std::vector<
+      std::tuple<std::string, AttrList, std::function<double(double)>>>
       ops = {
           {"neg", {}, [](double v) { return -v; }},
           {"exp", {}, [](double v) { return std::exp(v); }},
@@ -169,9 +179,16 @@ TEST(Kernels, UnaryFunctions) {
           {"relu", {}, [](double v) { return v > 0 ? v : 0; }},
           {"erf", {}, [](double v) { return std::erf(v); }},
           {"silu", {}, [](double v) { return v / (1 + std::exp(-v)); }},
-          {"gelu", {}, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
-          {"gelu", {{"approximate", std::string("tanh")}},
-           [k](double v) { return 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v))); }},
+          {"gelu",
+           {},
+           [](double v) {
+             return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+           }},
+          {"gelu",
+           {{"approximate", std::string("tanh")}},
+           [k](double v) {
+             return 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v)));
+           }},
       };
   for (const auto &[op, attrs, f] : ops) {
     SCOPED_TRACE(op);
@@ -196,7 +213,8 @@ TEST(Kernels, UnaryFunctions) {
   Result r = runOp("gelu", {f32({2}, {1, 2})}, {{F32, {2}}},
                    {{"approximate", std::string("fast")}});
   EXPECT_NE(r.error.find("approximate must be none or tanh, not fast"),
-            std::string::npos) << r.error;
+            std::string::npos)
+      << r.error;
   r = runOp("exp", {f32({2, 2}, {1, 2, 3, 4})}, {{F32, {4}}});
   EXPECT_NE(r.error.find("differ in shape"), std::string::npos) << r.error;
 }
@@ -214,7 +232,8 @@ TEST(Kernels, CastConvertsLikeOnnx) {
   EXPECT_EQ(r.outputs[0].as<double>()[0], static_cast<double>(-2.7f));
   r = runOp("cast", {i64({3}, {-3, 0, int64_t(1) << 40})}, {{F32, {3}}});
   ASSERT_EQ(r.error, "");
-  EXPECT_EQ(r.outputs[0].as<float>(), (std::vector<float>{-3, 0, 1099511627776.0f}));
+  EXPECT_EQ(r.outputs[0].as<float>(),
+            (std::vector<float>{-3, 0, 1099511627776.0f}));
   r = runOp("cast", {boolean({2}, {1, 0})}, {{F32, {2}}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<float>(), (std::vector<float>{1, 0}));
@@ -225,7 +244,8 @@ TEST(Kernels, CastConvertsLikeOnnx) {
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{1, -2}));
   r = runOp("cast", {x}, {{plan::DType::F16, {5}}});
-  EXPECT_NE(r.error.find("cannot convert to float16"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("cannot convert to float16"), std::string::npos)
+      << r.error;
 }
 
 //===----------------------------------------------------------------------===//
@@ -250,8 +270,8 @@ std::vector<double> matmulRef(const float *a, const float *b, int m, int k,
 TEST(Kernels, MatMulBroadcastsBatchesAndTransposesB) {
   // a [2, 1, 3, 4] x b [3, 5, 4]^T -> [2, 3, 3, 5]
   auto a = randomFloats(2 * 3 * 4, 3), b = randomFloats(3 * 5 * 4, 4);
-  auto y = runF32("matmul", {f32({2, 1, 3, 4}, a), f32({3, 5, 4}, b)}, {2, 3, 3, 5},
-                  {{"trans_b", int64_t(1)}});
+  auto y = runF32("matmul", {f32({2, 1, 3, 4}, a), f32({3, 5, 4}, b)},
+                  {2, 3, 3, 5}, {{"trans_b", int64_t(1)}});
   std::vector<double> want;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j) {
@@ -282,14 +302,18 @@ TEST(Kernels, MatMulPromotesVectors) {
   expectNear(runF32("matmul", {f32({4}, v), f32({4}, v)}, {}),
              matmulRef(v.data(), v.data(), 1, 4, 1, false));
   Result r = runOp("matmul", {f32({3, 4}, m), f32({4}, v)}, {{F32, {3, 1}}});
-  EXPECT_NE(r.error.find("output [3, 1] should be [3]"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("output [3, 1] should be [3]"), std::string::npos)
+      << r.error;
 }
 
 TEST(Kernels, GemmWithTransposesAndBroadcastC) {
-  auto a = randomFloats(4 * 2, 8), b = randomFloats(3 * 4, 9), c = randomFloats(3, 10);
+  auto a = randomFloats(4 * 2, 8), b = randomFloats(3 * 4, 9),
+       c = randomFloats(3, 10);
   auto y = runF32("gemm", {f32({4, 2}, a), f32({3, 4}, b), f32({3}, c)}, {2, 3},
-                  {{"trans_a", int64_t(1)}, {"trans_b", int64_t(1)},
-                   {"alpha", 0.5}, {"beta", 2.0}});
+                  {{"trans_a", int64_t(1)},
+                   {"trans_b", int64_t(1)},
+                   {"alpha", 0.5},
+                   {"beta", 2.0}});
   std::vector<double> want;
   for (int m = 0; m < 2; ++m)
     for (int n = 0; n < 3; ++n) {
@@ -303,26 +327,34 @@ TEST(Kernels, GemmWithTransposesAndBroadcastC) {
   auto p = randomFloats(80 * 96, 11), q = randomFloats(96 * 70, 12),
        r = randomFloats(80, 13);
   auto big = matmulRef(p.data(), q.data(), 80, 96, 70, false);
-  expectNear(runF32("gemm", {f32({80, 96}, p), f32({96, 70}, q)}, {80, 70}), big, 1e-4);
+  expectNear(runF32("gemm", {f32({80, 96}, p), f32({96, 70}, q)}, {80, 70}),
+             big, 1e-4);
   for (int i = 0; i < 80; ++i)
     for (int j = 0; j < 70; ++j)
       big[i * 70 + j] += r[i];
-  expectNear(runF32("gemm", {f32({80, 96}, p), f32({96, 70}, q), f32({80, 1}, r)},
+  expectNear(runF32("gemm",
+                    {f32({80, 96}, p), f32({96, 70}, q), f32({80, 1}, r)},
                     {80, 70}),
              big, 1e-4);
 }
 
 TEST(Kernels, LinearFusesBiasAndEveryActivation) {
   const double k = std::sqrt(2.0 / M_PI);
-  const std::vector<std::pair<std::string, std::function<double(double)>>> acts = {
-      {"none", [](double v) { return v; }},
-      {"relu", [](double v) { return v > 0 ? v : 0; }},
-      {"gelu", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
-      {"gelu_tanh",
-       [k](double v) { return 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v))); }},
-      {"silu", [](double v) { return v / (1 + std::exp(-v)); }},
-      {"tanh", [](double v) { return std::tanh(v); }},
-      {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }}};
+  const std::vector<std::pair<std::string, std::function<double(double)>>>
+      acts = {{"none", [](double v) { return v; }},
+              {"relu", [](double v) { return v > 0 ? v : 0; }},
+              {"gelu",
+               [](double v) {
+                 return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+               }},
+              {"gelu_tanh",
+               [k](double v) {
+                 return 0.5 * v *
+                        (1 + std::tanh(k * (v + 0.044715 * v * v * v)));
+               }},
+              {"silu", [](double v) { return v / (1 + std::exp(-v)); }},
+              {"tanh", [](double v) { return std::tanh(v); }},
+              {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }}};
   // [2, 40, 96] rows against [80, 96] (torch layout): the GEMM splits.
   const int rows = 80, K = 96, N = 80;
   auto x = randomFloats(rows * K, 14), w = randomFloats(N * K, 15),
@@ -330,9 +362,9 @@ TEST(Kernels, LinearFusesBiasAndEveryActivation) {
   auto plain = matmulRef(x.data(), w.data(), rows, K, N, true);
   for (const auto &[name, f] : acts) {
     SCOPED_TRACE(name);
-    auto y = runF32("linear", {f32({2, 40, K}, x), f32({N, K}, w), f32({N}, bias)},
-                    {2, 40, N},
-                    {{"trans_w", int64_t(1)}, {"activation", name}});
+    auto y =
+        runF32("linear", {f32({2, 40, K}, x), f32({N, K}, w), f32({N}, bias)},
+               {2, 40, N}, {{"trans_w", int64_t(1)}, {"activation", name}});
     std::vector<double> want(rows * N);
     for (int i = 0; i < rows * N; ++i)
       want[i] = f(plain[i] + bias[i % N]);
@@ -342,9 +374,10 @@ TEST(Kernels, LinearFusesBiasAndEveryActivation) {
   auto small = randomFloats(3 * 4, 17), wk = randomFloats(4 * 5, 18);
   expectNear(runF32("linear", {f32({3, 4}, small), f32({4, 5}, wk)}, {3, 5}),
              matmulRef(small.data(), wk.data(), 3, 4, 5, false));
-  Result r = runOp("linear", {f32({3, 4}, small), f32({4, 5}, wk)}, {{F32, {3, 5}}},
-                   {{"activation", std::string("swish")}});
-  EXPECT_NE(r.error.find("unknown activation 'swish'"), std::string::npos) << r.error;
+  Result r = runOp("linear", {f32({3, 4}, small), f32({4, 5}, wk)},
+                   {{F32, {3, 5}}}, {{"activation", std::string("swish")}});
+  EXPECT_NE(r.error.find("unknown activation 'swish'"), std::string::npos)
+      << r.error;
   r = runOp("linear", {f32({3, 4}, small), f32({5, 4}, wk)}, {{F32, {3, 5}}});
   EXPECT_NE(r.error.find("shapes do not chain"), std::string::npos) << r.error;
 }
@@ -394,13 +427,15 @@ TEST(Kernels, AttentionWithACausalFillMask) {
                   {f32({B, L, D}, q), f32({B, D, S}, kt), f32({B, S, DV}, v),
                    boolean({1, L, S}, mask)},
                   {B, L, DV},
-                  {{"scale", 0.5}, {"mask_kind", std::string("fill")},
+                  {{"scale", 0.5},
+                   {"mask_kind", std::string("fill")},
                    {"fill_value", -INFINITY}});
   std::vector<double> want;
   for (int b = 0; b < B; ++b) {
-    auto head = attentionRef(
-        &q[b * L * D], &kt[b * D * S], &v[b * S * DV], L, D, S, DV, 0.5,
-        [&](int i, int j, double x) { return mask[i * S + j] ? -INFINITY : x; });
+    auto head = attentionRef(&q[b * L * D], &kt[b * D * S], &v[b * S * DV], L,
+                             D, S, DV, 0.5, [&](int i, int j, double x) {
+                               return mask[i * S + j] ? -INFINITY : x;
+                             });
     want.insert(want.end(), head.begin(), head.end());
   }
   expectNear(y, want);
@@ -410,19 +445,21 @@ TEST(Kernels, AttentionWithAnAdditiveMaskOverManyTiles) {
   // [B, H, L, D] with L = 150: three tiles of query rows per head, and a
   // padding mask [B, 1, 1, S] broadcast over heads and rows.
   const int B = 2, H = 3, L = 150, D = 8, S = 20, DV = 6;
-  auto q = randomFloats(B * H * L * D, 14), kt = randomFloats(B * H * D * S, 15),
+  auto q = randomFloats(B * H * L * D, 14),
+       kt = randomFloats(B * H * D * S, 15),
        v = randomFloats(B * H * S * DV, 16), m = randomFloats(B * S, 17);
   auto y = runF32("attention",
                   {f32({B, H, L, D}, q), f32({B, H, D, S}, kt),
                    f32({B, H, S, DV}, v), f32({B, 1, 1, S}, m)},
-                  {B, H, L, DV}, {{"scale", 0.25}, {"mask_kind", std::string("add")}});
+                  {B, H, L, DV},
+                  {{"scale", 0.25}, {"mask_kind", std::string("add")}});
   std::vector<double> want;
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       int head = b * H + h;
       auto part = attentionRef(
-          &q[head * L * D], &kt[head * D * S], &v[head * S * DV], L, D, S, DV, 0.25,
-          [&](int, int j, double x) { return x + m[b * S + j]; });
+          &q[head * L * D], &kt[head * D * S], &v[head * S * DV], L, D, S, DV,
+          0.25, [&](int, int j, double x) { return x + m[b * S + j]; });
       want.insert(want.end(), part.begin(), part.end());
     }
   expectNear(y, want, 1e-4);
@@ -430,15 +467,20 @@ TEST(Kernels, AttentionWithAnAdditiveMaskOverManyTiles) {
 
 TEST(Kernels, AttentionOfOneHeadWithoutMask) {
   const int L = 70, D = 16, S = 33, DV = 8;
-  auto q = randomFloats(L * D, 18), kt = randomFloats(D * S, 19), v = randomFloats(S * DV, 20);
-  auto y = runF32("attention", {f32({L, D}, q), f32({D, S}, kt), f32({S, DV}, v)},
-                  {L, DV}, {{"scale", 0.125}, {"mask_kind", std::string("none")}});
-  expectNear(y, attentionRef(q.data(), kt.data(), v.data(), L, D, S, DV, 0.125,
-                             [](int, int, double x) { return x; }),
+  auto q = randomFloats(L * D, 18), kt = randomFloats(D * S, 19),
+       v = randomFloats(S * DV, 20);
+  auto y =
+      runF32("attention", {f32({L, D}, q), f32({D, S}, kt), f32({S, DV}, v)},
+             {L, DV}, {{"scale", 0.125}, {"mask_kind", std::string("none")}});
+  expectNear(y,
+             attentionRef(q.data(), kt.data(), v.data(), L, D, S, DV, 0.125,
+                          [](int, int, double x) { return x; }),
              1e-4);
-  Result r = runOp("attention", {f32({L, D}, q), f32({D, S}, kt), f32({S, DV}, v)},
-                   {{F32, {L, DV}}}, {{"mask_kind", std::string("add")}});
-  EXPECT_NE(r.error.find("mask_kind add needs mask"), std::string::npos) << r.error;
+  Result r =
+      runOp("attention", {f32({L, D}, q), f32({D, S}, kt), f32({S, DV}, v)},
+            {{F32, {L, DV}}}, {{"mask_kind", std::string("add")}});
+  EXPECT_NE(r.error.find("mask_kind add needs mask"), std::string::npos)
+      << r.error;
 }
 
 //===----------------------------------------------------------------------===//
@@ -478,12 +520,15 @@ TEST(Kernels, ConvWithPaddingStrideAndGroups) {
   // x [2, 4, 5, 5], w [6, 2, 3, 3], group 2, stride 2, pad 1 -> [2, 6, 3, 3]
   auto x = randomFloats(2 * 4 * 25, 18), w = randomFloats(6 * 2 * 9, 19),
        b = randomFloats(6, 20);
-  auto y = runF32("conv", {f32({2, 4, 5, 5}, x), f32({6, 2, 3, 3}, w), f32({6}, b)},
-                  {2, 6, 3, 3},
-                  {{"strides", Shape{2, 2}}, {"pads", Shape{1, 1, 1, 1}},
-                   {"dilations", Shape{1, 1}}, {"group", int64_t(2)}});
-  expectNear(y, convRef(x, {2, 4, 5, 5}, w, {6, 2, 3, 3}, &b, {2, 6, 3, 3}, {2, 2},
-                        {1, 1, 1, 1}, {1, 1}, 2));
+  auto y =
+      runF32("conv", {f32({2, 4, 5, 5}, x), f32({6, 2, 3, 3}, w), f32({6}, b)},
+             {2, 6, 3, 3},
+             {{"strides", Shape{2, 2}},
+              {"pads", Shape{1, 1, 1, 1}},
+              {"dilations", Shape{1, 1}},
+              {"group", int64_t(2)}});
+  expectNear(y, convRef(x, {2, 4, 5, 5}, w, {6, 2, 3, 3}, &b, {2, 6, 3, 3},
+                        {2, 2}, {1, 1, 1, 1}, {1, 1}, 2));
 }
 
 TEST(Kernels, ConvWithDilationAsymmetricPadsAndOneByOne) {
@@ -492,33 +537,41 @@ TEST(Kernels, ConvWithDilationAsymmetricPadsAndOneByOne) {
   auto x = randomFloats(1 * 8 * 12 * 12, 21), w = randomFloats(16 * 8 * 9, 22);
   Shape ys = {1, 16, 10, 12};
   auto y = runF32("conv", {f32({1, 8, 12, 12}, x), f32({16, 8, 3, 3}, w)}, ys,
-                  {{"strides", Shape{1, 1}}, {"pads", Shape{2, 1, 0, 3}},
-                   {"dilations", Shape{2, 2}}, {"group", int64_t(1)}});
-  expectNear(y, convRef(x, {1, 8, 12, 12}, w, {16, 8, 3, 3}, nullptr, ys, {1, 1},
-                        {2, 1, 0, 3}, {2, 2}, 1),
+                  {{"strides", Shape{1, 1}},
+                   {"pads", Shape{2, 1, 0, 3}},
+                   {"dilations", Shape{2, 2}},
+                   {"group", int64_t(1)}});
+  expectNear(y,
+             convRef(x, {1, 8, 12, 12}, w, {16, 8, 3, 3}, nullptr, ys, {1, 1},
+                     {2, 1, 0, 3}, {2, 2}, 1),
              1e-4);
   // A 1x1 convolution reads x directly.
   auto w1 = randomFloats(5 * 8, 23), b1 = randomFloats(5, 24);
-  auto y1 = runF32("conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1), f32({5}, b1)},
-                   {1, 5, 12, 12});
-  expectNear(y1, convRef(x, {1, 8, 12, 12}, w1, {5, 8, 1, 1}, &b1, {1, 5, 12, 12},
-                         {1, 1}, {0, 0, 0, 0}, {1, 1}, 1));
+  auto y1 = runF32(
+      "conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1), f32({5}, b1)},
+      {1, 5, 12, 12});
+  expectNear(y1, convRef(x, {1, 8, 12, 12}, w1, {5, 8, 1, 1}, &b1,
+                         {1, 5, 12, 12}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1));
   Result r = runOp("conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1)},
                    {{F32, {1, 5, 11, 12}}});
-  EXPECT_NE(r.error.find("does not match the window"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("does not match the window"), std::string::npos)
+      << r.error;
   r = runOp("conv", {f32({1, 8, 12, 12}, x), f32({5, 8, 1, 1}, w1)},
             {{F32, {1, 5, 12, 12}}}, {{"strides", Shape{0, 1}}});
-  EXPECT_NE(r.error.find("strides must be >= 1, not 0"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("strides must be >= 1, not 0"), std::string::npos)
+      << r.error;
 }
 
 TEST(Kernels, Conv1D) {
   // x [2, 3, 10], w [4, 3, 3], stride 2, pads (1, 2) -> [2, 4, 6]
   auto x = randomFloats(2 * 3 * 10, 25), w = randomFloats(4 * 3 * 3, 26);
   auto y = runF32("conv", {f32({2, 3, 10}, x), f32({4, 3, 3}, w)}, {2, 4, 6},
-                  {{"strides", Shape{2}}, {"pads", Shape{1, 2}},
-                   {"dilations", Shape{1}}, {"group", int64_t(1)}});
-  expectNear(y, convRef(x, {2, 3, 1, 10}, w, {4, 3, 1, 3}, nullptr, {2, 4, 1, 6},
-                        {1, 2}, {0, 1, 0, 2}, {1, 1}, 1));
+                  {{"strides", Shape{2}},
+                   {"pads", Shape{1, 2}},
+                   {"dilations", Shape{1}},
+                   {"group", int64_t(1)}});
+  expectNear(y, convRef(x, {2, 3, 1, 10}, w, {4, 3, 1, 3}, nullptr,
+                        {2, 4, 1, 6}, {1, 2}, {0, 1, 0, 2}, {1, 1}, 1));
 }
 
 //===----------------------------------------------------------------------===//
@@ -532,8 +585,8 @@ TEST(Kernels, SoftmaxAndLogSoftmaxAlongAnAxis) {
   for (int64_t axis : {1, 2})
     for (bool log : {false, true}) {
       SCOPED_TRACE(std::to_string(axis) + (log ? " log" : ""));
-      auto y = runF32(log ? "log_softmax" : "softmax", {f32({3, 4, 5}, x)}, {3, 4, 5},
-                      {{"axis", axis}});
+      auto y = runF32(log ? "log_softmax" : "softmax", {f32({3, 4, 5}, x)},
+                      {3, 4, 5}, {{"axis", axis}});
       std::vector<double> want(60);
       int64_t n = axis == 1 ? 4 : 5, inner = axis == 1 ? 5 : 1;
       for (int64_t o = 0; o < 60 / (n * inner); ++o)
@@ -545,7 +598,8 @@ TEST(Kernels, SoftmaxAndLogSoftmaxAlongAnAxis) {
             sum += std::exp(x[(o * n + j) * inner + i] - max);
           for (int64_t j = 0; j < n; ++j) {
             double e = x[(o * n + j) * inner + i] - max;
-            want[(o * n + j) * inner + i] = log ? e - std::log(sum) : std::exp(e) / sum;
+            want[(o * n + j) * inner + i] =
+                log ? e - std::log(sum) : std::exp(e) / sum;
           }
         }
       expectNear(y, want);
@@ -554,12 +608,14 @@ TEST(Kernels, SoftmaxAndLogSoftmaxAlongAnAxis) {
 
 TEST(Kernels, LayerNormOverTrailingDims) {
   // [2, 3, 4] normalised over [3, 4] (axis 1), with and without bias.
-  auto x = randomFloats(24, 28), g = randomFloats(12, 29), b = randomFloats(12, 30);
+  auto x = randomFloats(24, 28), g = randomFloats(12, 29),
+       b = randomFloats(12, 30);
   for (bool withBias : {true, false}) {
     std::vector<Value> ins = {f32({2, 3, 4}, x), f32({3, 4}, g)};
     if (withBias)
       ins.push_back(f32({3, 4}, b));
-    auto y = runF32("layer_norm", ins, {2, 3, 4}, {{"axis", int64_t(1)}, {"epsilon", 1e-5}});
+    auto y = runF32("layer_norm", ins, {2, 3, 4},
+                    {{"axis", int64_t(1)}, {"epsilon", 1e-5}});
     std::vector<double> want;
     for (int r = 0; r < 2; ++r) {
       double mean = 0, var = 0;
@@ -588,9 +644,10 @@ TEST(Kernels, LayerNormOverTrailingDims) {
       want.push_back((x[r * 12 + j] - mean) / std::sqrt(var + 1e-5) * g[j % 4]);
   }
   expectNear(y, want);
-  Result r = runOp("layer_norm", {f32({2, 3, 4}, x), f32({5}, g5)}, {{F32, {2, 3, 4}}},
-                   {{"axis", int64_t(1)}});
-  EXPECT_NE(r.error.find("scale [5] does not broadcast to [3, 4]"), std::string::npos)
+  Result r = runOp("layer_norm", {f32({2, 3, 4}, x), f32({5}, g5)},
+                   {{F32, {2, 3, 4}}}, {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("scale [5] does not broadcast to [3, 4]"),
+            std::string::npos)
       << r.error;
 }
 
@@ -607,20 +664,22 @@ TEST(Kernels, RmsNormWithAndWithoutScale) {
       for (int j = 0; j < 8; ++j)
         sq += double(x[r * 8 + j]) * x[r * 8 + j] / 8.0;
       for (int j = 0; j < 8; ++j)
-        want.push_back(x[r * 8 + j] / std::sqrt(sq + 1e-6) * (withScale ? g[j] : 1));
+        want.push_back(x[r * 8 + j] / std::sqrt(sq + 1e-6) *
+                       (withScale ? g[j] : 1));
     }
     expectNear(y, want);
   }
 }
 
 TEST(Kernels, BatchNormPerChannel) {
-  auto x = randomFloats(2 * 3 * 4, 33), s = randomFloats(3, 34), b = randomFloats(3, 35),
-       mean = randomFloats(3, 36), var = randomFloats(3, 37);
+  auto x = randomFloats(2 * 3 * 4, 33), s = randomFloats(3, 34),
+       b = randomFloats(3, 35), mean = randomFloats(3, 36),
+       var = randomFloats(3, 37);
   for (float &v : var)
     v = std::fabs(v) + 0.5f;
   auto y = runF32("batch_norm",
-                  {f32({2, 3, 2, 2}, x), f32({3}, s), f32({3}, b), f32({3}, mean),
-                   f32({3}, var)},
+                  {f32({2, 3, 2, 2}, x), f32({3}, s), f32({3}, b),
+                   f32({3}, mean), f32({3}, var)},
                   {2, 3, 2, 2}, {{"epsilon", 1e-3}});
   std::vector<double> want;
   for (int i = 0; i < 24; ++i) {
@@ -641,11 +700,13 @@ std::vector<double> poolRef(const std::vector<float> &x, int h, int w, int oh,
       int count = 0;
       for (int a = 0; a < k[0]; ++a)
         for (int b = 0; b < k[1]; ++b) {
-          int ih = i * st[0] - pads[0] + a * dil[0], iw = j * st[1] - pads[1] + b * dil[1];
+          int ih = i * st[0] - pads[0] + a * dil[0],
+              iw = j * st[1] - pads[1] + b * dil[1];
           bool inside = ih >= 0 && ih < h && iw >= 0 && iw < w;
           bool inPadded = ih < h + pads[2] && iw < w + pads[3];
           if (inside) {
-            acc = max ? std::max<double>(acc, x[ih * w + iw]) : acc + x[ih * w + iw];
+            acc = max ? std::max<double>(acc, x[ih * w + iw])
+                      : acc + x[ih * w + iw];
             ++count;
           } else if (includePad && inPadded) {
             ++count;
@@ -661,8 +722,10 @@ TEST(Kernels, MaxPoolIgnoresPadding) {
   for (int i = 0; i < 16; ++i)
     x[i] = -1.0f - i; // all negative: a zero from padding would win
   auto y = runF32("max_pool", {f32({1, 1, 4, 4}, x)}, {1, 1, 2, 2},
-                  {{"kernel_shape", Shape{3, 3}}, {"strides", Shape{2, 2}},
-                   {"pads", Shape{1, 1, 1, 1}}, {"dilations", Shape{1, 1}}});
+                  {{"kernel_shape", Shape{3, 3}},
+                   {"strides", Shape{2, 2}},
+                   {"pads", Shape{1, 1, 1, 1}},
+                   {"dilations", Shape{1, 1}}});
   expectNear(y, {-1, -2, -5, -6});
 }
 
@@ -674,15 +737,20 @@ TEST(Kernels, PoolsWithCeilModeDilationAndCountIncludePad) {
     int out;
   };
   const std::vector<Case> cases = {
-      {true, false, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4},  // 7 -> 4 (ceil)
+      {true, false, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4},  // 7 -> 4
+                                                                     // (ceil)
       {true, false, false, {2, 2}, {1, 1}, {1, 1, 0, 0}, {2, 2}, 6}, // dilation
       {false, false, false, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4},
       {false, true, false, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4},
-      {false, true, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4}, // past the edge
+      {false, true, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4}, // past the
+                                                                    // edge
   };
   for (const Case &c : cases) {
-    SCOPED_TRACE(std::string(c.max ? "max" : "average") + " out " + std::to_string(c.out));
-    AttrList attrs = {{"kernel_shape", c.k}, {"strides", c.st}, {"pads", c.pads},
+    SCOPED_TRACE(std::string(c.max ? "max" : "average") + " out " +
+                 std::to_string(c.out));
+    AttrList attrs = {{"kernel_shape", c.k},
+                      {"strides", c.st},
+                      {"pads", c.pads},
                       {"ceil_mode", int64_t(c.ceil)}};
     if (c.max)
       attrs.push_back({"dilations", c.dil});
@@ -693,15 +761,16 @@ TEST(Kernels, PoolsWithCeilModeDilationAndCountIncludePad) {
     std::vector<double> want;
     for (int p = 0; p < 6; ++p) {
       std::vector<float> plane(x.begin() + p * 49, x.begin() + (p + 1) * 49);
-      auto part = poolRef(plane, 7, 7, c.out, c.out, c.k, c.st, c.pads, c.dil, c.max,
-                          c.includePad);
+      auto part = poolRef(plane, 7, 7, c.out, c.out, c.k, c.st, c.pads, c.dil,
+                          c.max, c.includePad);
       want.insert(want.end(), part.begin(), part.end());
     }
     expectNear(y, want);
   }
   Result r = runOp("max_pool", {f32({2, 3, 7, 7}, x)}, {{F32, {2, 3, 4, 4}}},
                    {{"kernel_shape", Shape{3, 3}}, {"strides", Shape{2, 2}}});
-  EXPECT_NE(r.error.find("does not match the window"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("does not match the window"), std::string::npos)
+      << r.error;
 }
 
 TEST(Kernels, GlobalAveragePool) {
@@ -752,8 +821,9 @@ TEST(Kernels, ReductionsOverAnyAxes) {
     Shape out;
   };
   const std::vector<Case> cases = {
-      {{2}, true, {2, 3, 1}},  {{1}, false, {2, 4}},    {{0, 1}, true, {1, 1, 4}},
-      {{0, 2}, false, {3}},    {{}, false, {}},         {{0, 1, 2}, true, {1, 1, 1}}};
+      {{2}, true, {2, 3, 1}},    {{1}, false, {2, 4}},
+      {{0, 1}, true, {1, 1, 4}}, {{0, 2}, false, {3}},
+      {{}, false, {}},           {{0, 1, 2}, true, {1, 1, 1}}};
   for (const std::string kind : {"sum", "mean", "max"})
     for (const Case &c : cases) {
       SCOPED_TRACE(kind + " over " + std::to_string(c.axes.size()) + " axes");
@@ -774,7 +844,8 @@ TEST(Kernels, ReductionsOverAnyAxes) {
              {sum / 300000});
   Result r = runOp("reduce_sum", {f32(shape, x)}, {{F32, {2, 3}}},
                    {{"axes", Shape{2}}, {"keepdims", int64_t(1)}});
-  EXPECT_NE(r.error.find("output [2, 3] should be [2, 3, 1]"), std::string::npos)
+  EXPECT_NE(r.error.find("output [2, 3] should be [2, 3, 1]"),
+            std::string::npos)
       << r.error;
 }
 
@@ -791,15 +862,19 @@ double crossEntropy(const float *row, int c, int stride, int64_t label) {
 TEST(Kernels, SoftmaxCrossEntropyReductions) {
   auto scores = randomFloats(3 * 4, 42);
   std::vector<int64_t> labels = {2, -100, 0};
-  Result r = runOp("softmax_cross_entropy", {f32({3, 4}, scores), i64({3}, labels)},
-                   {{F32, {}}},
-                   {{"reduction", std::string("mean")}, {"ignore_index", int64_t(-100)}});
+  Result r = runOp(
+      "softmax_cross_entropy", {f32({3, 4}, scores), i64({3}, labels)},
+      {{F32, {}}},
+      {{"reduction", std::string("mean")}, {"ignore_index", int64_t(-100)}});
   ASSERT_EQ(r.error, "");
-  double want = (crossEntropy(&scores[0], 4, 1, 2) + crossEntropy(&scores[8], 4, 1, 0)) / 2;
+  double want =
+      (crossEntropy(&scores[0], 4, 1, 2) + crossEntropy(&scores[8], 4, 1, 0)) /
+      2;
   expectNear(r.outputs[0].as<float>(), {want});
 
   // [N, C, d] scores, class weights, sum and none.
-  auto s3 = randomFloats(2 * 3 * 2, 43), w = std::vector<float>{0.5f, 2.0f, 1.0f};
+  auto s3 = randomFloats(2 * 3 * 2, 43),
+       w = std::vector<float>{0.5f, 2.0f, 1.0f};
   std::vector<int64_t> l3 = {1, 0, 2, 1};
   std::vector<double> each;
   for (int b = 0; b < 2; ++b)
@@ -807,20 +882,23 @@ TEST(Kernels, SoftmaxCrossEntropyReductions) {
       int64_t label = l3[b * 2 + i];
       each.push_back(w[label] * crossEntropy(&s3[b * 6 + i], 3, 2, label));
     }
-  r = runOp("softmax_cross_entropy", {f32({2, 3, 2}, s3), i64({2, 2}, l3), f32({3}, w)},
-            {{F32, {2, 2}}}, {{"reduction", std::string("none")}});
+  r = runOp("softmax_cross_entropy",
+            {f32({2, 3, 2}, s3), i64({2, 2}, l3), f32({3}, w)}, {{F32, {2, 2}}},
+            {{"reduction", std::string("none")}});
   ASSERT_EQ(r.error, "");
   expectNear(r.outputs[0].as<float>(), each);
-  r = runOp("softmax_cross_entropy", {f32({2, 3, 2}, s3), i64({2, 2}, l3), f32({3}, w)},
-            {{F32, {}}}, {{"reduction", std::string("sum")}});
+  r = runOp("softmax_cross_entropy",
+            {f32({2, 3, 2}, s3), i64({2, 2}, l3), f32({3}, w)}, {{F32, {}}},
+            {{"reduction", std::string("sum")}});
   ASSERT_EQ(r.error, "");
   expectNear(r.outputs[0].as<float>(), {each[0] + each[1] + each[2] + each[3]});
   // A label outside [0, C) fails the run, naming the kernel.
   r = runOp("softmax_cross_entropy", {f32({3, 4}, scores), i64({3}, {2, 4, 0})},
             {{F32, {}}});
-  EXPECT_NE(r.error.find("kernel 0 (softmax_cross_entropy at 'node_1'): label 4 is "
-                         "outside [0, 4)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.error.find("kernel 0 (softmax_cross_entropy at 'node_1'): label 4 is "
+                   "outside [0, 4)"),
+      std::string::npos)
       << r.error;
 }
 
@@ -842,7 +920,8 @@ std::vector<double> toDouble(const std::vector<float> &v) {
 TEST(Kernels, TransposeSliceAndExpand) {
   auto x = iota(24);
   // transpose [2, 3, 4] by [2, 0, 1] -> [4, 2, 3]
-  auto t = runF32("transpose", {f32({2, 3, 4}, x)}, {4, 2, 3}, {{"perm", Shape{2, 0, 1}}});
+  auto t = runF32("transpose", {f32({2, 3, 4}, x)}, {4, 2, 3},
+                  {{"perm", Shape{2, 0, 1}}});
   std::vector<double> want;
   for (int k = 0; k < 4; ++k)
     for (int i = 0; i < 2; ++i)
@@ -859,13 +938,15 @@ TEST(Kernels, TransposeSliceAndExpand) {
         want.push_back(x[(i * 3 + j) * 4 + k]);
   expectNear(s, want);
   // Every second element of the last dim, as int64.
-  Result r = runOp("slice", {i64({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})}, {{I64, {2, 2}}},
-                   {{"starts", Shape{0, 1}}, {"steps", Shape{1, 2}}});
+  Result r =
+      runOp("slice", {i64({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})}, {{I64, {2, 2}}},
+            {{"starts", Shape{0, 1}}, {"steps", Shape{1, 2}}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, 3, 5, 7}));
   r = runOp("slice", {f32({2, 3, 4}, x)}, {{F32, {2, 2, 4}}},
             {{"starts", Shape{0, 2, 0}}, {"steps", Shape{1, 1, 1}}});
-  EXPECT_NE(r.error.find("dimension 1 reads outside x [2, 3, 4]"), std::string::npos)
+  EXPECT_NE(r.error.find("dimension 1 reads outside x [2, 3, 4]"),
+            std::string::npos)
       << r.error;
   // expand [3, 1] -> [2, 3, 4]; a Bool one.
   auto e = runF32("expand", {f32({3, 1}, {1, 2, 3})}, {2, 3, 4});
@@ -894,13 +975,14 @@ TEST(Kernels, CopyConcatAndSplit) {
   expectNear(c, want);
   // split [2, 5, 4] along 1 into [2, 3, 4] and [2, 2, 4] gives them back.
   std::vector<float> whole(c.begin(), c.end());
-  Result r = runOp("split", {f32({2, 5, 4}, whole)}, {{F32, {2, 3, 4}}, {F32, {2, 2, 4}}},
-                   {{"axis", int64_t(1)}});
+  Result r =
+      runOp("split", {f32({2, 5, 4}, whole)},
+            {{F32, {2, 3, 4}}, {F32, {2, 2, 4}}}, {{"axis", int64_t(1)}});
   ASSERT_EQ(r.error, "");
   expectNear(r.outputs[0].as<float>(), toDouble(x));
   expectNear(r.outputs[1].as<float>(), toDouble(z));
-  r = runOp("concat", {f32({2, 3, 4}, x), f32({2, 2, 4}, z)}, {{F32, {2, 6, 4}}},
-            {{"axis", int64_t(1)}});
+  r = runOp("concat", {f32({2, 3, 4}, x), f32({2, 2, 4}, z)},
+            {{F32, {2, 6, 4}}}, {{"axis", int64_t(1)}});
   EXPECT_NE(r.error.find("pieces do not add up"), std::string::npos) << r.error;
 }
 
@@ -908,8 +990,8 @@ TEST(Kernels, GatherCountsNegativeIndicesFromTheEndAndRejectsOutOfRange) {
   auto table = randomFloats(5 * 3, 45);
   PlanBuilder b;
   uint32_t t = b.input("table", F32, {5, 3}), ids = b.input("ids", I64, {2});
-  b.kernel("gather", {t, ids}, {b.output("y", F32, {2, 3})}, {{"axis", int64_t(0)}},
-           "embed");
+  b.kernel("gather", {t, ids}, {b.output("y", F32, {2, 3})},
+           {{"axis", int64_t(0)}}, "embed");
   Session s(b.finish());
   ASSERT_EQ(s.error, "");
   ASSERT_EQ(s.set("table", f32({5, 3}, table).bytes), "");
@@ -923,9 +1005,10 @@ TEST(Kernels, GatherCountsNegativeIndicesFromTheEndAndRejectsOutOfRange) {
   fsdprt_status_t status = fsdprt_session_run(s.session);
   EXPECT_EQ(fsdprt_status_code(status), FSDPRT_OUT_OF_RANGE);
   std::string error = take(status);
-  EXPECT_NE(error.find("kernel 0 (gather at 'embed'): index 5 is out of range for "
-                       "a dimension of size 5"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("kernel 0 (gather at 'embed'): index 5 is out of range for "
+                 "a dimension of size 5"),
+      std::string::npos)
       << error;
 }
 

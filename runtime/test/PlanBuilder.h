@@ -83,12 +83,12 @@ public:
   void kernel(const std::string &op, std::vector<uint32_t> ins,
               std::vector<uint32_t> outs, AttrList attrs = {},
               const std::string &location = "node_1") {
-    kernels.push_back({op, std::move(ins), std::move(outs), std::move(attrs),
-                       location});
+    kernels.push_back(
+        {op, std::move(ins), std::move(outs), std::move(attrs), location});
   }
 
-  void weight(const std::string &fqn, const std::string &file,
-              uint64_t offset, uint64_t length, uint32_t id) {
+  void weight(const std::string &fqn, const std::string &file, uint64_t offset,
+              uint64_t length, uint32_t id) {
     weights.push_back({fqn, file, offset, length, id});
   }
 
@@ -130,10 +130,9 @@ public:
     }
     std::vector<flatbuffers::Offset<plan::WeightRef>> ws;
     for (const WeightSpec &w : weights)
-      ws.push_back(plan::CreateWeightRefDirect(b, w.fqn.c_str(),
-                                               plan::StateKind::Param,
-                                               w.file.c_str(), w.offset,
-                                               w.length, w.id));
+      ws.push_back(plan::CreateWeightRefDirect(
+          b, w.fqn.c_str(), plan::StateKind::Param, w.file.c_str(), w.offset,
+          w.length, w.id));
     std::vector<flatbuffers::Offset<plan::ConstantData>> cs;
     for (const auto &[id, data] : constants)
       cs.push_back(plan::CreateConstantDataDirect(b, id, &data));
@@ -145,9 +144,9 @@ public:
   }
 
 private:
-  static flatbuffers::Offset<plan::Attr>
-  attr(flatbuffers::FlatBufferBuilder &b, const std::string &name,
-       const AttrValue &value) {
+  static flatbuffers::Offset<plan::Attr> attr(flatbuffers::FlatBufferBuilder &b,
+                                              const std::string &name,
+                                              const AttrValue &value) {
     if (auto *i = std::get_if<int64_t>(&value))
       return plan::CreateAttrDirect(b, name.c_str(), plan::AttrValue::IntAttr,
                                     plan::CreateIntAttr(b, *i).Union());

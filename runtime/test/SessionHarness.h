@@ -64,9 +64,7 @@ struct Value {
   Shape shape;
   std::vector<uint8_t> bytes;
 
-  template <typename T> std::vector<T> as() const {
-    return test::as<T>(bytes);
-  }
+  template <typename T> std::vector<T> as() const { return test::as<T>(bytes); }
 };
 
 template <typename T>
@@ -106,11 +104,11 @@ inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
   PlanBuilder b;
   std::vector<uint32_t> ins, outs;
   for (size_t i = 0; i < inputs.size(); ++i)
-    ins.push_back(b.input("in" + std::to_string(i), inputs[i].dtype,
-                          inputs[i].shape));
+    ins.push_back(
+        b.input("in" + std::to_string(i), inputs[i].dtype, inputs[i].shape));
   for (size_t i = 0; i < outputs.size(); ++i)
-    outs.push_back(
-        b.output("out" + std::to_string(i), outputs[i].first, outputs[i].second));
+    outs.push_back(b.output("out" + std::to_string(i), outputs[i].first,
+                            outputs[i].second));
   b.kernel(op, ins, outs, attrs);
   Result result;
   Session s(b.finish(), nullptr, threads);

@@ -24,7 +24,8 @@ const auto I64 = plan::DType::I64;
 std::pair<fsdprt_status_code_t, std::string>
 createStatus(const std::vector<uint8_t> &bytes) {
   fsdprt_plan_t *p = nullptr;
-  std::string error = take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p));
+  std::string error =
+      take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p));
   EXPECT_EQ(error, "");
   fsdprt_session_t *s = nullptr;
   fsdprt_status_t status = fsdprt_session_create(p, nullptr, 1, &s);
@@ -55,21 +56,27 @@ PlanBuilder reluPlan() {
 TEST(Sessions, ShapeMismatchIsCaughtAtCreationNamingOpAndLocation) {
   PlanBuilder b;
   uint32_t x = b.input("a", F32, {2, 3}), w = b.input("b", F32, {4, 5});
-  b.kernel("matmul", {x, w}, {b.output("y", F32, {2, 5})}, {}, "/layer1/MatMul");
-  expectRefused(b.finish(),
-                "kernel 0 (matmul at '/layer1/MatMul'): inner dimensions differ: "
-                "[2, 3] and [4, 5]");
+  b.kernel("matmul", {x, w}, {b.output("y", F32, {2, 5})}, {},
+           "/layer1/MatMul");
+  expectRefused(
+      b.finish(),
+      "kernel 0 (matmul at '/layer1/MatMul'): inner dimensions differ: "
+      "[2, 3] and [4, 5]");
 }
 
 TEST(Sessions, UnknownOpsAndAttributesOfTheWrongKindAreErrors) {
   PlanBuilder b = reluPlan();
   b.kernel("frobnicate", {0}, {1}, {}, "n2");
-  expectRefused(b.finish(),
-                "kernel 1 (frobnicate at 'n2'): is not a kernel of the CPU backend");
+  expectRefused(
+      b.finish(),
+      "kernel 1 (frobnicate at 'n2'): is not a kernel of the CPU backend");
   PlanBuilder c;
   uint32_t x = c.input("x", F32, {2, 3});
-  c.kernel("softmax", {x}, {c.output("y", F32, {2, 3})}, {{"axis", std::string("1")}});
-  expectRefused(c.finish(), "kernel 0 (softmax at 'node_1'): attribute 'axis' is not an int");
+  c.kernel("softmax", {x}, {c.output("y", F32, {2, 3})},
+           {{"axis", std::string("1")}});
+  expectRefused(
+      c.finish(),
+      "kernel 0 (softmax at 'node_1'): attribute 'axis' is not an int");
   PlanBuilder d;
   x = d.input("x", F32, {2, 3});
   d.kernel("relu", {x}, {});
@@ -80,14 +87,16 @@ TEST(Sessions, CorruptBuffersAreRefused) {
   {
     PlanBuilder b = reluPlan();
     b.arenaSlack(-64); // the output buffer now ends past the arena
-    expectRefused(b.finish(), "plan buffer 1 (16 bytes at offset 64) lies outside "
-                              "arena 0 of 64 bytes");
+    expectRefused(b.finish(),
+                  "plan buffer 1 (16 bytes at offset 64) lies outside "
+                  "arena 0 of 64 bytes");
   }
   {
     PlanBuilder b = reluPlan();
     b.raw(0, 0, 12, F32, {4});
-    expectRefused(b.finish(), "plan buffer 2 has 12 bytes, but its shape [4] of "
-                              "float32 needs 16");
+    expectRefused(b.finish(),
+                  "plan buffer 2 has 12 bytes, but its shape [4] of "
+                  "float32 needs 16");
   }
   {
     PlanBuilder b = reluPlan();
@@ -112,7 +121,8 @@ TEST(Sessions, CorruptBuffersAreRefused) {
   {
     PlanBuilder b = reluPlan();
     b.kernel("relu", {0}, {99}, {}, "n2");
-    expectRefused(b.finish(), "kernel 1 (relu at 'n2') names buffer 99 but the plan has 2");
+    expectRefused(b.finish(),
+                  "kernel 1 (relu at 'n2') names buffer 99 but the plan has 2");
   }
 }
 
@@ -120,8 +130,9 @@ TEST(Sessions, DeclarationsWeightsAndConstantsMustAgreeWithTheirBuffers) {
   {
     PlanBuilder b = reluPlan();
     b.declareInput("z", I64, {4}, 0);
-    expectRefused(b.finish(), "plan input 'z' is declared int64 [4] but its buffer "
-                              "is float32 [4]");
+    expectRefused(b.finish(),
+                  "plan input 'z' is declared int64 [4] but its buffer "
+                  "is float32 [4]");
   }
   {
     PlanBuilder b = reluPlan();
@@ -131,18 +142,21 @@ TEST(Sessions, DeclarationsWeightsAndConstantsMustAgreeWithTheirBuffers) {
   {
     PlanBuilder b = reluPlan();
     b.declareInput("z", F32, {4}, 5);
-    expectRefused(b.finish(), "plan input 'z' names buffer 5 but the plan has 2");
+    expectRefused(b.finish(),
+                  "plan input 'z' names buffer 5 but the plan has 2");
   }
   {
     PlanBuilder b = reluPlan();
     b.weight("fc.weight", "w.bin", 0, 8, 0);
-    expectRefused(b.finish(), "weight 'fc.weight' has 8 bytes but its buffer holds 16");
+    expectRefused(b.finish(),
+                  "weight 'fc.weight' has 8 bytes but its buffer holds 16");
   }
   {
     PlanBuilder b = reluPlan();
     b.constant(0, {1, 2, 3});
-    expectRefused(b.finish(), "plan constant for buffer 0 holds 3 bytes but the "
-                              "buffer has 16");
+    expectRefused(b.finish(),
+                  "plan constant for buffer 0 holds 3 bytes but the "
+                  "buffer has 16");
   }
 }
 
@@ -151,8 +165,9 @@ TEST(Sessions, ConstantsFillTheirBuffersAndMemoryIsReported) {
   uint32_t x = b.input("x", F32, {3});
   uint32_t c = b.buffer(F32, {3}, PlanBuilder::Constants);
   std::vector<float> values = {10, 20, 30};
-  b.constant(c, std::vector<uint8_t>(reinterpret_cast<uint8_t *>(values.data()),
-                                     reinterpret_cast<uint8_t *>(values.data()) + 12));
+  b.constant(
+      c, std::vector<uint8_t>(reinterpret_cast<uint8_t *>(values.data()),
+                              reinterpret_cast<uint8_t *>(values.data()) + 12));
   b.kernel("add", {x, c}, {b.output("y", F32, {3})});
   Session s(b.finish());
   ASSERT_EQ(s.error, "");
@@ -162,7 +177,8 @@ TEST(Sessions, ConstantsFillTheirBuffersAndMemoryIsReported) {
   ASSERT_EQ(s.get("y", out), "");
   EXPECT_EQ(as<float>(out), (std::vector<float>{11, 22, 33}));
   uint64_t act = 0, weights = 1, constants = 0;
-  ASSERT_EQ(take(fsdprt_session_memory(s.session, &act, &weights, &constants)), "");
+  ASSERT_EQ(take(fsdprt_session_memory(s.session, &act, &weights, &constants)),
+            "");
   EXPECT_EQ(act, 128u); // two buffers, each padded to 64 bytes
   EXPECT_EQ(weights, 0u);
   EXPECT_EQ(constants, 64u);
@@ -211,7 +227,8 @@ TEST(Sessions, WeightsLoadByTheWeightMap) {
     fsdprt_status_t status = fsdprt_session_load_weights(s.session);
     EXPECT_EQ(fsdprt_status_code(status), FSDPRT_NOT_FOUND);
     error = take(status);
-    EXPECT_NE(error.find("cannot open '" + dir + "/model.bin' for 'scale': No such "
+    EXPECT_NE(error.find("cannot open '" + dir +
+                         "/model.bin' for 'scale': No such "
                          "file or directory"),
               std::string::npos)
         << error;
@@ -224,7 +241,8 @@ TEST(Sessions, WeightsLoadByTheWeightMap) {
     fsdprt_status_t status = fsdprt_session_load_weights(s.session);
     EXPECT_EQ(fsdprt_status_code(status), FSDPRT_IO_ERROR);
     std::string error = take(status);
-    EXPECT_NE(error.find("'" + dir + "/model.bin' is too short for 'shift': it has "
+    EXPECT_NE(error.find("'" + dir +
+                         "/model.bin' is too short for 'shift': it has "
                          "28 bytes, the weight map reads 16 at offset 20"),
               std::string::npos)
         << error;
@@ -242,11 +260,13 @@ TEST(Sessions, WeightsLoadByTheWeightMap) {
     ASSERT_EQ(s.run(), "");
     std::vector<uint8_t> out(16);
     ASSERT_EQ(s.get("y", out), "");
-    std::vector<float> want = where.empty() ? std::vector<float>{11, 22, 36, 48}
-                                            : std::vector<float>{-1, -1, -2, -2};
+    std::vector<float> want = where.empty()
+                                  ? std::vector<float>{11, 22, 36, 48}
+                                  : std::vector<float>{-1, -1, -2, -2};
     EXPECT_EQ(as<float>(out), want);
     uint64_t weights = 0;
-    ASSERT_EQ(take(fsdprt_session_memory(s.session, nullptr, &weights, nullptr)), "");
+    ASSERT_EQ(
+        take(fsdprt_session_memory(s.session, nullptr, &weights, nullptr)), "");
     EXPECT_EQ(weights, 128u);
   }
 }
@@ -263,7 +283,8 @@ TEST(Sessions, InputsAndOutputsAreCheckedByNameAndSize) {
   EXPECT_EQ(as<float>(out), (std::vector<float>{0, 2, 0, 4}));
 
   std::vector<float> three(3);
-  fsdprt_status_t status = fsdprt_session_set_input(s.session, "x", three.data(), 12);
+  fsdprt_status_t status =
+      fsdprt_session_set_input(s.session, "x", three.data(), 12);
   EXPECT_EQ(fsdprt_status_code(status), FSDPRT_INVALID_ARGUMENT);
   EXPECT_EQ(take(status), "input 'x' (float32 [4]) holds 16 bytes, not 12");
   status = fsdprt_session_set_input(s.session, "nope", three.data(), 12);
@@ -293,7 +314,8 @@ TEST(Sessions, ThreadCountsAreCheckedAndGiveTheSameResults) {
   uint32_t x = b.input("x", F32, {256, 300}), w = b.input("w", F32, {300, 200});
   uint32_t h = b.buffer(F32, {256, 200});
   b.kernel("matmul", {x, w}, {h});
-  b.kernel("softmax", {h}, {b.output("y", F32, {256, 200})}, {{"axis", int64_t(1)}});
+  b.kernel("softmax", {h}, {b.output("y", F32, {256, 200})},
+           {{"axis", int64_t(1)}});
   auto plan = b.finish();
   auto xs = randomFloats(256 * 300, 1), ws = randomFloats(300 * 200, 2);
   std::vector<std::vector<float>> results;
@@ -308,7 +330,8 @@ TEST(Sessions, ThreadCountsAreCheckedAndGiveTheSameResults) {
     results.push_back(as<float>(out));
   }
   for (size_t i = 1; i < results.size(); ++i)
-    expectNear(results[i], std::vector<double>(results[0].begin(), results[0].end()));
+    expectNear(results[i],
+               std::vector<double>(results[0].begin(), results[0].end()));
 }
 
 TEST(Sessions, ViewsShareBytesAcrossKernels) {
@@ -319,11 +342,14 @@ TEST(Sessions, ViewsShareBytesAcrossKernels) {
   uint32_t h = b.buffer(F32, {6, 2});
   uint32_t view = b.raw(0, b.offsetOf(h), 48, F32, {2, 3, 2});
   b.kernel("matmul", {x, w}, {h});
-  b.kernel("softmax", {view}, {b.output("y", F32, {2, 3, 2})}, {{"axis", int64_t(2)}});
+  b.kernel("softmax", {view}, {b.output("y", F32, {2, 3, 2})},
+           {{"axis", int64_t(2)}});
   auto xs = randomFloats(24, 3), ws = randomFloats(8, 4);
   Session s(b.finish());
   ASSERT_EQ(s.error, "");
-  ASSERT_EQ(s.set("x", f32({6, 4}, xs).bytes) + s.set("w", f32({4, 2}, ws).bytes), "");
+  ASSERT_EQ(s.set("x", f32({6, 4}, xs).bytes) +
+                s.set("w", f32({4, 2}, ws).bytes),
+            "");
   ASSERT_EQ(s.run(), "");
   std::vector<uint8_t> out(48);
   ASSERT_EQ(s.get("y", out), "");
@@ -335,7 +361,8 @@ TEST(Sessions, ViewsShareBytesAcrossKernels) {
       for (int k = 0; k < 4; ++k)
         v[c] += double(xs[r * 4 + k]) * ws[k * 2 + c];
     }
-    double m = std::max(v[0], v[1]), e0 = std::exp(v[0] - m), e1 = std::exp(v[1] - m);
+    double m = std::max(v[0], v[1]), e0 = std::exp(v[0] - m),
+           e1 = std::exp(v[1] - m);
     want.push_back(e0 / (e0 + e1));
     want.push_back(e1 / (e0 + e1));
   }

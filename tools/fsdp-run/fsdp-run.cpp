@@ -111,14 +111,23 @@ std::string jsonString(const std::string &s) {
 double valueAt(const std::vector<char> &data, fsdprt_dtype_t dtype, size_t i) {
   const char *p = data.data();
   switch (dtype) {
-  case FSDPRT_F32: return reinterpret_cast<const float *>(p)[i];
-  case FSDPRT_F64: return reinterpret_cast<const double *>(p)[i];
-  case FSDPRT_I64: return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
-  case FSDPRT_I32: return reinterpret_cast<const int32_t *>(p)[i];
-  case FSDPRT_I16: return reinterpret_cast<const int16_t *>(p)[i];
-  case FSDPRT_I8: return reinterpret_cast<const int8_t *>(p)[i];
-  case FSDPRT_U8: case FSDPRT_BOOL: return reinterpret_cast<const uint8_t *>(p)[i];
-  default: return NAN;
+  case FSDPRT_F32:
+    return reinterpret_cast<const float *>(p)[i];
+  case FSDPRT_F64:
+    return reinterpret_cast<const double *>(p)[i];
+  case FSDPRT_I64:
+    return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
+  case FSDPRT_I32:
+    return reinterpret_cast<const int32_t *>(p)[i];
+  case FSDPRT_I16:
+    return reinterpret_cast<const int16_t *>(p)[i];
+  case FSDPRT_I8:
+    return reinterpret_cast<const int8_t *>(p)[i];
+  case FSDPRT_U8:
+  case FSDPRT_BOOL:
+    return reinterpret_cast<const uint8_t *>(p)[i];
+  default:
+    return NAN;
   }
 }
 
@@ -181,7 +190,8 @@ Options parse(int argc, char **argv) {
     } else if (o.plan.empty()) {
       o.plan = arg;
     } else {
-      throw Error("more than one plan given: '" + o.plan + "' and '" + arg + "'");
+      throw Error("more than one plan given: '" + o.plan + "' and '" + arg +
+                  "'");
     }
   }
   if (o.plan.empty())
@@ -215,7 +225,8 @@ readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs) {
     auto it = std::find_if(inputs.begin(), inputs.end(),
                            [&](const auto &d) { return name == d.name; });
     if (it == inputs.end())
-      throw Error("the plan has no input '" + name + "'; its inputs:" + declared());
+      throw Error("the plan has no input '" + name +
+                  "'; its inputs:" + declared());
     if (arrays.count(name))
       throw Error("input '" + name + "' is given twice");
     npy::Array array = npy::read(path);
@@ -232,7 +243,8 @@ readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs) {
     if (!arrays.count(d.name))
       missing += std::string(missing.empty() ? "" : ", ") + d.name;
   if (!missing.empty())
-    throw Error("missing inputs: " + missing + "; the plan declares:" + declared());
+    throw Error("missing inputs: " + missing +
+                "; the plan declares:" + declared());
   return arrays;
 }
 
@@ -257,15 +269,16 @@ int run(const Options &o) {
                     fsdprt_dtype_name(d.dtype) + ", which .npy cannot hold");
 
   fsdprt_session_t *session = nullptr;
-  check(fsdprt_session_create(
-            plan, o.modelDir.empty() ? nullptr : o.modelDir.c_str(), o.threads,
-            &session),
+  check(fsdprt_session_create(plan,
+                              o.modelDir.empty() ? nullptr : o.modelDir.c_str(),
+                              o.threads, &session),
         "cannot create a session");
   std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> sessionOwner(
       session, fsdprt_session_destroy);
   auto start = Clock::now();
   check(fsdprt_session_load_weights(session), "cannot load weights");
-  double loadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  double loadSeconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
   for (const auto &[name, array] : arrays)
     check(fsdprt_session_set_input(session, name.c_str(), array.data.data(),
                                    array.data.size()),
@@ -276,7 +289,8 @@ int run(const Options &o) {
     auto begin = Clock::now();
     check(fsdprt_session_run(session), "run failed");
     if (i >= o.warmup)
-      times.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
+      times.push_back(
+          std::chrono::duration<double>(Clock::now() - begin).count());
   }
   double mean = 0, min = INFINITY;
   for (double t : times) {
@@ -345,7 +359,8 @@ int run(const Options &o) {
       text << " " << number(valueAt(data, d.dtype, j));
     text << (numel > 6 ? " ...\n" : "\n");
   }
-  json << "], \"load_seconds\": " << number(loadSeconds) << ", \"run_seconds\": [";
+  json << "], \"load_seconds\": " << number(loadSeconds)
+       << ", \"run_seconds\": [";
   for (size_t i = 0; i < times.size(); ++i)
     json << (i ? ", " : "") << number(times[i]);
   json << "], \"run_seconds_mean\": " << number(mean)

@@ -75,7 +75,8 @@ private:
   }
 
   void skipSpace() {
-    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])))
+    while (at < text.size() &&
+           std::isspace(static_cast<unsigned char>(text[at])))
       ++at;
   }
 
@@ -111,7 +112,8 @@ private:
   std::string word() {
     skipSpace();
     size_t begin = at;
-    while (at < text.size() && std::isalnum(static_cast<unsigned char>(text[at])))
+    while (at < text.size() &&
+           std::isalnum(static_cast<unsigned char>(text[at])))
       ++at;
     return text.substr(begin, at - begin);
   }
@@ -198,7 +200,8 @@ Array parse(const std::vector<char> &bytes, const std::string &path) {
   }
   size_t data = begin + length, expected = numel * size;
   if (bytes.size() - data != expected)
-    throw NpyError("'" + path + "' holds " + std::to_string(bytes.size() - data) +
+    throw NpyError("'" + path + "' holds " +
+                   std::to_string(bytes.size() - data) +
                    " bytes of data, but its shape " + shapeText(array.shape) +
                    " of " + array.descr + " needs " + std::to_string(expected));
   array.data.assign(bytes.begin() + data, bytes.end());
@@ -217,9 +220,9 @@ Array read(const std::string &path) {
 }
 
 void write(const std::string &path, const Array &array) {
-  std::string header = "{'descr': '" + array.descr +
-                       "', 'fortran_order': False, 'shape': " +
-                       shapeText(array.shape) + ", }";
+  std::string header =
+      "{'descr': '" + array.descr +
+      "', 'fortran_order': False, 'shape': " + shapeText(array.shape) + ", }";
   // NumPy pads the header so that the data starts 64-byte aligned.
   bool v2 = header.size() + 12 > 65535;
   size_t prefix = v2 ? 12 : 10;

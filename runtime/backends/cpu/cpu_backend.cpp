@@ -108,8 +108,8 @@ void requireF32(const KernelArgs &args) {
 void requireAtLeast(const std::vector<int64_t> &values, int64_t min,
                     const char *name) {
   for (int64_t v : values)
-    require(v >= min, std::string(name) + " must be >= " +
-                          std::to_string(min) + ", not " + std::to_string(v));
+    require(v >= min, std::string(name) + " must be >= " + std::to_string(min) +
+                          ", not " + std::to_string(v));
 }
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
@@ -172,9 +172,9 @@ int64_t windowOutput(int64_t in, int64_t padBegin, int64_t padEnd,
 
 Activation parseActivation(const std::string &name) {
   static const std::pair<const char *, Activation> kNames[] = {
-      {"none", Activation::None},         {"relu", Activation::Relu},
-      {"gelu", Activation::Gelu},         {"gelu_tanh", Activation::GeluTanh},
-      {"silu", Activation::Silu},         {"tanh", Activation::Tanh},
+      {"none", Activation::None},      {"relu", Activation::Relu},
+      {"gelu", Activation::Gelu},      {"gelu_tanh", Activation::GeluTanh},
+      {"silu", Activation::Silu},      {"tanh", Activation::Tanh},
       {"sigmoid", Activation::Sigmoid}};
   for (const auto &[text, kind] : kNames)
     if (name == text)
@@ -243,8 +243,8 @@ public:
   const char *name() const override { return "cpu"; }
 
   void *allocate(uint64_t bytes, uint64_t alignment) override {
-    uint64_t size = (std::max<uint64_t>(bytes, 1) + alignment - 1) /
-                    alignment * alignment;
+    uint64_t size =
+        (std::max<uint64_t>(bytes, 1) + alignment - 1) / alignment * alignment;
     if (size < bytes) // wrapped around: no machine has that much memory
       return nullptr;
     return std::aligned_alloc(alignment, size);

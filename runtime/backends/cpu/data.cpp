@@ -45,12 +45,17 @@ KernelFn gatherStridedOf(Tensor x, Tensor y,
 
 KernelFn gatherStrided(const Tensor &x, const Tensor &y,
                        std::vector<int64_t> strides, int64_t offset) {
-  auto shared = std::make_shared<const std::vector<int64_t>>(std::move(strides));
+  auto shared =
+      std::make_shared<const std::vector<int64_t>>(std::move(strides));
   switch (fsdprt_dtype_size(y.dtype)) {
-  case 1: return gatherStridedOf<uint8_t>(x, y, shared, offset);
-  case 2: return gatherStridedOf<uint16_t>(x, y, shared, offset);
-  case 4: return gatherStridedOf<uint32_t>(x, y, shared, offset);
-  default: return gatherStridedOf<uint64_t>(x, y, shared, offset);
+  case 1:
+    return gatherStridedOf<uint8_t>(x, y, shared, offset);
+  case 2:
+    return gatherStridedOf<uint16_t>(x, y, shared, offset);
+  case 4:
+    return gatherStridedOf<uint32_t>(x, y, shared, offset);
+  default:
+    return gatherStridedOf<uint64_t>(x, y, shared, offset);
   }
 }
 
@@ -82,7 +87,8 @@ KernelFn slice(KernelArgs &args) {
   size_t rank = x.shape.size();
   std::vector<int64_t> starts = args.attrs.getInts("starts", {});
   std::vector<int64_t> steps = args.attrs.getInts("steps", {});
-  require(starts.size() == rank && steps.size() == rank && y.shape.size() == rank,
+  require(starts.size() == rank && steps.size() == rank &&
+              y.shape.size() == rank,
           "starts and steps need one entry per dimension of x " +
               shapeString(x.shape) + ", and the output x's rank");
   std::vector<int64_t> own = stridesOf(x.shape), strides(rank);
@@ -106,10 +112,9 @@ KernelFn expand(KernelArgs &args) {
               args.out[0].shape,
           "output " + shapeString(args.out[0].shape) +
               " is not the broadcast of " + shapeString(args.in[0].shape));
-  return gatherStrided(args.in[0], args.out[0],
-                       broadcastStrides(args.in[0].shape, args.out[0].shape,
-                                        "the input"),
-                       0);
+  return gatherStrided(
+      args.in[0], args.out[0],
+      broadcastStrides(args.in[0].shape, args.out[0].shape, "the input"), 0);
 }
 
 KernelFn copy(KernelArgs &args) {

@@ -193,18 +193,21 @@ KernelFn where(KernelArgs &args) {
           "both branches and the output must have one dtype");
   requireBroadcastOutput(args);
   switch (fsdprt_dtype_size(t)) {
-  case 1: return whereOf<uint8_t>(args);
-  case 2: return whereOf<uint16_t>(args);
-  case 4: return whereOf<uint32_t>(args);
-  default: return whereOf<uint64_t>(args);
+  case 1:
+    return whereOf<uint8_t>(args);
+  case 2:
+    return whereOf<uint16_t>(args);
+  case 4:
+    return whereOf<uint32_t>(args);
+  default:
+    return whereOf<uint64_t>(args);
   }
 }
 
 template <typename T, typename Op> KernelFn unaryOf(KernelArgs &args, Op op) {
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape == y.shape, "input " + shapeString(x.shape) +
-                                  " and output " + shapeString(y.shape) +
-                                  " differ in shape");
+  require(x.shape == y.shape, "input " + shapeString(x.shape) + " and output " +
+                                  shapeString(y.shape) + " differ in shape");
   return [=]() {
     const T *px = x.as<T>();
     T *py = y.as<T>();
@@ -218,6 +221,11 @@ template <typename Op> KernelFn unary(KernelArgs &args, Op op) {
   requireArity(args, 1, 1, 1);
   requireF32(args);
   return unaryOf<float>(args, op);
+}
+
+/// The unary kernel of an activation.
+KernelFn activation(KernelArgs &args, Activation kind) {
+  return withActivation(kind, [&](auto f) { return unary(args, f); });
 }
 
 /// A unary kernel on F32 or, with `opi`, on I64.
@@ -264,7 +272,8 @@ KernelFn castOf(const Tensor &x, const Tensor &y) {
   return [x, y]() {
     const auto *px = x.as<typename Storage<From>::type>();
     auto *py = y.as<typename Storage<To>::type>();
-    parallelFor(x.numel, 2, [&](int64_t i) { py[i] = convert<From, To>(px[i]); });
+    parallelFor(x.numel, 2,
+                [&](int64_t i) { py[i] = convert<From, To>(px[i]); });
     return std::string();
   };
 }
@@ -272,15 +281,24 @@ KernelFn castOf(const Tensor &x, const Tensor &y) {
 template <fsdprt_dtype_t From>
 KernelFn castFrom(const Tensor &x, const Tensor &y) {
   switch (y.dtype) {
-  case FSDPRT_F32: return castOf<From, FSDPRT_F32>(x, y);
-  case FSDPRT_F64: return castOf<From, FSDPRT_F64>(x, y);
-  case FSDPRT_I64: return castOf<From, FSDPRT_I64>(x, y);
-  case FSDPRT_I32: return castOf<From, FSDPRT_I32>(x, y);
-  case FSDPRT_I16: return castOf<From, FSDPRT_I16>(x, y);
-  case FSDPRT_I8: return castOf<From, FSDPRT_I8>(x, y);
-  case FSDPRT_U8: return castOf<From, FSDPRT_U8>(x, y);
-  case FSDPRT_BOOL: return castOf<From, FSDPRT_BOOL>(x, y);
-  default: break;
+  case FSDPRT_F32:
+    return castOf<From, FSDPRT_F32>(x, y);
+  case FSDPRT_F64:
+    return castOf<From, FSDPRT_F64>(x, y);
+  case FSDPRT_I64:
+    return castOf<From, FSDPRT_I64>(x, y);
+  case FSDPRT_I32:
+    return castOf<From, FSDPRT_I32>(x, y);
+  case FSDPRT_I16:
+    return castOf<From, FSDPRT_I16>(x, y);
+  case FSDPRT_I8:
+    return castOf<From, FSDPRT_I8>(x, y);
+  case FSDPRT_U8:
+    return castOf<From, FSDPRT_U8>(x, y);
+  case FSDPRT_BOOL:
+    return castOf<From, FSDPRT_BOOL>(x, y);
+  default:
+    break;
   }
   throw KernelError(std::string("cannot convert to ") +
                     fsdprt_dtype_name(y.dtype));
@@ -292,15 +310,24 @@ KernelFn cast(KernelArgs &args) {
   require(x.shape == y.shape, "input " + shapeString(x.shape) + " and output " +
                                   shapeString(y.shape) + " differ in shape");
   switch (x.dtype) {
-  case FSDPRT_F32: return castFrom<FSDPRT_F32>(x, y);
-  case FSDPRT_F64: return castFrom<FSDPRT_F64>(x, y);
-  case FSDPRT_I64: return castFrom<FSDPRT_I64>(x, y);
-  case FSDPRT_I32: return castFrom<FSDPRT_I32>(x, y);
-  case FSDPRT_I16: return castFrom<FSDPRT_I16>(x, y);
-  case FSDPRT_I8: return castFrom<FSDPRT_I8>(x, y);
-  case FSDPRT_U8: return castFrom<FSDPRT_U8>(x, y);
-  case FSDPRT_BOOL: return castFrom<FSDPRT_BOOL>(x, y);
-  default: break;
+  case FSDPRT_F32:
+    return castFrom<FSDPRT_F32>(x, y);
+  case FSDPRT_F64:
+    return castFrom<FSDPRT_F64>(x, y);
+  case FSDPRT_I64:
+    return castFrom<FSDPRT_I64>(x, y);
+  case FSDPRT_I32:
+    return castFrom<FSDPRT_I32>(x, y);
+  case FSDPRT_I16:
+    return castFrom<FSDPRT_I16>(x, y);
+  case FSDPRT_I8:
+    return castFrom<FSDPRT_I8>(x, y);
+  case FSDPRT_U8:
+    return castFrom<FSDPRT_U8>(x, y);
+  case FSDPRT_BOOL:
+    return castFrom<FSDPRT_BOOL>(x, y);
+  default:
+    break;
   }
   throw KernelError(std::string("cannot convert from ") +
                     fsdprt_dtype_name(x.dtype));
@@ -380,24 +407,22 @@ void registerElementwise(Registry &r) {
   r["reciprocal"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return 1.0f / x; });
   };
-  r["tanh"] = [](KernelArgs &a) {
-    return unary(a, [](float x) { return std::tanh(x); });
-  };
   r["erf"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return std::erf(x); });
   };
-  r["sigmoid"] = [](KernelArgs &a) { return unary(a, sigmoid); };
-  r["relu"] = [](KernelArgs &a) {
-    return unary(a, [](float x) { return activate(Activation::Relu, x); });
+  // The activations share their definitions with linear's epilogue.
+  r["tanh"] = [](KernelArgs &a) { return activation(a, Activation::Tanh); };
+  r["sigmoid"] = [](KernelArgs &a) {
+    return activation(a, Activation::Sigmoid);
   };
-  r["silu"] = [](KernelArgs &a) {
-    return unary(a, [](float x) { return activate(Activation::Silu, x); });
-  };
+  r["relu"] = [](KernelArgs &a) { return activation(a, Activation::Relu); };
+  r["silu"] = [](KernelArgs &a) { return activation(a, Activation::Silu); };
   r["gelu"] = [](KernelArgs &a) {
     std::string approximate = a.attrs.getString("approximate", "none");
     require(approximate == "none" || approximate == "tanh",
             "approximate must be none or tanh, not " + approximate);
-    return approximate == "tanh" ? unary(a, geluTanh) : unary(a, geluErf);
+    return activation(a, approximate == "tanh" ? Activation::GeluTanh
+                                               : Activation::Gelu);
   };
   r["neg"] = [](KernelArgs &a) {
     return signedUnary(
@@ -410,7 +435,8 @@ void registerElementwise(Registry &r) {
     return signedUnary(
         a, [](float x) { return std::fabs(x); },
         [](int64_t x) {
-          return x < 0 ? wrapping(x, 0, [](uint64_t p, uint64_t) { return 0 - p; })
+          return x < 0 ? wrapping(x, 0,
+                                  [](uint64_t p, uint64_t) { return 0 - p; })
                        : x;
         });
   };

@@ -111,31 +111,26 @@ inline float geluTanh(float x) {
   return x / (1.0f + std::exp(-twoK * (x + 0.044715f * x * x * x)));
 }
 
-inline float activate(Activation kind, float x) {
-  switch (kind) {
-  case Activation::None: return x;
-  case Activation::Relu: return x > 0 ? x : 0.0f;
-  case Activation::Gelu: return geluErf(x);
-  case Activation::GeluTanh: return geluTanh(x);
-  case Activation::Silu: return x * sigmoid(x);
-  case Activation::Tanh: return std::tanh(x);
-  case Activation::Sigmoid: return sigmoid(x);
-  }
-  return x;
-}
-
 /// Calls `body` with the function of `kind` as a functor, so that loops in
 /// `body` are compiled once per activation, without a switch per element.
-template <typename Body> void withActivation(Activation kind, Body body) {
+template <typename Body> auto withActivation(Activation kind, Body body) {
   switch (kind) {
-  case Activation::None: return body([](float x) { return x; });
-  case Activation::Relu: return body([](float x) { return x > 0 ? x : 0.0f; });
-  case Activation::Gelu: return body([](float x) { return geluErf(x); });
-  case Activation::GeluTanh: return body([](float x) { return geluTanh(x); });
-  case Activation::Silu: return body([](float x) { return x * sigmoid(x); });
-  case Activation::Tanh: return body([](float x) { return std::tanh(x); });
-  case Activation::Sigmoid: return body([](float x) { return sigmoid(x); });
+  case Activation::Relu:
+    return body([](float x) { return x > 0 ? x : 0.0f; });
+  case Activation::Gelu:
+    return body([](float x) { return geluErf(x); });
+  case Activation::GeluTanh:
+    return body([](float x) { return geluTanh(x); });
+  case Activation::Silu:
+    return body([](float x) { return x * sigmoid(x); });
+  case Activation::Tanh:
+    return body([](float x) { return std::tanh(x); });
+  case Activation::Sigmoid:
+    return body([](float x) { return sigmoid(x); });
+  case Activation::None:
+    break;
   }
+  return body([](float x) { return x; });
 }
 
 //===----------------------------------------------------------------------===//

@@ -103,8 +103,8 @@ KernelFn matmul(KernelArgs &args) {
     expected.push_back(m);
   if (b.shape.size() > 1)
     expected.push_back(n);
-  require(y.shape == expected, "output " + shapeString(y.shape) + " should be " +
-                                   shapeString(expected));
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
   auto aOff = std::make_shared<const std::vector<int64_t>>(
       batchOffsets(as, batch, m * k, "a's batch"));
   auto bOff = std::make_shared<const std::vector<int64_t>>(
@@ -136,7 +136,8 @@ KernelFn gemm(KernelArgs &args) {
   requireArity(args, 2, 3, 1);
   requireF32(args);
   Tensor a = args.in[0], b = args.in[1], y = args.out[0];
-  bool ta = args.attrs.getInt("trans_a", 0), tb = args.attrs.getInt("trans_b", 0);
+  bool ta = args.attrs.getInt("trans_a", 0),
+       tb = args.attrs.getInt("trans_b", 0);
   float alpha = args.attrs.getFloat("alpha", 1.0);
   float beta = args.attrs.getFloat("beta", 1.0);
   require(a.shape.size() == 2 && b.shape.size() == 2 && y.shape.size() == 2,
@@ -156,7 +157,8 @@ KernelFn gemm(KernelArgs &args) {
                                    int64_t n1) {
       for (int64_t i = m0; i < m1; ++i)
         for (int64_t j = n0; j < n1; ++j)
-          y.as<float>()[i * n + j] += beta * c.as<float>()[i * cs[0] + j * cs[1]];
+          y.as<float>()[i * n + j] +=
+              beta * c.as<float>()[i * cs[0] + j * cs[1]];
     };
   }
   return [=]() {
@@ -254,8 +256,8 @@ KernelFn attention(KernelArgs &args) {
     maskStrides = broadcastStrides(mask.shape, scores, "the mask");
   }
   int64_t count = product(batch);
-  int64_t tile = std::min(l, std::max(kAttentionMinRows,
-                                      kAttentionTile / std::max<int64_t>(s, 1)));
+  int64_t tile = std::min(
+      l, std::max(kAttentionMinRows, kAttentionTile / std::max<int64_t>(s, 1)));
   tile = std::max<int64_t>(tile, 1);
   int64_t tiles = (l + tile - 1) / tile;
   if (tiles)
@@ -308,7 +310,8 @@ KernelFn attention(KernelArgs &args) {
     if (threads > 1) {
 #pragma omp parallel num_threads(threads)
       {
-        float *scores = workspace->as<float>() + omp_get_thread_num() * tile * s;
+        float *scores =
+            workspace->as<float>() + omp_get_thread_num() * tile * s;
 #pragma omp for schedule(static)
         for (int64_t item = 0; item < items; ++item)
           one(item, scores);
@@ -364,10 +367,12 @@ KernelFn conv(KernelArgs &args) {
               shapeString(w.shape) + ", output " + shapeString(y.shape) +
               ", group " + std::to_string(group));
   require(kh >= 1 && kw >= 1, "w's kernel dims must be >= 1");
-  require(oh == windowOutput(h, pads[0], pads[2], kh, strides[0], dil[0], false) &&
-              ow == windowOutput(wd, pads[1], pads[3], kw, strides[1], dil[1], false),
-          "output " + shapeString(y.shape) + " does not match the window of x " +
-              shapeString(x.shape) + " and w " + shapeString(w.shape));
+  require(
+      oh == windowOutput(h, pads[0], pads[2], kh, strides[0], dil[0], false) &&
+          ow ==
+              windowOutput(wd, pads[1], pads[3], kw, strides[1], dil[1], false),
+      "output " + shapeString(y.shape) + " does not match the window of x " +
+          shapeString(x.shape) + " and w " + shapeString(w.shape));
   bool hasBias = args.in.size() == 3;
   Tensor bias = hasBias ? args.in[2] : Tensor();
   require(!hasBias || bias.shape == std::vector<int64_t>{m},

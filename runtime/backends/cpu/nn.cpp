@@ -26,9 +26,8 @@ int64_t axisOf(const KernelArgs &args, const Tensor &x) {
 }
 
 void requireSameShape(const Tensor &x, const Tensor &y) {
-  require(x.shape == y.shape, "input " + shapeString(x.shape) +
-                                  " and output " + shapeString(y.shape) +
-                                  " differ in shape");
+  require(x.shape == y.shape, "input " + shapeString(x.shape) + " and output " +
+                                  shapeString(y.shape) + " differ in shape");
 }
 
 /// NaN-propagating max, as PyTorch's.
@@ -153,11 +152,11 @@ KernelFn layerNorm(KernelArgs &args) {
   const Tensor &x = args.in[0];
   requireSameShape(x, args.out[0]);
   int64_t axis = axisOf(args, x);
-  std::vector<int64_t> normalised(x.shape.begin() + std::min<size_t>(axis, x.shape.size()),
-                                  x.shape.end());
+  std::vector<int64_t> normalised(
+      x.shape.begin() + std::min<size_t>(axis, x.shape.size()), x.shape.end());
   Affine scale(args.in[1], normalised, "scale");
-  Affine bias = args.in.size() == 3 ? Affine(args.in[2], normalised, "bias")
-                                    : Affine();
+  Affine bias =
+      args.in.size() == 3 ? Affine(args.in[2], normalised, "bias") : Affine();
   return rowNorm(x, args.out[0], scale, bias, product(normalised),
                  args.attrs.getFloat("epsilon", 1e-5), false);
 }
@@ -169,8 +168,8 @@ KernelFn rmsNorm(KernelArgs &args) {
   require(!x.shape.empty(), "x must have rank >= 1");
   requireSameShape(x, args.out[0]);
   std::vector<int64_t> normalised = {x.shape.back()};
-  Affine scale = args.in.size() == 2 ? Affine(args.in[1], normalised, "scale")
-                                     : Affine();
+  Affine scale =
+      args.in.size() == 2 ? Affine(args.in[1], normalised, "scale") : Affine();
   return rowNorm(x, args.out[0], scale, Affine(), x.shape.back(),
                  args.attrs.getFloat("epsilon", 1e-6), true);
 }
@@ -179,8 +178,8 @@ KernelFn batchNorm(KernelArgs &args) {
   requireArity(args, 5, 5, 1);
   requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape.size() >= 2, "x must be [N, C, ...], not " +
-                                   shapeString(x.shape));
+  require(x.shape.size() >= 2,
+          "x must be [N, C, ...], not " + shapeString(x.shape));
   requireSameShape(x, y);
   int64_t c = x.shape[1];
   for (size_t i = 1; i < 5; ++i)
@@ -217,7 +216,8 @@ KernelFn pool(KernelArgs &args, bool max) {
   std::vector<int64_t> dil = args.attrs.getInts("dilations", {1, 1});
   bool includePad = args.attrs.getInt("count_include_pad", 0) != 0;
   bool ceil = args.attrs.getInt("ceil_mode", 0) != 0;
-  require(k.size() == 2 && st.size() == 2 && pads.size() == 4 && dil.size() == 2,
+  require(k.size() == 2 && st.size() == 2 && pads.size() == 4 &&
+              dil.size() == 2,
           "kernel_shape, strides, dilations (2 each) and pads (4) must fit "
           "2-D pooling");
   requireAtLeast(k, 1, "kernel_shape");
@@ -225,11 +225,12 @@ KernelFn pool(KernelArgs &args, bool max) {
   requireAtLeast(dil, 1, "dilations");
   requireAtLeast(pads, 0, "pads");
   int64_t h = x.shape[2], w = x.shape[3], oh = y.shape[2], ow = y.shape[3];
-  require(y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
-              oh == windowOutput(h, pads[0], pads[2], k[0], st[0], dil[0], ceil) &&
-              ow == windowOutput(w, pads[1], pads[3], k[1], st[1], dil[1], ceil),
-          "output " + shapeString(y.shape) + " does not match the window over " +
-              shapeString(x.shape));
+  require(
+      y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
+          oh == windowOutput(h, pads[0], pads[2], k[0], st[0], dil[0], ceil) &&
+          ow == windowOutput(w, pads[1], pads[3], k[1], st[1], dil[1], ceil),
+      "output " + shapeString(y.shape) + " does not match the window over " +
+          shapeString(x.shape));
   return [=]() {
     parallelFor(x.shape[0] * x.shape[1], oh * ow * k[0] * k[1], [&](int64_t p) {
       const float *px = x.as<float>() + p * h * w;
@@ -266,8 +267,8 @@ KernelFn globalAveragePool(KernelArgs &args) {
   requireArity(args, 1, 1, 1);
   requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape.size() >= 3, "x must be [N, C, spatial...], not " +
-                                   shapeString(x.shape));
+  require(x.shape.size() >= 3,
+          "x must be [N, C, spatial...], not " + shapeString(x.shape));
   std::vector<int64_t> expected(x.shape.size(), 1);
   expected[0] = x.shape[0];
   expected[1] = x.shape[1];
@@ -340,8 +341,8 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     }
   }
   int64_t count = product(red);
-  double init = kind == Reduce::Max ? -std::numeric_limits<double>::infinity()
-                                    : 0.0;
+  double init =
+      kind == Reduce::Max ? -std::numeric_limits<double>::infinity() : 0.0;
   auto combine = [kind](double acc, double v) {
     return kind == Reduce::Max ? maxOf(acc, v) : acc + v;
   };

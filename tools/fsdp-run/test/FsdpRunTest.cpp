@@ -52,7 +52,9 @@ protected:
   void SetUp() override {
     dir = ::testing::TempDir() + "/fsdp_run_" +
           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()), 0);
+    ASSERT_EQ(
+        std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()),
+        0);
     // model.bin: 8 bytes of header, then fc.weight [4, 3].
     std::vector<float> file = {0, 0};
     for (int i = 0; i < 12; ++i)
@@ -69,12 +71,14 @@ protected:
     uint32_t biasId = b.buffer(plan::DType::F32, {4}, PlanBuilder::Constants);
     b.weight("fc.weight", "model.bin", 8, 48, w);
     std::vector<char> biasBytes = bytesOf(bias);
-    b.constant(biasId, std::vector<uint8_t>(biasBytes.begin(), biasBytes.end()));
+    b.constant(biasId,
+               std::vector<uint8_t>(biasBytes.begin(), biasBytes.end()));
     uint32_t y = b.output("y", plan::DType::F32, {2, 4});
     b.kernel("linear", {x, w, biasId}, {y},
-             {{"trans_w", int64_t(1)}, {"activation", std::string("relu")}}, "fc");
-    b.kernel("greater", {y, biasId}, {b.output("mask", plan::DType::Bool, {2, 4})},
-             {}, "gt");
+             {{"trans_w", int64_t(1)}, {"activation", std::string("relu")}},
+             "fc");
+    b.kernel("greater", {y, biasId},
+             {b.output("mask", plan::DType::Bool, {2, 4})}, {}, "gt");
     b.kernel("gather", {y, ids}, {b.output("picked", plan::DType::F32, {2, 4})},
              {{"axis", int64_t(0)}}, "pick");
     std::vector<uint8_t> bytes = b.finish();
@@ -82,16 +86,18 @@ protected:
         .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
 
     npy::write(dir + "/x.npy", {"<f4", {2, 3}, bytesOf(xs)});
-    npy::write(dir + "/ids.npy", {"<i8", {2}, bytesOf(std::vector<int64_t>{1, -2})});
+    npy::write(dir + "/ids.npy",
+               {"<i8", {2}, bytesOf(std::vector<int64_t>{1, -2})});
   }
 
   /// Runs fsdp-run with `args` (shell words) and captures everything.
   Outcome run(const std::string &args) {
     std::string out = dir + "/stdout", err = dir + "/stderr";
-    std::string command = std::string(FSDP_RUN_PATH) + " " + args + " > '" + out +
-                          "' 2> '" + err + "'";
+    std::string command = std::string(FSDP_RUN_PATH) + " " + args + " > '" +
+                          out + "' 2> '" + err + "'";
     int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out),
+            slurp(err)};
   }
 
   std::string inputs() const {
@@ -134,22 +140,26 @@ TEST_F(FsdpRun, WritesOutputsAndASummary) {
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(mask.data[i], y[i] > bias[i % 4]) << "at " << i;
   // ids [1, -2]: row 1, then row 0.
-  std::vector<float> picked = valuesOf<float>(npy::read(dir + "/out/nested/picked.npy"));
+  std::vector<float> picked =
+      valuesOf<float>(npy::read(dir + "/out/nested/picked.npy"));
   ASSERT_EQ(picked.size(), 8u);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(picked[i], values[4 + i]);
     EXPECT_EQ(picked[4 + i], values[i]);
   }
-  EXPECT_NE(o.out.find("output y: float32 [2, 4]  min "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("output y: float32 [2, 4]  min "), std::string::npos)
+      << o.out;
   EXPECT_NE(o.out.find("output mask: bool [2, 4]"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("  first values: "), std::string::npos) << o.out;
-  EXPECT_TRUE(std::regex_search(o.out, std::regex("weights loaded in [0-9.e-]+ ms; 2 "
-                                                  "run\\(s\\): mean [0-9.e-]+ ms, min "
-                                                  "[0-9.e-]+ ms")))
+  EXPECT_TRUE(
+      std::regex_search(o.out, std::regex("weights loaded in [0-9.e-]+ ms; 2 "
+                                          "run\\(s\\): mean [0-9.e-]+ ms, min "
+                                          "[0-9.e-]+ ms")))
       << o.out;
-  EXPECT_NE(o.out.find("memory: activations 320 B, weights 64 B, constants 64 B; "
-                       "peak RSS "),
-            std::string::npos)
+  EXPECT_NE(
+      o.out.find("memory: activations 320 B, weights 64 B, constants 64 B; "
+                 "peak RSS "),
+      std::string::npos)
       << o.out;
 }
 
@@ -161,9 +171,11 @@ TEST_F(FsdpRun, PrintsOneJsonObject) {
   EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << o.out;
   EXPECT_EQ(o.out.front(), '{');
   for (const char *key :
-       {"\"plan\": ", "\"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", "
-                      "\"shape\": [2, 3], \"file\": ",
-        "\"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": [2, 4], "
+       {"\"plan\": ",
+        "\"inputs\": [{\"name\": \"x\", \"dtype\": \"float32\", "
+        "\"shape\": [2, 3], \"file\": ",
+        "\"outputs\": [{\"name\": \"y\", \"dtype\": \"float32\", \"shape\": "
+        "[2, 4], "
         "\"min\": ",
         "\"load_seconds\": ", "\"run_seconds_mean\": ", "\"run_seconds_min\": ",
         "\"threads\": 1, ",
@@ -171,7 +183,8 @@ TEST_F(FsdpRun, PrintsOneJsonObject) {
         "\"constant_bytes\": 64, \"peak_rss_bytes\": "})
     EXPECT_NE(o.out.find(key), std::string::npos) << key << "\n" << o.out;
   EXPECT_TRUE(std::regex_search(
-      o.out, std::regex("\"run_seconds\": \\[[0-9.e-]+, [0-9.e-]+, [0-9.e-]+\\]")))
+      o.out,
+      std::regex("\"run_seconds\": \\[[0-9.e-]+, [0-9.e-]+, [0-9.e-]+\\]")))
       << o.out;
 }
 
@@ -181,7 +194,8 @@ TEST_F(FsdpRun, InputErrorsNameTheInputTheFileAndBothTypes) {
   EXPECT_EQ(o.err, "fsdp-run: error: missing inputs: ids; the plan declares:\n"
                    "  x float32 [2, 3]\n"
                    "  ids int64 [2]\n");
-  o = run(dir + "/model.plan " + inputs() + " --input labels=" + dir + "/x.npy");
+  o = run(dir + "/model.plan " + inputs() + " --input labels=" + dir +
+          "/x.npy");
   EXPECT_EQ(o.status, 1);
   EXPECT_EQ(o.err.rfind("fsdp-run: error: the plan has no input 'labels'; its "
                         "inputs:\n  x float32 [2, 3]\n",
@@ -208,21 +222,24 @@ TEST_F(FsdpRun, InputErrorsNameTheInputTheFileAndBothTypes) {
   o = run(dir + "/model.plan --input x=" + dir + "/bad.npy --input ids=" + dir +
           "/ids.npy");
   EXPECT_EQ(o.status, 1);
-  EXPECT_EQ(o.err, "fsdp-run: error: '" + dir + "/bad.npy' is not a .npy file\n");
-  o = run(dir + "/model.plan --input x=" + dir + "/none.npy --input ids=" + dir +
-          "/ids.npy");
+  EXPECT_EQ(o.err,
+            "fsdp-run: error: '" + dir + "/bad.npy' is not a .npy file\n");
+  o = run(dir + "/model.plan --input x=" + dir +
+          "/none.npy --input ids=" + dir + "/ids.npy");
   EXPECT_EQ(o.err, "fsdp-run: error: cannot open '" + dir +
                        "/none.npy': No such file or directory\n");
 }
 
 TEST_F(FsdpRun, RuntimeErrorsComeBackWithTheirMessages) {
-  npy::write(dir + "/far.npy", {"<i8", {2}, bytesOf(std::vector<int64_t>{0, 7})});
-  Outcome o = run(dir + "/model.plan --input x=" + dir + "/x.npy --input ids=" + dir +
-                  "/far.npy");
+  npy::write(dir + "/far.npy",
+             {"<i8", {2}, bytesOf(std::vector<int64_t>{0, 7})});
+  Outcome o = run(dir + "/model.plan --input x=" + dir +
+                  "/x.npy --input ids=" + dir + "/far.npy");
   EXPECT_EQ(o.status, 1);
   EXPECT_EQ(o.err, "fsdp-run: error: run failed: kernel 2 (gather at 'pick'): "
                    "index 7 is out of range for a dimension of size 2\n");
-  o = run(dir + "/model.plan " + inputs() + " --model-dir " + dir + "/elsewhere");
+  o = run(dir + "/model.plan " + inputs() + " --model-dir " + dir +
+          "/elsewhere");
   EXPECT_EQ(o.status, 1);
   EXPECT_EQ(o.err, "fsdp-run: error: cannot load weights: cannot open '" + dir +
                        "/elsewhere/model.bin' for 'fc.weight': No such file or "
@@ -252,8 +269,9 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
   }
   Outcome o = run("--help");
   EXPECT_EQ(o.status, 0);
-  for (const char *flag : {"--input NAME=FILE.npy", "--output-dir DIR", "--model-dir DIR",
-                           "--threads N", "--warmup W", "--repeat K", "--json", "--help"})
+  for (const char *flag :
+       {"--input NAME=FILE.npy", "--output-dir DIR", "--model-dir DIR",
+        "--threads N", "--warmup W", "--repeat K", "--json", "--help"})
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
 }
 

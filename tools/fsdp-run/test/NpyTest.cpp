@@ -26,8 +26,8 @@ std::vector<char> npyBytes(int major, std::string header, size_t dataBytes) {
   size_t prefix = major == 1 ? 10 : 12;
   header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
-  std::vector<char> bytes = {'\x93', 'N', 'U', 'M', 'P', 'Y',
-                             static_cast<char>(major), 0};
+  std::vector<char> bytes = {
+      '\x93', 'N', 'U', 'M', 'P', 'Y', static_cast<char>(major), 0};
   for (size_t i = 0; i < prefix - 8; ++i)
     bytes.push_back(static_cast<char>(header.size() >> (8 * i) & 0xff));
   bytes.insert(bytes.end(), header.begin(), header.end());
@@ -51,9 +51,9 @@ TEST(Npy, WritesWhatNumPyWritesAndReadsItBack) {
     std::vector<int64_t> shape;
   };
   const std::vector<Case> cases = {
-      {FSDPRT_F32, {2, 3}}, {FSDPRT_F64, {}},    {FSDPRT_I64, {5}},
+      {FSDPRT_F32, {2, 3}},    {FSDPRT_F64, {}},   {FSDPRT_I64, {5}},
       {FSDPRT_I32, {1, 2, 2}}, {FSDPRT_BOOL, {4}}, {FSDPRT_U8, {0}},
-      {FSDPRT_I8, {3}},     {FSDPRT_I16, {2}},   {FSDPRT_F16, {2}}};
+      {FSDPRT_I8, {3}},        {FSDPRT_I16, {2}},  {FSDPRT_F16, {2}}};
   for (const Case &c : cases) {
     SCOPED_TRACE(fsdprt_dtype_name(c.dtype));
     size_t numel = 1;
@@ -85,8 +85,9 @@ TEST(Npy, ShapesAreWrittenAsPythonTuples) {
   npy::write(path, {"<f4", {3}, std::vector<char>(12)});
   std::vector<char> bytes = readBytes(path);
   std::string header(bytes.begin() + 10, bytes.end());
-  EXPECT_NE(header.find("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"),
-            std::string::npos)
+  EXPECT_NE(
+      header.find("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"),
+      std::string::npos)
       << header;
   npy::write(path, {"<f4", {}, std::vector<char>(4)});
   bytes = readBytes(path);
@@ -97,14 +98,16 @@ TEST(Npy, ShapesAreWrittenAsPythonTuples) {
 TEST(Npy, ReadsFormatVersionsTwoAndThree) {
   for (int major : {2, 3}) {
     auto bytes = npyBytes(
-        major, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1), }", 16);
+        major, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1), }",
+        16);
     npy::Array array = npy::parse(bytes, "v.npy");
     EXPECT_EQ(array.descr, "<i8");
     EXPECT_EQ(array.shape, (std::vector<int64_t>{2, 1}));
     EXPECT_EQ(array.data.size(), 16u);
   }
   // Keys in any order, no trailing comma.
-  auto bytes = npyBytes(1, "{'shape': (), 'fortran_order': False, 'descr': '|b1'}", 1);
+  auto bytes =
+      npyBytes(1, "{'shape': (), 'fortran_order': False, 'descr': '|b1'}", 1);
   EXPECT_EQ(npy::parse(bytes, "v.npy").descr, "|b1");
 }
 
@@ -112,8 +115,9 @@ TEST(Npy, RefusesWhatItCannotRead) {
   const std::string ok = "'fortran_order': False, 'shape': (2,), }";
   EXPECT_EQ(parseError({'P', 'K', 3, 4, 0, 0, 0, 0, 0, 0, 0}),
             "'f.npy' is not a .npy file");
-  EXPECT_EQ(parseError(npyBytes(1, "{'descr': '<f4', 'fortran_order': True, "
-                                   "'shape': (2, 2), }",
+  EXPECT_EQ(parseError(npyBytes(1,
+                                "{'descr': '<f4', 'fortran_order': True, "
+                                "'shape': (2, 2), }",
                                 16)),
             "'f.npy' is in Fortran order; save it C-contiguous "
             "(numpy.ascontiguousarray)");
@@ -124,15 +128,17 @@ TEST(Npy, RefusesWhatItCannotRead) {
             "'f.npy' has dtype '<U3', whi");
   EXPECT_EQ(parseError(npyBytes(1, "{'descr': '<f4', " + ok, 4)),
             "'f.npy' holds 4 bytes of data, but its shape (2,) of <f4 needs 8");
-  EXPECT_EQ(parseError(npyBytes(1, "{'descr': '<f4', " + ok, 12)),
-            "'f.npy' holds 12 bytes of data, but its shape (2,) of <f4 needs 8");
+  EXPECT_EQ(
+      parseError(npyBytes(1, "{'descr': '<f4', " + ok, 12)),
+      "'f.npy' holds 12 bytes of data, but its shape (2,) of <f4 needs 8");
   EXPECT_EQ(parseError(npyBytes(4, "{'descr': '<f4', " + ok, 8)),
             "'f.npy' has .npy format version 4, not 1, 2 or 3");
   EXPECT_EQ(parseError(npyBytes(1, "{'descr': '<f4', 'shape': (2,), }", 8)),
             "'f.npy' lacks one of 'descr', 'fortran_order' and 'shape' in its "
             "header");
-  EXPECT_EQ(parseError(npyBytes(1, "{'descr': '<f4', 'fortran_order': False, "
-                                   "'shape': (2, x), }",
+  EXPECT_EQ(parseError(npyBytes(1,
+                                "{'descr': '<f4', 'fortran_order': False, "
+                                "'shape': (2, x), }",
                                 8)),
             "'f.npy' has a malformed shape in its header");
   EXPECT_NE(parseError(npyBytes(1, "['descr']", 0)).find("malformed header"),
