@@ -469,6 +469,59 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
   };
 }
 
+/// d loss / d scores for 2-D scores: g * (softmax(row) - onehot(label)),
+/// divided by the count of non-ignored labels for a mean; ignored rows 0.
+KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
+  requireArity(args, 3, 3, 1);
+  Tensor scores = args.in[0], labels = args.in[1], g = args.in[2],
+         y = args.out[0];
+  requireDtype(scores, FSDPRT_F32, "scores");
+  requireDtype(labels, FSDPRT_I64, "labels");
+  requireDtype(g, FSDPRT_F32, "the loss gradient");
+  requireDtype(y, FSDPRT_F32, "the scores gradient");
+  require(scores.shape.size() == 2 && y.shape == scores.shape,
+          "scores and their gradient must be [N, C]");
+  int64_t n = scores.shape[0], c = scores.shape[1];
+  require(labels.shape == std::vector<int64_t>{n}, "labels must be [N]");
+  require(g.numel == 1, "the loss gradient must be a scalar");
+  std::string reduction = args.attrs.getString("reduction", "mean");
+  require(reduction == "mean" || reduction == "sum",
+          "reduction must be mean or sum, not " + reduction);
+  bool mean = reduction == "mean";
+  bool hasIgnore = args.attrs.has("ignore_index");
+  int64_t ignore = args.attrs.getInt("ignore_index", 0);
+  return [=]() -> std::string {
+    const int64_t *pl = labels.as<int64_t>();
+    int64_t count = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      if (hasIgnore && pl[b] == ignore)
+        continue;
+      if (pl[b] < 0 || pl[b] >= c)
+        return "label " + std::to_string(pl[b]) + " is outside [0, " +
+               std::to_string(c) + ")";
+      ++count;
+    }
+    double scale = g.as<float>()[0] / (mean ? std::max<int64_t>(count, 1) : 1);
+    parallelFor(n, c * 8, [&](int64_t b) {
+      const float *row = scores.as<float>() + b * c;
+      float *out = y.as<float>() + b * c;
+      if (hasIgnore && pl[b] == ignore) {
+        std::fill(out, out + c, 0.0f);
+        return;
+      }
+      double max = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t j = 0; j < c; ++j)
+        max = maxOf(max, row[j]);
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(row[j] - max);
+      for (int64_t j = 0; j < c; ++j)
+        out[j] = static_cast<float>(
+            scale * (std::exp(row[j] - max) / sum - (j == pl[b] ? 1.0 : 0.0)));
+    });
+    return "";
+  };
+}
+
 } // namespace
 
 void registerNN(Registry &r) {
@@ -484,6 +537,7 @@ void registerNN(Registry &r) {
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };
   r["reduce_max"] = [](KernelArgs &a) { return reduce(a, Reduce::Max); };
   r["softmax_cross_entropy"] = softmaxCrossEntropy;
+  r["softmax_cross_entropy_grad"] = softmaxCrossEntropyGrad;
 }
 
 } // namespace fsdprt::cpu

@@ -443,6 +443,15 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
                              loss.getWeights()},
                             params);
           })
+      .Case<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
+          [&](mlir::fsdp::SoftmaxCrossEntropyGradOp grad) {
+            SmallVector<NamedAttribute> params = {
+                l.str("reduction", grad.getReduction())};
+            if (grad.getIgnoreIndex())
+              params.push_back(l.i64("ignore_index", *grad.getIgnoreIndex()));
+            return l.kernel("softmax_cross_entropy_grad", op->getOperands(),
+                            params);
+          })
       .Default([&](Operation *) {
         return l.fail("has no runtime kernel (docs/plan-format.md lists the "
                       "supported ops)");

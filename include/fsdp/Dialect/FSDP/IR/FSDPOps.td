@@ -446,6 +446,31 @@ def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of softmax cross-entropy with respect to the scores";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.SoftmaxCrossEntropyLoss`: with `g`
+    the loss's cotangent (a scalar for `mean` and `sum`), the gradient of the
+    scores `[N, C]` is `g * (softmax(scores) - onehot(labels))`, divided by
+    the number of labels that are not `ignore_index` for `mean`; rows of
+    ignored labels are zero.
+
+    ```mlir
+    %gs = fsdp.softmax_cross_entropy_grad %scores, %labels, %g
+        {reduction = "mean", ignore_index = -100 : i64}
+        : (tensor<8x4xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$scores, AnyRankedTensor:$labels,
+                   AnyRankedTensor:$grad,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$grad_scores);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Runtime ops (produced by fsdp-lower-to-runtime)
 //===----------------------------------------------------------------------===//

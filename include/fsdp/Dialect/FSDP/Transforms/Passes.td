@@ -269,6 +269,41 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
 
+def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
+  let summary = "Reverse-mode gradients of the loss for every trainable parameter";
+  let description = [{
+    Turns `@forward`, whose only result is a scalar loss, into a training
+    step: after the forward ops it builds their reverse-mode derivative and
+    returns, after the loss, one gradient per trainable `fsdp.param` in
+    declaration order (result attributes `fsdp.grad_of = @param` — what
+    `fsdp-flatten` packs per unit — and `fsdp.name = "grad.<fqn>"`).
+
+    - Only what depends on a trainable parameter is differentiated: frozen
+      parameters get no gradient and no backward work.
+    - A parameter read several times (tied weights) gets the sum of its
+      uses' gradients; one that does not reach the loss gets zeros.
+    - Forward values the backward reads (activations) stay explicit SSA
+      values, so later passes can free or recompute them.
+    - Broadcasting is undone by summing over the broadcast dimensions.
+
+    Gradient rules exist for `Add`, `Sub`, `Mul`, `Div`, `Neg`, `Relu`,
+    `Tanh`, `Sigmoid`, `Exp`, `MatMul`, `Gemm`, `Transpose`, `Reshape`,
+    `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`, `ReduceSum`, `ReduceMean`,
+    `Softmax` and `SoftmaxCrossEntropyLoss`; a differentiated op without a
+    rule is an error naming it and its ONNX node. The remaining ops of the
+    coverage list (embeddings, norms, attention pieces, convolution,
+    BatchNorm in training) follow.
+
+    ```
+    $ fsdp-opt mlp.onnx --batch-size=8 --fsdp-autodiff
+      func.func @forward(...) -> (tensor<f32> {fsdp.name = "loss"},
+          tensor<16x8xf32> {fsdp.grad_of = @fc1.weight, fsdp.name = "grad.fc1.weight"}, ...)
+    ```
+  }];
+  let dependentDialects = ["::mlir::onnxir::ONNXDialect",
+                           "::mlir::fsdp::FSDPDialect"];
+}
+
 def Fuse : Pass<"fsdp-fuse", "ModuleOp"> {
   let summary = "Recognise decomposed activations, norms, attention and epilogues";
   let description = [{

@@ -1,0 +1,455 @@
+//===- Autodiff.cpp - Reverse-mode gradients of the loss ------------------===//
+//
+/// The classic reverse sweep on SSA: values that depend on a trainable
+/// parameter are "active"; walking the forward ops backwards, each active
+/// op turns the cotangent of its results into cotangents of its active
+/// operands (summed when a value has several uses). Backward ops are built
+/// from the same onnx ops as the forward, so every later pass (fuse,
+/// lowering, memory planning) and the runtime treat them like any other.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <numeric>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_AUTODIFF
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::onnxir;
+
+namespace {
+
+RankedTensorType typeOf(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Builds backward ops before the function's return.
+class Builder {
+public:
+  Builder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  template <typename OpTy>
+  Value op(Type type, ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
+    return b.create<OpTy>(loc, TypeRange{type}, operands, attrs)->getResult(0);
+  }
+
+  Value scalar(double value, Type element) {
+    auto type = RankedTensorType::get({}, element);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
+  }
+
+  Value zeros(RankedTensorType type) {
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(
+                 type, b.getFloatAttr(type.getElementType(), 0.0)));
+  }
+
+  Value ints(ArrayRef<int64_t> values) {
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getI64Type());
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
+  }
+
+  Value add(Value x, Value y) { return op<AddOp>(x.getType(), {x, y}); }
+  Value mul(Value x, Value y, Type type) { return op<MulOp>(type, {x, y}); }
+
+  Value reshape(Value x, RankedTensorType type) {
+    if (x.getType() == type)
+      return x;
+    return op<ReshapeOp>(type, {x, ints(type.getShape())});
+  }
+
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    auto type = typeOf(x);
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(type.getDimSize(p));
+    return op<TransposeOp>(
+        RankedTensorType::get(shape, type.getElementType()), {x},
+        {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
+  }
+
+  /// Swaps the last two dimensions.
+  Value swapLast(Value x) {
+    int64_t rank = typeOf(x).getRank();
+    SmallVector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return transpose(x, perm);
+  }
+
+  /// Sums `g` over the dimensions broadcasting stretched to reach its shape
+  /// from `target`'s.
+  Value sumTo(Value g, RankedTensorType target) {
+    auto type = typeOf(g);
+    if (type.getShape() == target.getShape())
+      return g;
+    int64_t rank = type.getRank(), lead = rank - target.getRank();
+    SmallVector<int64_t> axes, kept;
+    for (int64_t i = 0; i < rank; ++i) {
+      bool stretched = i < lead || (target.getDimSize(i - lead) == 1 &&
+                                    type.getDimSize(i) != 1);
+      if (stretched)
+        axes.push_back(i);
+      kept.push_back(stretched ? 1 : type.getDimSize(i));
+    }
+    Value summed = g;
+    if (!axes.empty())
+      summed = op<ReduceSumOp>(
+          RankedTensorType::get(kept, type.getElementType()), {g, ints(axes)},
+          {b.getNamedAttr("keepdims", b.getI64IntegerAttr(1))});
+    return reshape(summed, target);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+class Autodiff {
+public:
+  Autodiff(func::FuncOp func, ModuleOp module) : func(func), module(module) {}
+
+  LogicalResult run();
+
+private:
+  /// Adds `g` to the cotangent of `value`.
+  void accumulate(Value value, Value g) {
+    auto [it, inserted] = cotangents.try_emplace(value, g);
+    if (!inserted) {
+      Builder bb(*builder, value.getLoc());
+      it->second = bb.add(it->second, g);
+    }
+  }
+  bool active(Value value) const { return activeValues.contains(value); }
+  LogicalResult backward(Operation *op, Value g);
+
+  func::FuncOp func;
+  ModuleOp module;
+  OpBuilder *builder = nullptr;
+  DenseSet<Value> activeValues;
+  DenseMap<Value, Value> cotangents;
+};
+
+LogicalResult Autodiff::backward(Operation *op, Value g) {
+  Builder bb(*builder, op->getLoc());
+  auto operand = [&](unsigned i) { return op->getOperand(i); };
+  auto give = [&](unsigned i, Value grad) {
+    if (active(operand(i)))
+      accumulate(operand(i), bb.sumTo(grad, typeOf(operand(i))));
+  };
+  Value y = op->getResult(0);
+  Type yt = y.getType();
+  Type element = typeOf(y).getElementType();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<AddOp>([&](auto) {
+        give(0, g);
+        give(1, g);
+        return success();
+      })
+      .Case<SubOp>([&](auto) {
+        give(0, g);
+        if (active(operand(1)))
+          give(1, bb.op<NegOp>(yt, {g}));
+        return success();
+      })
+      .Case<MulOp>([&](auto) {
+        if (active(operand(0)))
+          give(0, bb.mul(g, operand(1), yt));
+        if (active(operand(1)))
+          give(1, bb.mul(g, operand(0), yt));
+        return success();
+      })
+      .Case<DivOp>([&](auto) {
+        if (active(operand(0)))
+          give(0, bb.op<DivOp>(yt, {g, operand(1)}));
+        if (active(operand(1))) // -g * y / b
+          give(1, bb.op<NegOp>(yt, {bb.op<DivOp>(yt, {bb.mul(g, y, yt),
+                                                       operand(1)})}));
+        return success();
+      })
+      .Case<NegOp>([&](auto) {
+        give(0, bb.op<NegOp>(yt, {g}));
+        return success();
+      })
+      .Case<ReluOp>([&](auto) {
+        auto mask = RankedTensorType::get(typeOf(y).getShape(),
+                                          bb.b.getI1Type());
+        Value positive = bb.op<GreaterOp>(mask, {operand(0), bb.scalar(0, element)});
+        give(0, bb.op<WhereOp>(yt, {positive, g, bb.scalar(0, element)}));
+        return success();
+      })
+      .Case<TanhOp>([&](auto) { // g * (1 - y^2)
+        Value oneMinus = bb.op<SubOp>(yt, {bb.scalar(1, element), bb.mul(y, y, yt)});
+        give(0, bb.mul(g, oneMinus, yt));
+        return success();
+      })
+      .Case<SigmoidOp>([&](auto) { // g * y * (1 - y)
+        Value oneMinus = bb.op<SubOp>(yt, {bb.scalar(1, element), y});
+        give(0, bb.mul(bb.mul(g, y, yt), oneMinus, yt));
+        return success();
+      })
+      .Case<ExpOp>([&](auto) {
+        give(0, bb.mul(g, y, yt));
+        return success();
+      })
+      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp,
+            mlir::fsdp::ViewOp>([&](auto) {
+        give(0, bb.reshape(g, typeOf(operand(0))));
+        return success();
+      })
+      .Case<TransposeOp>([&](TransposeOp t) {
+        int64_t rank = typeOf(operand(0)).getRank();
+        SmallVector<int64_t> perm;
+        if (t.getPerm())
+          perm.assign(t.getPerm()->begin(), t.getPerm()->end());
+        else
+          for (int64_t i = rank - 1; i >= 0; --i)
+            perm.push_back(i);
+        SmallVector<int64_t> inverse(rank);
+        for (int64_t i = 0; i < rank; ++i)
+          inverse[perm[i]] = i;
+        give(0, bb.transpose(g, inverse));
+        return success();
+      })
+      .Case<MatMulOp>([&](MatMulOp matmul) -> LogicalResult {
+        Value a = operand(0), b = operand(1);
+        if (typeOf(a).getRank() < 2 || typeOf(b).getRank() < 2)
+          return op->emitOpError("fsdp-autodiff: 1-D MatMul operands have no "
+                                 "gradient rule yet");
+        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch dims.
+        if (active(a)) {
+          Value bt = bb.swapLast(b);
+          SmallVector<int64_t> shape(typeOf(g).getShape());
+          shape.back() = typeOf(a).getShape().back();
+          give(0, bb.op<MatMulOp>(RankedTensorType::get(shape, element), {g, bt}));
+        }
+        if (active(b)) {
+          Value at = bb.swapLast(a);
+          SmallVector<int64_t> shape(typeOf(g).getShape());
+          shape[shape.size() - 2] = typeOf(b).getShape().drop_back().back();
+          give(1, bb.op<MatMulOp>(RankedTensorType::get(shape, element), {at, g}));
+        }
+        return success();
+      })
+      .Case<GemmOp>([&](GemmOp gemm) -> LogicalResult {
+        // Y = alpha * op(A) op(B) + beta * C.
+        double alpha = gemm.getAlpha().convertToDouble();
+        Value ga = g;
+        if (alpha != 1.0)
+          ga = bb.mul(g, bb.scalar(alpha, element), yt);
+        Value a = operand(0), b = operand(1);
+        Value opA = gemm.getTransA() ? bb.transpose(a, {1, 0}) : a;
+        Value opB = gemm.getTransB() ? bb.transpose(b, {1, 0}) : b;
+        if (active(a)) { // d op(A) = g op(B)^T
+          Value d = bb.op<MatMulOp>(typeOf(opA), {ga, bb.transpose(opB, {1, 0})});
+          give(0, gemm.getTransA() ? bb.transpose(d, {1, 0}) : d);
+        }
+        if (active(b)) { // d op(B) = op(A)^T g
+          Value d = bb.op<MatMulOp>(typeOf(opB), {bb.transpose(opA, {1, 0}), ga});
+          give(1, gemm.getTransB() ? bb.transpose(d, {1, 0}) : d);
+        }
+        if (!isa<NoneType>(operand(2).getType()) && active(operand(2))) {
+          double beta = gemm.getBeta().convertToDouble();
+          give(2, beta == 1.0 ? g : bb.mul(g, bb.scalar(beta, element), yt));
+        }
+        return success();
+      })
+      .Case<ReduceSumOp, ReduceMeanOp>([&](Operation *) -> LogicalResult {
+        // Broadcast g back over the reduced axes (divided by the count for
+        // a mean).
+        auto in = typeOf(operand(0));
+        SmallVector<int64_t> axes;
+        if (auto mean = dyn_cast<ReduceMeanOp>(op)) {
+          if (mean.getAxes())
+            axes.assign(mean.getAxes()->begin(), mean.getAxes()->end());
+        } else {
+          auto sum = cast<ReduceSumOp>(op);
+          DenseIntElementsAttr attr;
+          if (!isa<NoneType>(sum.getAxes().getType())) {
+            auto constant = sum.getAxes().getDefiningOp<ConstantOp>();
+            auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
+                                  : nullptr;
+            if (!dense)
+              return op->emitOpError("fsdp-autodiff: ReduceSum axes must be constant");
+            for (const APInt &v : dense.getValues<APInt>())
+              axes.push_back(v.getSExtValue());
+          }
+        }
+        if (axes.empty())
+          for (int64_t i = 0; i < in.getRank(); ++i)
+            axes.push_back(i);
+        SmallVector<int64_t> kept(in.getShape());
+        int64_t count = 1;
+        for (int64_t &axis : axes) {
+          if (axis < 0)
+            axis += in.getRank();
+          count *= in.getDimSize(axis);
+          kept[axis] = 1;
+        }
+        Value gk = bb.reshape(g, RankedTensorType::get(kept, element));
+        if (isa<ReduceMeanOp>(op))
+          gk = bb.mul(gk, bb.scalar(1.0 / count, element), gk.getType());
+        give(0, bb.op<ExpandOp>(in, {gk, bb.ints(in.getShape())}));
+        return success();
+      })
+      .Case<SoftmaxOp>([&](SoftmaxOp softmax) {
+        // dx = y * (g - sum(g * y, axis))
+        int64_t axis = softmax.getAxis();
+        if (axis < 0)
+          axis += typeOf(y).getRank();
+        SmallVector<int64_t> kept(typeOf(y).getShape());
+        kept[axis] = 1;
+        Value gy = bb.mul(g, y, yt);
+        Value sum = bb.op<ReduceSumOp>(
+            RankedTensorType::get(kept, element), {gy, bb.ints({axis})},
+            {bb.b.getNamedAttr("keepdims", bb.b.getI64IntegerAttr(1))});
+        give(0, bb.mul(y, bb.op<SubOp>(yt, {g, sum}), yt));
+        return success();
+      })
+      .Case<SoftmaxCrossEntropyLossOp>(
+          [&](SoftmaxCrossEntropyLossOp loss) -> LogicalResult {
+            if (!isa<NoneType>(loss.getWeights().getType()) ||
+                typeOf(loss.getScores()).getRank() != 2 ||
+                loss.getReduction() == "none")
+              return op->emitOpError(
+                  "fsdp-autodiff: only unweighted 2-D SoftmaxCrossEntropyLoss "
+                  "with mean or sum reduction has a gradient rule yet");
+            if (active(loss.getLabels()))
+              return op->emitOpError("fsdp-autodiff: labels cannot be differentiated");
+            SmallVector<NamedAttribute> attrs = {bb.b.getNamedAttr(
+                "reduction", bb.b.getStringAttr(loss.getReduction()))};
+            if (loss.getIgnoreIndex())
+              attrs.push_back(bb.b.getNamedAttr(
+                  "ignore_index", bb.b.getI64IntegerAttr(*loss.getIgnoreIndex())));
+            give(0, bb.op<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
+                        loss.getScores().getType(),
+                        {loss.getScores(), loss.getLabels(), g}, attrs));
+            return success();
+          })
+      .Default([&](Operation *) {
+        return op->emitOpError()
+               << "fsdp-autodiff: no gradient rule for '"
+               << op->getName().getStringRef()
+               << "' on the path from a trainable parameter to the loss";
+      });
+}
+
+LogicalResult Autodiff::run() {
+  if (func.getNumResults() != 1)
+    return func.emitError("fsdp-autodiff: @")
+           << func.getSymName() << " must return one scalar loss, not "
+           << func.getNumResults() << " values (export with a loss_fn)";
+  auto lossType = dyn_cast<RankedTensorType>(func.getResultTypes()[0]);
+  if (!lossType || lossType.getNumElements() != 1 ||
+      !isa<FloatType>(lossType.getElementType()))
+    return func.emitError("fsdp-autodiff: the loss must be a floating-point "
+                          "scalar, not ")
+           << func.getResultTypes()[0];
+
+  // Trainable parameters, in declaration order, and their reads.
+  SmallVector<mlir::fsdp::ParamOp> params;
+  for (auto param : module.getOps<mlir::fsdp::ParamOp>())
+    if (!param.getFrozen())
+      params.push_back(param);
+  llvm::StringMap<SmallVector<Value>> reads;
+  Block &body = func.getBody().front();
+  for (Operation &op : body) {
+    if (auto get = dyn_cast<mlir::fsdp::GetParamOp>(op)) {
+      auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(get.getParamAttr());
+      if (param && !param.getFrozen()) {
+        activeValues.insert(get.getResult());
+        reads[get.getParam()].push_back(get.getResult());
+      }
+      continue;
+    }
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return active(v); }))
+      for (Value result : op.getResults())
+        if (isa<RankedTensorType>(result.getType()))
+          activeValues.insert(result);
+  }
+
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss = ret.getOperand(0);
+  OpBuilder b(ret);
+  builder = &b;
+  Builder bb(b, func.getLoc());
+  if (active(loss))
+    cotangents[loss] =
+        bb.reshape(bb.scalar(1.0, lossType.getElementType()), lossType);
+  // The reverse sweep over the forward ops (not the ones it adds).
+  SmallVector<Operation *> forward;
+  for (Operation &op : body)
+    if (&op != ret.getOperation())
+      forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    if (isa<mlir::fsdp::GetParamOp>(op) || op->getNumResults() == 0)
+      continue;
+    Value y = op->getResult(0);
+    auto it = cotangents.find(y);
+    if (it == cotangents.end() || !active(y))
+      continue;
+    for (Value other : op->getResults().drop_front())
+      if (!isa<NoneType>(other.getType()) && !other.use_empty() && active(other))
+        return op->emitOpError("fsdp-autodiff: ops whose secondary results are "
+                               "used have no gradient rule yet");
+    if (failed(backward(op, it->second)))
+      return failure();
+  }
+
+  // One gradient per trainable parameter: the sum over its reads.
+  SmallVector<Value> results(ret.getOperands());
+  SmallVector<Type> types(func.getResultTypes());
+  for (mlir::fsdp::ParamOp param : params) {
+    Value grad;
+    for (Value read : reads.lookup(param.getSymName()))
+      if (Value g = cotangents.lookup(read))
+        grad = grad ? bb.add(grad, g) : g;
+    auto type = cast<RankedTensorType>(param.getType());
+    if (!grad)
+      grad = bb.zeros(type);
+    results.push_back(grad);
+    types.push_back(type);
+  }
+  SmallVector<DictionaryAttr> resultAttrs = {func.getResultAttrDict(0)};
+  if (!resultAttrs[0])
+    resultAttrs[0] = b.getDictionaryAttr({});
+  for (mlir::fsdp::ParamOp param : params)
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("fsdp.grad_of",
+                        FlatSymbolRefAttr::get(param.getSymNameAttr())),
+         b.getNamedAttr("fsdp.name",
+                        b.getStringAttr("grad." + param.getSymName()))}));
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+  func.setFunctionType(
+      FunctionType::get(func.getContext(), func.getArgumentTypes(), types));
+  func.setAllResultAttrs(resultAttrs);
+  return success();
+}
+
+struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("forward");
+    if (!func) {
+      module.emitError("fsdp-autodiff: the module has no @forward function");
+      return signalPassFailure();
+    }
+    if (failed(Autodiff(func, module).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace

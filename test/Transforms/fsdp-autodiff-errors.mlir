@@ -1,0 +1,27 @@
+// RUN: not fsdp-opt %s --split-input-file --fsdp-autodiff -o /dev/null 2>&1 | FileCheck %s
+
+// CHECK: error: 'onnx.Cos' op fsdp-autodiff: no gradient rule for 'onnx.Cos' on the path from a trainable parameter to the loss
+module {
+  fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
+  func.func @forward(%x: tensor<8xf32>) -> tensor<f32> {
+    %s = fsdp.get_param @s : tensor<8xf32>
+    %0 = onnx.Mul %x, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    %1 = onnx.Cos %0 : (tensor<8xf32>) -> tensor<8xf32>
+    %2 = onnx.ReduceMean %1 {keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
+    return %2 : tensor<f32>
+  }
+}
+
+// -----
+
+// CHECK: error: fsdp-autodiff: @forward must return one scalar loss, not 2 values (export with a loss_fn)
+func.func @forward(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  return %x, %x : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// CHECK: error: fsdp-autodiff: the loss must be a floating-point scalar, not 'tensor<8xf32>'
+func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
+  return %x : tensor<8xf32>
+}
