@@ -60,3 +60,71 @@ module {
     return %3 : tensor<f32>
   }
 }
+
+// -----
+
+// Embedding lookup (scatter-add), LayerNorm (statistics recomputed),
+// masked fill, split / concat and a step-1 slice (zero padding).
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: tensor<10x4xf32> {fsdp.grad_of = @emb, fsdp.name = "grad.emb"}, tensor<4xf32> {fsdp.grad_of = @g, fsdp.name = "grad.g"}
+// Slice [1, 3) of 4 columns: zeros before (1) and after (1).
+// CHECK: onnx.Concat %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<3x1xf32>, tensor<3x2xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
+// Split's pieces: their cotangents concatenated back.
+// CHECK: onnx.Concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x4xf32>
+// Where(mask, fill, x): x's cotangent where the mask is false.
+// CHECK: onnx.Where %arg1, %{{.*}}, %{{.*}} : (tensor<3x4xi1>, tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+// LayerNorm: mean, centred, variance, 1 / sqrt(var + eps).
+// CHECK: onnx.ReduceMean %{{.*}} {axes = array<i64: 1>}
+// CHECK: onnx.Reciprocal
+// CHECK: %[[GE:.*]] = fsdp.gather_grad %{{.*}}, %arg0 {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+// CHECK: return %{{.*}}, %[[GE]], %{{.*}} :
+module {
+  fsdp.param @emb : tensor<10x4xf32> at <"m.onnx", offset = 0, length = 160>
+  fsdp.param @g : tensor<4xf32> at <"m.onnx", offset = 160, length = 16>
+  func.func @forward(%ids: tensor<3xi64>, %mask: tensor<3x4xi1>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %emb = fsdp.get_param @emb : tensor<10x4xf32>
+    %g = fsdp.get_param @g : tensor<4xf32>
+    %x = onnx.Gather %emb, %ids : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+    %n, %m, %i = onnx.LayerNormalization %x, %g, %none : (tensor<3x4xf32>, tensor<4xf32>, none) -> (tensor<3x4xf32>, none, none)
+    %fill = onnx.Constant dense<-1.000000e+01> : tensor<f32>
+    %w = onnx.Where %mask, %fill, %n : (tensor<3x4xi1>, tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+    %sizes = onnx.Constant dense<2> : tensor<2xi64>
+    %a, %b = onnx.Split %w, %sizes {axis = 1 : i64} : (tensor<3x4xf32>, tensor<2xi64>) -> (tensor<3x2xf32>, tensor<3x2xf32>)
+    %ab = onnx.Mul %a, %b : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+    %c = onnx.Concat %ab, %a {axis = 1 : i64} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x4xf32>
+    %s0 = onnx.Constant dense<1> : tensor<1xi64>
+    %s1 = onnx.Constant dense<3> : tensor<1xi64>
+    %sl = onnx.Slice %c, %s0, %s1, %s0, %none : (tensor<3x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, none) -> tensor<3x2xf32>
+    %r = onnx.ReduceMean %sl {keepdims = 0 : i64} : (tensor<3x2xf32>) -> tensor<f32>
+    return %r : tensor<f32>
+  }
+}
+
+// -----
+
+// Erf, Pow by a constant, Sqrt, Reciprocal and LogSoftmax.
+// CHECK-LABEL: func.func @forward
+// LogSoftmax: g - exp(y) * sum(g).
+// CHECK: onnx.Exp
+// Reciprocal: -g y^2; Sqrt: g / (2 y); Pow 3: g * 3 x^2; Erf: 2/sqrt(pi) exp(-x^2).
+// CHECK: onnx.Neg
+// CHECK: onnx.Constant dense<2.000000e+00>
+// CHECK: onnx.Pow %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<f32>)
+// CHECK: onnx.Constant dense<1.12837923> : tensor<f32>
+module {
+  fsdp.param @p : tensor<3xf32> at <"m.onnx", offset = 0, length = 12>
+  func.func @forward(%x: tensor<2x3xf32>) -> tensor<f32> {
+    %p = fsdp.get_param @p : tensor<3xf32>
+    %three = onnx.Constant dense<3.000000e+00> : tensor<f32>
+    %0 = onnx.Add %x, %p : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %1 = onnx.Erf %0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %2 = onnx.Pow %1, %three : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    %3 = onnx.Exp %2 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %4 = onnx.Sqrt %3 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %5 = onnx.Reciprocal %4 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %6 = onnx.LogSoftmax %5 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %7 = onnx.ReduceMean %6 {keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<f32>
+    return %7 : tensor<f32>
+  }
+}

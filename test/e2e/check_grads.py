@@ -14,10 +14,13 @@ parameter must have a gradient equal to torch's within
 gradients are mathematically zero), frozen parameters none, and tied
 parameters one (the sum over their uses). Exit 1 on any mismatch.
 
-The models cover the ops fsdp-autodiff has rules for so far: Gemm and
-MatMul (3-D activations times 2-D weights), Relu, Tanh, Sigmoid, Softmax,
-elementwise arithmetic with broadcasting, ReduceMean, reshapes, and
-SoftmaxCrossEntropyLoss (mean, with ignore_index).
+The models: two small ones written here (a frozen backbone and a weight
+tied between two Linears with Tanh/Sigmoid gating; 3-D activations with
+softmax gating, division by a parameter and a sequence mean), and the
+corpus's GPT-2 (embeddings with a tied lm_head, LayerNorm, fused QKV split,
+causal masked attention, tanh-GELU) and LLaMA (RMSNorm, rotary embeddings
+by Slice/Neg/Concat, SwiGLU) exactly as exported in build/test/corpus, with
+torch's weights loaded from the ONNX file.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python-frontend"))
+sys.path.insert(0, str(ROOT / "test" / "corpus"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ATOL, RTOL = 1e-6, 1e-4
 
@@ -84,6 +89,7 @@ CASES = {
     "tied_mlp": (TiedMLP, lambda g: torch.randn(6, 8, generator=g), 4),
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
 }
+CORPUS = ["gpt2", "llama"]
 
 
 def run(cmd):
@@ -96,29 +102,44 @@ def run(cmd):
 def check(name: str, bindir: Path, work: Path) -> bool:
     import fsdp_mlir
 
-    cls, make_input, classes = CASES[name]
-    torch.manual_seed(0)
-    model = cls()
-    g = torch.Generator().manual_seed(1)
-    x = make_input(g)
-    labels = torch.randint(0, classes, (x.shape[0],), generator=g)
-    labels[1] = -100  # an ignored label
-    fsdp_mlir.export(model, (x, labels), work / "m.onnx", loss_fn=cls_loss,
-                     input_names=["x", "labels"])
-    run([bindir / "fsdp-opt", work / "m.onnx", f"--batch-size={x.shape[0]}",
+    if name in CORPUS:
+        import check_forward
+        import models
+
+        case = models.CASES[name]
+        model, examples = case.build()
+        onnx_path = bindir.parent / "test" / "corpus" / f"{name}.onnx"
+        check_forward.load_onnx_weights(model, onnx_path)
+        x, labels = check_forward.fresh_inputs(examples, 3, seed=5)
+        loss_fn = case.loss_fn
+        names = case.input_names
+    else:
+        cls, make_input, classes = CASES[name]
+        torch.manual_seed(0)
+        model = cls()
+        g = torch.Generator().manual_seed(1)
+        x = make_input(g)
+        labels = torch.randint(0, classes, (x.shape[0],), generator=g)
+        labels[1] = -100  # an ignored label
+        onnx_path = work / "m.onnx"
+        fsdp_mlir.export(model, (x, labels), onnx_path, loss_fn=cls_loss,
+                         input_names=["x", "labels"])
+        loss_fn = cls_loss
+        names = ["x", "labels"]
+    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={x.shape[0]}",
          "--fsdp-autodiff", "--fsdp-inference-pipeline", "--mlir-print-debuginfo",
          "-o", work / "m.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "m.mlir", "-o", work / "m.plan"])
     np.save(work / "x.npy", x.numpy())
     np.save(work / "labels.npy", labels.numpy())
     report = json.loads(run([bindir / "fsdp-run", work / "m.plan", "--input",
-                             f"x={work / 'x.npy'}", "--input",
-                             f"labels={work / 'labels.npy'}", "--output-dir",
+                             f"{names[0]}={work / 'x.npy'}", "--input",
+                             f"{names[1]}={work / 'labels.npy'}", "--output-dir",
                              work / "out", "--json"]))
     ours = {o["name"]: np.load(work / "out" / f"{o['name']}.npy") for o in report["outputs"]}
 
     model.zero_grad()
-    loss = cls_loss(model(x), labels)
+    loss = loss_fn(model(x), labels)
     loss.backward()
     expected = {"loss": loss.detach().numpy()}
     seen = set()
@@ -149,7 +170,7 @@ def main(argv=None) -> int:
     bindir = args.build.resolve() / "bin"
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in CASES:
+        for name in list(CASES) + CORPUS:
             print(f"{name}:", flush=True)
             work = (args.keep or Path(tmp)) / name
             work.mkdir(parents=True, exist_ok=True)
@@ -159,7 +180,8 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001
                 print(f"  FAILED: {e}")
                 failed.append(name)
-    print(f"{len(CASES) - len(failed)}/{len(CASES)} models: gradients equal to torch.autograd"
+    total = len(CASES) + len(CORPUS)
+    print(f"{total - len(failed)}/{total} models: gradients equal to torch.autograd"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

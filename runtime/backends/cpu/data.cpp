@@ -216,6 +216,47 @@ KernelFn gather(KernelArgs &args) {
   };
 }
 
+/// The gradient of gather: zeros of data's shape, with each gathered slice
+/// of g added back at its index (indices repeat in embeddings: summed).
+KernelFn gatherGrad(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  Tensor g = args.in[0], indices = args.in[1], y = args.out[0];
+  requireDtype(g, FSDPRT_F32, "the gradient");
+  requireDtype(y, FSDPRT_F32, "the data gradient");
+  require(indices.dtype == FSDPRT_I64 || indices.dtype == FSDPRT_I32,
+          "indices must be int64 or int32");
+  int64_t axis = args.attrs.getInt("axis", 0);
+  size_t rank = y.shape.size();
+  require(axis >= 0 && axis < static_cast<int64_t>(rank), "axis out of range");
+  std::vector<int64_t> expected(y.shape.begin(), y.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), y.shape.begin() + axis + 1, y.shape.end());
+  require(expected == g.shape, "gradient " + shapeString(g.shape) +
+                                   " should be " + shapeString(expected));
+  int64_t outer = product(y.shape, 0, axis), dim = y.shape[axis];
+  int64_t inner = product(y.shape, axis + 1, rank);
+  return [=]() -> std::string {
+    float *py = y.as<float>();
+    std::fill(py, py + y.numel, 0.0f);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < indices.numel; ++i) {
+        int64_t index = indices.dtype == FSDPRT_I64 ? indices.as<int64_t>()[i]
+                                                    : indices.as<int32_t>()[i];
+        if (index < -dim || index >= dim)
+          return "index " + std::to_string(index) +
+                 " is out of range for a dimension of size " +
+                 std::to_string(dim);
+        if (index < 0)
+          index += dim;
+        const float *src = g.as<float>() + (o * indices.numel + i) * inner;
+        float *dst = py + (o * dim + index) * inner;
+        for (int64_t j = 0; j < inner; ++j)
+          dst[j] += src[j];
+      }
+    return "";
+  };
+}
+
 } // namespace
 
 void registerData(Registry &r) {
@@ -226,6 +267,7 @@ void registerData(Registry &r) {
   r["concat"] = [](KernelArgs &a) { return pieces(a, true); };
   r["split"] = [](KernelArgs &a) { return pieces(a, false); };
   r["gather"] = gather;
+  r["gather_grad"] = gatherGrad;
 }
 
 } // namespace fsdprt::cpu

@@ -18,7 +18,9 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <numeric>
+#include <type_traits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_AUTODIFF
@@ -88,6 +90,45 @@ public:
     std::iota(perm.begin(), perm.end(), 0);
     std::swap(perm[rank - 1], perm[rank - 2]);
     return transpose(x, perm);
+  }
+
+  /// Reduces over `axes` keeping them (ReduceMean or ReduceSum).
+  template <typename ReduceOp>
+  Value reduce(Value x, ArrayRef<int64_t> axes) {
+    auto type = typeOf(x);
+    SmallVector<int64_t> kept(type.getShape());
+    for (int64_t axis : axes)
+      kept[axis] = 1;
+    auto result = RankedTensorType::get(kept, type.getElementType());
+    auto keep = b.getNamedAttr("keepdims", b.getI64IntegerAttr(1));
+    if constexpr (std::is_same_v<ReduceOp, ReduceSumOp>)
+      return op<ReduceSumOp>(result, {x, ints(axes)}, {keep});
+    else
+      return op<ReduceOp>(result, {x},
+                          {keep, b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes))});
+  }
+
+  /// `x` with `before` and `after` zeros around it along `axis`.
+  Value padAxis(Value x, int64_t axis, int64_t before, int64_t after) {
+    auto type = typeOf(x);
+    SmallVector<Value> pieces;
+    auto zerosOf = [&](int64_t n) {
+      SmallVector<int64_t> shape(type.getShape());
+      shape[axis] = n;
+      return zeros(RankedTensorType::get(shape, type.getElementType()));
+    };
+    if (before)
+      pieces.push_back(zerosOf(before));
+    pieces.push_back(x);
+    if (after)
+      pieces.push_back(zerosOf(after));
+    if (pieces.size() == 1)
+      return x;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[axis] += before + after;
+    return op<ConcatOp>(RankedTensorType::get(shape, type.getElementType()),
+                        pieces,
+                        {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
   }
 
   /// Sums `g` over the dimensions broadcasting stretched to reach its shape
@@ -338,6 +379,154 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
                         {loss.getScores(), loss.getLabels(), g}, attrs));
             return success();
           })
+      .Case<GatherOp>([&](GatherOp gather) -> LogicalResult {
+        if (active(gather.getIndices()))
+          return op->emitOpError("fsdp-autodiff: indices cannot be differentiated");
+        int64_t axis = gather.getAxis();
+        if (axis < 0)
+          axis += typeOf(gather.getData()).getRank();
+        give(0, bb.op<mlir::fsdp::GatherGradOp>(
+                    gather.getData().getType(), {g, gather.getIndices()},
+                    {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))}));
+        return success();
+      })
+      .Case<LayerNormalizationOp>([&](LayerNormalizationOp norm) {
+        // Recompute the statistics, then
+        // dx = rstd * (gs - mean(gs) - xhat * mean(gs * xhat)), gs = g * scale.
+        Value x = norm.getX(), scale = norm.getScale();
+        int64_t rank = typeOf(x).getRank(), axis = norm.getAxis();
+        if (axis < 0)
+          axis += rank;
+        SmallVector<int64_t> axes;
+        for (int64_t i = axis; i < rank; ++i)
+          axes.push_back(i);
+        Type xt = x.getType();
+        Value mean = bb.reduce<ReduceMeanOp>(x, axes);
+        Value centered = bb.op<SubOp>(xt, {x, mean});
+        Value var = bb.reduce<ReduceMeanOp>(bb.mul(centered, centered, xt), axes);
+        Value eps = bb.scalar(norm.getEpsilon().convertToDouble(), element);
+        Value rstd = bb.op<ReciprocalOp>(var.getType(), {bb.op<SqrtOp>(
+                         var.getType(), {bb.op<AddOp>(var.getType(), {var, eps})})});
+        Value xhat = bb.mul(centered, rstd, xt);
+        if (active(x)) {
+          Value gs = bb.mul(g, scale, xt);
+          Value a = bb.reduce<ReduceMeanOp>(gs, axes);
+          Value c = bb.reduce<ReduceMeanOp>(bb.mul(gs, xhat, xt), axes);
+          Value inner = bb.op<SubOp>(xt, {bb.op<SubOp>(xt, {gs, a}),
+                                          bb.mul(xhat, c, xt)});
+          give(0, bb.mul(rstd, inner, xt));
+        }
+        if (active(scale))
+          give(1, bb.mul(g, xhat, xt));
+        if (!isa<NoneType>(norm.getB().getType()) && active(norm.getB()))
+          give(2, g);
+        return success();
+      })
+      .Case<WhereOp>([&](WhereOp where) {
+        Value zero = bb.scalar(0, element);
+        if (active(operand(1)))
+          give(1, bb.op<WhereOp>(yt, {where.getCondition(), g, zero}));
+        if (active(operand(2)))
+          give(2, bb.op<WhereOp>(yt, {where.getCondition(), zero, g}));
+        return success();
+      })
+      .Case<ConcatOp>([&](ConcatOp concat) {
+        int64_t axis = concat.getAxis();
+        int64_t rank = typeOf(y).getRank();
+        if (axis < 0)
+          axis += rank;
+        int64_t offset = 0;
+        for (auto [i, input] : llvm::enumerate(concat.getInputs())) {
+          int64_t size = typeOf(input).getDimSize(axis);
+          if (active(input))
+            give(i, bb.op<SliceOp>(input.getType(),
+                                   {g, bb.ints({offset}), bb.ints({offset + size}),
+                                    bb.ints({axis}), bb.ints({1})}));
+          offset += size;
+        }
+        return success();
+      })
+      .Case<SliceOp>([&](SliceOp slice) -> LogicalResult {
+        // Step-1 slices: the gradient is g padded with zeros.
+        auto constants = [&](Value v) -> std::optional<SmallVector<int64_t>> {
+          auto constant = v.getDefiningOp<ConstantOp>();
+          auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
+                                : nullptr;
+          if (!dense)
+            return std::nullopt;
+          SmallVector<int64_t> values;
+          for (const APInt &value : dense.getValues<APInt>())
+            values.push_back(value.getSExtValue());
+          return values;
+        };
+        auto starts = constants(slice.getStarts());
+        auto in = typeOf(slice.getData());
+        int64_t rank = in.getRank();
+        std::optional<SmallVector<int64_t>> axes = SmallVector<int64_t>();
+        if (isa<NoneType>(slice.getAxes().getType()))
+          for (int64_t i = 0; starts && i < static_cast<int64_t>(starts->size()); ++i)
+            axes->push_back(i);
+        else
+          axes = constants(slice.getAxes());
+        bool unitSteps = isa<NoneType>(slice.getSteps().getType());
+        if (!unitSteps)
+          if (auto steps = constants(slice.getSteps()))
+            unitSteps = llvm::all_of(*steps, [](int64_t s) { return s == 1; });
+        if (!starts || !axes || !unitSteps || axes->size() != starts->size())
+          return op->emitOpError("fsdp-autodiff: only constant, step-1 Slices "
+                                 "have a gradient rule yet");
+        Value grad = g;
+        for (auto [axisValue, startValue] : llvm::zip(*axes, *starts)) {
+          int64_t axis = axisValue < 0 ? axisValue + rank : axisValue;
+          int64_t dim = in.getDimSize(axis);
+          int64_t start = startValue < 0 ? startValue + dim : startValue;
+          start = std::clamp<int64_t>(start, 0, dim);
+          int64_t size = typeOf(y).getDimSize(axis);
+          grad = bb.padAxis(grad, axis, start, dim - start - size);
+        }
+        give(0, grad);
+        return success();
+      })
+      .Case<ErfOp>([&](auto) { // g * 2/sqrt(pi) * exp(-x^2)
+        Value x = operand(0);
+        Value e = bb.op<ExpOp>(yt, {bb.op<NegOp>(yt, {bb.mul(x, x, yt)})});
+        give(0, bb.mul(g, bb.mul(e, bb.scalar(1.1283791670955126, element), yt), yt));
+        return success();
+      })
+      .Case<PowOp>([&](PowOp pow) -> LogicalResult {
+        auto constant = pow.getB().getDefiningOp<ConstantOp>();
+        auto dense = constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                              : nullptr;
+        if (!dense || dense.getNumElements() != 1 || active(pow.getB()))
+          return op->emitOpError("fsdp-autodiff: only Pow by a constant scalar "
+                                 "has a gradient rule yet");
+        double c = (*dense.getValues<APFloat>().begin()).convertToDouble();
+        Value x = operand(0);
+        Value d = c == 2.0 ? x
+                           : bb.op<PowOp>(typeOf(x), {x, bb.scalar(c - 1, element)});
+        give(0, bb.mul(g, bb.mul(d, bb.scalar(c, element), typeOf(x)), yt));
+        return success();
+      })
+      .Case<SqrtOp>([&](auto) { // g / (2 y)
+        give(0, bb.op<DivOp>(yt, {g, bb.mul(y, bb.scalar(2, element), yt)}));
+        return success();
+      })
+      .Case<ReciprocalOp>([&](auto) { // -g y^2
+        give(0, bb.op<NegOp>(yt, {bb.mul(g, bb.mul(y, y, yt), yt)}));
+        return success();
+      })
+      .Case<ExpandOp>([&](auto) {
+        give(0, g);
+        return success();
+      })
+      .Case<LogSoftmaxOp>([&](LogSoftmaxOp softmax) { // g - exp(y) sum(g)
+        int64_t axis = softmax.getAxis();
+        if (axis < 0)
+          axis += typeOf(y).getRank();
+        Value sum = bb.reduce<ReduceSumOp>(g, {axis});
+        give(0, bb.op<SubOp>(yt, {g, bb.mul(bb.op<ExpOp>(yt, {y}), sum, yt)}));
+        return success();
+      })
       .Default([&](Operation *) {
         return op->emitOpError()
                << "fsdp-autodiff: no gradient rule for '"
@@ -396,6 +585,26 @@ LogicalResult Autodiff::run() {
   for (Operation *op : llvm::reverse(forward)) {
     if (isa<mlir::fsdp::GetParamOp>(op) || op->getNumResults() == 0)
       continue;
+    if (auto split = dyn_cast<SplitOp>(op)) {
+      // The pieces' cotangents (zeros where a piece has none), concatenated.
+      if (!active(split.getInput()) ||
+          llvm::none_of(split.getResults(),
+                        [&](Value r) { return cotangents.count(r); }))
+        continue;
+      Builder sb(b, op->getLoc());
+      SmallVector<Value> pieces;
+      for (Value piece : split.getResults()) {
+        Value c = cotangents.lookup(piece);
+        pieces.push_back(c ? c : sb.zeros(typeOf(piece)));
+      }
+      int64_t axis = split.getAxis();
+      if (axis < 0)
+        axis += typeOf(split.getInput()).getRank();
+      accumulate(split.getInput(),
+                 sb.op<ConcatOp>(split.getInput().getType(), pieces,
+                                 {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}));
+      continue;
+    }
     Value y = op->getResult(0);
     auto it = cotangents.find(y);
     if (it == cotangents.end() || !active(y))

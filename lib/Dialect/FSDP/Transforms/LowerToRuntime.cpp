@@ -443,6 +443,10 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
                              loss.getWeights()},
                             params);
           })
+      .Case<mlir::fsdp::GatherGradOp>([&](mlir::fsdp::GatherGradOp grad) {
+        return l.kernel("gather_grad", op->getOperands(),
+                        {l.i64("axis", grad.getAxis())});
+      })
       .Case<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
           [&](mlir::fsdp::SoftmaxCrossEntropyGradOp grad) {
             SmallVector<NamedAttribute> params = {

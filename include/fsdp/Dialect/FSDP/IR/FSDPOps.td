@@ -446,6 +446,27 @@ def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FSDP_GatherGradOp : FSDP_Op<"gather_grad", [Pure]> {
+  let summary = "gradient of a gather (embedding lookup): scatter-add";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.Gather`: a tensor of the gathered
+    data's type, zero except that each slice of `grad` is added at the index
+    it was gathered from along `axis` (repeated indices accumulate, as
+    PyTorch's embedding backward does).
+
+    ```mlir
+    %gw = fsdp.gather_grad %g, %ids {axis = 0 : i64}
+        : (tensor<2x16x32xf32>, tensor<2x16xi64>) -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$indices,
+                   I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$grad_data);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure]> {
   let summary = "gradient of softmax cross-entropy with respect to the scores";
   let description = [{

@@ -286,13 +286,17 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
       values, so later passes can free or recompute them.
     - Broadcasting is undone by summing over the broadcast dimensions.
 
-    Gradient rules exist for `Add`, `Sub`, `Mul`, `Div`, `Neg`, `Relu`,
-    `Tanh`, `Sigmoid`, `Exp`, `MatMul`, `Gemm`, `Transpose`, `Reshape`,
-    `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`, `ReduceSum`, `ReduceMean`,
-    `Softmax` and `SoftmaxCrossEntropyLoss`; a differentiated op without a
-    rule is an error naming it and its ONNX node. The remaining ops of the
-    coverage list (embeddings, norms, attention pieces, convolution,
-    BatchNorm in training) follow.
+    Gradient rules exist for `Add`, `Sub`, `Mul`, `Div`, `Neg`, `Pow` (by a
+    constant), `Sqrt`, `Reciprocal`, `Exp`, `Erf`, `Relu`, `Tanh`,
+    `Sigmoid`, `MatMul`, `Gemm`, `Transpose`, `Reshape`, `Flatten`,
+    `Squeeze`, `Unsqueeze`, `Identity`, `Expand`, `Where`, `Concat`,
+    `Split`, `Slice` (constant, step 1), `Gather` (scatter-add, via
+    `fsdp.gather_grad`), `ReduceSum`, `ReduceMean`, `Softmax`,
+    `LogSoftmax`, `LayerNormalization` (statistics recomputed) and
+    `SoftmaxCrossEntropyLoss` (via `fsdp.softmax_cross_entropy_grad`): what
+    the corpus's GPT-2 and LLaMA need. A differentiated op without a rule is
+    an error naming it and its ONNX node; convolution, pooling and
+    BatchNorm in training follow.
 
     ```
     $ fsdp-opt mlp.onnx --batch-size=8 --fsdp-autodiff
