@@ -26,6 +26,7 @@ torch's weights loaded from the ONNX file.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import subprocess
 import sys
@@ -81,6 +82,27 @@ class SeqMLP(nn.Module):
         return self.head(h.mean(dim=1))
 
 
+class ConvNet(nn.Module):
+    """Convolutions (strided, padded, grouped, dilated, with and without
+    bias, 1x1), max and average pooling, training-mode BatchNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2, bias=False)
+        self.avg = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)
+        self.conv3 = nn.Conv2d(8, 6, 1)
+        self.head = nn.Linear(6, 5)
+
+    def forward(self, x):
+        h = self.pool(torch.relu(self.bn1(self.conv1(x))))
+        h = self.avg(torch.relu(self.conv2(h)))
+        h = self.conv3(h)
+        return self.head(h.mean(dim=(2, 3)))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -88,8 +110,14 @@ def cls_loss(logits, labels):
 CASES = {
     "tied_mlp": (TiedMLP, lambda g: torch.randn(6, 8, generator=g), 4),
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
+    "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
 }
-CORPUS = ["gpt2", "llama"]
+# Corpus models and the batch size each runs at.
+CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
+          "vit": 3, "vit_b16": 1, "mixed": 4, "frozen_tied": 4}
+# Models returning several values: which one the attached loss reads.
+ATTACHED_LOGITS = {"bert": 1}
+VERBOSE = False
 
 
 def run(cmd):
@@ -99,9 +127,18 @@ def run(cmd):
     return proc.stdout
 
 
+def graph_inputs(onnx_path: Path) -> list[str]:
+    import onnx
+
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    initializers = {t.name for t in graph.initializer}
+    return [i.name for i in graph.input if i.name not in initializers]
+
+
 def check(name: str, bindir: Path, work: Path) -> bool:
     import fsdp_mlir
 
+    options = ""
     if name in CORPUS:
         import check_forward
         import models
@@ -110,9 +147,30 @@ def check(name: str, bindir: Path, work: Path) -> bool:
         model, examples = case.build()
         onnx_path = bindir.parent / "test" / "corpus" / f"{name}.onnx"
         check_forward.load_onnx_weights(model, onnx_path)
-        x, labels = check_forward.fresh_inputs(examples, 3, seed=5)
-        loss_fn = case.loss_fn
-        names = case.input_names
+        batch = CORPUS[name]
+        inputs = check_forward.fresh_inputs(examples, batch, seed=5)
+        names = graph_inputs(onnx_path)
+        if case.loss_fn:
+            inputs, labels = inputs[:-1], inputs[-1]
+            names, label_name = names[:-1], names[-1]
+            loss_fn = case.loss_fn
+        else:
+            # Logits only: the loss is attached at compile time.
+            index = ATTACHED_LOGITS.get(name, 0)
+            model.eval()  # a probe, so BatchNorm's statistics stay as they are
+            with torch.no_grad():
+                out = model(*inputs)
+            logits = out[index] if isinstance(out, (tuple, list)) else out
+            g = torch.Generator().manual_seed(7)
+            labels = torch.randint(0, logits.shape[-1], logits.shape[:-1], generator=g)
+            label_name = "labels"
+            options = "=loss=cross-entropy" + (
+                f" logits=output_{index}" if isinstance(out, (tuple, list)) else "")
+
+            def loss_fn(out, labels, index=index):
+                logits = out[index] if isinstance(out, (tuple, list)) else out
+                return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                       labels.reshape(-1))
     else:
         cls, make_input, classes = CASES[name]
         torch.manual_seed(0)
@@ -125,52 +183,87 @@ def check(name: str, bindir: Path, work: Path) -> bool:
         fsdp_mlir.export(model, (x, labels), onnx_path, loss_fn=cls_loss,
                          input_names=["x", "labels"])
         loss_fn = cls_loss
-        names = ["x", "labels"]
-    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={x.shape[0]}",
-         "--fsdp-autodiff", "--fsdp-inference-pipeline", "--mlir-print-debuginfo",
-         "-o", work / "m.mlir"])
+        inputs, names, label_name = [x], ["x"], "labels"
+        batch = x.shape[0]
+    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}",
+         f"--fsdp-autodiff{options}", "--fsdp-inference-pipeline",
+         "--mlir-print-debuginfo", "-o", work / "m.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "m.mlir", "-o", work / "m.plan"])
-    np.save(work / "x.npy", x.numpy())
-    np.save(work / "labels.npy", labels.numpy())
-    report = json.loads(run([bindir / "fsdp-run", work / "m.plan", "--input",
-                             f"{names[0]}={work / 'x.npy'}", "--input",
-                             f"{names[1]}={work / 'labels.npy'}", "--output-dir",
-                             work / "out", "--json"]))
+    flags = []
+    for input_name, value in zip(names + [label_name], inputs + [labels]):
+        np.save(work / f"{input_name}.npy", value.numpy())
+        flags += ["--input", f"{input_name}={work / input_name}.npy"]
+    report = json.loads(run([bindir / "fsdp-run", work / "m.plan", *flags,
+                             "--output-dir", work / "out", "--json"]))
     ours = {o["name"]: np.load(work / "out" / f"{o['name']}.npy") for o in report["outputs"]}
 
+    # torch in fp32 (the reference) and in fp64 (to measure how far fp32
+    # itself strays on this model and input).
+    t32 = torch_step(copy.deepcopy(model), inputs, labels, loss_fn, torch.float32, ours)
+    t64 = torch_step(copy.deepcopy(model), inputs, labels, loss_fn, torch.float64, ours)
+
+    ok = sorted(ours) == sorted(t32)
+    if not ok:
+        print(f"  outputs {sorted(ours)} but torch has {sorted(t32)}")
+    worst = ("", 0.0)
+    for key in sorted(set(ours) & set(t32)):
+        got, want = ours[key].astype(np.float64), t32[key].astype(np.float64)
+        err = np.abs(got - want)
+        # Ill-conditioned spots (BatchNorm over a handful of values) make
+        # any fp32 computation stray from the exact gradient; ours must then
+        # be as close to fp64 as torch's own fp32 result is (within 2x).
+        exact = t64[key]
+        fp32_err = float(np.abs(want - exact).max()) if want.size else 0.0
+        good = got.shape == want.shape and bool(np.all(
+            (err <= ATOL + RTOL * np.abs(want))
+            | (np.abs(got - exact) <= ATOL + RTOL * np.abs(exact) + 2 * fp32_err)))
+        if not good or VERBOSE:
+            print(f"  {key:28s} {list(want.shape)!s:16s} max |diff| {float(err.max()):.2e}"
+                  f" (torch fp32 vs fp64 {fp32_err:.1e}) {'ok' if good else 'MISMATCH'}")
+        if float(err.max()) >= worst[1]:
+            worst = (key, float(err.max()))
+        ok &= good
+    print(f"  {len(t32)} values compared, worst |diff| {worst[1]:.2e} ({worst[0]})")
+    return ok
+
+
+def torch_step(model, inputs, labels, loss_fn, dtype, ours):
+    """The loss, every trainable parameter's gradient and the buffers the
+    step updates, in `dtype`."""
+    model.to(dtype).train()
     model.zero_grad()
-    loss = loss_fn(model(x), labels)
+    inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
+    loss = loss_fn(model(*inputs), labels)
     loss.backward()
-    expected = {"loss": loss.detach().numpy()}
+    values = {"loss": loss.detach().double().numpy()}
     seen = set()
     for fqn, p in model.named_parameters():  # tied parameters appear once
         if p.requires_grad and id(p) not in seen:
             seen.add(id(p))
-            expected[f"grad.{fqn}"] = p.grad.numpy()
-
-    ok = sorted(ours) == sorted(expected)
-    if not ok:
-        print(f"  outputs {sorted(ours)} but torch has {sorted(expected)}")
-    for key in sorted(set(ours) & set(expected)):
-        got, want = ours[key].astype(np.float64), expected[key].astype(np.float64)
-        err = np.abs(got - want)
-        good = got.shape == want.shape and bool(np.all(err <= ATOL + RTOL * np.abs(want)))
-        print(f"  {key:24s} {list(want.shape)!s:10s} max |diff| {float(err.max()):.2e} "
-              f"{'ok' if good else 'MISMATCH'}")
-        ok &= good
-    return ok
+            values[f"grad.{fqn}"] = p.grad.double().numpy()
+    # Buffers the step updates (BatchNorm's running statistics), after it.
+    for fqn, b in model.named_buffers():
+        if f"update.{fqn}" in ours:
+            values[f"update.{fqn}"] = b.double().numpy()
+    return values
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", type=Path)
     ap.add_argument("--keep", type=Path)
+    ap.add_argument("--only", nargs="*", help="check only these models")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print every value, not only mismatches")
     args = ap.parse_args(argv)
+    global VERBOSE
+    VERBOSE = args.verbose
     torch.set_num_threads(2)
     bindir = args.build.resolve() / "bin"
     failed = []
+    chosen = args.only or list(CASES) + list(CORPUS)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in list(CASES) + CORPUS:
+        for name in chosen:
             print(f"{name}:", flush=True)
             work = (args.keep or Path(tmp)) / name
             work.mkdir(parents=True, exist_ok=True)
@@ -180,7 +273,7 @@ def main(argv=None) -> int:
             except Exception as e:  # noqa: BLE001
                 print(f"  FAILED: {e}")
                 failed.append(name)
-    total = len(CASES) + len(CORPUS)
+    total = len(chosen)
     print(f"{total - len(failed)}/{total} models: gradients equal to torch.autograd"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -4,7 +4,8 @@
 // activation applied to each block of the output by the thread that
 // computed it, while it is still in cache), attention (tiles of
 // query rows: scores by GEMM into a per-thread scratch tile, scale, mask and
-// softmax in place, GEMM with the values) and conv (im2col + GEMM).
+// softmax in place, GEMM with the values), conv (im2col + GEMM) and its
+// gradients (GEMM + col2im; im2col + GEMM).
 //
 //===----------------------------------------------------------------------===//
 
@@ -324,100 +325,211 @@ KernelFn attention(KernelArgs &args) {
   };
 }
 
-KernelFn conv(KernelArgs &args) {
-  requireArity(args, 2, 3, 1);
-  requireF32(args);
-  Tensor x = args.in[0], w = args.in[1], y = args.out[0];
+/// A 1-D or 2-D convolution of x [N, C, spatial] by w [M, C/group, k]
+/// giving y [N, M, out], as a 2-D one (a 1-D convolution has height 1),
+/// with ONNX's defaults filled in.
+struct ConvGeometry {
+  std::vector<int64_t> strides, pads, dil;
+  int64_t n, c, h, wd, m, cg, kh, kw, oh, ow, group;
+  int64_t mg, kdim, spatial;
+  /// A 1x1 window with unit strides and no padding reads x as it is.
+  bool direct;
+};
+
+ConvGeometry convGeometry(KernelArgs &args, const Tensor &x, const Tensor &w,
+                          const Tensor &y) {
   size_t rank = x.shape.size();
   require((rank == 3 || rank == 4) && w.shape.size() == rank &&
               y.shape.size() == rank,
           "x, w and the output must be NCW or NCHW (1-D or 2-D convolution)");
   size_t sp = rank - 2;
-  std::vector<int64_t> strides = args.attrs.getInts("strides", {}),
-                       pads = args.attrs.getInts("pads", {}),
-                       dil = args.attrs.getInts("dilations", {});
-  int64_t group = args.attrs.getInt("group", 1);
-  if (strides.empty())
-    strides.assign(sp, 1);
-  if (dil.empty())
-    dil.assign(sp, 1);
-  if (pads.empty())
-    pads.assign(2 * sp, 0);
-  require(strides.size() == sp && dil.size() == sp && pads.size() == 2 * sp,
+  ConvGeometry g;
+  g.strides = args.attrs.getInts("strides", {});
+  g.pads = args.attrs.getInts("pads", {});
+  g.dil = args.attrs.getInts("dilations", {});
+  g.group = args.attrs.getInt("group", 1);
+  if (g.strides.empty())
+    g.strides.assign(sp, 1);
+  if (g.dil.empty())
+    g.dil.assign(sp, 1);
+  if (g.pads.empty())
+    g.pads.assign(2 * sp, 0);
+  require(g.strides.size() == sp && g.dil.size() == sp &&
+              g.pads.size() == 2 * sp,
           "strides, pads and dilations must match the spatial rank");
-  requireAtLeast(strides, 1, "strides");
-  requireAtLeast(dil, 1, "dilations");
-  requireAtLeast(pads, 0, "pads");
-  // A 1-D convolution is a 2-D one of height 1.
+  requireAtLeast(g.strides, 1, "strides");
+  requireAtLeast(g.dil, 1, "dilations");
+  requireAtLeast(g.pads, 0, "pads");
   std::vector<int64_t> xs = x.shape, ws = w.shape, ys = y.shape;
   if (rank == 3) {
     xs.insert(xs.begin() + 2, 1);
     ws.insert(ws.begin() + 2, 1);
     ys.insert(ys.begin() + 2, 1);
-    strides.insert(strides.begin(), 1);
-    dil.insert(dil.begin(), 1);
-    pads = {0, pads[0], 0, pads[1]};
+    g.strides.insert(g.strides.begin(), 1);
+    g.dil.insert(g.dil.begin(), 1);
+    g.pads = {0, g.pads[0], 0, g.pads[1]};
   }
-  int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3];
-  int64_t m = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
-  int64_t oh = ys[2], ow = ys[3];
-  require(group >= 1 && c == cg * group && m % group == 0 && ys[0] == n &&
-              ys[1] == m,
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.wd = xs[3];
+  g.m = ws[0], g.cg = ws[1], g.kh = ws[2], g.kw = ws[3];
+  g.oh = ys[2], g.ow = ys[3];
+  require(g.group >= 1 && g.c == g.cg * g.group && g.m % g.group == 0 &&
+              ys[0] == g.n && ys[1] == g.m,
           "channels do not match: x " + shapeString(x.shape) + ", w " +
               shapeString(w.shape) + ", output " + shapeString(y.shape) +
-              ", group " + std::to_string(group));
-  require(kh >= 1 && kw >= 1, "w's kernel dims must be >= 1");
-  require(
-      oh == windowOutput(h, pads[0], pads[2], kh, strides[0], dil[0], false) &&
-          ow ==
-              windowOutput(wd, pads[1], pads[3], kw, strides[1], dil[1], false),
-      "output " + shapeString(y.shape) + " does not match the window of x " +
-          shapeString(x.shape) + " and w " + shapeString(w.shape));
+              ", group " + std::to_string(g.group));
+  require(g.kh >= 1 && g.kw >= 1, "w's kernel dims must be >= 1");
+  require(g.oh == windowOutput(g.h, g.pads[0], g.pads[2], g.kh, g.strides[0],
+                               g.dil[0], false) &&
+              g.ow == windowOutput(g.wd, g.pads[1], g.pads[3], g.kw,
+                                   g.strides[1], g.dil[1], false),
+          "output " + shapeString(y.shape) +
+              " does not match the window of x " + shapeString(x.shape) +
+              " and w " + shapeString(w.shape));
+  g.mg = g.m / g.group;
+  g.kdim = g.cg * g.kh * g.kw;
+  g.spatial = g.oh * g.ow;
+  g.direct = g.kh == 1 && g.kw == 1 && g.strides[0] == 1 && g.strides[1] == 1 &&
+             g.pads[0] == 0 && g.pads[1] == 0 && g.pads[2] == 0 &&
+             g.pads[3] == 0;
+  return g;
+}
+
+/// The input row of window row `i`, kernel row `ki` (and columns alike).
+inline int64_t inputRow(const ConvGeometry &g, int64_t i, int64_t ki) {
+  return i * g.strides[0] - g.pads[0] + ki * g.dil[0];
+}
+inline int64_t inputCol(const ConvGeometry &g, int64_t j, int64_t kj) {
+  return j * g.strides[1] - g.pads[1] + kj * g.dil[1];
+}
+
+/// col [kdim, spatial]: one group's input windows, zero where padded.
+void im2col(const ConvGeometry &g, const float *xb, float *col) {
+  parallelFor(g.kdim, g.spatial, [&](int64_t r) {
+    int64_t ci = r / (g.kh * g.kw), ki = r / g.kw % g.kh, kj = r % g.kw;
+    float *dst = col + r * g.spatial;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      int64_t ih = inputRow(g, i, ki);
+      bool rowInside = ih >= 0 && ih < g.h;
+      for (int64_t j = 0; j < g.ow; ++j) {
+        int64_t iw = inputCol(g, j, kj);
+        dst[i * g.ow + j] = rowInside && iw >= 0 && iw < g.wd
+                                ? xb[(ci * g.h + ih) * g.wd + iw]
+                                : 0.0f;
+      }
+    }
+  });
+}
+
+/// The adjoint of im2col: sets one group's channels of xb to the sum of the
+/// window entries of col that read each element.
+void col2im(const ConvGeometry &g, const float *col, float *xb) {
+  parallelFor(g.cg, g.kh * g.kw * g.spatial, [&](int64_t ci) {
+    float *channel = xb + ci * g.h * g.wd;
+    std::fill(channel, channel + g.h * g.wd, 0.0f);
+    for (int64_t ki = 0; ki < g.kh; ++ki)
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const float *src = col + ((ci * g.kh + ki) * g.kw + kj) * g.spatial;
+        for (int64_t i = 0; i < g.oh; ++i) {
+          int64_t ih = inputRow(g, i, ki);
+          if (ih < 0 || ih >= g.h)
+            continue;
+          for (int64_t j = 0; j < g.ow; ++j) {
+            int64_t iw = inputCol(g, j, kj);
+            if (iw >= 0 && iw < g.wd)
+              channel[ih * g.wd + iw] += src[i * g.ow + j];
+          }
+        }
+      }
+  });
+}
+
+KernelFn conv(KernelArgs &args) {
+  requireArity(args, 2, 3, 1);
+  requireF32(args);
+  Tensor x = args.in[0], w = args.in[1], y = args.out[0];
+  ConvGeometry g = convGeometry(args, x, w, y);
   bool hasBias = args.in.size() == 3;
   Tensor bias = hasBias ? args.in[2] : Tensor();
-  require(!hasBias || bias.shape == std::vector<int64_t>{m},
-          "bias must be [" + std::to_string(m) + "], not " +
+  require(!hasBias || bias.shape == std::vector<int64_t>{g.m},
+          "bias must be [" + std::to_string(g.m) + "], not " +
               shapeString(bias.shape));
-  int64_t mg = m / group, kdim = cg * kh * kw, spatial = oh * ow;
-  // A 1x1 window with unit strides and no padding reads x as it is.
-  bool direct = kh == 1 && kw == 1 && strides[0] == 1 && strides[1] == 1 &&
-                pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0;
   Workspace *workspace = args.workspace;
-  if (!direct)
-    workspace->reserve(kdim * spatial * sizeof(float));
+  if (!g.direct)
+    workspace->reserve(g.kdim * g.spatial * sizeof(float));
   return [=]() {
     float *col = workspace->as<float>();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t g = 0; g < group; ++g) {
-        const float *xb = x.as<float>() + (b * c + g * cg) * h * wd;
-        if (!direct)
-          parallelFor(kdim, spatial, [&](int64_t r) {
-            int64_t ci = r / (kh * kw), ki = r / kw % kh, kj = r % kw;
-            float *dst = col + r * spatial;
-            for (int64_t i = 0; i < oh; ++i) {
-              int64_t ih = i * strides[0] - pads[0] + ki * dil[0];
-              bool rowInside = ih >= 0 && ih < h;
-              for (int64_t j = 0; j < ow; ++j) {
-                int64_t iw = j * strides[1] - pads[1] + kj * dil[1];
-                dst[i * ow + j] = rowInside && iw >= 0 && iw < wd
-                                      ? xb[(ci * h + ih) * wd + iw]
-                                      : 0.0f;
-              }
-            }
-          });
-        float *yb = y.as<float>() + (b * m + g * mg) * spatial;
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t k = 0; k < g.group; ++k) {
+        const float *xb = x.as<float>() + (b * g.c + k * g.cg) * g.h * g.wd;
+        if (!g.direct)
+          im2col(g, xb, col);
+        float *yb = y.as<float>() + (b * g.m + k * g.mg) * g.spatial;
         GemmEpilogue addBias;
         if (hasBias)
           addBias = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
             for (int64_t o = m0; o < m1; ++o) {
-              float value = bias.as<float>()[g * mg + o];
+              float value = bias.as<float>()[k * g.mg + o];
               for (int64_t j = n0; j < n1; ++j)
-                yb[o * spatial + j] += value;
+                yb[o * g.spatial + j] += value;
             }
           };
-        sgemm(false, false, mg, spatial, kdim, 1.0f,
-              w.as<float>() + g * mg * kdim, kdim, direct ? xb : col, spatial,
-              0.0f, yb, spatial, addBias);
+        sgemm(false, false, g.mg, g.spatial, g.kdim, 1.0f,
+              w.as<float>() + k * g.mg * g.kdim, g.kdim, g.direct ? xb : col,
+              g.spatial, 0.0f, yb, g.spatial, addBias);
+      }
+    return std::string();
+  };
+}
+
+/// conv_grad_input(g, w) -> dx: per image and group, the window gradients
+/// w^T g (one GEMM), folded back onto the input by col2im.
+KernelFn convGradInput(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  requireF32(args);
+  Tensor dy = args.in[0], w = args.in[1], dx = args.out[0];
+  ConvGeometry g = convGeometry(args, dx, w, dy);
+  Workspace *workspace = args.workspace;
+  if (!g.direct)
+    workspace->reserve(g.kdim * g.spatial * sizeof(float));
+  return [=]() {
+    float *col = workspace->as<float>();
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t k = 0; k < g.group; ++k) {
+        float *xb = dx.as<float>() + (b * g.c + k * g.cg) * g.h * g.wd;
+        const float *gb = dy.as<float>() + (b * g.m + k * g.mg) * g.spatial;
+        sgemm(true, false, g.kdim, g.spatial, g.mg, 1.0f,
+              w.as<float>() + k * g.mg * g.kdim, g.kdim, gb, g.spatial, 0.0f,
+              g.direct ? xb : col, g.spatial);
+        if (!g.direct)
+          col2im(g, col, xb);
+      }
+    return std::string();
+  };
+}
+
+/// conv_grad_weight(x, g) -> dw: per group, the sum over images of
+/// g im2col(x)^T (one GEMM each, accumulating).
+KernelFn convGradWeight(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  requireF32(args);
+  Tensor x = args.in[0], dy = args.in[1], dw = args.out[0];
+  ConvGeometry g = convGeometry(args, x, dw, dy);
+  Workspace *workspace = args.workspace;
+  if (!g.direct)
+    workspace->reserve(g.kdim * g.spatial * sizeof(float));
+  return [=]() {
+    float *col = workspace->as<float>();
+    if (g.n == 0)
+      std::fill(dw.as<float>(), dw.as<float>() + dw.numel, 0.0f);
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t k = 0; k < g.group; ++k) {
+        const float *xb = x.as<float>() + (b * g.c + k * g.cg) * g.h * g.wd;
+        if (!g.direct)
+          im2col(g, xb, col);
+        const float *gb = dy.as<float>() + (b * g.m + k * g.mg) * g.spatial;
+        sgemm(false, true, g.mg, g.kdim, g.spatial, 1.0f, gb, g.spatial,
+              g.direct ? xb : col, g.spatial, b == 0 ? 0.0f : 1.0f,
+              dw.as<float>() + k * g.mg * g.kdim, g.kdim);
       }
     return std::string();
   };
@@ -431,6 +543,8 @@ void registerLinalg(Registry &r) {
   r["linear"] = linear;
   r["attention"] = attention;
   r["conv"] = conv;
+  r["conv_grad_input"] = convGradInput;
+  r["conv_grad_weight"] = convGradWeight;
 }
 
 } // namespace fsdprt::cpu

@@ -204,59 +204,126 @@ KernelFn batchNorm(KernelArgs &args) {
   };
 }
 
+/// A 2-D pooling window over x [N, C, H, W] giving [N, C, OH, OW]; `y` is
+/// the pooled tensor (the forward's output, or the gradient flowing into it).
+struct PoolWindow {
+  std::vector<int64_t> k, st, pads, dil;
+  bool includePad, ceil;
+  int64_t h, w, oh, ow;
+
+  /// Visits the input positions of output (i, j): `inside(ih * w + iw)` for
+  /// those in x, and returns how many count for an average.
+  template <typename Inside>
+  int64_t visit(int64_t i, int64_t j, bool max, Inside inside) const {
+    int64_t count = 0;
+    for (int64_t a = 0; a < k[0]; ++a)
+      for (int64_t b = 0; b < k[1]; ++b) {
+        int64_t ih = i * st[0] - pads[0] + a * dil[0];
+        int64_t iw = j * st[1] - pads[1] + b * dil[1];
+        if (ih < 0 || ih >= h || iw < 0 || iw >= w) {
+          // Padding never wins a max; it counts for an average only with
+          // count_include_pad, and only up to the padded edge (a ceil_mode
+          // window may reach past it).
+          if (!max && includePad && ih < h + pads[2] && iw < w + pads[3])
+            ++count;
+          continue;
+        }
+        inside(ih * w + iw);
+        ++count;
+      }
+    return std::max<int64_t>(count, 1);
+  }
+};
+
+PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
+  require(x.shape.size() == 4 && y.shape.size() == 4,
+          "x and the pooled tensor must be NCHW (2-D pooling)");
+  PoolWindow p;
+  p.k = args.attrs.getInts("kernel_shape", {});
+  p.st = args.attrs.getInts("strides", {1, 1});
+  p.pads = args.attrs.getInts("pads", {0, 0, 0, 0});
+  p.dil = args.attrs.getInts("dilations", {1, 1});
+  p.includePad = args.attrs.getInt("count_include_pad", 0) != 0;
+  p.ceil = args.attrs.getInt("ceil_mode", 0) != 0;
+  require(p.k.size() == 2 && p.st.size() == 2 && p.pads.size() == 4 &&
+              p.dil.size() == 2,
+          "kernel_shape, strides, dilations (2 each) and pads (4) must fit "
+          "2-D pooling");
+  requireAtLeast(p.k, 1, "kernel_shape");
+  requireAtLeast(p.st, 1, "strides");
+  requireAtLeast(p.dil, 1, "dilations");
+  requireAtLeast(p.pads, 0, "pads");
+  p.h = x.shape[2], p.w = x.shape[3], p.oh = y.shape[2], p.ow = y.shape[3];
+  require(y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
+              p.oh == windowOutput(p.h, p.pads[0], p.pads[2], p.k[0], p.st[0],
+                                   p.dil[0], p.ceil) &&
+              p.ow == windowOutput(p.w, p.pads[1], p.pads[3], p.k[1], p.st[1],
+                                   p.dil[1], p.ceil),
+          "pooled shape " + shapeString(y.shape) +
+              " does not match the window over " + shapeString(x.shape));
+  return p;
+}
+
 KernelFn pool(KernelArgs &args, bool max) {
   requireArity(args, 1, 1, 1);
   requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
-  require(x.shape.size() == 4 && y.shape.size() == 4,
-          "x and the output must be NCHW (2-D pooling)");
-  std::vector<int64_t> k = args.attrs.getInts("kernel_shape", {});
-  std::vector<int64_t> st = args.attrs.getInts("strides", {1, 1});
-  std::vector<int64_t> pads = args.attrs.getInts("pads", {0, 0, 0, 0});
-  std::vector<int64_t> dil = args.attrs.getInts("dilations", {1, 1});
-  bool includePad = args.attrs.getInt("count_include_pad", 0) != 0;
-  bool ceil = args.attrs.getInt("ceil_mode", 0) != 0;
-  require(k.size() == 2 && st.size() == 2 && pads.size() == 4 &&
-              dil.size() == 2,
-          "kernel_shape, strides, dilations (2 each) and pads (4) must fit "
-          "2-D pooling");
-  requireAtLeast(k, 1, "kernel_shape");
-  requireAtLeast(st, 1, "strides");
-  requireAtLeast(dil, 1, "dilations");
-  requireAtLeast(pads, 0, "pads");
-  int64_t h = x.shape[2], w = x.shape[3], oh = y.shape[2], ow = y.shape[3];
-  require(
-      y.shape[0] == x.shape[0] && y.shape[1] == x.shape[1] &&
-          oh == windowOutput(h, pads[0], pads[2], k[0], st[0], dil[0], ceil) &&
-          ow == windowOutput(w, pads[1], pads[3], k[1], st[1], dil[1], ceil),
-      "output " + shapeString(y.shape) + " does not match the window over " +
-          shapeString(x.shape));
+  PoolWindow p = poolWindow(args, x, y);
   return [=]() {
-    parallelFor(x.shape[0] * x.shape[1], oh * ow * k[0] * k[1], [&](int64_t p) {
-      const float *px = x.as<float>() + p * h * w;
-      float *py = y.as<float>() + p * oh * ow;
-      for (int64_t i = 0; i < oh; ++i)
-        for (int64_t j = 0; j < ow; ++j) {
+    int64_t cost = p.oh * p.ow * p.k[0] * p.k[1];
+    parallelFor(x.shape[0] * x.shape[1], cost, [&](int64_t plane) {
+      const float *px = x.as<float>() + plane * p.h * p.w;
+      float *py = y.as<float>() + plane * p.oh * p.ow;
+      for (int64_t i = 0; i < p.oh; ++i)
+        for (int64_t j = 0; j < p.ow; ++j) {
           double acc = max ? -std::numeric_limits<double>::infinity() : 0;
-          int64_t count = 0;
-          for (int64_t a = 0; a < k[0]; ++a)
-            for (int64_t b = 0; b < k[1]; ++b) {
-              int64_t ih = i * st[0] - pads[0] + a * dil[0];
-              int64_t iw = j * st[1] - pads[1] + b * dil[1];
-              if (ih < 0 || ih >= h || iw < 0 || iw >= w) {
-                // Padding never wins a max; it counts for an average only
-                // with count_include_pad, and only up to the padded edge
-                // (a ceil_mode window may reach past it).
-                if (!max && includePad && ih < h + pads[2] && iw < w + pads[3])
-                  ++count;
-                continue;
-              }
-              double v = px[ih * w + iw];
-              acc = max ? maxOf(acc, v) : acc + v;
-              ++count;
-            }
-          py[i * ow + j] =
-              static_cast<float>(max ? acc : acc / std::max<int64_t>(count, 1));
+          int64_t count = p.visit(i, j, max, [&](int64_t at) {
+            acc = max ? maxOf(acc, double(px[at])) : acc + px[at];
+          });
+          py[i * p.ow + j] = static_cast<float>(max ? acc : acc / count);
+        }
+    });
+    return std::string();
+  };
+}
+
+/// pool_grad(x, g): the gradient of max or average pooling with respect to
+/// x. A max routes each output's gradient to the first maximal element of
+/// its window (row-major), as PyTorch does; an average spreads it evenly.
+KernelFn poolGrad(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  requireF32(args);
+  Tensor x = args.in[0], g = args.in[1], dx = args.out[0];
+  std::string mode = args.attrs.getString("mode", "");
+  require(mode == "max" || mode == "average",
+          "mode must be \"max\" or \"average\", not \"" + mode + "\"");
+  require(dx.shape == x.shape, "the output must have x's shape " +
+                                   shapeString(x.shape) + ", not " +
+                                   shapeString(dx.shape));
+  PoolWindow p = poolWindow(args, x, g);
+  bool max = mode == "max";
+  return [=]() {
+    int64_t cost = p.oh * p.ow * p.k[0] * p.k[1];
+    parallelFor(x.shape[0] * x.shape[1], cost, [&](int64_t plane) {
+      const float *px = x.as<float>() + plane * p.h * p.w;
+      const float *pg = g.as<float>() + plane * p.oh * p.ow;
+      float *pdx = dx.as<float>() + plane * p.h * p.w;
+      std::fill(pdx, pdx + p.h * p.w, 0.0f);
+      for (int64_t i = 0; i < p.oh; ++i)
+        for (int64_t j = 0; j < p.ow; ++j) {
+          float grad = pg[i * p.ow + j];
+          if (max) {
+            int64_t best = -1;
+            p.visit(i, j, true, [&](int64_t at) {
+              if (best < 0 || px[at] > px[best] || std::isnan(px[at]))
+                best = at;
+            });
+            if (best >= 0)
+              pdx[best] += grad;
+          } else {
+            float share = grad / p.visit(i, j, false, [](int64_t) {});
+            p.visit(i, j, false, [&](int64_t at) { pdx[at] += share; });
+          }
         }
     });
     return std::string();
@@ -533,6 +600,7 @@ void registerNN(Registry &r) {
   r["max_pool"] = [](KernelArgs &a) { return pool(a, true); };
   r["average_pool"] = [](KernelArgs &a) { return pool(a, false); };
   r["global_average_pool"] = globalAveragePool;
+  r["pool_grad"] = poolGrad;
   r["reduce_sum"] = [](KernelArgs &a) { return reduce(a, Reduce::Sum); };
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };
   r["reduce_max"] = [](KernelArgs &a) { return reduce(a, Reduce::Max); };

@@ -36,13 +36,37 @@ RankedTensorType typeOf(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
 
+/// The value of a one-element constant, if `value` is one.
+std::optional<double> constantScalar(Value value) {
+  auto constant = value.getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || dense.getNumElements() != 1)
+    return std::nullopt;
+  if (auto floats = dyn_cast<DenseFPElementsAttr>(dense))
+    return (*floats.getValues<APFloat>().begin()).convertToDouble();
+  auto ints = cast<DenseIntElementsAttr>(dense);
+  APInt v = *ints.getValues<APInt>().begin();
+  return v.getBitWidth() == 1 ? double(v.getBoolValue())
+                              : double(v.getSExtValue());
+}
+
+/// A window attribute with ONNX's default (`fill`, `count` times) when
+/// absent.
+SmallVector<int64_t> orDefault(std::optional<ArrayRef<int64_t>> values,
+                               size_t count, int64_t fill) {
+  return values ? SmallVector<int64_t>(*values)
+                : SmallVector<int64_t>(count, fill);
+}
+
 /// Builds backward ops before the function's return.
 class Builder {
 public:
   Builder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
 
   template <typename OpTy>
-  Value op(Type type, ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
+  Value op(Type type, ValueRange operands,
+           ArrayRef<NamedAttribute> attrs = {}) {
     return b.create<OpTy>(loc, TypeRange{type}, operands, attrs)->getResult(0);
   }
 
@@ -93,8 +117,7 @@ public:
   }
 
   /// Reduces over `axes` keeping them (ReduceMean or ReduceSum).
-  template <typename ReduceOp>
-  Value reduce(Value x, ArrayRef<int64_t> axes) {
+  template <typename ReduceOp> Value reduce(Value x, ArrayRef<int64_t> axes) {
     auto type = typeOf(x);
     SmallVector<int64_t> kept(type.getShape());
     for (int64_t axis : axes)
@@ -104,8 +127,16 @@ public:
     if constexpr (std::is_same_v<ReduceOp, ReduceSumOp>)
       return op<ReduceSumOp>(result, {x, ints(axes)}, {keep});
     else
-      return op<ReduceOp>(result, {x},
-                          {keep, b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes))});
+      return op<ReduceOp>(
+          result, {x},
+          {keep, b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes))});
+  }
+
+  /// A per-channel vector [C] shaped to broadcast over [N, C, spatial...].
+  Value channels(Value v, int64_t rank) {
+    SmallVector<int64_t> shape(rank, 1);
+    shape[1] = typeOf(v).getNumElements();
+    return reshape(v, RankedTensorType::get(shape, typeOf(v).getElementType()));
   }
 
   /// `x` with `before` and `after` zeros around it along `axis`.
@@ -160,7 +191,9 @@ public:
 
 class Autodiff {
 public:
-  Autodiff(func::FuncOp func, ModuleOp module) : func(func), module(module) {}
+  Autodiff(func::FuncOp func, ModuleOp module,
+           mlir::fsdp::AutodiffOptions options)
+      : func(func), module(module), options(std::move(options)) {}
 
   LogicalResult run();
 
@@ -174,14 +207,194 @@ private:
     }
   }
   bool active(Value value) const { return activeValues.contains(value); }
+  LogicalResult attachLoss();
+  LogicalResult prepare();
+  LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
   LogicalResult backward(Operation *op, Value g);
 
   func::FuncOp func;
   ModuleOp module;
+  mlir::fsdp::AutodiffOptions options;
   OpBuilder *builder = nullptr;
   DenseSet<Value> activeValues;
   DenseMap<Value, Value> cotangents;
+  /// New values of buffers (BatchNorm's running statistics), in op order.
+  SmallVector<std::pair<FlatSymbolRefAttr, Value>> updates;
 };
+
+/// `--loss=cross-entropy`: the model returns logits [..., classes]; the
+/// step takes labels [...] as a new input and returns the mean softmax
+/// cross-entropy over every position (leading dimensions flattened, as
+/// `F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))`).
+LogicalResult Autodiff::attachLoss() {
+  if (options.loss.empty())
+    return success();
+  if (options.loss != "cross-entropy")
+    return func.emitError("fsdp-autodiff: unknown loss '")
+           << options.loss << "' (supported: cross-entropy)";
+  auto resultName = [&](unsigned i) {
+    auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+    return name ? name.getValue().str() : "output" + std::to_string(i);
+  };
+  std::string names;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    names += (i ? ", " : "") + resultName(i);
+  std::optional<unsigned> index;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (options.logits.empty() ? func.getNumResults() == 1
+                               : resultName(i) == options.logits)
+      index = i;
+  if (!index)
+    return func.emitError("fsdp-autodiff: ")
+           << (options.logits.empty()
+                   ? "the model returns " +
+                         std::to_string(func.getNumResults()) + " values (" +
+                         names + "); name the logits with logits=NAME"
+                   : "no result is named '" + options.logits +
+                         "' (results: " + names + ")");
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
+      if (name.getValue() == options.labels)
+        return func.emitError("fsdp-autodiff: the model already has an input "
+                              "named '")
+               << options.labels << "'; choose another with labels=NAME";
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  Value logits = ret.getOperand(*index);
+  auto type = dyn_cast<RankedTensorType>(logits.getType());
+  if (!type || type.getRank() < 2 || !isa<FloatType>(type.getElementType()))
+    return func.emitError("fsdp-autodiff: cross-entropy needs floating-point "
+                          "logits [..., classes], not ")
+           << logits.getType() << " ('" << resultName(*index) << "')";
+
+  OpBuilder b(ret);
+  MLIRContext *ctx = func.getContext();
+  auto labelType =
+      RankedTensorType::get(type.getShape().drop_back(), b.getI64Type());
+  unsigned argIndex = func.getNumArguments();
+  func.insertArgument(argIndex, labelType,
+                      b.getDictionaryAttr({b.getNamedAttr(
+                          "fsdp.name", b.getStringAttr(options.labels))}),
+                      func.getLoc());
+  Value labels = func.getArgument(argIndex);
+  Builder bb(b, NameLoc::get(b.getStringAttr("loss"), logits.getLoc()));
+  int64_t rows = labelType.getNumElements(), classes = type.getShape().back();
+  Value scores = bb.reshape(
+      logits, RankedTensorType::get({rows, classes}, type.getElementType()));
+  Value flat =
+      bb.reshape(labels, RankedTensorType::get({rows}, b.getI64Type()));
+  auto lossType = RankedTensorType::get({}, type.getElementType());
+  auto loss = b.create<SoftmaxCrossEntropyLossOp>(
+      bb.loc, TypeRange{lossType, b.getNoneType()}, scores, flat,
+      b.create<NoValueOp>(bb.loc), b.getI64IntegerAttr(options.ignoreIndex),
+      b.getStringAttr("mean"));
+  b.create<func::ReturnOp>(ret.getLoc(), ValueRange{loss.getResult(0)});
+  ret.erase();
+  func.setFunctionType(
+      FunctionType::get(ctx, func.getArgumentTypes(), {lossType}));
+  func.setResultAttr(0, "fsdp.name", b.getStringAttr("loss"));
+  return success();
+}
+
+/// BatchNorm as the ops it computes, so the reverse sweep differentiates
+/// it like anything else. In training: the batch's statistics, and the
+/// running statistics' updates as PyTorch makes them (the variance
+/// unbiased; `momentum` as exported, ONNX's convention: running * momentum +
+/// batch * (1 - momentum)). In eval: the running statistics.
+LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
+  Value x = norm.getX();
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  if (rank < 2)
+    return norm.emitOpError("fsdp-autodiff: BatchNormalization input must be "
+                            "[N, C, ...]");
+  OpBuilder b(norm);
+  Builder bb(b, norm.getLoc());
+  Type element = xt.getElementType();
+  SmallVector<int64_t> axes = {0};
+  for (int64_t i = 2; i < rank; ++i)
+    axes.push_back(i);
+  bool training = norm.getTrainingMode() != 0;
+  Value mean, centered, var;
+  if (training) {
+    mean = bb.reduce<ReduceMeanOp>(x, axes);
+    centered = bb.op<SubOp>(xt, {x, mean});
+    var = bb.reduce<ReduceMeanOp>(bb.mul(centered, centered, xt), axes);
+  } else {
+    mean = bb.channels(norm.getInputMean(), rank);
+    centered = bb.op<SubOp>(xt, {x, mean});
+    var = bb.channels(norm.getInputVar(), rank);
+  }
+  Type statType = var.getType();
+  Value eps = bb.scalar(norm.getEpsilon().convertToDouble(), element);
+  Value rstd = bb.op<ReciprocalOp>(
+      statType,
+      {bb.op<SqrtOp>(statType, {bb.op<AddOp>(statType, {var, eps})})});
+  Value xhat = bb.mul(centered, rstd, xt);
+  Value y =
+      bb.op<AddOp>(xt, {bb.mul(xhat, bb.channels(norm.getScale(), rank), xt),
+                        bb.channels(norm.getB(), rank)});
+  norm.getY().replaceAllUsesWith(y);
+
+  if (training) {
+    double momentum = norm.getMomentum().convertToDouble();
+    int64_t count = xt.getNumElements() / xt.getDimSize(1);
+    double unbias = count > 1 ? double(count) / double(count - 1) : 1.0;
+    auto update = [&](Value running, Value batch, double factor, Value result) {
+      auto type = typeOf(running);
+      Value fresh = bb.mul(bb.reshape(batch, type),
+                           bb.scalar((1 - momentum) * factor, element), type);
+      Value next =
+          bb.add(bb.mul(running, bb.scalar(momentum, element), type), fresh);
+      if (!isa<NoneType>(result.getType()))
+        result.replaceAllUsesWith(next);
+      if (auto get = running.getDefiningOp<mlir::fsdp::GetBufferOp>())
+        updates.emplace_back(get.getBufferAttr(), next);
+    };
+    update(norm.getInputMean(), mean, 1.0, norm.getRunningMean());
+    update(norm.getInputVar(), var, unbias, norm.getRunningVar());
+  }
+  norm.erase();
+  return success();
+}
+
+/// Rewrites what trains differently from how it runs: BatchNorm (always
+/// decomposed; see above) and Dropout (only without dropping: ratio 0 or
+/// not in training).
+LogicalResult Autodiff::prepare() {
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    if (auto norm = dyn_cast<BatchNormalizationOp>(op)) {
+      if (failed(decomposeBatchNorm(norm)))
+        return failure();
+    } else if (auto dropout = dyn_cast<DropoutOp>(op)) {
+      std::optional<double> training =
+          isa<NoneType>(dropout.getTrainingMode().getType())
+              ? 0.0
+              : constantScalar(dropout.getTrainingMode());
+      std::optional<double> ratio = isa<NoneType>(dropout.getRatio().getType())
+                                        ? 0.5
+                                        : constantScalar(dropout.getRatio());
+      if (!training || (*training != 0 && (!ratio || *ratio != 0)))
+        return op->emitOpError("fsdp-autodiff: Dropout that drops in "
+                               "training needs random masks, which the "
+                               "runtime does not generate yet; export with "
+                               "p=0 (ratio ")
+               << (ratio ? std::to_string(*ratio) : std::string("unknown"))
+               << ")";
+      Value mask = dropout.getMask();
+      if (!isa<NoneType>(mask.getType()) && !mask.use_empty()) {
+        OpBuilder b(dropout);
+        mask.replaceAllUsesWith(b.create<ConstantOp>(
+            dropout.getLoc(), DenseElementsAttr::get(typeOf(mask), true)));
+      }
+      dropout.getOutput().replaceAllUsesWith(dropout.getData());
+      dropout.erase();
+    }
+  }
+  return success();
+}
 
 LogicalResult Autodiff::backward(Operation *op, Value g) {
   Builder bb(*builder, op->getLoc());
@@ -216,8 +429,8 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         if (active(operand(0)))
           give(0, bb.op<DivOp>(yt, {g, operand(1)}));
         if (active(operand(1))) // -g * y / b
-          give(1, bb.op<NegOp>(yt, {bb.op<DivOp>(yt, {bb.mul(g, y, yt),
-                                                       operand(1)})}));
+          give(1, bb.op<NegOp>(
+                      yt, {bb.op<DivOp>(yt, {bb.mul(g, y, yt), operand(1)})}));
         return success();
       })
       .Case<NegOp>([&](auto) {
@@ -225,14 +438,16 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         return success();
       })
       .Case<ReluOp>([&](auto) {
-        auto mask = RankedTensorType::get(typeOf(y).getShape(),
-                                          bb.b.getI1Type());
-        Value positive = bb.op<GreaterOp>(mask, {operand(0), bb.scalar(0, element)});
+        auto mask =
+            RankedTensorType::get(typeOf(y).getShape(), bb.b.getI1Type());
+        Value positive =
+            bb.op<GreaterOp>(mask, {operand(0), bb.scalar(0, element)});
         give(0, bb.op<WhereOp>(yt, {positive, g, bb.scalar(0, element)}));
         return success();
       })
       .Case<TanhOp>([&](auto) { // g * (1 - y^2)
-        Value oneMinus = bb.op<SubOp>(yt, {bb.scalar(1, element), bb.mul(y, y, yt)});
+        Value oneMinus =
+            bb.op<SubOp>(yt, {bb.scalar(1, element), bb.mul(y, y, yt)});
         give(0, bb.mul(g, oneMinus, yt));
         return success();
       })
@@ -274,13 +489,15 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
           Value bt = bb.swapLast(b);
           SmallVector<int64_t> shape(typeOf(g).getShape());
           shape.back() = typeOf(a).getShape().back();
-          give(0, bb.op<MatMulOp>(RankedTensorType::get(shape, element), {g, bt}));
+          give(0,
+               bb.op<MatMulOp>(RankedTensorType::get(shape, element), {g, bt}));
         }
         if (active(b)) {
           Value at = bb.swapLast(a);
           SmallVector<int64_t> shape(typeOf(g).getShape());
           shape[shape.size() - 2] = typeOf(b).getShape().drop_back().back();
-          give(1, bb.op<MatMulOp>(RankedTensorType::get(shape, element), {at, g}));
+          give(1,
+               bb.op<MatMulOp>(RankedTensorType::get(shape, element), {at, g}));
         }
         return success();
       })
@@ -294,11 +511,13 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         Value opA = gemm.getTransA() ? bb.transpose(a, {1, 0}) : a;
         Value opB = gemm.getTransB() ? bb.transpose(b, {1, 0}) : b;
         if (active(a)) { // d op(A) = g op(B)^T
-          Value d = bb.op<MatMulOp>(typeOf(opA), {ga, bb.transpose(opB, {1, 0})});
+          Value d =
+              bb.op<MatMulOp>(typeOf(opA), {ga, bb.transpose(opB, {1, 0})});
           give(0, gemm.getTransA() ? bb.transpose(d, {1, 0}) : d);
         }
         if (active(b)) { // d op(B) = op(A)^T g
-          Value d = bb.op<MatMulOp>(typeOf(opB), {bb.transpose(opA, {1, 0}), ga});
+          Value d =
+              bb.op<MatMulOp>(typeOf(opB), {bb.transpose(opA, {1, 0}), ga});
           give(1, gemm.getTransB() ? bb.transpose(d, {1, 0}) : d);
         }
         if (!isa<NoneType>(operand(2).getType()) && active(operand(2))) {
@@ -320,10 +539,12 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
           DenseIntElementsAttr attr;
           if (!isa<NoneType>(sum.getAxes().getType())) {
             auto constant = sum.getAxes().getDefiningOp<ConstantOp>();
-            auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
-                                  : nullptr;
+            auto dense =
+                constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
+                         : nullptr;
             if (!dense)
-              return op->emitOpError("fsdp-autodiff: ReduceSum axes must be constant");
+              return op->emitOpError(
+                  "fsdp-autodiff: ReduceSum axes must be constant");
             for (const APInt &v : dense.getValues<APInt>())
               axes.push_back(v.getSExtValue());
           }
@@ -368,12 +589,14 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
                   "fsdp-autodiff: only unweighted 2-D SoftmaxCrossEntropyLoss "
                   "with mean or sum reduction has a gradient rule yet");
             if (active(loss.getLabels()))
-              return op->emitOpError("fsdp-autodiff: labels cannot be differentiated");
+              return op->emitOpError(
+                  "fsdp-autodiff: labels cannot be differentiated");
             SmallVector<NamedAttribute> attrs = {bb.b.getNamedAttr(
                 "reduction", bb.b.getStringAttr(loss.getReduction()))};
             if (loss.getIgnoreIndex())
               attrs.push_back(bb.b.getNamedAttr(
-                  "ignore_index", bb.b.getI64IntegerAttr(*loss.getIgnoreIndex())));
+                  "ignore_index",
+                  bb.b.getI64IntegerAttr(*loss.getIgnoreIndex())));
             give(0, bb.op<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
                         loss.getScores().getType(),
                         {loss.getScores(), loss.getLabels(), g}, attrs));
@@ -381,7 +604,8 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
           })
       .Case<GatherOp>([&](GatherOp gather) -> LogicalResult {
         if (active(gather.getIndices()))
-          return op->emitOpError("fsdp-autodiff: indices cannot be differentiated");
+          return op->emitOpError(
+              "fsdp-autodiff: indices cannot be differentiated");
         int64_t axis = gather.getAxis();
         if (axis < 0)
           axis += typeOf(gather.getData()).getRank();
@@ -403,17 +627,20 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         Type xt = x.getType();
         Value mean = bb.reduce<ReduceMeanOp>(x, axes);
         Value centered = bb.op<SubOp>(xt, {x, mean});
-        Value var = bb.reduce<ReduceMeanOp>(bb.mul(centered, centered, xt), axes);
+        Value var =
+            bb.reduce<ReduceMeanOp>(bb.mul(centered, centered, xt), axes);
         Value eps = bb.scalar(norm.getEpsilon().convertToDouble(), element);
-        Value rstd = bb.op<ReciprocalOp>(var.getType(), {bb.op<SqrtOp>(
-                         var.getType(), {bb.op<AddOp>(var.getType(), {var, eps})})});
+        Value rstd = bb.op<ReciprocalOp>(
+            var.getType(),
+            {bb.op<SqrtOp>(var.getType(),
+                           {bb.op<AddOp>(var.getType(), {var, eps})})});
         Value xhat = bb.mul(centered, rstd, xt);
         if (active(x)) {
           Value gs = bb.mul(g, scale, xt);
           Value a = bb.reduce<ReduceMeanOp>(gs, axes);
           Value c = bb.reduce<ReduceMeanOp>(bb.mul(gs, xhat, xt), axes);
-          Value inner = bb.op<SubOp>(xt, {bb.op<SubOp>(xt, {gs, a}),
-                                          bb.mul(xhat, c, xt)});
+          Value inner = bb.op<SubOp>(
+              xt, {bb.op<SubOp>(xt, {gs, a}), bb.mul(xhat, c, xt)});
           give(0, bb.mul(rstd, inner, xt));
         }
         if (active(scale))
@@ -439,9 +666,10 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         for (auto [i, input] : llvm::enumerate(concat.getInputs())) {
           int64_t size = typeOf(input).getDimSize(axis);
           if (active(input))
-            give(i, bb.op<SliceOp>(input.getType(),
-                                   {g, bb.ints({offset}), bb.ints({offset + size}),
-                                    bb.ints({axis}), bb.ints({1})}));
+            give(i,
+                 bb.op<SliceOp>(input.getType(),
+                                {g, bb.ints({offset}), bb.ints({offset + size}),
+                                 bb.ints({axis}), bb.ints({1})}));
           offset += size;
         }
         return success();
@@ -450,8 +678,9 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         // Step-1 slices: the gradient is g padded with zeros.
         auto constants = [&](Value v) -> std::optional<SmallVector<int64_t>> {
           auto constant = v.getDefiningOp<ConstantOp>();
-          auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
-                                : nullptr;
+          auto dense = constant
+                           ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
+                           : nullptr;
           if (!dense)
             return std::nullopt;
           SmallVector<int64_t> values;
@@ -464,7 +693,8 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         int64_t rank = in.getRank();
         std::optional<SmallVector<int64_t>> axes = SmallVector<int64_t>();
         if (isa<NoneType>(slice.getAxes().getType()))
-          for (int64_t i = 0; starts && i < static_cast<int64_t>(starts->size()); ++i)
+          for (int64_t i = 0;
+               starts && i < static_cast<int64_t>(starts->size()); ++i)
             axes->push_back(i);
         else
           axes = constants(slice.getAxes());
@@ -490,20 +720,23 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
       .Case<ErfOp>([&](auto) { // g * 2/sqrt(pi) * exp(-x^2)
         Value x = operand(0);
         Value e = bb.op<ExpOp>(yt, {bb.op<NegOp>(yt, {bb.mul(x, x, yt)})});
-        give(0, bb.mul(g, bb.mul(e, bb.scalar(1.1283791670955126, element), yt), yt));
+        give(0, bb.mul(g, bb.mul(e, bb.scalar(1.1283791670955126, element), yt),
+                       yt));
         return success();
       })
       .Case<PowOp>([&](PowOp pow) -> LogicalResult {
         auto constant = pow.getB().getDefiningOp<ConstantOp>();
-        auto dense = constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
-                              : nullptr;
+        auto dense = constant
+                         ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                         : nullptr;
         if (!dense || dense.getNumElements() != 1 || active(pow.getB()))
           return op->emitOpError("fsdp-autodiff: only Pow by a constant scalar "
                                  "has a gradient rule yet");
         double c = (*dense.getValues<APFloat>().begin()).convertToDouble();
         Value x = operand(0);
-        Value d = c == 2.0 ? x
-                           : bb.op<PowOp>(typeOf(x), {x, bb.scalar(c - 1, element)});
+        Value d = c == 2.0
+                      ? x
+                      : bb.op<PowOp>(typeOf(x), {x, bb.scalar(c - 1, element)});
         give(0, bb.mul(g, bb.mul(d, bb.scalar(c, element), typeOf(x)), yt));
         return success();
       })
@@ -527,6 +760,86 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.op<SubOp>(yt, {g, bb.mul(bb.op<ExpOp>(yt, {y}), sum, yt)}));
         return success();
       })
+      .Case<ConvOp>([&](ConvOp conv) -> LogicalResult {
+        if (conv.getAutoPad() != "NOTSET")
+          return op->emitOpError("fsdp-autodiff: Conv with auto_pad has no "
+                                 "gradient rule; export with explicit pads");
+        size_t spatial = typeOf(conv.getX()).getRank() - 2;
+        SmallVector<NamedAttribute> window = {
+            bb.b.getNamedAttr("strides", bb.b.getDenseI64ArrayAttr(orDefault(
+                                             conv.getStrides(), spatial, 1))),
+            bb.b.getNamedAttr("pads", bb.b.getDenseI64ArrayAttr(orDefault(
+                                          conv.getPads(), 2 * spatial, 0))),
+            bb.b.getNamedAttr("dilations",
+                              bb.b.getDenseI64ArrayAttr(
+                                  orDefault(conv.getDilations(), spatial, 1))),
+            bb.b.getNamedAttr("group",
+                              bb.b.getI64IntegerAttr(conv.getGroup()))};
+        if (active(conv.getX()))
+          give(0, bb.op<mlir::fsdp::ConvGradInputOp>(conv.getX().getType(),
+                                                     {g, conv.getW()}, window));
+        if (active(conv.getW()))
+          give(1, bb.op<mlir::fsdp::ConvGradWeightOp>(
+                      conv.getW().getType(), {conv.getX(), g}, window));
+        if (!isa<NoneType>(conv.getB().getType()) && active(conv.getB())) {
+          SmallVector<int64_t> axes = {0};
+          for (size_t i = 0; i < spatial; ++i)
+            axes.push_back(2 + i);
+          give(2, bb.reshape(bb.reduce<ReduceSumOp>(g, axes),
+                             typeOf(conv.getB())));
+        }
+        return success();
+      })
+      .Case<MaxPoolOp, AveragePoolOp>([&](Operation *) -> LogicalResult {
+        auto attr = [&](StringRef name) { return op->getAttr(name); };
+        auto ints = [&](StringRef name) -> std::optional<ArrayRef<int64_t>> {
+          if (auto a = dyn_cast_or_null<DenseI64ArrayAttr>(attr(name)))
+            return a.asArrayRef();
+          return std::nullopt;
+        };
+        auto integer = [&](StringRef name) {
+          auto a = dyn_cast_or_null<IntegerAttr>(attr(name));
+          return a ? a.getInt() : 0;
+        };
+        auto autoPad = dyn_cast_or_null<StringAttr>(attr("auto_pad"));
+        Value x = operand(0);
+        if (typeOf(x).getRank() != 4 ||
+            (autoPad && autoPad.getValue() != "NOTSET"))
+          return op->emitOpError("fsdp-autodiff: only 2-D pooling with "
+                                 "explicit pads has a gradient rule");
+        bool max = isa<MaxPoolOp>(op);
+        if (max && integer("storage_order") != 0)
+          return op->emitOpError("fsdp-autodiff: MaxPool storage_order 1 has "
+                                 "no gradient rule");
+        auto b = bb.b;
+        give(0,
+             bb.op<mlir::fsdp::PoolGradOp>(
+                 x.getType(), {x, g},
+                 {b.getNamedAttr("mode",
+                                 b.getStringAttr(max ? "max" : "average")),
+                  b.getNamedAttr("kernel_shape",
+                                 b.getDenseI64ArrayAttr(*ints("kernel_shape"))),
+                  b.getNamedAttr("strides", b.getDenseI64ArrayAttr(orDefault(
+                                                ints("strides"), 2, 1))),
+                  b.getNamedAttr("pads", b.getDenseI64ArrayAttr(
+                                             orDefault(ints("pads"), 4, 0))),
+                  b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(orDefault(
+                                                  ints("dilations"), 2, 1))),
+                  b.getNamedAttr("ceil_mode",
+                                 b.getI64IntegerAttr(integer("ceil_mode"))),
+                  b.getNamedAttr(
+                      "count_include_pad",
+                      b.getI64IntegerAttr(integer("count_include_pad")))}));
+        return success();
+      })
+      .Case<GlobalAveragePoolOp>([&](auto) { // g / |spatial|, spread out
+        auto in = typeOf(operand(0));
+        int64_t count =
+            in.getNumElements() / (in.getDimSize(0) * in.getDimSize(1));
+        Value scaled = bb.mul(g, bb.scalar(1.0 / count, element), yt);
+        give(0, bb.op<ExpandOp>(in, {scaled, bb.ints(in.getShape())}));
+        return success();
+      })
       .Default([&](Operation *) {
         return op->emitOpError()
                << "fsdp-autodiff: no gradient rule for '"
@@ -536,6 +849,8 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
 }
 
 LogicalResult Autodiff::run() {
+  if (failed(attachLoss()))
+    return failure();
   if (func.getNumResults() != 1)
     return func.emitError("fsdp-autodiff: @")
            << func.getSymName() << " must return one scalar loss, not "
@@ -546,6 +861,8 @@ LogicalResult Autodiff::run() {
     return func.emitError("fsdp-autodiff: the loss must be a floating-point "
                           "scalar, not ")
            << func.getResultTypes()[0];
+  if (failed(prepare()))
+    return failure();
 
   // Trainable parameters, in declaration order, and their reads.
   SmallVector<mlir::fsdp::ParamOp> params;
@@ -600,9 +917,10 @@ LogicalResult Autodiff::run() {
       int64_t axis = split.getAxis();
       if (axis < 0)
         axis += typeOf(split.getInput()).getRank();
-      accumulate(split.getInput(),
-                 sb.op<ConcatOp>(split.getInput().getType(), pieces,
-                                 {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}));
+      accumulate(
+          split.getInput(),
+          sb.op<ConcatOp>(split.getInput().getType(), pieces,
+                          {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}));
       continue;
     }
     Value y = op->getResult(0);
@@ -610,7 +928,8 @@ LogicalResult Autodiff::run() {
     if (it == cotangents.end() || !active(y))
       continue;
     for (Value other : op->getResults().drop_front())
-      if (!isa<NoneType>(other.getType()) && !other.use_empty() && active(other))
+      if (!isa<NoneType>(other.getType()) && !other.use_empty() &&
+          active(other))
         return op->emitOpError("fsdp-autodiff: ops whose secondary results are "
                                "used have no gradient rule yet");
     if (failed(backward(op, it->second)))
@@ -640,6 +959,15 @@ LogicalResult Autodiff::run() {
                         FlatSymbolRefAttr::get(param.getSymNameAttr())),
          b.getNamedAttr("fsdp.name",
                         b.getStringAttr("grad." + param.getSymName()))}));
+  // Then the buffers' new values (BatchNorm's running statistics).
+  for (auto [buffer, value] : updates) {
+    results.push_back(value);
+    types.push_back(value.getType());
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("fsdp.update_of", buffer),
+         b.getNamedAttr("fsdp.name",
+                        b.getStringAttr("update." + buffer.getValue()))}));
+  }
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
   func.setFunctionType(
@@ -649,6 +977,7 @@ LogicalResult Autodiff::run() {
 }
 
 struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("forward");
@@ -656,7 +985,12 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
       module.emitError("fsdp-autodiff: the module has no @forward function");
       return signalPassFailure();
     }
-    if (failed(Autodiff(func, module).run()))
+    mlir::fsdp::AutodiffOptions options;
+    options.loss = loss;
+    options.labels = labels;
+    options.logits = logits;
+    options.ignoreIndex = ignoreIndex;
+    if (failed(Autodiff(func, module, std::move(options)).run()))
       signalPassFailure();
   }
 };

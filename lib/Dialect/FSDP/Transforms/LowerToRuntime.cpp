@@ -81,9 +81,7 @@ public:
     return success();
   }
 
-  LogicalResult fail(const Twine &why) {
-    return op->emitOpError() << why;
-  }
+  LogicalResult fail(const Twine &why) { return op->emitOpError() << why; }
 
   NamedAttribute i64(StringRef name, int64_t value) {
     return b.getNamedAttr(name, b.getI64IntegerAttr(value));
@@ -111,8 +109,9 @@ public:
     DenseIntElementsAttr attr;
     if (!matchPattern(value, m_Constant(&attr)))
       return fail(Twine(what) + " must be a constant to run on the runtime");
-    return llvm::to_vector(llvm::map_range(
-        attr.getValues<APInt>(), [](const APInt &v) { return v.getSExtValue(); }));
+    return llvm::to_vector(
+        llvm::map_range(attr.getValues<APInt>(),
+                        [](const APInt &v) { return v.getSExtValue(); }));
   }
 
   Operation *op;
@@ -144,11 +143,11 @@ FailureOr<Window> window(Lowering &l, StringRef autoPad,
   size_t n = kernelShape.size();
   Window w;
   w.kernel.assign(kernelShape.begin(), kernelShape.end());
-  w.strides = strides ? SmallVector<int64_t>(*strides)
-                      : SmallVector<int64_t>(n, 1);
+  w.strides =
+      strides ? SmallVector<int64_t>(*strides) : SmallVector<int64_t>(n, 1);
   w.pads = pads ? SmallVector<int64_t>(*pads) : SmallVector<int64_t>(2 * n, 0);
-  w.dilations = dilations ? SmallVector<int64_t>(*dilations)
-                          : SmallVector<int64_t>(n, 1);
+  w.dilations =
+      dilations ? SmallVector<int64_t>(*dilations) : SmallVector<int64_t>(n, 1);
   if (w.strides.size() != n || w.pads.size() != 2 * n ||
       w.dilations.size() != n)
     return l.fail("strides, pads or dilations do not match the kernel rank");
@@ -249,10 +248,11 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
         if (norm.getTrainingMode() != 0)
           return l.fail("in training mode cannot run as inference; run "
                         "--fsdp-inference first");
-        return l.kernel("batch_norm",
-                        {norm.getX(), norm.getScale(), norm.getB(),
-                         norm.getInputMean(), norm.getInputVar()},
-                        {l.f32("epsilon", norm.getEpsilon().convertToDouble())});
+        return l.kernel(
+            "batch_norm",
+            {norm.getX(), norm.getScale(), norm.getB(), norm.getInputMean(),
+             norm.getInputVar()},
+            {l.f32("epsilon", norm.getEpsilon().convertToDouble())});
       })
       .Case<DropoutOp>([&](auto) {
         return l.fail("is a training-mode Dropout; run --fsdp-inference first");
@@ -315,10 +315,10 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
             return failure();
           axes.push_back(*normal);
         }
-        return l.kernel(isa<ReduceMeanOp>(op) ? "reduce_mean" : "reduce_max",
-                        reduce.getData(),
-                        {l.ints("axes", axes),
-                         l.i64("keepdims", reduce.getKeepdims())});
+        return l.kernel(
+            isa<ReduceMeanOp>(op) ? "reduce_mean" : "reduce_max",
+            reduce.getData(),
+            {l.ints("axes", axes), l.i64("keepdims", reduce.getKeepdims())});
       })
       .Case<ReduceSumOp>([&](ReduceSumOp reduce) -> LogicalResult {
         SmallVector<int64_t> axes;
@@ -337,9 +337,9 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
         }
         if (axes.empty() && reduce.getNoopWithEmptyAxes())
           return l.view(reduce.getData());
-        return l.kernel("reduce_sum", reduce.getData(),
-                        {l.ints("axes", axes),
-                         l.i64("keepdims", reduce.getKeepdims())});
+        return l.kernel(
+            "reduce_sum", reduce.getData(),
+            {l.ints("axes", axes), l.i64("keepdims", reduce.getKeepdims())});
       })
       // Shapes and data movement.
       .Case<ReshapeOp>([&](ReshapeOp r) { return l.view(r.getData()); })
@@ -415,8 +415,9 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
           allStarts[*axis] = s;
           allSteps[*axis] = step;
         }
-        return l.kernel("slice", slice.getData(),
-                        {l.ints("starts", allStarts), l.ints("steps", allSteps)});
+        return l.kernel(
+            "slice", slice.getData(),
+            {l.ints("starts", allStarts), l.ints("steps", allSteps)});
       })
       .Case<GatherOp>([&](GatherOp gather) -> LogicalResult {
         FailureOr<int64_t> axis =
@@ -438,10 +439,10 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
                 l.str("reduction", loss.getReduction())};
             if (loss.getIgnoreIndex())
               params.push_back(l.i64("ignore_index", *loss.getIgnoreIndex()));
-            return l.kernel("softmax_cross_entropy",
-                            {loss.getScores(), loss.getLabels(),
-                             loss.getWeights()},
-                            params);
+            return l.kernel(
+                "softmax_cross_entropy",
+                {loss.getScores(), loss.getLabels(), loss.getWeights()},
+                params);
           })
       .Case<mlir::fsdp::GatherGradOp>([&](mlir::fsdp::GatherGradOp grad) {
         return l.kernel("gather_grad", op->getOperands(),
@@ -456,6 +457,28 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
             return l.kernel("softmax_cross_entropy_grad", op->getOperands(),
                             params);
           })
+      .Case<mlir::fsdp::ConvGradInputOp, mlir::fsdp::ConvGradWeightOp>(
+          [&](auto grad) {
+            return l.kernel(isa<mlir::fsdp::ConvGradInputOp>(op)
+                                ? "conv_grad_input"
+                                : "conv_grad_weight",
+                            op->getOperands(),
+                            {l.ints("strides", grad.getStrides()),
+                             l.ints("pads", grad.getPads()),
+                             l.ints("dilations", grad.getDilations()),
+                             l.i64("group", grad.getGroup())});
+          })
+      .Case<mlir::fsdp::PoolGradOp>([&](mlir::fsdp::PoolGradOp grad) {
+        return l.kernel(
+            "pool_grad", op->getOperands(),
+            {l.str("mode", grad.getMode()),
+             l.ints("kernel_shape", grad.getKernelShape()),
+             l.ints("strides", grad.getStrides()),
+             l.ints("pads", grad.getPads()),
+             l.ints("dilations", grad.getDilations()),
+             l.i64("ceil_mode", grad.getCeilMode()),
+             l.i64("count_include_pad", grad.getCountIncludePad())});
+      })
       .Default([&](Operation *) {
         return l.fail("has no runtime kernel (docs/plan-format.md lists the "
                       "supported ops)");
@@ -507,8 +530,7 @@ struct LowerToRuntimePass
         if (auto tensor = dyn_cast<RankedTensorType>(arg.getType());
             !tensor || !tensor.hasStaticShape() || !isRuntimeType(tensor)) {
           func.emitError() << "input " << arg.getArgNumber() << " of @"
-                           << func.getSymName() << " has type "
-                           << arg.getType()
+                           << func.getSymName() << " has type " << arg.getType()
                            << "; the runtime needs static shapes of a "
                               "supported element type";
           failed = true;
@@ -519,8 +541,7 @@ struct LowerToRuntimePass
       for (Operation *op : ops) {
         if (isKept(op))
           continue;
-        if (mlir::failed(checkTypes(op)) ||
-            mlir::failed(lowerOp(op, rewriter)))
+        if (mlir::failed(checkTypes(op)) || mlir::failed(lowerOp(op, rewriter)))
           failed = true;
       }
       // Shape operands and other constants the kernels no longer read.

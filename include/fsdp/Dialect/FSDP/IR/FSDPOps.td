@@ -492,6 +492,84 @@ def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure
   }];
 }
 
+def FSDP_ConvGradInputOp : FSDP_Op<"conv_grad_input", [Pure]> {
+  let summary = "gradient of a convolution with respect to its input";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.Conv`'s input `X`: the transposed
+    convolution of the output gradient `grad` `[N, M, out...]` with the
+    weights `w` `[M, C/group, k...]`, giving a tensor of `X`'s type. The
+    window attributes are the forward convolution's, with ONNX's defaults
+    filled in (`pads` as `[begin..., end...]`).
+
+    ```mlir
+    %gx = fsdp.conv_grad_input %g, %w {strides = array<i64: 2, 2>,
+        pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>,
+        group = 1 : i64}
+        : (tensor<2x8x4x4xf32>, tensor<8x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$w,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs AnyRankedTensor:$grad_input);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def FSDP_ConvGradWeightOp : FSDP_Op<"conv_grad_weight", [Pure]> {
+  let summary = "gradient of a convolution with respect to its weights";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.Conv`'s weights `W`: the
+    correlation of the forward input `x` with the output gradient `grad`,
+    summed over the batch, giving a tensor of `W`'s type. Attributes as for
+    `fsdp.conv_grad_input`.
+
+    ```mlir
+    %gw = fsdp.conv_grad_weight %x, %g {strides = array<i64: 2, 2>,
+        pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>,
+        group = 1 : i64}
+        : (tensor<2x3x8x8xf32>, tensor<2x8x4x4xf32>) -> tensor<8x3x3x3xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$grad,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs AnyRankedTensor:$grad_weight);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def FSDP_PoolGradOp : FSDP_Op<"pool_grad", [Pure]> {
+  let summary = "gradient of 2-D max or average pooling";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.MaxPool` and `onnx.AveragePool`:
+    a tensor of the pooled input `x`'s type. For `mode = "max"` each output
+    gradient goes to the first maximal element of its window in row-major
+    order (as PyTorch's max_pool2d backward routes it); for `"average"` it
+    is spread evenly over the elements the forward averaged. Window
+    attributes are the forward op's, ONNX defaults filled in.
+
+    ```mlir
+    %gx = fsdp.pool_grad %x, %g {mode = "max", kernel_shape = array<i64: 3, 3>,
+        strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>,
+        dilations = array<i64: 1, 1>, ceil_mode = 0 : i64,
+        count_include_pad = 0 : i64}
+        : (tensor<2x8x16x16xf32>, tensor<2x8x8x8xf32>) -> tensor<2x8x16x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$grad,
+                   StrAttr:$mode, DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$ceil_mode,
+                   I64Attr:$count_include_pad);
+  let results = (outs AnyRankedTensor:$grad_input);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Runtime ops (produced by fsdp-lower-to-runtime)
 //===----------------------------------------------------------------------===//

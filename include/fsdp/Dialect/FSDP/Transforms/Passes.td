@@ -292,11 +292,26 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     `Squeeze`, `Unsqueeze`, `Identity`, `Expand`, `Where`, `Concat`,
     `Split`, `Slice` (constant, step 1), `Gather` (scatter-add, via
     `fsdp.gather_grad`), `ReduceSum`, `ReduceMean`, `Softmax`,
-    `LogSoftmax`, `LayerNormalization` (statistics recomputed) and
-    `SoftmaxCrossEntropyLoss` (via `fsdp.softmax_cross_entropy_grad`): what
-    the corpus's GPT-2 and LLaMA need. A differentiated op without a rule is
-    an error naming it and its ONNX node; convolution, pooling and
-    BatchNorm in training follow.
+    `LogSoftmax`, `LayerNormalization` (statistics recomputed), `Conv`
+    (`fsdp.conv_grad_input`, `fsdp.conv_grad_weight`), `MaxPool` and
+    `AveragePool` (`fsdp.pool_grad`), `GlobalAveragePool` and
+    `SoftmaxCrossEntropyLoss` (via `fsdp.softmax_cross_entropy_grad`). A
+    differentiated op without a rule is an error naming it and its ONNX
+    node.
+
+    Before differentiating, `BatchNormalization` becomes the ops it
+    computes: in training mode the batch's statistics, and its running
+    statistics' new values (PyTorch's update: unbiased variance, the
+    exported momentum) are returned after the gradients with
+    `fsdp.update_of = @<buffer>`; in eval mode the running statistics.
+    `Dropout` that drops nothing (ratio 0, or not training) is removed;
+    one that drops is an error (the runtime has no random masks yet).
+
+    With `loss=cross-entropy` the model may return logits instead of a
+    loss: the step gains an int64 input (`labels`, shaped like the logits
+    without their last dimension) and returns the mean softmax
+    cross-entropy over every position, as
+    `F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))`.
 
     ```
     $ fsdp-opt mlp.onnx --batch-size=8 --fsdp-autodiff
@@ -304,6 +319,19 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
           tensor<16x8xf32> {fsdp.grad_of = @fc1.weight, fsdp.name = "grad.fc1.weight"}, ...)
     ```
   }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "Attach a loss to a model that returns logits: 'cross-entropy' "
+           "(mean softmax cross-entropy over the last dimension, leading "
+           "dimensions flattened)">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
+           "Name of the int64 labels input the attached loss adds">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "Name of the result holding the logits (needed when the model "
+           "returns several)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "Label value the attached loss ignores (PyTorch's default)">
+  ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];
 }
