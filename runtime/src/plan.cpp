@@ -170,4 +170,25 @@ fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan, size_t index,
   return nullptr;
 }
 
+fsdprt_status_t fsdprt_plan_weight_desc(const fsdprt_plan_t *plan,
+                                        size_t index,
+                                        fsdprt_tensor_desc_t *out) {
+  if (fsdprt_status_t status = checkEntry(
+          plan, out, index, fsdprt_plan_num_weights(plan),
+          "fsdprt_plan_weight_desc", "weight references"))
+    return status;
+  const fsdprt::plan::WeightRef *ref = plan->root->weights()->Get(index);
+  const auto *buffers = plan->root->buffers();
+  if (!buffers || ref->buffer() >= buffers->size())
+    return makeStatus(FSDPRT_INVALID_ARGUMENT,
+                      "fsdprt_plan_weight_desc: weight '" + ref->fqn()->str() +
+                          "' names a buffer the plan does not have");
+  const fsdprt::plan::Buffer *buffer = buffers->Get(ref->buffer());
+  out->name = ref->fqn()->c_str();
+  out->dtype = static_cast<fsdprt_dtype_t>(buffer->dtype());
+  out->rank = buffer->shape() ? buffer->shape()->size() : 0;
+  out->shape = buffer->shape() ? buffer->shape()->data() : nullptr;
+  return nullptr;
+}
+
 } // extern "C"

@@ -203,6 +203,46 @@ fsdprt_status_t checkWeights(const fsdprt_session_s &s) {
   return nullptr;
 }
 
+/// Each state update copies a computed value over a parameter or buffer of
+/// the same dtype and size, and no state is updated twice.
+fsdprt_status_t checkUpdates(const fsdprt_session_s &s) {
+  const auto *updates = s.plan->root->updates();
+  if (!updates)
+    return nullptr;
+  const auto *buffers = s.plan->root->buffers();
+  std::vector<bool> targeted(s.buffers.size());
+  for (size_t i = 0; i < updates->size(); ++i) {
+    const plan::StateUpdate *u = updates->Get(i);
+    std::string name = "state update " + std::to_string(i);
+    if (u->source() >= s.buffers.size() || u->target() >= s.buffers.size())
+      return invalid(name + " names buffers " + std::to_string(u->source()) +
+                     " -> " + std::to_string(u->target()) +
+                     " but the plan has " + std::to_string(s.buffers.size()));
+    auto kindOf = [&](uint32_t buffer) {
+      return s.arenaKinds[buffers->Get(buffer)->arena()];
+    };
+    if (kindOf(u->target()) != plan::ArenaKind::Weights)
+      return invalid(name + ": its target, buffer " +
+                     std::to_string(u->target()) +
+                     ", is not a parameter or buffer");
+    if (kindOf(u->source()) != plan::ArenaKind::Activations)
+      return invalid(name + ": its source, buffer " +
+                     std::to_string(u->source()) +
+                     ", is not computed by the run");
+    const fsdprt::Tensor &from = s.buffers[u->source()],
+                         &to = s.buffers[u->target()];
+    if (from.dtype != to.dtype || from.bytes() != to.bytes())
+      return invalid(name + " copies " + fsdprt_dtype_name(from.dtype) + " " +
+                     shapeText(from.shape) + " over " +
+                     fsdprt_dtype_name(to.dtype) + " " + shapeText(to.shape));
+    if (targeted[u->target()])
+      return invalid(name + " updates buffer " + std::to_string(u->target()) +
+                     ", which another update writes too");
+    targeted[u->target()] = true;
+  }
+  return nullptr;
+}
+
 fsdprt_status_t fillConstants(fsdprt_session_s &s) {
   const auto *constants = s.plan->root->constants();
   if (!constants)
@@ -396,6 +436,8 @@ fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
     if (fsdprt_status_t status =
             checkDescs(*s, plan->root->outputs(), "output"))
       return status;
+    if (fsdprt_status_t status = checkUpdates(*s))
+      return status;
     if (fsdprt_status_t status = checkWeights(*s))
       return status;
     if (fsdprt_status_t status = fillConstants(*s))
@@ -420,6 +462,10 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
     if (weights)
       for (const plan::WeightRef *w : *weights) {
         std::string file = w->file()->str(), fqn = w->fqn()->str();
+        if (file.empty()) { // state that starts as zeros
+          std::memset(s->buffers[w->buffer()].data, 0, w->length());
+          continue;
+        }
         std::string path =
             !file.empty() && file[0] == '/' ? file : s->modelDir + "/" + file;
         auto [it, opened] = files.try_emplace(path);
@@ -503,7 +549,42 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     std::string error = s->stream->synchronize();
     if (!error.empty())
       return makeStatus(FSDPRT_INTERNAL, error);
+    // The step's new parameters and state, once every kernel has read the
+    // old ones.
+    if (const auto *updates = s->plan->root->updates())
+      for (const plan::StateUpdate *u : *updates)
+        std::memcpy(s->buffers[u->target()].data,
+                    s->buffers[u->source()].data,
+                    s->buffers[u->target()].bytes());
     return nullptr;
+  });
+}
+
+fsdprt_status_t fsdprt_session_read_state(const fsdprt_session_t *s,
+                                          const char *fqn, void *data,
+                                          size_t bytes) {
+  return guarded(__func__, [&]() -> fsdprt_status_t {
+    if (!s || !fqn || (!data && bytes))
+      return invalid("fsdprt_session_read_state: NULL argument");
+    const auto *weights = s->plan->root->weights();
+    if (weights)
+      for (const plan::WeightRef *w : *weights) {
+        if (w->fqn()->str() != fqn)
+          continue;
+        const fsdprt::Tensor &t = s->buffers[w->buffer()];
+        if (bytes != t.bytes())
+          return invalid(std::string("state '") + fqn + "' has " +
+                         std::to_string(t.bytes()) + " bytes, not " +
+                         std::to_string(bytes));
+        if (!s->weightsLoaded)
+          return invalid("fsdprt_session_read_state: the weights are not "
+                         "loaded; call fsdprt_session_load_weights first");
+        std::memcpy(data, t.data, bytes);
+        return nullptr;
+      }
+    return makeStatus(FSDPRT_NOT_FOUND, std::string("the plan has no "
+                                                    "parameter or buffer '") +
+                                            fqn + "'");
   });
 }
 

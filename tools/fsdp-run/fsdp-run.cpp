@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -42,6 +43,13 @@ options:
   --threads N            threads for kernels (default 0: one per core)
   --warmup W             untimed runs before the timed ones (default 0)
   --repeat K             timed runs (default 1)
+  --steps K              training: run the step K times on the same inputs,
+                         printing "step <k> loss <value>" after each (the
+                         plan's state updates carry over from step to step)
+  --lr VALUE             the learning rate, for a plan with an input 'lr'
+                         (fsdp-optimizer's); required by such a plan
+  --save-state DIR       after the last run, write every parameter, buffer
+                         and optimizer state as DIR/<fqn>.npy
   --json                 print one JSON object instead of the summary
   --help                 print this text
 
@@ -51,8 +59,11 @@ memory (activation, weight and constant arenas; peak RSS). With --json
 it prints one object with the keys plan, inputs, outputs (name, dtype,
 shape, min, max, mean), load_seconds, run_seconds, run_seconds_mean,
 run_seconds_min, threads and memory (activation_bytes, weight_bytes,
-constant_bytes, peak_rss_bytes). Errors print "fsdp-run: error: ..." and
-exit with status 1.
+constant_bytes, peak_rss_bytes), and with --steps the losses.
+
+A plan with an input named 'step' (fsdp-optimizer's step count) gets
+1, 2, ... on successive runs unless --input gives it. Outputs are the last
+run's. Errors print "fsdp-run: error: ..." and exit with status 1.
 )";
 
 struct Error : std::runtime_error {
@@ -134,8 +145,9 @@ double valueAt(const std::vector<char> &data, fsdprt_dtype_t dtype, size_t i) {
 struct Options {
   std::string plan, outputDir, modelDir;
   std::vector<std::pair<std::string, std::string>> inputs;
-  int threads = 0, warmup = 0, repeat = 1;
-  bool json = false;
+  int threads = 0, warmup = 0, repeat = 1, steps = 0;
+  bool json = false, timing = false;
+  std::string lr, saveState;
 };
 
 int toInt(const std::string &flag, const std::string &value, int min) {
@@ -183,8 +195,24 @@ Options parse(int argc, char **argv) {
       o.threads = toInt(flag, value(), 0);
     } else if (flag == "--warmup") {
       o.warmup = toInt(flag, value(), 0);
+      o.timing = true;
     } else if (flag == "--repeat") {
       o.repeat = toInt(flag, value(), 1);
+      o.timing = true;
+    } else if (flag == "--steps") {
+      o.steps = toInt(flag, value(), 1);
+    } else if (flag == "--lr") {
+      o.lr = value();
+      try {
+        size_t used;
+        std::stod(o.lr, &used);
+        if (used != o.lr.size())
+          throw std::invalid_argument(o.lr);
+      } catch (const std::exception &) {
+        throw Error("--lr needs a number, not '" + o.lr + "'");
+      }
+    } else if (flag == "--save-state") {
+      o.saveState = value();
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (o.plan.empty()) {
@@ -196,6 +224,13 @@ Options parse(int argc, char **argv) {
   }
   if (o.plan.empty())
     throw Error("no plan given (see --help)");
+  if (o.steps && o.timing)
+    throw Error("--steps runs the training step K times; it does not combine "
+                "with --warmup or --repeat");
+  if (o.steps) {
+    o.warmup = 0;
+    o.repeat = o.steps;
+  }
   return o;
 }
 
@@ -209,10 +244,70 @@ int effectiveThreads(int requested) {
   return 1;
 }
 
+/// A one-element array of `desc`'s dtype and shape holding `value`.
+npy::Array scalarArray(const fsdprt_tensor_desc_t &desc, double value) {
+  std::vector<int64_t> shape = shapeOf(desc);
+  size_t numel = 1;
+  for (int64_t s : shape)
+    numel *= s;
+  if (numel != 1)
+    throw Error(std::string("input '") + desc.name + "' should be a scalar, "
+                "but the plan declares " + listText(shape));
+  npy::Array array{npy::descrOf(desc.dtype), shape,
+                   std::vector<char>(fsdprt_dtype_size(desc.dtype))};
+  auto put = [&](auto v) { std::memcpy(array.data.data(), &v, sizeof v); };
+  switch (desc.dtype) {
+  case FSDPRT_F32:
+    put(static_cast<float>(value));
+    break;
+  case FSDPRT_F64:
+    put(value);
+    break;
+  case FSDPRT_I64:
+    put(static_cast<int64_t>(value));
+    break;
+  case FSDPRT_I32:
+    put(static_cast<int32_t>(value));
+    break;
+  default:
+    throw Error(std::string("input '") + desc.name + "' is " +
+                fsdprt_dtype_name(desc.dtype) +
+                "; fsdp-run sets it only as f32, f64, i64 or i32");
+  }
+  return array;
+}
+
+/// Writes every parameter, buffer and optimizer state as DIR/<fqn>.npy.
+void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
+               const std::string &dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw Error("cannot create '" + dir + "': " + error.message());
+  for (size_t i = 0; i < fsdprt_plan_num_weights(plan); ++i) {
+    fsdprt_tensor_desc_t desc;
+    check(fsdprt_plan_weight_desc(plan, i, &desc), "plan weight");
+    std::vector<int64_t> shape = shapeOf(desc);
+    size_t numel = 1;
+    for (int64_t s : shape)
+      numel *= s;
+    std::vector<char> data(numel * fsdprt_dtype_size(desc.dtype));
+    check(fsdprt_session_read_state(session, desc.name, data.data(),
+                                    data.size()),
+          std::string("state '") + desc.name + "'");
+    if (!*npy::descrOf(desc.dtype))
+      throw Error(std::string("state '") + desc.name + "' is " +
+                  fsdprt_dtype_name(desc.dtype) + ", which .npy cannot hold");
+    npy::write(dir + "/" + desc.name + ".npy",
+               {npy::descrOf(desc.dtype), shape, data});
+  }
+}
+
 /// Reads every declared input from the files given for it, checked against
 /// the plan's dtype and shape.
 std::map<std::string, npy::Array>
-readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs) {
+readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs,
+           std::map<std::string, npy::Array> arrays) {
   auto declared = [&]() {
     std::string text;
     for (const auto &d : inputs)
@@ -220,7 +315,6 @@ readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs) {
               " " + listText(shapeOf(d));
     return text.empty() ? std::string(" none") : text;
   };
-  std::map<std::string, npy::Array> arrays;
   for (const auto &[name, path] : o.inputs) {
     auto it = std::find_if(inputs.begin(), inputs.end(),
                            [&](const auto &d) { return name == d.name; });
@@ -261,7 +355,38 @@ int run(const Options &o) {
     check(fsdprt_plan_input(plan, i, &inputs[i]), "plan input");
   for (size_t i = 0; i < outputs.size(); ++i)
     check(fsdprt_plan_output(plan, i, &outputs[i]), "plan output");
-  std::map<std::string, npy::Array> arrays = readInputs(o, inputs);
+  // The learning rate and step count of a training step, unless given.
+  auto declared = [&](const char *name) -> const fsdprt_tensor_desc_t * {
+    for (const auto &d : inputs)
+      if (std::string(d.name) == name)
+        return &d;
+    return nullptr;
+  };
+  auto given = [&](const char *name) {
+    return std::any_of(o.inputs.begin(), o.inputs.end(),
+                       [&](const auto &input) { return input.first == name; });
+  };
+  std::map<std::string, npy::Array> supplied;
+  const fsdprt_tensor_desc_t *lrInput = declared("lr");
+  if (!o.lr.empty()) {
+    if (!lrInput)
+      throw Error("--lr given but the plan has no input 'lr'");
+    if (given("lr"))
+      throw Error("the learning rate is given twice (--lr and --input lr=...)");
+    supplied["lr"] = scalarArray(*lrInput, std::stod(o.lr));
+  } else if (lrInput && !given("lr")) {
+    throw Error("the plan takes a learning rate input 'lr'; pass --lr");
+  }
+  const fsdprt_tensor_desc_t *stepInput =
+      given("step") ? nullptr : declared("step");
+  if (stepInput)
+    supplied["step"] = scalarArray(*stepInput, 1);
+  std::map<std::string, npy::Array> arrays = readInputs(o, inputs, supplied);
+  if (o.steps && !std::any_of(outputs.begin(), outputs.end(), [](const auto &d) {
+        return std::string(d.name) == "loss" && d.dtype == FSDPRT_F32;
+      }))
+    throw Error("--steps prints each step's loss, but the plan has no f32 "
+                "output named 'loss'");
   if (!o.outputDir.empty())
     for (const auto &d : outputs)
       if (!*npy::descrOf(d.dtype))
@@ -284,14 +409,31 @@ int run(const Options &o) {
                                    array.data.size()),
           "input '" + name + "'");
 
-  std::vector<double> times;
+  std::vector<double> times, losses;
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
+    if (stepInput) {
+      npy::Array step = scalarArray(*stepInput, i + 1);
+      check(fsdprt_session_set_input(session, "step", step.data.data(),
+                                     step.data.size()),
+            "input 'step'");
+    }
     auto begin = Clock::now();
-    check(fsdprt_session_run(session), "run failed");
+    check(fsdprt_session_run(session),
+          o.steps ? "step " + std::to_string(i + 1) + " failed" : "run failed");
     if (i >= o.warmup)
       times.push_back(
           std::chrono::duration<double>(Clock::now() - begin).count());
+    if (o.steps) {
+      float loss;
+      check(fsdprt_session_get_output(session, "loss", &loss, sizeof loss),
+            "output 'loss'");
+      losses.push_back(loss);
+      if (!o.json)
+        std::cout << "step " << i + 1 << " loss " << number(loss) << std::endl;
+    }
   }
+  if (!o.saveState.empty())
+    saveState(plan, session, o.saveState);
   double mean = 0, min = INFINITY;
   for (double t : times) {
     mean += t / times.size();
@@ -369,7 +511,14 @@ int run(const Options &o) {
        << ", \"memory\": {\"activation_bytes\": " << activations
        << ", \"weight_bytes\": " << weights
        << ", \"constant_bytes\": " << constants
-       << ", \"peak_rss_bytes\": " << rss << "}}\n";
+       << ", \"peak_rss_bytes\": " << rss << "}";
+  if (o.steps) {
+    json << ", \"losses\": [";
+    for (size_t i = 0; i < losses.size(); ++i)
+      json << (i ? ", " : "") << number(losses[i]);
+    json << "]";
+  }
+  json << "}\n";
   text << "weights loaded in " << number(loadSeconds * 1e3) << " ms; "
        << times.size() << " run(s): mean " << number(mean * 1e3) << " ms, min "
        << number(min * 1e3) << " ms; " << effectiveThreads(o.threads)

@@ -22,6 +22,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -124,6 +125,9 @@ private:
   /// Adds a buffer; returns its id.
   FailureOr<uint32_t> addBuffer(Operation *anchor, uint32_t arena,
                                 int64_t offset, Type type);
+  /// Result `index` of `func` is the new value of `of`, in buffer `source`.
+  LogicalResult addUpdate(func::FuncOp func, unsigned index,
+                          FlatSymbolRefAttr of, Value value, uint32_t source);
   /// The buffer holding `value`, created for constants and views on demand.
   FailureOr<uint32_t> bufferOf(Value value, Operation *user);
   LogicalResult declareState();
@@ -137,6 +141,8 @@ private:
   std::vector<flatbuffers::Offset<plan::Kernel>> kernels;
   std::vector<flatbuffers::Offset<plan::WeightRef>> weights;
   std::vector<flatbuffers::Offset<plan::ConstantData>> constants;
+  std::vector<plan::StateUpdate> updates;
+  llvm::StringSet<> updated;
   /// (arena, offset) of each buffer, for views.
   std::vector<std::pair<uint32_t, int64_t>> placement;
   DenseMap<Value, uint32_t> valueBuffers;
@@ -178,10 +184,18 @@ LogicalResult PlanWriter::declareState() {
     auto tensor = cast<RankedTensorType>(type);
     int64_t bytes =
         tensor.getNumElements() * elementBytes(tensor.getElementType());
-    if (!data)
+    if (!data && param)
       return op.emitOpError() << "'" << name
                               << "' has no data reference; the plan cannot "
                                  "load its initial value";
+    if (!data) { // state that starts as zeros
+      weights.push_back(plan::CreateWeightRef(
+          fbb, fbb.CreateString(name.str()), plan::StateKind::Buffer,
+          fbb.CreateString(""), 0, bytes, *id));
+      stateBuffers[name] = *id;
+      weightBytes = alignTo(weightBytes + bytes);
+      continue;
+    }
     if (data->getLength() != bytes)
       return op.emitOpError() << "'" << name << "' refers to "
                               << data->getLength() << " bytes but its type "
@@ -194,6 +208,30 @@ LogicalResult PlanWriter::declareState() {
     stateBuffers[name] = *id;
     weightBytes = alignTo(weightBytes + bytes);
   }
+  return success();
+}
+
+LogicalResult PlanWriter::addUpdate(func::FuncOp func, unsigned index,
+                                    FlatSymbolRefAttr of, Value value,
+                                    uint32_t source) {
+  auto fail = [&]() {
+    return func.emitError("mlir-to-plan: result ")
+           << index << " updates " << of << ": ";
+  };
+  Operation *state = module.lookupSymbol(of);
+  if (!isa_and_nonnull<mlir::fsdp::ParamOp, mlir::fsdp::BufferOp>(state))
+    return fail() << "no fsdp.param or fsdp.buffer has that name";
+  Type type = isa<mlir::fsdp::ParamOp>(state)
+                  ? cast<mlir::fsdp::ParamOp>(state).getType()
+                  : cast<mlir::fsdp::BufferOp>(state).getType();
+  if (type != value.getType())
+    return fail() << "the result is " << value.getType() << " but the state is "
+                  << type;
+  if (!updated.insert(of.getValue()).second)
+    return fail() << "another result updates it too";
+  if (placement[source].first != kActivations)
+    return fail() << "the new value is not computed by the step";
+  updates.emplace_back(source, stateBuffers.lookup(of.getValue()));
   return success();
 }
 
@@ -350,6 +388,12 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
         FailureOr<uint32_t> id = bufferOf(value, ret);
         if (failed(id))
           return failure();
+        if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+                index, "fsdp.update_of")) {
+          if (failed(addUpdate(func, index, of, value, *id)))
+            return failure();
+          continue;
+        }
         auto name = func.getResultAttrOfType<StringAttr>(index, "fsdp.name");
         outputs.push_back(describe(
             name ? name.getValue() : ("output" + Twine(index)).str(), value,
@@ -376,7 +420,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
       fbb.CreateString(modelDir), /*world_size=*/1, fbb.CreateVector(arenas),
       fbb.CreateVector(buffers), fbb.CreateVector(inputs),
       fbb.CreateVector(outputs), fbb.CreateVector(kernels),
-      fbb.CreateVector(weights), fbb.CreateVector(constants));
+      fbb.CreateVector(weights), fbb.CreateVector(constants),
+      fbb.CreateVectorOfStructs(updates));
   plan::FinishPlanBuffer(fbb, root);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());

@@ -232,6 +232,10 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_output(const fsdprt_plan_t *plan,
 FSDPRT_API fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan,
                                               size_t index,
                                               fsdprt_weight_ref_t *out_ref);
+/** Weight `index` as a tensor: its FQN as the name, dtype and shape. An
+ *  empty `file` in its reference means it starts as zeros. */
+FSDPRT_API fsdprt_status_t fsdprt_plan_weight_desc(
+    const fsdprt_plan_t *plan, size_t index, fsdprt_tensor_desc_t *out_desc);
 
 /*===----------------------------------------------------------------------===*
  * Sessions
@@ -274,10 +278,22 @@ FSDPRT_API fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *session,
                                                     const void *data,
                                                     size_t bytes);
 
-/** Runs the plan once (a forward pass). Fails with FSDPRT_INVALID_ARGUMENT
- *  if weights were not loaded; a kernel's run-time fault (an index out of
- *  range) fails with FSDPRT_OUT_OF_RANGE and a message naming the kernel. */
+/** Runs the plan once (a forward pass, or a training step). Fails with
+ *  FSDPRT_INVALID_ARGUMENT if weights were not loaded; a kernel's run-time
+ *  fault (an index out of range) fails with FSDPRT_OUT_OF_RANGE and a
+ *  message naming the kernel. A training step's plan lists state updates:
+ *  after the last kernel the run writes them over the parameters, buffers
+ *  and optimizer state, so the next run starts from the new values
+ *  (fsdprt_session_load_weights resets them). */
 FSDPRT_API fsdprt_status_t fsdprt_session_run(fsdprt_session_t *session);
+
+/** Copies the current value of the parameter or buffer named `fqn` (its
+ *  PyTorch name, or an optimizer state's `optim.<state>.<fqn>`) into
+ *  `data`, which has room for exactly its `bytes`: a state dict entry.
+ *  FSDPRT_NOT_FOUND if the plan has no such state. */
+FSDPRT_API fsdprt_status_t fsdprt_session_read_state(
+    const fsdprt_session_t *session, const char *fqn, void *data,
+    size_t bytes);
 
 /** Copies the output named `name` into `data`, which has room for `bytes`
  *  bytes; `bytes` must equal the output's size exactly. Outputs are

@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "OnnxBuilder.h"
+
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
@@ -29,12 +31,10 @@ namespace mlir::fsdp {
 
 using namespace mlir;
 using namespace mlir::onnxir;
+using mlir::fsdp::detail::OnnxBuilder;
+using mlir::fsdp::detail::typeOf;
 
 namespace {
-
-RankedTensorType typeOf(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
 
 /// The value of a one-element constant, if `value` is one.
 std::optional<double> constantScalar(Value value) {
@@ -59,135 +59,6 @@ SmallVector<int64_t> orDefault(std::optional<ArrayRef<int64_t>> values,
                 : SmallVector<int64_t>(count, fill);
 }
 
-/// Builds backward ops before the function's return.
-class Builder {
-public:
-  Builder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-
-  template <typename OpTy>
-  Value op(Type type, ValueRange operands,
-           ArrayRef<NamedAttribute> attrs = {}) {
-    return b.create<OpTy>(loc, TypeRange{type}, operands, attrs)->getResult(0);
-  }
-
-  Value scalar(double value, Type element) {
-    auto type = RankedTensorType::get({}, element);
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
-  }
-
-  Value zeros(RankedTensorType type) {
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(
-                 type, b.getFloatAttr(type.getElementType(), 0.0)));
-  }
-
-  Value ints(ArrayRef<int64_t> values) {
-    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
-                                      b.getI64Type());
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
-  }
-
-  Value add(Value x, Value y) { return op<AddOp>(x.getType(), {x, y}); }
-  Value mul(Value x, Value y, Type type) { return op<MulOp>(type, {x, y}); }
-
-  Value reshape(Value x, RankedTensorType type) {
-    if (x.getType() == type)
-      return x;
-    return op<ReshapeOp>(type, {x, ints(type.getShape())});
-  }
-
-  Value transpose(Value x, ArrayRef<int64_t> perm) {
-    auto type = typeOf(x);
-    SmallVector<int64_t> shape;
-    for (int64_t p : perm)
-      shape.push_back(type.getDimSize(p));
-    return op<TransposeOp>(
-        RankedTensorType::get(shape, type.getElementType()), {x},
-        {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
-  }
-
-  /// Swaps the last two dimensions.
-  Value swapLast(Value x) {
-    int64_t rank = typeOf(x).getRank();
-    SmallVector<int64_t> perm(rank);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::swap(perm[rank - 1], perm[rank - 2]);
-    return transpose(x, perm);
-  }
-
-  /// Reduces over `axes` keeping them (ReduceMean or ReduceSum).
-  template <typename ReduceOp> Value reduce(Value x, ArrayRef<int64_t> axes) {
-    auto type = typeOf(x);
-    SmallVector<int64_t> kept(type.getShape());
-    for (int64_t axis : axes)
-      kept[axis] = 1;
-    auto result = RankedTensorType::get(kept, type.getElementType());
-    auto keep = b.getNamedAttr("keepdims", b.getI64IntegerAttr(1));
-    if constexpr (std::is_same_v<ReduceOp, ReduceSumOp>)
-      return op<ReduceSumOp>(result, {x, ints(axes)}, {keep});
-    else
-      return op<ReduceOp>(
-          result, {x},
-          {keep, b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes))});
-  }
-
-  /// A per-channel vector [C] shaped to broadcast over [N, C, spatial...].
-  Value channels(Value v, int64_t rank) {
-    SmallVector<int64_t> shape(rank, 1);
-    shape[1] = typeOf(v).getNumElements();
-    return reshape(v, RankedTensorType::get(shape, typeOf(v).getElementType()));
-  }
-
-  /// `x` with `before` and `after` zeros around it along `axis`.
-  Value padAxis(Value x, int64_t axis, int64_t before, int64_t after) {
-    auto type = typeOf(x);
-    SmallVector<Value> pieces;
-    auto zerosOf = [&](int64_t n) {
-      SmallVector<int64_t> shape(type.getShape());
-      shape[axis] = n;
-      return zeros(RankedTensorType::get(shape, type.getElementType()));
-    };
-    if (before)
-      pieces.push_back(zerosOf(before));
-    pieces.push_back(x);
-    if (after)
-      pieces.push_back(zerosOf(after));
-    if (pieces.size() == 1)
-      return x;
-    SmallVector<int64_t> shape(type.getShape());
-    shape[axis] += before + after;
-    return op<ConcatOp>(RankedTensorType::get(shape, type.getElementType()),
-                        pieces,
-                        {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
-  }
-
-  /// Sums `g` over the dimensions broadcasting stretched to reach its shape
-  /// from `target`'s.
-  Value sumTo(Value g, RankedTensorType target) {
-    auto type = typeOf(g);
-    if (type.getShape() == target.getShape())
-      return g;
-    int64_t rank = type.getRank(), lead = rank - target.getRank();
-    SmallVector<int64_t> axes, kept;
-    for (int64_t i = 0; i < rank; ++i) {
-      bool stretched = i < lead || (target.getDimSize(i - lead) == 1 &&
-                                    type.getDimSize(i) != 1);
-      if (stretched)
-        axes.push_back(i);
-      kept.push_back(stretched ? 1 : type.getDimSize(i));
-    }
-    Value summed = g;
-    if (!axes.empty())
-      summed = op<ReduceSumOp>(
-          RankedTensorType::get(kept, type.getElementType()), {g, ints(axes)},
-          {b.getNamedAttr("keepdims", b.getI64IntegerAttr(1))});
-    return reshape(summed, target);
-  }
-
-  OpBuilder &b;
-  Location loc;
-};
 
 class Autodiff {
 public:
@@ -202,7 +73,7 @@ private:
   void accumulate(Value value, Value g) {
     auto [it, inserted] = cotangents.try_emplace(value, g);
     if (!inserted) {
-      Builder bb(*builder, value.getLoc());
+      OnnxBuilder bb(*builder, value.getLoc());
       it->second = bb.add(it->second, g);
     }
   }
@@ -276,7 +147,7 @@ LogicalResult Autodiff::attachLoss() {
                           "fsdp.name", b.getStringAttr(options.labels))}),
                       func.getLoc());
   Value labels = func.getArgument(argIndex);
-  Builder bb(b, NameLoc::get(b.getStringAttr("loss"), logits.getLoc()));
+  OnnxBuilder bb(b, NameLoc::get(b.getStringAttr("loss"), logits.getLoc()));
   int64_t rows = labelType.getNumElements(), classes = type.getShape().back();
   Value scores = bb.reshape(
       logits, RankedTensorType::get({rows, classes}, type.getElementType()));
@@ -308,7 +179,7 @@ LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
     return norm.emitOpError("fsdp-autodiff: BatchNormalization input must be "
                             "[N, C, ...]");
   OpBuilder b(norm);
-  Builder bb(b, norm.getLoc());
+  OnnxBuilder bb(b, norm.getLoc());
   Type element = xt.getElementType();
   SmallVector<int64_t> axes = {0};
   for (int64_t i = 2; i < rank; ++i)
@@ -397,7 +268,7 @@ LogicalResult Autodiff::prepare() {
 }
 
 LogicalResult Autodiff::backward(Operation *op, Value g) {
-  Builder bb(*builder, op->getLoc());
+  OnnxBuilder bb(*builder, op->getLoc());
   auto operand = [&](unsigned i) { return op->getOperand(i); };
   auto give = [&](unsigned i, Value grad) {
     if (active(operand(i)))
@@ -890,7 +761,7 @@ LogicalResult Autodiff::run() {
   Value loss = ret.getOperand(0);
   OpBuilder b(ret);
   builder = &b;
-  Builder bb(b, func.getLoc());
+  OnnxBuilder bb(b, func.getLoc());
   if (active(loss))
     cotangents[loss] =
         bb.reshape(bb.scalar(1.0, lossType.getElementType()), lossType);
@@ -908,7 +779,7 @@ LogicalResult Autodiff::run() {
           llvm::none_of(split.getResults(),
                         [&](Value r) { return cotangents.count(r); }))
         continue;
-      Builder sb(b, op->getLoc());
+      OnnxBuilder sb(b, op->getLoc());
       SmallVector<Value> pieces;
       for (Value piece : split.getResults()) {
         Value c = cotangents.lookup(piece);

@@ -336,6 +336,68 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
                            "::mlir::fsdp::FSDPDialect"];
 }
 
+def Optimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
+  let summary = "The optimizer step as elementwise IR on parameters, gradients and state";
+  let description = [{
+    Turns the training step `fsdp-autodiff` built (loss, one gradient per
+    trainable parameter, buffer updates) into a whole training step: it
+    takes two more scalar f32 inputs, `lr` (the learning rate) and `step`
+    (1 for the first step, then 2, 3, ...), and returns the loss and the
+    new value of every trainable parameter and optimizer state, marked
+    `fsdp.update_of = @<symbol>` (the runtime writes them back after the
+    run), besides the buffer updates. The gradients are consumed.
+
+    Every op of an update is elementwise on (parameter, gradient, state)
+    and scalars, so sharding can run it on each rank's flat shard as it is.
+    Optimizer state lives in `fsdp.buffer`s without initial data (zeros),
+    named `optim.<state>.<fqn>` (`momentum_buffer`, `exp_avg`,
+    `exp_avg_sq`, PyTorch's state names) and marked `fsdp.state_of =
+    @<fqn>`; it is fp32 whatever the parameter's type.
+
+    - `sgd`: PyTorch's SGD: weight decay added to the gradient, momentum
+      (the first step's buffer is the gradient), dampening, Nesterov.
+    - `adamw`: PyTorch's AdamW: decoupled weight decay, bias-corrected
+      moments, `eps` added to the corrected root.
+    - `max-grad-norm`: gradients scaled by `min(1, max / (norm + 1e-6))`,
+      the norm over every gradient (`clip_grad_norm_`). The summed squares
+      carry `fsdp.all_reduce = "sum"`: once gradients are sharded, that
+      scalar must be summed across ranks before the root.
+    - `accumulate=N`: gradient accumulation over N micro-batches. Every
+      input's first dimension grows N-fold; the step runs forward and
+      backward on each slice in turn (activations of one micro-batch die
+      before the next starts), averages the gradients and the loss (each
+      micro-batch's loss weighted 1/N, as `(loss / N).backward()`), chains
+      BatchNorm's running statistics through the micro-batches, and
+      updates once.
+
+    ```
+    $ fsdp-opt m.onnx --batch-size=8 --fsdp-autodiff \
+        --fsdp-optimizer="optimizer=adamw weight-decay=0.01 max-grad-norm=1"
+    ```
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd or adamw">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+           "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "weight decay (default: 0 for sgd, 0.01 for adamw, as PyTorch)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "clip gradients to this global norm (0: no clipping)">,
+    Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
+           "micro-batches whose gradients are averaged before one update">
+  ];
+  let dependentDialects = ["::mlir::onnxir::ONNXDialect",
+                           "::mlir::fsdp::FSDPDialect"];
+}
+
 def Fuse : Pass<"fsdp-fuse", "ModuleOp"> {
   let summary = "Recognise decomposed activations, norms, attention and epilogues";
   let description = [{
