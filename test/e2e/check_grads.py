@@ -88,7 +88,8 @@ class ConvNet(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        # No bias before BatchNorm: its gradient would be zero (as noise).
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(8)
         self.pool = nn.MaxPool2d(3, stride=2, padding=1)
         self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2, bias=False)
@@ -118,6 +119,7 @@ CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}
 VERBOSE = False
+ROOT_BUILD = Path("build")
 
 
 def run(cmd):
@@ -135,7 +137,10 @@ def graph_inputs(onnx_path: Path) -> list[str]:
     return [i.name for i in graph.input if i.name not in initializers]
 
 
-def check(name: str, bindir: Path, work: Path) -> bool:
+def prepare(name: str, work: Path, micro: int = 1):
+    """The torch model with the ONNX file's weights, inputs (batch times
+    `micro`), labels, loss, the ONNX file, input names, the labels' name and
+    the fsdp-autodiff options (a loss attached to a model without one)."""
     import fsdp_mlir
 
     options = ""
@@ -145,10 +150,9 @@ def check(name: str, bindir: Path, work: Path) -> bool:
 
         case = models.CASES[name]
         model, examples = case.build()
-        onnx_path = bindir.parent / "test" / "corpus" / f"{name}.onnx"
+        onnx_path = ROOT_BUILD / "test" / "corpus" / f"{name}.onnx"
         check_forward.load_onnx_weights(model, onnx_path)
-        batch = CORPUS[name]
-        inputs = check_forward.fresh_inputs(examples, batch, seed=5)
+        inputs = check_forward.fresh_inputs(examples, CORPUS[name] * micro, seed=5)
         names = graph_inputs(onnx_path)
         if case.loss_fn:
             inputs, labels = inputs[:-1], inputs[-1]
@@ -184,7 +188,13 @@ def check(name: str, bindir: Path, work: Path) -> bool:
                          input_names=["x", "labels"])
         loss_fn = cls_loss
         inputs, names, label_name = [x], ["x"], "labels"
-        batch = x.shape[0]
+    return model, inputs, labels, loss_fn, onnx_path, names, label_name, options
+
+
+def check(name: str, bindir: Path, work: Path) -> bool:
+    model, inputs, labels, loss_fn, onnx_path, names, label_name, options = \
+        prepare(name, work)
+    batch = inputs[0].shape[0]
     run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}",
          f"--fsdp-autodiff{options}", "--fsdp-inference-pipeline",
          "--mlir-print-debuginfo", "-o", work / "m.mlir"])
@@ -260,6 +270,8 @@ def main(argv=None) -> int:
     VERBOSE = args.verbose
     torch.set_num_threads(2)
     bindir = args.build.resolve() / "bin"
+    global ROOT_BUILD
+    ROOT_BUILD = args.build.resolve()
     failed = []
     chosen = args.only or list(CASES) + list(CORPUS)
     with tempfile.TemporaryDirectory() as tmp:
