@@ -5,8 +5,10 @@ tied lm_head) with its cross-entropy loss, through fsdp_mlir.export.
     export_gpt.py OUT.onnx [REFERENCE_DIR]
 
 With REFERENCE_DIR it also writes a batch of 4 sequences there
-(input_ids.npy, labels.npy) and torch's eval()-mode loss on them
-(expected_loss.npy), which the demo compares with the compiled plan's.
+(input_ids.npy, labels.npy), torch's eval()-mode loss on them
+(expected_loss.npy) and the losses of 5 AdamW steps (lr 3e-3, gradients
+clipped to norm 1) on that batch (expected_train_losses.npy), which the
+demo compares with the compiled plans'.
 """
 
 import sys
@@ -78,3 +80,17 @@ if len(sys.argv) > 2:
     np.save(out / "labels.npy", labels.numpy())
     np.save(out / "expected_loss.npy", loss.numpy())
     print(f"reference batch and torch eval() loss {loss.item():.6f} in {out}")
+
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=3e-3)
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = loss_fn(model(ids), labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(loss.item())
+    np.save(out / "expected_train_losses.npy", np.array(losses, dtype=np.float32))
+    print(f"torch AdamW losses over 5 steps: {', '.join(f'{v:.4f}' for v in losses)}")

@@ -3,8 +3,10 @@
 # small GPT-2-style model (examples/export_gpt.py) exported by torch, imported,
 # wrapped one unit per transformer block as PyTorch FSDP would, and laid out
 # as flat parameters sharded over 4 ranks; then compiled to a plan and run
-# forward on the CPU runtime, its loss compared with torch's. Prints the
-# module tree, each unit's layout and the forward's output summary.
+# forward on the CPU runtime, its loss compared with torch's; then compiled
+# as a training step (gradients, clipping, AdamW) and trained for 5 steps,
+# its losses compared with torch.optim.AdamW's. Prints the module tree, each
+# unit's layout, the forward's output summary and the training losses.
 # Build directory: $FSDP_BUILD_DIR (default build/).
 set -euo pipefail
 
@@ -52,6 +54,28 @@ sys.exit(0 if diff <= 1e-5 + 1e-4 * abs(torch_loss) else "demo: the plan's loss 
 PY
 
 echo
+echo "== training on the CPU runtime: fsdp-opt --fsdp-autodiff --fsdp-optimizer, fsdp-run --steps 5"
+"$opt" "$work/gpt.onnx" --batch-size=4 --fsdp-autodiff \
+  --fsdp-optimizer="optimizer=adamw max-grad-norm=1" --fsdp-inference-pipeline \
+  -o "$work/gpt.train.mlir"
+"$build/bin/fsdp-translate" --mlir-to-plan "$work/gpt.train.mlir" -o "$work/gpt.train.plan"
+"$build/bin/fsdp-run" "$work/gpt.train.plan" --input input_ids="$work/input_ids.npy" \
+  --input labels="$work/labels.npy" --steps 5 --lr 3e-3 --save-state "$work/state" \
+  --json > "$work/train.json"
+/usr/bin/python3 - "$work" <<'PY'
+import json, sys
+import numpy as np
+work = sys.argv[1]
+ours = json.load(open(f"{work}/train.json"))["losses"]
+torch_losses = np.load(f"{work}/expected_train_losses.npy").tolist()
+for k, (a, b) in enumerate(zip(ours, torch_losses), 1):
+    print(f"step {k} loss {a:.6f}   torch AdamW {b:.6f}")
+same = np.allclose(ours, torch_losses, rtol=1e-4, atol=1e-5)
+falling = all(b < a for a, b in zip(ours, ours[1:]))
+sys.exit(0 if same and falling else "demo: the training losses differ from torch's or do not fall")
+PY
+
+echo
 echo "demo: ok: $(grep -c 'fsdp.param @' "$work/gpt.fsdp.mlir") parameters in" \
      "$(grep -c 'fsdp.flat_param @' "$work/gpt.fsdp.mlir") units; IR in $work/gpt.fsdp.mlir," \
-     "layout in $work/layout.json"
+     "layout in $work/layout.json; trained state in $work/state/"

@@ -17,9 +17,8 @@ namespace {
 /// source in messages.
 fsdprt_status_t verify(fsdprt_plan_s &plan, const std::string &what) {
   const std::vector<uint8_t> &bytes = plan.bytes;
-  if (bytes.size() < 8 ||
-      !flatbuffers::BufferHasIdentifier(bytes.data(),
-                                        fsdprt::plan::PlanIdentifier()))
+  if (bytes.size() < 8 || !flatbuffers::BufferHasIdentifier(
+                              bytes.data(), fsdprt::plan::PlanIdentifier()))
     return makeStatus(FSDPRT_INVALID_ARGUMENT,
                       what + " is not an FSDP-MLIR plan (no 'FSDP' file "
                              "identifier)");
@@ -139,27 +138,27 @@ size_t fsdprt_plan_num_weights(const fsdprt_plan_t *plan) {
 
 fsdprt_status_t fsdprt_plan_input(const fsdprt_plan_t *plan, size_t index,
                                   fsdprt_tensor_desc_t *out) {
-  if (fsdprt_status_t status = checkEntry(plan, out, index,
-                                          fsdprt_plan_num_inputs(plan),
-                                          "fsdprt_plan_input", "inputs"))
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, fsdprt_plan_num_inputs(plan),
+                     "fsdprt_plan_input", "inputs"))
     return status;
   return describe(plan->root->inputs()->Get(index), out);
 }
 
 fsdprt_status_t fsdprt_plan_output(const fsdprt_plan_t *plan, size_t index,
                                    fsdprt_tensor_desc_t *out) {
-  if (fsdprt_status_t status = checkEntry(plan, out, index,
-                                          fsdprt_plan_num_outputs(plan),
-                                          "fsdprt_plan_output", "outputs"))
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, fsdprt_plan_num_outputs(plan),
+                     "fsdprt_plan_output", "outputs"))
     return status;
   return describe(plan->root->outputs()->Get(index), out);
 }
 
 fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan, size_t index,
                                    fsdprt_weight_ref_t *out) {
-  if (fsdprt_status_t status = checkEntry(
-          plan, out, index, fsdprt_plan_num_weights(plan),
-          "fsdprt_plan_weight", "weight references"))
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, fsdprt_plan_num_weights(plan),
+                     "fsdprt_plan_weight", "weight references"))
     return status;
   const fsdprt::plan::WeightRef *ref = plan->root->weights()->Get(index);
   out->fqn = ref->fqn()->c_str();
@@ -170,12 +169,11 @@ fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan, size_t index,
   return nullptr;
 }
 
-fsdprt_status_t fsdprt_plan_weight_desc(const fsdprt_plan_t *plan,
-                                        size_t index,
+fsdprt_status_t fsdprt_plan_weight_desc(const fsdprt_plan_t *plan, size_t index,
                                         fsdprt_tensor_desc_t *out) {
-  if (fsdprt_status_t status = checkEntry(
-          plan, out, index, fsdprt_plan_num_weights(plan),
-          "fsdprt_plan_weight_desc", "weight references"))
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, fsdprt_plan_num_weights(plan),
+                     "fsdprt_plan_weight_desc", "weight references"))
     return status;
   const fsdprt::plan::WeightRef *ref = plan->root->weights()->Get(index);
   const auto *buffers = plan->root->buffers();

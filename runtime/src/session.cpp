@@ -553,8 +553,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     // old ones.
     if (const auto *updates = s->plan->root->updates())
       for (const plan::StateUpdate *u : *updates)
-        std::memcpy(s->buffers[u->target()].data,
-                    s->buffers[u->source()].data,
+        std::memcpy(s->buffers[u->target()].data, s->buffers[u->source()].data,
                     s->buffers[u->target()].bytes());
     return nullptr;
   });

@@ -47,3 +47,35 @@ func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32
 // CHECK: error: mlir-to-plan: the module has no @forward function
 func.func @a() { return }
 func.func @b() { return }
+
+// -----
+
+// CHECK: error: mlir-to-plan: result 0 updates @w: the result is 'tensor<2xf32>' but the state is 'tensor<4xf32>'
+module {
+  fsdp.param @w : tensor<4xf32> at <"w.bin", offset = 0, length = 16>
+  func.func @forward(%x: tensor<2xf32> {fsdp.offset = 0 : i64}) -> (tensor<2xf32> {fsdp.update_of = @w}) attributes {fsdp.activation_bytes = 128 : i64} {
+    %y = fsdp.kernel "neg"(%x) {fsdp.offsets = array<i64: 64>} : (tensor<2xf32>) -> tensor<2xf32>
+    return %y : tensor<2xf32>
+  }
+}
+
+// -----
+
+// CHECK: error: mlir-to-plan: result 1 updates @w: another result updates it too
+module {
+  fsdp.param @w : tensor<4xf32> at <"w.bin", offset = 0, length = 16>
+  func.func @forward(%x: tensor<4xf32> {fsdp.offset = 0 : i64}) -> (tensor<4xf32> {fsdp.update_of = @w}, tensor<4xf32> {fsdp.update_of = @w}) attributes {fsdp.activation_bytes = 128 : i64} {
+    %y = fsdp.kernel "neg"(%x) {fsdp.offsets = array<i64: 64>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %y, %y : tensor<4xf32>, tensor<4xf32>
+  }
+}
+
+// -----
+
+// CHECK: error: mlir-to-plan: result 0 updates @nope: no fsdp.param or fsdp.buffer has that name
+module {
+  func.func @forward(%x: tensor<4xf32> {fsdp.offset = 0 : i64}) -> (tensor<4xf32> {fsdp.update_of = @nope}) attributes {fsdp.activation_bytes = 128 : i64} {
+    %y = fsdp.kernel "neg"(%x) {fsdp.offsets = array<i64: 64>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}

@@ -251,8 +251,10 @@ npy::Array scalarArray(const fsdprt_tensor_desc_t &desc, double value) {
   for (int64_t s : shape)
     numel *= s;
   if (numel != 1)
-    throw Error(std::string("input '") + desc.name + "' should be a scalar, "
-                "but the plan declares " + listText(shape));
+    throw Error(std::string("input '") + desc.name +
+                "' should be a scalar, "
+                "but the plan declares " +
+                listText(shape));
   npy::Array array{npy::descrOf(desc.dtype), shape,
                    std::vector<char>(fsdprt_dtype_size(desc.dtype))};
   auto put = [&](auto v) { std::memcpy(array.data.data(), &v, sizeof v); };
@@ -292,9 +294,9 @@ void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
     for (int64_t s : shape)
       numel *= s;
     std::vector<char> data(numel * fsdprt_dtype_size(desc.dtype));
-    check(fsdprt_session_read_state(session, desc.name, data.data(),
-                                    data.size()),
-          std::string("state '") + desc.name + "'");
+    check(
+        fsdprt_session_read_state(session, desc.name, data.data(), data.size()),
+        std::string("state '") + desc.name + "'");
     if (!*npy::descrOf(desc.dtype))
       throw Error(std::string("state '") + desc.name + "' is " +
                   fsdprt_dtype_name(desc.dtype) + ", which .npy cannot hold");
@@ -382,7 +384,8 @@ int run(const Options &o) {
   if (stepInput)
     supplied["step"] = scalarArray(*stepInput, 1);
   std::map<std::string, npy::Array> arrays = readInputs(o, inputs, supplied);
-  if (o.steps && !std::any_of(outputs.begin(), outputs.end(), [](const auto &d) {
+  if (o.steps &&
+      !std::any_of(outputs.begin(), outputs.end(), [](const auto &d) {
         return std::string(d.name) == "loss" && d.dtype == FSDPRT_F32;
       }))
     throw Error("--steps prints each step's loss, but the plan has no f32 "

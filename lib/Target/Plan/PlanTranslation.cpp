@@ -161,9 +161,11 @@ FailureOr<uint32_t> PlanWriter::addBuffer(Operation *anchor, uint32_t arena,
     return anchor->emitOpError()
            << "has a value of type " << type
            << " that a plan cannot hold (static shapes of plan dtypes only)";
-  int64_t bytes = tensor.getNumElements() * elementBytes(tensor.getElementType());
+  int64_t bytes =
+      tensor.getNumElements() * elementBytes(tensor.getElementType());
   auto shape = fbb.CreateVector(tensor.getShape().data(), tensor.getRank());
-  buffers.push_back(plan::CreateBuffer(fbb, arena, offset, bytes, *dtype, shape));
+  buffers.push_back(
+      plan::CreateBuffer(fbb, arena, offset, bytes, *dtype, shape));
   placement.emplace_back(arena, offset);
   return static_cast<uint32_t>(buffers.size() - 1);
 }
@@ -197,9 +199,9 @@ LogicalResult PlanWriter::declareState() {
       continue;
     }
     if (data->getLength() != bytes)
-      return op.emitOpError() << "'" << name << "' refers to "
-                              << data->getLength() << " bytes but its type "
-                              << type << " holds " << bytes;
+      return op.emitOpError()
+             << "'" << name << "' refers to " << data->getLength()
+             << " bytes but its type " << type << " holds " << bytes;
     weights.push_back(plan::CreateWeightRef(
         fbb, fbb.CreateString(name.str()),
         param ? plan::StateKind::Param : plan::StateKind::Buffer,
@@ -305,10 +307,12 @@ LogicalResult PlanWriter::writeKernel(mlir::fsdp::KernelOp kernel) {
     inputs.push_back(*id);
   }
   auto offsets = kernel->getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets");
-  if (!offsets || offsets.size() != static_cast<int64_t>(kernel.getNumResults()))
+  if (!offsets ||
+      offsets.size() != static_cast<int64_t>(kernel.getNumResults()))
     return kernel.emitOpError(
         "has no activation offsets; run --fsdp-plan-memory first");
-  for (auto [result, offset] : llvm::zip(kernel.getResults(), offsets.asArrayRef())) {
+  for (auto [result, offset] :
+       llvm::zip(kernel.getResults(), offsets.asArrayRef())) {
     FailureOr<uint32_t> id =
         addBuffer(kernel, kActivations, offset, result.getType());
     if (failed(id))
@@ -325,9 +329,9 @@ LogicalResult PlanWriter::writeKernel(mlir::fsdp::KernelOp kernel) {
       attrs.push_back(*attr);
     }
   kernels.push_back(plan::CreateKernel(
-      fbb, fbb.CreateString(kernel.getKernel().str()),
-      fbb.CreateVector(inputs), fbb.CreateVector(outputs),
-      fbb.CreateVector(attrs), fbb.CreateString(labelOf(kernel.getLoc()))));
+      fbb, fbb.CreateString(kernel.getKernel().str()), fbb.CreateVector(inputs),
+      fbb.CreateVector(outputs), fbb.CreateVector(attrs),
+      fbb.CreateString(labelOf(kernel.getLoc()))));
   return success();
 }
 
@@ -337,7 +341,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
   if (!func && funcs.size() == 1)
     func = funcs.front();
   if (!func)
-    return module.emitError("mlir-to-plan: the module has no @forward function");
+    return module.emitError(
+        "mlir-to-plan: the module has no @forward function");
   auto activationBytes =
       func->getAttrOfType<IntegerAttr>("fsdp.activation_bytes");
   if (!activationBytes)
@@ -363,8 +368,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
         fbb.CreateVector(type.getShape().data(), type.getRank()), buffer);
   };
   for (BlockArgument arg : func.getArguments()) {
-    auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                     "fsdp.offset");
+    auto offset =
+        func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset");
     if (!offset)
       return func.emitError("mlir-to-plan: input ")
              << arg.getArgNumber() << " has no offset; run --fsdp-plan-memory";
@@ -373,7 +378,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
     if (failed(id))
       return failure();
     valueBuffers[arg] = *id;
-    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
     inputs.push_back(describe(
         name ? name.getValue() : ("input" + Twine(arg.getArgNumber())).str(),
         arg, *id));
@@ -395,12 +401,13 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
           continue;
         }
         auto name = func.getResultAttrOfType<StringAttr>(index, "fsdp.name");
-        outputs.push_back(describe(
-            name ? name.getValue() : ("output" + Twine(index)).str(), value,
-            *id));
+        outputs.push_back(
+            describe(name ? name.getValue() : ("output" + Twine(index)).str(),
+                     value, *id));
       }
-    } else if (!isa<mlir::fsdp::ViewOp, mlir::fsdp::GetParamOp, mlir::fsdp::GetBufferOp,
-                    onnxir::ConstantOp, onnxir::NoValueOp>(op)) {
+    } else if (!isa<mlir::fsdp::ViewOp, mlir::fsdp::GetParamOp,
+                    mlir::fsdp::GetBufferOp, onnxir::ConstantOp,
+                    onnxir::NoValueOp>(op)) {
       return op.emitOpError("has no runtime kernel; run "
                             "--fsdp-lower-to-runtime before --mlir-to-plan");
     }

@@ -73,7 +73,8 @@ LogicalResult OptimizerStep::readResults(StepResults &step) {
   step.loss = ret.getOperand(0);
   for (unsigned i = 1; i < func.getNumResults(); ++i) {
     Value value = ret.getOperand(i);
-    if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of")) {
+    if (auto of =
+            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of")) {
       auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(of);
       if (!param)
         return func.emitError("fsdp-optimizer: result ")
@@ -130,10 +131,9 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
     shape[0] *= n;
     arg.setType(RankedTensorType::get(shape, type.getElementType()));
     for (int64_t k = 0; k < n; ++k) {
-      slices[k].push_back(
-          bb.op<SliceOp>(type, {arg, bb.ints({k * micro}),
-                                bb.ints({(k + 1) * micro}), bb.ints({0}),
-                                bb.ints({1})}));
+      slices[k].push_back(bb.op<SliceOp>(type, {arg, bb.ints({k * micro}),
+                                                bb.ints({(k + 1) * micro}),
+                                                bb.ints({0}), bb.ints({1})}));
       sliceOps.insert(slices[k].back().getDefiningOp());
     }
     arg.replaceUsesWithIf(slices[0].back(), [&](OpOperand &use) {
@@ -208,12 +208,12 @@ Value OptimizerStep::clip(OnnxBuilder &bb, StepResults &step) {
   // Once gradients are sharded this is each rank's part of the sum.
   total.getDefiningOp()->setAttr("fsdp.all_reduce", bb.b.getStringAttr("sum"));
   Value norm = bb.op<SqrtOp>(scalarType, {total});
-  Value coef = bb.op<DivOp>(
-      scalarType, {bb.scalar(options.maxGradNorm, bb.b.getF32Type()),
-                   bb.add(norm, bb.scalar(1e-6, bb.b.getF32Type()))});
+  Value coef = bb.op<DivOp>(scalarType,
+                            {bb.scalar(options.maxGradNorm, bb.b.getF32Type()),
+                             bb.add(norm, bb.scalar(1e-6, bb.b.getF32Type()))});
   Value one = bb.scalar(1.0, bb.b.getF32Type());
-  Value below = bb.op<LessOp>(RankedTensorType::get({}, bb.b.getI1Type()),
-                              {coef, one});
+  Value below =
+      bb.op<LessOp>(RankedTensorType::get({}, bb.b.getI1Type()), {coef, one});
   coef = bb.op<WhereOp>(scalarType, {below, coef, one});
   for (auto &[param, grad] : step.grads)
     grad = bb.mul(grad, coef, grad.getType());
@@ -256,11 +256,11 @@ Value OptimizerStep::sgd(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p,
       failedState = true;
       return p;
     }
-    Value next = bb.add(bb.mul(*buf, bb.scalar(options.momentum, f32), type),
-                        options.dampening == 0
-                            ? g
-                            : bb.mul(g, bb.scalar(1 - options.dampening, f32),
-                                     type));
+    Value next =
+        bb.add(bb.mul(*buf, bb.scalar(options.momentum, f32), type),
+               options.dampening == 0
+                   ? g
+                   : bb.mul(g, bb.scalar(1 - options.dampening, f32), type));
     if (options.dampening != 0) { // the first step's buffer is g itself
       Value first = bb.op<EqualOp>(RankedTensorType::get({}, bb.b.getI1Type()),
                                    {step, bb.scalar(1.0, f32)});
@@ -303,13 +303,12 @@ Value OptimizerStep::adamw(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p,
   if (!stepSize) {
     auto correction = [&](double beta) { // 1 - beta^step
       return bb.op<SubOp>(
-          scalarType,
-          {bb.scalar(1.0, f32),
-           bb.op<PowOp>(scalarType, {bb.scalar(beta, f32), step})});
+          scalarType, {bb.scalar(1.0, f32),
+                       bb.op<PowOp>(scalarType, {bb.scalar(beta, f32), step})});
     };
-    keep = bb.op<SubOp>(scalarType,
-                        {bb.scalar(1.0, f32),
-                         bb.mul(lr, bb.scalar(decay, f32), scalarType)});
+    keep = bb.op<SubOp>(
+        scalarType,
+        {bb.scalar(1.0, f32), bb.mul(lr, bb.scalar(decay, f32), scalarType)});
     stepSize = bb.op<DivOp>(scalarType, {lr, correction(b1)});
     root2 = bb.op<SqrtOp>(scalarType, {correction(b2)});
   }
@@ -353,10 +352,10 @@ LogicalResult OptimizerStep::run() {
   OpBuilder b(func.getContext());
   auto scalar = RankedTensorType::get({}, b.getF32Type());
   for (StringRef name : {"lr", "step"})
-    func.insertArgument(
-        func.getNumArguments(), scalar,
-        b.getDictionaryAttr({b.getNamedAttr("fsdp.name", b.getStringAttr(name))}),
-        func.getLoc());
+    func.insertArgument(func.getNumArguments(), scalar,
+                        b.getDictionaryAttr({b.getNamedAttr(
+                            "fsdp.name", b.getStringAttr(name))}),
+                        func.getLoc());
   lr = func.getArgument(func.getNumArguments() - 2);
   step = func.getArgument(func.getNumArguments() - 1);
 
@@ -378,7 +377,8 @@ LogicalResult OptimizerStep::run() {
   };
   for (auto &[param, grad] : results.grads) {
     Value p = b.create<mlir::fsdp::GetParamOp>(
-        bb.loc, param.getType(), FlatSymbolRefAttr::get(param.getSymNameAttr()));
+        bb.loc, param.getType(),
+        FlatSymbolRefAttr::get(param.getSymNameAttr()));
     stateUpdates.clear();
     Value next = options.optimizer == "sgd" ? sgd(bb, param, p, grad)
                                             : adamw(bb, param, p, grad);
