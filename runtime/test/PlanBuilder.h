@@ -92,6 +92,11 @@ public:
     weights.push_back({fqn, file, offset, length, id});
   }
 
+  /// After each run, copy buffer `source` over buffer `target`.
+  void update(uint32_t source, uint32_t target) {
+    updates.emplace_back(source, target);
+  }
+
   void constant(uint32_t id, std::vector<uint8_t> data) {
     constants.push_back({id, std::move(data)});
   }
@@ -138,7 +143,7 @@ public:
       cs.push_back(plan::CreateConstantDataDirect(b, id, &data));
     auto root = plan::CreatePlanDirect(b, FSDPRT_PLAN_SCHEMA_VERSION, "test",
                                        model.c_str(), 1, &arenas, &bufs, &ins,
-                                       &outs, &ks, &ws, &cs);
+                                       &outs, &ks, &ws, &cs, &updates);
     plan::FinishPlanBuffer(b, root);
     return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
   }
@@ -194,6 +199,7 @@ private:
   std::vector<KernelSpec> kernels;
   std::vector<WeightSpec> weights;
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> constants;
+  std::vector<plan::StateUpdate> updates;
 };
 
 } // namespace fsdprt::test

@@ -370,3 +370,102 @@ TEST(Sessions, ViewsShareBytesAcrossKernels) {
 }
 
 } // namespace
+
+namespace {
+
+/// w [4] (a weight from w.bin) and acc [4] (zeros): each run outputs
+/// loss = sum(w) and updates w <- w - g, acc <- acc + g.
+PlanBuilder stepPlan(const std::string &dir) {
+  PlanBuilder b;
+  b.modelDir(dir);
+  uint32_t w = b.buffer(F32, {4}, PlanBuilder::Weights);
+  uint32_t acc = b.buffer(F32, {4}, PlanBuilder::Weights);
+  b.weight("w", "w.bin", 0, 16, w);
+  b.weight("acc", "", 0, 16, acc);
+  uint32_t g = b.input("g", F32, {4});
+  b.kernel("reduce_sum", {w}, {b.output("loss", F32, {})},
+           {{"axes", Shape{0}}, {"keepdims", int64_t(0)}});
+  uint32_t nw = b.buffer(F32, {4}), na = b.buffer(F32, {4});
+  b.kernel("sub", {w, g}, {nw});
+  b.kernel("add", {acc, g}, {na});
+  b.update(nw, w);
+  b.update(na, acc);
+  return b;
+}
+
+} // namespace
+
+TEST(Sessions, StateUpdatesCarryOverRunsAndReloadingResetsThem) {
+  std::string dir = ::testing::TempDir();
+  {
+    std::ofstream out(dir + "/w.bin", std::ios::binary);
+    float w[4] = {1, 2, 3, 4};
+    out.write(reinterpret_cast<const char *>(w), sizeof w);
+  }
+  std::vector<uint8_t> bytes = stepPlan(dir).finish();
+  fsdprt_plan_t *p = nullptr;
+  ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
+  fsdprt_session_t *s = nullptr;
+  ASSERT_EQ(take(fsdprt_session_create(p, nullptr, 1, &s)), "");
+  float state[4];
+  EXPECT_NE(take(fsdprt_session_read_state(s, "w", state, sizeof state)), "");
+  ASSERT_EQ(take(fsdprt_session_load_weights(s)), "");
+  float g[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  ASSERT_EQ(take(fsdprt_session_set_input(s, "g", g, sizeof g)), "");
+  for (float expected : {10.0f, 8.0f, 6.0f}) { // sum(w) before each step
+    ASSERT_EQ(take(fsdprt_session_run(s)), "");
+    float loss = 0;
+    ASSERT_EQ(take(fsdprt_session_get_output(s, "loss", &loss, sizeof loss)),
+              "");
+    EXPECT_FLOAT_EQ(loss, expected);
+  }
+  ASSERT_EQ(take(fsdprt_session_read_state(s, "w", state, sizeof state)), "");
+  EXPECT_FLOAT_EQ(state[0], -0.5f);
+  EXPECT_FLOAT_EQ(state[3], 2.5f);
+  ASSERT_EQ(take(fsdprt_session_read_state(s, "acc", state, sizeof state)), "");
+  EXPECT_FLOAT_EQ(state[2], 1.5f);
+  // Reloading resets both the weight and the zero-initialised state.
+  ASSERT_EQ(take(fsdprt_session_load_weights(s)), "");
+  ASSERT_EQ(take(fsdprt_session_read_state(s, "acc", state, sizeof state)), "");
+  EXPECT_FLOAT_EQ(state[2], 0.0f);
+  EXPECT_NE(take(fsdprt_session_read_state(s, "acc", state, 8))
+                .find("has 16 bytes, not 8"),
+            std::string::npos);
+  EXPECT_NE(take(fsdprt_session_read_state(s, "nope", state, sizeof state))
+                .find("no parameter or buffer 'nope'"),
+            std::string::npos);
+  fsdprt_session_destroy(s);
+  fsdprt_plan_destroy(p);
+}
+
+TEST(Sessions, BadStateUpdatesAreRefused) {
+  {
+    PlanBuilder b = stepPlan(".");
+    b.update(2, 99);
+    expectRefused(b.finish(), "state update 2 names buffers 2 -> 99");
+  }
+  {
+    PlanBuilder b = stepPlan(".");
+    b.update(2, 3); // onto an input, not a weight
+    expectRefused(b.finish(), "state update 2: its target, buffer 3, is not "
+                              "a parameter or buffer");
+  }
+  {
+    PlanBuilder b = stepPlan(".");
+    b.update(1, 0); // from a weight, not a computed value
+    expectRefused(b.finish(), "state update 2: its source, buffer 1, is not "
+                              "computed by the run");
+  }
+  {
+    PlanBuilder b = stepPlan(".");
+    b.update(3, 0); // the scalar loss over w [4]
+    expectRefused(b.finish(),
+                  "state update 2 copies float32 [] over float32 [4]");
+  }
+  {
+    PlanBuilder b = stepPlan(".");
+    b.update(4, 1); // acc updated twice
+    expectRefused(b.finish(), "state update 2 updates buffer 1, which another "
+                              "update writes too");
+  }
+}
