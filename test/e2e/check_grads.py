@@ -116,6 +116,10 @@ CASES = {
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
           "vit": 3, "vit_b16": 1, "mixed": 4, "frozen_tied": 4}
+# Activation checkpointing: a corpus model wrapped one unit per block, each
+# unit's forward recomputed inside its backward.
+CHECKPOINTED = {"gpt2+checkpoint": ("gpt2", "GPT2Block"),
+                "llama+checkpoint": ("llama", "LlamaBlock")}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}
 VERBOSE = False
@@ -192,10 +196,16 @@ def prepare(name: str, work: Path, micro: int = 1):
 
 
 def check(name: str, bindir: Path, work: Path) -> bool:
+    wrap = []
+    if name in CHECKPOINTED:  # units from auto-wrap, recomputed in backward
+        name, block = CHECKPOINTED[name]
+        wrap = [f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"]
     model, inputs, labels, loss_fn, onnx_path, names, label_name, options = \
         prepare(name, work)
+    if wrap:
+        options = (options or "=") + " checkpoint-units=true"
     batch = inputs[0].shape[0]
-    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}",
+    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}", *wrap,
          f"--fsdp-autodiff{options}", "--fsdp-inference-pipeline",
          "--mlir-print-debuginfo", "-o", work / "m.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "m.mlir", "-o", work / "m.plan"])
@@ -273,7 +283,7 @@ def main(argv=None) -> int:
     global ROOT_BUILD
     ROOT_BUILD = args.build.resolve()
     failed = []
-    chosen = args.only or list(CASES) + list(CORPUS)
+    chosen = args.only or list(CASES) + list(CORPUS) + list(CHECKPOINTED)
     with tempfile.TemporaryDirectory() as tmp:
         for name in chosen:
             print(f"{name}:", flush=True)

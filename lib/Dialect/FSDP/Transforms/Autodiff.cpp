@@ -16,6 +16,7 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -58,7 +59,6 @@ SmallVector<int64_t> orDefault(std::optional<ArrayRef<int64_t>> values,
   return values ? SmallVector<int64_t>(*values)
                 : SmallVector<int64_t>(count, fill);
 }
-
 
 class Autodiff {
 public:
@@ -770,6 +770,24 @@ LogicalResult Autodiff::run() {
   for (Operation &op : body)
     if (&op != ret.getOperation())
       forward.push_back(&op);
+  // Activation checkpointing: each non-root FSDP unit's forward ops, run
+  // again at the start of the unit's backward, which then reads the copies;
+  // the originals' activations die with the forward.
+  llvm::StringMap<SmallVector<Operation *>> unitOps;
+  auto unitOf = [&](Operation *op) -> StringRef {
+    auto unit = op->getAttrOfType<StringAttr>("fsdp.unit");
+    return unit ? unit.getValue() : StringRef();
+  };
+  if (options.checkpointUnits)
+    for (Operation *op : forward)
+      if (!unitOf(op).empty())
+        unitOps[unitOf(op)].push_back(op);
+  if (options.checkpointUnits && unitOps.empty())
+    return func.emitError("fsdp-autodiff: checkpoint-units needs FSDP units; "
+                          "run --fsdp-auto-wrap first");
+  llvm::StringMap<IRMapping> recomputed;
+  SmallVector<Operation *> copies;
+
   for (Operation *op : llvm::reverse(forward)) {
     if (isa<mlir::fsdp::GetParamOp>(op) || op->getNumResults() == 0)
       continue;
@@ -803,9 +821,28 @@ LogicalResult Autodiff::run() {
           active(other))
         return op->emitOpError("fsdp-autodiff: ops whose secondary results are "
                                "used have no gradient rule yet");
+    IRMapping *copy = nullptr;
+    if (unitOps.count(unitOf(op))) {
+      auto [entry, fresh] = recomputed.try_emplace(unitOf(op));
+      copy = &entry->second;
+      if (fresh)
+        for (Operation *original : unitOps[unitOf(op)])
+          copies.push_back(b.clone(*original, *copy));
+    }
+    Operation *last = ret->getPrevNode();
     if (failed(backward(op, it->second)))
       return failure();
+    if (copy) // the rule's ops read the recomputed values
+      for (Operation *n = last->getNextNode(); n != ret.getOperation();
+           n = n->getNextNode())
+        for (OpOperand &use : n->getOpOperands())
+          if (Value again = copy->lookupOrNull(use.get()))
+            use.set(again);
   }
+  // Recomputed ops no backward rule reads.
+  for (Operation *again : llvm::reverse(copies))
+    if (again->use_empty())
+      again->erase();
 
   // One gradient per trainable parameter: the sum over its reads.
   SmallVector<Value> results(ret.getOperands());
@@ -861,6 +898,7 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
     options.labels = labels;
     options.logits = logits;
     options.ignoreIndex = ignoreIndex;
+    options.checkpointUnits = checkpointUnits;
     if (failed(Autodiff(func, module, std::move(options)).run()))
       signalPassFailure();
   }

@@ -313,6 +313,12 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     cross-entropy over every position, as
     `F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))`.
 
+    With `checkpoint-units` (activation checkpointing, after
+    `fsdp-auto-wrap`), each non-root FSDP unit's forward ops are run again
+    at the start of that unit's backward and its gradient rules read the
+    copies, so the unit's activations die with the forward; only values
+    entering the unit are kept.
+
     ```
     $ fsdp-opt mlp.onnx --batch-size=8 --fsdp-autodiff
       func.func @forward(...) -> (tensor<f32> {fsdp.name = "loss"},
@@ -330,7 +336,11 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
            "Name of the result holding the logits (needed when the model "
            "returns several)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
-           "Label value the attached loss ignores (PyTorch's default)">
+           "Label value the attached loss ignores (PyTorch's default)">,
+    Option<"checkpointUnits", "checkpoint-units", "bool", /*default=*/"false",
+           "Activation checkpointing: recompute each non-root FSDP unit's "
+           "forward (fsdp-auto-wrap's units) inside its backward instead of "
+           "keeping its activations">
   ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];
