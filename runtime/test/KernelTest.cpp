@@ -902,6 +902,59 @@ TEST(Kernels, SoftmaxCrossEntropyReductions) {
       << r.error;
 }
 
+TEST(Kernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
+  // [N, C, d] = [2, 3, 2] scores, class weights, one ignored label.
+  auto s = randomFloats(2 * 3 * 2, 44);
+  std::vector<float> w = {0.5f, 2.0f, 1.0f}, g = {0.7f, -1.3f, 2.0f, 0.4f};
+  std::vector<int64_t> labels = {1, -100, 2, 0};
+  // The loss in double: per position w * CE, reduced as `reduction` says,
+  // with `g` the cotangent (per position for none).
+  auto loss = [&](const std::vector<double> &x, const std::string &reduction) {
+    double total = 0, weights = 0;
+    for (int p = 0; p < 4; ++p) {
+      if (labels[p] == -100)
+        continue;
+      int b = p / 2, i = p % 2;
+      double max = -INFINITY, sum = 0;
+      for (int j = 0; j < 3; ++j)
+        max = std::max(max, x[b * 6 + j * 2 + i]);
+      for (int j = 0; j < 3; ++j)
+        sum += std::exp(x[b * 6 + j * 2 + i] - max);
+      double ce = std::log(sum) + max - x[b * 6 + labels[p] * 2 + i];
+      double scale = reduction == "none" ? g[p] : 1.0;
+      total += scale * w[labels[p]] * ce;
+      weights += w[labels[p]];
+    }
+    return reduction == "mean"  ? g[0] * total / weights
+           : reduction == "sum" ? g[0] * total
+                                : total;
+  };
+  for (std::string reduction : {"mean", "sum", "none"}) {
+    Value gradIn = reduction == "none" ? f32({2, 2}, g) : f32({}, {g[0]});
+    Result r =
+        runOp("softmax_cross_entropy_grad",
+              {f32({2, 3, 2}, s), i64({2, 2}, labels), gradIn, f32({3}, w)},
+              {{F32, {2, 3, 2}}},
+              {{"reduction", reduction}, {"ignore_index", int64_t(-100)}});
+    ASSERT_EQ(r.error, "") << reduction;
+    std::vector<double> want;
+    for (size_t k = 0; k < s.size(); ++k) {
+      std::vector<double> up(s.begin(), s.end()), down = up;
+      up[k] += 1e-4;
+      down[k] -= 1e-4;
+      want.push_back((loss(up, reduction) - loss(down, reduction)) / 2e-4);
+    }
+    expectNear(r.outputs[0].as<float>(), want);
+  }
+  // The cotangent's shape must match the reduction.
+  Result r = runOp("softmax_cross_entropy_grad",
+                   {f32({2, 3, 2}, s), i64({2, 2}, labels), f32({}, {1.0f})},
+                   {{F32, {2, 3, 2}}}, {{"reduction", std::string("none")}});
+  EXPECT_NE(r.error.find("the loss gradient [] does not match reduction none"),
+            std::string::npos)
+      << r.error;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

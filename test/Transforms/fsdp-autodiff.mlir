@@ -128,3 +128,44 @@ module {
     return %7 : tensor<f32>
   }
 }
+
+// -----
+
+// A strided, reversed Slice (scattered back by fsdp.gather_grad at the
+// positions it read), 1-D MatMul operands (a vector is a [1, K] or [K, 1]
+// matrix) and a class-weighted cross-entropy over [N, C, T] scores.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: tensor<4xf32> {fsdp.grad_of = @v, fsdp.name = "grad.v"}, tensor<4x2xf32> {fsdp.grad_of = @w, fsdp.name = "grad.w"}
+// CHECK: %[[CW:.*]] = onnx.Constant dense<[2.000000e+00, 5.000000e-01]>
+// CHECK: fsdp.softmax_cross_entropy_grad %{{.*}}, %arg1, %{{.*}}, %[[CW]] {ignore_index = -1 : i64} : (tensor<2x2x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<2xf32>) -> tensor<2x2x3xf32>
+// Steps -2 from position 5 read 5, 3, 1: the gradient goes back there.
+// CHECK: %[[POS:.*]] = onnx.Constant dense<[5, 3, 1]> : tensor<3xi64>
+// CHECK: fsdp.gather_grad %{{.*}}, %[[POS]] {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2x6xf32>
+// v @ w, v 1-D: dw = v^T @ g with v as [1, 4] and g as [1, 2].
+// CHECK: onnx.MatMul %{{.*}}, %{{.*}} : (tensor<4x1xf32>, tensor<1x2xf32>) -> tensor<4x2xf32>
+// x @ v, v 1-D: dv = x^T @ g with v as [4, 1], summed over the batch dim.
+// CHECK: onnx.MatMul %{{.*}}, %{{.*}} : (tensor<2x4x6xf32>, tensor<2x6x1xf32>) -> tensor<2x4x1xf32>
+// CHECK: onnx.ReduceSum
+module {
+  fsdp.param @v : tensor<4xf32> at <"m.onnx", offset = 0, length = 16>
+  fsdp.param @w : tensor<4x2xf32> at <"m.onnx", offset = 16, length = 32>
+  func.func @forward(%x: tensor<2x6x4xf32>, %labels: tensor<2x3xi64>) -> tensor<f32> {
+    %v = fsdp.get_param @v : tensor<4xf32>
+    %w = fsdp.get_param @w : tensor<4x2xf32>
+    %s = onnx.MatMul %x, %v : (tensor<2x6x4xf32>, tensor<4xf32>) -> tensor<2x6xf32>
+    %vw = onnx.MatMul %v, %w : (tensor<4xf32>, tensor<4x2xf32>) -> tensor<2xf32>
+    %shape = onnx.Constant dense<[2, 1]> : tensor<2xi64>
+    %col = onnx.Reshape %vw, %shape : (tensor<2xf32>, tensor<2xi64>) -> tensor<2x1xf32>
+    %start = onnx.Constant dense<5> : tensor<1xi64>
+    %end = onnx.Constant dense<-10> : tensor<1xi64>
+    %axis = onnx.Constant dense<1> : tensor<1xi64>
+    %step = onnx.Constant dense<-2> : tensor<1xi64>
+    %r = onnx.Slice %s, %start, %end, %axis, %step : (tensor<2x6xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x3xf32>
+    %un = onnx.Constant dense<1> : tensor<1xi64>
+    %r3 = onnx.Unsqueeze %r, %un : (tensor<2x3xf32>, tensor<1xi64>) -> tensor<2x1x3xf32>
+    %scores = onnx.Mul %r3, %col : (tensor<2x1x3xf32>, tensor<2x1xf32>) -> tensor<2x2x3xf32>
+    %cw = onnx.Constant dense<[2.0, 0.5]> : tensor<2xf32>
+    %loss, %lp = onnx.SoftmaxCrossEntropyLoss %scores, %labels, %cw {ignore_index = -1 : i64, reduction = "mean"} : (tensor<2x2x3xf32>, tensor<2x3xi64>, tensor<2xf32>) -> (tensor<f32>, none)
+    return %loss : tensor<f32>
+  }
+}

@@ -14,13 +14,16 @@ parameter must have a gradient equal to torch's within
 gradients are mathematically zero), frozen parameters none, and tied
 parameters one (the sum over their uses). Exit 1 on any mismatch.
 
-The models: two small ones written here (a frozen backbone and a weight
-tied between two Linears with Tanh/Sigmoid gating; 3-D activations with
-softmax gating, division by a parameter and a sequence mean), and the
-corpus's GPT-2 (embeddings with a tied lm_head, LayerNorm, fused QKV split,
-causal masked attention, tanh-GELU) and LLaMA (RMSNorm, rotary embeddings
-by Slice/Neg/Concat, SwiGLU) exactly as exported in build/test/corpus, with
-torch's weights loaded from the ONNX file.
+The models: small ones written here (a frozen backbone and a weight tied
+between two Linears with Tanh/Sigmoid gating; 3-D activations with softmax
+gating, division by a parameter and a sequence mean; convolutions, pooling
+and BatchNorm; strided and reversed slices, 1-D MatMul operands and a
+class-weighted cross-entropy over [N, C, T] logits), and every model of
+the corpus exactly as exported in build/test/corpus, with torch's weights
+loaded from the ONNX file, among them GPT-2 (embeddings with a tied
+lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
+and LLaMA (RMSNorm, rotary embeddings by Slice/Neg/Concat, SwiGLU), also
+with activation checkpointing of chosen units.
 """
 
 from __future__ import annotations
@@ -104,22 +107,57 @@ class ConvNet(nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
+class StridedSeq(nn.Module):
+    """Strided and reversed Slices, 1-D MatMul operands on either side, and
+    per-position logits [N, C, T] for a class-weighted cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.v = nn.Parameter(torch.randn(16) * 0.3)  # h @ v: 1-D B
+        self.u = nn.Parameter(torch.randn(16) * 0.3)  # u @ w: 1-D A
+        self.w = nn.Parameter(torch.randn(3, 16, 8) * 0.3)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))  # [N, T, 16]
+        gate = torch.sigmoid(torch.matmul(h, self.v))  # [N, T]
+        mix = torch.matmul(self.u, self.w).sum(0)  # [3, 8] -> [8]
+        h = h[:, :, 1::2] + torch.flip(h[:, :, ::2], dims=[1]) * mix  # [N, T, 8]
+        logits = self.head(h) * gate.unsqueeze(-1)  # [N, T, 5]
+        return logits.transpose(1, 2)  # [N, 5, T]
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
+
+
+CLASS_WEIGHTS = torch.tensor([0.5, 2.0, 1.0, 1.5, 0.25])
+
+
+def weighted_loss(logits, labels):
+    return F.cross_entropy(logits, labels, weight=CLASS_WEIGHTS.to(logits.dtype),
+                           ignore_index=-100)
 
 
 CASES = {
     "tied_mlp": (TiedMLP, lambda g: torch.randn(6, 8, generator=g), 4),
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
     "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
+    "strided_seq": (StridedSeq, lambda g: torch.randn(4, 6, 8, generator=g), 5,
+                    weighted_loss),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
           "vit": 3, "vit_b16": 1, "mixed": 4, "frozen_tied": 4}
-# Activation checkpointing: a corpus model wrapped one unit per block, each
-# unit's forward recomputed inside its backward.
-CHECKPOINTED = {"gpt2+checkpoint": ("gpt2", "GPT2Block"),
-                "llama+checkpoint": ("llama", "LlamaBlock")}
+# Activation checkpointing: a corpus model wrapped by layer classes, the
+# chosen units' forward recomputed inside their backward (GPT-2: every
+# block; LLaMA: attention and MLP units, only the MLPs checkpointed).
+CHECKPOINTED = {
+    "gpt2+checkpoint": ("gpt2", "GPT2Block", "checkpoint-units=true"),
+    "llama+checkpoint": ("llama", "LlamaAttention,LlamaMLP",
+                         "checkpoint-classes=LlamaMLP"),
+}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}
 VERBOSE = False
@@ -180,17 +218,20 @@ def prepare(name: str, work: Path, micro: int = 1):
                 return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                        labels.reshape(-1))
     else:
-        cls, make_input, classes = CASES[name]
+        cls, make_input, classes, *loss = CASES[name]
+        loss_fn = loss[0] if loss else cls_loss
         torch.manual_seed(0)
         model = cls()
         g = torch.Generator().manual_seed(1)
         x = make_input(g)
-        labels = torch.randint(0, classes, (x.shape[0],), generator=g)
-        labels[1] = -100  # an ignored label
+        with torch.no_grad():  # one label per position of the logits
+            label_shape = model.eval()(x).shape[:1] + model(x).shape[2:]
+        model.train()
+        labels = torch.randint(0, classes, label_shape, generator=g)
+        labels.view(-1)[1] = -100  # an ignored label
         onnx_path = work / "m.onnx"
-        fsdp_mlir.export(model, (x, labels), onnx_path, loss_fn=cls_loss,
+        fsdp_mlir.export(model, (x, labels), onnx_path, loss_fn=loss_fn,
                          input_names=["x", "labels"])
-        loss_fn = cls_loss
         inputs, names, label_name = [x], ["x"], "labels"
     return model, inputs, labels, loss_fn, onnx_path, names, label_name, options
 
@@ -198,12 +239,12 @@ def prepare(name: str, work: Path, micro: int = 1):
 def check(name: str, bindir: Path, work: Path) -> bool:
     wrap = []
     if name in CHECKPOINTED:  # units from auto-wrap, recomputed in backward
-        name, block = CHECKPOINTED[name]
-        wrap = [f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"]
+        name, classes, checkpoint = CHECKPOINTED[name]
+        wrap = [f"--fsdp-auto-wrap=policy=transformer layer-classes={classes}"]
     model, inputs, labels, loss_fn, onnx_path, names, label_name, options = \
         prepare(name, work)
     if wrap:
-        options = (options or "=") + " checkpoint-units=true"
+        options = (options or "=") + " " + checkpoint
     batch = inputs[0].shape[0]
     run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}", *wrap,
          f"--fsdp-autodiff{options}", "--fsdp-inference-pipeline",

@@ -473,29 +473,39 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
   };
 }
 
-KernelFn softmaxCrossEntropy(KernelArgs &args) {
-  requireArity(args, 2, 3, 1);
-  Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
+/// Checks the scores [N, C, d...], labels [N, d...] and optional weights [C]
+/// of softmax_cross_entropy(_grad); returns the labels' shape.
+std::vector<int64_t> checkCrossEntropyInputs(const Tensor &scores,
+                                             const Tensor &labels,
+                                             const Tensor *weights) {
   requireDtype(scores, FSDPRT_F32, "scores");
   requireDtype(labels, FSDPRT_I64, "labels");
-  requireDtype(y, FSDPRT_F32, "the loss");
   require(scores.shape.size() >= 2,
           "scores must be [N, C, ...], not " + shapeString(scores.shape));
-  int64_t n = scores.shape[0], c = scores.shape[1];
-  int64_t inner = product(scores.shape, 2, scores.shape.size());
   std::vector<int64_t> labelShape = scores.shape;
   labelShape.erase(labelShape.begin() + 1);
   require(labels.shape == labelShape, "labels " + shapeString(labels.shape) +
                                           " should be " +
                                           shapeString(labelShape));
+  if (weights) {
+    requireDtype(*weights, FSDPRT_F32, "weights");
+    require(weights->shape == std::vector<int64_t>{scores.shape[1]},
+            "weights must be [" + std::to_string(scores.shape[1]) + "], not " +
+                shapeString(weights->shape));
+  }
+  return labelShape;
+}
+
+KernelFn softmaxCrossEntropy(KernelArgs &args) {
+  requireArity(args, 2, 3, 1);
+  Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
   bool hasWeights = args.in.size() == 3;
   Tensor weights = hasWeights ? args.in[2] : Tensor();
-  if (hasWeights) {
-    requireDtype(weights, FSDPRT_F32, "weights");
-    require(weights.shape == std::vector<int64_t>{c},
-            "weights must be [" + std::to_string(c) + "], not " +
-                shapeString(weights.shape));
-  }
+  std::vector<int64_t> labelShape =
+      checkCrossEntropyInputs(scores, labels, hasWeights ? &weights : nullptr);
+  requireDtype(y, FSDPRT_F32, "the loss");
+  int64_t n = scores.shape[0], c = scores.shape[1];
+  int64_t inner = product(scores.shape, 2, scores.shape.size());
   std::string reduction = args.attrs.getString("reduction", "mean");
   require(reduction == "mean" || reduction == "sum" || reduction == "none",
           "reduction must be mean, sum or none, not " + reduction);
@@ -536,54 +546,66 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
   };
 }
 
-/// d loss / d scores for 2-D scores: g * (softmax(row) - onehot(label)),
-/// divided by the count of non-ignored labels for a mean; ignored rows 0.
+/// d loss / d scores: per position, g * w[label] * (softmax - onehot(label))
+/// along the class dimension, divided by the summed weights of the
+/// non-ignored labels for a mean; positions of ignored labels are 0.
 KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
-  requireArity(args, 3, 3, 1);
+  requireArity(args, 3, 4, 1);
   Tensor scores = args.in[0], labels = args.in[1], g = args.in[2],
          y = args.out[0];
-  requireDtype(scores, FSDPRT_F32, "scores");
-  requireDtype(labels, FSDPRT_I64, "labels");
+  bool hasWeights = args.in.size() == 4;
+  Tensor weights = hasWeights ? args.in[3] : Tensor();
+  std::vector<int64_t> labelShape =
+      checkCrossEntropyInputs(scores, labels, hasWeights ? &weights : nullptr);
   requireDtype(g, FSDPRT_F32, "the loss gradient");
   requireDtype(y, FSDPRT_F32, "the scores gradient");
-  require(scores.shape.size() == 2 && y.shape == scores.shape,
-          "scores and their gradient must be [N, C]");
+  require(y.shape == scores.shape, "the scores gradient " +
+                                       shapeString(y.shape) + " should be " +
+                                       shapeString(scores.shape));
   int64_t n = scores.shape[0], c = scores.shape[1];
-  require(labels.shape == std::vector<int64_t>{n}, "labels must be [N]");
-  require(g.numel == 1, "the loss gradient must be a scalar");
+  int64_t inner = product(scores.shape, 2, scores.shape.size());
   std::string reduction = args.attrs.getString("reduction", "mean");
-  require(reduction == "mean" || reduction == "sum",
-          "reduction must be mean or sum, not " + reduction);
-  bool mean = reduction == "mean";
+  require(reduction == "mean" || reduction == "sum" || reduction == "none",
+          "reduction must be mean, sum or none, not " + reduction);
+  bool none = reduction == "none", mean = reduction == "mean";
+  require(none ? g.shape == labelShape : g.numel == 1,
+          "the loss gradient " + shapeString(g.shape) +
+              " does not match reduction " + reduction);
   bool hasIgnore = args.attrs.has("ignore_index");
   int64_t ignore = args.attrs.getInt("ignore_index", 0);
   return [=]() -> std::string {
     const int64_t *pl = labels.as<int64_t>();
-    int64_t count = 0;
-    for (int64_t b = 0; b < n; ++b) {
-      if (hasIgnore && pl[b] == ignore)
+    const float *pw = hasWeights ? weights.as<float>() : nullptr;
+    double weightSum = 0;
+    for (int64_t p = 0; p < n * inner; ++p) {
+      if (hasIgnore && pl[p] == ignore)
         continue;
-      if (pl[b] < 0 || pl[b] >= c)
-        return "label " + std::to_string(pl[b]) + " is outside [0, " +
+      if (pl[p] < 0 || pl[p] >= c)
+        return "label " + std::to_string(pl[p]) + " is outside [0, " +
                std::to_string(c) + ")";
-      ++count;
+      weightSum += pw ? pw[pl[p]] : 1.0;
     }
-    double scale = g.as<float>()[0] / (mean ? std::max<int64_t>(count, 1) : 1);
-    parallelFor(n, c * 8, [&](int64_t b) {
-      const float *row = scores.as<float>() + b * c;
-      float *out = y.as<float>() + b * c;
-      if (hasIgnore && pl[b] == ignore) {
-        std::fill(out, out + c, 0.0f);
+    double divisor = mean && weightSum != 0 ? weightSum : 1.0;
+    parallelFor(n * inner, c * 8, [&](int64_t p) {
+      int64_t b = p / inner, i = p % inner, label = pl[p];
+      const float *row = scores.as<float>() + b * c * inner + i;
+      float *out = y.as<float>() + b * c * inner + i;
+      if (hasIgnore && label == ignore) {
+        for (int64_t j = 0; j < c; ++j)
+          out[j * inner] = 0.0f;
         return;
       }
+      double scale =
+          g.as<float>()[none ? p : 0] * (pw ? pw[label] : 1.0) / divisor;
       double max = -std::numeric_limits<double>::infinity(), sum = 0;
       for (int64_t j = 0; j < c; ++j)
-        max = maxOf(max, row[j]);
+        max = maxOf(max, row[j * inner]);
       for (int64_t j = 0; j < c; ++j)
-        sum += std::exp(row[j] - max);
+        sum += std::exp(row[j * inner] - max);
       for (int64_t j = 0; j < c; ++j)
-        out[j] = static_cast<float>(
-            scale * (std::exp(row[j] - max) / sum - (j == pl[b] ? 1.0 : 0.0)));
+        out[j * inner] =
+            static_cast<float>(scale * (std::exp(row[j * inner] - max) / sum -
+                                        (j == label ? 1.0 : 0.0)));
     });
     return "";
   };

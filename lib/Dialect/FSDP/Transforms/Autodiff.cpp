@@ -12,6 +12,7 @@
 #include "OnnxBuilder.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
@@ -19,7 +20,10 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Regex.h"
 
 #include <algorithm>
 #include <numeric>
@@ -80,6 +84,7 @@ private:
   bool active(Value value) const { return activeValues.contains(value); }
   LogicalResult attachLoss();
   LogicalResult prepare();
+  FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
   LogicalResult backward(Operation *op, Value g);
 
@@ -350,25 +355,38 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.transpose(g, inverse));
         return success();
       })
-      .Case<MatMulOp>([&](MatMulOp matmul) -> LogicalResult {
+      .Case<MatMulOp>([&](MatMulOp) {
+        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch dims. A
+        // 1-D A is a [1, K] matrix and a 1-D B a [K, 1] one, as in numpy;
+        // the product drops those dims, so g gets them back first.
         Value a = operand(0), b = operand(1);
-        if (typeOf(a).getRank() < 2 || typeOf(b).getRank() < 2)
-          return op->emitOpError("fsdp-autodiff: 1-D MatMul operands have no "
-                                 "gradient rule yet");
-        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch dims.
+        auto aType = typeOf(a), bType = typeOf(b);
+        SmallVector<int64_t> gShape(typeOf(g).getShape());
+        if (bType.getRank() == 1)
+          gShape.push_back(1);
+        if (aType.getRank() == 1)
+          gShape.insert(gShape.end() - 1, 1);
+        auto promote = [&](Value v, ArrayRef<int64_t> shape) {
+          return bb.reshape(v, RankedTensorType::get(shape, element));
+        };
+        Value a2 =
+            aType.getRank() == 1 ? promote(a, {1, aType.getDimSize(0)}) : a;
+        Value b2 =
+            bType.getRank() == 1 ? promote(b, {bType.getDimSize(0), 1}) : b;
+        Value g2 = promote(g, gShape);
         if (active(a)) {
-          Value bt = bb.swapLast(b);
-          SmallVector<int64_t> shape(typeOf(g).getShape());
-          shape.back() = typeOf(a).getShape().back();
-          give(0,
-               bb.op<MatMulOp>(RankedTensorType::get(shape, element), {g, bt}));
+          SmallVector<int64_t> shape(gShape);
+          shape.back() = typeOf(a2).getShape().back();
+          Value d = bb.op<MatMulOp>(RankedTensorType::get(shape, element),
+                                    {g2, bb.swapLast(b2)});
+          give(0, bb.reshape(bb.sumTo(d, typeOf(a2)), aType));
         }
         if (active(b)) {
-          Value at = bb.swapLast(a);
-          SmallVector<int64_t> shape(typeOf(g).getShape());
-          shape[shape.size() - 2] = typeOf(b).getShape().drop_back().back();
-          give(1,
-               bb.op<MatMulOp>(RankedTensorType::get(shape, element), {at, g}));
+          SmallVector<int64_t> shape(gShape);
+          shape[shape.size() - 2] = typeOf(b2).getShape().drop_back().back();
+          Value d = bb.op<MatMulOp>(RankedTensorType::get(shape, element),
+                                    {bb.swapLast(a2), g2});
+          give(1, bb.reshape(bb.sumTo(d, typeOf(b2)), bType));
         }
         return success();
       })
@@ -451,28 +469,30 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.mul(y, bb.op<SubOp>(yt, {g, sum}), yt));
         return success();
       })
-      .Case<SoftmaxCrossEntropyLossOp>(
-          [&](SoftmaxCrossEntropyLossOp loss) -> LogicalResult {
-            if (!isa<NoneType>(loss.getWeights().getType()) ||
-                typeOf(loss.getScores()).getRank() != 2 ||
-                loss.getReduction() == "none")
-              return op->emitOpError(
-                  "fsdp-autodiff: only unweighted 2-D SoftmaxCrossEntropyLoss "
-                  "with mean or sum reduction has a gradient rule yet");
-            if (active(loss.getLabels()))
-              return op->emitOpError(
-                  "fsdp-autodiff: labels cannot be differentiated");
-            SmallVector<NamedAttribute> attrs = {bb.b.getNamedAttr(
-                "reduction", bb.b.getStringAttr(loss.getReduction()))};
-            if (loss.getIgnoreIndex())
-              attrs.push_back(bb.b.getNamedAttr(
-                  "ignore_index",
-                  bb.b.getI64IntegerAttr(*loss.getIgnoreIndex())));
-            give(0, bb.op<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
-                        loss.getScores().getType(),
-                        {loss.getScores(), loss.getLabels(), g}, attrs));
-            return success();
-          })
+      .Case<SoftmaxCrossEntropyLossOp>([&](SoftmaxCrossEntropyLossOp loss)
+                                           -> LogicalResult {
+        if (active(loss.getLabels()))
+          return op->emitOpError(
+              "fsdp-autodiff: labels cannot be differentiated");
+        if (active(loss.getWeights()))
+          return op->emitOpError(
+              "fsdp-autodiff: class weights cannot be differentiated");
+        if (op->getNumResults() > 1 && !op->getResult(1).use_empty())
+          return op->emitOpError(
+              "fsdp-autodiff: SoftmaxCrossEntropyLoss's log_prob "
+              "output has no gradient rule");
+        SmallVector<NamedAttribute> attrs = {bb.b.getNamedAttr(
+            "reduction", bb.b.getStringAttr(loss.getReduction()))};
+        if (loss.getIgnoreIndex())
+          attrs.push_back(bb.b.getNamedAttr(
+              "ignore_index", bb.b.getI64IntegerAttr(*loss.getIgnoreIndex())));
+        SmallVector<Value> operands = {loss.getScores(), loss.getLabels(), g};
+        if (!isa<NoneType>(loss.getWeights().getType()))
+          operands.push_back(loss.getWeights());
+        give(0, bb.op<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
+                    loss.getScores().getType(), operands, attrs));
+        return success();
+      })
       .Case<GatherOp>([&](GatherOp gather) -> LogicalResult {
         if (active(gather.getIndices()))
           return op->emitOpError(
@@ -546,7 +566,9 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         return success();
       })
       .Case<SliceOp>([&](SliceOp slice) -> LogicalResult {
-        // Step-1 slices: the gradient is g padded with zeros.
+        // Per sliced axis, g goes back to the positions it was read from:
+        // padded with zeros for step 1, scattered (fsdp.gather_grad with
+        // the constant positions) for any other step.
         auto constants = [&](Value v) -> std::optional<SmallVector<int64_t>> {
           auto constant = v.getDefiningOp<ConstantOp>();
           auto dense = constant
@@ -569,21 +591,35 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
             axes->push_back(i);
         else
           axes = constants(slice.getAxes());
-        bool unitSteps = isa<NoneType>(slice.getSteps().getType());
-        if (!unitSteps)
-          if (auto steps = constants(slice.getSteps()))
-            unitSteps = llvm::all_of(*steps, [](int64_t s) { return s == 1; });
-        if (!starts || !axes || !unitSteps || axes->size() != starts->size())
-          return op->emitOpError("fsdp-autodiff: only constant, step-1 Slices "
-                                 "have a gradient rule yet");
+        std::optional<SmallVector<int64_t>> steps;
+        if (isa<NoneType>(slice.getSteps().getType()))
+          steps = SmallVector<int64_t>(axes ? axes->size() : 0, 1);
+        else
+          steps = constants(slice.getSteps());
+        if (!starts || !axes || !steps || axes->size() != starts->size() ||
+            steps->size() != starts->size() || llvm::is_contained(*steps, 0))
+          return op->emitOpError("fsdp-autodiff: only Slices with constant "
+                                 "starts, axes and steps have a gradient rule");
         Value grad = g;
-        for (auto [axisValue, startValue] : llvm::zip(*axes, *starts)) {
+        for (auto [axisValue, startValue, step] :
+             llvm::zip(*axes, *starts, *steps)) {
           int64_t axis = axisValue < 0 ? axisValue + rank : axisValue;
           int64_t dim = in.getDimSize(axis);
-          int64_t start = startValue < 0 ? startValue + dim : startValue;
-          start = std::clamp<int64_t>(start, 0, dim);
           int64_t size = typeOf(y).getDimSize(axis);
-          grad = bb.padAxis(grad, axis, start, dim - start - size);
+          // ONNX clamps starts to [0, dim] ([0, dim - 1] going backwards).
+          int64_t start = startValue < 0 ? startValue + dim : startValue;
+          start = std::clamp<int64_t>(start, 0, step > 0 ? dim : dim - 1);
+          if (step == 1) {
+            grad = bb.padAxis(grad, axis, start, dim - start - size);
+            continue;
+          }
+          SmallVector<int64_t> positions, shape(typeOf(grad).getShape());
+          for (int64_t k = 0; k < size; ++k)
+            positions.push_back(start + k * step);
+          shape[axis] = dim;
+          grad = bb.op<mlir::fsdp::GatherGradOp>(
+              RankedTensorType::get(shape, element), {grad, bb.ints(positions)},
+              {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))});
         }
         give(0, grad);
         return success();
@@ -778,13 +814,12 @@ LogicalResult Autodiff::run() {
     auto unit = op->getAttrOfType<StringAttr>("fsdp.unit");
     return unit ? unit.getValue() : StringRef();
   };
-  if (options.checkpointUnits)
-    for (Operation *op : forward)
-      if (!unitOf(op).empty())
-        unitOps[unitOf(op)].push_back(op);
-  if (options.checkpointUnits && unitOps.empty())
-    return func.emitError("fsdp-autodiff: checkpoint-units needs FSDP units; "
-                          "run --fsdp-auto-wrap first");
+  FailureOr<llvm::StringSet<>> checkpointed = checkpointedUnits();
+  if (failed(checkpointed))
+    return failure();
+  for (Operation *op : forward)
+    if (checkpointed->contains(unitOf(op)))
+      unitOps[unitOf(op)].push_back(op);
   llvm::StringMap<IRMapping> recomputed;
   SmallVector<Operation *> copies;
 
@@ -884,6 +919,61 @@ LogicalResult Autodiff::run() {
   return success();
 }
 
+/// The non-root FSDP units whose forward is recomputed in their backward:
+/// all of them for checkpoint-units, else those the checkpoint-* selectors
+/// pick (or-composed, as auto-wrap's policies): the unit module's class, its
+/// parameter count, or its FQN.
+FailureOr<llvm::StringSet<>> Autodiff::checkpointedUnits() {
+  llvm::StringSet<> chosen;
+  bool select = !options.checkpointClasses.empty() ||
+                options.checkpointMinNumParams > 0 ||
+                !options.checkpointPattern.empty();
+  if (!options.checkpointUnits && !select)
+    return chosen;
+  auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
+  if (!units || units.size() < 2)
+    return func.emitError("fsdp-autodiff: activation checkpointing needs "
+                          "non-root FSDP units; run --fsdp-auto-wrap first");
+  std::optional<llvm::Regex> regex;
+  if (!options.checkpointPattern.empty()) {
+    regex.emplace("^(" + options.checkpointPattern + ")$");
+    std::string error;
+    if (!regex->isValid(error))
+      return func.emitError("fsdp-autodiff: checkpoint-pattern '")
+             << options.checkpointPattern << "' is not a regex: " << error;
+  }
+  FailureOr<SmallVector<mlir::fsdp::ModuleAttr>> tree =
+      mlir::fsdp::getModuleTree(module);
+  if (failed(tree))
+    return failure();
+  llvm::StringMap<StringRef> classOf;
+  for (mlir::fsdp::ModuleAttr m : *tree)
+    classOf[m.getFqn()] = m.getClassName();
+  SmallVector<std::string> seen;
+  for (auto unit : units.getAsRange<mlir::fsdp::WrapUnitAttr>()) {
+    StringRef fqn = unit.getModule();
+    if (fqn.empty())
+      continue; // the root's activations are the step's own
+    StringRef className = classOf.lookup(fqn);
+    int64_t numel = 0;
+    for (auto ref : unit.getParams().getAsRange<FlatSymbolRefAttr>())
+      if (auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(ref))
+        numel += param.getTensorType().getNumElements();
+    seen.push_back((fqn + " (" + className + ", " + Twine(numel) + ")").str());
+    if (options.checkpointUnits ||
+        llvm::is_contained(options.checkpointClasses, className) ||
+        (options.checkpointMinNumParams > 0 &&
+         numel >= options.checkpointMinNumParams) ||
+        (regex && regex->match(fqn)))
+      chosen.insert(fqn);
+  }
+  if (chosen.empty())
+    return func.emitError("fsdp-autodiff: the checkpoint selectors match no "
+                          "non-root FSDP unit; units (class, parameters): ")
+           << llvm::join(seen, ", ");
+  return chosen;
+}
+
 struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
   void runOnOperation() override {
@@ -899,6 +989,9 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
     options.logits = logits;
     options.ignoreIndex = ignoreIndex;
     options.checkpointUnits = checkpointUnits;
+    options.checkpointClasses = checkpointClasses;
+    options.checkpointMinNumParams = checkpointMinNumParams;
+    options.checkpointPattern = checkpointPattern;
     if (failed(Autodiff(func, module, std::move(options)).run()))
       signalPassFailure();
   }

@@ -470,11 +470,15 @@ def FSDP_GatherGradOp : FSDP_Op<"gather_grad", [Pure]> {
 def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure]> {
   let summary = "gradient of softmax cross-entropy with respect to the scores";
   let description = [{
-    What `fsdp-autodiff` emits for `onnx.SoftmaxCrossEntropyLoss`: with `g`
-    the loss's cotangent (a scalar for `mean` and `sum`), the gradient of the
-    scores `[N, C]` is `g * (softmax(scores) - onehot(labels))`, divided by
-    the number of labels that are not `ignore_index` for `mean`; rows of
-    ignored labels are zero.
+    What `fsdp-autodiff` emits for `onnx.SoftmaxCrossEntropyLoss`, with the
+    same scores `[N, C, d...]`, labels `[N, d...]` and optional class
+    `weights` `[C]`, and `grad` the loss's cotangent (a scalar for `mean` and
+    `sum`, of the labels' shape for `none`). For every position whose label
+    is not `ignore_index`, the gradient along the class dimension is
+    `g * w[label] * (softmax(scores) - onehot(label))`, where `g` is the
+    position's cotangent and `w` is 1 without weights; for `mean` it is
+    divided by the sum of `w[label]` over those positions (their count
+    without weights), as the loss is. Positions of ignored labels are zero.
 
     ```mlir
     %gs = fsdp.softmax_cross_entropy_grad %scores, %labels, %g
@@ -484,6 +488,7 @@ def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure
   }];
   let arguments = (ins AnyRankedTensor:$scores, AnyRankedTensor:$labels,
                    AnyRankedTensor:$grad,
+                   Optional<AnyRankedTensor>:$weights,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AnyRankedTensor:$grad_scores);

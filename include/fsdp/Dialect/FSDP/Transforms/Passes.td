@@ -288,14 +288,16 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
 
     Gradient rules exist for `Add`, `Sub`, `Mul`, `Div`, `Neg`, `Pow` (by a
     constant), `Sqrt`, `Reciprocal`, `Exp`, `Erf`, `Relu`, `Tanh`,
-    `Sigmoid`, `MatMul`, `Gemm`, `Transpose`, `Reshape`, `Flatten`,
-    `Squeeze`, `Unsqueeze`, `Identity`, `Expand`, `Where`, `Concat`,
-    `Split`, `Slice` (constant, step 1), `Gather` (scatter-add, via
+    `Sigmoid`, `MatMul` (1-D operands included), `Gemm`, `Transpose`,
+    `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`, `Expand`,
+    `Where`, `Concat`, `Split`, `Slice` (constant starts, axes and steps;
+    strided ones via `fsdp.gather_grad`), `Gather` (scatter-add, via
     `fsdp.gather_grad`), `ReduceSum`, `ReduceMean`, `Softmax`,
     `LogSoftmax`, `LayerNormalization` (statistics recomputed), `Conv`
     (`fsdp.conv_grad_input`, `fsdp.conv_grad_weight`), `MaxPool` and
     `AveragePool` (`fsdp.pool_grad`), `GlobalAveragePool` and
-    `SoftmaxCrossEntropyLoss` (via `fsdp.softmax_cross_entropy_grad`). A
+    `SoftmaxCrossEntropyLoss` (any rank, class weights, every reduction,
+    via `fsdp.softmax_cross_entropy_grad`). A
     differentiated op without a rule is an error naming it and its ONNX
     node.
 
@@ -313,11 +315,16 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     cross-entropy over every position, as
     `F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))`.
 
-    With `checkpoint-units` (activation checkpointing, after
-    `fsdp-auto-wrap`), each non-root FSDP unit's forward ops are run again
-    at the start of that unit's backward and its gradient rules read the
-    copies, so the unit's activations die with the forward; only values
-    entering the unit are kept.
+    Activation checkpointing (after `fsdp-auto-wrap`): a checkpointed FSDP
+    unit's forward ops are run again at the start of that unit's backward
+    and its gradient rules read the copies, so the unit's activations die
+    with the forward; only values entering the unit are kept.
+    `checkpoint-units` checkpoints every non-root unit; the selectors pick
+    units the way auto-wrap's policies pick modules, or-composed:
+    `checkpoint-classes` (the unit's module class, the transformer form),
+    `checkpoint-min-num-params` (the unit's parameter count, the size form)
+    and `checkpoint-pattern` (a regex over the unit's FQN, whole match).
+    Selectors that match no non-root unit are an error listing the units.
 
     ```
     $ fsdp-opt mlp.onnx --batch-size=8 --fsdp-autodiff
@@ -340,7 +347,17 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     Option<"checkpointUnits", "checkpoint-units", "bool", /*default=*/"false",
            "Activation checkpointing: recompute each non-root FSDP unit's "
            "forward (fsdp-auto-wrap's units) inside its backward instead of "
-           "keeping its activations">
+           "keeping its activations">,
+    ListOption<"checkpointClasses", "checkpoint-classes", "std::string",
+               "Checkpoint the FSDP units whose module is of one of these "
+               "classes">,
+    Option<"checkpointMinNumParams", "checkpoint-min-num-params", "int64_t",
+           /*default=*/"0",
+           "Checkpoint the FSDP units with at least this many parameters "
+           "(0: off)">,
+    Option<"checkpointPattern", "checkpoint-pattern", "std::string",
+           /*default=*/"\"\"",
+           "Checkpoint the FSDP units whose FQN matches this regex">
   ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];
