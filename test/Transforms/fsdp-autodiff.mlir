@@ -169,3 +169,39 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Abs, Log, variadic Sum, float casts and ReduceMax (shared evenly by the
+// maximal elements).
+// CHECK-LABEL: func.func @forward
+// Cast f16 -> f32: the cotangent cast back to f16.
+// CHECK: onnx.Cast %{{.*}} {to = 10 : i64} : (tensor<2xf32>) -> tensor<2xf16>
+// ReduceMax: where x equals the max, g over the number of ties.
+// CHECK: %[[IS:.*]] = onnx.Equal %{{.*}}, %{{.*}} : (tensor<2x3xf16>, tensor<2x1xf16>) -> tensor<2x3xi1>
+// CHECK: %[[TIES:.*]] = onnx.ReduceSum %{{.*}}, %{{.*}} : (tensor<2x3xf16>, tensor<1xi64>) -> tensor<2x1xf16>
+// CHECK: %[[SHARE:.*]] = onnx.Div %{{.*}}, %[[TIES]] : (tensor<2x1xf16>, tensor<2x1xf16>) -> tensor<2x1xf16>
+// CHECK: onnx.Where %[[IS]], %[[SHARE]], %{{.*}} : (tensor<2x3xi1>, tensor<2x1xf16>, tensor<f16>) -> tensor<2x3xf16>
+// CHECK: onnx.Cast %{{.*}} {to = 1 : i64} : (tensor<2x3xf16>) -> tensor<2x3xf32>
+// Log: g / x. Abs: g, -g or 0 by the sign of x.
+// CHECK: onnx.Div %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: onnx.Less
+// CHECK: onnx.Greater
+// The Sum's cotangent reaches @p twice (directly and through Abs).
+// CHECK: %[[G:.*]] = onnx.Add
+// CHECK: return %{{.*}}, %[[G]]
+module {
+  fsdp.param @p : tensor<2x3xf32> at <"m.onnx", offset = 0, length = 24>
+  func.func @forward(%x: tensor<2x3xf32>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %p = fsdp.get_param @p : tensor<2x3xf32>
+    %a = onnx.Abs %p : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %l = onnx.Log %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %s = onnx.Sum %l, %x, %p : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %h = onnx.Cast %s {to = 10 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf16>
+    %m = onnx.ReduceMax %h {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<2x3xf16>) -> tensor<2xf16>
+    %f = onnx.Cast %m {to = 1 : i64} : (tensor<2xf16>) -> tensor<2xf32>
+    %r = onnx.ReduceSum %f, %none {keepdims = 0 : i64} : (tensor<2xf32>, none) -> tensor<f32>
+    return %r : tensor<f32>
+  }
+}

@@ -17,7 +17,8 @@ parameters one (the sum over their uses). Exit 1 on any mismatch.
 The models: small ones written here (a frozen backbone and a weight tied
 between two Linears with Tanh/Sigmoid gating; 3-D activations with softmax
 gating, division by a parameter and a sequence mean; convolutions, pooling
-and BatchNorm; strided and reversed slices, 1-D MatMul operands and a
+and BatchNorm; Log, Abs and a max over a dimension; strided and reversed
+slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
@@ -128,6 +129,20 @@ class StridedSeq(nn.Module):
         return logits.transpose(1, 2)  # [N, 5, T]
 
 
+class LogAbsMax(nn.Module):
+    """Log, Abs and a max over the sequence (amax: ReduceMax)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.proj(x)  # [N, T, 16]
+        h = torch.log(torch.abs(h) + 0.5) + 0.1 * h
+        return self.head(h.amax(dim=1))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -144,6 +159,7 @@ CASES = {
     "tied_mlp": (TiedMLP, lambda g: torch.randn(6, 8, generator=g), 4),
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
     "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
+    "log_abs_max": (LogAbsMax, lambda g: torch.randn(5, 6, 8, generator=g), 4),
     "strided_seq": (StridedSeq, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                     weighted_loss),
 }

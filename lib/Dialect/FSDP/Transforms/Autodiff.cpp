@@ -332,6 +332,45 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.mul(bb.mul(g, y, yt), oneMinus, yt));
         return success();
       })
+      .Case<LogOp>([&](auto) {
+        give(0, bb.op<DivOp>(yt, {g, operand(0)}));
+        return success();
+      })
+      .Case<AbsOp>([&](auto) { // g * sign(x), 0 at 0 (as torch)
+        Value x = operand(0), zero = bb.scalar(0, element);
+        auto mask =
+            RankedTensorType::get(typeOf(y).getShape(), bb.b.getI1Type());
+        Value negative = bb.op<WhereOp>(
+            yt, {bb.op<LessOp>(mask, {x, zero}), bb.op<NegOp>(yt, {g}), zero});
+        give(0, bb.op<WhereOp>(
+                    yt, {bb.op<GreaterOp>(mask, {x, zero}), g, negative}));
+        return success();
+      })
+      .Case<CastOp>([&](CastOp) -> LogicalResult {
+        // Between float types: the cotangent cast back (ONNX's type codes).
+        Type from = typeOf(operand(0)).getElementType();
+        if (from == element) {
+          give(0, g);
+          return success();
+        }
+        int64_t code = from.isF32()    ? 1
+                       : from.isF16()  ? 10
+                       : from.isF64()  ? 11
+                       : from.isBF16() ? 16
+                                       : 0;
+        if (!code || !isa<FloatType>(element))
+          return op->emitOpError("fsdp-autodiff: only casts between float "
+                                 "types have a gradient rule");
+        give(0, bb.op<CastOp>(
+                    operand(0).getType(), {g},
+                    {bb.b.getNamedAttr("to", bb.b.getI64IntegerAttr(code))}));
+        return success();
+      })
+      .Case<SumOp>([&](auto) {
+        for (unsigned i = 0; i < op->getNumOperands(); ++i)
+          give(i, g);
+        return success();
+      })
       .Case<ExpOp>([&](auto) {
         give(0, bb.mul(g, y, yt));
         return success();
@@ -415,14 +454,19 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         }
         return success();
       })
-      .Case<ReduceSumOp, ReduceMeanOp>([&](Operation *) -> LogicalResult {
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *)
+                                                        -> LogicalResult {
         // Broadcast g back over the reduced axes (divided by the count for
-        // a mean).
+        // a mean; for a max, shared evenly by the maximal elements, as
+        // torch's amax).
         auto in = typeOf(operand(0));
         SmallVector<int64_t> axes;
         if (auto mean = dyn_cast<ReduceMeanOp>(op)) {
           if (mean.getAxes())
             axes.assign(mean.getAxes()->begin(), mean.getAxes()->end());
+        } else if (auto max = dyn_cast<ReduceMaxOp>(op)) {
+          if (max.getAxes())
+            axes.assign(max.getAxes()->begin(), max.getAxes()->end());
         } else {
           auto sum = cast<ReduceSumOp>(op);
           DenseIntElementsAttr attr;
@@ -449,9 +493,21 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
           count *= in.getDimSize(axis);
           kept[axis] = 1;
         }
-        Value gk = bb.reshape(g, RankedTensorType::get(kept, element));
+        auto keptType = RankedTensorType::get(kept, element);
+        Value gk = bb.reshape(g, keptType);
         if (isa<ReduceMeanOp>(op))
           gk = bb.mul(gk, bb.scalar(1.0 / count, element), gk.getType());
+        if (isa<ReduceMaxOp>(op)) {
+          Value zero = bb.scalar(0, element);
+          Value isMax = bb.op<EqualOp>(
+              RankedTensorType::get(in.getShape(), bb.b.getI1Type()),
+              {operand(0), bb.reshape(y, keptType)});
+          Value ties = bb.reduce<ReduceSumOp>(
+              bb.op<WhereOp>(in, {isMax, bb.scalar(1, element), zero}), axes);
+          give(0, bb.op<WhereOp>(
+                      in, {isMax, bb.op<DivOp>(keptType, {gk, ties}), zero}));
+          return success();
+        }
         give(0, bb.op<ExpandOp>(in, {gk, bb.ints(in.getShape())}));
         return success();
       })
@@ -789,8 +845,9 @@ LogicalResult Autodiff::run() {
     }
     if (llvm::any_of(op.getOperands(), [&](Value v) { return active(v); }))
       for (Value result : op.getResults())
-        if (isa<RankedTensorType>(result.getType()))
-          activeValues.insert(result);
+        if (auto type = dyn_cast<RankedTensorType>(result.getType());
+            type && isa<FloatType>(type.getElementType()))
+          activeValues.insert(result); // integers and masks carry none
   }
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());

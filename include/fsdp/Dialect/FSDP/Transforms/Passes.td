@@ -286,20 +286,21 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
       values, so later passes can free or recompute them.
     - Broadcasting is undone by summing over the broadcast dimensions.
 
-    Gradient rules exist for `Add`, `Sub`, `Mul`, `Div`, `Neg`, `Pow` (by a
-    constant), `Sqrt`, `Reciprocal`, `Exp`, `Erf`, `Relu`, `Tanh`,
-    `Sigmoid`, `MatMul` (1-D operands included), `Gemm`, `Transpose`,
-    `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`, `Expand`,
-    `Where`, `Concat`, `Split`, `Slice` (constant starts, axes and steps;
-    strided ones via `fsdp.gather_grad`), `Gather` (scatter-add, via
-    `fsdp.gather_grad`), `ReduceSum`, `ReduceMean`, `Softmax`,
+    Gradient rules exist for `Add`, `Sub`, `Mul`, `Div`, `Neg`, `Sum`,
+    `Pow` (by a constant), `Sqrt`, `Reciprocal`, `Exp`, `Log`, `Abs`,
+    `Erf`, `Relu`, `Tanh`, `Sigmoid`, `Cast` (between float types),
+    `MatMul` (1-D operands included), `Gemm`, `Transpose`, `Reshape`,
+    `Flatten`, `Squeeze`, `Unsqueeze`, `Identity`, `Expand`, `Where`,
+    `Concat`, `Split`, `Slice` (constant starts, axes and steps; strided
+    ones via `fsdp.gather_grad`), `Gather` (scatter-add, via
+    `fsdp.gather_grad`), `ReduceSum`, `ReduceMean`, `ReduceMax`, `Softmax`,
     `LogSoftmax`, `LayerNormalization` (statistics recomputed), `Conv`
     (`fsdp.conv_grad_input`, `fsdp.conv_grad_weight`), `MaxPool` and
     `AveragePool` (`fsdp.pool_grad`), `GlobalAveragePool` and
     `SoftmaxCrossEntropyLoss` (any rank, class weights, every reduction,
-    via `fsdp.softmax_cross_entropy_grad`). A
-    differentiated op without a rule is an error naming it and its ONNX
-    node.
+    via `fsdp.softmax_cross_entropy_grad`). Integer and boolean values
+    carry no gradient. A differentiated op without a rule is an error
+    naming it and its ONNX node.
 
     Before differentiating, `BatchNormalization` becomes the ops it
     computes: in training mode the batch's statistics, and its running
