@@ -168,11 +168,13 @@ CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
           "vit": 3, "vit_b16": 1, "mixed": 4, "frozen_tied": 4}
 # Activation checkpointing: a corpus model wrapped by layer classes, the
 # chosen units' forward recomputed inside their backward (GPT-2: every
-# block; LLaMA: attention and MLP units, only the MLPs checkpointed).
+# block; LLaMA: attention and MLP units, only the MLPs checkpointed;
+# ResNet-18: every BasicBlock, training-mode BatchNorm recomputed too).
 CHECKPOINTED = {
     "gpt2+checkpoint": ("gpt2", "GPT2Block", "checkpoint-units=true"),
     "llama+checkpoint": ("llama", "LlamaAttention,LlamaMLP",
                          "checkpoint-classes=LlamaMLP"),
+    "resnet18+checkpoint": ("resnet18", "BasicBlock", "checkpoint-units=true"),
 }
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}

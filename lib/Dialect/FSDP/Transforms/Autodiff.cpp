@@ -242,8 +242,21 @@ LogicalResult Autodiff::prepare() {
     ops.push_back(&op);
   for (Operation *op : ops) {
     if (auto norm = dyn_cast<BatchNormalizationOp>(op)) {
+      // The ops replacing it belong to its module and FSDP unit (so that
+      // activation checkpointing recomputes them with the unit).
+      Operation *before = norm->getPrevNode(), *after = norm->getNextNode();
+      SmallVector<NamedAttribute> marks;
+      for (StringRef name : {"fsdp.module", "fsdp.unit"})
+        if (Attribute mark = norm->getAttr(name))
+          marks.push_back(
+              NamedAttribute(StringAttr::get(norm.getContext(), name), mark));
       if (failed(decomposeBatchNorm(norm)))
         return failure();
+      for (Operation *added = before ? before->getNextNode()
+                                     : &func.getBody().front().front();
+           added != after; added = added->getNextNode())
+        for (NamedAttribute mark : marks)
+          added->setAttr(mark.getName(), mark.getValue());
     } else if (auto dropout = dyn_cast<DropoutOp>(op)) {
       std::optional<double> training =
           isa<NoneType>(dropout.getTrainingMode().getType())
