@@ -126,41 +126,48 @@ mlir::fsdp::resolveParams(FlatParamOp unit, SymbolTableCollection &symbols) {
   return params;
 }
 
-FailureOr<int64_t> mlir::fsdp::resolveWorldSize(FlatParamOp unit,
+FailureOr<int64_t> mlir::fsdp::resolveGroupSize(Operation *op,
+                                                FlatSymbolRefAttr meshRef,
+                                                ArrayRef<int16_t> axes,
                                                 SymbolTableCollection &symbols) {
-  FlatSymbolRefAttr meshRef = unit.getMeshAttr();
   if (!meshRef) {
-    if (!unit.getMeshAxes().empty())
-      return unit.emitOpError() << "names mesh axes but no mesh";
+    if (!axes.empty())
+      return op->emitOpError() << "names mesh axes but no mesh";
     return int64_t{1};
   }
-  auto mesh = symbols.lookupNearestSymbolFrom<mesh::MeshOp>(unit, meshRef);
+  auto mesh = symbols.lookupNearestSymbolFrom<mesh::MeshOp>(op, meshRef);
   if (!mesh)
-    return unit.emitOpError() << meshRef << " does not name a mesh.mesh";
-  if (unit.getMeshAxes().empty())
-    return unit.emitOpError() << "is sharded on @" << mesh.getSymName()
-                         << " but names no mesh axis";
+    return op->emitOpError() << meshRef << " does not name a mesh.mesh";
+  if (axes.empty())
+    return op->emitOpError() << "is sharded on @" << mesh.getSymName()
+                             << " but names no mesh axis";
   ArrayRef<int64_t> shape = mesh.getShape();
   llvm::SmallDenseSet<int16_t> seen;
-  int64_t worldSize = 1;
-  for (int16_t axis : unit.getMeshAxes()) {
+  int64_t size = 1;
+  for (int16_t axis : axes) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
-      return unit.emitOpError() << "mesh axis " << axis << " is outside @"
-                           << mesh.getSymName() << "'s " << shape.size()
-                           << " axes";
+      return op->emitOpError() << "mesh axis " << axis << " is outside @"
+                               << mesh.getSymName() << "'s " << shape.size()
+                               << " axes";
     if (!seen.insert(axis).second)
-      return unit.emitOpError() << "names mesh axis " << axis << " twice";
+      return op->emitOpError() << "names mesh axis " << axis << " twice";
     if (ShapedType::isDynamic(shape[axis]))
-      return unit.emitOpError() << "mesh axis " << axis << " of @"
-                           << mesh.getSymName()
-                           << " has a dynamic size; flat layouts need a "
-                              "static world size";
-    std::optional<int64_t> product = llvm::checkedMul(worldSize, shape[axis]);
+      return op->emitOpError() << "mesh axis " << axis << " of @"
+                               << mesh.getSymName()
+                               << " has a dynamic size; flat layouts need a "
+                                  "static world size";
+    std::optional<int64_t> product = llvm::checkedMul(size, shape[axis]);
     if (!product)
-      return unit.emitOpError() << "world size overflows int64";
-    worldSize = *product;
+      return op->emitOpError() << "world size overflows int64";
+    size = *product;
   }
-  return worldSize;
+  return size;
+}
+
+FailureOr<int64_t> mlir::fsdp::resolveWorldSize(FlatParamOp unit,
+                                                SymbolTableCollection &symbols) {
+  return resolveGroupSize(unit, unit.getMeshAttr(), unit.getMeshAxes(),
+                          symbols);
 }
 
 FailureOr<::fsdp::layout::FlatLayout>
@@ -245,6 +252,74 @@ GetFlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError() << "result type " << getType() << " differs from "
                          << getUnitAttr() << "'s type " << unit.getType();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Sharded programs: GetShardOp and the collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult GetShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto unit =
+      symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
+  if (!unit)
+    return emitOpError() << getUnitAttr() << " does not name an fsdp.flat_param";
+  FailureOr<int64_t> world = resolveWorldSize(unit, symbolTable);
+  if (failed(world))
+    return failure();
+  RankedTensorType flat = unit.getTensorType();
+  if (getType().getElementType() != flat.getElementType() ||
+      getType().getNumElements() * *world != flat.getNumElements())
+    return emitOpError() << "result type " << getType() << " is not a 1/"
+                         << *world << " shard of " << getUnitAttr()
+                         << "'s type " << flat;
+  return success();
+}
+
+/// Checks a collective's group and that `input`'s element count times
+/// `inputTimes` equals `result`'s times `resultTimes` (group-size factors).
+template <typename Op>
+static LogicalResult verifyCollective(Op op, SymbolTableCollection &symbols,
+                                      bool gathers, bool scatters) {
+  FailureOr<int64_t> group = resolveGroupSize(op, op.getMeshAttr(),
+                                              op.getMeshAxes(), symbols);
+  if (failed(group))
+    return failure();
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  auto out = cast<RankedTensorType>(op.getResult().getType());
+  if (in.getElementType() != out.getElementType())
+    return op.emitOpError() << "changes the element type from "
+                            << in.getElementType() << " to "
+                            << out.getElementType();
+  int64_t inCount = in.getNumElements() * (gathers ? *group : 1);
+  int64_t outCount = out.getNumElements() * (scatters ? *group : 1);
+  if (inCount != outCount || (!gathers && !scatters && in != out))
+    return op.emitOpError() << "over a group of " << *group << " ranks cannot "
+                            << "turn " << in << " into " << out;
+  return success();
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyCollective(*this, symbols, /*gathers=*/true, false);
+}
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyCollective(*this, symbols, false, /*scatters=*/true);
+}
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyCollective(*this, symbols, false, false);
+}
+
+static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
+  if (reduction != "sum" && reduction != "avg")
+    return op->emitOpError() << "reduction must be \"sum\" or \"avg\", not \""
+                             << reduction << "\"";
+  return success();
+}
+LogicalResult ReduceScatterOp::verify() {
+  return verifyReduction(*this, getReduction());
+}
+LogicalResult AllReduceOp::verify() {
+  return verifyReduction(*this, getReduction());
 }
 
 //===----------------------------------------------------------------------===//

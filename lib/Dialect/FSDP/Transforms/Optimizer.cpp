@@ -27,11 +27,21 @@ using mlir::fsdp::detail::typeOf;
 
 namespace {
 
-/// What @forward returns after fsdp-autodiff.
+/// What the optimizer updates: a parameter (`fsdp.param`) or, after
+/// fsdp-flatten, a unit's flat parameter (`fsdp.flat_param`), whose flat
+/// gradient and state then share its layout.
+struct Target {
+  Operation *symbol;
+  StringRef name;
+  RankedTensorType type;
+  bool flat;
+};
+
+/// What @forward returns after fsdp-autodiff (and fsdp-flatten).
 struct StepResults {
   Value loss;
-  /// (parameter, gradient) in result order.
-  SmallVector<std::pair<mlir::fsdp::ParamOp, Value>> grads;
+  /// (parameter or flat parameter, gradient) in result order.
+  SmallVector<std::pair<Target, Value>> grads;
   /// (buffer, new value) in result order.
   SmallVector<std::pair<FlatSymbolRefAttr, Value>> updates;
 };
@@ -49,10 +59,9 @@ private:
   LogicalResult accumulate(StepResults &step);
   Value clip(OnnxBuilder &bb, StepResults &step);
   /// A zero-initialised fp32 state buffer for `param`, and its value.
-  FailureOr<Value> state(OnnxBuilder &bb, mlir::fsdp::ParamOp param,
-                         StringRef name);
-  Value sgd(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p, Value g);
-  Value adamw(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p, Value g);
+  FailureOr<Value> state(OnnxBuilder &bb, const Target &param, StringRef name);
+  Value sgd(OnnxBuilder &bb, const Target &param, Value p, Value g);
+  Value adamw(OnnxBuilder &bb, const Target &param, Value p, Value g);
 
   func::FuncOp func;
   ModuleOp module;
@@ -73,18 +82,31 @@ LogicalResult OptimizerStep::readResults(StepResults &step) {
   step.loss = ret.getOperand(0);
   for (unsigned i = 1; i < func.getNumResults(); ++i) {
     Value value = ret.getOperand(i);
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of")) {
-      auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(of);
-      if (!param)
-        return func.emitError("fsdp-optimizer: result ")
-               << i << " is the gradient of " << of
-               << ", which is not an fsdp.param";
-      if (!cast<RankedTensorType>(param.getType()).getElementType().isF32())
-        return func.emitError("fsdp-optimizer: ")
-               << of << " is " << param.getType()
+    auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of");
+    auto flatOf =
+        func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.flat_grad_of");
+    if (of || flatOf) {
+      Target target;
+      if (of) {
+        auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(of);
+        if (!param)
+          return func.emitError("fsdp-optimizer: result ")
+                 << i << " is the gradient of " << of
+                 << ", which is not an fsdp.param";
+        target = {param, param.getSymName(), param.getTensorType(), false};
+      } else {
+        auto unit = module.lookupSymbol<mlir::fsdp::FlatParamOp>(flatOf);
+        if (!unit)
+          return func.emitError("fsdp-optimizer: result ")
+                 << i << " is the flat gradient of " << flatOf
+                 << ", which is not an fsdp.flat_param";
+        target = {unit, unit.getSymName(), unit.getTensorType(), true};
+      }
+      if (!target.type.getElementType().isF32())
+        return func.emitError("fsdp-optimizer: @")
+               << target.name << " is " << target.type
                << "; only f32 parameters have an optimizer step yet";
-      step.grads.emplace_back(param, value);
+      step.grads.emplace_back(target, value);
     } else if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
                    i, "fsdp.update_of")) {
       if (module.lookupSymbol<mlir::fsdp::ParamOp>(of))
@@ -149,7 +171,8 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
     if (&op == ret.getOperation())
       break;
     if (!sliceOps.contains(&op) &&
-        !isa<ConstantOp, NoValueOp, mlir::fsdp::GetParamOp>(op))
+        !isa<ConstantOp, NoValueOp, mlir::fsdp::GetParamOp,
+             mlir::fsdp::GetFlatParamOp>(op))
       forward.push_back(&op);
   }
 
@@ -205,8 +228,6 @@ Value OptimizerStep::clip(OnnxBuilder &bb, StepResults &step) {
         {bb.b.getNamedAttr("keepdims", bb.b.getI64IntegerAttr(0))});
     total = total ? bb.add(total, squares) : squares;
   }
-  // Once gradients are sharded this is each rank's part of the sum.
-  total.getDefiningOp()->setAttr("fsdp.all_reduce", bb.b.getStringAttr("sum"));
   Value norm = bb.op<SqrtOp>(scalarType, {total});
   Value coef = bb.op<DivOp>(scalarType,
                             {bb.scalar(options.maxGradNorm, bb.b.getF32Type()),
@@ -220,29 +241,27 @@ Value OptimizerStep::clip(OnnxBuilder &bb, StepResults &step) {
   return coef;
 }
 
-FailureOr<Value> OptimizerStep::state(OnnxBuilder &bb,
-                                      mlir::fsdp::ParamOp param,
+FailureOr<Value> OptimizerStep::state(OnnxBuilder &bb, const Target &param,
                                       StringRef name) {
-  std::string symbol = ("optim." + name + "." + param.getSymName()).str();
+  std::string symbol = ("optim." + name + "." + param.name).str();
   if (module.lookupSymbol(symbol))
     return func.emitError("fsdp-optimizer: the module already has a symbol "
                           "named '")
            << symbol << "'";
   OpBuilder top(func);
-  auto type = RankedTensorType::get(
-      cast<RankedTensorType>(param.getType()).getShape(), top.getF32Type());
+  auto type = RankedTensorType::get(param.type.getShape(), top.getF32Type());
   auto buffer = top.create<mlir::fsdp::BufferOp>(
-      param.getLoc(), top.getStringAttr(symbol), TypeAttr::get(type),
+      param.symbol->getLoc(), top.getStringAttr(symbol), TypeAttr::get(type),
       mlir::fsdp::DataRefAttr());
   buffer->setAttr("fsdp.state_of",
-                  FlatSymbolRefAttr::get(param.getSymNameAttr()));
+                  FlatSymbolRefAttr::get(top.getContext(), param.name));
   auto ref = FlatSymbolRefAttr::get(buffer.getSymNameAttr());
   Value value = bb.b.create<mlir::fsdp::GetBufferOp>(bb.loc, type, ref);
   stateUpdates.emplace_back(ref, Value());
   return value;
 }
 
-Value OptimizerStep::sgd(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p,
+Value OptimizerStep::sgd(OnnxBuilder &bb, const Target &param, Value p,
                          Value g) {
   Type type = p.getType();
   Type f32 = bb.b.getF32Type();
@@ -274,7 +293,7 @@ Value OptimizerStep::sgd(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p,
   return bb.op<SubOp>(type, {p, bb.mul(d, lr, type)});
 }
 
-Value OptimizerStep::adamw(OnnxBuilder &bb, mlir::fsdp::ParamOp param, Value p,
+Value OptimizerStep::adamw(OnnxBuilder &bb, const Target &param, Value p,
                            Value g) {
   Type type = p.getType();
   Type f32 = bb.b.getF32Type();
@@ -359,6 +378,19 @@ LogicalResult OptimizerStep::run() {
   lr = func.getArgument(func.getNumArguments() - 2);
   step = func.getArgument(func.getNumArguments() - 1);
 
+  // Each gradient the step consumes is marked (an Identity naming its
+  // parameter), so fsdp-shard can reduce it across ranks where it is made.
+  for (auto &[param, grad] : results.grads) {
+    if (Operation *def = grad.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(&func.getBody().front());
+    auto marker = b.create<IdentityOp>(grad.getLoc(), grad.getType(), grad);
+    marker->setAttr(param.flat ? "fsdp.flat_grad_of" : "fsdp.grad_of",
+                    FlatSymbolRefAttr::get(b.getContext(), param.name));
+    grad = marker.getResult();
+  }
+
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   b.setInsertionPoint(ret);
   OnnxBuilder bb(b, NameLoc::get(b.getStringAttr("optimizer"), func.getLoc()));
@@ -376,17 +408,20 @@ LogicalResult OptimizerStep::run() {
                         b.getStringAttr("update." + of.getValue()))});
   };
   for (auto &[param, grad] : results.grads) {
-    Value p = b.create<mlir::fsdp::GetParamOp>(
-        bb.loc, param.getType(),
-        FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    auto ref = FlatSymbolRefAttr::get(b.getContext(), param.name);
+    Value p =
+        param.flat
+            ? b.create<mlir::fsdp::GetFlatParamOp>(bb.loc, param.type, ref)
+                  .getResult()
+            : b.create<mlir::fsdp::GetParamOp>(bb.loc, param.type, ref)
+                  .getResult();
     stateUpdates.clear();
     Value next = options.optimizer == "sgd" ? sgd(bb, param, p, grad)
                                             : adamw(bb, param, p, grad);
     if (failedState)
       return failure();
     values.push_back(next);
-    attrs.push_back(
-        updateAttrs(FlatSymbolRefAttr::get(param.getSymNameAttr())));
+    attrs.push_back(updateAttrs(ref));
     for (auto &[symbol, value] : stateUpdates) {
       values.push_back(value);
       attrs.push_back(updateAttrs(symbol));

@@ -21,6 +21,13 @@ namespace mlir::fsdp {
 FailureOr<SmallVector<ParamOp>> resolveParams(FlatParamOp unit,
                                               SymbolTableCollection &symbols);
 
+/// The number of ranks in the group formed by `axes` of the mesh `meshRef`
+/// (1 without a mesh). Fails, with an error on `op`, if the mesh is missing
+/// or an axis is invalid, repeated or dynamic.
+FailureOr<int64_t> resolveGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
+                                    ArrayRef<int16_t> axes,
+                                    SymbolTableCollection &symbols);
+
 /// The number of ranks `unit` is sharded over: the product of the sizes of
 /// the mesh axes it names, or 1 without a mesh. Fails, with an error on
 /// `unit`, if the mesh is missing or an axis is invalid or dynamic.

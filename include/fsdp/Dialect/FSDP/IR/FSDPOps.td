@@ -331,6 +331,120 @@ def FSDP_UnflattenOp : FSDP_Op<"unflatten", [
 }
 
 //===----------------------------------------------------------------------===//
+// Sharded programs (produced by fsdp-shard)
+//===----------------------------------------------------------------------===//
+
+def FSDP_GetShardOp : FSDP_Op<"get_shard", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemRead]>]> {
+  let summary = "this rank's shard of a unit's flat buffer (its master copy)";
+  let description = [{
+    Reads the calling rank's shard of an `fsdp.flat_param`: the rank's
+    equal chunk of the padded flat buffer along the unit's mesh axes (the
+    whole buffer for an unsharded unit). Every rank holds only this part of
+    the parameters; it is what the optimizer updates and what
+    `fsdp.all_gather` gathers.
+
+    ```mlir
+    %s = fsdp.get_shard @"unit:fc" : tensor<2xf32>   // of tensor<8xf32>, 4 ranks
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$unit);
+  let results = (outs 1DTensorOf<[AnyType]>:$result);
+  let assemblyFormat = "$unit attr-dict `:` type($result)";
+}
+
+class FSDP_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : FSDP_Op<mnemonic, !listconcat([
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+        MemoryEffects<[MemRead, MemWrite]>], traits)> {
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $mesh_axes attr-dict `:` type($input) `->`
+    type($result)
+  }];
+}
+
+def FSDP_AllGatherOp : FSDP_CollectiveOp<"all_gather"> {
+  let summary = "concatenate every rank's shard, in rank order";
+  let description = [{
+    Every rank of the group formed by `mesh_axes` of `mesh` contributes its
+    1-D `input`; every rank receives all contributions concatenated in the
+    group's rank order (the result is group-size times longer). Unlike
+    upstream `mesh.all_gather`, which is `Pure`, this op reads and writes
+    memory: it is a communication event at a place in the program, so CSE
+    never merges FULL_SHARD's forward and backward gathers of one unit.
+
+    ```mlir
+    %full = fsdp.all_gather %s on @fsdp_world axes [0] : tensor<2xf32> -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyType]>:$input,
+                   FlatSymbolRefAttr:$mesh, DenseI16ArrayAttr:$mesh_axes);
+  let results = (outs 1DTensorOf<[AnyType]>:$result);
+}
+
+def FSDP_ReduceScatterOp : FSDP_CollectiveOp<"reduce_scatter"> {
+  let summary = "reduce every rank's value elementwise, keep this rank's chunk";
+  let description = [{
+    Every rank of the group formed by `mesh_axes` contributes a 1-D `input`
+    of the same length; the elementwise `reduction` (`sum`, or `avg`: the sum
+    divided by the group size) is split into group-size equal chunks and
+    rank `r` of the group receives chunk `r`. `fsdp-shard` reduce-scatters a
+    unit's flat gradient with `avg`, as PyTorch FSDP averages gradients over
+    ranks.
+
+    ```mlir
+    %g = fsdp.reduce_scatter %flat on @fsdp_world axes [0] {reduction = "avg"}
+        : tensor<8xf32> -> tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins 1DTensorOf<[AnyType]>:$input,
+                   FlatSymbolRefAttr:$mesh, DenseI16ArrayAttr:$mesh_axes,
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+  let results = (outs 1DTensorOf<[AnyType]>:$result);
+  let hasVerifier = 1;
+}
+
+def FSDP_AllReduceOp : FSDP_CollectiveOp<"all_reduce"> {
+  let summary = "reduce every rank's value elementwise, everywhere";
+  let description = [{
+    Every rank of the group formed by `mesh_axes` contributes `input`; every
+    rank receives the elementwise `reduction` (`sum`, or `avg`: the sum
+    divided by the group size), of the same type. `fsdp-shard` all-reduces
+    the gradients of replicated parameters (NO_SHARD units, ignored
+    parameters: PyTorch's DDP contract) with `avg`, HYBRID_SHARD's
+    reduce-scattered shards across groups, and the partial sums of squares
+    that global-norm clipping needs with `sum`.
+
+    ```mlir
+    %g = fsdp.all_reduce %flat on @fsdp_world axes [0] {reduction = "avg"}
+        : tensor<5xf32> -> tensor<5xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                   FlatSymbolRefAttr:$mesh, DenseI16ArrayAttr:$mesh_axes,
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def FSDP_ReleaseOp : FSDP_Op<"release", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the end of a gathered buffer's life";
+  let description = [{
+    Marks where a unit's gathered parameters are freed (PyTorch's reshard):
+    `fsdp-shard` places it after the last use of an `fsdp.all_gather`'s
+    result (or of the views `fsdp.unflatten` makes of it). Nothing may use
+    the value afterwards; the memory planner reuses its bytes from here.
+
+    ```mlir
+    fsdp.release %full : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
 // Fused compute ops (produced by fsdp-fuse)
 //===----------------------------------------------------------------------===//
 

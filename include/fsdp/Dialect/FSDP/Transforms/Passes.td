@@ -247,6 +247,55 @@ def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def Shard : Pass<"fsdp-shard", "ModuleOp"> {
+  let summary = "Each rank's program: gathers, releases, gradient reductions and the optimizer on shards";
+  let description = [{
+    After `fsdp-flatten` (and, for a training step, `fsdp-autodiff` and
+    `fsdp-optimizer`), rewrites every function into what one rank of the
+    mesh runs, as PyTorch FSDP behaves at run time. The collectives are the
+    `fsdp` dialect's side-effecting ops on the `mesh.mesh` fsdp-flatten
+    made, so no later pass can merge or drop them.
+
+    - **Parameters.** A unit's full flat buffer (`fsdp.get_flat_param`,
+      unflattened) becomes this rank's shard (`fsdp.get_shard`)
+      all-gathered (`fsdp.all_gather`) where the read was, and released
+      (`fsdp.release`) after its last use, reshapes of the parameters
+      included. FULL_SHARD and HYBRID_SHARD gather again before the first
+      use in the backward (the forward's gather is released after the
+      forward: reshard after forward); SHARD_GRAD_OP keeps the forward's
+      gather through the backward; NO_SHARD units are not gathered. A new
+      forward after a backward (the next micro-batch under gradient
+      accumulation) gathers again. The backward is every op that computes
+      only gradients, optimizer state or parameter updates; checkpointed
+      recomputation counts as backward.
+    - **Gradients.** A unit's flat gradient (`fsdp.flat_grad_of`) is packed
+      right after its last contribution and reduce-scattered (`avg`) to the
+      rank's shard at once; HYBRID_SHARD then all-reduces the shard across
+      groups. Gradients of NO_SHARD units and of ignored parameters are
+      all-reduced (`avg`) over every rank, as DDP does.
+    - **Optimizer.** fsdp-optimizer's step is elementwise, so it runs on the
+      shard as written: its reads of the flat buffer become the shard, its
+      state buffers (`fsdp.state_of`) hold one shard per rank, and the
+      update results are shard-sized. A sum over a shard (the squares of
+      global-norm clipping) is all-reduced (`sum`) over the unit's ranks.
+    - **Inference** (no gradient results): forward only, gathers and
+      releases only.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 --fsdp-auto-wrap=policy=none \
+        --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard
+      %0 = fsdp.get_shard @"unit:" : tensor<7008xf32>
+      %1 = fsdp.all_gather %0 on @fsdp_world axes [0] : tensor<7008xf32> -> tensor<28032xf32>
+      ...
+      fsdp.release %1 : tensor<28032xf32>
+      ...
+      %g = fsdp.reduce_scatter %p on @fsdp_world axes [0] {reduction = "avg"}
+          : tensor<28032xf32> -> tensor<7008xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::mesh::MeshDialect"];
+}
+
 def Inference : Pass<"fsdp-inference", "ModuleOp"> {
   let summary = "Rewrite a training-mode export for inference";
   let description = [{
