@@ -25,7 +25,9 @@
 // ADAMW: fsdp.buffer @optim.exp_avg.w : tensor<4xf32> {fsdp.state_of = @w}
 // ADAMW: fsdp.buffer @optim.exp_avg_sq.w : tensor<4xf32> {fsdp.state_of = @w}
 // ADAMW: -> (tensor<f32> {fsdp.name = "loss"}, tensor<4xf32> {fsdp.name = "update.w", fsdp.update_of = @w}, tensor<4xf32> {fsdp.name = "update.optim.exp_avg.w", fsdp.update_of = @optim.exp_avg.w}, tensor<4xf32> {fsdp.name = "update.optim.exp_avg_sq.w", fsdp.update_of = @optim.exp_avg_sq.w}, tensor<4xf32> {fsdp.name = "update.n", fsdp.update_of = @n})
-// ADAMW: onnx.ReduceSum {{.*}} {fsdp.all_reduce = "sum", keepdims = 0 : i64}
+// The gradient consumed is marked for fsdp-shard, then clipped.
+// ADAMW: onnx.Identity %{{.*}} {fsdp.grad_of = @w}
+// ADAMW: onnx.ReduceSum {{.*}} {keepdims = 0 : i64}
 // ADAMW: onnx.Sqrt
 // ADAMW: onnx.Less
 // ADAMW: onnx.Where

@@ -426,6 +426,11 @@ def Optimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
 
     Every op of an update is elementwise on (parameter, gradient, state)
     and scalars, so sharding can run it on each rank's flat shard as it is.
+    After `fsdp-flatten`, the step updates each unit's flat buffer from its
+    flat gradient (`fsdp.flat_grad_of`), with one flat state buffer per
+    unit (`optim.<state>.unit:<module>`, `fsdp.state_of = @"unit:..."`).
+    Each gradient consumed is first marked by an `onnx.Identity` carrying
+    `fsdp.grad_of` / `fsdp.flat_grad_of`, where `fsdp-shard` reduces it.
     Optimizer state lives in `fsdp.buffer`s without initial data (zeros),
     named `optim.<state>.<fqn>` (`momentum_buffer`, `exp_avg`,
     `exp_avg_sq`, PyTorch's state names) and marked `fsdp.state_of =
@@ -436,9 +441,8 @@ def Optimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
     - `adamw`: PyTorch's AdamW: decoupled weight decay, bias-corrected
       moments, `eps` added to the corrected root.
     - `max-grad-norm`: gradients scaled by `min(1, max / (norm + 1e-6))`,
-      the norm over every gradient (`clip_grad_norm_`). The summed squares
-      carry `fsdp.all_reduce = "sum"`: once gradients are sharded, that
-      scalar must be summed across ranks before the root.
+      the norm over every gradient (`clip_grad_norm_`). Once gradients
+      are sharded, `fsdp-shard` all-reduces each shard's sum of squares.
     - `accumulate=N`: gradient accumulation over N micro-batches. Every
       input's first dimension grows N-fold; the step runs forward and
       backward on each slice in turn (activations of one micro-batch die
