@@ -38,6 +38,9 @@ fsdprt_status_t verify(fsdprt_plan_s &plan, const std::string &what) {
             (version > FSDPRT_PLAN_SCHEMA_VERSION
                  ? "; use a runtime at least as new as the compiler"
                  : "; recompile the model"));
+  std::string sharding = fsdprt::checkSharding(*plan.root);
+  if (!sharding.empty())
+    return makeStatus(FSDPRT_INVALID_ARGUMENT, what + ": " + sharding);
   return nullptr;
 }
 
@@ -186,6 +189,91 @@ fsdprt_status_t fsdprt_plan_weight_desc(const fsdprt_plan_t *plan, size_t index,
   out->dtype = static_cast<fsdprt_dtype_t>(buffer->dtype());
   out->rank = buffer->shape() ? buffer->shape()->size() : 0;
   out->shape = buffer->shape() ? buffer->shape()->data() : nullptr;
+  return nullptr;
+}
+
+int64_t fsdprt_plan_world_size(const fsdprt_plan_t *plan) {
+  return plan ? plan->root->world_size() : 0;
+}
+
+size_t fsdprt_plan_mesh_rank(const fsdprt_plan_t *plan) {
+  return plan && plan->root->mesh_shape() ? plan->root->mesh_shape()->size()
+                                          : 0;
+}
+
+int64_t fsdprt_plan_mesh_dim(const fsdprt_plan_t *plan, size_t axis) {
+  return axis < fsdprt_plan_mesh_rank(plan)
+             ? plan->root->mesh_shape()->Get(axis)
+             : 0;
+}
+
+uint64_t fsdprt_plan_peak_bytes(const fsdprt_plan_t *plan) {
+  return plan ? plan->root->peak_bytes() : 0;
+}
+
+size_t fsdprt_plan_num_units(const fsdprt_plan_t *plan) {
+  return plan ? count(plan->root->units()) : 0;
+}
+
+fsdprt_status_t fsdprt_plan_unit(const fsdprt_plan_t *plan, size_t index,
+                                 fsdprt_unit_desc_t *out) {
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, fsdprt_plan_num_units(plan),
+                     "fsdprt_plan_unit", "units"))
+    return status;
+  const fsdprt::plan::Unit *unit = plan->root->units()->Get(index);
+  std::vector<int64_t> mesh, axes;
+  if (plan->root->mesh_shape())
+    mesh.assign(plan->root->mesh_shape()->begin(),
+                plan->root->mesh_shape()->end());
+  if (unit->mesh_axes())
+    axes.assign(unit->mesh_axes()->begin(), unit->mesh_axes()->end());
+  out->name = unit->name()->c_str();
+  out->module = unit->module_fqn() ? unit->module_fqn()->c_str() : "";
+  out->num_params = unit->params() ? unit->params()->size() : 0;
+  out->dtype = static_cast<fsdprt_dtype_t>(unit->dtype());
+  out->padded_numel = unit->padded_numel();
+  out->group_size = fsdprt::groupPosition(mesh, axes, 0).size;
+  out->shard_numel = out->padded_numel / out->group_size;
+  return nullptr;
+}
+
+fsdprt_status_t fsdprt_plan_unit_param(const fsdprt_plan_t *plan, size_t unit,
+                                       size_t index,
+                                       fsdprt_tensor_desc_t *out) {
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, unit, fsdprt_plan_num_units(plan),
+                     "fsdprt_plan_unit_param", "units"))
+    return status;
+  const auto *params = plan->root->units()->Get(unit)->params();
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, params ? params->size() : 0,
+                     "fsdprt_plan_unit_param", "members of the unit"))
+    return status;
+  const fsdprt::plan::UnitParam *param = params->Get(index);
+  out->name = param->fqn()->c_str();
+  out->dtype =
+      static_cast<fsdprt_dtype_t>(plan->root->units()->Get(unit)->dtype());
+  out->rank = param->shape() ? param->shape()->size() : 0;
+  out->shape = param->shape() ? param->shape()->data() : nullptr;
+  return nullptr;
+}
+
+size_t fsdprt_plan_num_kernels(const fsdprt_plan_t *plan) {
+  return plan ? count(plan->root->kernels()) : 0;
+}
+
+fsdprt_status_t fsdprt_plan_kernel(const fsdprt_plan_t *plan, size_t index,
+                                   fsdprt_kernel_desc_t *out) {
+  if (fsdprt_status_t status =
+          checkEntry(plan, out, index, fsdprt_plan_num_kernels(plan),
+                     "fsdprt_plan_kernel", "kernels"))
+    return status;
+  const fsdprt::plan::Kernel *kernel = plan->root->kernels()->Get(index);
+  out->op = kernel->op()->c_str();
+  out->location = kernel->location() ? kernel->location()->c_str() : "";
+  out->stream = kernel->stream();
+  out->num_deps = kernel->deps() ? kernel->deps()->size() : 0;
   return nullptr;
 }
 

@@ -24,6 +24,8 @@
 #include <map>
 #include <set>
 
+#include "fsdp/layout/FlatLayout.h"
+
 using fsdprt::guarded;
 using fsdprt::makeStatus;
 namespace plan = fsdprt::plan;
@@ -358,6 +360,106 @@ bool readFully(const WeightFile &file, uint64_t offset, uint64_t length,
   return true;
 }
 
+/// Reads byte ranges of the model's data files, opening each file once
+/// (hundreds of tensors usually share one).
+struct WeightReader {
+  std::string modelDir;
+  std::map<std::string, WeightFile> files;
+
+  fsdprt_status_t read(const std::string &file, const std::string &fqn,
+                       uint64_t offset, uint64_t length, void *data) {
+    std::string path = file[0] == '/' ? file : modelDir + "/" + file;
+    auto [it, opened] = files.try_emplace(path);
+    WeightFile &f = it->second;
+    if (opened) {
+      f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat info;
+      if (f.fd < 0 || ::fstat(f.fd, &info) != 0 || S_ISDIR(info.st_mode)) {
+        int error = f.fd < 0 ? errno : S_ISDIR(info.st_mode) ? EISDIR : errno;
+        files.erase(it);
+        return makeStatus(error == ENOENT ? FSDPRT_NOT_FOUND : FSDPRT_IO_ERROR,
+                          "cannot open '" + path + "' for '" + fqn +
+                              "': " + std::strerror(error));
+      }
+      f.size = static_cast<uint64_t>(info.st_size);
+    }
+    if (offset > f.size || length > f.size - offset)
+      return makeStatus(
+          FSDPRT_IO_ERROR,
+          "'" + path + "' is too short for '" + fqn + "': it has " +
+              std::to_string(f.size) + " bytes, the weight map reads " +
+              std::to_string(length) + " at offset " + std::to_string(offset));
+    if (!readFully(f, offset, length, data))
+      return makeStatus(
+          FSDPRT_IO_ERROR,
+          "cannot read " + std::to_string(length) + " bytes at offset " +
+              std::to_string(offset) + " of '" + path + "' for '" + fqn +
+              "': " +
+              (errno ? std::strerror(errno) : "unexpected end of file"));
+    return nullptr;
+  }
+};
+
+std::vector<int64_t> meshOf(const plan::Plan &p) {
+  std::vector<int64_t> mesh;
+  if (p.mesh_shape())
+    mesh.assign(p.mesh_shape()->begin(), p.mesh_shape()->end());
+  return mesh;
+}
+
+std::vector<int64_t> axesOf(const plan::Unit &u) {
+  std::vector<int64_t> axes;
+  if (u.mesh_axes())
+    axes.assign(u.mesh_axes()->begin(), u.mesh_axes()->end());
+  return axes;
+}
+
+/// A unit's layout over its group (checked when the plan was loaded).
+::fsdp::layout::FlatLayout layoutOf(const plan::Unit &u,
+                                    const std::vector<int64_t> &mesh) {
+  std::vector<int64_t> numels;
+  if (u.params())
+    for (const plan::UnitParam *param : *u.params()) {
+      int64_t numel = 1;
+      if (param->shape())
+        for (int64_t d : *param->shape())
+          numel *= d;
+      numels.push_back(numel);
+    }
+  std::string error;
+  int64_t ranks = fsdprt::groupPosition(mesh, axesOf(u), 0).size;
+  return *::fsdp::layout::FlatLayout::create(numels, ranks, u.alignment(),
+                                             error);
+}
+
+/// Fills each unit's shard with the bytes `rank` owns, read straight from
+/// the members' data files through the layout; gaps and padding are zero.
+fsdprt_status_t loadShards(fsdprt_session_s &s, WeightReader &reader,
+                           int64_t rank) {
+  const auto *units = s.plan->root->units();
+  if (!units)
+    return nullptr;
+  std::vector<int64_t> mesh = meshOf(*s.plan->root);
+  for (const plan::Unit *u : *units) {
+    ::fsdp::layout::FlatLayout layout = layoutOf(*u, mesh);
+    int64_t index = fsdprt::groupPosition(mesh, axesOf(*u), rank).index;
+    const fsdprt::Tensor &shard = s.buffers[u->shard()];
+    size_t element = fsdprt_dtype_size(shard.dtype);
+    auto *bytes = static_cast<char *>(shard.data);
+    std::memset(bytes, 0, shard.bytes());
+    for (const ::fsdp::layout::ParamShard &part : layout.paramShards(index)) {
+      const plan::UnitParam *param = u->params()->Get(part.paramIndex);
+      uint64_t length = (part.inParam.end - part.inParam.begin) * element;
+      if (fsdprt_status_t status =
+              reader.read(param->file()->str(), param->fqn()->str(),
+                          param->offset() + part.inParam.begin * element,
+                          length, bytes + part.inShard.begin * element))
+        return status;
+    }
+  }
+  return nullptr;
+}
+
 } // namespace
 
 extern "C" {
@@ -417,6 +519,13 @@ fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
     if (num_threads < 0)
       return invalid("fsdprt_session_create: num_threads must be >= 0, not " +
                      std::to_string(num_threads));
+    if (plan->root->world_size() > 1)
+      return makeStatus(
+          FSDPRT_INCOMPATIBLE,
+          "the plan is sharded over " +
+              std::to_string(plan->root->world_size()) +
+              " ranks; fsdprt_session_create runs single-rank plans (compile "
+              "with world size 1 to run it here)");
     auto s = std::make_unique<fsdprt_session_s>();
     s->plan = plan;
     s->modelDir = model_dir                 ? model_dir
@@ -457,8 +566,7 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
       return invalid("fsdprt_session_load_weights: NULL argument");
     s->weightsLoaded = false;
     const auto *weights = s->plan->root->weights();
-    // Hundreds of tensors usually share one file: open each once.
-    std::map<std::string, WeightFile> files;
+    WeightReader reader{s->modelDir, {}};
     if (weights)
       for (const plan::WeightRef *w : *weights) {
         std::string file = w->file()->str(), fqn = w->fqn()->str();
@@ -466,41 +574,13 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
           std::memset(s->buffers[w->buffer()].data, 0, w->length());
           continue;
         }
-        std::string path =
-            !file.empty() && file[0] == '/' ? file : s->modelDir + "/" + file;
-        auto [it, opened] = files.try_emplace(path);
-        WeightFile &f = it->second;
-        if (opened) {
-          f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-          struct stat info;
-          if (f.fd < 0 || ::fstat(f.fd, &info) != 0 || S_ISDIR(info.st_mode)) {
-            int error = f.fd < 0                ? errno
-                        : S_ISDIR(info.st_mode) ? EISDIR
-                                                : errno;
-            files.erase(it);
-            return makeStatus(error == ENOENT ? FSDPRT_NOT_FOUND
-                                              : FSDPRT_IO_ERROR,
-                              "cannot open '" + path + "' for '" + fqn +
-                                  "': " + std::strerror(error));
-          }
-          f.size = static_cast<uint64_t>(info.st_size);
-        }
-        const fsdprt::Tensor &t = s->buffers[w->buffer()];
-        if (w->offset() > f.size || w->length() > f.size - w->offset())
-          return makeStatus(FSDPRT_IO_ERROR,
-                            "'" + path + "' is too short for '" + fqn +
-                                "': it has " + std::to_string(f.size) +
-                                " bytes, the weight map reads " +
-                                std::to_string(w->length()) + " at offset " +
-                                std::to_string(w->offset()));
-        if (!readFully(f, w->offset(), w->length(), t.data))
-          return makeStatus(
-              FSDPRT_IO_ERROR,
-              "cannot read " + std::to_string(w->length()) +
-                  " bytes at offset " + std::to_string(w->offset()) + " of '" +
-                  path + "' for '" + fqn + "': " +
-                  (errno ? std::strerror(errno) : "unexpected end of file"));
+        if (fsdprt_status_t status =
+                reader.read(file, fqn, w->offset(), w->length(),
+                            s->buffers[w->buffer()].data))
+          return status;
       }
+    if (fsdprt_status_t status = loadShards(*s, reader, /*rank=*/0))
+      return status;
     s->weightsLoaded = true;
     return nullptr;
   });
@@ -579,6 +659,41 @@ fsdprt_status_t fsdprt_session_read_state(const fsdprt_session_t *s,
           return invalid("fsdprt_session_read_state: the weights are not "
                          "loaded; call fsdprt_session_load_weights first");
         std::memcpy(data, t.data, bytes);
+        return nullptr;
+      }
+    if (const auto *units = s->plan->root->units())
+      for (const plan::Unit *u : *units) {
+        std::vector<int64_t> mesh = meshOf(*s->plan->root);
+        ::fsdp::layout::FlatLayout layout = layoutOf(*u, mesh);
+        const fsdprt::Tensor &shard = s->buffers[u->shard()];
+        size_t element = fsdprt_dtype_size(shard.dtype);
+        // The unit's own name reads the rank's shard, a member's FQN the
+        // member (whole on one rank).
+        int64_t begin = 0, numel = -1;
+        if (u->name()->str() == fqn)
+          numel = shard.numel;
+        for (size_t i = 0; numel < 0 && i < layout.numParams(); ++i)
+          if (u->params()->Get(i)->fqn()->str() == fqn) {
+            if (layout.worldSize() > 1)
+              return makeStatus(FSDPRT_INCOMPATIBLE,
+                                std::string("parameter '") + fqn +
+                                    "' is sharded over " +
+                                    std::to_string(layout.worldSize()) +
+                                    " ranks; read its unit's shard");
+            begin = layout.paramRange(i).begin;
+            numel = layout.paramNumel(i);
+          }
+        if (numel < 0)
+          continue;
+        if (bytes != numel * element)
+          return invalid(std::string("state '") + fqn + "' has " +
+                         std::to_string(numel * element) + " bytes, not " +
+                         std::to_string(bytes));
+        if (!s->weightsLoaded)
+          return invalid("fsdprt_session_read_state: the weights are not "
+                         "loaded; call fsdprt_session_load_weights first");
+        std::memcpy(data, static_cast<char *>(shard.data) + begin * element,
+                    bytes);
         return nullptr;
       }
     return makeStatus(FSDPRT_NOT_FOUND, std::string("the plan has no "

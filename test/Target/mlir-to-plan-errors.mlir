@@ -72,7 +72,7 @@ module {
 
 // -----
 
-// CHECK: error: mlir-to-plan: result 0 updates @nope: no fsdp.param or fsdp.buffer has that name
+// CHECK: error: mlir-to-plan: result 0 updates @nope: no fsdp.param, fsdp.buffer or fsdp.flat_param has that name
 module {
   func.func @forward(%x: tensor<4xf32> {fsdp.offset = 0 : i64}) -> (tensor<4xf32> {fsdp.update_of = @nope}) attributes {fsdp.activation_bytes = 128 : i64} {
     %y = fsdp.kernel "neg"(%x) {fsdp.offsets = array<i64: 64>} : (tensor<4xf32>) -> tensor<4xf32>

@@ -7,7 +7,7 @@
 // offsets), every parameter (weights, 64-byte aligned, in declaration order),
 // each constant a kernel reads (constants, bytes embedded: one byte per
 // boolean), kernel results and views (same bytes as their source).
-// CHECK:      "schema_version": 1
+// CHECK:      "schema_version": 2
 // CHECK:      "model_dir": "/models"
 // CHECK:      "arenas": [
 // CHECK-NEXT:   {

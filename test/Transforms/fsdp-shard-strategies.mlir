@@ -7,7 +7,9 @@
 // CHECK-SAME: -> (tensor<f32>, tensor<16xf32> {fsdp.flat_grad_of = @"unit:a"}, tensor<4xf32> {fsdp.flat_grad_of = @"unit:b"}, tensor<1xf32> {fsdp.flat_grad_of = @"unit:"})
 // CHECK: %[[A:.*]] = fsdp.get_shard @"unit:a" : tensor<16xf32>
 // CHECK-NEXT: fsdp.unflatten %[[A]] of @"unit:a"
-// CHECK-NEXT: %[[BS:.*]] = fsdp.get_shard @"unit:b" : tensor<4xf32>
+// CHECK-NEXT: onnx.MatMul %arg0
+// CHECK-NOT: fsdp.release %[[A]]
+// CHECK: %[[BS:.*]] = fsdp.get_shard @"unit:b" : tensor<4xf32>
 // CHECK-NEXT: %[[B:.*]] = fsdp.all_gather %[[BS]] on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
 // CHECK-NOT: fsdp.release %[[B]]
 // CHECK: fsdp.reduce_scatter %{{.*}} : tensor<4xf32> -> tensor<1xf32>

@@ -4,7 +4,8 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-flatten=world-size=4 "--fsdp-optimizer=optimizer=sgd momentum=0.9 max-grad-norm=1" --fsdp-shard | FileCheck %s --check-prefix=OPT
 
 // Three FULL_SHARD units over 4 ranks: the root (head.w), a and b. Each is
-// gathered from this rank's shard before its first use and released after
+// gathered from this rank's shard right before its first use (fsdp-schedule
+// moves gathers earlier to prefetch them) and released after
 // its last use in the forward; b, whose weight the backward needs, is
 // gathered again there (a's is not needed: x has no gradient); the root is
 // kept from its forward to its backward, as PyTorch does. Each flat
@@ -12,13 +13,17 @@
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: -> (tensor<f32>, tensor<4xf32> {fsdp.flat_grad_of = @"unit:a"}, tensor<4xf32> {fsdp.flat_grad_of = @"unit:b"}, tensor<1xf32> {fsdp.flat_grad_of = @"unit:"})
 // CHECK: %[[AS:.*]] = fsdp.get_shard @"unit:a" : tensor<4xf32>
-// CHECK: %[[AF:.*]] = fsdp.all_gather %[[AS]] on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
-// CHECK: %[[BF:.*]] = fsdp.all_gather %{{.*}} on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
-// CHECK: %[[RF:.*]] = fsdp.all_gather %{{.*}} on @fsdp_world axes [0] : tensor<1xf32> -> tensor<4xf32>
-// CHECK: onnx.MatMul %arg0
+// CHECK-NEXT: %[[AF:.*]] = fsdp.all_gather %[[AS]] on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
+// CHECK-NEXT: fsdp.unflatten %[[AF]] of @"unit:a"
+// CHECK-NEXT: onnx.MatMul %arg0
 // CHECK-NEXT: fsdp.release %[[AF]] : tensor<16xf32>
-// CHECK: onnx.MatMul
+// CHECK-NEXT: onnx.Tanh
+// CHECK-NEXT: fsdp.get_shard @"unit:b"
+// CHECK-NEXT: %[[BF:.*]] = fsdp.all_gather %{{.*}} on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
+// CHECK-NEXT: fsdp.unflatten %[[BF]]
+// CHECK-NEXT: onnx.MatMul
 // CHECK-NEXT: fsdp.release %[[BF]] : tensor<16xf32>
+// CHECK: %[[RF:.*]] = fsdp.all_gather %{{.*}} on @fsdp_world axes [0] : tensor<1xf32> -> tensor<4xf32>
 // CHECK: %[[LOSS:.*]] = onnx.ReduceSum
 // The root's backward, then its gradient.
 // CHECK: fsdp.release %[[RF]] : tensor<4xf32>
@@ -46,8 +51,12 @@
 // Inference: gathers and releases only.
 // INFER-LABEL: func.func @forward
 // INFER-SAME: -> tensor<f32>
-// INFER-COUNT-3: fsdp.all_gather
-// INFER-COUNT-3: fsdp.release
+// INFER: fsdp.all_gather
+// INFER: fsdp.release
+// INFER: fsdp.all_gather
+// INFER: fsdp.release
+// INFER: fsdp.all_gather
+// INFER: fsdp.release
 // INFER-NOT: fsdp.reduce_scatter
 // INFER-NOT: fsdp.all_gather
 // INFER: return

@@ -11,7 +11,9 @@ their number when accumulating —, `clip_grad_norm_`, `opt.step()`). The
 losses of every step, every parameter, every BatchNorm running statistic
 and every optimizer state (`exp_avg`, `exp_avg_sq`, `momentum_buffer`, by
 FQN) must then agree within |ours - torch| <= 1e-5 + 1e-4 |torch|. Exit 1
-on any mismatch.
+on any mismatch. The `-flat` cases compile the same step through flat
+units (auto-wrap, fsdp-flatten and fsdp-shard at world size 1): parameters
+are compared by member FQN, optimizer state as each unit's flat state.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ CASES = {
                       lambda p, lr: torch.optim.SGD(p, lr, momentum=0.9, weight_decay=0.01),
                       0.1, 1.0, 1),
 }
+# The same steps through flat units on one rank: auto-wrap, fsdp-flatten,
+# fsdp-shard (world size 1: no collectives), so the plan's units, pack and
+# unflatten views, and the optimizer on flat shards run on the executor.
+# name: (case above, fsdp-auto-wrap options)
+FLAT = {
+    "tied_mlp-adamw-flat": ("tied_mlp-adamw", "policy=transformer layer-classes=Sequential"),
+    "conv_net-sgd-accumulate-flat": ("conv_net-sgd-accumulate",
+                                     "policy=size min-num-params=100"),
+    "gpt2-sgd-clip-flat": ("gpt2-sgd-clip",
+                           "policy=transformer layer-classes=GPT2Block"),
+}
 STATE_NAMES = ["momentum_buffer", "exp_avg", "exp_avg_sq"]
 
 
@@ -92,16 +105,43 @@ def torch_steps(model, inputs, labels, loss_fn, make_opt, lr, clip, micro):
     return losses, state
 
 
+def flat_state(want: dict, units: list) -> dict:
+    """torch's per-parameter optimizer state laid out as each unit's flat
+    state on one rank: members concatenated in flat order, zero padding."""
+    flat = {}
+    for unit in units:
+        for key in STATE_NAMES:
+            parts = [want.get(f"optim.{key}.{fqn}") for fqn in unit["members"]]
+            if any(p is None for p in parts):
+                continue
+            values = np.concatenate([p.reshape(-1) for p in parts])
+            padded = np.zeros(unit["padded_numel"], values.dtype)
+            padded[:values.size] = values
+            flat[f"optim.{key}.{unit['name']}"] = padded
+    return flat
+
+
 def check(case: str, bindir: Path, work: Path) -> bool:
+    wrap = []
+    if case in FLAT:
+        case, policy = FLAT[case]
+        wrap = [f"--fsdp-auto-wrap={policy}"]
     name, options, make_opt, lr, clip, micro = CASES[case]
     model, inputs, labels, loss_fn, onnx_path, names, label_name, autodiff = \
         check_grads.prepare(name, work, micro)
     run = check_grads.run
     batch = inputs[0].shape[0] // micro
-    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}",
-         f"--fsdp-autodiff{autodiff}", f"--fsdp-optimizer={options}",
-         "--fsdp-inference-pipeline", "-o", work / "t.mlir"])
+    flat = ["--fsdp-flatten=world-size=1"] if wrap else []
+    shard = ["--fsdp-shard"] if wrap else []
+    run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}", *wrap,
+         f"--fsdp-autodiff{autodiff}", *flat, f"--fsdp-optimizer={options}",
+         *shard, "--fsdp-inference-pipeline", "-o", work / "t.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "t.mlir", "-o", work / "t.plan"])
+    units = json.loads(run([bindir / "fsdp-run", work / "t.plan", "--describe",
+                            "--json"]))["units"]
+    if wrap and not units:
+        print("  the plan has no flat units")
+        return False
     flags = []
     for input_name, value in zip(names + [label_name], inputs + [labels]):
         np.save(work / f"{input_name}.npy", value.numpy())
@@ -112,6 +152,9 @@ def check(case: str, bindir: Path, work: Path) -> bool:
     ours = {f.stem: np.load(f) for f in (work / "state").glob("*.npy")}
     want_losses, want = torch_steps(copy.deepcopy(model), inputs, labels, loss_fn,
                                     make_opt, lr, clip, micro)
+    want.update(flat_state(want, units))
+    for unit in units:  # the shard itself: its members are compared by FQN
+        ours.pop(unit["name"], None)
 
     ok = True
     got_losses = report["losses"]
@@ -151,7 +194,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)
     bindir = args.build.resolve() / "bin"
     check_grads.ROOT_BUILD = args.build.resolve()
-    chosen = args.only or list(CASES)
+    chosen = args.only or list(CASES) + list(FLAT)
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in chosen:

@@ -51,6 +51,10 @@ options:
   --save-state DIR       after the last run, write every parameter, buffer
                          and optimizer state as DIR/<fqn>.npy
   --json                 print one JSON object instead of the summary
+  --describe             read and check the plan, print what it holds (world
+                         size and mesh, units and their shards, kernels per
+                         stream, collectives, bytes per rank) and run nothing;
+                         works for plans of any world size
   --help                 print this text
 
 Without --json it prints, per output, its dtype, shape, min/max/mean and
@@ -146,7 +150,7 @@ struct Options {
   std::string plan, outputDir, modelDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 0, repeat = 1, steps = 0;
-  bool json = false, timing = false;
+  bool json = false, timing = false, describe = false;
   std::string lr, saveState;
 };
 
@@ -181,6 +185,8 @@ Options parse(int argc, char **argv) {
       std::exit(0);
     } else if (arg == "--json") {
       o.json = true;
+    } else if (arg == "--describe") {
+      o.describe = true;
     } else if (flag == "--input") {
       std::string v = value();
       size_t sep = v.find('=');
@@ -279,7 +285,25 @@ npy::Array scalarArray(const fsdprt_tensor_desc_t &desc, double value) {
   return array;
 }
 
-/// Writes every parameter, buffer and optimizer state as DIR/<fqn>.npy.
+/// Writes one state tensor, read from the session by name, as DIR/<name>.npy.
+void saveTensor(const fsdprt_session_t *session,
+                const fsdprt_tensor_desc_t &desc, const std::string &dir) {
+  std::vector<int64_t> shape = shapeOf(desc);
+  size_t numel = 1;
+  for (int64_t s : shape)
+    numel *= s;
+  std::vector<char> data(numel * fsdprt_dtype_size(desc.dtype));
+  check(fsdprt_session_read_state(session, desc.name, data.data(), data.size()),
+        std::string("state '") + desc.name + "'");
+  if (!*npy::descrOf(desc.dtype))
+    throw Error(std::string("state '") + desc.name + "' is " +
+                fsdprt_dtype_name(desc.dtype) + ", which .npy cannot hold");
+  npy::write(dir + "/" + desc.name + ".npy",
+             {npy::descrOf(desc.dtype), shape, data});
+}
+
+/// Writes every parameter, buffer and optimizer state as DIR/<fqn>.npy; for
+/// a flat unit, its members by FQN and the rank's shard by the unit's name.
 void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
                const std::string &dir) {
   std::error_code error;
@@ -289,19 +313,18 @@ void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
   for (size_t i = 0; i < fsdprt_plan_num_weights(plan); ++i) {
     fsdprt_tensor_desc_t desc;
     check(fsdprt_plan_weight_desc(plan, i, &desc), "plan weight");
-    std::vector<int64_t> shape = shapeOf(desc);
-    size_t numel = 1;
-    for (int64_t s : shape)
-      numel *= s;
-    std::vector<char> data(numel * fsdprt_dtype_size(desc.dtype));
-    check(
-        fsdprt_session_read_state(session, desc.name, data.data(), data.size()),
-        std::string("state '") + desc.name + "'");
-    if (!*npy::descrOf(desc.dtype))
-      throw Error(std::string("state '") + desc.name + "' is " +
-                  fsdprt_dtype_name(desc.dtype) + ", which .npy cannot hold");
-    npy::write(dir + "/" + desc.name + ".npy",
-               {npy::descrOf(desc.dtype), shape, data});
+    saveTensor(session, desc, dir);
+  }
+  for (size_t i = 0; i < fsdprt_plan_num_units(plan); ++i) {
+    fsdprt_unit_desc_t unit;
+    check(fsdprt_plan_unit(plan, i, &unit), "plan unit");
+    int64_t shape[1] = {unit.shard_numel};
+    saveTensor(session, {unit.name, unit.dtype, 1, shape}, dir);
+    for (size_t p = 0; p < unit.num_params; ++p) {
+      fsdprt_tensor_desc_t member;
+      check(fsdprt_plan_unit_param(plan, i, p, &member), "plan unit member");
+      saveTensor(session, member, dir);
+    }
   }
 }
 
@@ -344,12 +367,82 @@ readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs,
   return arrays;
 }
 
+/// --describe: the plan as the runtime reads it, without running it.
+int describe(const fsdprt_plan_t *plan, const Options &o) {
+  std::ostringstream text, json;
+  int64_t world = fsdprt_plan_world_size(plan);
+  std::string mesh;
+  for (size_t axis = 0; axis < fsdprt_plan_mesh_rank(plan); ++axis)
+    mesh +=
+        (axis ? "x" : "") + std::to_string(fsdprt_plan_mesh_dim(plan, axis));
+  text << "plan " << o.plan << ": schema " << fsdprt_plan_schema_version(plan)
+       << ", " << world << " rank" << (world == 1 ? "" : "s")
+       << (mesh.empty() ? "" : " (mesh " + mesh + ")") << ", "
+       << fsdprt_plan_peak_bytes(plan) << " bytes per rank\n";
+  json << "{\"plan\": " << jsonString(o.plan)
+       << ", \"schema_version\": " << fsdprt_plan_schema_version(plan)
+       << ", \"world_size\": " << world << ", \"mesh\": [";
+  for (size_t axis = 0; axis < fsdprt_plan_mesh_rank(plan); ++axis)
+    json << (axis ? ", " : "") << fsdprt_plan_mesh_dim(plan, axis);
+  json << "], \"peak_bytes\": " << fsdprt_plan_peak_bytes(plan)
+       << ", \"units\": [";
+  size_t units = fsdprt_plan_num_units(plan);
+  text << units << " unit" << (units == 1 ? "" : "s") << "\n";
+  for (size_t i = 0; i < units; ++i) {
+    fsdprt_unit_desc_t u;
+    check(fsdprt_plan_unit(plan, i, &u), "plan unit");
+    text << "  " << u.name << ": " << u.num_params << " params, "
+         << fsdprt_dtype_name(u.dtype) << "[" << u.padded_numel << "] over "
+         << u.group_size << " ranks, shard " << u.shard_numel << "\n";
+    json << (i ? ", " : "") << "{\"name\": " << jsonString(u.name)
+         << ", \"module\": " << jsonString(u.module)
+         << ", \"params\": " << u.num_params
+         << ", \"dtype\": " << jsonString(fsdprt_dtype_name(u.dtype))
+         << ", \"padded_numel\": " << u.padded_numel
+         << ", \"group_size\": " << u.group_size
+         << ", \"shard_numel\": " << u.shard_numel << ", \"members\": [";
+    for (size_t p = 0; p < u.num_params; ++p) {
+      fsdprt_tensor_desc_t member;
+      check(fsdprt_plan_unit_param(plan, i, p, &member), "plan unit member");
+      json << (p ? ", " : "") << jsonString(member.name);
+    }
+    json << "]}";
+  }
+  std::map<std::string, size_t> collectives;
+  size_t kernels = fsdprt_plan_num_kernels(plan), compute = 0, deps = 0;
+  for (size_t i = 0; i < kernels; ++i) {
+    fsdprt_kernel_desc_t k;
+    check(fsdprt_plan_kernel(plan, i, &k), "plan kernel");
+    if (k.stream == 0)
+      ++compute;
+    else
+      ++collectives[k.op];
+    deps += k.num_deps;
+  }
+  text << kernels << " kernels: " << compute << " compute, "
+       << kernels - compute << " collective";
+  json << "], \"kernels\": " << kernels << ", \"compute_kernels\": " << compute
+       << ", \"dependencies\": " << deps << ", \"collectives\": {";
+  bool first = true;
+  for (auto &[op, n] : collectives) {
+    text << (first ? " (" : ", ") << n << " " << op;
+    json << (first ? "" : ", ") << jsonString(op) << ": " << n;
+    first = false;
+  }
+  text << (first ? "" : ")") << "; " << deps << " cross-stream dependencies\n";
+  json << "}}\n";
+  std::cout << (o.json ? json.str() : text.str());
+  return 0;
+}
+
 int run(const Options &o) {
   using Clock = std::chrono::steady_clock;
   fsdprt_plan_t *plan = nullptr;
   check(fsdprt_plan_load_file(o.plan.c_str(), &plan), "cannot load the plan");
   std::unique_ptr<fsdprt_plan_t, void (*)(fsdprt_plan_t *)> planOwner(
       plan, fsdprt_plan_destroy);
+  if (o.describe)
+    return describe(plan, o);
 
   std::vector<fsdprt_tensor_desc_t> inputs(fsdprt_plan_num_inputs(plan)),
       outputs(fsdprt_plan_num_outputs(plan));

@@ -5,7 +5,11 @@
 /// (every fsdp.param and fsdp.buffer, in declaration order, 64-byte
 /// aligned, filled by the weight map) and constants (the graph's constants
 /// that kernels read, their bytes embedded in the plan). Views are buffers
-/// that share their source's bytes.
+/// that share their source's bytes. A sharded program's flat units are
+/// stored once each (members and layout); the weights arena holds the
+/// rank's shard of each. Collectives run on the communication stream; each
+/// kernel lists the kernels of the other stream it must wait for, derived
+/// from the bytes they share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +22,7 @@
 #include "fsdprt/plan_generated.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -131,14 +136,49 @@ private:
   /// The buffer holding `value`, created for constants and views on demand.
   FailureOr<uint32_t> bufferOf(Value value, Operation *user);
   LogicalResult declareState();
+  LogicalResult declareUnit(mlir::fsdp::FlatParamOp unit);
   LogicalResult writeKernel(mlir::fsdp::KernelOp kernel);
+  LogicalResult writeCollective(Operation *op);
+  /// Records kernel `index`'s stream and the bytes it reads and writes.
+  void trackKernel(uint32_t stream, ArrayRef<uint32_t> inputs,
+                   ArrayRef<uint32_t> outputs);
+  /// Per kernel, the latest kernel of the other stream it conflicts with.
+  std::vector<std::vector<uint32_t>> dependencies() const;
+  LogicalResult addKernel(Operation *op, StringRef name,
+                          ArrayRef<uint32_t> inputs, ArrayRef<uint32_t> outputs,
+                          std::vector<flatbuffers::Offset<plan::Attr>> attrs,
+                          uint32_t stream);
   FailureOr<flatbuffers::Offset<plan::Attr>> attrOf(mlir::fsdp::KernelOp kernel,
                                                     NamedAttribute attr);
 
   ModuleOp module;
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<plan::Buffer>> buffers;
-  std::vector<flatbuffers::Offset<plan::Kernel>> kernels;
+  /// Kernels are finished once their dependencies are known.
+  struct PendingKernel {
+    flatbuffers::Offset<flatbuffers::String> op, location;
+    flatbuffers::Offset<flatbuffers::Vector<uint32_t>> inputs, outputs;
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<plan::Attr>>>
+        attrs;
+    uint32_t stream;
+  };
+  /// Bytes of one arena.
+  struct Span {
+    uint32_t arena;
+    int64_t begin, end;
+    bool overlaps(const Span &other) const {
+      return arena == other.arena && begin < other.end && other.begin < end;
+    }
+  };
+  struct Access {
+    uint32_t stream;
+    SmallVector<Span> reads, writes;
+  };
+  std::vector<PendingKernel> kernels;
+  std::vector<Access> accesses;
+  std::vector<int64_t> bufferBytes;
+  std::vector<flatbuffers::Offset<plan::Unit>> units;
+  SymbolTableCollection symbols;
   std::vector<flatbuffers::Offset<plan::WeightRef>> weights;
   std::vector<flatbuffers::Offset<plan::ConstantData>> constants;
   std::vector<plan::StateUpdate> updates;
@@ -167,14 +207,71 @@ FailureOr<uint32_t> PlanWriter::addBuffer(Operation *anchor, uint32_t arena,
   buffers.push_back(
       plan::CreateBuffer(fbb, arena, offset, bytes, *dtype, shape));
   placement.emplace_back(arena, offset);
+  bufferBytes.push_back(bytes);
   return static_cast<uint32_t>(buffers.size() - 1);
 }
 
+/// A unit's shard in the weights arena, and the unit's layout: its members'
+/// shapes and bytes on disk, stored once for every rank.
+LogicalResult PlanWriter::declareUnit(mlir::fsdp::FlatParamOp unit) {
+  FailureOr<int64_t> ranks = mlir::fsdp::resolveWorldSize(unit, symbols);
+  FailureOr<SmallVector<mlir::fsdp::ParamOp>> members =
+      mlir::fsdp::resolveParams(unit, symbols);
+  if (failed(ranks) || failed(members))
+    return failure();
+  RankedTensorType flat = unit.getTensorType();
+  auto shardType = RankedTensorType::get({flat.getNumElements() / *ranks},
+                                         flat.getElementType());
+  FailureOr<uint32_t> shard = addBuffer(unit, kWeights, weightBytes, shardType);
+  FailureOr<plan::DType> dtype = dtypeOf(flat.getElementType());
+  if (failed(shard) || failed(dtype))
+    return failure();
+  std::vector<flatbuffers::Offset<plan::UnitParam>> params;
+  for (mlir::fsdp::ParamOp param : *members) {
+    std::optional<mlir::fsdp::DataRefAttr> data = param.getData();
+    if (!data)
+      return unit.emitOpError()
+             << "member '" << param.getSymName()
+             << "' has no data reference; the plan cannot load its "
+                "initial value";
+    auto type = cast<RankedTensorType>(param.getType());
+    int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
+    if (data->getLength() != bytes)
+      return param.emitOpError()
+             << "'" << param.getSymName() << "' refers to " << data->getLength()
+             << " bytes but its type " << type << " holds " << bytes;
+    params.push_back(plan::CreateUnitParam(
+        fbb, fbb.CreateString(param.getSymName().str()),
+        fbb.CreateVector(type.getShape().data(), type.getRank()),
+        fbb.CreateString(data->getFile().str()), data->getOffset(),
+        data->getLength()));
+  }
+  ArrayRef<int16_t> axes = unit.getMeshAxes();
+  units.push_back(
+      plan::CreateUnit(fbb, fbb.CreateString(unit.getSymName().str()),
+                       fbb.CreateString(unit.getModule().value_or("").str()),
+                       fbb.CreateVector(params), unit.getAlignment(),
+                       fbb.CreateVector(axes.data(), axes.size()), *dtype,
+                       flat.getNumElements(), *shard));
+  stateBuffers[unit.getSymName()] = *shard;
+  weightBytes = alignTo(weightBytes + bufferBytes[*shard]);
+  return success();
+}
+
 LogicalResult PlanWriter::declareState() {
+  llvm::DenseSet<Operation *> flattened;
+  for (auto unit : module.getOps<mlir::fsdp::FlatParamOp>()) {
+    if (failed(declareUnit(unit)))
+      return failure();
+    FailureOr<SmallVector<mlir::fsdp::ParamOp>> members =
+        mlir::fsdp::resolveParams(unit, symbols);
+    for (mlir::fsdp::ParamOp param : *members)
+      flattened.insert(param);
+  }
   for (Operation &op : module.getBody()->getOperations()) {
     auto param = dyn_cast<mlir::fsdp::ParamOp>(op);
     auto buffer = dyn_cast<mlir::fsdp::BufferOp>(op);
-    if (!param && !buffer)
+    if ((!param && !buffer) || flattened.contains(&op))
       continue;
     StringRef name = param ? param.getSymName() : buffer.getSymName();
     Type type = param ? param.getType() : buffer.getType();
@@ -221,11 +318,24 @@ LogicalResult PlanWriter::addUpdate(func::FuncOp func, unsigned index,
            << index << " updates " << of << ": ";
   };
   Operation *state = module.lookupSymbol(of);
-  if (!isa_and_nonnull<mlir::fsdp::ParamOp, mlir::fsdp::BufferOp>(state))
-    return fail() << "no fsdp.param or fsdp.buffer has that name";
-  Type type = isa<mlir::fsdp::ParamOp>(state)
-                  ? cast<mlir::fsdp::ParamOp>(state).getType()
-                  : cast<mlir::fsdp::BufferOp>(state).getType();
+  if (!isa_and_nonnull<mlir::fsdp::ParamOp, mlir::fsdp::BufferOp,
+                       mlir::fsdp::FlatParamOp>(state))
+    return fail() << "no fsdp.param, fsdp.buffer or fsdp.flat_param has "
+                     "that name";
+  if (!stateBuffers.count(of.getValue()))
+    return fail() << "it is a member of a flat unit; update the unit's shard";
+  // The plan holds a unit's shard: the update is the shard's new value.
+  Type type = value.getType();
+  if (auto param = dyn_cast<mlir::fsdp::ParamOp>(state))
+    type = param.getType();
+  else if (auto buffer = dyn_cast<mlir::fsdp::BufferOp>(state))
+    type = buffer.getType();
+  else if (auto tensor = dyn_cast<RankedTensorType>(type);
+           !tensor ||
+           tensor.getNumElements() * elementBytes(tensor.getElementType()) !=
+               bufferBytes[stateBuffers.lookup(of.getValue())])
+    return fail() << "the result is " << value.getType()
+                  << ", which is not the size of the rank's shard";
   if (type != value.getType())
     return fail() << "the result is " << value.getType() << " but the state is "
                   << type;
@@ -244,7 +354,22 @@ FailureOr<uint32_t> PlanWriter::bufferOf(Value value, Operation *user) {
   Operation *def = value.getDefiningOp();
   FailureOr<uint32_t> id = failure();
   if (auto get = dyn_cast_or_null<mlir::fsdp::GetParamOp>(def)) {
+    if (!stateBuffers.count(get.getParam()))
+      return get.emitOpError()
+             << "reads '" << get.getParam()
+             << "', a member of a flat unit; run --fsdp-flatten's reads "
+                "through --fsdp-shard";
     id = stateBuffers.lookup(get.getParam());
+  } else if (auto get = dyn_cast_or_null<mlir::fsdp::GetShardOp>(def)) {
+    id = stateBuffers.lookup(get.getUnit());
+  } else if (auto get = dyn_cast_or_null<mlir::fsdp::GetFlatParamOp>(def)) {
+    // Without fsdp-shard the full buffer is the shard only on one rank.
+    auto unit = module.lookupSymbol<mlir::fsdp::FlatParamOp>(get.getUnit());
+    if (!unit || unit.getMesh())
+      return get.emitOpError()
+             << "reads the full flat buffer of @" << get.getUnit()
+             << ", which is sharded; run --fsdp-shard first";
+    id = stateBuffers.lookup(get.getUnit());
   } else if (auto get = dyn_cast_or_null<mlir::fsdp::GetBufferOp>(def)) {
     id = stateBuffers.lookup(get.getBuffer());
   } else if (auto constant = dyn_cast_or_null<onnxir::ConstantOp>(def)) {
@@ -262,6 +387,9 @@ FailureOr<uint32_t> PlanWriter::bufferOf(Value value, Operation *user) {
     if (failed(source))
       return failure();
     auto [arena, offset] = placement[*source];
+    auto sourceType = cast<RankedTensorType>(view.getInput().getType());
+    offset += static_cast<int64_t>(view.getOffset()) *
+              elementBytes(sourceType.getElementType());
     id = addBuffer(def, arena, offset, value.getType());
   } else {
     return user->emitOpError()
@@ -328,11 +456,123 @@ LogicalResult PlanWriter::writeKernel(mlir::fsdp::KernelOp kernel) {
         return failure();
       attrs.push_back(*attr);
     }
-  kernels.push_back(plan::CreateKernel(
-      fbb, fbb.CreateString(kernel.getKernel().str()), fbb.CreateVector(inputs),
-      fbb.CreateVector(outputs), fbb.CreateVector(attrs),
-      fbb.CreateString(labelOf(kernel.getLoc()))));
+  return addKernel(kernel, kernel.getKernel(), inputs, outputs,
+                   std::move(attrs), /*stream=*/0);
+}
+
+LogicalResult
+PlanWriter::addKernel(Operation *op, StringRef name, ArrayRef<uint32_t> inputs,
+                      ArrayRef<uint32_t> outputs,
+                      std::vector<flatbuffers::Offset<plan::Attr>> attrs,
+                      uint32_t stream) {
+  trackKernel(stream, inputs, outputs);
+  kernels.push_back({fbb.CreateString(name.str()),
+                     fbb.CreateString(labelOf(op->getLoc())),
+                     fbb.CreateVector(inputs.data(), inputs.size()),
+                     fbb.CreateVector(outputs.data(), outputs.size()),
+                     fbb.CreateVector(attrs), stream});
   return success();
+}
+
+/// A collective is a kernel of the communication stream named after it,
+/// with its group (`mesh_axes`) and reduction as attributes.
+LogicalResult PlanWriter::writeCollective(Operation *op) {
+  FailureOr<uint32_t> input = bufferOf(op->getOperand(0), op);
+  if (failed(input))
+    return failure();
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets");
+  if (!offsets || offsets.size() != 1)
+    return op->emitOpError(
+        "has no activation offset; run --fsdp-plan-memory first");
+  Value result = op->getResult(0);
+  FailureOr<uint32_t> output =
+      addBuffer(op, kActivations, offsets[0], result.getType());
+  if (failed(output))
+    return failure();
+  valueBuffers[result] = *output;
+  auto axes = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+  std::vector<int64_t> wide(axes.asArrayRef().begin(), axes.asArrayRef().end());
+  std::vector<flatbuffers::Offset<plan::Attr>> attrs = {plan::CreateAttr(
+      fbb, fbb.CreateString("mesh_axes"), plan::AttrValue::IntsAttr,
+      plan::CreateIntsAttr(fbb, fbb.CreateVector(wide)).Union())};
+  if (auto reduction = op->getAttrOfType<StringAttr>("reduction"))
+    attrs.push_back(plan::CreateAttr(
+        fbb, fbb.CreateString("reduction"), plan::AttrValue::StringAttr,
+        plan::CreateStringAttr(fbb, fbb.CreateString(reduction.str()))
+            .Union()));
+  StringRef name = op->getName().stripDialect();
+  return addKernel(op, name, {*input}, {*output}, std::move(attrs),
+                   /*stream=*/1);
+}
+
+void PlanWriter::trackKernel(uint32_t stream, ArrayRef<uint32_t> inputs,
+                             ArrayRef<uint32_t> outputs) {
+  Access access{stream, {}, {}};
+  auto span = [&](uint32_t id) {
+    auto [arena, offset] = placement[id];
+    return Span{arena, offset, offset + bufferBytes[id]};
+  };
+  for (uint32_t id : inputs)
+    access.reads.push_back(span(id));
+  for (uint32_t id : outputs)
+    access.writes.push_back(span(id));
+  accesses.push_back(std::move(access));
+}
+
+/// Kernel k waits for the latest kernel j < k of the other stream that
+/// writes bytes k reads or writes, or reads bytes k writes (the memory plan
+/// reuses bytes across streams, so write-after-read counts too). Waiting
+/// for j covers everything before j on its stream. Collectives are few, so
+/// compute kernels check only them and collectives scan back until the
+/// first conflict.
+std::vector<std::vector<uint32_t>> PlanWriter::dependencies() const {
+  auto conflicts = [](const Access &a, const Access &b) {
+    for (const Span &w : a.writes) {
+      for (const Span &r : b.reads)
+        if (w.overlaps(r))
+          return true;
+      for (const Span &x : b.writes)
+        if (w.overlaps(x))
+          return true;
+    }
+    for (const Span &r : a.reads)
+      for (const Span &w : b.writes)
+        if (r.overlaps(w))
+          return true;
+    return false;
+  };
+  std::vector<std::vector<uint32_t>> deps(accesses.size());
+  std::vector<uint32_t> collectives;
+  // Per stream, the latest kernel of the other stream it already waited
+  // for: an earlier wait covers a later kernel's need (streams are in order).
+  int64_t waited[2] = {-1, -1};
+  for (uint32_t k = 0; k < accesses.size(); ++k) {
+    const Access &access = accesses[k];
+    int64_t found = -1;
+    if (access.stream == 0) {
+      for (uint32_t j : llvm::reverse(collectives)) {
+        if (static_cast<int64_t>(j) <= waited[0])
+          break;
+        if (conflicts(accesses[j], access)) {
+          found = j;
+          break;
+        }
+      }
+    } else {
+      for (int64_t j = k - 1; j > waited[1]; --j)
+        if (accesses[j].stream != access.stream &&
+            conflicts(accesses[j], access)) {
+          found = j;
+          break;
+        }
+      collectives.push_back(k);
+    }
+    if (found >= 0) {
+      deps[k].push_back(found);
+      waited[access.stream] = found;
+    }
+  }
+  return deps;
 }
 
 LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
@@ -389,6 +629,10 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
     if (auto kernel = dyn_cast<mlir::fsdp::KernelOp>(op)) {
       if (failed(writeKernel(kernel)))
         return failure();
+    } else if (isa<mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
+                   mlir::fsdp::AllReduceOp>(op)) {
+      if (failed(writeCollective(&op)))
+        return failure();
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
         FailureOr<uint32_t> id = bufferOf(value, ret);
@@ -406,8 +650,9 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
                      value, *id));
       }
     } else if (!isa<mlir::fsdp::ViewOp, mlir::fsdp::GetParamOp,
-                    mlir::fsdp::GetBufferOp, onnxir::ConstantOp,
-                    onnxir::NoValueOp>(op)) {
+                    mlir::fsdp::GetBufferOp, mlir::fsdp::GetShardOp,
+                    mlir::fsdp::GetFlatParamOp, mlir::fsdp::ReleaseOp,
+                    onnxir::ConstantOp, onnxir::NoValueOp>(op)) {
       return op.emitOpError("has no runtime kernel; run "
                             "--fsdp-lower-to-runtime before --mlir-to-plan");
     }
@@ -422,13 +667,37 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
             plan::ArenaKind::Activations),
       arena("weights", weightBytes, plan::ArenaKind::Weights),
       arena("constants", constantBytes, plan::ArenaKind::Constants)};
+  std::vector<std::vector<uint32_t>> deps = dependencies();
+  std::vector<flatbuffers::Offset<plan::Kernel>> finished;
+  for (auto [kernel, waits] : llvm::zip(kernels, deps))
+    finished.push_back(
+        plan::CreateKernel(fbb, kernel.op, kernel.inputs, kernel.outputs,
+                           kernel.attrs, kernel.location, kernel.stream,
+                           waits.empty() ? 0 : fbb.CreateVector(waits)));
+
+  // The mesh of a sharded program (none: one rank).
+  std::vector<int64_t> meshShape;
+  int64_t worldSize = 1;
+  for (auto mesh : module.getOps<mlir::mesh::MeshOp>()) {
+    if (!meshShape.empty())
+      return mesh.emitOpError("mlir-to-plan: a plan has one mesh");
+    meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
+    for (int64_t size : meshShape) {
+      if (size <= 0)
+        return mesh.emitOpError("mlir-to-plan: the mesh must have static "
+                                "sizes");
+      worldSize *= size;
+    }
+  }
+  uint64_t peak = activationBytes.getInt() + weightBytes + constantBytes;
   auto root = plan::CreatePlan(
       fbb, FSDPRT_PLAN_SCHEMA_VERSION, fbb.CreateString("fsdp-mlir"),
-      fbb.CreateString(modelDir), /*world_size=*/1, fbb.CreateVector(arenas),
+      fbb.CreateString(modelDir), worldSize, fbb.CreateVector(arenas),
       fbb.CreateVector(buffers), fbb.CreateVector(inputs),
-      fbb.CreateVector(outputs), fbb.CreateVector(kernels),
+      fbb.CreateVector(outputs), fbb.CreateVector(finished),
       fbb.CreateVector(weights), fbb.CreateVector(constants),
-      fbb.CreateVectorOfStructs(updates));
+      fbb.CreateVectorOfStructs(updates), fbb.CreateVector(meshShape),
+      fbb.CreateVector(units), peak);
   plan::FinishPlanBuffer(fbb, root);
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());

@@ -128,6 +128,52 @@ KernelFn copy(KernelArgs &args) {
   };
 }
 
+/// A unit's flat buffer from its members: input i at element `offsets[i]`,
+/// zeros in the alignment gaps and the padding.
+KernelFn pack(KernelArgs &args) {
+  require(args.out.size() == 1 && !args.in.empty(),
+          "takes the unit's members and one output");
+  requireSameDtype(args);
+  Tensor flat = args.out[0];
+  std::vector<Tensor> members = args.in;
+  std::vector<int64_t> offsets = args.attrs.getInts("offsets", {});
+  require(offsets.size() == members.size(), "needs one offset per member");
+  int64_t end = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    require(offsets[i] >= end && members[i].numel <= flat.numel - offsets[i],
+            "member " + std::to_string(i) + " at offset " +
+                std::to_string(offsets[i]) +
+                " overlaps the previous one or runs past the flat buffer " +
+                shapeString(flat.shape));
+    end = offsets[i] + members[i].numel;
+  }
+  size_t element = fsdprt_dtype_size(flat.dtype);
+  return [=]() {
+    char *to = flat.as<char>();
+    int64_t at = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      std::memset(to + at * element, 0, (offsets[i] - at) * element);
+      std::memcpy(to + offsets[i] * element, members[i].data,
+                  members[i].bytes());
+      at = offsets[i] + members[i].numel;
+    }
+    std::memset(to + at * element, 0, (flat.numel - at) * element);
+    return std::string();
+  };
+}
+
+/// A collective over a group of one rank (a mesh axis of size 1): every
+/// reduction and gather is the input itself. Groups of several ranks need
+/// the multi-rank runtime's communicator.
+KernelFn oneRankCollective(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireSameDtype(args);
+  require(args.in[0].numel == args.out[0].numel,
+          "input and output differ in size: its group has several ranks, "
+          "and a session runs one");
+  return copy(args);
+}
+
 /// Concat (pieces = inputs) and split (pieces = outputs) along `axis`.
 KernelFn pieces(KernelArgs &args, bool concat) {
   require(concat ? args.out.size() == 1 && !args.in.empty()
@@ -268,6 +314,10 @@ void registerData(Registry &r) {
   r["split"] = [](KernelArgs &a) { return pieces(a, false); };
   r["gather"] = gather;
   r["gather_grad"] = gatherGrad;
+  r["pack"] = pack;
+  r["all_gather"] = oneRankCollective;
+  r["reduce_scatter"] = oneRankCollective;
+  r["all_reduce"] = oneRankCollective;
 }
 
 } // namespace fsdprt::cpu

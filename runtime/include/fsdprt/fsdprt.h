@@ -161,7 +161,7 @@ FSDPRT_API fsdprt_status_t fsdprt_layout_param_shards(
 
 /** The plan schema version this runtime reads and this header's compiler
  *  writes. */
-#define FSDPRT_PLAN_SCHEMA_VERSION 1
+#define FSDPRT_PLAN_SCHEMA_VERSION 2
 
 /** A loaded, verified plan. */
 typedef struct fsdprt_plan_s fsdprt_plan_t;
@@ -236,6 +236,55 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_weight(const fsdprt_plan_t *plan,
  *  empty `file` in its reference means it starts as zeros. */
 FSDPRT_API fsdprt_status_t fsdprt_plan_weight_desc(
     const fsdprt_plan_t *plan, size_t index, fsdprt_tensor_desc_t *out_desc);
+
+/** Sharded plans. A plan runs on `world_size` ranks laid out row-major over
+ *  its mesh (no mesh: one rank); each FSDP unit's flat parameter is stored
+ *  once, and each rank holds its shard of it. */
+FSDPRT_API int64_t fsdprt_plan_world_size(const fsdprt_plan_t *plan);
+/** The number of mesh axes (0: one rank, no mesh) and the size of one. */
+FSDPRT_API size_t fsdprt_plan_mesh_rank(const fsdprt_plan_t *plan);
+FSDPRT_API int64_t fsdprt_plan_mesh_dim(const fsdprt_plan_t *plan,
+                                        size_t axis);
+/** Bytes a session of the plan allocates on each rank (all arenas). */
+FSDPRT_API uint64_t fsdprt_plan_peak_bytes(const fsdprt_plan_t *plan);
+
+/** One FSDP unit of a plan. Pointers stay valid while the plan lives. */
+typedef struct fsdprt_unit_desc_s {
+  const char *name;
+  const char *module;   /* the wrapped module's FQN ("" for the root) */
+  size_t num_params;    /* member parameters */
+  fsdprt_dtype_t dtype;
+  int64_t padded_numel; /* the flat buffer, padding included */
+  int64_t group_size;   /* ranks its flat buffer is sharded over */
+  int64_t shard_numel;  /* elements each of them holds */
+} fsdprt_unit_desc_t;
+
+FSDPRT_API size_t fsdprt_plan_num_units(const fsdprt_plan_t *plan);
+FSDPRT_API fsdprt_status_t fsdprt_plan_unit(const fsdprt_plan_t *plan,
+                                            size_t index,
+                                            fsdprt_unit_desc_t *out_desc);
+
+/** Member `index` of unit `unit`, in flat order: its FQN as the name, its
+ *  dtype and shape. */
+FSDPRT_API fsdprt_status_t fsdprt_plan_unit_param(
+    const fsdprt_plan_t *plan, size_t unit, size_t index,
+    fsdprt_tensor_desc_t *out_desc);
+
+/** One kernel of a plan: its runtime op ("all_gather", "reduce_scatter"
+ *  and "all_reduce" are the collectives), its origin, its stream (0
+ *  computes, 1 communicates) and how many kernels of the other stream it
+ *  waits for. */
+typedef struct fsdprt_kernel_desc_s {
+  const char *op;
+  const char *location;
+  int stream;
+  size_t num_deps;
+} fsdprt_kernel_desc_t;
+
+FSDPRT_API size_t fsdprt_plan_num_kernels(const fsdprt_plan_t *plan);
+FSDPRT_API fsdprt_status_t fsdprt_plan_kernel(const fsdprt_plan_t *plan,
+                                              size_t index,
+                                              fsdprt_kernel_desc_t *out_desc);
 
 /*===----------------------------------------------------------------------===*
  * Sessions

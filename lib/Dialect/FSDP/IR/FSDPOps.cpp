@@ -20,9 +20,8 @@ namespace {
 std::string symbolList(ArrayRef<ParamOp> params) {
   std::string text = "[";
   llvm::raw_string_ostream os(text);
-  llvm::interleaveComma(params, os, [&](ParamOp param) {
-    os << "@" << param.getSymName();
-  });
+  llvm::interleaveComma(
+      params, os, [&](ParamOp param) { os << "@" << param.getSymName(); });
   os << "]";
   return text;
 }
@@ -64,9 +63,9 @@ static LogicalResult verifyStorage(Operation *op, StringRef name,
     return op->emitOpError() << "@" << name << ": " << type
                              << " is larger than the largest file offset";
   if (*bytes != data->getLength())
-    return op->emitOpError() << "@" << name << ": data reference holds "
-                             << data->getLength() << " bytes but " << type
-                             << " needs " << *bytes;
+    return op->emitOpError()
+           << "@" << name << ": data reference holds " << data->getLength()
+           << " bytes but " << type << " needs " << *bytes;
   return success();
 }
 
@@ -96,8 +95,7 @@ static LogicalResult verifyStateRead(Operation *op, FlatSymbolRefAttr ref,
   return success();
 }
 
-LogicalResult
-GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult GetParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyStateRead<ParamOp>(*this, getParamAttr(), getType(),
                                   "fsdp.param", symbolTable);
 }
@@ -119,17 +117,17 @@ mlir::fsdp::resolveParams(FlatParamOp unit, SymbolTableCollection &symbols) {
        unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
     auto param = symbols.lookupNearestSymbolFrom<ParamOp>(unit, ref);
     if (!param)
-      return unit.emitOpError() << "member " << ref
-                           << " does not name an fsdp.param";
+      return unit.emitOpError()
+             << "member " << ref << " does not name an fsdp.param";
     params.push_back(param);
   }
   return params;
 }
 
-FailureOr<int64_t> mlir::fsdp::resolveGroupSize(Operation *op,
-                                                FlatSymbolRefAttr meshRef,
-                                                ArrayRef<int16_t> axes,
-                                                SymbolTableCollection &symbols) {
+FailureOr<int64_t>
+mlir::fsdp::resolveGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
+                             ArrayRef<int16_t> axes,
+                             SymbolTableCollection &symbols) {
   if (!meshRef) {
     if (!axes.empty())
       return op->emitOpError() << "names mesh axes but no mesh";
@@ -146,16 +144,16 @@ FailureOr<int64_t> mlir::fsdp::resolveGroupSize(Operation *op,
   int64_t size = 1;
   for (int16_t axis : axes) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
-      return op->emitOpError() << "mesh axis " << axis << " is outside @"
-                               << mesh.getSymName() << "'s " << shape.size()
-                               << " axes";
+      return op->emitOpError()
+             << "mesh axis " << axis << " is outside @" << mesh.getSymName()
+             << "'s " << shape.size() << " axes";
     if (!seen.insert(axis).second)
       return op->emitOpError() << "names mesh axis " << axis << " twice";
     if (ShapedType::isDynamic(shape[axis]))
-      return op->emitOpError() << "mesh axis " << axis << " of @"
-                               << mesh.getSymName()
-                               << " has a dynamic size; flat layouts need a "
-                                  "static world size";
+      return op->emitOpError()
+             << "mesh axis " << axis << " of @" << mesh.getSymName()
+             << " has a dynamic size; flat layouts need a "
+                "static world size";
     std::optional<int64_t> product = llvm::checkedMul(size, shape[axis]);
     if (!product)
       return op->emitOpError() << "world size overflows int64";
@@ -164,8 +162,8 @@ FailureOr<int64_t> mlir::fsdp::resolveGroupSize(Operation *op,
   return size;
 }
 
-FailureOr<int64_t> mlir::fsdp::resolveWorldSize(FlatParamOp unit,
-                                                SymbolTableCollection &symbols) {
+FailureOr<int64_t>
+mlir::fsdp::resolveWorldSize(FlatParamOp unit, SymbolTableCollection &symbols) {
   return resolveGroupSize(unit, unit.getMeshAttr(), unit.getMeshAxes(),
                           symbols);
 }
@@ -181,9 +179,9 @@ mlir::fsdp::computeLayout(FlatParamOp unit, SymbolTableCollection &symbols) {
   for (ParamOp param : *params) {
     std::optional<int64_t> numel = checkedNumElements(param.getTensorType());
     if (!numel)
-      return unit.emitOpError() << "parameter @" << param.getSymName() << " "
-                                << param.getType()
-                                << " has more elements than int64 can count";
+      return unit.emitOpError()
+             << "parameter @" << param.getSymName() << " " << param.getType()
+             << " has more elements than int64 can count";
     numels.push_back(*numel);
   }
   std::string error;
@@ -247,7 +245,8 @@ GetFlatParamOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto unit =
       symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
   if (!unit)
-    return emitOpError() << getUnitAttr() << " does not name an fsdp.flat_param";
+    return emitOpError() << getUnitAttr()
+                         << " does not name an fsdp.flat_param";
   if (unit.getTensorType() != getType())
     return emitOpError() << "result type " << getType() << " differs from "
                          << getUnitAttr() << "'s type " << unit.getType();
@@ -262,7 +261,8 @@ LogicalResult GetShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto unit =
       symbolTable.lookupNearestSymbolFrom<FlatParamOp>(*this, getUnitAttr());
   if (!unit)
-    return emitOpError() << getUnitAttr() << " does not name an fsdp.flat_param";
+    return emitOpError() << getUnitAttr()
+                         << " does not name an fsdp.flat_param";
   FailureOr<int64_t> world = resolveWorldSize(unit, symbolTable);
   if (failed(world))
     return failure();
@@ -280,16 +280,16 @@ LogicalResult GetShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 template <typename Op>
 static LogicalResult verifyCollective(Op op, SymbolTableCollection &symbols,
                                       bool gathers, bool scatters) {
-  FailureOr<int64_t> group = resolveGroupSize(op, op.getMeshAttr(),
-                                              op.getMeshAxes(), symbols);
+  FailureOr<int64_t> group =
+      resolveGroupSize(op, op.getMeshAttr(), op.getMeshAxes(), symbols);
   if (failed(group))
     return failure();
   auto in = cast<RankedTensorType>(op.getInput().getType());
   auto out = cast<RankedTensorType>(op.getResult().getType());
   if (in.getElementType() != out.getElementType())
-    return op.emitOpError() << "changes the element type from "
-                            << in.getElementType() << " to "
-                            << out.getElementType();
+    return op.emitOpError()
+           << "changes the element type from " << in.getElementType() << " to "
+           << out.getElementType();
   int64_t inCount = in.getNumElements() * (gathers ? *group : 1);
   int64_t outCount = out.getNumElements() * (scatters ? *group : 1);
   if (inCount != outCount || (!gathers && !scatters && in != out))
@@ -343,9 +343,9 @@ static LogicalResult verifyMembers(Operation *op, FlatSymbolRefAttr ref,
   if (failed(params))
     return failure();
   if (params->size() != types.size())
-    return op->emitOpError() << "has " << types.size() << " " << kind
-                             << "s but " << ref << " holds " << params->size()
-                             << " parameters";
+    return op->emitOpError()
+           << "has " << types.size() << " " << kind << "s but " << ref
+           << " holds " << params->size() << " parameters";
   for (auto [index, type, param] : llvm::enumerate(types, *params)) {
     if (type != param.getType())
       return op->emitOpError() << kind << " " << index << " has type " << type
@@ -416,15 +416,13 @@ LogicalResult LinearOp::verify() {
   int64_t k = weight.getDimSize(getTransposeWeight() ? 1 : 0);
   int64_t n = weight.getDimSize(getTransposeWeight() ? 0 : 1);
   if (input.getShape().back() != k)
-    return emitOpError() << "input's last dimension "
-                         << input.getShape().back()
+    return emitOpError() << "input's last dimension " << input.getShape().back()
                          << " does not match the weight's reduction dimension "
                          << k;
   if (output.getRank() != input.getRank() || output.getShape().back() != n ||
       output.getShape().drop_back() != input.getShape().drop_back())
-    return emitOpError() << "result type " << output
-                         << " does not match input " << input << " and weight "
-                         << weight;
+    return emitOpError() << "result type " << output << " does not match input "
+                         << input << " and weight " << weight;
   return verifyLastDimVector(*this, getBias(), n, "bias");
 }
 
@@ -443,10 +441,12 @@ LogicalResult AttentionOp::verify() {
   int64_t rank = q.getRank();
   if (rank < 2 || kt.getRank() != rank || v.getRank() != rank ||
       out.getRank() != rank)
-    return emitOpError("query, key_t, value and result must have one rank >= 2");
+    return emitOpError(
+        "query, key_t, value and result must have one rank >= 2");
   if (q.getShape().drop_back(2) != kt.getShape().drop_back(2) ||
       q.getShape().drop_back(2) != v.getShape().drop_back(2))
-    return emitOpError("query, key_t and value must have equal batch dimensions");
+    return emitOpError(
+        "query, key_t and value must have equal batch dimensions");
   if (q.getDimSize(rank - 1) != kt.getDimSize(rank - 2) ||
       kt.getDimSize(rank - 1) != v.getDimSize(rank - 2))
     return emitOpError() << "shapes do not chain: query " << q << ", key_t "
@@ -456,7 +456,9 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "result type " << out << " should be query's with "
                          << "value's last dimension";
   if (getMask() && kind == "fill" &&
-      !cast<RankedTensorType>(getMask().getType()).getElementType().isInteger(1))
+      !cast<RankedTensorType>(getMask().getType())
+           .getElementType()
+           .isInteger(1))
     return emitOpError("a \"fill\" mask must be boolean (i1)");
   return success();
 }
@@ -464,9 +466,15 @@ LogicalResult AttentionOp::verify() {
 LogicalResult ViewOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());
   auto out = cast<RankedTensorType>(getOutput().getType());
-  if (in.getElementType() != out.getElementType() ||
-      in.getNumElements() != out.getNumElements())
+  int64_t offset = getOffset();
+  if (offset == 0 && in.getElementType() == out.getElementType() &&
+      in.getNumElements() == out.getNumElements())
+    return success();
+  if (in.getElementType() != out.getElementType())
     return emitOpError() << "cannot view " << in << " as " << out
-                         << ": element type and count must agree";
+                         << ": element types must agree";
+  if (offset < 0 || offset + out.getNumElements() > in.getNumElements())
+    return emitOpError() << "cannot view elements [" << offset << ", "
+                         << offset + out.getNumElements() << ") of " << in;
   return success();
 }

@@ -487,9 +487,54 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
 
 /// Ops that stay as they are: state reads, constants and what the plan
 /// writer handles itself.
+/// Ops the plan writer takes as they are: state reads, the collectives
+/// (they keep their memory effects, so nothing merges or drops them) and
+/// the ends of gathered buffers' lives.
 bool isKept(Operation *op) {
   return isa<ConstantOp, NoValueOp, func::ReturnOp, KernelOp, ViewOp,
-             mlir::fsdp::GetParamOp, mlir::fsdp::GetBufferOp>(op);
+             mlir::fsdp::GetParamOp, mlir::fsdp::GetBufferOp,
+             mlir::fsdp::GetShardOp, mlir::fsdp::GetFlatParamOp,
+             mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
+             mlir::fsdp::AllReduceOp, mlir::fsdp::ReleaseOp>(op);
+}
+
+/// A unit's flat buffer as its parameters: one view per member at its
+/// offset in the layout; and the inverse, a `pack` kernel that writes each
+/// member at its offset and zeros elsewhere.
+LogicalResult lowerFlatViews(Operation *op, RewriterBase &rewriter,
+                             SymbolTableCollection &symbols) {
+  auto unflatten = dyn_cast<mlir::fsdp::UnflattenOp>(op);
+  auto pack = dyn_cast<mlir::fsdp::PackOp>(op);
+  auto unitRef = unflatten ? unflatten.getUnitAttr() : pack.getUnitAttr();
+  auto unit =
+      symbols.lookupNearestSymbolFrom<mlir::fsdp::FlatParamOp>(op, unitRef);
+  if (!unit)
+    return op->emitOpError() << unitRef << " is not an fsdp.flat_param";
+  FailureOr<::fsdp::layout::FlatLayout> layout =
+      mlir::fsdp::computeLayout(unit, symbols);
+  if (failed(layout))
+    return failure();
+  rewriter.setInsertionPoint(op);
+  if (unflatten) {
+    SmallVector<Value> views;
+    for (auto [index, result] : llvm::enumerate(unflatten.getResults()))
+      views.push_back(rewriter.create<ViewOp>(op->getLoc(), result.getType(),
+                                              unflatten.getFlat(),
+                                              layout->paramRange(index).begin));
+    rewriter.replaceOp(op, views);
+    return success();
+  }
+  SmallVector<int64_t> offsets;
+  for (size_t index = 0; index < layout->numParams(); ++index)
+    offsets.push_back(layout->paramRange(index).begin);
+  Builder b(op->getContext());
+  auto kernel = rewriter.create<KernelOp>(
+      op->getLoc(), pack.getFlat().getType(), b.getStringAttr("pack"),
+      pack.getValues(),
+      b.getDictionaryAttr(
+          b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets))));
+  rewriter.replaceOp(op, kernel.getResults());
+  return success();
 }
 
 /// Element types the runtime has (plan.fbs's DType).
@@ -524,6 +569,7 @@ struct LowerToRuntimePass
     : mlir::fsdp::impl::LowerToRuntimeBase<LowerToRuntimePass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
+    SymbolTableCollection symbols;
     bool failed = false;
     getOperation().walk([&](func::FuncOp func) {
       for (BlockArgument arg : func.getArguments())
@@ -541,6 +587,11 @@ struct LowerToRuntimePass
       for (Operation *op : ops) {
         if (isKept(op))
           continue;
+        if (isa<mlir::fsdp::UnflattenOp, mlir::fsdp::PackOp>(op)) {
+          if (mlir::failed(lowerFlatViews(op, rewriter, symbols)))
+            failed = true;
+          continue;
+        }
         if (mlir::failed(checkTypes(op)) || mlir::failed(lowerOp(op, rewriter)))
           failed = true;
       }

@@ -55,6 +55,13 @@ Value ownerOf(Value value) {
   return value;
 }
 
+/// Kernels and collectives write new activations; every other op reads
+/// state or constants, or views bytes that already exist.
+bool producesActivations(Operation *op) {
+  return isa<KernelOp, mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
+             mlir::fsdp::AllReduceOp>(op);
+}
+
 int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
@@ -81,7 +88,8 @@ int64_t place(MutableArrayRef<Interval> intervals, int64_t alignment) {
     for (Interval *other : live) {
       if (offset + interval->bytes <= other->offset)
         break;
-      offset = std::max(offset, alignTo(other->offset + other->bytes, alignment));
+      offset =
+          std::max(offset, alignTo(other->offset + other->bytes, alignment));
     }
     interval->offset = offset;
     arena = std::max(arena, offset + interval->bytes);
@@ -130,12 +138,11 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
         if (it == index.end())
           continue; // a parameter, buffer or constant: not an activation
         Interval &interval = intervals[it->second];
-        interval.last = isa<func::ReturnOp>(op)
-                            ? kForever
-                            : std::max(interval.last, step);
+        interval.last =
+            isa<func::ReturnOp>(op) ? kForever : std::max(interval.last, step);
       }
-      if (auto kernel = dyn_cast<KernelOp>(op))
-        for (Value result : kernel.getResults())
+      if (producesActivations(&op))
+        for (Value result : op.getResults())
           add(result, step);
     }
     int64_t arena = place(intervals, alignment);

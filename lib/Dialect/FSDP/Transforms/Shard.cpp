@@ -210,17 +210,13 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
         b.getDenseI16ArrayAttr(unit.op.getMeshAxes()));
   };
 
-  // The first run reads the original views; later runs get their own
-  // gather, views and alias clones, placed before the run's first use.
-  Value full = gather(loc);
-  read.replaceAllUsesWith(full);
-  read.erase();
-  SmallVector<Value> gathered = {full};
-  for (size_t r = 1; r < runs.size(); ++r) {
-    Operation *first = runs[r].front()->getOwner();
-    b.setInsertionPoint(first);
-    Value again = gather(loc);
-    auto copy = b.create<UnflattenOp>(loc, views.getResultTypes(), again,
+  // Each run gets its own gather, views and alias clones, placed right
+  // before the run's first use; the original read, views and aliases go.
+  SmallVector<Value> gathered;
+  for (auto &run : runs) {
+    b.setInsertionPoint(run.front()->getOwner());
+    Value full = gather(loc);
+    auto copy = b.create<UnflattenOp>(loc, views.getResultTypes(), full,
                                       views.getUnitAttr());
     IRMapping map;
     map.map(views.getResults(), copy.getResults());
@@ -233,15 +229,18 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
       map.map(value, clone->getResult(0));
       return clone->getResult(0);
     };
-    for (OpOperand *use : runs[r])
+    // An alias is re-made before its first user in the run, where its
+    // other operands (a Reshape's shape) are defined.
+    for (OpOperand *use : run) {
+      b.setInsertionPoint(use->getOwner());
       use->set(remat(use->get()));
-    gathered.push_back(again);
+    }
+    gathered.push_back(full);
   }
-
-  // Aliases made in one run for another's uses were cloned there.
   for (Operation *alias : llvm::reverse(aliases))
-    if (alias->use_empty())
-      alias->erase();
+    alias->erase();
+  views.erase();
+  read.erase();
 
   // Release each gather after its run's last use.
   if (unit.sharded())
@@ -250,10 +249,6 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
       b.setInsertionPointAfter(last);
       b.create<ReleaseOp>(loc, value);
     }
-  if (runs.empty() && unit.sharded()) {
-    b.setInsertionPointAfter(views);
-    b.create<ReleaseOp>(loc, full);
-  }
   return success();
 }
 
@@ -270,8 +265,13 @@ Value Sharder::allReduce(OpBuilder &b, Location loc, Value value,
 /// then all-reduced across groups); a replicated one is all-reduced.
 LogicalResult Sharder::reduceGradient(Value grad, FlatSymbolRefAttr of,
                                       bool flat) {
-  if (!mesh)
-    return success(); // one rank: nothing to reduce
+  if (!mesh) { // one rank: nothing to reduce; the gradient is the shard's
+    if (flat)
+      if (auto it = units.find(symbols.lookupNearestSymbolFrom(module, of));
+          it != units.end())
+        local[grad] = &it->second;
+    return success();
+  }
   Operation *def = grad.getDefiningOp();
   // A flat gradient's pack (and fsdp-optimizer's marker of it) moves up to
   // its last contribution, so the reduce-scatter can overlap the rest of
@@ -422,6 +422,15 @@ LogicalResult Sharder::run() {
            << func.getName() << " must have one block";
   findForward();
   Block &body = func.getBody().front();
+  // One read per unflatten (gradient accumulation clones the forward's
+  // views, not the read), so each gets its own gathers.
+  for (auto read : llvm::to_vector(body.getOps<GetFlatParamOp>()))
+    for (OpOperand &use :
+         llvm::make_early_inc_range(llvm::drop_begin(read->getUses())))
+      if (isa<UnflattenOp>(use.getOwner())) {
+        OpBuilder b(read);
+        use.set(b.clone(*read)->getResult(0));
+      }
   for (auto views : llvm::to_vector(body.getOps<UnflattenOp>()))
     if (failed(gatherReads(views)))
       return failure();

@@ -721,14 +721,18 @@ def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
   let description = [{
     What `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze` and `Identity` lower
     to: no kernel, the result names its operand's bytes (same element type
-    and count). The memory planner keeps the operand alive as long as the
-    view is used.
+    and count). With an element `offset`, the result names the operand's
+    elements `[offset, offset + count)` instead: how `fsdp.unflatten`
+    lowers, each parameter a view into its unit's gathered flat buffer. The
+    memory planner keeps the operand alive as long as the view is used.
 
     ```mlir
     %v = fsdp.view %x : tensor<2x16x32xf32> to tensor<32x32xf32>
+    %b = fsdp.view %flat {offset = 6 : i64} : tensor<8xf32> to tensor<2xf32>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input);
+  let arguments = (ins AnyStaticShapeTensor:$input,
+                   DefaultValuedAttr<I64Attr, "0">:$offset);
   let results = (outs AnyStaticShapeTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($output)";
   let hasVerifier = 1;
