@@ -19,9 +19,8 @@ void fsdp::registerAllDialects(mlir::DialectRegistry &registry) {
   // Only the dialects the project uses: all of MLIR's would cost every tool
   // ~45 s of compile time and start-up work it never needs.
   registry.insert<mlir::fsdp::FSDPDialect, mlir::onnxir::ONNXDialect,
-                  mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect, mlir::mesh::MeshDialect,
-                  mlir::tensor::TensorDialect>();
+                  mlir::arith::ArithDialect, mlir::func::FuncDialect,
+                  mlir::mesh::MeshDialect, mlir::tensor::TensorDialect>();
 }
 
 void fsdp::registerAllPasses() {
@@ -42,5 +41,17 @@ void fsdp::registerAllPasses() {
         pm.addPass(mlir::fsdp::createFuse());
         pm.addPass(mlir::fsdp::createLowerToRuntime());
         pm.addPass(mlir::fsdp::createPlanMemory());
+      });
+
+  // The memory plan printed over the step (plans again: same offsets).
+  mlir::PassPipelineRegistration<>(
+      "fsdp-memory-timeline",
+      "Print one rank's memory over the step (fsdp-plan-memory=timeline): "
+      "gathered parameters, flat and reduced gradients, activations, the "
+      "rank's state and constants, and the peak per rank",
+      [](mlir::OpPassManager &pm) {
+        mlir::fsdp::PlanMemoryOptions options;
+        options.timeline = true;
+        pm.addPass(mlir::fsdp::createPlanMemory(options));
       });
 }

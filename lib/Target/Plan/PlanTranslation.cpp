@@ -382,6 +382,8 @@ FailureOr<uint32_t> PlanWriter::bufferOf(Value value, Operation *user) {
     constants.push_back(plan::CreateConstantData(
         fbb, *id, fbb.CreateVector(bytes->data(), bytes->size())));
     constantBytes = alignTo(constantBytes + bytes->size());
+  } else if (auto wait = dyn_cast_or_null<mlir::fsdp::WaitOp>(def)) {
+    id = bufferOf(wait.getFuture(), def); // the collective's bytes
   } else if (auto view = dyn_cast_or_null<mlir::fsdp::ViewOp>(def)) {
     FailureOr<uint32_t> source = bufferOf(view.getInput(), def);
     if (failed(source))
@@ -485,8 +487,8 @@ LogicalResult PlanWriter::writeCollective(Operation *op) {
     return op->emitOpError(
         "has no activation offset; run --fsdp-plan-memory first");
   Value result = op->getResult(0);
-  FailureOr<uint32_t> output =
-      addBuffer(op, kActivations, offsets[0], result.getType());
+  FailureOr<uint32_t> output = addBuffer(
+      op, kActivations, offsets[0], mlir::fsdp::collectiveValueType(result));
   if (failed(output))
     return failure();
   valueBuffers[result] = *output;
@@ -652,7 +654,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
     } else if (!isa<mlir::fsdp::ViewOp, mlir::fsdp::GetParamOp,
                     mlir::fsdp::GetBufferOp, mlir::fsdp::GetShardOp,
                     mlir::fsdp::GetFlatParamOp, mlir::fsdp::ReleaseOp,
-                    onnxir::ConstantOp, onnxir::NoValueOp>(op)) {
+                    mlir::fsdp::WaitOp, onnxir::ConstantOp, onnxir::NoValueOp>(
+                   op)) {
       return op.emitOpError("has no runtime kernel; run "
                             "--fsdp-lower-to-runtime before --mlir-to-plan");
     }

@@ -14,6 +14,9 @@ using namespace mlir::fsdp;
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPTypes.cpp.inc"
+
 void FSDPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
@@ -22,6 +25,10 @@ void FSDPDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "fsdp/Dialect/FSDP/IR/FSDPTypes.cpp.inc"
       >();
 }
 

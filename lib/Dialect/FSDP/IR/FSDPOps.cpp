@@ -275,6 +275,23 @@ LogicalResult GetShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+Type mlir::fsdp::collectiveValueType(Value result) {
+  if (auto future = dyn_cast<FutureType>(result.getType()))
+    return future.getValueType();
+  return result.getType();
+}
+
+LogicalResult WaitOp::verify() {
+  auto future = cast<FutureType>(getFuture().getType());
+  if (future.getValueType() != getType())
+    return emitOpError() << "of " << future << " must produce "
+                         << future.getValueType() << ", not " << getType();
+  if (!isa_and_nonnull<AllGatherOp, ReduceScatterOp, AllReduceOp>(
+          getFuture().getDefiningOp()))
+    return emitOpError("waits for a value no collective started");
+  return success();
+}
+
 /// Checks a collective's group and that `input`'s element count times
 /// `inputTimes` equals `result`'s times `resultTimes` (group-size factors).
 template <typename Op>
@@ -285,7 +302,12 @@ static LogicalResult verifyCollective(Op op, SymbolTableCollection &symbols,
   if (failed(group))
     return failure();
   auto in = cast<RankedTensorType>(op.getInput().getType());
-  auto out = cast<RankedTensorType>(op.getResult().getType());
+  auto out = dyn_cast<RankedTensorType>(collectiveValueType(op.getResult()));
+  if (!out || (!gathers && !scatters ? false : out.getRank() != 1))
+    return op.emitOpError()
+           << "produces " << op.getResult().getType() << "; expected a "
+           << (gathers || scatters ? "1-D " : "")
+           << "tensor or a future of one";
   if (in.getElementType() != out.getElementType())
     return op.emitOpError()
            << "changes the element type from " << in.getElementType() << " to "

@@ -495,7 +495,8 @@ bool isKept(Operation *op) {
              mlir::fsdp::GetParamOp, mlir::fsdp::GetBufferOp,
              mlir::fsdp::GetShardOp, mlir::fsdp::GetFlatParamOp,
              mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
-             mlir::fsdp::AllReduceOp, mlir::fsdp::ReleaseOp>(op);
+             mlir::fsdp::AllReduceOp, mlir::fsdp::WaitOp,
+             mlir::fsdp::ReleaseOp>(op);
 }
 
 /// A unit's flat buffer as its parameters: one view per member at its
@@ -594,6 +595,23 @@ struct LowerToRuntimePass
         }
         if (mlir::failed(checkTypes(op)) || mlir::failed(lowerOp(op, rewriter)))
           failed = true;
+      }
+      // Fusion may have moved a use of gathered parameters past their
+      // release (a fused op sits where its pattern ended): each release
+      // follows the last use of its buffer, views included.
+      for (auto release :
+           llvm::to_vector(func.getBody().getOps<mlir::fsdp::ReleaseOp>())) {
+        Operation *last = release;
+        SmallVector<Value> work = {release.getInput()};
+        while (!work.empty())
+          for (Operation *user : work.pop_back_val().getUsers()) {
+            if (last->isBeforeInBlock(user))
+              last = user;
+            if (isa<ViewOp>(user))
+              work.push_back(user->getResult(0));
+          }
+        if (last != release)
+          release->moveAfter(last);
       }
       // Shape operands and other constants the kernels no longer read.
       for (Operation &op :

@@ -12,6 +12,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -19,6 +20,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 namespace mlir::fsdp {
@@ -43,16 +45,24 @@ struct Interval {
 };
 
 int64_t byteSize(Type type) {
+  if (auto future = dyn_cast<mlir::fsdp::FutureType>(type))
+    type = future.getValueType();
   auto tensor = cast<RankedTensorType>(type);
   unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
   return tensor.getNumElements() * std::max<int64_t>(1, (bits + 7) / 8);
 }
 
-/// Follows views back to the value that owns the bytes.
+/// Follows views (and waits, which name their collective's bytes) back to
+/// the value that owns the bytes.
 Value ownerOf(Value value) {
-  while (auto view = value.getDefiningOp<ViewOp>())
-    value = view.getInput();
-  return value;
+  while (true) {
+    if (auto view = value.getDefiningOp<ViewOp>())
+      value = view.getInput();
+    else if (auto wait = value.getDefiningOp<mlir::fsdp::WaitOp>())
+      value = wait.getFuture();
+    else
+      return value;
+  }
 }
 
 /// Kernels and collectives write new activations; every other op reads
@@ -98,6 +108,117 @@ int64_t place(MutableArrayRef<Interval> intervals, int64_t alignment) {
   return alignTo(arena, alignment);
 }
 
+/// What an activation holds, for the memory timeline.
+enum class Kind { Gathered, FlatGrads, Reduced, Activations };
+
+Kind kindOf(Value value) {
+  Operation *def = value.getDefiningOp();
+  if (isa_and_nonnull<mlir::fsdp::AllGatherOp>(def))
+    return Kind::Gathered;
+  if (isa_and_nonnull<mlir::fsdp::ReduceScatterOp, mlir::fsdp::AllReduceOp>(
+          def))
+    return Kind::Reduced;
+  if (auto kernel = dyn_cast_or_null<KernelOp>(def))
+    if (kernel.getKernel() == "pack")
+      return Kind::FlatGrads;
+  return Kind::Activations;
+}
+
+/// Bytes that live the whole step in the weights and constants arenas, as
+/// the plan writer lays them out (each 64-byte aligned): the rank's shards,
+/// replicated parameters, buffers and optimizer state; the constants
+/// kernels read.
+std::pair<int64_t, int64_t> staticBytes(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  SymbolTableCollection symbols;
+  llvm::DenseSet<Operation *> members;
+  int64_t state = 0, constants = 0;
+  for (auto unit : module.getOps<mlir::fsdp::FlatParamOp>()) {
+    FailureOr<int64_t> ranks = mlir::fsdp::resolveWorldSize(unit, symbols);
+    state += alignTo(
+        byteSize(unit.getTensorType()) / (succeeded(ranks) ? *ranks : 1), 64);
+    if (auto params = mlir::fsdp::resolveParams(unit, symbols);
+        succeeded(params))
+      for (mlir::fsdp::ParamOp param : *params)
+        members.insert(param);
+  }
+  for (Operation &op : module.getBody()->getOperations()) {
+    if (auto param = dyn_cast<mlir::fsdp::ParamOp>(op))
+      state +=
+          members.contains(&op) ? 0 : alignTo(byteSize(param.getType()), 64);
+    else if (auto buffer = dyn_cast<mlir::fsdp::BufferOp>(op))
+      state += alignTo(byteSize(buffer.getType()), 64);
+  }
+  llvm::DenseSet<Operation *> seen;
+  func.walk([&](KernelOp kernel) {
+    for (Value input : kernel.getInputs())
+      if (auto constant = input.getDefiningOp<onnxir::ConstantOp>())
+        if (seen.insert(constant).second)
+          constants += alignTo(byteSize(constant.getType()), 64);
+  });
+  return {state, constants};
+}
+
+/// One rank's memory over the step: a row at each collective, wait and
+/// release and at the peak of live activations.
+void printTimeline(func::FuncOp func, ArrayRef<Interval> intervals,
+                   int64_t arena) {
+  SmallVector<Operation *> steps = {nullptr}; // step 0: the arguments
+  for (Operation &op : func.getBody().getOps())
+    steps.push_back(&op);
+  int64_t count = steps.size();
+  // Live bytes per kind at each step, by a sweep over interval ends.
+  SmallVector<std::array<int64_t, 4>> live(count + 1, {0, 0, 0, 0});
+  for (const Interval &interval : intervals) {
+    int64_t last = std::min<int64_t>(interval.last, count - 1);
+    size_t kind = static_cast<size_t>(kindOf(interval.value));
+    live[interval.first][kind] += interval.bytes;
+    live[last + 1][kind] -= interval.bytes;
+  }
+  for (int64_t step = 1; step <= count; ++step)
+    for (size_t kind = 0; kind < 4; ++kind)
+      live[step][kind] += live[step - 1][kind];
+  auto total = [&](int64_t step) {
+    return live[step][0] + live[step][1] + live[step][2] + live[step][3];
+  };
+  int64_t peakStep = 0;
+  for (int64_t step = 0; step < count; ++step)
+    if (total(step) > total(peakStep))
+      peakStep = step;
+  auto [state, constants] = staticBytes(func);
+  llvm::raw_ostream &os = llvm::outs();
+  os << llvm::formatv("fsdp-memory-timeline: @{0}: state {1} B and "
+                      "constants {2} B live all step\n",
+                      func.getSymName(), state, constants);
+  os << llvm::formatv("{0,6} {1,-34} {2,12} {3,12} {4,12} {5,12} {6,12}\n",
+                      "step", "op", "gathered", "flat grads", "reduced",
+                      "activations", "total");
+  for (int64_t step = 0; step < count; ++step) {
+    Operation *op = steps[step];
+    bool event =
+        !op || isa<mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
+                   mlir::fsdp::AllReduceOp, mlir::fsdp::WaitOp,
+                   mlir::fsdp::ReleaseOp, func::ReturnOp>(op);
+    if (!event && step != peakStep)
+      continue;
+    std::string name = op ? op->getName().getStringRef().str() : "(inputs)";
+    if (auto kernel = dyn_cast_or_null<KernelOp>(op))
+      name = kernel.getKernel().str();
+    if (op && isa<mlir::fsdp::ReleaseOp>(op))
+      name += " (frees after)";
+    if (step == peakStep)
+      name += " <- peak";
+    os << llvm::formatv("{0,6} {1,-34} {2,12} {3,12} {4,12} {5,12} {6,12}\n",
+                        step, name, live[step][0], live[step][1], live[step][2],
+                        live[step][3], total(step) + state + constants);
+  }
+  os << llvm::formatv("fsdp-memory-timeline: @{0}: peak live activations "
+                      "{1} B at step {2}; activation arena {3} B; per rank "
+                      "{4} B (arena + state + constants)\n",
+                      func.getSymName(), total(peakStep), peakStep, arena,
+                      arena + state + constants);
+}
+
 struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
@@ -133,7 +254,11 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     int64_t step = 0;
     for (Operation &op : func.getBody().getOps()) {
       ++step;
-      for (Value operand : op.getOperands()) {
+      // A started collective reads its input until it is waited for.
+      SmallVector<Value> reads(op.getOperands());
+      if (auto wait = dyn_cast<mlir::fsdp::WaitOp>(op))
+        reads.push_back(wait.getFuture().getDefiningOp()->getOperand(0));
+      for (Value operand : reads) {
         auto it = index.find(ownerOf(operand));
         if (it == index.end())
           continue; // a parameter, buffer or constant: not an activation
@@ -161,6 +286,8 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     for (auto &[op, values] : offsets)
       op->setAttr("fsdp.offsets", b.getDenseI64ArrayAttr(values));
     func->setAttr("fsdp.activation_bytes", b.getI64IntegerAttr(arena));
+    if (timeline)
+      printTimeline(func, intervals, arena);
     if (report)
       llvm::errs() << llvm::formatv(
           "fsdp-plan-memory: @{0}: {1} activations, {2} bytes without reuse, "

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Phases.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
@@ -110,36 +111,7 @@ LogicalResult Sharder::collectUnits() {
   return success();
 }
 
-/// The ops the forward results depend on: everything but the backward and
-/// the optimizer. Results that are gradients or updates of parameters and
-/// optimizer state are the backward's; every other result (the loss, model
-/// outputs, BatchNorm's running statistics) is the forward's.
-void Sharder::findForward() {
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  SmallVector<Operation *> work;
-  for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    bool backward = func.getResultAttr(i, "fsdp.grad_of") ||
-                    func.getResultAttr(i, "fsdp.flat_grad_of");
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.update_of")) {
-      Operation *target = symbols.lookupNearestSymbolFrom(module, of);
-      backward |= isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
-                  (target && target->hasAttr("fsdp.state_of"));
-    }
-    training |= backward;
-    if (!backward)
-      if (Operation *def = ret.getOperand(i).getDefiningOp())
-        work.push_back(def);
-  }
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (!forward.insert(op).second)
-      continue;
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        work.push_back(def);
-  }
-}
+void Sharder::findForward() { forward = forwardOps(func, symbols, training); }
 
 /// Replaces a unit's full-buffer read (`views`, fsdp-flatten's unflatten of
 /// get_flat_param) by gathers of the shard: one per run of uses that the
@@ -324,8 +296,9 @@ LogicalResult Sharder::reduceGradient(Value grad, FlatSymbolRefAttr of,
         rest.push_back(axis);
     if (!rest.empty())
       reduced = allReduce(b, loc, reduced, "avg", rest);
-    local[reduced] = unit;
   }
+  if (unit) // the averaged gradient of the rank's shard (NO_SHARD: whole)
+    local[reduced] = unit;
   grad.replaceAllUsesExcept(reduced, first);
   return success();
 }

@@ -12,4 +12,7 @@
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPTypes.h.inc"
+
 #endif // FSDP_DIALECT_FSDP_IR_FSDPDIALECT_H

@@ -29,6 +29,7 @@ def FSDP_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::fsdp";
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
 }
 
 #endif // FSDP_DIALECT

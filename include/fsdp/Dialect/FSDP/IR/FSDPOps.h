@@ -34,6 +34,9 @@ FailureOr<int64_t> resolveGroupSize(Operation *op, FlatSymbolRefAttr meshRef,
 FailureOr<int64_t> resolveWorldSize(FlatParamOp unit,
                                     SymbolTableCollection &symbols);
 
+/// A collective's result type, or the type its future will hold.
+Type collectiveValueType(Value result);
+
 /// Computes `unit`'s layout with the project's layout library.
 FailureOr<::fsdp::layout::FlatLayout>
 computeLayout(FlatParamOp unit, SymbolTableCollection &symbols);

@@ -11,6 +11,32 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def FSDP_FutureType : TypeDef<FSDP_Dialect, "Future"> {
+  let mnemonic = "future";
+  let summary = "the pending result of a started collective";
+  let description = [{
+    What an asynchronous collective returns: its result, still being
+    communicated on the communication stream. `fsdp.wait` turns it into the
+    value; nothing else may read it. `fsdp-schedule` starts collectives
+    early (prefetch) and waits right before the first use.
+
+    ```mlir
+    %f = fsdp.all_gather %s on @fsdp_world axes [0]
+        : tensor<4xf32> -> !fsdp.future<tensor<16xf32>>
+    %full = fsdp.wait %f : !fsdp.future<tensor<16xf32>>
+    ```
+  }];
+  let parameters = (ins "::mlir::Type":$valueType);
+  let assemblyFormat = "`<` $valueType `>`";
+}
+
+/// A collective's result: the value, or its future when started early.
+def FSDP_CollectiveResult : AnyTypeOf<[AnyRankedTensor, FSDP_FutureType]>;
+
+//===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
 
@@ -380,7 +406,7 @@ def FSDP_AllGatherOp : FSDP_CollectiveOp<"all_gather"> {
   }];
   let arguments = (ins 1DTensorOf<[AnyType]>:$input,
                    FlatSymbolRefAttr:$mesh, DenseI16ArrayAttr:$mesh_axes);
-  let results = (outs 1DTensorOf<[AnyType]>:$result);
+  let results = (outs FSDP_CollectiveResult:$result);
 }
 
 def FSDP_ReduceScatterOp : FSDP_CollectiveOp<"reduce_scatter"> {
@@ -401,7 +427,7 @@ def FSDP_ReduceScatterOp : FSDP_CollectiveOp<"reduce_scatter"> {
   let arguments = (ins 1DTensorOf<[AnyType]>:$input,
                    FlatSymbolRefAttr:$mesh, DenseI16ArrayAttr:$mesh_axes,
                    DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
-  let results = (outs 1DTensorOf<[AnyType]>:$result);
+  let results = (outs FSDP_CollectiveResult:$result);
   let hasVerifier = 1;
 }
 
@@ -424,7 +450,29 @@ def FSDP_AllReduceOp : FSDP_CollectiveOp<"all_reduce"> {
   let arguments = (ins AnyRankedTensor:$input,
                    FlatSymbolRefAttr:$mesh, DenseI16ArrayAttr:$mesh_axes,
                    DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+  let results = (outs FSDP_CollectiveResult:$result);
+  let hasVerifier = 1;
+}
+
+def FSDP_WaitOp : FSDP_Op<"wait", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the end of a started collective: its result";
+  let description = [{
+    Waits for the collective that produced `future` (a result of type
+    `!fsdp.future<T>`) and returns its value of type `T`. In a plan the wait
+    is the compute stream's dependency on the collective's kernel; the
+    collective's input stays allocated until here.
+
+    ```mlir
+    %full = fsdp.wait %f : !fsdp.future<tensor<16xf32>> -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_FutureType:$future);
   let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` qualified(type($future)) `->` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Value":$future), [{
+    build($_builder, $_state,
+          ::llvm::cast<FutureType>(future.getType()).getValueType(), future);
+  }]>];
   let hasVerifier = 1;
 }
 

@@ -296,6 +296,118 @@ def Shard : Pass<"fsdp-shard", "ModuleOp"> {
   let dependentDialects = ["::mlir::mesh::MeshDialect"];
 }
 
+def Schedule : Pass<"fsdp-schedule", "ModuleOp"> {
+  let summary = "Start collectives early on a communication stream: prefetch, rate limit, buckets";
+  let description = [{
+    After `fsdp-shard`, makes each rank's program a two-stream schedule.
+    Every collective becomes a started one, whose result is a
+    `!fsdp.future`, and an `fsdp.wait` right before the first use of its
+    value; the communication stream runs it meanwhile.
+
+    - **All-gathers are prefetched.** A unit's gather may start once the
+      gather before it has been waited for: in the forward, unit i+1's
+      parameters are gathered while unit i computes (`forward-prefetch`);
+      in the backward, PyTorch's `BACKWARD_PRE` (`backward-prefetch=pre`,
+      the default: before the current unit's gradients are computed) or
+      `BACKWARD_POST` (`post`: once the previous unit's gradients are done,
+      i.e. after its gathered parameters are released); `none` starts each
+      gather where it is used. `limit-all-gathers=N` (PyTorch's rate
+      limiter, default 2; 0: no limit) lets a gather start only after the
+      gather N places earlier was released, so at most N gathered units are
+      in memory or in flight. Within that window a gather starts as late as
+      the cost model says still hides it behind the compute before its
+      use, so gathered memory is held no longer than needed.
+    - **Reductions overlap the backward.** Reduce-scatters and all-reduces
+      start where `fsdp-shard` put them, right after a unit's last gradient
+      contribution, and are waited for at their first use (the optimizer
+      step), so each runs while the units after it compute their gradients.
+    - **Buckets.** With `bucket-bytes=B > 0`, consecutive collectives of
+      one kind that are each, and together, at most B bytes start together
+      and carry `fsdp.bucket = <id>`, so a runtime issues them as one group
+      (one NCCL group call); waits stay at each unit's use.
+    - **Cost model** (recorded as the module's `fsdp.cost_model` for
+      `--fsdp-timeline` and `--fsdp-unit-summary`): compute as a roofline,
+      max(FLOPs / `peak-flops`, bytes / `memory-bandwidth`), FLOPs counted
+      for matrix products, convolutions and attention; ring collectives
+      under an alpha-beta model, (p-1) alpha + (p-1)/p N / bandwidth for an
+      all-gather or reduce-scatter of N bytes over p ranks (twice that for
+      an all-reduce), on the intra-node link when the group is a suffix of
+      the mesh axes spanning at most `ranks-per-node` ranks, else on the
+      inter-node one. Defaults: H100 SXM (989 TFLOP/s, 3.35 TB/s), NVLink 4
+      (450 GB/s, 3 us), 400 Gb/s InfiniBand (50 GB/s, 10 us), 8 per node.
+
+    ```
+    $ fsdp-opt model.mlir --fsdp-autodiff --fsdp-flatten=world-size=4 \
+        --fsdp-shard --fsdp-schedule
+      %1 = fsdp.all_gather %0 on @fsdp_world axes [0]
+          : tensor<4xf32> -> !fsdp.future<tensor<16xf32>>
+      ... unit a computes ...
+      %2 = fsdp.wait %1 : !fsdp.future<tensor<16xf32>> -> tensor<16xf32>
+    ```
+  }];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "bool", /*default=*/"true",
+           "Gather the next unit's parameters while the current one computes its forward">,
+    Option<"backwardPrefetch", "backward-prefetch", "std::string",
+           /*default=*/"\"pre\"",
+           "Backward prefetch: pre (BACKWARD_PRE), post (BACKWARD_POST) or none">,
+    Option<"limitAllGathers", "limit-all-gathers", "int64_t", /*default=*/"2",
+           "At most this many gathered units in memory or in flight (0: no limit)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "Start consecutive collectives of at most this many bytes together (0: off)">,
+    Option<"peakFlops", "peak-flops", "double", /*default=*/"989e12",
+           "Modelled device peak, FLOP/s">,
+    Option<"memoryBandwidth", "memory-bandwidth", "double", /*default=*/"3.35e12",
+           "Modelled device memory bandwidth, bytes/s">,
+    Option<"intraBandwidth", "intra-bandwidth", "double", /*default=*/"450e9",
+           "Intra-node link bandwidth per direction, bytes/s (NVLink 4)">,
+    Option<"intraLatency", "intra-latency", "double", /*default=*/"3e-6",
+           "Intra-node latency per ring step, seconds">,
+    Option<"interBandwidth", "inter-bandwidth", "double", /*default=*/"50e9",
+           "Inter-node bandwidth per rank, bytes/s (400 Gb/s InfiniBand)">,
+    Option<"interLatency", "inter-latency", "double", /*default=*/"10e-6",
+           "Inter-node latency per ring step, seconds">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"8",
+           "Ranks (devices) per node">,
+  ];
+}
+
+def Timeline : Pass<"fsdp-timeline", "ModuleOp"> {
+  let summary = "Write the modelled schedule as Chrome-trace / Perfetto JSON";
+  let description = [{
+    Simulates each function of a scheduled program (after `fsdp-schedule`,
+    before or after lowering) with the cost model `fsdp-schedule` recorded
+    and writes a Chrome trace (`chrome://tracing`, ui.perfetto.dev): one
+    thread for the compute stream, one for the communication stream, one
+    complete event per op with its modelled duration, FLOPs and bytes, and
+    for collectives the time the compute stream waited for them
+    (`exposed_us`). `fsdp-opt --fsdp-timeline=trace.json` is short for
+    `--fsdp-timeline=file=trace.json`.
+  }];
+  let options = [
+    Option<"file", "file", "std::string", /*default=*/"\"trace.json\"",
+           "Where to write the trace">,
+  ];
+}
+
+def UnitSummary : Pass<"fsdp-unit-summary", "ModuleOp"> {
+  let summary = "Print a table per FSDP unit: size, gathers, frees, exposed communication";
+  let description = [{
+    For each function of a scheduled program, prints the modelled step
+    (total, compute, communication and exposed communication) and one row
+    per unit: member parameters, flat elements, bytes gathered, when (in
+    modelled milliseconds on the compute stream) each gather is issued and
+    each gathered buffer freed, the unit's modelled communication time and
+    how much of it the compute stream waited for.
+
+    ```
+    fsdp-unit-summary: @forward: modelled step 0.052 ms (compute 0.010 ms, ...)
+    unit        params  numel  gathered B  gathered at (ms)  freed at (ms) ...
+    unit:a           1     16          64  0.000,0.031       0.004,0.035   ...
+    ```
+  }];
+}
+
 def Inference : Pass<"fsdp-inference", "ModuleOp"> {
   let summary = "Rewrite a training-mode export for inference";
   let description = [{
@@ -555,6 +667,19 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
     their ratio.
 
     ```
+    In a sharded program a gathered unit (`fsdp.all_gather`, started or
+    not) lives from its gather to its `fsdp.release`, and a started
+    collective's input until its `fsdp.wait`, so prefetching and the
+    in-flight limit show in the peak. `timeline=true` (or
+    `--fsdp-memory-timeline`, which plans again and prints) prints one
+    rank's memory over the step: at every collective, wait and release and
+    at the peak, the live bytes of gathered parameters, flat gradients
+    (packed), reduced gradients (collective results), other activations,
+    and the total with the rank's state (shards, replicated parameters,
+    buffers, optimizer state) and constants, which live all step; then
+    the peak per rank, which is the plan's `peak_bytes`.
+
+    ```
     $ fsdp-opt gpt2.onnx ... --fsdp-lower-to-runtime --fsdp-plan-memory=report
     fsdp-plan-memory: @forward: 91 activations, 172,032 bytes without reuse,
       peak 24,576 bytes (0.14x)
@@ -565,6 +690,9 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
            "Byte alignment of every activation">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the peak activation memory to stderr">,
+    Option<"timeline", "timeline", "bool", /*default=*/"false",
+           "Print each rank's memory over the step to stdout (what "
+           "--fsdp-memory-timeline runs)">,
   ];
 }
 

@@ -1,0 +1,244 @@
+//===- CostModel.cpp - Modelled durations and the step's timeline ---------===//
+
+#include "CostModel.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+int64_t numelOf(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValueType();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : 0;
+}
+
+int64_t bytesOf(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValueType();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape() ||
+      !tensor.getElementType().isIntOrFloat())
+    return 0;
+  return tensor.getNumElements() *
+         std::max<int64_t>(1,
+                           tensor.getElementType().getIntOrFloatBitWidth() / 8);
+}
+
+ArrayRef<int64_t> shapeOf(Value value) {
+  auto tensor = dyn_cast<RankedTensorType>(value.getType());
+  return tensor ? tensor.getShape() : ArrayRef<int64_t>();
+}
+
+/// The op's name for cost purposes: a runtime kernel's own name, or the
+/// op's without its dialect ("MatMul", "linear", "attention").
+StringRef kindOf(Operation *op) {
+  if (auto kernel = dyn_cast<KernelOp>(op))
+    return kernel.getKernel();
+  return op->getName().stripDialect();
+}
+
+bool isFree(Operation *op) {
+  return isa<ViewOp, GetParamOp, GetBufferOp, GetShardOp, GetFlatParamOp,
+             ReleaseOp, WaitOp, UnflattenOp, onnxir::ConstantOp,
+             onnxir::NoValueOp, onnxir::ReshapeOp, onnxir::FlattenOp,
+             onnxir::SqueezeOp, onnxir::UnsqueezeOp, onnxir::IdentityOp,
+             func::ReturnOp>(op) ||
+         isCollective(op);
+}
+
+} // namespace
+
+bool mlir::fsdp::isCollective(Operation *op) {
+  return isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(op);
+}
+
+CostModel CostModel::of(ModuleOp module) {
+  CostModel model;
+  auto dict = module->getAttrOfType<DictionaryAttr>("fsdp.cost_model");
+  if (!dict)
+    return model;
+  auto get = [&](StringRef key, double &into) {
+    if (auto value = dict.getAs<FloatAttr>(key))
+      into = value.getValueAsDouble();
+  };
+  get("peak_flops", model.peakFlops);
+  get("memory_bandwidth", model.memoryBandwidth);
+  get("intra_bandwidth", model.intraBandwidth);
+  get("intra_latency", model.intraLatency);
+  get("inter_bandwidth", model.interBandwidth);
+  get("inter_latency", model.interLatency);
+  if (auto value = dict.getAs<IntegerAttr>("ranks_per_node"))
+    model.ranksPerNode = value.getInt();
+  return model;
+}
+
+void CostModel::store(ModuleOp module) const {
+  Builder b(module.getContext());
+  auto f = [&](StringRef key, double value) {
+    return b.getNamedAttr(key, b.getF64FloatAttr(value));
+  };
+  module->setAttr(
+      "fsdp.cost_model",
+      b.getDictionaryAttr({f("peak_flops", peakFlops),
+                           f("memory_bandwidth", memoryBandwidth),
+                           f("intra_bandwidth", intraBandwidth),
+                           f("intra_latency", intraLatency),
+                           f("inter_bandwidth", interBandwidth),
+                           f("inter_latency", interLatency),
+                           b.getNamedAttr("ranks_per_node",
+                                          b.getI64IntegerAttr(ranksPerNode))}));
+}
+
+double CostModel::flops(Operation *op) const {
+  if (isFree(op) || op->getNumResults() == 0)
+    return 0;
+  StringRef kind = kindOf(op);
+  double out = static_cast<double>(numelOf(op->getResult(0).getType()));
+  if (kind == "MatMul" || kind == "matmul" || kind == "Gemm" ||
+      kind == "gemm" || kind == "linear") {
+    // 2 M N K: the contracted extent is the first operand's last dimension
+    // (its second-to-last when it is transposed).
+    ArrayRef<int64_t> a = shapeOf(op->getOperand(0));
+    if (a.empty())
+      return out;
+    bool transA = false;
+    for (StringRef name : {"transA", "trans_a"})
+      if (auto attr = op->getAttrOfType<IntegerAttr>(name))
+        transA |= attr.getInt() != 0;
+    if (auto kernel = dyn_cast<KernelOp>(op))
+      if (DictionaryAttr params = kernel.getParamsAttr())
+        if (auto attr = params.getAs<IntegerAttr>("trans_a"))
+          transA |= attr.getInt() != 0;
+    int64_t k = transA && a.size() > 1 ? a[a.size() - 2] : a.back();
+    return 2 * out * k;
+  }
+  if (kind.contains("conv") || kind.contains("Conv")) {
+    // 2 per multiply-add: the larger activation times one filter's size.
+    // The filter is operand 1 (Conv, the input gradient) or the result
+    // (the weight gradient).
+    Value filter =
+        kind == "conv_grad_weight" ? op->getResult(0) : op->getOperand(1);
+    ArrayRef<int64_t> w = shapeOf(filter);
+    double perOutput =
+        w.empty() || w[0] == 0
+            ? 1
+            : static_cast<double>(numelOf(filter.getType())) / w[0];
+    double activation = 0;
+    auto consider = [&](Value value) {
+      if (value != filter)
+        activation =
+            std::max(activation, static_cast<double>(numelOf(value.getType())));
+    };
+    llvm::for_each(op->getOperands(), consider);
+    llvm::for_each(op->getResults(), consider);
+    return 2 * activation * perOutput;
+  }
+  if (kind == "attention") {
+    // Q [.., S, D], K [.., T, D]: scores and the weighted sum, 2 S T D each.
+    ArrayRef<int64_t> q = shapeOf(op->getOperand(0)),
+                      k = shapeOf(op->getOperand(1));
+    if (q.size() < 2 || k.size() < 2)
+      return out;
+    double heads = static_cast<double>(numelOf(op->getOperand(0).getType())) /
+                   (q[q.size() - 2] * q.back());
+    return 4 * heads * q[q.size() - 2] * k[k.size() - 2] * q.back();
+  }
+  return out;
+}
+
+double CostModel::bytes(Operation *op) const {
+  if (isFree(op))
+    return 0;
+  double total = 0;
+  for (Type type : op->getOperandTypes())
+    total += bytesOf(type);
+  for (Type type : op->getResultTypes())
+    total += bytesOf(type);
+  return total;
+}
+
+double CostModel::computeSeconds(Operation *op) const {
+  return std::max(flops(op) / peakFlops, bytes(op) / memoryBandwidth);
+}
+
+double CostModel::collectiveSeconds(Operation *op,
+                                    SymbolTableCollection &symbols) const {
+  auto meshRef = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  auto axes = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+  if (!meshRef || !axes)
+    return 0;
+  auto mesh = symbols.lookupNearestSymbolFrom<mesh::MeshOp>(op, meshRef);
+  if (!mesh)
+    return 0;
+  ArrayRef<int64_t> shape = mesh.getShape();
+  double ranks = 1;
+  for (int16_t axis : axes.asArrayRef())
+    ranks *= shape[axis];
+  if (ranks <= 1)
+    return 0;
+  // Within one node: the axes are the mesh's last ones (row-major ranks
+  // are contiguous) and span at most a node.
+  bool suffix = true;
+  SmallVector<int16_t> sorted(axes.asArrayRef());
+  llvm::sort(sorted);
+  for (size_t i = 0; i < sorted.size(); ++i)
+    suffix &=
+        sorted[i] == static_cast<int16_t>(shape.size() - sorted.size() + i);
+  bool intra = suffix && ranks <= ranksPerNode;
+  double alpha = intra ? intraLatency : interLatency;
+  double beta = 1 / (intra ? intraBandwidth : interBandwidth);
+  // N: the full (unsharded) buffer's bytes.
+  double n = std::max(bytesOf(op->getOperand(0).getType()),
+                      bytesOf(op->getResult(0).getType()));
+  double steps = ranks - 1;
+  double time = steps * alpha + steps / ranks * n * beta;
+  return isa<AllReduceOp>(op) ? 2 * time : time;
+}
+
+Timeline mlir::fsdp::simulate(func::FuncOp func, const CostModel &model,
+                              SymbolTableCollection &symbols) {
+  Timeline t;
+  double computeClock = 0, commClock = 0;
+  auto wait = [&](Operation *collective) {
+    double ready = t.done.lookup(collective);
+    if (ready > computeClock) {
+      t.exposed[collective] += ready - computeClock;
+      t.exposedTotal += ready - computeClock;
+      computeClock = ready;
+    }
+  };
+  for (Operation &op : func.getBody().front()) {
+    if (isCollective(&op)) {
+      double start = std::max(commClock, computeClock);
+      double duration = model.collectiveSeconds(&op, symbols);
+      commClock = start + duration;
+      t.done[&op] = commClock;
+      t.communication += duration;
+      t.events.push_back({&op, 1, start, commClock});
+      if (!isa<FutureType>(op.getResult(0).getType()))
+        wait(&op); // synchronous: the result is needed at once
+    } else if (auto w = dyn_cast<WaitOp>(op)) {
+      wait(w.getFuture().getDefiningOp());
+    } else {
+      double duration = model.computeSeconds(&op);
+      if (duration > 0) {
+        t.events.push_back({&op, 0, computeClock, computeClock + duration});
+        computeClock += duration;
+        t.compute += duration;
+      }
+    }
+    t.reached[&op] = computeClock;
+  }
+  t.total = std::max(computeClock, commClock);
+  return t;
+}

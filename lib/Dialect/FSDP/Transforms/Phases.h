@@ -1,0 +1,57 @@
+//===- Phases.h - Forward and backward parts of a step ----------*- C++ -*-===//
+//
+/// Which ops of a training step belong to its forward: everything the
+/// non-gradient results depend on. Results that are gradients, or updates
+/// of parameters and optimizer state, are the backward's (and the
+/// optimizer's); every other result (the loss, model outputs, BatchNorm's
+/// running statistics) is the forward's. Shared by fsdp-shard and
+/// fsdp-schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_TRANSFORMS_PHASES_H
+#define FSDP_TRANSFORMS_PHASES_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::fsdp {
+
+/// The forward ops of `func`; `training` says whether it has a backward.
+inline llvm::DenseSet<Operation *>
+forwardOps(func::FuncOp func, SymbolTableCollection &symbols, bool &training) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  SmallVector<Operation *> work;
+  training = false;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    bool backward = func.getResultAttr(i, "fsdp.grad_of") ||
+                    func.getResultAttr(i, "fsdp.flat_grad_of");
+    if (auto of =
+            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.update_of")) {
+      Operation *target = symbols.lookupNearestSymbolFrom(module, of);
+      backward |= isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
+                  (target && target->hasAttr("fsdp.state_of"));
+    }
+    training |= backward;
+    if (!backward)
+      if (Operation *def = ret.getOperand(i).getDefiningOp())
+        work.push_back(def);
+  }
+  llvm::DenseSet<Operation *> forward;
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        work.push_back(def);
+  }
+  return forward;
+}
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_TRANSFORMS_PHASES_H
