@@ -15,6 +15,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::fsdp {
