@@ -4,6 +4,7 @@
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-optimizer=optimizer=adamw --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=RED
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision -cse -canonicalize | FileCheck %s --check-prefix=CSE
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=INFER
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16 full-precision-classes=Lin" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision 2>/dev/null | FileCheck %s --check-prefix=FULL
 // Without a dtype anywhere the pass changes nothing.
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin strategy=SHARD_GRAD_OP" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-optimizer --fsdp-shard -o %t.shard.mlir
 // RUN: fsdp-opt %t.shard.mlir --fsdp-mixed-precision -o %t.mp.mlir
@@ -97,6 +98,23 @@
 // INFER: %[[Y:.*]] = onnx.ReduceSum {{.*}} -> tensor<bf16>
 // INFER-NEXT: %[[Y32:.*]] = onnx.Cast %[[Y]] {to = 1 : i64} : (tensor<bf16>) -> tensor<f32>
 // INFER-NEXT: return %[[Y32]] : tensor<f32>
+// Full-precision units (a and b, auto-wrap's full-precision-classes):
+// gathered, computed, packed and reduced in fp32; their input is cast to
+// fp32 (after the root's cast of the model input to bf16) and their output
+// back to bf16 for the root's head.
+// FULL: fsdp.flat_param @"unit:a" params [@a.w] on @fsdp_world axes [0] {fsdp.config = {mixed_precision = false}, module = "a"} : tensor<16xf32>
+// FULL-LABEL: func.func @forward
+// FULL: %[[XH:.*]] = onnx.Cast %arg0 {to = 16 : i64} : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+// FULL-NEXT: %[[X32:.*]] = onnx.Cast %[[XH]] {to = 1 : i64} : (tensor<2x4xbf16>) -> tensor<2x4xf32>
+// FULL: %[[AS:.*]] = fsdp.get_shard @"unit:a" : tensor<4xf32>
+// FULL-NEXT: fsdp.all_gather %[[AS]] on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
+// FULL: fsdp.all_gather %{{.*}} : tensor<1xbf16> -> tensor<4xbf16>
+// FULL: onnx.MatMul %[[X32]], %{{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// FULL: %[[T2:.*]] = onnx.Tanh %{{.*}} {fsdp.module = "b", fsdp.unit = "b"} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+// FULL-NEXT: %[[T2H:.*]] = onnx.Cast %[[T2]] {to = 16 : i64} : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+// FULL-NEXT: onnx.Mul %[[T2H]], %{{.*}} : (tensor<2x4xbf16>, tensor<4xbf16>) -> tensor<2x4xbf16>
+// FULL: fsdp.pack %{{.*}} into @"unit:b" : tensor<4x4xf32> -> tensor<16xf32>
+// FULL-NEXT: fsdp.reduce_scatter %{{.*}} : tensor<16xf32> -> tensor<4xf32>
 module attributes {fsdp.modules = [
   #fsdp.module<"", class = "Net", params = [], buffers = [], children = ["a", "b", "head"]>,
   #fsdp.module<"a", class = "Lin", params = ["a.w"], buffers = [], children = []>,
