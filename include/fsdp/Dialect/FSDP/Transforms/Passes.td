@@ -348,12 +348,12 @@ def MixedPrecision : Pass<"fsdp-mixed-precision", "ModuleOp"> {
 
     ```
     $ fsdp-opt m.mlir --fsdp-auto-wrap="policy=none param-dtype=bf16 reduce-dtype=f32" \
-        --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-optimizer --fsdp-shard \
-        --fsdp-mixed-precision
-      %0 = fsdp.get_shard @"unit:" : tensor<4xf32>
-      %1 = onnx.Cast %0 {to = 16 : i64} : (tensor<4xf32>) -> tensor<4xbf16>
-      %2 = fsdp.all_gather %1 on @fsdp_world axes [0] : tensor<4xbf16> -> tensor<16xbf16>
-      %3 = fsdp.unflatten %2 of @"unit:" : tensor<16xbf16> -> tensor<4x4xbf16>
+        --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision
+      %0 = onnx.Cast %arg0 {to = 16 : i64} : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+      %1 = fsdp.get_shard @"unit:" : tensor<4xf32>
+      %2 = onnx.Cast %1 {to = 16 : i64} : (tensor<4xf32>) -> tensor<4xbf16>
+      %3 = fsdp.all_gather %2 on @fsdp_world axes [0] : tensor<4xbf16> -> tensor<16xbf16>
+      %4 = fsdp.unflatten %3 of @"unit:" : tensor<16xbf16> -> tensor<4x4xbf16>
       ...
       %g = fsdp.pack %dw into @"unit:" : tensor<4x4xbf16> -> tensor<16xbf16>
       %r = onnx.Cast %g {to = 1 : i64} : (tensor<16xbf16>) -> tensor<16xf32>
