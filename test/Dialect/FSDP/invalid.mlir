@@ -197,6 +197,28 @@ func.func @f(%flat: tensor<6xf32>) {
 
 // -----
 
+// Mixed precision recasts the whole flat buffer, never some members.
+fsdp.param @w : tensor<2x2xf32>
+fsdp.param @b : tensor<2xf32>
+fsdp.flat_param @u params [@w, @b] : tensor<6xf32>
+func.func @f(%flat: tensor<6xbf16>) {
+  // expected-error @+1 {{'fsdp.unflatten' op result 1 has type 'tensor<2xf32>' but parameter @b is 'tensor<2xf32>' ('tensor<2xbf16>' in the flat buffer's 'bf16')}}
+  %w, %b = fsdp.unflatten %flat of @u : tensor<6xbf16> -> tensor<2x2xbf16>, tensor<2xf32>
+  return
+}
+
+// -----
+
+fsdp.param @w : tensor<2x2xf32>
+fsdp.flat_param @u params [@w] : tensor<4xf32>
+func.func @f(%flat: tensor<4xi32>) {
+  // expected-error @+1 {{'fsdp.unflatten' op flat type 'tensor<4xi32>' differs from @u's type 'tensor<4xf32>'}}
+  %w = fsdp.unflatten %flat of @u : tensor<4xi32> -> tensor<2x2xi32>
+  return
+}
+
+// -----
+
 fsdp.param @w : tensor<4611686018427387904x4xf32>
 // expected-error @+1 {{'fsdp.flat_param' op parameter @w 'tensor<4611686018427387904x4xf32>' has more elements than int64 can count}}
 fsdp.flat_param @u params [@w] : tensor<4xf32>

@@ -43,6 +43,12 @@ func.func @forward(%flat: tensor<8xf32>) -> (tensor<2x3xf32>, tensor<2xf32>, ten
   %packed = fsdp.pack %w, %b into @fc : tensor<2x3xf32>, tensor<2xf32> -> tensor<8xf32>
   // CHECK: fsdp.get_flat_param @fc : tensor<8xf32>
   %full = fsdp.get_flat_param @fc : tensor<8xf32>
+  // Mixed precision: a bf16 flat buffer views and packs as bf16 members.
+  // CHECK: %[[H:.*]]:2 = fsdp.unflatten %{{.*}} of @fc : tensor<8xbf16> -> tensor<2x3xbf16>, tensor<2xbf16>
+  %half = onnx.Cast %full {to = 16 : i64} : (tensor<8xf32>) -> tensor<8xbf16>
+  %hw, %hb = fsdp.unflatten %half of @fc : tensor<8xbf16> -> tensor<2x3xbf16>, tensor<2xbf16>
+  // CHECK: fsdp.pack %[[H]]#0, %[[H]]#1 into @fc : tensor<2x3xbf16>, tensor<2xbf16> -> tensor<8xbf16>
+  %hg = fsdp.pack %hw, %hb into @fc : tensor<2x3xbf16>, tensor<2xbf16> -> tensor<8xbf16>
   // CHECK: return %[[V]]#0, %[[V]]#1, %[[W]]
   return %w, %b, %w0 : tensor<2x3xf32>, tensor<2xf32>, tensor<2x3xf32>
 }

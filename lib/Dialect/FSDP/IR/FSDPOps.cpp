@@ -350,7 +350,9 @@ LogicalResult AllReduceOp::verify() {
 
 /// Checks that `types` are the member types of the flat parameter `ref` and
 /// `flatType` its type, for ops converting between the two (`kind` names the
-/// side holding the members: "result" or "operand").
+/// side holding the members: "result" or "operand"). Under mixed precision
+/// the flat buffer and its members may all be of another floating-point
+/// type than the stored parameters (the unit's `param_dtype`).
 static LogicalResult verifyMembers(Operation *op, FlatSymbolRefAttr ref,
                                    Type flatType, TypeRange types,
                                    StringRef kind,
@@ -358,7 +360,11 @@ static LogicalResult verifyMembers(Operation *op, FlatSymbolRefAttr ref,
   auto unit = symbolTable.lookupNearestSymbolFrom<FlatParamOp>(op, ref);
   if (!unit)
     return op->emitOpError() << ref << " does not name an fsdp.flat_param";
-  if (flatType != unit.getTensorType())
+  Type element = cast<RankedTensorType>(flatType).getElementType();
+  Type stored = unit.getTensorType().getElementType();
+  bool recast =
+      element != stored && isa<FloatType>(element) && isa<FloatType>(stored);
+  if (flatType != unit.getTensorType().clone(recast ? element : stored))
     return op->emitOpError() << "flat type " << flatType << " differs from "
                              << ref << "'s type " << unit.getType();
   FailureOr<SmallVector<ParamOp>> params = resolveParams(unit, symbolTable);
@@ -369,10 +375,16 @@ static LogicalResult verifyMembers(Operation *op, FlatSymbolRefAttr ref,
            << "has " << types.size() << " " << kind << "s but " << ref
            << " holds " << params->size() << " parameters";
   for (auto [index, type, param] : llvm::enumerate(types, *params)) {
-    if (type != param.getType())
-      return op->emitOpError() << kind << " " << index << " has type " << type
-                               << " but parameter @" << param.getSymName()
-                               << " is " << param.getType();
+    Type expected = param.getTensorType().clone(element);
+    if (type == expected)
+      continue;
+    InFlightDiagnostic diag = op->emitOpError()
+                              << kind << " " << index << " has type " << type
+                              << " but parameter @" << param.getSymName()
+                              << " is " << param.getType();
+    if (recast)
+      diag << " (" << expected << " in the flat buffer's " << element << ")";
+    return diag;
   }
   return success();
 }

@@ -320,6 +320,9 @@ def FSDP_PackOp : FSDP_Op<"pack", [
     with zeros in the alignment gaps and the padding. `fsdp-flatten` packs a
     training function's per-parameter gradients into the unit's flat
     gradient with it, as PyTorch accumulates into `FlatParameter.grad`.
+    Under mixed precision the values and the flat result may all have
+    another floating-point element type than the parameters (the unit's
+    `param_dtype`: `tensor<2x3xbf16>, tensor<2xbf16> -> tensor<8xbf16>`).
 
     ```mlir
     %g = fsdp.pack %dw, %db into @fc
@@ -342,7 +345,11 @@ def FSDP_UnflattenOp : FSDP_Op<"unflatten", [
     `@unit` back into its member parameters, one result per member, in flat
     order, each with the member's type. This is PyTorch's unflattening of a
     `FlatParameter` into views. The operand must have the flat parameter's
-    type; padding and alignment gaps are dropped.
+    type; padding and alignment gaps are dropped. Under mixed precision the
+    operand and the results may all have another floating-point element
+    type than the stored parameters (the unit's `param_dtype`, gathered
+    from a cast shard by `fsdp-mixed-precision`):
+    `tensor<8xbf16> -> tensor<2x3xbf16>, tensor<2xbf16>`.
 
     ```mlir
     %w, %b = fsdp.unflatten %flat of @fc

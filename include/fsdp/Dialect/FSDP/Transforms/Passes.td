@@ -408,6 +408,74 @@ def UnitSummary : Pass<"fsdp-unit-summary", "ModuleOp"> {
   }];
 }
 
+def MixedPrecision : Pass<"fsdp-mixed-precision", "ModuleOp"> {
+  let summary = "Cast parameters, compute, buffers and gradient reductions to each unit's dtypes";
+  let description = [{
+    PyTorch FSDP's `MixedPrecision(param_dtype, reduce_dtype, buffer_dtype)`
+    on each rank's program: runs after `fsdp-shard` (before `fsdp-fuse`) and
+    is the one pass that inserts dtype casts (`onnx.Cast`). Each unit's
+    settings come from its `fsdp.config` (`fsdp-auto-wrap`'s `param-dtype`,
+    `reduce-dtype`, `buffer-dtype`, `full-precision-classes`); the master
+    copy of the parameters (the shard `fsdp.get_shard` reads), the
+    optimizer and its state stay in the flat buffer's dtype (fp32).
+
+    - **Parameters.** A unit's local shard is cast to its `param_dtype`
+      before the all-gather, so the gather moves half the bytes; the gather,
+      its release, the unflattened views and their reshapes are of
+      `param_dtype`. A unit that is not gathered (NO_SHARD, one rank) casts
+      the shard once where compute reads it; the optimizer's read of the
+      shard stays fp32.
+    - **Compute.** Float inputs that the forward reads are cast to the root
+      unit's `param_dtype` at the start (PyTorch casts the root's forward
+      inputs). Every op then computes in one dtype, its float operands cast
+      to it where they differ, chosen in this order: (1) the op's unit
+      (`fsdp.unit`, set by auto-wrap from the ONNX scope): that unit's
+      `param_dtype`, or fp32 for a full-precision unit (`mixed_precision =
+      false`) or one without `param_dtype` — so a full-precision unit casts
+      its inputs to fp32 and the next unit casts its outputs back; (2) an
+      operand that is a unit's parameter (a view, a reshape or transpose of
+      one): that unit's compute dtype; (3) the dtype its float operands
+      share; (4) otherwise the widest of them (PyTorch's type promotion).
+      Float constants adapt to the op that uses them (a constant is
+      re-emitted in the op's dtype). Integer and boolean values, and the
+      `to` of the model's own `onnx.Cast`s, are never changed; a
+      `ConstantOfShape` keeps its value's dtype.
+    - **Buffers.** A model buffer (`fsdp.get_buffer`, not optimizer state
+      marked `fsdp.state_of`) is read in its unit's `buffer_dtype` (the unit
+      that wraps the buffer's module); a result that updates it
+      (`fsdp.update_of`) is cast back to the stored dtype.
+    - **Gradients.** A unit's flat gradient (`fsdp.pack`) is in its
+      `param_dtype`; it is cast to `reduce_dtype` (default `param_dtype`)
+      before the reduce-scatter / all-reduce, and the reduced shard is cast
+      back to fp32 right after the last collective, so the optimizer and
+      its state run in fp32. A gradient returned as a function result (no
+      optimizer) is returned in fp32 too.
+    - **Results.** Every function result keeps its declared dtype: the loss
+      and model outputs are cast back to fp32 at the end.
+
+    Units without mixed precision keep their parameters, compute and
+    gradients in fp32 (a `reduce_dtype` or `buffer_dtype` of theirs still
+    applies); a module where no unit sets a dtype is left unchanged. Running
+    before `fsdp-shard` (a `fsdp.get_flat_param` remains) is an error.
+
+    ```
+    $ fsdp-opt m.mlir --fsdp-auto-wrap="policy=none param-dtype=bf16 reduce-dtype=f32" \
+        --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision
+      %0 = onnx.Cast %arg0 {to = 16 : i64} : (tensor<2x4xf32>) -> tensor<2x4xbf16>
+      %1 = fsdp.get_shard @"unit:" : tensor<4xf32>
+      %2 = onnx.Cast %1 {to = 16 : i64} : (tensor<4xf32>) -> tensor<4xbf16>
+      %3 = fsdp.all_gather %2 on @fsdp_world axes [0] : tensor<4xbf16> -> tensor<16xbf16>
+      %4 = fsdp.unflatten %3 of @"unit:" : tensor<16xbf16> -> tensor<4x4xbf16>
+      ...
+      %g = fsdp.pack %dw into @"unit:" : tensor<4x4xbf16> -> tensor<16xbf16>
+      %r = onnx.Cast %g {to = 1 : i64} : (tensor<16xbf16>) -> tensor<16xf32>
+      %s = fsdp.reduce_scatter %r on @fsdp_world axes [0] {reduction = "avg"}
+          : tensor<16xf32> -> tensor<4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
+}
+
 def Inference : Pass<"fsdp-inference", "ModuleOp"> {
   let summary = "Rewrite a training-mode export for inference";
   let description = [{
