@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Import/ImportONNX.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Import/ImportONNX.h"
 #include "fsdp/InitAll.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -20,6 +20,9 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <string>
+#include <vector>
 
 using namespace mlir;
 
@@ -100,13 +103,11 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
   // Warnings and notes too, in the format MLIR uses for errors.
   ScopedDiagnosticHandler printer(&context, [](Diagnostic &diag) {
     auto print = [](Diagnostic &d) {
-      const char *severity = d.getSeverity() == DiagnosticSeverity::Error
-                                 ? "error"
-                             : d.getSeverity() == DiagnosticSeverity::Warning
-                                 ? "warning"
-                             : d.getSeverity() == DiagnosticSeverity::Note
-                                 ? "note"
-                                 : "remark";
+      const char *severity =
+          d.getSeverity() == DiagnosticSeverity::Error     ? "error"
+          : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+          : d.getSeverity() == DiagnosticSeverity::Note    ? "note"
+                                                           : "remark";
       llvm::errs() << d.getLocation() << ": " << severity << ": " << d << "\n";
     };
     print(diag);
@@ -121,8 +122,8 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
   ::fsdp::ONNXImportOptions options;
   if (batchSize.getNumOccurrences()) {
     if (batchSize <= 0) {
-      llvm::errs() << "error: --batch-size must be positive, got "
-                   << batchSize << "\n";
+      llvm::errs() << "error: --batch-size must be positive, got " << batchSize
+                   << "\n";
       return failure();
     }
     options.batchSize = batchSize;
@@ -131,8 +132,9 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
     auto [name, value] = dim.split('=');
     int64_t size;
     if (name.empty() || value.getAsInteger(10, size) || size <= 0) {
-      llvm::errs() << "error: --dim expects NAME=SIZE with a positive size, got '"
-                   << dim << "'\n";
+      llvm::errs()
+          << "error: --dim expects NAME=SIZE with a positive size, got '" << dim
+          << "'\n";
       return failure();
     }
     options.dims[name] = size;
@@ -162,7 +164,25 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
 
 } // namespace
 
+/// `--fsdp-timeline=PATH` is short for `--fsdp-timeline=file=PATH`: a
+/// value without '=' is the trace's path, not a pass option.
+std::vector<std::string> expandShorthands(int argc, char **argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  const std::string flag = "--fsdp-timeline=";
+  for (std::string &arg : args)
+    if (StringRef(arg).starts_with(flag) &&
+        arg.find('=', flag.size()) == std::string::npos)
+      arg = flag + "file=" + arg.substr(flag.size());
+  return args;
+}
+
 int main(int argc, char **argv) {
+  std::vector<std::string> args = expandShorthands(argc, argv);
+  std::vector<char *> pointers;
+  for (std::string &arg : args)
+    pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  argv = pointers.data();
   DialectRegistry registry;
   ::fsdp::registerAllDialects(registry);
   ::fsdp::registerAllPasses();

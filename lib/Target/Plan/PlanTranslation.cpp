@@ -561,7 +561,7 @@ std::vector<std::vector<uint32_t>> PlanWriter::dependencies() const {
         }
       }
     } else {
-      for (int64_t j = k - 1; j > waited[1]; --j)
+      for (int64_t j = static_cast<int64_t>(k) - 1; j > waited[1]; --j)
         if (accesses[j].stream != access.stream &&
             conflicts(accesses[j], access)) {
           found = j;

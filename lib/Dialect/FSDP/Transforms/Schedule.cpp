@@ -60,6 +60,7 @@ struct Started {
   /// moved with it, in order.
   SmallVector<Operation *> inputs;
   ReleaseOp release; // where a gather's buffer is freed
+  bool forward = false;
 
   Operation *first() const { return inputs.empty() ? start : inputs.front(); }
   void moveBefore(Operation *at) const {
@@ -148,12 +149,12 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
   }
 
   LogicalResult schedule(func::FuncOp func);
-  void placeGathers(ArrayRef<Started> gathers,
-                    const llvm::DenseSet<Operation *> &forward, bool training);
+  void placeGathers(ArrayRef<Started> gathers);
   void bucket(ArrayRef<Started> started, bool gathers);
 
   CostModel model;
   SymbolTableCollection *symbolsPtr = nullptr;
+  int64_t nextBucket = 0; // bucket ids, unique within a function
 };
 
 LogicalResult SchedulePass::schedule(func::FuncOp func) {
@@ -165,6 +166,7 @@ LogicalResult SchedulePass::schedule(func::FuncOp func) {
     if (isa<WaitOp>(op))
       return op.emitOpError("fsdp-schedule: the function is already "
                             "scheduled");
+  nextBucket = 0;
   bool training = false;
   llvm::DenseSet<Operation *> forward = forwardOps(func, *symbolsPtr, training);
 
@@ -193,7 +195,8 @@ LogicalResult SchedulePass::schedule(func::FuncOp func) {
     if (forward.erase(&op))
       forward.insert(start);
     op.erase();
-    Started s{start, wait, inputChain(start), nullptr};
+    Started s{start, wait, inputChain(start), nullptr,
+              !training || forward.contains(start)};
     if (isa<AllGatherOp>(start)) {
       for (Operation *user : wait->getUsers())
         if (auto release = dyn_cast<ReleaseOp>(user))
@@ -206,7 +209,7 @@ LogicalResult SchedulePass::schedule(func::FuncOp func) {
   llvm::sort(gathers, [](const Started &a, const Started &b) {
     return a.wait->isBeforeInBlock(b.wait);
   });
-  placeGathers(gathers, forward, training);
+  placeGathers(gathers);
   if (bucketBytes > 0) {
     bucket(gathers, /*gathers=*/true);
     bucket(reductions, /*gathers=*/false);
@@ -216,12 +219,10 @@ LogicalResult SchedulePass::schedule(func::FuncOp func) {
 
 /// Moves each gather's start (and its shard read) to the latest point of
 /// its window that hides it behind modelled compute, or the window's start.
-void SchedulePass::placeGathers(ArrayRef<Started> gathers,
-                                const llvm::DenseSet<Operation *> &forward,
-                                bool training) {
+void SchedulePass::placeGathers(ArrayRef<Started> gathers) {
   for (size_t k = 0; k < gathers.size(); ++k) {
     const Started &g = gathers[k];
-    bool isForward = !training || forward.contains(g.start);
+    bool isForward = g.forward;
     // The earliest op the start may follow (nullptr: the block's start).
     Operation *after = nullptr;
     bool prefetch = isForward ? forwardPrefetch : backwardPrefetch != "none";
@@ -255,20 +256,21 @@ void SchedulePass::placeGathers(ArrayRef<Started> gathers,
   }
 }
 
-/// Groups consecutive small collectives of one kind so they start
-/// together: gathers at the first one's start, reductions at the last one's.
+/// Groups consecutive small collectives of one kind and phase (forward or
+/// backward) so they start together: gathers at the first one's start,
+/// reductions at the last one's.
 void SchedulePass::bucket(ArrayRef<Started> started, bool gathers) {
   SmallVector<Started> ordered(started);
   llvm::sort(ordered, [](const Started &a, const Started &b) {
     return a.start->isBeforeInBlock(b.start);
   });
   MLIRContext *context = &getContext();
-  int64_t next = 0;
   for (size_t i = 0; i < ordered.size();) {
     size_t j = i;
     int64_t total = 0;
     while (j < ordered.size() &&
-           ordered[j].start->getName() == ordered[i].start->getName()) {
+           ordered[j].start->getName() == ordered[i].start->getName() &&
+           ordered[j].forward == ordered[i].forward) {
       int64_t size = bytesOf(ordered[j].start->getResult(0));
       size = std::max<int64_t>(size, bytesOf(ordered[j].start->getOperand(0)));
       if (total + size > bucketBytes)
@@ -280,7 +282,7 @@ void SchedulePass::bucket(ArrayRef<Started> started, bool gathers) {
       i = std::max(j, i + 1);
       continue;
     }
-    auto id = IntegerAttr::get(IntegerType::get(context, 64), next++);
+    auto id = IntegerAttr::get(IntegerType::get(context, 64), nextBucket++);
     if (gathers) {
       Operation *first = ordered[i].first();
       for (size_t m = i + 1; m < j; ++m)
