@@ -28,19 +28,19 @@ using Plan = std::unique_ptr<fsdprt_plan_t, PlanDeleter>;
 std::vector<uint8_t> buildPlan(uint32_t version) {
   flatbuffers::FlatBufferBuilder b;
   std::vector<int64_t> shape = {2, 16};
-  auto input = plan::CreateTensorDescDirect(b, "input_ids", plan::DType::I64,
-                                            &shape, 0);
+  auto input =
+      plan::CreateTensorDescDirect(b, "input_ids", plan::DType::I64, &shape, 0);
   std::vector<int64_t> scalar;
-  auto output = plan::CreateTensorDescDirect(b, "loss", plan::DType::F32,
-                                             &scalar, 1);
+  auto output =
+      plan::CreateTensorDescDirect(b, "loss", plan::DType::F32, &scalar, 1);
   auto weight = plan::CreateWeightRefDirect(
       b, "wte.weight", plan::StateKind::Param, "gpt2.onnx", 36169, 8192, 2);
   std::vector<flatbuffers::Offset<plan::TensorDesc>> inputs = {input};
   std::vector<flatbuffers::Offset<plan::TensorDesc>> outputs = {output};
   std::vector<flatbuffers::Offset<plan::WeightRef>> weights = {weight};
-  auto root = plan::CreatePlanDirect(b, version, "test", ".", 1, nullptr,
-                                     nullptr, &inputs, &outputs, nullptr,
-                                     &weights);
+  auto root =
+      plan::CreatePlanDirect(b, version, "test", ".", 1, nullptr, nullptr,
+                             &inputs, &outputs, nullptr, &weights);
   plan::FinishPlanBuffer(b, root);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
@@ -55,7 +55,8 @@ TEST(Plan, LoadsAndDescribesAVerifiedPlan) {
   Status status;
   Plan loaded = load(buildPlan(FSDPRT_PLAN_SCHEMA_VERSION), status);
   ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
-  EXPECT_EQ(fsdprt_plan_schema_version(loaded.get()), FSDPRT_PLAN_SCHEMA_VERSION);
+  EXPECT_EQ(fsdprt_plan_schema_version(loaded.get()),
+            FSDPRT_PLAN_SCHEMA_VERSION);
   ASSERT_EQ(fsdprt_plan_num_inputs(loaded.get()), 1u);
   ASSERT_EQ(fsdprt_plan_num_outputs(loaded.get()), 1u);
   ASSERT_EQ(fsdprt_plan_num_weights(loaded.get()), 1u);
@@ -183,6 +184,147 @@ TEST(Plan, LoadsFilesAndReportsMissingOnes) {
   EXPECT_EQ(fsdprt_status_code(status.get()), FSDPRT_NOT_FOUND);
   EXPECT_EQ(std::string(fsdprt_status_message(status.get())),
             "cannot open plan '" + path + "': No such file or directory");
+}
+
+TEST(Plan, RefusesVersionOnePlansWrittenBeforeSharding) {
+  Status status;
+  Plan loaded = load(buildPlan(1), status);
+  EXPECT_EQ(loaded, nullptr);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(fsdprt_status_code(status.get()), FSDPRT_INCOMPATIBLE);
+  EXPECT_NE(std::string(fsdprt_status_message(status.get()))
+                .find("has plan schema version 1, but this runtime"),
+            std::string::npos)
+      << fsdprt_status_message(status.get());
+}
+
+/// How to spoil the sharded plan below, one fault at a time.
+struct Faults {
+  int64_t paddedNumel = 16;
+  int16_t axis = 0;
+  uint8_t stream = 1;
+  int64_t gathered = 16; // elements of the gather's output
+  std::vector<uint32_t> deps;
+  uint32_t worldSize = 4;
+};
+
+/// A 4-rank plan: unit "unit:a" (a.w, 4x4 f32) sharded over mesh [4],
+/// buffer 0 its 4-element shard (weights arena), buffer 1 the gathered
+/// 16 elements (activations), one all_gather between them and a copy of
+/// the gathered buffer on the compute stream.
+std::vector<uint8_t> buildShardedPlan(const Faults &f = {}) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<plan::Arena>> arenas = {
+      plan::CreateArenaDirect(b, "activations", 256, 64,
+                              plan::ArenaKind::Activations),
+      plan::CreateArenaDirect(b, "weights", 64, 64, plan::ArenaKind::Weights)};
+  std::vector<int64_t> shardShape = {4}, fullShape = {f.gathered};
+  std::vector<flatbuffers::Offset<plan::Buffer>> buffers = {
+      plan::CreateBufferDirect(b, 1, 0, 16, plan::DType::F32, &shardShape),
+      plan::CreateBufferDirect(b, 0, 0, f.gathered * 4, plan::DType::F32,
+                               &fullShape),
+      plan::CreateBufferDirect(b, 0, 128, f.gathered * 4, plan::DType::F32,
+                               &fullShape)};
+  std::vector<int64_t> axesWide = {f.axis};
+  std::vector<flatbuffers::Offset<plan::Attr>> attrs = {plan::CreateAttr(
+      b, b.CreateString("mesh_axes"), plan::AttrValue::IntsAttr,
+      plan::CreateIntsAttrDirect(b, &axesWide).Union())};
+  std::vector<uint32_t> in0 = {0}, out1 = {1}, in1 = {1}, out2 = {2};
+  std::vector<flatbuffers::Offset<plan::Kernel>> kernels = {
+      plan::CreateKernelDirect(b, "all_gather", &in0, &out1, &attrs, "a",
+                               f.stream),
+      plan::CreateKernelDirect(b, "copy", &in1, &out2, nullptr, "b", 0,
+                               &f.deps)};
+  std::vector<int64_t> paramShape = {4, 4};
+  std::vector<flatbuffers::Offset<plan::UnitParam>> params = {
+      plan::CreateUnitParamDirect(b, "a.w", &paramShape, "w.bin", 0, 64)};
+  std::vector<int16_t> axes = {f.axis};
+  std::vector<flatbuffers::Offset<plan::Unit>> units = {plan::CreateUnitDirect(
+      b, "unit:a", "a", &params, 1, &axes, plan::DType::F32, f.paddedNumel, 0)};
+  std::vector<int64_t> mesh = {4};
+  auto root = plan::CreatePlanDirect(b, FSDPRT_PLAN_SCHEMA_VERSION, "test", ".",
+                                     f.worldSize, &arenas, &buffers, nullptr,
+                                     nullptr, &kernels, nullptr, nullptr,
+                                     nullptr, &mesh, &units, 384);
+  plan::FinishPlanBuffer(b, root);
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+TEST(Plan, ReadsShardedPlans) {
+  Status status;
+  Faults good;
+  good.deps = {0};
+  Plan loaded = load(buildShardedPlan(good), status);
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  EXPECT_EQ(fsdprt_plan_world_size(loaded.get()), 4);
+  ASSERT_EQ(fsdprt_plan_mesh_rank(loaded.get()), 1u);
+  EXPECT_EQ(fsdprt_plan_mesh_dim(loaded.get(), 0), 4);
+  EXPECT_EQ(fsdprt_plan_peak_bytes(loaded.get()), 384u);
+  ASSERT_EQ(fsdprt_plan_num_units(loaded.get()), 1u);
+  fsdprt_unit_desc_t unit;
+  status.reset(fsdprt_plan_unit(loaded.get(), 0, &unit));
+  ASSERT_EQ(status, nullptr);
+  EXPECT_STREQ(unit.name, "unit:a");
+  EXPECT_STREQ(unit.module, "a");
+  EXPECT_EQ(unit.num_params, 1u);
+  EXPECT_EQ(unit.padded_numel, 16);
+  EXPECT_EQ(unit.group_size, 4);
+  EXPECT_EQ(unit.shard_numel, 4);
+  fsdprt_tensor_desc_t member;
+  status.reset(fsdprt_plan_unit_param(loaded.get(), 0, 0, &member));
+  ASSERT_EQ(status, nullptr);
+  EXPECT_STREQ(member.name, "a.w");
+  ASSERT_EQ(member.rank, 2u);
+  status.reset(fsdprt_plan_unit_param(loaded.get(), 0, 1, &member));
+  EXPECT_EQ(fsdprt_status_code(status.get()), FSDPRT_OUT_OF_RANGE);
+  fsdprt_kernel_desc_t kernel;
+  status.reset(fsdprt_plan_kernel(loaded.get(), 0, &kernel));
+  ASSERT_EQ(status, nullptr);
+  EXPECT_STREQ(kernel.op, "all_gather");
+  EXPECT_EQ(kernel.stream, 1);
+  status.reset(fsdprt_plan_kernel(loaded.get(), 1, &kernel));
+  ASSERT_EQ(status, nullptr);
+  EXPECT_EQ(kernel.stream, 0);
+  EXPECT_EQ(kernel.num_deps, 1u);
+
+  // Sessions run one rank: a 4-rank plan is refused with the reason.
+  fsdprt_session_t *session = nullptr;
+  status.reset(fsdprt_session_create(loaded.get(), nullptr, 1, &session));
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(session, nullptr);
+  EXPECT_NE(std::string(fsdprt_status_message(status.get()))
+                .find("the plan is sharded over 4 ranks"),
+            std::string::npos);
+}
+
+TEST(Plan, RefusesInconsistentShardedPlans) {
+  auto refused = [](void (*spoil)(Faults &)) {
+    Faults faults;
+    spoil(faults);
+    Status status;
+    Plan loaded = load(buildShardedPlan(faults), status);
+    EXPECT_EQ(loaded, nullptr);
+    return status ? std::string(fsdprt_status_message(status.get()))
+                  : std::string("accepted");
+  };
+  EXPECT_EQ(refused([](Faults &f) { f.paddedNumel = 20; }),
+            "the plan in memory: unit 'unit:a' stores 20 elements, but its "
+            "members' layout over 4 ranks has 16");
+  EXPECT_EQ(refused([](Faults &f) { f.axis = 1; }),
+            "the plan in memory: unit 'unit:a': mesh axis 1 is not an axis "
+            "of the 1-D mesh");
+  EXPECT_EQ(refused([](Faults &f) { f.stream = 0; }),
+            "the plan in memory: kernel 0 "
+            "(all_gather at a) is a collective on "
+            "the compute stream");
+  EXPECT_EQ(refused([](Faults &f) { f.gathered = 12; }),
+            "the plan in memory: kernel 0 (all_gather at a) over 4 ranks "
+            "reads 16 bytes and writes 48");
+  EXPECT_EQ(refused([](Faults &f) { f.deps = {1}; }),
+            "the plan in memory: kernel 1 (copy at b) depends on kernel 1, "
+            "which is not an earlier kernel of the other stream");
+  EXPECT_EQ(refused([](Faults &f) { f.worldSize = 2; }),
+            "the plan in memory: the plan is for 2 ranks but its mesh has 4");
 }
 
 } // namespace
