@@ -398,7 +398,9 @@ def UnitSummary : Pass<"fsdp-unit-summary", "ModuleOp"> {
     per unit: member parameters, flat elements, bytes gathered, when (in
     modelled milliseconds on the compute stream) each gather is issued and
     each gathered buffer freed, the unit's modelled communication time and
-    how much of it the compute stream waited for.
+    how long the compute stream waited for the unit's collectives (queueing
+    behind other collectives on the communication stream included, so it
+    can exceed the unit's own communication time).
 
     ```
     fsdp-unit-summary: @forward: modelled step 0.052 ms (compute 0.010 ms, ...)
