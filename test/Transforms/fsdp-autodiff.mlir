@@ -143,9 +143,11 @@ module {
 // CHECK: fsdp.gather_grad %{{.*}}, %[[POS]] {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2x6xf32>
 // v @ w, v 1-D: dw = v^T @ g with v as [1, 4] and g as [1, 2].
 // CHECK: onnx.MatMul %{{.*}}, %{{.*}} : (tensor<4x1xf32>, tensor<1x2xf32>) -> tensor<4x2xf32>
-// x @ v, v 1-D: dv = x^T @ g with v as [4, 1], summed over the batch dim.
-// CHECK: onnx.MatMul %{{.*}}, %{{.*}} : (tensor<2x4x6xf32>, tensor<2x6x1xf32>) -> tensor<2x4x1xf32>
-// CHECK: onnx.ReduceSum
+// x @ v, v 1-D: dv = x^T @ g with v as [4, 1]; one v for every batch
+// element, so the batch folds into the contraction: x as [12, 4], g as
+// [12, 1], no per-element product summed afterwards.
+// CHECK: %[[XT:.*]] = onnx.Transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<12x4xf32>) -> tensor<4x12xf32>
+// CHECK-NEXT: onnx.MatMul %[[XT]], %{{.*}} : (tensor<4x12xf32>, tensor<12x1xf32>) -> tensor<4x1xf32>
 module {
   fsdp.param @v : tensor<4xf32> at <"m.onnx", offset = 0, length = 16>
   fsdp.param @w : tensor<4x2xf32> at <"m.onnx", offset = 16, length = 32>

@@ -34,15 +34,17 @@
 // CHECK-NEXT: %[[B2F:.*]] = fsdp.all_gather
 // CHECK-NEXT: fsdp.unflatten %[[R]] of @"unit:"
 // Reductions start right after each flat gradient is packed and are waited
-// for where their value is used: here, the function's results.
+// for where the next reduction starts (one in flight at a time, so each
+// unit's full gradient is freed once reduced) or, for the last, where its
+// value is used: here, the function's results.
 // CHECK: %[[RG:.*]] = fsdp.pack %{{.*}} into @"unit:"
 // CHECK-NEXT: %[[RSF:.*]] = fsdp.reduce_scatter %[[RG]] on @fsdp_world axes [0] {reduction = "avg"} : tensor<4xf32> -> !fsdp.future<tensor<1xf32>>
 // CHECK: %[[B2:.*]] = fsdp.wait %[[B2F]]
 // CHECK: fsdp.release %[[B2]]
-// CHECK: %[[BSF:.*]] = fsdp.reduce_scatter
-// CHECK: %[[ASF:.*]] = fsdp.reduce_scatter
-// CHECK-NEXT: %[[RR:.*]] = fsdp.wait %[[RSF]] : !fsdp.future<tensor<1xf32>> -> tensor<1xf32>
-// CHECK-NEXT: %[[BR:.*]] = fsdp.wait %[[BSF]]
+// CHECK: %[[RR:.*]] = fsdp.wait %[[RSF]] : !fsdp.future<tensor<1xf32>> -> tensor<1xf32>
+// CHECK-NEXT: %[[BSF:.*]] = fsdp.reduce_scatter
+// CHECK: %[[BR:.*]] = fsdp.wait %[[BSF]]
+// CHECK-NEXT: %[[ASF:.*]] = fsdp.reduce_scatter
 // CHECK-NEXT: %[[AR:.*]] = fsdp.wait %[[ASF]]
 // CHECK-NEXT: return %{{.*}}, %[[AR]], %[[BR]], %[[RR]]
 

@@ -433,7 +433,19 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
                                     {g2, bb.swapLast(b2)});
           give(0, bb.reshape(bb.sumTo(d, typeOf(a2)), aType));
         }
-        if (active(b)) {
+        if (active(b) && typeOf(b2).getRank() == 2 &&
+            typeOf(a2).getRank() > 2) {
+          // One B for every batch element (a Linear's weight): the batch
+          // folds into the contraction, dB = A'^T g' with A' = [rows, K],
+          // never a per-element [.., K, N] product summed afterwards.
+          int64_t k = typeOf(a2).getShape().back(), n = gShape.back();
+          int64_t rows = typeOf(a2).getNumElements() / std::max<int64_t>(k, 1);
+          Value aRows = promote(a2, {rows, k});
+          Value gRows = promote(g2, {rows, n});
+          Value d = bb.op<MatMulOp>(RankedTensorType::get({k, n}, element),
+                                    {bb.transpose(aRows, {1, 0}), gRows});
+          give(1, bb.reshape(d, bType));
+        } else if (active(b)) {
           SmallVector<int64_t> shape(gShape);
           shape[shape.size() - 2] = typeOf(b2).getShape().drop_back().back();
           Value d = bb.op<MatMulOp>(RankedTensorType::get(shape, element),

@@ -17,8 +17,9 @@
 ///     longer than needed;
 ///   - reduce-scatters and all-reduces start where fsdp-shard put them,
 ///     right after the last contribution, and are waited for at their first
-///     use (the optimizer step), so each overlaps the backward of the units
-///     after it;
+///     use (the optimizer step) or where the next reduction starts,
+///     whichever is first, so each overlaps the backward of the next unit
+///     and a unit's full gradient is freed as soon as it is reduced;
 ///   - with bucket-bytes > 0, consecutive small collectives of one kind
 ///     (each and together at most that many bytes) start together and are
 ///     marked `fsdp.bucket` so a runtime can issue them as one group.
@@ -213,6 +214,25 @@ LogicalResult SchedulePass::schedule(func::FuncOp func) {
   if (bucketBytes > 0) {
     bucket(gathers, /*gathers=*/true);
     bucket(reductions, /*gathers=*/false);
+  }
+  // One reduction (or bucket of them) in flight at a time: each is waited
+  // for, at the latest, where the next one starts (the communication
+  // stream runs them in turn anyway), so a unit's full flat gradient is
+  // freed once its reduce-scatter is done rather than at the optimizer.
+  llvm::sort(reductions, [](const Started &a, const Started &b) {
+    return a.start->isBeforeInBlock(b.start);
+  });
+  auto bucketOf = [](const Started &s) {
+    return s.start->getAttrOfType<IntegerAttr>("fsdp.bucket");
+  };
+  for (size_t k = 0; k < reductions.size(); ++k) {
+    size_t next = k + 1;
+    while (next < reductions.size() && bucketOf(reductions[k]) &&
+           bucketOf(reductions[next]) == bucketOf(reductions[k]))
+      ++next;
+    if (next < reductions.size() &&
+        reductions[next].start->isBeforeInBlock(reductions[k].wait))
+      reductions[k].wait->moveBefore(reductions[next].start);
   }
   return success();
 }

@@ -320,7 +320,9 @@ def Schedule : Pass<"fsdp-schedule", "ModuleOp"> {
     - **Reductions overlap the backward.** Reduce-scatters and all-reduces
       start where `fsdp-shard` put them, right after a unit's last gradient
       contribution, and are waited for at their first use (the optimizer
-      step), so each runs while the units after it compute their gradients.
+      step) or where the next reduction starts, whichever comes first: each
+      runs while the next unit computes its gradients, and a unit's full
+      flat gradient is freed as soon as it is reduced.
     - **Buckets.** With `bucket-bytes=B > 0`, consecutive collectives of
       one kind that are each, and together, at most B bytes start together
       and carry `fsdp.bucket = <id>`, so a runtime issues them as one group
