@@ -206,6 +206,7 @@ struct Faults {
   int64_t gathered = 16; // elements of the gather's output
   std::vector<uint32_t> deps;
   uint32_t worldSize = 4;
+  int64_t meshSize = 4;
 };
 
 /// A 4-rank plan: unit "unit:a" (a.w, 4x4 f32) sharded over mesh [4],
@@ -218,9 +219,11 @@ std::vector<uint8_t> buildShardedPlan(const Faults &f = {}) {
       plan::CreateArenaDirect(b, "activations", 256, 64,
                               plan::ArenaKind::Activations),
       plan::CreateArenaDirect(b, "weights", 64, 64, plan::ArenaKind::Weights)};
-  std::vector<int64_t> shardShape = {4}, fullShape = {f.gathered};
+  int64_t shard = 16 / f.meshSize;
+  std::vector<int64_t> shardShape = {shard}, fullShape = {f.gathered};
   std::vector<flatbuffers::Offset<plan::Buffer>> buffers = {
-      plan::CreateBufferDirect(b, 1, 0, 16, plan::DType::F32, &shardShape),
+      plan::CreateBufferDirect(b, 1, 0, shard * 4, plan::DType::F32,
+                               &shardShape),
       plan::CreateBufferDirect(b, 0, 0, f.gathered * 4, plan::DType::F32,
                                &fullShape),
       plan::CreateBufferDirect(b, 0, 128, f.gathered * 4, plan::DType::F32,
@@ -241,10 +244,12 @@ std::vector<uint8_t> buildShardedPlan(const Faults &f = {}) {
   std::vector<int16_t> axes = {f.axis};
   std::vector<flatbuffers::Offset<plan::Unit>> units = {plan::CreateUnitDirect(
       b, "unit:a", "a", &params, 1, &axes, plan::DType::F32, f.paddedNumel, 0)};
-  std::vector<int64_t> mesh = {4};
+  std::vector<int64_t> mesh = {f.meshSize};
+  std::vector<flatbuffers::Offset<plan::TensorDesc>> outputs = {
+      plan::CreateTensorDescDirect(b, "y", plan::DType::F32, &fullShape, 2)};
   auto root = plan::CreatePlanDirect(b, FSDPRT_PLAN_SCHEMA_VERSION, "test", ".",
                                      f.worldSize, &arenas, &buffers, nullptr,
-                                     nullptr, &kernels, nullptr, nullptr,
+                                     &outputs, &kernels, nullptr, nullptr,
                                      nullptr, &mesh, &units, 384);
   plan::FinishPlanBuffer(b, root);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
@@ -295,6 +300,49 @@ TEST(Plan, ReadsShardedPlans) {
   EXPECT_NE(std::string(fsdprt_status_message(status.get()))
                 .find("the plan is sharded over 4 ranks"),
             std::string::npos);
+}
+
+TEST(Plan, RunsAOneRankShardedPlan) {
+  // A mesh of one rank: the unit's shard is the whole (padded) flat
+  // buffer, read through the layout; the gather is a copy.
+  std::string dir = ::testing::TempDir();
+  std::vector<float> weights(16);
+  for (size_t i = 0; i < weights.size(); ++i)
+    weights[i] = 0.5f * static_cast<float>(i) - 3;
+  FILE *file = std::fopen((dir + "/w.bin").c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(std::fwrite(weights.data(), sizeof(float), weights.size(), file),
+            weights.size());
+  std::fclose(file);
+
+  Faults oneRank;
+  oneRank.worldSize = 1;
+  oneRank.meshSize = 1;
+  oneRank.deps = {0};
+  Status status;
+  Plan loaded = load(buildShardedPlan(oneRank), status);
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  fsdprt_session_t *session = nullptr;
+  status.reset(fsdprt_session_create(loaded.get(), dir.c_str(), 1, &session));
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> owner(
+      session, fsdprt_session_destroy);
+  status.reset(fsdprt_session_load_weights(session));
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  status.reset(fsdprt_session_run(session));
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  std::vector<float> y(16);
+  status.reset(fsdprt_session_get_output(session, "y", y.data(), 64));
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  EXPECT_EQ(y, weights);
+  // The member by its FQN, and the unit's shard by the unit's name.
+  std::vector<float> member(16);
+  status.reset(fsdprt_session_read_state(session, "a.w", member.data(), 64));
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  EXPECT_EQ(member, weights);
+  status.reset(fsdprt_session_read_state(session, "unit:a", member.data(), 64));
+  ASSERT_EQ(status, nullptr) << fsdprt_status_message(status.get());
+  EXPECT_EQ(member, weights);
 }
 
 TEST(Plan, RefusesInconsistentShardedPlans) {
