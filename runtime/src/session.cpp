@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "backend.h"
+#include "comm.h"
 #include "plan_internal.h"
 #include "status.h"
 
@@ -47,6 +48,9 @@ struct fsdprt_session_s {
   std::vector<fsdprt::Tensor> buffers;
   std::vector<fsdprt::KernelFn> kernels;
   bool weightsLoaded = false;
+  /// The multi-rank session's communicator (none: one rank).
+  std::unique_ptr<fsdprt::Communicator> comm;
+  int rank() const { return comm ? comm->rank() : 0; }
 
   ~fsdprt_session_s() {
     for (void *arena : arenas)
@@ -266,6 +270,57 @@ fsdprt_status_t fillConstants(fsdprt_session_s &s) {
   return nullptr;
 }
 
+/// The mesh axes a collective kernel names (checked when the plan loaded).
+std::vector<int64_t> axesOf(const plan::Kernel &k) {
+  return fsdprt::Attrs(k).getInts("mesh_axes", {});
+}
+
+/// A collective kernel of a multi-rank session: the communicator's call on
+/// the kernel's group, its failure naming the kernel.
+fsdprt::KernelFn prepareCollective(fsdprt_session_s &s, const plan::Kernel &k,
+                                   size_t index,
+                                   const fsdprt::KernelArgs &args) {
+  if (args.in.size() != 1 || args.out.size() != 1 ||
+      args.in[0].dtype != args.out[0].dtype)
+    throw fsdprt::KernelError("takes one input and one output of one dtype");
+  std::string op = k.op()->str();
+  std::vector<int64_t> axes = axesOf(k);
+  fsdprt::Reduction reduction =
+      fsdprt::Attrs(k).getString("reduction", "sum") == "avg"
+          ? fsdprt::Reduction::Avg
+          : fsdprt::Reduction::Sum;
+  std::string what = describeKernel(&k, index);
+  fsdprt::Communicator *comm = s.comm.get();
+  fsdprt::Tensor in = args.in[0], out = args.out[0];
+  if (op == "all_gather")
+    return [=]() { return comm->allGather(axes, in, out, what); };
+  if (op == "reduce_scatter")
+    return
+        [=]() { return comm->reduceScatter(axes, in, out, reduction, what); };
+  if (op == "all_reduce")
+    return [=]() { return comm->allReduce(axes, in, out, reduction, what); };
+  throw fsdprt::KernelError("is not a collective the runtime knows");
+}
+
+std::vector<int64_t> unitAxes(const plan::Unit &u);
+
+/// Every group the plan's collectives and units use, made in one order on
+/// every rank (sub-communicators are created collectively).
+fsdprt_status_t prepareGroups(fsdprt_session_s &s) {
+  std::set<std::vector<int64_t>> groups;
+  if (const auto *kernels = s.plan->root->kernels())
+    for (const plan::Kernel *k : *kernels)
+      if (k->stream() == 1)
+        groups.insert(axesOf(*k));
+  if (const auto *units = s.plan->root->units())
+    for (const plan::Unit *u : *units)
+      groups.insert(unitAxes(*u));
+  for (const std::vector<int64_t> &axes : groups)
+    if (std::string error = s.comm->addGroup(axes); !error.empty())
+      return makeStatus(FSDPRT_UNAVAILABLE, error);
+  return nullptr;
+}
+
 fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
   const auto *kernels = s.plan->root->kernels();
   size_t count = kernels ? kernels->size() : 0;
@@ -285,7 +340,11 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
       }
     }
     try {
-      s.kernels.push_back(s.backend->prepare(k->op()->str(), args));
+      std::string op = k->op()->str();
+      if (s.comm && k->stream() == 1)
+        s.kernels.push_back(prepareCollective(s, *k, i, args));
+      else
+        s.kernels.push_back(s.backend->prepare(op, args));
     } catch (const fsdprt::KernelError &e) {
       return invalid(describeKernel(k, i) + ": " + e.what());
     }
@@ -407,7 +466,7 @@ std::vector<int64_t> meshOf(const plan::Plan &p) {
   return mesh;
 }
 
-std::vector<int64_t> axesOf(const plan::Unit &u) {
+std::vector<int64_t> unitAxes(const plan::Unit &u) {
   std::vector<int64_t> axes;
   if (u.mesh_axes())
     axes.assign(u.mesh_axes()->begin(), u.mesh_axes()->end());
@@ -427,7 +486,7 @@ std::vector<int64_t> axesOf(const plan::Unit &u) {
       numels.push_back(numel);
     }
   std::string error;
-  int64_t ranks = fsdprt::groupPosition(mesh, axesOf(u), 0).size;
+  int64_t ranks = fsdprt::groupPosition(mesh, unitAxes(u), 0).size;
   return *::fsdp::layout::FlatLayout::create(numels, ranks, u.alignment(),
                                              error);
 }
@@ -442,7 +501,7 @@ fsdprt_status_t loadShards(fsdprt_session_s &s, WeightReader &reader,
   std::vector<int64_t> mesh = meshOf(*s.plan->root);
   for (const plan::Unit *u : *units) {
     ::fsdp::layout::FlatLayout layout = layoutOf(*u, mesh);
-    int64_t index = fsdprt::groupPosition(mesh, axesOf(*u), rank).index;
+    int64_t index = fsdprt::groupPosition(mesh, unitAxes(*u), rank).index;
     const fsdprt::Tensor &shard = s.buffers[u->shard()];
     size_t element = fsdprt_dtype_size(shard.dtype);
     auto *bytes = static_cast<char *>(shard.data);
@@ -510,6 +569,49 @@ const char *fsdprt_dtype_name(fsdprt_dtype_t dtype) {
   return "unknown";
 }
 
+namespace {
+
+/// Everything a session needs, for one rank (`comm` null) or several.
+fsdprt_status_t createSession(const fsdprt_plan_t *plan, const char *model_dir,
+                              int num_threads,
+                              std::unique_ptr<fsdprt::Communicator> comm,
+                              fsdprt_session_t **out) {
+  auto s = std::make_unique<fsdprt_session_s>();
+  s->plan = plan;
+  s->comm = std::move(comm);
+  s->modelDir = model_dir                 ? model_dir
+                : plan->root->model_dir() ? plan->root->model_dir()->str()
+                                          : ".";
+  if (s->modelDir.empty())
+    s->modelDir = ".";
+  s->backend = fsdprt::createCpuBackend();
+  s->threads = s->backend->resolveThreads(num_threads);
+  s->stream = s->backend->createStream();
+  if (s->comm)
+    if (fsdprt_status_t status = prepareGroups(*s))
+      return status;
+  if (fsdprt_status_t status = allocateArenas(*s))
+    return status;
+  if (fsdprt_status_t status = bindBuffers(*s))
+    return status;
+  if (fsdprt_status_t status = checkDescs(*s, plan->root->inputs(), "input"))
+    return status;
+  if (fsdprt_status_t status = checkDescs(*s, plan->root->outputs(), "output"))
+    return status;
+  if (fsdprt_status_t status = checkUpdates(*s))
+    return status;
+  if (fsdprt_status_t status = checkWeights(*s))
+    return status;
+  if (fsdprt_status_t status = fillConstants(*s))
+    return status;
+  if (fsdprt_status_t status = prepareKernels(*s))
+    return status;
+  *out = s.release();
+  return nullptr;
+}
+
+} // namespace
+
 fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
                                       const char *model_dir, int num_threads,
                                       fsdprt_session_t **out) {
@@ -524,38 +626,52 @@ fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
           FSDPRT_INCOMPATIBLE,
           "the plan is sharded over " +
               std::to_string(plan->root->world_size()) +
-              " ranks; fsdprt_session_create runs single-rank plans (compile "
-              "with world size 1 to run it here)");
-    auto s = std::make_unique<fsdprt_session_s>();
-    s->plan = plan;
-    s->modelDir = model_dir                 ? model_dir
-                  : plan->root->model_dir() ? plan->root->model_dir()->str()
-                                            : ".";
-    if (s->modelDir.empty())
-      s->modelDir = ".";
-    s->backend = fsdprt::createCpuBackend();
-    s->threads = s->backend->resolveThreads(num_threads);
-    s->stream = s->backend->createStream();
-    if (fsdprt_status_t status = allocateArenas(*s))
-      return status;
-    if (fsdprt_status_t status = bindBuffers(*s))
-      return status;
-    if (fsdprt_status_t status = checkDescs(*s, plan->root->inputs(), "input"))
-      return status;
-    if (fsdprt_status_t status =
-            checkDescs(*s, plan->root->outputs(), "output"))
-      return status;
-    if (fsdprt_status_t status = checkUpdates(*s))
-      return status;
-    if (fsdprt_status_t status = checkWeights(*s))
-      return status;
-    if (fsdprt_status_t status = fillConstants(*s))
-      return status;
-    if (fsdprt_status_t status = prepareKernels(*s))
-      return status;
-    *out = s.release();
-    return nullptr;
+              " ranks; fsdprt_session_create runs one rank (use "
+              "fsdprt_session_create_mpi with a communicator of that size)");
+    return createSession(plan, model_dir, num_threads, nullptr, out);
   });
+}
+
+fsdprt_status_t fsdprt_session_create_mpi(const fsdprt_plan_t *plan,
+                                          const char *model_dir,
+                                          int num_threads,
+                                          const fsdprt_mpi_options_t *options,
+                                          fsdprt_session_t **out) {
+  return guarded(__func__, [&]() -> fsdprt_status_t {
+    if (!plan || !out)
+      return invalid("fsdprt_session_create_mpi: NULL argument");
+    if (num_threads < 0)
+      return invalid("fsdprt_session_create_mpi: num_threads must be >= 0, "
+                     "not " +
+                     std::to_string(num_threads));
+    fsdprt_mpi_options_t defaults = {1, 0, 300.0};
+    const fsdprt_mpi_options_t &o = options ? *options : defaults;
+    if (o.timeout_seconds < 0)
+      return invalid("fsdprt_session_create_mpi: timeout_seconds must be >= "
+                     "0 (0: no deadline)");
+    std::vector<int64_t> mesh;
+    if (plan->root->mesh_shape())
+      mesh.assign(plan->root->mesh_shape()->begin(),
+                  plan->root->mesh_shape()->end());
+    if (mesh.empty())
+      mesh = {1};
+    std::string error;
+    std::unique_ptr<fsdprt::Communicator> comm = fsdprt::createMpiCommunicator(
+        o.use_world ? fsdprt::mpiWorldF() : o.comm, mesh, o.timeout_seconds,
+        error);
+    if (!comm)
+      return makeStatus(FSDPRT_INVALID_ARGUMENT,
+                        "fsdprt_session_create_mpi: " + error);
+    return createSession(plan, model_dir, num_threads, std::move(comm), out);
+  });
+}
+
+int fsdprt_session_rank(const fsdprt_session_t *session) {
+  return session ? session->rank() : -1;
+}
+
+int fsdprt_session_world_size(const fsdprt_session_t *session) {
+  return session ? (session->comm ? session->comm->size() : 1) : 0;
 }
 
 void fsdprt_session_destroy(fsdprt_session_t *session) { delete session; }
@@ -579,7 +695,7 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
                             s->buffers[w->buffer()].data))
           return status;
       }
-    if (fsdprt_status_t status = loadShards(*s, reader, /*rank=*/0))
+    if (fsdprt_status_t status = loadShards(*s, reader, s->rank()))
       return status;
     s->weightsLoaded = true;
     return nullptr;
@@ -699,6 +815,51 @@ fsdprt_status_t fsdprt_session_read_state(const fsdprt_session_t *s,
     return makeStatus(FSDPRT_NOT_FOUND, std::string("the plan has no "
                                                     "parameter or buffer '") +
                                             fqn + "'");
+  });
+}
+
+fsdprt_status_t fsdprt_session_read_full_state(const fsdprt_session_t *s,
+                                               const char *fqn, void *data,
+                                               size_t bytes) {
+  return guarded(__func__, [&]() -> fsdprt_status_t {
+    if (!s || !fqn || (!data && bytes))
+      return invalid("fsdprt_session_read_full_state: NULL argument");
+    const auto *units = s->plan->root->units();
+    if (s->comm && units)
+      for (const plan::Unit *u : *units) {
+        std::vector<int64_t> mesh = meshOf(*s->plan->root);
+        ::fsdp::layout::FlatLayout layout = layoutOf(*u, mesh);
+        for (size_t i = 0; i < layout.numParams(); ++i) {
+          if (u->params()->Get(i)->fqn()->str() != fqn)
+            continue;
+          const fsdprt::Tensor &shard = s->buffers[u->shard()];
+          size_t element = fsdprt_dtype_size(shard.dtype);
+          if (bytes != static_cast<size_t>(layout.paramNumel(i)) * element)
+            return invalid(std::string("parameter '") + fqn + "' has " +
+                           std::to_string(layout.paramNumel(i) * element) +
+                           " bytes, not " + std::to_string(bytes));
+          if (!s->weightsLoaded)
+            return invalid("fsdprt_session_read_full_state: the weights are "
+                           "not loaded; call fsdprt_session_load_weights "
+                           "first");
+          // The unit's whole flat buffer from every rank's shard.
+          std::vector<char> full(layout.paddedNumel() * element);
+          fsdprt::Tensor gathered = shard;
+          gathered.data = full.data();
+          gathered.numel = layout.paddedNumel();
+          gathered.shape = {gathered.numel};
+          std::string error =
+              s->comm->allGather(unitAxes(*u), shard, gathered,
+                                 std::string("gathering '") + fqn +
+                                     "' of unit '" + u->name()->str() + "'");
+          if (!error.empty())
+            return makeStatus(FSDPRT_UNAVAILABLE, error);
+          std::memcpy(data, full.data() + layout.paramRange(i).begin * element,
+                      bytes);
+          return nullptr;
+        }
+      }
+    return fsdprt_session_read_state(s, fqn, data, bytes);
   });
 }
 

@@ -73,8 +73,9 @@ FLAT = {
 STATE_NAMES = ["momentum_buffer", "exp_avg", "exp_avg_sq"]
 
 
-def torch_steps(model, inputs, labels, loss_fn, make_opt, lr, clip, micro):
-    """3 steps in torch: the losses, then the state dict (parameters by
+def torch_steps(model, inputs, labels, loss_fn, make_opt, lr, clip, micro,
+                steps=STEPS):
+    """`steps` steps in torch: the losses, then the state dict (parameters by
     first name, buffers, optimizer state as optim.<state>.<fqn>)."""
     model.train()
     names, params = [], []
@@ -84,7 +85,7 @@ def torch_steps(model, inputs, labels, loss_fn, make_opt, lr, clip, micro):
             params.append(p)
     opt = make_opt(params, lr)
     losses = []
-    for _ in range(STEPS):
+    for _ in range(steps):
         opt.zero_grad()
         total = 0.0
         chunks = zip(*[x.chunk(micro) for x in inputs], labels.chunk(micro))

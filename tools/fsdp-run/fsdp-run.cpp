@@ -27,6 +27,11 @@
 #include <string>
 #include <vector>
 
+// The C API of MPI only (not the deprecated C++ bindings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
 namespace {
 
 namespace npy = fsdp::npy;
@@ -51,6 +56,9 @@ options:
   --save-state DIR       after the last run, write every parameter, buffer
                          and optimizer state as DIR/<fqn>.npy
   --json                 print one JSON object instead of the summary
+  --timeout SECONDS      multi-rank: the deadline of every collective (default
+                         300; 0: none); a dead or stalled rank ends every
+                         rank with a message instead of a hang
   --describe             read and check the plan, print what it holds (world
                          size and mesh, units and their shards, kernels per
                          stream, collectives, bytes per rank) and run nothing;
@@ -64,6 +72,12 @@ it prints one object with the keys plan, inputs, outputs (name, dtype,
 shape, min, max, mean), load_seconds, run_seconds, run_seconds_mean,
 run_seconds_min, threads and memory (activation_bytes, weight_bytes,
 constant_bytes, peak_rss_bytes), and with --steps the losses.
+
+Under mpirun (mpirun -np N fsdp-run PLAN ...) every rank runs its part of
+a plan sharded over N ranks: each loads only its shards, an input file
+whose first dimension is N times the plan's is split so rank r takes the
+r-th slice (the global batch), and rank 0 prints the losses averaged over
+the ranks (the global batch's) and the summary.
 
 A plan with an input named 'step' (fsdp-optimizer's step count) gets
 1, 2, ... on successive runs unless --input gives it. Outputs are the last
@@ -151,6 +165,9 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 0, repeat = 1, steps = 0;
   bool json = false, timing = false, describe = false;
+  double timeout = 300;
+  /// This process's place among the ranks mpirun started (0 of 1 alone).
+  int rank = 0, world = 1;
   std::string lr, saveState;
 };
 
@@ -219,6 +236,16 @@ Options parse(int argc, char **argv) {
       }
     } else if (flag == "--save-state") {
       o.saveState = value();
+    } else if (flag == "--timeout") {
+      std::string v = value();
+      try {
+        size_t used;
+        o.timeout = std::stod(v, &used);
+        if (used != v.size() || o.timeout < 0)
+          throw std::invalid_argument(v);
+      } catch (const std::exception &) {
+        throw Error("--timeout needs seconds >= 0, not '" + v + "'");
+      }
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (o.plan.empty()) {
@@ -305,11 +332,36 @@ void saveTensor(const fsdprt_session_t *session,
 /// Writes every parameter, buffer and optimizer state as DIR/<fqn>.npy; for
 /// a flat unit, its members by FQN and the rank's shard by the unit's name.
 void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
-               const std::string &dir) {
+               const std::string &top) {
+  int rank = fsdprt_session_rank(session);
+  int world = fsdprt_session_world_size(session);
+  // Several ranks: each writes what it holds under DIR/rank<r>, rank 0
+  // also every unit member, gathered whole, under DIR.
+  std::string dir = world > 1 ? top + "/rank" + std::to_string(rank) : top;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     throw Error("cannot create '" + dir + "': " + error.message());
+  if (world > 1)
+    for (size_t i = 0; i < fsdprt_plan_num_units(plan); ++i) {
+      fsdprt_unit_desc_t unit;
+      check(fsdprt_plan_unit(plan, i, &unit), "plan unit");
+      for (size_t p = 0; p < unit.num_params; ++p) {
+        fsdprt_tensor_desc_t member;
+        check(fsdprt_plan_unit_param(plan, i, p, &member), "plan unit member");
+        std::vector<int64_t> shape = shapeOf(member);
+        size_t numel = 1;
+        for (int64_t d : shape)
+          numel *= d;
+        std::vector<char> data(numel * fsdprt_dtype_size(member.dtype));
+        check(fsdprt_session_read_full_state(session, member.name, data.data(),
+                                             data.size()),
+              std::string("gathering '") + member.name + "'");
+        if (rank == 0)
+          npy::write(top + "/" + member.name + ".npy",
+                     {npy::descrOf(member.dtype), shape, data});
+      }
+    }
   for (size_t i = 0; i < fsdprt_plan_num_weights(plan); ++i) {
     fsdprt_tensor_desc_t desc;
     check(fsdprt_plan_weight_desc(plan, i, &desc), "plan weight");
@@ -320,7 +372,7 @@ void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
     check(fsdprt_plan_unit(plan, i, &unit), "plan unit");
     int64_t shape[1] = {unit.shard_numel};
     saveTensor(session, {unit.name, unit.dtype, 1, shape}, dir);
-    for (size_t p = 0; p < unit.num_params; ++p) {
+    for (size_t p = 0; world == 1 && p < unit.num_params; ++p) {
       fsdprt_tensor_desc_t member;
       check(fsdprt_plan_unit_param(plan, i, p, &member), "plan unit member");
       saveTensor(session, member, dir);
@@ -350,6 +402,17 @@ readInputs(const Options &o, const std::vector<fsdprt_tensor_desc_t> &inputs,
       throw Error("input '" + name + "' is given twice");
     npy::Array array = npy::read(path);
     const char *descr = npy::descrOf(it->dtype);
+    std::vector<int64_t> want = shapeOf(*it);
+    if (o.world > 1 && array.descr == descr && !want.empty() &&
+        array.shape.size() == want.size() &&
+        array.shape[0] == want[0] * o.world &&
+        std::equal(want.begin() + 1, want.end(), array.shape.begin() + 1)) {
+      // The global batch: this rank's slice of the first dimension.
+      size_t slice = array.data.size() / o.world;
+      array.data = std::vector<char>(array.data.begin() + slice * o.rank,
+                                     array.data.begin() + slice * (o.rank + 1));
+      array.shape = want;
+    }
     if (array.descr != descr || array.shape != shapeOf(*it))
       throw Error("input '" + name + "' from '" + path + "' is " + array.descr +
                   " " + listText(array.shape) + " but the plan declares " +
@@ -490,10 +553,15 @@ int run(const Options &o) {
                     fsdprt_dtype_name(d.dtype) + ", which .npy cannot hold");
 
   fsdprt_session_t *session = nullptr;
-  check(fsdprt_session_create(plan,
-                              o.modelDir.empty() ? nullptr : o.modelDir.c_str(),
-                              o.threads, &session),
-        "cannot create a session");
+  const char *modelDir = o.modelDir.empty() ? nullptr : o.modelDir.c_str();
+  if (o.world > 1 || fsdprt_plan_world_size(plan) > 1) {
+    fsdprt_mpi_options_t mpi = {1, 0, o.timeout};
+    check(fsdprt_session_create_mpi(plan, modelDir, o.threads, &mpi, &session),
+          "cannot create a session");
+  } else {
+    check(fsdprt_session_create(plan, modelDir, o.threads, &session),
+          "cannot create a session");
+  }
   std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> sessionOwner(
       session, fsdprt_session_destroy);
   auto start = Clock::now();
@@ -523,8 +591,13 @@ int run(const Options &o) {
       float loss;
       check(fsdprt_session_get_output(session, "loss", &loss, sizeof loss),
             "output 'loss'");
+      if (o.world > 1) { // each rank's is its slice's: the global mean
+        float sum = 0;
+        MPI_Allreduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        loss = sum / static_cast<float>(o.world);
+      }
       losses.push_back(loss);
-      if (!o.json)
+      if (!o.json && o.rank == 0)
         std::cout << "step " << i + 1 << " loss " << number(loss) << std::endl;
     }
   }
@@ -621,17 +694,47 @@ int run(const Options &o) {
        << " thread(s)\n"
        << "memory: activations " << activations << " B, weights " << weights
        << " B, constants " << constants << " B; peak RSS " << rss << " B\n";
-  std::cout << (o.json ? json.str() : text.str());
+  if (o.rank == 0)
+    std::cout << (o.json ? json.str() : text.str());
   return 0;
 }
 
 } // namespace
 
+/// Whether mpirun (Open MPI, or a PMI launcher) started this process.
+bool launchedByMpi() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
 int main(int argc, char **argv) {
+  bool mpi = launchedByMpi();
+  int rank = 0, world = 1;
+  if (mpi) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+  }
   try {
-    return run(parse(argc, argv));
+    Options o = parse(argc, argv);
+    o.rank = rank;
+    o.world = world;
+    int status = run(o);
+    if (mpi)
+      MPI_Finalize();
+    return status;
   } catch (const std::exception &e) {
-    std::cerr << "fsdp-run: error: " << e.what() << "\n";
+    std::cerr << "fsdp-run: "
+              << (world > 1 ? "rank " + std::to_string(rank) + ": " : "")
+              << "error: " << e.what() << std::endl;
+    // Every rank ends: the others may be waiting on this one.
+    if (world > 1)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    if (mpi)
+      MPI_Finalize();
     return 1;
   }
 }

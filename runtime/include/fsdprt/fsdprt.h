@@ -311,6 +311,34 @@ FSDPRT_API fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
                                                  int num_threads,
                                                  fsdprt_session_t **out_session);
 
+/** How a multi-rank session communicates. */
+typedef struct fsdprt_mpi_options_s {
+  /** Nonzero: MPI_COMM_WORLD; zero: `comm`. */
+  int use_world;
+  /** The host's communicator as an MPI_Fint (MPI_Comm_c2f(comm)): an
+   *  MPI_Comm is a pointer in Open MPI and an int in MPICH, an MPI_Fint is
+   *  an int in both. The session duplicates it. */
+  int comm;
+  /** The deadline of every collective, in seconds (0: none). A collective
+   *  past it fails the run with FSDPRT_UNAVAILABLE naming the operation and
+   *  the rank, instead of hanging on a dead or stalled peer. */
+  double timeout_seconds;
+} fsdprt_mpi_options_t;
+
+/** As fsdprt_session_create, for one rank of a sharded plan: the
+ *  communicator (MPI must be initialized by the host) must have the plan's
+ *  world size; this rank's index in it is its mesh position (row-major).
+ *  Collective: every rank of the communicator calls it. `options` NULL:
+ *  MPI_COMM_WORLD and a 300 s deadline. Loading weights then reads only
+ *  this rank's shard of each unit. */
+FSDPRT_API fsdprt_status_t fsdprt_session_create_mpi(
+    const fsdprt_plan_t *plan, const char *model_dir, int num_threads,
+    const fsdprt_mpi_options_t *options, fsdprt_session_t **out_session);
+
+/** The session's rank and world size (one-rank sessions: 0 and 1). */
+FSDPRT_API int fsdprt_session_rank(const fsdprt_session_t *session);
+FSDPRT_API int fsdprt_session_world_size(const fsdprt_session_t *session);
+
 /** Releases a session. NULL is accepted and ignored. */
 FSDPRT_API void fsdprt_session_destroy(fsdprt_session_t *session);
 
@@ -341,6 +369,14 @@ FSDPRT_API fsdprt_status_t fsdprt_session_run(fsdprt_session_t *session);
  *  `data`, which has room for exactly its `bytes`: a state dict entry.
  *  FSDPRT_NOT_FOUND if the plan has no such state. */
 FSDPRT_API fsdprt_status_t fsdprt_session_read_state(
+    const fsdprt_session_t *session, const char *fqn, void *data,
+    size_t bytes);
+
+/** As fsdprt_session_read_state, but a member of a unit sharded over
+ *  several ranks is gathered whole from its group's shards: collective,
+ *  every rank of the unit's group calls it with the same `fqn`. State that
+ *  is not sharded is read locally. */
+FSDPRT_API fsdprt_status_t fsdprt_session_read_full_state(
     const fsdprt_session_t *session, const char *fqn, void *data,
     size_t bytes);
 

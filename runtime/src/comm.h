@@ -1,0 +1,69 @@
+//===- comm.h - The runtime's communicator interface -------------*- C++
+//-*-===//
+//
+// What a session needs from a collective library: the rank and world size
+// of its communicator, and all-gather, reduce-scatter, all-reduce and
+// broadcast over the group formed by some axes of the plan's mesh (the
+// ranks that differ from the caller only along those axes). Every call is
+// started nonblocking and waited for with a deadline, so a dead or stalled
+// peer ends the call with a message instead of a hang (Open MPI 4.1 has no
+// collective timeouts of its own). The MPI implementation is mpi_comm.cpp;
+// the NCCL one (GPU issue) implements the same interface.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDPRT_SRC_COMM_H
+#define FSDPRT_SRC_COMM_H
+
+#include "backend.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdprt {
+
+enum class Reduction { Sum, Avg };
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Prepares the group of `axes` (every rank calls this in the same order,
+  /// with the same axes: it may create sub-communicators collectively).
+  /// Returns "" or a message.
+  virtual std::string addGroup(const std::vector<int64_t> &axes) = 0;
+  /// The collectives, on a group added before; "" or a message naming the
+  /// operation, the rank and what went wrong (a timeout says after how
+  /// long). `what` names the operation in messages.
+  virtual std::string allGather(const std::vector<int64_t> &axes,
+                                const Tensor &in, const Tensor &out,
+                                const std::string &what) = 0;
+  virtual std::string reduceScatter(const std::vector<int64_t> &axes,
+                                    const Tensor &in, const Tensor &out,
+                                    Reduction reduction,
+                                    const std::string &what) = 0;
+  virtual std::string allReduce(const std::vector<int64_t> &axes,
+                                const Tensor &in, const Tensor &out,
+                                Reduction reduction,
+                                const std::string &what) = 0;
+  /// Rank 0 of the whole communicator sends `data` to every rank.
+  virtual std::string broadcast(void *data, size_t bytes,
+                                const std::string &what) = 0;
+};
+
+/// MPI_COMM_WORLD as an MPI_Fint (MPI must be initialized).
+int mpiWorldF();
+
+/// A communicator over the MPI communicator `commF` (an MPI_Fint, from
+/// MPI_Comm_c2f), for a plan whose mesh is `mesh`, waiting at most
+/// `timeoutSeconds` for any collective. Fails (returns nullptr and sets
+/// `error`) when MPI is not initialized or the sizes disagree.
+std::unique_ptr<Communicator> createMpiCommunicator(int commF,
+                                                    std::vector<int64_t> mesh,
+                                                    double timeoutSeconds,
+                                                    std::string &error);
+
+} // namespace fsdprt
+
+#endif // FSDPRT_SRC_COMM_H

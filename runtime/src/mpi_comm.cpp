@@ -1,0 +1,260 @@
+//===- mpi_comm.cpp - Collectives over MPI, with deadlines ----------------===//
+//
+// Open MPI's nonblocking collectives (MPI_Iallgather, MPI_Ireduce_scatter_
+// block, MPI_Iallreduce, MPI_Ibcast) polled with MPI_Test until done or
+// past the deadline. A group of mesh axes is a sub-communicator made once
+// by MPI_Comm_split: color = the caller's coordinates along the other
+// axes, key = its index within the group, so group ranks follow the
+// layout's order. F32 and F64 reduce natively; MPI has no bf16 or f16
+// datatype, so those are refused by the plan check for now (the GPU
+// backend reduces them in NCCL).
+//
+//===----------------------------------------------------------------------===//
+
+#include "comm.h"
+
+// The C API only (not the deprecated C++ bindings mpi.h would pull in).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+namespace fsdprt {
+
+namespace {
+
+std::string mpiError(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return std::string(text, length);
+}
+
+class MpiCommunicator : public Communicator {
+public:
+  MpiCommunicator(MPI_Comm world, std::vector<int64_t> mesh, double timeout)
+      : world(world), mesh(std::move(mesh)), timeout(timeout) {
+    MPI_Comm_rank(world, &rank_);
+    MPI_Comm_size(world, &size_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      for (auto &[axes, comm] : groups)
+        if (comm != MPI_COMM_NULL && comm != world)
+          MPI_Comm_free(&comm);
+    if (!finalized && world != MPI_COMM_NULL)
+      MPI_Comm_free(&world);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::string addGroup(const std::vector<int64_t> &axes) override {
+    if (groups.count(axes))
+      return "";
+    // The caller's coordinates on the row-major mesh.
+    std::vector<int64_t> coord(mesh.size());
+    int64_t rest = rank_;
+    for (size_t d = mesh.size(); d-- > 0;) {
+      coord[d] = rest % mesh[d];
+      rest /= mesh[d];
+    }
+    int64_t color = 0, key = 0;
+    for (size_t d = 0; d < mesh.size(); ++d) {
+      bool inGroup = false;
+      for (int64_t axis : axes)
+        inGroup |= axis == static_cast<int64_t>(d);
+      if (!inGroup)
+        color = color * mesh[d] + coord[d];
+    }
+    for (int64_t axis : axes)
+      key = key * mesh[axis] + coord[axis];
+    MPI_Comm comm = MPI_COMM_NULL;
+    int code = MPI_Comm_split(world, static_cast<int>(color),
+                              static_cast<int>(key), &comm);
+    if (code != MPI_SUCCESS)
+      return "rank " + std::to_string(rank_) +
+             ": cannot make the group of mesh axes: " + mpiError(code);
+    groups[axes] = comm;
+    return "";
+  }
+
+  std::string allGather(const std::vector<int64_t> &axes, const Tensor &in,
+                        const Tensor &out, const std::string &what) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (std::string error = prepare(axes, in, comm, type, what); !error.empty())
+      return error;
+    MPI_Request request;
+    int code =
+        MPI_Iallgather(in.data, static_cast<int>(in.numel), type, out.data,
+                       static_cast<int>(in.numel), type, comm, &request);
+    return finish(code, request, what);
+  }
+
+  std::string reduceScatter(const std::vector<int64_t> &axes, const Tensor &in,
+                            const Tensor &out, Reduction reduction,
+                            const std::string &what) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (std::string error = prepare(axes, in, comm, type, what); !error.empty())
+      return error;
+    MPI_Request request;
+    int code = MPI_Ireduce_scatter_block(in.data, out.data,
+                                         static_cast<int>(out.numel), type,
+                                         MPI_SUM, comm, &request);
+    if (std::string error = finish(code, request, what); !error.empty())
+      return error;
+    return average(comm, out, reduction);
+  }
+
+  std::string allReduce(const std::vector<int64_t> &axes, const Tensor &in,
+                        const Tensor &out, Reduction reduction,
+                        const std::string &what) override {
+    MPI_Comm comm;
+    MPI_Datatype type;
+    if (std::string error = prepare(axes, in, comm, type, what); !error.empty())
+      return error;
+    MPI_Request request;
+    int code = MPI_Iallreduce(in.data == out.data ? MPI_IN_PLACE : in.data,
+                              out.data, static_cast<int>(out.numel), type,
+                              MPI_SUM, comm, &request);
+    if (std::string error = finish(code, request, what); !error.empty())
+      return error;
+    return average(comm, out, reduction);
+  }
+
+  std::string broadcast(void *data, size_t bytes,
+                        const std::string &what) override {
+    MPI_Request request;
+    int code =
+        MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, 0, world, &request);
+    return finish(code, request, what);
+  }
+
+private:
+  std::string prepare(const std::vector<int64_t> &axes, const Tensor &in,
+                      MPI_Comm &comm, MPI_Datatype &type,
+                      const std::string &what) {
+    auto it = groups.find(axes);
+    if (it == groups.end())
+      return what + " on rank " + std::to_string(rank_) +
+             ": its group was not prepared";
+    comm = it->second;
+    switch (in.dtype) {
+    case FSDPRT_F32:
+      type = MPI_FLOAT;
+      return "";
+    case FSDPRT_F64:
+      type = MPI_DOUBLE;
+      return "";
+    default:
+      return what + " on rank " + std::to_string(rank_) + ": " +
+             fsdprt_dtype_name(in.dtype) +
+             " is not reduced over MPI (float32 and float64 are)";
+    }
+  }
+
+  /// Polls `request` until it completes or the deadline passes.
+  std::string finish(int code, MPI_Request &request, const std::string &what) {
+    if (code != MPI_SUCCESS)
+      return what + " on rank " + std::to_string(rank_) + ": " + mpiError(code);
+    auto start = std::chrono::steady_clock::now();
+    int spins = 0;
+    while (true) {
+      int done = 0;
+      code = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS)
+        return what + " on rank " + std::to_string(rank_) + ": " +
+               mpiError(code);
+      if (done)
+        return "";
+      double waited = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+      if (timeout > 0 && waited > timeout)
+        return what + " on rank " + std::to_string(rank_) +
+               " timed out after " + std::to_string(waited) +
+               " s (a peer died or stalled; the deadline is " +
+               std::to_string(timeout) + " s)";
+      // Spin briefly, then yield the core: ranks share cores when
+      // oversubscribed.
+      if (++spins > 64)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  std::string average(MPI_Comm comm, const Tensor &out, Reduction reduction) {
+    if (reduction != Reduction::Avg)
+      return "";
+    int groupSize = 1;
+    MPI_Comm_size(comm, &groupSize);
+    if (out.dtype == FSDPRT_F32) {
+      float scale = 1.0f / static_cast<float>(groupSize);
+      for (int64_t i = 0; i < out.numel; ++i)
+        out.as<float>()[i] *= scale;
+    } else {
+      double scale = 1.0 / groupSize;
+      for (int64_t i = 0; i < out.numel; ++i)
+        out.as<double>()[i] *= scale;
+    }
+    return "";
+  }
+
+  MPI_Comm world;
+  std::vector<int64_t> mesh;
+  double timeout;
+  int rank_ = 0, size_ = 1;
+  std::map<std::vector<int64_t>, MPI_Comm> groups;
+};
+
+} // namespace
+
+int mpiWorldF() { return static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD)); }
+
+std::unique_ptr<Communicator> createMpiCommunicator(int commF,
+                                                    std::vector<int64_t> mesh,
+                                                    double timeoutSeconds,
+                                                    std::string &error) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    error = "MPI is not initialized (call MPI_Init before creating a "
+            "multi-rank session)";
+    return nullptr;
+  }
+  MPI_Comm given = MPI_Comm_f2c(static_cast<MPI_Fint>(commF));
+  if (given == MPI_COMM_NULL) {
+    error = "the communicator handle is MPI_COMM_NULL";
+    return nullptr;
+  }
+  // A private duplicate: the session's traffic never mixes with the host's,
+  // and errors come back as codes.
+  MPI_Comm own = MPI_COMM_NULL;
+  if (int code = MPI_Comm_dup(given, &own); code != MPI_SUCCESS) {
+    error = "cannot duplicate the communicator: " + mpiError(code);
+    return nullptr;
+  }
+  MPI_Comm_set_errhandler(own, MPI_ERRORS_RETURN);
+  int size = 1;
+  MPI_Comm_size(own, &size);
+  int64_t world = 1;
+  for (int64_t d : mesh)
+    world *= d;
+  if (world != size) {
+    MPI_Comm_free(&own);
+    error = "the plan is for " + std::to_string(world) +
+            " ranks but the communicator has " + std::to_string(size);
+    return nullptr;
+  }
+  return std::make_unique<MpiCommunicator>(own, std::move(mesh),
+                                           timeoutSeconds);
+}
+
+} // namespace fsdprt
