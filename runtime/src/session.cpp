@@ -289,7 +289,8 @@ fsdprt::KernelFn prepareCollective(fsdprt_session_s &s, const plan::Kernel &k,
       fsdprt::Attrs(k).getString("reduction", "sum") == "avg"
           ? fsdprt::Reduction::Avg
           : fsdprt::Reduction::Sum;
-  std::string what = describeKernel(&k, index);
+  std::string what = op; // the session's message names the kernel
+  (void)index;
   fsdprt::Communicator *comm = s.comm.get();
   fsdprt::Tensor in = args.in[0], out = args.out[0];
   if (op == "all_gather")
@@ -732,8 +733,9 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     for (size_t i = 0; i < s->kernels.size(); ++i) {
       auto start = std::chrono::steady_clock::now();
       std::string error = s->stream->launch(s->kernels[i]);
-      if (!error.empty())
-        return makeStatus(FSDPRT_OUT_OF_RANGE,
+      if (!error.empty()) // a collective's failure is a peer's or the link's
+        return makeStatus(kernels->Get(i)->stream() == 1 ? FSDPRT_UNAVAILABLE
+                                                         : FSDPRT_OUT_OF_RANGE,
                           describeKernel(kernels->Get(i), i) + ": " + error);
       if (profile)
         std::fprintf(stderr, "fsdprt: %s: %.3f ms\n",
