@@ -6,8 +6,9 @@ PyTorch on the whole batch: the product's definition of "correct".
                          [--worlds 1 2 3 4] [--steps 5]
 
 For each case and world size W the model is compiled for the per-rank
-batch (global batch / W), wrapped per transformer block, FULL_SHARD,
-AdamW with global-norm clipping, scheduled, and run with
+batch (global batch / W), wrapped per transformer block, FULL_SHARD (and
+SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD on a 2x2 mesh at 4 ranks), AdamW
+with global-norm clipping, scheduled, and run with
 
     mpirun -np W --oversubscribe fsdp-run PLAN --steps 5 --lr LR \\
         --input NAME=GLOBAL.npy ... --save-state DIR
@@ -44,10 +45,19 @@ import check_grads  # noqa: E402
 import check_optim  # noqa: E402
 
 ATOL, RTOL = 1e-5, 1e-4
-# case: (corpus model, transformer block class, lr, global batch multiple)
+# case: (corpus model, transformer block class, lr, auto-wrap extras,
+#        fsdp-flatten mesh option, world sizes it runs at (None: all))
 CASES = {
-    "gpt2": ("gpt2", "GPT2Block", 1e-3),
-    "llama": ("llama", "LlamaBlock", 1e-3),
+    "gpt2": ("gpt2", "GPT2Block", 1e-3, "", None, None),
+    "llama": ("llama", "LlamaBlock", 1e-3, "", None, None),
+    # The other strategies on 4 ranks: each equals torch on one process
+    # (GPT-2 has no per-rank state, so every strategy computes the same
+    # step); HYBRID_SHARD shards within pairs and replicates across them.
+    "gpt2-shard-grad-op": ("gpt2", "GPT2Block", 1e-3, " strategy=SHARD_GRAD_OP",
+                           None, [4]),
+    "gpt2-no-shard": ("gpt2", "GPT2Block", 1e-3, " strategy=NO_SHARD", None, [4]),
+    "gpt2-hybrid-shard": ("gpt2", "GPT2Block", 1e-3, " strategy=HYBRID_SHARD",
+                          "mesh-shape=2,2", [4]),
 }
 NOISE_FLOOR = 1e-6  # relative to a parameter's largest gradient
 
@@ -73,7 +83,7 @@ def mpirun(world: int, cmd: list) -> str:
 
 
 def check(case: str, world: int, steps: int, bindir: Path, work: Path) -> bool:
-    name, block, lr = CASES[case]
+    name, block, lr, extra, mesh, _ = CASES[case]
     # A global batch every world size divides: 12 sequences.
     model, inputs, labels, loss_fn, onnx_path, names, label_name, autodiff = \
         check_grads.prepare(name, work, 4)
@@ -81,8 +91,9 @@ def check(case: str, world: int, steps: int, bindir: Path, work: Path) -> bool:
     assert batch % world == 0, (batch, world)
     mlir, plan = work / f"w{world}.mlir", work / f"w{world}.plan"
     check_grads.run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch // world}",
-                     f"--fsdp-auto-wrap=policy=transformer layer-classes={block}",
-                     f"--fsdp-autodiff{autodiff}", f"--fsdp-flatten=world-size={world}",
+                     f"--fsdp-auto-wrap=policy=transformer layer-classes={block}{extra}",
+                     f"--fsdp-autodiff{autodiff}",
+                     f"--fsdp-flatten={mesh or f'world-size={world}'}",
                      "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
                      "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
     check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
@@ -151,14 +162,14 @@ def main(argv=None) -> int:
             print(f"{case}:", flush=True)
             work = (args.keep or Path(tmp)) / case
             work.mkdir(parents=True, exist_ok=True)
-            for world in args.worlds:
+            for world in CASES[case][5] or args.worlds:
                 try:
                     if not check(case, world, args.steps, bindir, work):
                         failed.append(f"{case}@{world}")
                 except Exception as e:  # noqa: BLE001
                     print(f"  world {world}: FAILED: {e}")
                     failed.append(f"{case}@{world}")
-    total = len(args.only or CASES) * len(args.worlds)
+    total = sum(len(CASES[c][5] or args.worlds) for c in args.only or CASES)
     print(f"{total - len(failed)}/{total} runs equal to single-process torch"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
