@@ -48,6 +48,9 @@ struct fsdprt_session_s {
   std::vector<fsdprt::Tensor> buffers;
   std::vector<fsdprt::KernelFn> kernels;
   bool weightsLoaded = false;
+  /// The last run's seconds in compute kernels and in collectives (waits
+  /// for peers included).
+  double computeSeconds = 0, communicationSeconds = 0;
   /// The multi-rank session's communicator (none: one rank).
   std::unique_ptr<fsdprt::Communicator> comm;
   int rank() const { return comm ? comm->rank() : 0; }
@@ -730,9 +733,15 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     const auto *kernels = s->plan->root->kernels();
     // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
     static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
+    s->computeSeconds = s->communicationSeconds = 0;
     for (size_t i = 0; i < s->kernels.size(); ++i) {
       auto start = std::chrono::steady_clock::now();
       std::string error = s->stream->launch(s->kernels[i]);
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      (kernels->Get(i)->stream() == 1 ? s->communicationSeconds
+                                      : s->computeSeconds) += seconds;
       if (!error.empty()) // a collective's failure is a peer's or the link's
         return makeStatus(kernels->Get(i)->stream() == 1 ? FSDPRT_UNAVAILABLE
                                                          : FSDPRT_OUT_OF_RANGE,
@@ -879,6 +888,18 @@ fsdprt_status_t fsdprt_session_get_output(const fsdprt_session_t *s,
       std::memcpy(data, t->data, bytes);
     return nullptr;
   });
+}
+
+fsdprt_status_t fsdprt_session_timings(const fsdprt_session_t *s,
+                                       double *compute_seconds,
+                                       double *communication_seconds) {
+  if (!s)
+    return invalid("fsdprt_session_timings: NULL argument");
+  if (compute_seconds)
+    *compute_seconds = s->computeSeconds;
+  if (communication_seconds)
+    *communication_seconds = s->communicationSeconds;
+  return nullptr;
 }
 
 fsdprt_status_t fsdprt_session_memory(const fsdprt_session_t *s,

@@ -574,6 +574,7 @@ int run(const Options &o) {
           "input '" + name + "'");
 
   std::vector<double> times, losses;
+  double computeTotal = 0, communicationTotal = 0;
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
     if (stepInput) {
       npy::Array step = scalarArray(*stepInput, i + 1);
@@ -584,9 +585,15 @@ int run(const Options &o) {
     auto begin = Clock::now();
     check(fsdprt_session_run(session),
           o.steps ? "step " + std::to_string(i + 1) + " failed" : "run failed");
-    if (i >= o.warmup)
+    if (i >= o.warmup) {
       times.push_back(
           std::chrono::duration<double>(Clock::now() - begin).count());
+      double compute = 0, communication = 0;
+      check(fsdprt_session_timings(session, &compute, &communication),
+            "timings");
+      computeTotal += compute;
+      communicationTotal += communication;
+    }
     if (o.steps) {
       float loss;
       check(fsdprt_session_get_output(session, "loss", &loss, sizeof loss),
@@ -670,7 +677,23 @@ int run(const Options &o) {
       text << " " << number(valueAt(data, d.dtype, j));
     text << (numel > 6 ? " ...\n" : "\n");
   }
-  json << "], \"load_seconds\": " << number(loadSeconds)
+  // Throughput over the global batch: the first dimension of the first
+  // batched input, times the ranks.
+  int64_t samples = 0;
+  for (const auto &d : inputs)
+    if (d.rank > 0 && samples == 0)
+      samples = d.shape[0] * o.world;
+  double total = 0;
+  for (double t : times)
+    total += t;
+  double perSecond = total > 0 ? samples * times.size() / total : 0;
+  uint64_t perRank = fsdprt_plan_peak_bytes(plan);
+  json << "], \"world_size\": " << o.world
+       << ", \"samples_per_second\": " << number(perSecond)
+       << ", \"compute_seconds\": " << number(computeTotal)
+       << ", \"communication_seconds\": " << number(communicationTotal)
+       << ", \"plan_bytes_per_rank\": " << perRank;
+  json << ", \"load_seconds\": " << number(loadSeconds)
        << ", \"run_seconds\": [";
   for (size_t i = 0; i < times.size(); ++i)
     json << (i ? ", " : "") << number(times[i]);
@@ -694,6 +717,12 @@ int run(const Options &o) {
        << " thread(s)\n"
        << "memory: activations " << activations << " B, weights " << weights
        << " B, constants " << constants << " B; peak RSS " << rss << " B\n";
+  if (o.world > 1 || samples)
+    text << o.world << " rank(s): " << number(perSecond)
+         << " samples/s over the global batch; compute "
+         << number(computeTotal * 1e3) << " ms, communication "
+         << number(communicationTotal * 1e3) << " ms (rank 0); plan " << perRank
+         << " B per rank\n";
   if (o.rank == 0)
     std::cout << (o.json ? json.str() : text.str());
   return 0;

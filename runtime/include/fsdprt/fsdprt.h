@@ -387,6 +387,14 @@ FSDPRT_API fsdprt_status_t fsdprt_session_get_output(
     const fsdprt_session_t *session, const char *name, void *data,
     size_t bytes);
 
+/** The last run's time in compute kernels and in collectives (on the CPU
+ *  runtime collectives run in turn with compute, so the second is the
+ *  communication the step waited for, peers included). Any pointer may be
+ *  NULL. */
+FSDPRT_API fsdprt_status_t fsdprt_session_timings(
+    const fsdprt_session_t *session, double *compute_seconds,
+    double *communication_seconds);
+
 /** Memory the session holds, in bytes: its activations arena (the plan's
  *  peak activation memory), weights and constants. Any pointer may be NULL. */
 FSDPRT_API fsdprt_status_t fsdprt_session_memory(
