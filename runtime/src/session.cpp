@@ -8,9 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "backend.h"
-#include "comm.h"
-#include "plan_internal.h"
+#include "session_internal.h"
 #include "status.h"
 
 #include <fcntl.h>
@@ -28,40 +26,15 @@
 #include "fsdp/layout/FlatLayout.h"
 
 using fsdprt::guarded;
+using fsdprt::layoutOf;
+using fsdprt::loadShards;
 using fsdprt::makeStatus;
+using fsdprt::meshOf;
+using fsdprt::unitAxes;
+using fsdprt::WeightReader;
 namespace plan = fsdprt::plan;
 
 using TensorDescs = flatbuffers::Vector<flatbuffers::Offset<plan::TensorDesc>>;
-
-struct fsdprt_session_s {
-  const fsdprt_plan_s *plan = nullptr;
-  std::string modelDir;
-  /// The threads kernels use (resolved: never 0).
-  int threads = 1;
-  std::unique_ptr<fsdprt::Backend> backend;
-  std::unique_ptr<fsdprt::Stream> stream;
-  std::vector<void *> arenas;
-  std::vector<uint64_t> arenaBytes;
-  std::vector<plan::ArenaKind> arenaKinds;
-  fsdprt::Workspace workspace;
-  void *workspaceMemory = nullptr;
-  std::vector<fsdprt::Tensor> buffers;
-  std::vector<fsdprt::KernelFn> kernels;
-  bool weightsLoaded = false;
-  /// The last run's seconds in compute kernels and in collectives (waits
-  /// for peers included).
-  double computeSeconds = 0, communicationSeconds = 0;
-  /// The multi-rank session's communicator (none: one rank).
-  std::unique_ptr<fsdprt::Communicator> comm;
-  int rank() const { return comm ? comm->rank() : 0; }
-
-  ~fsdprt_session_s() {
-    for (void *arena : arenas)
-      backend->free(arena);
-    if (workspaceMemory)
-      backend->free(workspaceMemory);
-  }
-};
 
 namespace {
 
@@ -306,8 +279,6 @@ fsdprt::KernelFn prepareCollective(fsdprt_session_s &s, const plan::Kernel &k,
   throw fsdprt::KernelError("is not a collective the runtime knows");
 }
 
-std::vector<int64_t> unitAxes(const plan::Unit &u);
-
 /// Every group the plan's collectives and units use, made in one order on
 /// every rank (sub-communicators are created collectively).
 fsdprt_status_t prepareGroups(fsdprt_session_s &s) {
@@ -392,113 +363,12 @@ fsdprt_status_t tensorFor(const fsdprt_session_s &s, const TensorDescs *list,
   return nullptr;
 }
 
-/// An open weight file, closed when the load ends.
-struct WeightFile {
-  int fd = -1;
-  uint64_t size = 0;
-  ~WeightFile() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
-/// Reads `length` bytes at `offset` of `file` into `data`; false at the end
-/// of the file or on an error (errno then says which).
-bool readFully(const WeightFile &file, uint64_t offset, uint64_t length,
-               void *data) {
-  char *to = static_cast<char *>(data);
-  while (length) {
-    ssize_t got = ::pread(file.fd, to, length, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0) {
-      if (got == 0)
-        errno = 0;
-      return false;
-    }
-    to += got;
-    offset += got;
-    length -= got;
-  }
-  return true;
-}
-
-/// Reads byte ranges of the model's data files, opening each file once
-/// (hundreds of tensors usually share one).
-struct WeightReader {
-  std::string modelDir;
-  std::map<std::string, WeightFile> files;
-
-  fsdprt_status_t read(const std::string &file, const std::string &fqn,
-                       uint64_t offset, uint64_t length, void *data) {
-    std::string path = file[0] == '/' ? file : modelDir + "/" + file;
-    auto [it, opened] = files.try_emplace(path);
-    WeightFile &f = it->second;
-    if (opened) {
-      f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat info;
-      if (f.fd < 0 || ::fstat(f.fd, &info) != 0 || S_ISDIR(info.st_mode)) {
-        int error = f.fd < 0 ? errno : S_ISDIR(info.st_mode) ? EISDIR : errno;
-        files.erase(it);
-        return makeStatus(error == ENOENT ? FSDPRT_NOT_FOUND : FSDPRT_IO_ERROR,
-                          "cannot open '" + path + "' for '" + fqn +
-                              "': " + std::strerror(error));
-      }
-      f.size = static_cast<uint64_t>(info.st_size);
-    }
-    if (offset > f.size || length > f.size - offset)
-      return makeStatus(
-          FSDPRT_IO_ERROR,
-          "'" + path + "' is too short for '" + fqn + "': it has " +
-              std::to_string(f.size) + " bytes, the weight map reads " +
-              std::to_string(length) + " at offset " + std::to_string(offset));
-    if (!readFully(f, offset, length, data))
-      return makeStatus(
-          FSDPRT_IO_ERROR,
-          "cannot read " + std::to_string(length) + " bytes at offset " +
-              std::to_string(offset) + " of '" + path + "' for '" + fqn +
-              "': " +
-              (errno ? std::strerror(errno) : "unexpected end of file"));
-    return nullptr;
-  }
-};
-
-std::vector<int64_t> meshOf(const plan::Plan &p) {
-  std::vector<int64_t> mesh;
-  if (p.mesh_shape())
-    mesh.assign(p.mesh_shape()->begin(), p.mesh_shape()->end());
-  return mesh;
-}
-
-std::vector<int64_t> unitAxes(const plan::Unit &u) {
-  std::vector<int64_t> axes;
-  if (u.mesh_axes())
-    axes.assign(u.mesh_axes()->begin(), u.mesh_axes()->end());
-  return axes;
-}
-
-/// A unit's layout over its group (checked when the plan was loaded).
-::fsdp::layout::FlatLayout layoutOf(const plan::Unit &u,
-                                    const std::vector<int64_t> &mesh) {
-  std::vector<int64_t> numels;
-  if (u.params())
-    for (const plan::UnitParam *param : *u.params()) {
-      int64_t numel = 1;
-      if (param->shape())
-        for (int64_t d : *param->shape())
-          numel *= d;
-      numels.push_back(numel);
-    }
-  std::string error;
-  int64_t ranks = fsdprt::groupPosition(mesh, unitAxes(u), 0).size;
-  return *::fsdp::layout::FlatLayout::create(numels, ranks, u.alignment(),
-                                             error);
-}
+} // namespace
 
 /// Fills each unit's shard with the bytes `rank` owns, read straight from
 /// the members' data files through the layout; gaps and padding are zero.
-fsdprt_status_t loadShards(fsdprt_session_s &s, WeightReader &reader,
-                           int64_t rank) {
+fsdprt_status_t fsdprt::loadShards(fsdprt_session_s &s, WeightReader &reader,
+                                   int64_t rank, const Locator &locate) {
   const auto *units = s.plan->root->units();
   if (!units)
     return nullptr;
@@ -513,17 +383,20 @@ fsdprt_status_t loadShards(fsdprt_session_s &s, WeightReader &reader,
     for (const ::fsdp::layout::ParamShard &part : layout.paramShards(index)) {
       const plan::UnitParam *param = u->params()->Get(part.paramIndex);
       uint64_t length = (part.inParam.end - part.inParam.begin) * element;
-      if (fsdprt_status_t status =
-              reader.read(param->file()->str(), param->fqn()->str(),
-                          param->offset() + part.inParam.begin * element,
-                          length, bytes + part.inShard.begin * element))
+      std::string file = param->file()->str();
+      uint64_t offset = param->offset();
+      if (locate)
+        if (fsdprt_status_t status =
+                locate(param->fqn()->str(), param->length(), file, offset))
+          return status;
+      if (fsdprt_status_t status = reader.read(
+              file, param->fqn()->str(), offset + part.inParam.begin * element,
+              length, bytes + part.inShard.begin * element))
         return status;
     }
   }
   return nullptr;
 }
-
-} // namespace
 
 extern "C" {
 

@@ -56,6 +56,16 @@ options:
   --save-state DIR       after the last run, write every parameter, buffer
                          and optimizer state as DIR/<fqn>.npy
   --json                 print one JSON object instead of the summary
+  --save-checkpoint DIR  after the last step, write a sharded training
+                         checkpoint (every rank's shards, optimizer state,
+                         index.json with the step); atomic
+  --resume DIR           start from a sharded checkpoint (written at any
+                         world size: resharded on load) and number steps on
+                         from its step
+  --save-full FILE       after the last run, write the model's state dict
+                         (every parameter by FQN) as one .safetensors file
+  --load-full FILE       start from a full .safetensors state dict instead of
+                         the model's own weights
   --timeout SECONDS      multi-rank: the deadline of every collective (default
                          300; 0: none); a dead or stalled rank ends every
                          rank with a message instead of a hang
@@ -168,7 +178,7 @@ struct Options {
   double timeout = 300;
   /// This process's place among the ranks mpirun started (0 of 1 alone).
   int rank = 0, world = 1;
-  std::string lr, saveState;
+  std::string lr, saveState, saveCheckpoint, resume, saveFull, loadFull;
 };
 
 int toInt(const std::string &flag, const std::string &value, int min) {
@@ -236,6 +246,14 @@ Options parse(int argc, char **argv) {
       }
     } else if (flag == "--save-state") {
       o.saveState = value();
+    } else if (flag == "--save-checkpoint") {
+      o.saveCheckpoint = value();
+    } else if (flag == "--resume") {
+      o.resume = value();
+    } else if (flag == "--save-full") {
+      o.saveFull = value();
+    } else if (flag == "--load-full") {
+      o.loadFull = value();
     } else if (flag == "--timeout") {
       std::string v = value();
       try {
@@ -257,6 +275,9 @@ Options parse(int argc, char **argv) {
   }
   if (o.plan.empty())
     throw Error("no plan given (see --help)");
+  if (!o.resume.empty() && !o.loadFull.empty())
+    throw Error("--resume and --load-full both say where the state comes "
+                "from; give one");
   if (o.steps && o.timing)
     throw Error("--steps runs the training step K times; it does not combine "
                 "with --warmup or --repeat");
@@ -565,7 +586,19 @@ int run(const Options &o) {
   std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> sessionOwner(
       session, fsdprt_session_destroy);
   auto start = Clock::now();
-  check(fsdprt_session_load_weights(session), "cannot load weights");
+  int64_t firstStep = 1;
+  if (!o.resume.empty()) {
+    int64_t saved = 0;
+    check(fsdprt_session_load_sharded_checkpoint(session, o.resume.c_str(),
+                                                 &saved),
+          "cannot resume from '" + o.resume + "'");
+    firstStep = saved + 1;
+  } else if (!o.loadFull.empty()) {
+    check(fsdprt_session_load_full_checkpoint(session, o.loadFull.c_str()),
+          "cannot load '" + o.loadFull + "'");
+  } else {
+    check(fsdprt_session_load_weights(session), "cannot load weights");
+  }
   double loadSeconds =
       std::chrono::duration<double>(Clock::now() - start).count();
   for (const auto &[name, array] : arrays)
@@ -577,7 +610,7 @@ int run(const Options &o) {
   double computeTotal = 0, communicationTotal = 0;
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
     if (stepInput) {
-      npy::Array step = scalarArray(*stepInput, i + 1);
+      npy::Array step = scalarArray(*stepInput, firstStep + i);
       check(fsdprt_session_set_input(session, "step", step.data.data(),
                                      step.data.size()),
             "input 'step'");
@@ -605,11 +638,20 @@ int run(const Options &o) {
       }
       losses.push_back(loss);
       if (!o.json && o.rank == 0)
-        std::cout << "step " << i + 1 << " loss " << number(loss) << std::endl;
+        std::cout << "step " << firstStep + i << " loss " << number(loss)
+                  << std::endl;
     }
   }
   if (!o.saveState.empty())
     saveState(plan, session, o.saveState);
+  if (!o.saveCheckpoint.empty())
+    check(fsdprt_session_save_sharded_checkpoint(
+              session, o.saveCheckpoint.c_str(),
+              firstStep - 1 + o.warmup + o.repeat),
+          "cannot save the checkpoint '" + o.saveCheckpoint + "'");
+  if (!o.saveFull.empty())
+    check(fsdprt_session_save_full_checkpoint(session, o.saveFull.c_str()),
+          "cannot save '" + o.saveFull + "'");
   double mean = 0, min = INFINITY;
   for (double t : times) {
     mean += t / times.size();

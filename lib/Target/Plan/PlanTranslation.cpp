@@ -288,9 +288,11 @@ LogicalResult PlanWriter::declareState() {
                               << "' has no data reference; the plan cannot "
                                  "load its initial value";
     if (!data) { // state that starts as zeros
+      auto of = op.getAttrOfType<FlatSymbolRefAttr>("fsdp.state_of");
       weights.push_back(plan::CreateWeightRef(
           fbb, fbb.CreateString(name.str()), plan::StateKind::Buffer,
-          fbb.CreateString(""), 0, bytes, *id));
+          fbb.CreateString(""), 0, bytes, *id,
+          of ? fbb.CreateString(of.getValue().str()) : 0));
       stateBuffers[name] = *id;
       weightBytes = alignTo(weightBytes + bytes);
       continue;

@@ -387,6 +387,42 @@ FSDPRT_API fsdprt_status_t fsdprt_session_get_output(
     const fsdprt_session_t *session, const char *name, void *data,
     size_t bytes);
 
+/*===----------------------------------------------------------------------===*
+ * Checkpoints
+ *
+ * Written to a temporary name and renamed, so an interrupted save leaves
+ * the last good checkpoint; a torn or mismatched one is refused on load
+ * with a message naming the file and the tensor. Multi-rank sessions call
+ * these collectively (every rank).
+ *===----------------------------------------------------------------------===*/
+
+/** A model state dict: every parameter (flat units' members gathered
+ *  whole) and model buffer by its PyTorch FQN, in one .safetensors file at
+ *  `path`, written by rank 0. Optimizer state is not in it. */
+FSDPRT_API fsdprt_status_t fsdprt_session_save_full_checkpoint(
+    fsdprt_session_t *session, const char *path);
+
+/** Loads a full checkpoint (instead of the plan's weight files): each rank
+ *  reads only its shard of every unit, at any world size. Optimizer state
+ *  starts from zero. */
+FSDPRT_API fsdprt_status_t fsdprt_session_load_full_checkpoint(
+    fsdprt_session_t *session, const char *path);
+
+/** A training checkpoint in directory `dir`: each rank writes what it holds
+ *  (unit shards, optimizer state, buffers) to rank-<r>.safetensors, then
+ *  rank 0 writes index.json (world size, mesh, `step`, each unit's layout)
+ *  and swaps the directory in. */
+FSDPRT_API fsdprt_status_t fsdprt_session_save_sharded_checkpoint(
+    fsdprt_session_t *session, const char *dir, int64_t step);
+
+/** Loads a sharded checkpoint written at any world size: each rank reads
+ *  the pieces of the old shards its own shard covers (resharding) and its
+ *  optimizer state the same way; other state from the same rank's file (or
+ *  rank 0's). `*step` (may be NULL) gets the saved step. A directory
+ *  without index.json is refused (an interrupted save). */
+FSDPRT_API fsdprt_status_t fsdprt_session_load_sharded_checkpoint(
+    fsdprt_session_t *session, const char *dir, int64_t *step);
+
 /** The last run's time in compute kernels and in collectives (on the CPU
  *  runtime collectives run in turn with compute, so the second is the
  *  communication the step waited for, peers included). Any pointer may be

@@ -1,0 +1,369 @@
+//===- safetensors.cpp - The safetensors format, and a small JSON reader --===//
+
+#include "safetensors.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <unistd.h>
+
+namespace fsdprt::safetensors {
+
+namespace {
+
+const char *dtypeName(fsdprt_dtype_t dtype) {
+  switch (dtype) {
+  case FSDPRT_F32:
+    return "F32";
+  case FSDPRT_F16:
+    return "F16";
+  case FSDPRT_BF16:
+    return "BF16";
+  case FSDPRT_F64:
+    return "F64";
+  case FSDPRT_I64:
+    return "I64";
+  case FSDPRT_I32:
+    return "I32";
+  case FSDPRT_I16:
+    return "I16";
+  case FSDPRT_I8:
+    return "I8";
+  case FSDPRT_U8:
+    return "U8";
+  case FSDPRT_BOOL:
+    return "BOOL";
+  }
+  return "?";
+}
+
+bool dtypeOf(const std::string &name, fsdprt_dtype_t &out) {
+  for (fsdprt_dtype_t d :
+       {FSDPRT_F32, FSDPRT_F16, FSDPRT_BF16, FSDPRT_F64, FSDPRT_I64, FSDPRT_I32,
+        FSDPRT_I16, FSDPRT_I8, FSDPRT_U8, FSDPRT_BOOL})
+    if (name == dtypeName(d)) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
+struct Parser {
+  const std::string &s;
+  size_t at = 0;
+  std::string error;
+
+  void space() {
+    while (at < s.size() && std::strchr(" \t\r\n", s[at]))
+      ++at;
+  }
+  bool fail(const std::string &why) {
+    if (error.empty())
+      error = why + " at byte " + std::to_string(at);
+    return false;
+  }
+  bool string(std::string &out) {
+    if (at >= s.size() || s[at] != '"')
+      return fail("expected a string");
+    ++at;
+    while (at < s.size() && s[at] != '"') {
+      char c = s[at++];
+      if (c == '\\') {
+        if (at >= s.size())
+          return fail("unterminated escape");
+        char e = s[at++];
+        switch (e) {
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'u': {
+          if (at + 4 > s.size())
+            return fail("short \\u escape");
+          unsigned code = std::stoul(s.substr(at, 4), nullptr, 16);
+          at += 4;
+          if (code < 0x80) {
+            out += static_cast<char>(code);
+          } else if (code < 0x800) {
+            out += static_cast<char>(0xC0 | (code >> 6));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+          } else {
+            out += static_cast<char>(0xE0 | (code >> 12));
+            out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (code & 0x3F));
+          }
+          break;
+        }
+        default:
+          out += e;
+        }
+      } else {
+        out += c;
+      }
+    }
+    if (at >= s.size())
+      return fail("unterminated string");
+    ++at;
+    return true;
+  }
+  bool value(Json &out, int depth) {
+    if (depth > 64)
+      return fail("nested too deeply");
+    space();
+    if (at >= s.size())
+      return fail("unexpected end");
+    char c = s[at];
+    if (c == '{') {
+      out.kind = Json::Object;
+      ++at;
+      space();
+      if (at < s.size() && s[at] == '}') {
+        ++at;
+        return true;
+      }
+      while (true) {
+        space();
+        std::string key;
+        if (!string(key))
+          return false;
+        space();
+        if (at >= s.size() || s[at] != ':')
+          return fail("expected ':'");
+        ++at;
+        Json item;
+        if (!value(item, depth + 1))
+          return false;
+        out.fields.emplace_back(std::move(key), std::move(item));
+        space();
+        if (at < s.size() && s[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at < s.size() && s[at] == '}') {
+          ++at;
+          return true;
+        }
+        return fail("expected ',' or '}'");
+      }
+    }
+    if (c == '[') {
+      out.kind = Json::Array;
+      ++at;
+      space();
+      if (at < s.size() && s[at] == ']') {
+        ++at;
+        return true;
+      }
+      while (true) {
+        Json item;
+        if (!value(item, depth + 1))
+          return false;
+        out.items.push_back(std::move(item));
+        space();
+        if (at < s.size() && s[at] == ',') {
+          ++at;
+          continue;
+        }
+        if (at < s.size() && s[at] == ']') {
+          ++at;
+          return true;
+        }
+        return fail("expected ',' or ']'");
+      }
+    }
+    if (c == '"') {
+      out.kind = Json::String;
+      return string(out.text);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      out.kind = Json::Number;
+      size_t begin = at;
+      while (at < s.size() && std::strchr("-+.eE0123456789", s[at]))
+        ++at;
+      out.text = s.substr(begin, at - begin);
+      return true;
+    }
+    if (s.compare(at, 4, "null") == 0) {
+      at += 4;
+      return true;
+    }
+    return fail("unexpected character");
+  }
+};
+
+} // namespace
+
+const Json *Json::get(const std::string &key) const {
+  for (const auto &[name, value] : fields)
+    if (name == key)
+      return &value;
+  return nullptr;
+}
+
+int64_t Json::asInt() const {
+  try {
+    return kind == Number ? std::stoll(text) : -1;
+  } catch (const std::exception &) {
+    return -1;
+  }
+}
+
+std::string parseJson(const std::string &text, Json &out) {
+  Parser p{text, 0, {}};
+  if (!p.value(out, 0))
+    return p.error;
+  p.space();
+  if (p.at != text.size())
+    return "trailing bytes at byte " + std::to_string(p.at);
+  return "";
+}
+
+std::string quote(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", c);
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string write(const std::string &path, const std::vector<Source> &tensors,
+                  const std::map<std::string, std::string> &metadata) {
+  std::string header = "{\"__metadata__\":{";
+  bool first = true;
+  for (const auto &[key, value] : metadata) {
+    header += (first ? "" : ",") + quote(key) + ":" + quote(value);
+    first = false;
+  }
+  header += "}";
+  uint64_t offset = 0;
+  for (const Source &t : tensors) {
+    header += "," + quote(t.name) + ":{\"dtype\":\"" + dtypeName(t.dtype) +
+              "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i)
+      header += (i ? "," : "") + std::to_string(t.shape[i]);
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
+              std::to_string(offset + t.bytes) + "]}";
+    offset += t.bytes;
+  }
+  header += "}";
+  while (header.size() % 8) // the format pads the header to 8 bytes
+    header += ' ';
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  std::unique_ptr<FILE, int (*)(FILE *)> file(
+      std::fopen(temporary.c_str(), "wb"), &std::fclose);
+  if (!file)
+    return "cannot write '" + temporary + "': " + std::strerror(errno);
+  uint64_t length = header.size();
+  unsigned char prefix[8];
+  for (int i = 0; i < 8; ++i)
+    prefix[i] = static_cast<unsigned char>(length >> (8 * i));
+  bool ok =
+      std::fwrite(prefix, 1, 8, file.get()) == 8 &&
+      std::fwrite(header.data(), 1, header.size(), file.get()) == header.size();
+  for (const Source &t : tensors)
+    ok = ok && (t.bytes == 0 ||
+                std::fwrite(t.data, 1, t.bytes, file.get()) == t.bytes);
+  ok = ok && std::fflush(file.get()) == 0 && ::fsync(fileno(file.get())) == 0;
+  int error = errno;
+  file.reset();
+  if (!ok) {
+    std::remove(temporary.c_str());
+    return "cannot write '" + temporary + "': " + std::strerror(error);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = errno;
+    std::remove(temporary.c_str());
+    return "cannot rename '" + temporary + "' to '" + path +
+           "': " + std::strerror(error);
+  }
+  return "";
+}
+
+std::string readHeader(const std::string &path, Header &out) {
+  std::unique_ptr<FILE, int (*)(FILE *)> file(std::fopen(path.c_str(), "rb"),
+                                              &std::fclose);
+  if (!file)
+    return "cannot open '" + path + "': " + std::strerror(errno);
+  std::fseek(file.get(), 0, SEEK_END);
+  long size = std::ftell(file.get());
+  std::fseek(file.get(), 0, SEEK_SET);
+  unsigned char prefix[8];
+  if (size < 8 || std::fread(prefix, 1, 8, file.get()) != 8)
+    return "'" + path + "' is not a safetensors file (shorter than 8 bytes)";
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i)
+    length |= static_cast<uint64_t>(prefix[i]) << (8 * i);
+  if (length > static_cast<uint64_t>(size) - 8 || length > (100u << 20))
+    return "'" + path + "' is torn or not a safetensors file: its header of " +
+           std::to_string(length) + " bytes does not fit in its " +
+           std::to_string(size) + " bytes";
+  std::string text(length, '\0');
+  if (std::fread(text.data(), 1, length, file.get()) != length)
+    return "cannot read the header of '" + path + "'";
+  Json json;
+  if (std::string error = parseJson(text, json); !error.empty())
+    return "'" + path + "' has a malformed header: " + error;
+  if (json.kind != Json::Object)
+    return "'" + path + "' has a malformed header: not an object";
+  out.dataStart = 8 + length;
+  uint64_t dataBytes = static_cast<uint64_t>(size) - out.dataStart;
+  for (const auto &[name, value] : json.fields) {
+    if (name == "__metadata__") {
+      for (const auto &[key, item] : value.fields)
+        out.metadata[key] = item.text;
+      continue;
+    }
+    Entry e;
+    const Json *dtype = value.get("dtype"), *shape = value.get("shape"),
+               *offsets = value.get("data_offsets");
+    if (!dtype || !dtypeOf(dtype->text, e.dtype) || !shape || !offsets ||
+        offsets->items.size() != 2)
+      return "'" + path + "': tensor '" + name +
+             "' has no valid dtype, shape and data_offsets";
+    uint64_t numel = 1;
+    for (const Json &d : shape->items) {
+      if (d.asInt() < 0)
+        return "'" + path + "': tensor '" + name + "' has a bad shape";
+      e.shape.push_back(d.asInt());
+      numel *= static_cast<uint64_t>(d.asInt());
+    }
+    if (offsets->items[0].asInt() < 0 || offsets->items[1].asInt() < 0)
+      return "'" + path + "': tensor '" + name + "' has bad offsets";
+    e.begin = offsets->items[0].asInt();
+    e.end = offsets->items[1].asInt();
+    if (e.end < e.begin ||
+        e.end - e.begin != numel * fsdprt_dtype_size(e.dtype))
+      return "'" + path + "': tensor '" + name + "' has " +
+             std::to_string(e.end - e.begin) + " bytes, not what its dtype " +
+             "and shape hold";
+    if (e.end > dataBytes)
+      return "'" + path + "' is torn: tensor '" + name + "' ends at byte " +
+             std::to_string(e.end) + " of a data section of " +
+             std::to_string(dataBytes);
+    out.tensors[name] = e;
+  }
+  return "";
+}
+
+} // namespace fsdprt::safetensors
