@@ -102,6 +102,92 @@ def patch_compute_device_cpu(fsdp_class):
     fsdp_class._get_compute_device = _cpu_compute_device
 
 
+def enable_cpu_training(dist):
+    """What FSDP's forward and backward need on a CPU-only build with gloo:
+    ``_lazy_init`` refuses CPU-only execution and makes CUDA streams, and
+    FSDP's two collectives, ``_all_gather_base`` and
+    ``_reduce_scatter_base``, do not exist in gloo. CUDA is reported
+    available and its streams and events do nothing (CPU ops run in
+    order); the collectives become gloo's ``all_gather`` into views of the
+    output and ``all_reduce`` of a copy keeping this rank's chunk. The
+    FSDP algorithm (gradient pre/post division, resharding) is unchanged."""
+    import contextlib
+
+    import torch
+
+    class Stream:
+        def wait_stream(self, *args, **kwargs): pass
+        def wait_event(self, *args, **kwargs): pass
+        def record_event(self, *args, **kwargs): return Event()
+        def synchronize(self): pass
+        def query(self): return True
+
+    class Event:
+        def __init__(self, *args, **kwargs): pass
+        def record(self, *args, **kwargs): pass
+        def wait(self, *args, **kwargs): pass
+        def synchronize(self): pass
+        def query(self): return True
+
+    torch.cuda.is_available = lambda: True
+    torch.cuda.Stream = Stream
+    torch.cuda.Event = Event
+    torch.cuda.current_stream = lambda *args, **kwargs: Stream()
+    torch.cuda.stream = lambda *args, **kwargs: contextlib.nullcontext()
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    torch.Tensor.record_stream = lambda self, stream: None
+
+    def all_gather_base(output, input, group=None, async_op=False):
+        chunks = list(output.view(-1).chunk(dist.get_world_size(group)))
+        dist.all_gather(chunks, input.contiguous(), group=group)
+
+    def reduce_scatter_base(output, input, op=dist.ReduceOp.SUM, group=None,
+                            async_op=False):
+        total = input.detach().clone().contiguous()
+        dist.all_reduce(total, op=op, group=group)
+        mine = total.view(-1).chunk(dist.get_world_size(group))[dist.get_rank(group)]
+        output.copy_(mine.view_as(output))
+
+    dist._all_gather_base = all_gather_base
+    dist._reduce_scatter_base = reduce_scatter_base
+
+
+def train(wrapped, fsdp_class, corpus_case, opts, rank, world, dist):
+    """``opts["steps"]`` steps of FSDP training on this rank's slice of the
+    global batch in ``opts["data"]`` (.npz: inputs x0, x1, ... and labels
+    y): per step the loss averaged over ranks, then every parameter
+    gathered whole and this rank's buffers (BatchNorm statistics)."""
+    import numpy as np
+    import torch
+
+    data = np.load(opts["data"])
+    xs = [torch.from_numpy(data[f"x{i}"]) for i in range(len(data.files) - 1)]
+    y = torch.from_numpy(data["y"])
+    per = y.shape[0] // world
+    xs = [x[rank * per:(rank + 1) * per] for x in xs]
+    y = y[rank * per:(rank + 1) * per]
+    if opts["optimizer"] == "adamw":
+        opt = torch.optim.AdamW(wrapped.parameters(), lr=opts["lr"])
+    else:
+        opt = torch.optim.SGD(wrapped.parameters(), lr=opts["lr"], momentum=0.9)
+    wrapped.train()
+    losses = []
+    for _ in range(opts["steps"]):
+        opt.zero_grad()
+        loss = corpus_case.loss_fn(wrapped(*xs), y)
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        losses.append(float(total) / world)
+    with fsdp_class.summon_full_params(wrapped):
+        params = {clean_name(k): v.detach().clone().numpy()
+                  for k, v in wrapped.named_parameters()}
+    buffers = {clean_name(k): v.detach().clone().numpy()
+               for k, v in wrapped.named_buffers()}
+    return losses, params, buffers
+
+
 # --------------------------------------------------------------------------
 # Corpus, policies
 # --------------------------------------------------------------------------
@@ -323,6 +409,10 @@ def _worker(rank, world, port, opts, workdir):
         if opts["model"] not in corpus.CASES:
             raise UsageError(f"unknown model {opts['model']!r}; corpus: {sorted(corpus.CASES)}")
         model, _ = corpus.CASES[opts["model"]].build()
+        if opts.get("train"):
+            enable_cpu_training(dist)
+            # The weights the compared run starts from (its ONNX file's).
+            model.load_state_dict(torch.load(opts["train"]["init"]))
         fqn_of = {id(m): name for name, m in model.named_modules()}
         table = model_parameter_table(model)
         orig_tensors = {}
@@ -347,13 +437,29 @@ def _worker(rank, world, port, opts, workdir):
             kwargs["auto_wrap_policy"] = policy
         if ignored:
             kwargs["ignored_modules"] = ignored
+        if opts.get("train"):
+            from torch.distributed.fsdp import ShardingStrategy
+            kwargs["sharding_strategy"] = getattr(ShardingStrategy,
+                                                  opts["train"]["strategy"])
         try:
             wrapped = FSDP(model, **kwargs)
         except Exception as e:  # torch's own error while wrapping: an observation
             result["error"] = f"{type(e).__name__}: {e}"
         else:  # an error in here is the harness's, not torch's: the rank fails
-            result["units"] = _rank_report(wrapped, FSDP, fqn_of, orig_tensors, rank, world)
+            # NO_SHARD keeps no shard metadata to report.
+            no_shard = opts.get("train") and opts["train"]["strategy"] == "NO_SHARD"
+            result["units"] = None if no_shard else \
+                _rank_report(wrapped, FSDP, fqn_of, orig_tensors, rank, world)
         _trace(rank, f"wrapped in {time.perf_counter() - t0:.3f} s")
+        if opts.get("train") and result["error"] is None:
+            import numpy as np
+            losses, params, buffers = train(wrapped, FSDP, corpus.CASES[opts["model"]],
+                                            opts["train"], rank, world, dist)
+            result["losses"] = losses
+            np.savez(os.path.join(workdir, f"buffers{rank}.npz"), **buffers)
+            if rank == 0:
+                np.savez(opts["train"]["out"], **params)
+            _trace(rank, "trained")
 
         gathered = [None] * world
         dist.all_gather_object(gathered, result)
@@ -368,9 +474,16 @@ def _worker(rank, world, port, opts, workdir):
                 else:
                     doc.update(units=None, errors=errors[0])
             else:
-                doc.update(units=_merge([g["units"] for g in gathered], world), errors=None)
+                units = [g["units"] for g in gathered]
+                doc.update(units=None if units[0] is None else _merge(units, world),
+                           errors=None)
             doc["parameters"] = table
             doc["ignored_params"] = ignored_params
+            if opts.get("train") and not errors:
+                doc["losses"] = gathered[0]["losses"]
+                for r in range(world):  # every rank's buffers, beside the params
+                    shutil.copy(os.path.join(workdir, f"buffers{r}.npz"),
+                                opts["train"]["out"] + f".buffers{r}.npz")
             tmp = os.path.join(workdir, "result.json.tmp")
             with open(tmp, "w") as f:
                 json.dump(doc, f)
@@ -517,10 +630,17 @@ def _kill(procs):
 
 
 def run_oracle(model, world_size, policy="none", ignored_modules=(), timeout=120.0,
-               models_file=DEFAULT_MODELS, collective_timeout=60):
+               models_file=DEFAULT_MODELS, collective_timeout=60, train=None):
     """Runs FSDP over ``world_size`` rank processes and returns the JSON document
     as a dict. Raises UsageError for bad arguments, OracleError when a rank
-    crashes or the run exceeds ``timeout`` seconds (all ranks are killed)."""
+    crashes or the run exceeds ``timeout`` seconds (all ranks are killed).
+
+    ``train`` (optional) also trains the wrapped model: a dict with ``init``
+    (a state dict file to start from), ``data`` (.npz: x0.., y, the global
+    batch), ``steps``, ``lr``, ``optimizer`` ("adamw" or "sgd": momentum
+    0.9), ``strategy`` (a ShardingStrategy name) and ``out`` (where rank 0
+    writes the final parameters, .npz; rank r's buffers go to
+    ``out.buffers<r>.npz``); the document then has ``losses``."""
     validate_policy(policy)
     if world_size < 2:
         # At 1 rank FSDP switches to NO_SHARD: no padding, no shard metadata.
@@ -533,7 +653,8 @@ def run_oracle(model, world_size, policy="none", ignored_modules=(), timeout=120
     opts = dict(model=model, policy=policy, ignored_modules=list(ignored_modules),
                 models_file=os.path.abspath(models_file),
                 collective_timeout=int(collective_timeout),
-                rank_deadline_s=float(timeout) + 10.0, launcher_pid=os.getpid())
+                rank_deadline_s=float(timeout) + 10.0, launcher_pid=os.getpid(),
+                train=train)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     last = None
