@@ -36,6 +36,7 @@ import argparse
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -234,6 +235,45 @@ def check_against_fsdp(case, world, steps, lr, model, inputs, labels, report, ou
     return ok
 
 
+# Inference on several ranks (forward only: gathers and releases), the
+# logits of each rank's slice against torch eval() on the whole batch.
+INFERENCE = {"vit-inference": ("vit", "EncoderBlock", [2, 4])}
+
+
+def check_inference(case: str, world: int, bindir: Path, work: Path) -> bool:
+    import check_forward
+    import models
+
+    name, block, _ = INFERENCE[case]
+    model, examples = models.CASES[name].build()
+    onnx_path = check_grads.ROOT_BUILD / "test" / "corpus" / f"{name}.onnx"
+    check_forward.load_onnx_weights(model, onnx_path)
+    inputs = check_forward.fresh_inputs(examples, 8, seed=11)
+    names = check_grads.graph_inputs(onnx_path)
+    mlir, plan = work / f"i{world}.mlir", work / f"i{world}.plan"
+    check_grads.run([bindir / "fsdp-opt", onnx_path, f"--batch-size={8 // world}",
+                     f"--fsdp-auto-wrap=policy=transformer layer-classes={block}",
+                     f"--fsdp-flatten=world-size={world}", "--fsdp-shard",
+                     "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+    check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
+    flags = []
+    for input_name, value in zip(names, inputs):
+        np.save(work / f"{input_name}.npy", value.numpy())
+        flags += ["--input", f"{input_name}={work / input_name}.npy"]
+    out = work / f"out{world}"
+    shutil.rmtree(out, ignore_errors=True)
+    mpirun(world, [bindir / "fsdp-run", plan, *flags, "--threads", 1, "--output-dir", out])
+    expected = check_forward.torch_outputs(models.CASES[name], model, inputs, False)
+    first = sorted((out / "rank0").glob("*.npy"))[0].name
+    got = np.concatenate([np.load(out / f"rank{r}" / first) for r in range(world)])
+    want = expected[0].detach().numpy()
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    ok = got.shape == want.shape and bool(np.all(err <= 1e-5 + 1e-4 * np.abs(want)))
+    print(f"  world {world}: logits {list(got.shape)} from {world} ranks' slices, "
+          f"max |diff| vs torch eval {float(err.max()):.2e} {'ok' if ok else 'MISMATCH'}")
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", type=Path)
@@ -247,7 +287,7 @@ def main(argv=None) -> int:
     check_grads.ROOT_BUILD = args.build.resolve()
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
-        for case in args.only or list(CASES):
+        for case in [c for c in args.only or list(CASES) if c in CASES]:
             print(f"{case}:", flush=True)
             work = (args.keep or Path(tmp)) / case
             work.mkdir(parents=True, exist_ok=True)
@@ -258,7 +298,19 @@ def main(argv=None) -> int:
                 except Exception as e:  # noqa: BLE001
                     print(f"  world {world}: FAILED: {e}")
                     failed.append(f"{case}@{world}")
-    total = sum(len(CASES[c][5] or args.worlds) for c in args.only or CASES)
+        for case in [c for c in INFERENCE if not args.only or c in args.only]:
+            print(f"{case}:", flush=True)
+            work = (args.keep or Path(tmp)) / case
+            work.mkdir(parents=True, exist_ok=True)
+            for world in INFERENCE[case][2]:
+                try:
+                    if not check_inference(case, world, bindir, work):
+                        failed.append(f"{case}@{world}")
+                except Exception as e:  # noqa: BLE001
+                    print(f"  world {world}: FAILED: {e}")
+                    failed.append(f"{case}@{world}")
+    total = sum(len(CASES[c][5] or args.worlds) for c in args.only or CASES if c in CASES)
+    total += sum(len(INFERENCE[c][2]) for c in INFERENCE if not args.only or c in args.only)
     print(f"{total - len(failed)}/{total} runs equal to single-process torch"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -43,7 +43,8 @@ Runs a compiled plan (fsdp-translate --mlir-to-plan) on the CPU runtime.
 options:
   --input NAME=FILE.npy  bind the declared input NAME to a C-order .npy file
                          of its dtype and shape (every input must be given)
-  --output-dir DIR       write every output as DIR/<name>.npy (DIR is created)
+  --output-dir DIR       write every output as DIR/<name>.npy (DIR is created;
+                         under mpirun each rank's as DIR/rank<r>/<name>.npy)
   --model-dir DIR        where the weight files are (default: the plan's)
   --threads N            threads for kernels (default 0: one per core)
   --warmup W             untimed runs before the timed ones (default 0)
@@ -665,11 +666,15 @@ int run(const Options &o) {
   getrusage(RUSAGE_SELF, &usage);
   uint64_t rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024; // KiB on Linux
 
-  if (!o.outputDir.empty()) {
+  // Under mpirun each rank's outputs are its slice's: DIR/rank<r>/.
+  std::string outputDir = o.outputDir.empty() || o.world == 1
+                              ? o.outputDir
+                              : o.outputDir + "/rank" + std::to_string(o.rank);
+  if (!outputDir.empty()) {
     std::error_code error;
-    std::filesystem::create_directories(o.outputDir, error);
+    std::filesystem::create_directories(outputDir, error);
     if (error)
-      throw Error("cannot create '" + o.outputDir + "': " + error.message());
+      throw Error("cannot create '" + outputDir + "': " + error.message());
   }
   std::ostringstream json, text;
   json << "{\"plan\": " << jsonString(o.plan) << ", \"inputs\": [";
@@ -705,8 +710,8 @@ int run(const Options &o) {
     std::string lows = numel ? number(lo) : "null",
                 highs = numel ? number(hi) : "null",
                 means = numel ? number(sum / numel) : "null";
-    if (!o.outputDir.empty())
-      npy::write(o.outputDir + "/" + d.name + ".npy",
+    if (!outputDir.empty())
+      npy::write(outputDir + "/" + d.name + ".npy",
                  {npy::descrOf(d.dtype), shape, data});
     json << (i ? ", " : "") << "{\"name\": " << jsonString(d.name)
          << ", \"dtype\": \"" << fsdprt_dtype_name(d.dtype)
