@@ -24,6 +24,11 @@ namespace fsdprt {
 
 enum class Reduction { Sum, Avg };
 
+/// A started collective (see Communicator::start*); waited for once.
+struct Pending {
+  virtual ~Pending() = default;
+};
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -47,6 +52,13 @@ public:
                                 const Tensor &in, const Tensor &out,
                                 Reduction reduction,
                                 const std::string &what) = 0;
+  /// The same collectives started nonblocking: the result is defined once
+  /// `wait` returned "". Started collectives complete in start order.
+  virtual std::unique_ptr<Pending>
+  start(const std::string &op, const std::vector<int64_t> &axes,
+        const Tensor &in, const Tensor &out, Reduction reduction,
+        const std::string &what, std::string &error) = 0;
+  virtual std::string wait(Pending &pending) = 0;
   /// Rank 0 of the whole communicator sends `data` to every rank.
   virtual std::string broadcast(void *data, size_t bytes,
                                 const std::string &what) = 0;

@@ -43,7 +43,8 @@ fsdprt_status_t fsdprt_layout_create(const int64_t *numels, size_t num_params,
     if (!numels && num_params > 0)
       return makeStatus(FSDPRT_INVALID_ARGUMENT,
                         "fsdprt_layout_create: numels is NULL but num_params "
-                        "is " + std::to_string(num_params));
+                        "is " +
+                            std::to_string(num_params));
     std::vector<int64_t> sizes(numels, numels + num_params);
     std::string error;
     std::optional<FlatLayout> layout =
@@ -115,12 +116,11 @@ fsdprt_status_t fsdprt_layout_param_shards(const fsdprt_layout_t *layout,
     std::vector<fsdp::layout::ParamShard> shards =
         layout->layout.paramShards(rank);
     if (out_shards && capacity < shards.size())
-      return makeStatus(FSDPRT_OUT_OF_RANGE,
-                        "fsdprt_layout_param_shards: rank " +
-                            std::to_string(rank) + " holds " +
-                            std::to_string(shards.size()) +
-                            " parameter pieces but capacity is " +
-                            std::to_string(capacity));
+      return makeStatus(
+          FSDPRT_OUT_OF_RANGE,
+          "fsdprt_layout_param_shards: rank " + std::to_string(rank) +
+              " holds " + std::to_string(shards.size()) +
+              " parameter pieces but capacity is " + std::to_string(capacity));
     if (out_shards)
       for (size_t i = 0; i < shards.size(); ++i)
         out_shards[i] = {shards[i].paramIndex, shards[i].inParam.begin,

@@ -33,6 +33,14 @@ std::string mpiError(int code) {
   return std::string(text, length);
 }
 
+struct MpiPending : Pending {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  Tensor out;
+  Reduction reduction = Reduction::Sum;
+  std::string what;
+};
+
 class MpiCommunicator : public Communicator {
 public:
   MpiCommunicator(MPI_Comm world, std::vector<int64_t> mesh, double timeout)
@@ -127,6 +135,48 @@ public:
     if (std::string error = finish(code, request, what); !error.empty())
       return error;
     return average(comm, out, reduction);
+  }
+
+  std::unique_ptr<Pending> start(const std::string &op,
+                                 const std::vector<int64_t> &axes,
+                                 const Tensor &in, const Tensor &out,
+                                 Reduction reduction, const std::string &what,
+                                 std::string &error) override {
+    auto pending = std::make_unique<MpiPending>();
+    MPI_Datatype type;
+    error = prepare(axes, in, pending->comm, type, what);
+    if (!error.empty())
+      return nullptr;
+    pending->out = out;
+    pending->reduction = reduction;
+    pending->what = what;
+    int code;
+    if (op == "all_gather")
+      code = MPI_Iallgather(in.data, static_cast<int>(in.numel), type, out.data,
+                            static_cast<int>(in.numel), type, pending->comm,
+                            &pending->request);
+    else if (op == "reduce_scatter")
+      code = MPI_Ireduce_scatter_block(
+          in.data, out.data, static_cast<int>(out.numel), type, MPI_SUM,
+          pending->comm, &pending->request);
+    else
+      code = MPI_Iallreduce(in.data == out.data ? MPI_IN_PLACE : in.data,
+                            out.data, static_cast<int>(out.numel), type,
+                            MPI_SUM, pending->comm, &pending->request);
+    if (code != MPI_SUCCESS) {
+      error =
+          what + " on rank " + std::to_string(rank_) + ": " + mpiError(code);
+      return nullptr;
+    }
+    return pending;
+  }
+
+  std::string wait(Pending &base) override {
+    auto &pending = static_cast<MpiPending &>(base);
+    if (std::string error = finish(MPI_SUCCESS, pending.request, pending.what);
+        !error.empty())
+      return error;
+    return average(pending.comm, pending.out, pending.reduction);
   }
 
   std::string broadcast(void *data, size_t bytes,

@@ -1,4 +1,5 @@
-//===- plan_internal.h - The loaded plan, shared inside the runtime -*- C++ -*-===//
+//===- plan_internal.h - The loaded plan, shared inside the runtime -*- C++
+//-*-===//
 
 #ifndef FSDPRT_SRC_PLAN_INTERNAL_H
 #define FSDPRT_SRC_PLAN_INTERNAL_H

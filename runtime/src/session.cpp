@@ -266,9 +266,9 @@ fsdprt::KernelFn prepareCollective(fsdprt_session_s &s, const plan::Kernel &k,
           ? fsdprt::Reduction::Avg
           : fsdprt::Reduction::Sum;
   std::string what = op; // the session's message names the kernel
-  (void)index;
   fsdprt::Communicator *comm = s.comm.get();
   fsdprt::Tensor in = args.in[0], out = args.out[0];
+  s.collectives[index] = {op, axes, in, out, reduction};
   if (op == "all_gather")
     return [=]() { return comm->allGather(axes, in, out, what); };
   if (op == "reduce_scatter")
@@ -607,14 +607,61 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
     static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
     s->computeSeconds = s->communicationSeconds = 0;
+    // Multi-rank: collectives start where the plan has them and are waited
+    // for only where a kernel depends on them (Kernel.deps) or the next
+    // collective starts (the communication stream runs in order), so they
+    // overlap the compute in between.
+    std::map<size_t, std::unique_ptr<fsdprt::Pending>> pending;
+    auto waitFor = [&](size_t j) -> std::string {
+      auto it = pending.find(j);
+      if (it == pending.end())
+        return "";
+      auto begin = std::chrono::steady_clock::now();
+      std::string error = s->comm->wait(*it->second);
+      s->communicationSeconds += std::chrono::duration<double>(
+                                     std::chrono::steady_clock::now() - begin)
+                                     .count();
+      pending.erase(it);
+      return error.empty() ? ""
+                           : describeKernel(kernels->Get(j), j) + ": " + error;
+    };
+    auto waitAll = [&]() -> std::string {
+      while (!pending.empty())
+        if (std::string error = waitFor(pending.begin()->first); !error.empty())
+          return error;
+      return "";
+    };
     for (size_t i = 0; i < s->kernels.size(); ++i) {
+      const plan::Kernel *k = kernels->Get(i);
       auto start = std::chrono::steady_clock::now();
-      std::string error = s->stream->launch(s->kernels[i]);
+      std::string error;
+      auto async = s->collectives.find(i);
+      if (async != s->collectives.end()) {
+        error = waitAll();
+        if (error.empty()) {
+          const auto &c = async->second;
+          std::unique_ptr<fsdprt::Pending> started = s->comm->start(
+              c.op, c.axes, c.in, c.out, c.reduction, c.op, error);
+          if (started)
+            pending[i] = std::move(started);
+          else
+            error = describeKernel(k, i) + ": " + error;
+        }
+        if (!error.empty())
+          return makeStatus(FSDPRT_UNAVAILABLE, error);
+        continue;
+      }
+      if (k->deps())
+        for (uint32_t dep : *k->deps())
+          if (std::string failed = waitFor(dep); !failed.empty())
+            return makeStatus(FSDPRT_UNAVAILABLE, failed);
+      start = std::chrono::steady_clock::now();
+      error = s->stream->launch(s->kernels[i]);
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
-      (kernels->Get(i)->stream() == 1 ? s->communicationSeconds
-                                      : s->computeSeconds) += seconds;
+      (k->stream() == 1 ? s->communicationSeconds : s->computeSeconds) +=
+          seconds;
       if (!error.empty()) // a collective's failure is a peer's or the link's
         return makeStatus(kernels->Get(i)->stream() == 1 ? FSDPRT_UNAVAILABLE
                                                          : FSDPRT_OUT_OF_RANGE,
@@ -626,6 +673,8 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
                          std::chrono::steady_clock::now() - start)
                          .count());
     }
+    if (std::string error = waitAll(); !error.empty())
+      return makeStatus(FSDPRT_UNAVAILABLE, error);
     std::string error = s->stream->synchronize();
     if (!error.empty())
       return makeStatus(FSDPRT_INTERNAL, error);

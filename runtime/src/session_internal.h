@@ -45,6 +45,16 @@ struct fsdprt_session_s {
   /// The last run's seconds in compute kernels and in collectives (waits
   /// for peers included).
   double computeSeconds = 0, communicationSeconds = 0;
+  /// A multi-rank session's collective kernels, by kernel index: started
+  /// nonblocking when reached, waited for where the plan's dependencies
+  /// say.
+  struct Collective {
+    std::string op;
+    std::vector<int64_t> axes;
+    fsdprt::Tensor in, out;
+    fsdprt::Reduction reduction;
+  };
+  std::map<size_t, Collective> collectives;
   /// The multi-rank session's communicator (none: one rank).
   std::unique_ptr<fsdprt::Communicator> comm;
   int rank() const { return comm ? comm->rank() : 0; }
