@@ -5,9 +5,10 @@
 // past the deadline. A group of mesh axes is a sub-communicator made once
 // by MPI_Comm_split: color = the caller's coordinates along the other
 // axes, key = its index within the group, so group ranks follow the
-// layout's order. F32 and F64 reduce natively; MPI has no bf16 or f16
-// datatype, so those are refused by the plan check for now (the GPU
-// backend reduces them in NCCL).
+// layout's order. F32 and F64 go to MPI as they are. MPI has no bf16 or
+// f16 datatype: those collectives run in fp32 (the values widened into
+// scratch buffers, reduced, rounded back to nearest-even), so a bf16
+// reduction sums in fp32, as NCCL does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,8 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -33,10 +36,88 @@ std::string mpiError(int code) {
   return std::string(text, length);
 }
 
+bool isHalf(fsdprt_dtype_t dtype) {
+  return dtype == FSDPRT_BF16 || dtype == FSDPRT_F16;
+}
+
+float halfToFloat(uint16_t h, fsdprt_dtype_t dtype) {
+  uint32_t bits;
+  if (dtype == FSDPRT_BF16) {
+    bits = static_cast<uint32_t>(h) << 16;
+  } else { // IEEE binary16
+    uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1F,
+             mantissa = h & 0x3FF;
+    if (exponent == 0x1F) { // inf, nan
+      bits = sign | 0x7F800000u | (mantissa << 13);
+    } else if (exponent != 0) {
+      bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+      bits = sign;
+    } else { // subnormal: normalise
+      int shift = 0;
+      while (!(mantissa & 0x400)) {
+        mantissa <<= 1;
+        ++shift;
+      }
+      bits = sign | ((113 - shift) << 23) | ((mantissa & 0x3FF) << 13);
+    }
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToHalf(float f, fsdprt_dtype_t dtype) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (dtype == FSDPRT_BF16) {
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) // nan stays nan
+      return static_cast<uint16_t>((bits >> 16) | 0x40);
+    bits += 0x7FFF + ((bits >> 16) & 1); // round to nearest even
+    return static_cast<uint16_t>(bits >> 16);
+  }
+  uint32_t sign = (bits >> 16) & 0x8000u;
+  uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u)
+    return static_cast<uint16_t>(sign | 0x7E00);
+  if (magnitude >= 0x477FF000u) // rounds past 65504: infinity
+    return static_cast<uint16_t>(sign | 0x7C00);
+  if (magnitude < 0x38800000u) { // subnormal or zero in binary16
+    float value;
+    std::memcpy(&value, &magnitude, 4);
+    // Units of 2^-24, rounded to nearest even by the FPU.
+    return static_cast<uint16_t>(
+        sign | static_cast<uint32_t>(std::nearbyint(value * 16777216.0f)));
+  }
+  uint32_t rounded = magnitude + 0xFFF + ((magnitude >> 13) & 1);
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+/// A half-precision tensor's fp32 copy for MPI (or the tensor itself).
+struct Widened {
+  Tensor tensor;
+  std::vector<float> storage;
+};
+
+Widened widen(const Tensor &t, bool copyValues) {
+  if (!isHalf(t.dtype))
+    return {t, {}};
+  Widened w;
+  w.storage.resize(t.numel);
+  if (copyValues)
+    for (int64_t i = 0; i < t.numel; ++i)
+      w.storage[i] = halfToFloat(t.as<uint16_t>()[i], t.dtype);
+  w.tensor = t;
+  w.tensor.dtype = FSDPRT_F32;
+  w.tensor.data = w.storage.data();
+  return w;
+}
+
 struct MpiPending : Pending {
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Comm comm = MPI_COMM_NULL;
-  Tensor out;
+  Tensor out;          // where the result goes (half: rounded back)
+  Widened in, wideOut; // fp32 scratch of half-precision collectives
   Reduction reduction = Reduction::Sum;
   std::string what;
 };
@@ -94,47 +175,19 @@ public:
 
   std::string allGather(const std::vector<int64_t> &axes, const Tensor &in,
                         const Tensor &out, const std::string &what) override {
-    MPI_Comm comm;
-    MPI_Datatype type;
-    if (std::string error = prepare(axes, in, comm, type, what); !error.empty())
-      return error;
-    MPI_Request request;
-    int code =
-        MPI_Iallgather(in.data, static_cast<int>(in.numel), type, out.data,
-                       static_cast<int>(in.numel), type, comm, &request);
-    return finish(code, request, what);
+    return run("all_gather", axes, in, out, Reduction::Sum, what);
   }
 
   std::string reduceScatter(const std::vector<int64_t> &axes, const Tensor &in,
                             const Tensor &out, Reduction reduction,
                             const std::string &what) override {
-    MPI_Comm comm;
-    MPI_Datatype type;
-    if (std::string error = prepare(axes, in, comm, type, what); !error.empty())
-      return error;
-    MPI_Request request;
-    int code = MPI_Ireduce_scatter_block(in.data, out.data,
-                                         static_cast<int>(out.numel), type,
-                                         MPI_SUM, comm, &request);
-    if (std::string error = finish(code, request, what); !error.empty())
-      return error;
-    return average(comm, out, reduction);
+    return run("reduce_scatter", axes, in, out, reduction, what);
   }
 
   std::string allReduce(const std::vector<int64_t> &axes, const Tensor &in,
                         const Tensor &out, Reduction reduction,
                         const std::string &what) override {
-    MPI_Comm comm;
-    MPI_Datatype type;
-    if (std::string error = prepare(axes, in, comm, type, what); !error.empty())
-      return error;
-    MPI_Request request;
-    int code = MPI_Iallreduce(in.data == out.data ? MPI_IN_PLACE : in.data,
-                              out.data, static_cast<int>(out.numel), type,
-                              MPI_SUM, comm, &request);
-    if (std::string error = finish(code, request, what); !error.empty())
-      return error;
-    return average(comm, out, reduction);
+    return run("all_reduce", axes, in, out, reduction, what);
   }
 
   std::unique_ptr<Pending> start(const std::string &op,
@@ -143,8 +196,11 @@ public:
                                  Reduction reduction, const std::string &what,
                                  std::string &error) override {
     auto pending = std::make_unique<MpiPending>();
+    pending->in = widen(in, /*copyValues=*/true);
+    pending->wideOut = widen(out, /*copyValues=*/false);
+    const Tensor &src = pending->in.tensor, &dst = pending->wideOut.tensor;
     MPI_Datatype type;
-    error = prepare(axes, in, pending->comm, type, what);
+    error = prepare(axes, src, pending->comm, type, what);
     if (!error.empty())
       return nullptr;
     pending->out = out;
@@ -152,16 +208,16 @@ public:
     pending->what = what;
     int code;
     if (op == "all_gather")
-      code = MPI_Iallgather(in.data, static_cast<int>(in.numel), type, out.data,
-                            static_cast<int>(in.numel), type, pending->comm,
-                            &pending->request);
+      code = MPI_Iallgather(src.data, static_cast<int>(src.numel), type,
+                            dst.data, static_cast<int>(src.numel), type,
+                            pending->comm, &pending->request);
     else if (op == "reduce_scatter")
       code = MPI_Ireduce_scatter_block(
-          in.data, out.data, static_cast<int>(out.numel), type, MPI_SUM,
+          src.data, dst.data, static_cast<int>(dst.numel), type, MPI_SUM,
           pending->comm, &pending->request);
     else
-      code = MPI_Iallreduce(in.data == out.data ? MPI_IN_PLACE : in.data,
-                            out.data, static_cast<int>(out.numel), type,
+      code = MPI_Iallreduce(src.data == dst.data ? MPI_IN_PLACE : src.data,
+                            dst.data, static_cast<int>(dst.numel), type,
                             MPI_SUM, pending->comm, &pending->request);
     if (code != MPI_SUCCESS) {
       error =
@@ -176,7 +232,13 @@ public:
     if (std::string error = finish(MPI_SUCCESS, pending.request, pending.what);
         !error.empty())
       return error;
-    return average(pending.comm, pending.out, pending.reduction);
+    std::string error =
+        average(pending.comm, pending.wideOut.tensor, pending.reduction);
+    if (isHalf(pending.out.dtype)) // round the fp32 result back
+      for (int64_t i = 0; i < pending.out.numel; ++i)
+        pending.out.as<uint16_t>()[i] =
+            floatToHalf(pending.wideOut.storage[i], pending.out.dtype);
+    return error;
   }
 
   std::string broadcast(void *data, size_t bytes,
@@ -188,6 +250,16 @@ public:
   }
 
 private:
+  /// A blocking collective: started, then waited for.
+  std::string run(const std::string &op, const std::vector<int64_t> &axes,
+                  const Tensor &in, const Tensor &out, Reduction reduction,
+                  const std::string &what) {
+    std::string error;
+    std::unique_ptr<Pending> pending =
+        start(op, axes, in, out, reduction, what, error);
+    return pending ? wait(*pending) : error;
+  }
+
   std::string prepare(const std::vector<int64_t> &axes, const Tensor &in,
                       MPI_Comm &comm, MPI_Datatype &type,
                       const std::string &what) {
@@ -206,7 +278,7 @@ private:
     default:
       return what + " on rank " + std::to_string(rank_) + ": " +
              fsdprt_dtype_name(in.dtype) +
-             " is not reduced over MPI (float32 and float64 are)";
+             " tensors are not communicated over MPI (floating point ones are)";
     }
   }
 
