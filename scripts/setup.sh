@@ -48,7 +48,9 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-if ! "$venv/bin/python" -c 'import fsdp_mlir' 2>/dev/null; then
+# (Re)installed when missing or older than its entry points (fsdp-compile).
+if ! "$venv/bin/python" -c 'import fsdp_mlir' 2>/dev/null ||
+   [ ! -x "$venv/bin/fsdp-compile" ]; then
   echo "setup: installing python-frontend into $venv"
   "$venv/bin/pip" install --quiet --no-build-isolation --no-deps --no-index \
     -e "$root/python-frontend"

@@ -66,6 +66,10 @@ public:
 
 /// MPI_COMM_WORLD as an MPI_Fint (MPI must be initialized).
 int mpiWorldF();
+/// Starts MPI unless running (fsdprt_mpi_init); "" or why not.
+std::string mpiInit(int *rank, int *size);
+/// Ends MPI if mpiInit started it.
+void mpiFinalize();
 
 /// A communicator over the MPI communicator `commF` (an MPI_Fint, from
 /// MPI_Comm_c2f), for a plan whose mesh is `mesh`, waiting at most

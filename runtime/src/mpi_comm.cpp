@@ -339,6 +339,39 @@ private:
 
 int mpiWorldF() { return static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD)); }
 
+namespace {
+bool startedMpi = false;
+} // namespace
+
+std::string mpiInit(int *rank, int *size) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return "MPI was finalized already";
+  if (!initialized) {
+    int provided = 0;
+    if (int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED,
+                                   &provided);
+        code != MPI_SUCCESS)
+      return "MPI_Init_thread failed: " + mpiError(code);
+    startedMpi = true;
+  }
+  if (rank)
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  if (size)
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+  return "";
+}
+
+void mpiFinalize() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (startedMpi && !finalized)
+    MPI_Finalize();
+  startedMpi = false;
+}
+
 std::unique_ptr<Communicator> createMpiCommunicator(int commF,
                                                     std::vector<int64_t> mesh,
                                                     double timeoutSeconds,

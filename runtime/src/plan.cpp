@@ -259,6 +259,38 @@ fsdprt_status_t fsdprt_plan_unit_param(const fsdprt_plan_t *plan, size_t unit,
   return nullptr;
 }
 
+namespace {
+/// The aliases recorded for `fqn` (a weight or a unit member), or null.
+const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *
+aliasesOf(const fsdprt_plan_t *plan, const char *fqn) {
+  if (!plan || !fqn)
+    return nullptr;
+  if (const auto *weights = plan->root->weights())
+    for (const fsdprt::plan::WeightRef *w : *weights)
+      if (w->fqn()->str() == fqn)
+        return w->aliases();
+  if (const auto *units = plan->root->units())
+    for (const fsdprt::plan::Unit *u : *units)
+      if (u->params())
+        for (const fsdprt::plan::UnitParam *p : *u->params())
+          if (p->fqn()->str() == fqn)
+            return p->aliases();
+  return nullptr;
+}
+} // namespace
+
+size_t fsdprt_plan_num_aliases(const fsdprt_plan_t *plan, const char *fqn) {
+  const auto *aliases = aliasesOf(plan, fqn);
+  return aliases ? aliases->size() : 0;
+}
+
+const char *fsdprt_plan_alias(const fsdprt_plan_t *plan, const char *fqn,
+                              size_t index) {
+  const auto *aliases = aliasesOf(plan, fqn);
+  return aliases && index < aliases->size() ? aliases->Get(index)->c_str()
+                                            : nullptr;
+}
+
 size_t fsdprt_plan_num_kernels(const fsdprt_plan_t *plan) {
   return plan ? count(plan->root->kernels()) : 0;
 }

@@ -543,6 +543,35 @@ fsdprt_status_t fsdprt_session_create_mpi(const fsdprt_plan_t *plan,
   });
 }
 
+fsdprt_status_t fsdprt_mpi_init(int *out_rank, int *out_size) {
+  return guarded(__func__, [&]() -> fsdprt_status_t {
+    std::string error = fsdprt::mpiInit(out_rank, out_size);
+    return error.empty() ? nullptr : makeStatus(FSDPRT_UNAVAILABLE, error);
+  });
+}
+
+void fsdprt_mpi_finalize(void) { fsdprt::mpiFinalize(); }
+
+fsdprt_status_t fsdprt_session_mean_over_ranks(const fsdprt_session_t *s,
+                                               double *value) {
+  return guarded(__func__, [&]() -> fsdprt_status_t {
+    if (!s || !value)
+      return invalid("fsdprt_session_mean_over_ranks: NULL argument");
+    if (!s->comm)
+      return nullptr;
+    std::vector<int64_t> all;
+    for (size_t d = 0; d < meshOf(*s->plan->root).size(); ++d)
+      all.push_back(static_cast<int64_t>(d));
+    if (std::string error = s->comm->addGroup(all); !error.empty())
+      return makeStatus(FSDPRT_UNAVAILABLE, error);
+    double mine = *value;
+    fsdprt::Tensor in{&mine, FSDPRT_F64, {1}, 1}, out{value, FSDPRT_F64, {1}, 1};
+    std::string error = s->comm->allReduce(all, in, out, fsdprt::Reduction::Avg,
+                                           "mean over ranks");
+    return error.empty() ? nullptr : makeStatus(FSDPRT_UNAVAILABLE, error);
+  });
+}
+
 int fsdprt_session_rank(const fsdprt_session_t *session) {
   return session ? session->rank() : -1;
 }

@@ -137,6 +137,9 @@ private:
   FailureOr<uint32_t> bufferOf(Value value, Operation *user);
   LogicalResult declareState();
   LogicalResult declareUnit(mlir::fsdp::FlatParamOp unit);
+  flatbuffers::Offset<
+      flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+  aliasesOf(mlir::fsdp::ParamOp param);
   LogicalResult writeKernel(mlir::fsdp::KernelOp kernel);
   LogicalResult writeCollective(Operation *op);
   /// Records kernel `index`'s stream and the bytes it reads and writes.
@@ -211,6 +214,18 @@ FailureOr<uint32_t> PlanWriter::addBuffer(Operation *anchor, uint32_t arena,
   return static_cast<uint32_t>(buffers.size() - 1);
 }
 
+/// A parameter's other FQNs (tied weights), for state dicts.
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>>
+PlanWriter::aliasesOf(mlir::fsdp::ParamOp param) {
+  std::optional<ArrayAttr> aliases = param.getAliases();
+  if (!aliases || aliases->empty())
+    return 0;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> names;
+  for (Attribute alias : *aliases)
+    names.push_back(fbb.CreateString(cast<StringAttr>(alias).str()));
+  return fbb.CreateVector(names);
+}
+
 /// A unit's shard in the weights arena, and the unit's layout: its members'
 /// shapes and bytes on disk, stored once for every rank.
 LogicalResult PlanWriter::declareUnit(mlir::fsdp::FlatParamOp unit) {
@@ -244,7 +259,7 @@ LogicalResult PlanWriter::declareUnit(mlir::fsdp::FlatParamOp unit) {
         fbb, fbb.CreateString(param.getSymName().str()),
         fbb.CreateVector(type.getShape().data(), type.getRank()),
         fbb.CreateString(data->getFile().str()), data->getOffset(),
-        data->getLength()));
+        data->getLength(), aliasesOf(param)));
   }
   ArrayRef<int16_t> axes = unit.getMeshAxes();
   units.push_back(
@@ -305,7 +320,7 @@ LogicalResult PlanWriter::declareState() {
         fbb, fbb.CreateString(name.str()),
         param ? plan::StateKind::Param : plan::StateKind::Buffer,
         fbb.CreateString(data->getFile().str()), data->getOffset(),
-        data->getLength(), *id));
+        data->getLength(), *id, 0, param ? aliasesOf(param) : 0));
     stateBuffers[name] = *id;
     weightBytes = alignTo(weightBytes + bytes);
   }

@@ -270,6 +270,14 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_unit_param(
     const fsdprt_plan_t *plan, size_t unit, size_t index,
     fsdprt_tensor_desc_t *out_desc);
 
+/** The other FQNs of parameter `fqn` (tied weights, stored once under
+ *  their first name): how many, and alias `index` (NULL when out of
+ *  range). A torch state dict holds the tensor under every name. */
+FSDPRT_API size_t fsdprt_plan_num_aliases(const fsdprt_plan_t *plan,
+                                          const char *fqn);
+FSDPRT_API const char *fsdprt_plan_alias(const fsdprt_plan_t *plan,
+                                         const char *fqn, size_t index);
+
 /** One kernel of a plan: its runtime op ("all_gather", "reduce_scatter"
  *  and "all_reduce" are the collectives), its origin, its stream (0
  *  computes, 1 communicates) and how many kernels of the other stream it
@@ -334,6 +342,19 @@ typedef struct fsdprt_mpi_options_s {
 FSDPRT_API fsdprt_status_t fsdprt_session_create_mpi(
     const fsdprt_plan_t *plan, const char *model_dir, int num_threads,
     const fsdprt_mpi_options_t *options, fsdprt_session_t **out_session);
+
+/** For hosts that do not use MPI themselves (the Python frontend): starts
+ *  MPI if it is not running yet (MPI_Init_thread, funneled) and writes
+ *  this process's rank and the world's size; under mpirun that is the
+ *  job's, alone a singleton world of 1. fsdprt_mpi_finalize ends it
+ *  (only if this library started it). Either pointer may be NULL. */
+FSDPRT_API fsdprt_status_t fsdprt_mpi_init(int *out_rank, int *out_size);
+FSDPRT_API void fsdprt_mpi_finalize(void);
+
+/** Collective: `*value` becomes its mean over the session's ranks (the
+ *  global batch's loss from each rank's). One-rank sessions leave it. */
+FSDPRT_API fsdprt_status_t fsdprt_session_mean_over_ranks(
+    const fsdprt_session_t *session, double *value);
 
 /** The session's rank and world size (one-rank sessions: 0 and 1). */
 FSDPRT_API int fsdprt_session_rank(const fsdprt_session_t *session);

@@ -1,0 +1,111 @@
+"""compile(): an exported ONNX model to a sharded plan, with the tools."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fsdp_mlir._tools import run_tool
+from fsdp_mlir.policy import Policy, PolicyError, no_wrap
+
+STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
+
+
+@dataclass(frozen=True)
+class MixedPrecision:
+    """torch.distributed.fsdp.MixedPrecision's settings, as dtype names
+    ("bf16", "f16", "f32"; None: unchanged)."""
+
+    param_dtype: str | None = None
+    reduce_dtype: str | None = None
+    buffer_dtype: str | None = None
+
+
+def _modules(onnx_path: Path) -> list[dict]:
+    """The module tree the export embedded (FQN and class per module)."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    for prop in model.metadata_props:
+        if prop.key.startswith("fsdp"):
+            try:
+                data = json.loads(prop.value)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and "modules" in data:
+                return data["modules"]
+    return []
+
+
+def _option_text(options: dict[str, Any]) -> str:
+    parts = []
+    for key, value in options.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        parts.append(f"{key.replace('_', '-')}={value}")
+    return " ".join(parts)
+
+
+def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy | None = None,
+            strategy: str = "FULL_SHARD", mesh_shape: tuple[int, int] | None = None,
+            mixed_precision: MixedPrecision | None = None,
+            optimizer: dict[str, Any] | None = None, loss: str | None = None,
+            schedule: dict[str, Any] | None = None, out=None) -> Path:
+    """Compiles the exported model at `onnx_path` into a plan and returns
+    its path (`out`, default beside the model: <name>.w<world>.plan).
+
+    batch_size: per rank. policy: fsdp_mlir.size_based / transformer_layers
+    / by_fqn / no_wrap (default). strategy: FULL_SHARD, SHARD_GRAD_OP,
+    NO_SHARD or HYBRID_SHARD (with mesh_shape=(replicas, shards)).
+    optimizer: a training step, e.g. {"optimizer": "adamw",
+    "max_grad_norm": 1.0} (fsdp-optimizer's options); None: a forward
+    (inference) plan. loss: for a model returning logits, "cross-entropy".
+    schedule: fsdp-schedule options (prefetch, limits, cost model).
+    Raises ToolError, carrying the command line that reproduces it, when a
+    tool fails, and PolicyError / ValueError for bad arguments.
+    """
+    onnx_path = Path(onnx_path)
+    if not onnx_path.is_file():
+        raise FileNotFoundError(f"no ONNX model at {onnx_path}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, not {batch_size!r}")
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, not {world_size!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    if strategy == "HYBRID_SHARD" and (not mesh_shape or
+                                      mesh_shape[0] * mesh_shape[1] != world_size):
+        raise ValueError("HYBRID_SHARD needs mesh_shape=(replicas, shards) with "
+                         f"replicas x shards = world_size ({world_size})")
+    policy = policy or no_wrap()
+    if not isinstance(policy, Policy):
+        raise PolicyError(f"policy must come from fsdp_mlir.size_based, "
+                          f"transformer_layers, by_fqn or no_wrap, not {policy!r}")
+    out = Path(out) if out else onnx_path.with_suffix(f".w{world_size}.plan")
+    work = Path(tempfile.mkdtemp(prefix="fsdp-compile-", dir=out.parent))
+    wrap = policy.options(_modules(onnx_path), work)
+    if strategy != "FULL_SHARD":
+        wrap.append(f"strategy={strategy}")
+    mp = mixed_precision or MixedPrecision()
+    for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
+        if getattr(mp, key):
+            wrap.append(f"{key.replace('_', '-')}={getattr(mp, key)}")
+    args = [onnx_path, f"--batch-size={batch_size}", "--fsdp-auto-wrap=" + " ".join(wrap)]
+    if optimizer is not None:
+        args.append("--fsdp-autodiff" + (f"=loss={loss}" if loss else ""))
+    args.append("--fsdp-flatten=" + (f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}"
+                                     if mesh_shape else f"world-size={world_size}"))
+    if optimizer is not None:
+        args.append("--fsdp-optimizer=" + _option_text(optimizer))
+    args.append("--fsdp-shard")
+    if mixed_precision is not None:
+        args.append("--fsdp-mixed-precision")
+    args.append("--fsdp-schedule" + (f"={_option_text(schedule)}" if schedule else ""))
+    mlir = work / "step.mlir"
+    args += ["--fsdp-inference-pipeline", "-o", mlir]
+    run_tool("fsdp-opt", args)
+    run_tool("fsdp-translate", ["--mlir-to-plan", mlir, "-o", out])
+    return out

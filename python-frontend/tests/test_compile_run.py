@@ -1,0 +1,189 @@
+"""compile(), policies, Session (one rank and, through the launcher, two),
+state dicts into torch, checkpoints and fsdp-compile, against the tools and
+runtime the project built (found through $FSDP_MLIR_TOOLS_DIR, which ctest
+sets, or the repository's build/bin)."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
+
+import fsdp_mlir
+from fsdp_mlir.runtime import RuntimeError_
+
+REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault(fsdp_mlir._tools.TOOLS_DIR_ENV, str(REPO / "build" / "bin"))
+sys.path.insert(0, str(REPO / "python-frontend" / "examples"))
+from tiny_gpt import Block, TinyGPT, data, loss_fn  # noqa: E402
+
+ADAMW = {"optimizer": "adamw", "max_grad_norm": 1.0}
+
+
+class CompileAndRunTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.work = Path(cls.tmp.name)
+        torch.manual_seed(0)
+        cls.model = TinyGPT()
+        cls.ids, cls.labels = data()
+        cls.onnx = fsdp_mlir.export(cls.model, (cls.ids[:1], cls.labels[:1]),
+                                    cls.work / "gpt.onnx", loss_fn=loss_fn,
+                                    input_names=["input_ids", "labels"])
+        cls.batch = {"input_ids": cls.ids.numpy(), "labels": cls.labels.numpy()}
+        cls.plan1 = fsdp_mlir.compile(cls.onnx, batch_size=8, world_size=1,
+                                      policy=fsdp_mlir.transformer_layers({Block}),
+                                      optimizer=ADAMW, out=cls.work / "gpt1.plan")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def torch_steps(self, steps):
+        model = copy.deepcopy(self.model)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = loss_fn(model(self.ids), self.labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses.append(float(loss))
+        return losses, model
+
+    def test_step_equals_torch_and_state_dict_loads_strictly(self):
+        with fsdp_mlir.Session(self.plan1) as session:
+            losses = [session.step(self.batch, lr=3e-3) for _ in range(3)]
+            state = session.state_dict()
+            outputs = session.forward({**self.batch, "lr": np.float32(0),
+                                       "step": np.float32(4)})
+        want, trained = self.torch_steps(3)
+        np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
+        # Every parameter, tied ones under both names, loads into torch.
+        model = TinyGPT()
+        model.load_state_dict(state, strict=True)
+        self.assertIs(state["lm_head.weight"], state["wte.weight"])
+        for name, tensor in model.state_dict().items():
+            self.assertTrue(torch.equal(tensor, state[name]), name)  # exact
+        with torch.no_grad():
+            ours = float(loss_fn(model(self.ids), self.labels))
+        # The runtime's loss of the next forward (lr 0: no update) is the
+        # loaded torch module's.
+        self.assertAlmostEqual(float(outputs["loss"]), ours, places=4)
+        for name, tensor in trained.state_dict().items():
+            if name.endswith("in_proj_bias"):
+                continue  # its key part has no gradient: AdamW steps on rounding noise
+            np.testing.assert_allclose(state[name].numpy(), tensor.numpy(),
+                                       rtol=1e-4, atol=1e-5, err_msg=name)
+
+    def test_checkpoints_resume(self):
+        with fsdp_mlir.Session(self.plan1) as session:
+            first = [session.step(self.batch, lr=3e-3) for _ in range(2)]
+            session.save(self.work / "ckpt")
+            session.save(self.work / "full.safetensors", full=True)
+            later = [session.step(self.batch, lr=3e-3) for _ in range(2)]
+        with fsdp_mlir.Session(self.plan1, load_weights=False) as resumed:
+            resumed.load(self.work / "ckpt")
+            again = [resumed.step(self.batch, lr=3e-3) for _ in range(2)]
+        np.testing.assert_allclose(again, later, rtol=1e-6)
+        with fsdp_mlir.Session(self.plan1, load_weights=False) as loaded:
+            loaded.load(self.work / "full.safetensors")
+            self.assertGreater(len(loaded.state_dict()), 0)
+        self.assertEqual(len(first), 2)
+
+    def test_two_ranks_through_the_launcher_equal_one(self):
+        plan2 = fsdp_mlir.compile(self.onnx, batch_size=4, world_size=2,
+                                  policy=fsdp_mlir.transformer_layers({Block}),
+                                  optimizer=ADAMW, out=self.work / "gpt2.plan")
+        script = self.work / "two.py"
+        script.write_text(textwrap.dedent(f"""
+            import json, numpy as np, fsdp_mlir
+            session = fsdp_mlir.Session({str(plan2)!r}, threads=1)
+            batch = {{"input_ids": np.load({str(self.work / 'ids.npy')!r}),
+                      "labels": np.load({str(self.work / 'labels.npy')!r})}}
+            losses = [session.step(batch, lr=3e-3) for _ in range(3)]
+            state = session.state_dict()
+            if session.rank == 0:
+                print(json.dumps({{"losses": losses,
+                                   "wte": state["wte.weight"].numpy().tolist()}}))
+        """))
+        np.save(self.work / "ids.npy", self.batch["input_ids"])
+        np.save(self.work / "labels.npy", self.batch["labels"])
+        result = subprocess.run([sys.executable, "-m", "fsdp_mlir.launch", "-n", "2",
+                                 str(script)], capture_output=True, text=True, timeout=300,
+                                env=dict(os.environ))
+        self.assertEqual(result.returncode, 0, (result.stdout + result.stderr)[-3000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        want, trained = self.torch_steps(3)
+        np.testing.assert_allclose(report["losses"], want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(report["wte"], trained.wte.weight.detach().numpy(),
+                                   rtol=1e-4, atol=1e-5)
+
+    def test_a_plan_for_other_world_sizes_is_refused(self):
+        plan2 = fsdp_mlir.compile(self.onnx, batch_size=4, world_size=2,
+                                  optimizer=ADAMW, out=self.work / "other.plan")
+        with self.assertRaisesRegex(RuntimeError_, "sharded over 2 ranks but this job "
+                                    "has 1; run it with mpirun -np 2"):
+            fsdp_mlir.Session(plan2)
+
+    def test_policies(self):
+        with self.assertRaisesRegex(fsdp_mlir.PolicyError, "no module of class Nope; "
+                                    "its classes: .*Block"):
+            fsdp_mlir.compile(self.onnx, batch_size=8,
+                              policy=fsdp_mlir.transformer_layers({"Nope"}))
+        with self.assertRaisesRegex(fsdp_mlir.PolicyError, "min_num_params"):
+            fsdp_mlir.size_based(-1)
+        with self.assertRaisesRegex(fsdp_mlir.PolicyError, "policy must come from"):
+            fsdp_mlir.compile(self.onnx, batch_size=8, policy="size")
+        with self.assertRaisesRegex(ValueError, "unknown strategy"):
+            fsdp_mlir.compile(self.onnx, batch_size=8, strategy="SHARD_EVERYTHING")
+        # A lambda on FQNs becomes the file-level policy: blocks.0 alone.
+        plan = fsdp_mlir.compile(self.onnx, batch_size=8, world_size=2,
+                                 policy=fsdp_mlir.by_fqn(lambda fqn, cls: fqn == "blocks.0"),
+                                 out=self.work / "lambda.plan")
+        described = json.loads(fsdp_mlir.run_tool("fsdp-run", [plan, "--describe", "--json"]))
+        self.assertEqual(sorted(u["module"] for u in described["units"]), ["", "blocks.0"])
+        plan = fsdp_mlir.compile(self.onnx, batch_size=8, world_size=2,
+                                 policy=fsdp_mlir.size_based(10_000),
+                                 out=self.work / "size.plan")
+        described = json.loads(fsdp_mlir.run_tool("fsdp-run", [plan, "--describe", "--json"]))
+        self.assertEqual(sorted(u["module"] for u in described["units"]),
+                         ["", "blocks.0", "blocks.1"])
+
+    def test_tool_failures_carry_the_command(self):
+        with self.assertRaises(fsdp_mlir.ToolError) as caught:
+            fsdp_mlir.compile(self.onnx, batch_size=8, optimizer=ADAMW, loss="hinge")
+        self.assertIn("reproduce with:", str(caught.exception))
+        self.assertIn("fsdp-opt", caught.exception.command)
+        with mock.patch.dict(os.environ, {fsdp_mlir._tools.TOOLS_DIR_ENV: str(self.work),
+                                          "PATH": str(self.work)}):
+            with self.assertRaises(fsdp_mlir.ToolNotFoundError):
+                fsdp_mlir.compile(self.onnx, batch_size=8)
+
+    def test_fsdp_compile_command(self):
+        out = self.work / "cli.plan"
+        result = subprocess.run([sys.executable, "-m", "fsdp_mlir.cli", str(self.onnx),
+                                 "--batch-size", "4", "--world-size", "2",
+                                 "--transformer-layers", "Block", "--optimizer", "adamw",
+                                 "-o", str(out)], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout.strip(), str(out))
+        bad = subprocess.run([sys.executable, "-m", "fsdp_mlir.cli", str(self.onnx),
+                              "--batch-size", "4", "--transformer-layers", "Nope"],
+                             capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("no module of class Nope", bad.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
