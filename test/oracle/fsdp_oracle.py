@@ -585,6 +585,16 @@ def _launch_once(world, opts, timeout):
             alive = [p for p in procs if p.exitcode is None]
             bad = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
             if bad:
+                # A rank that lost its connection to a dead peer is a
+                # consequence: report the cause when both are seen at once.
+                def consequence(entry):
+                    path = os.path.join(workdir, f"rank{entry[0]}.err")
+                    if entry[1] != 1 or not os.path.exists(path):
+                        return False
+                    with open(path) as f:
+                        text = f.read()
+                    return "Connection closed by peer" in text or "Connection reset" in text
+                bad.sort(key=lambda entry: (consequence(entry), entry[0]))
                 failed = "rank {} exited with code {}".format(*bad[0])
                 break
             if not alive:
