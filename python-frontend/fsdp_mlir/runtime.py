@@ -161,8 +161,15 @@ class Session:
         torch_model.load_state_dict(session.state_dict())
     """
 
-    def __init__(self, plan, *, model_dir=None, threads: int = 0, timeout: float = 300.0,
+    def __init__(self, plan, *, rank: int | None = None, world_size: int | None = None,
+                 model_dir=None, threads: int = 0, timeout: float = 300.0,
                  load_weights: bool = True):
+        """rank, world_size: what the caller expects (checked against the
+        plan and the MPI job; None: whatever they are). model_dir: where the
+        model's weight files are (default: the plan's). threads: kernel
+        threads (0: one per core). timeout: the deadline of every
+        collective, seconds. load_weights: read the model's weights now
+        (False: load a checkpoint next)."""
         lib = _library()
         self.plan_path = Path(plan)
         self._plan = ctypes.c_void_p()
@@ -190,6 +197,12 @@ class Session:
                                              ctypes.byref(self._session)),
                    "cannot create the session")
         self.rank = lib.fsdprt_session_rank(self._session)
+        for name, want, got in (("world_size", world_size, self.world_size),
+                                ("rank", rank, self.rank)):
+            if want is not None and want != got:
+                self.close()
+                raise RuntimeError_(f"Session({self.plan_path}): {name} {want} was asked "
+                                    f"for, but this process is {name} {got}")
         self.inputs = self._descs(lib.fsdprt_plan_num_inputs, lib.fsdprt_plan_input)
         self.outputs = self._descs(lib.fsdprt_plan_num_outputs, lib.fsdprt_plan_output)
         self._steps = 0

@@ -135,6 +135,9 @@ class CompileAndRunTest(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError_, "sharded over 2 ranks but this job "
                                     "has 1; run it with mpirun -np 2"):
             fsdp_mlir.Session(plan2)
+        with self.assertRaisesRegex(RuntimeError_, "world_size 4 was asked for, but this "
+                                    "process is world_size 1"):
+            fsdp_mlir.Session(self.plan1, world_size=4)
 
     def test_policies(self):
         with self.assertRaisesRegex(fsdp_mlir.PolicyError, "no module of class Nope; "
