@@ -179,8 +179,8 @@ class Session:
         self._session = ctypes.c_void_p()
         directory = str(model_dir).encode() if model_dir else None
         if self.world_size > 1:
-            rank, size = ctypes.c_int(), ctypes.c_int()
-            _check(lib.fsdprt_mpi_init(ctypes.byref(rank), ctypes.byref(size)),
+            mpi_rank, size = ctypes.c_int(), ctypes.c_int()
+            _check(lib.fsdprt_mpi_init(ctypes.byref(mpi_rank), ctypes.byref(size)),
                    "cannot start MPI")
             _finalize_at_exit()
             if size.value != self.world_size:
