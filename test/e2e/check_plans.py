@@ -104,6 +104,33 @@ def check(model: str, world: int, bindir: Path, corpus: Path, work: Path) -> boo
     return not problems
 
 
+def deterministic(bindir: Path, corpus: Path, work: Path) -> bool:
+    """The same compile twice, from two directories with the same file
+    names: byte-identical IR and plans (no pointer-order iteration)."""
+    outputs = []
+    for name in ("first", "second"):
+        cwd = work / name
+        cwd.mkdir(parents=True, exist_ok=True)
+        wrap, loss = MODELS["gpt2"]
+        for cmd in ([bindir / "fsdp-opt", corpus / "gpt2.onnx", f"--batch-size={BATCH}",
+                     f"--fsdp-auto-wrap={wrap}", f"--fsdp-autodiff{loss}",
+                     "--fsdp-flatten=world-size=4", "--fsdp-optimizer=optimizer=adamw",
+                     "--fsdp-shard", "--fsdp-schedule", "--fsdp-inference-pipeline",
+                     "-o", "step.mlir"],
+                    [bindir / "fsdp-translate", "--mlir-to-plan", "step.mlir", "-o",
+                     "step.plan"]):
+            proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True,
+                                  text=True)
+            if proc.returncode != 0:
+                print(f"  determinism: {proc.stderr}")
+                return False
+        outputs.append(((cwd / "step.mlir").read_bytes(), (cwd / "step.plan").read_bytes()))
+    same = outputs[0] == outputs[1]
+    print(f"determinism: two compiles of gpt2 @4 give byte-identical IR and plans: "
+          f"{'yes' if same else 'NO'}")
+    return same
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", type=Path)
@@ -126,6 +153,8 @@ def main(argv=None) -> int:
                 except Exception as e:  # noqa: BLE001
                     print(f"  world {world}: FAILED: {e}")
                     failed.append(f"{model}@{world}")
+        if not args.only and not deterministic(bindir, corpus, work / "determinism"):
+            failed.append("determinism")
     total = len(args.only or MODELS) * len(args.worlds)
     print(f"{total - len(failed)}/{total} plans written and read back"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
