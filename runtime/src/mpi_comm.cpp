@@ -199,7 +199,7 @@ public:
     pending->in = widen(in, /*copyValues=*/true);
     pending->wideOut = widen(out, /*copyValues=*/false);
     const Tensor &src = pending->in.tensor, &dst = pending->wideOut.tensor;
-    MPI_Datatype type;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
     error = prepare(axes, src, pending->comm, type, what);
     if (!error.empty())
       return nullptr;
