@@ -400,52 +400,6 @@ fsdprt_status_t fsdprt::loadShards(fsdprt_session_s &s, WeightReader &reader,
 
 extern "C" {
 
-size_t fsdprt_dtype_size(fsdprt_dtype_t dtype) {
-  switch (dtype) {
-  case FSDPRT_F64:
-  case FSDPRT_I64:
-    return 8;
-  case FSDPRT_F32:
-  case FSDPRT_I32:
-    return 4;
-  case FSDPRT_F16:
-  case FSDPRT_BF16:
-  case FSDPRT_I16:
-    return 2;
-  case FSDPRT_I8:
-  case FSDPRT_U8:
-  case FSDPRT_BOOL:
-    return 1;
-  }
-  return 0;
-}
-
-const char *fsdprt_dtype_name(fsdprt_dtype_t dtype) {
-  switch (dtype) {
-  case FSDPRT_F32:
-    return "float32";
-  case FSDPRT_F16:
-    return "float16";
-  case FSDPRT_BF16:
-    return "bfloat16";
-  case FSDPRT_F64:
-    return "float64";
-  case FSDPRT_I64:
-    return "int64";
-  case FSDPRT_I32:
-    return "int32";
-  case FSDPRT_I16:
-    return "int16";
-  case FSDPRT_I8:
-    return "int8";
-  case FSDPRT_U8:
-    return "uint8";
-  case FSDPRT_BOOL:
-    return "bool";
-  }
-  return "unknown";
-}
-
 namespace {
 
 /// Everything a session needs, for one rank (`comm` null) or several.
@@ -565,7 +519,8 @@ fsdprt_status_t fsdprt_session_mean_over_ranks(const fsdprt_session_t *s,
     if (std::string error = s->comm->addGroup(all); !error.empty())
       return makeStatus(FSDPRT_UNAVAILABLE, error);
     double mine = *value;
-    fsdprt::Tensor in{&mine, FSDPRT_F64, {1}, 1}, out{value, FSDPRT_F64, {1}, 1};
+    fsdprt::Tensor in{&mine, FSDPRT_F64, {1}, 1},
+        out{value, FSDPRT_F64, {1}, 1};
     std::string error = s->comm->allReduce(all, in, out, fsdprt::Reduction::Avg,
                                            "mean over ranks");
     return error.empty() ? nullptr : makeStatus(FSDPRT_UNAVAILABLE, error);
