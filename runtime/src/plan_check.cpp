@@ -143,11 +143,13 @@ std::string checkKernels(const plan::Plan &p,
                                 : " computes on the communication stream");
     if (!collective)
       continue;
+    // A union may carry its type with no value: the verifier accepts that.
     const plan::Attr *attr = findAttr(k, "mesh_axes");
-    if (!attr || attr->value_type() != plan::AttrValue::IntsAttr)
+    const plan::IntsAttr *ints = attr ? attr->value_as_IntsAttr() : nullptr;
+    if (!ints)
       return name + " has no mesh_axes";
     std::vector<int64_t> axes;
-    if (const auto *values = attr->value_as_IntsAttr()->values())
+    if (const auto *values = ints->values())
       axes.assign(values->begin(), values->end());
     int64_t group;
     if (std::string why = checkAxes(mesh, axes, group); !why.empty())
