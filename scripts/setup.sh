@@ -17,8 +17,9 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   # CPU collectives and BLAS.
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-pthread
-  # C++ unit tests; clang for the libFuzzer targets.
-  libgtest-dev clang
+  # C++ unit tests; clang for the libFuzzer targets; valgrind for the
+  # runtime's leak test.
+  libgtest-dev clang valgrind
   # Python frontend and the PyTorch oracle.
   python3 python3-venv python3-pip python3-setuptools python3-numpy python3-onnx
   python3-torch python3-torchvision

@@ -208,7 +208,7 @@ int64_t fsdprt_plan_mesh_dim(const fsdprt_plan_t *plan, size_t axis) {
 }
 
 uint64_t fsdprt_plan_peak_bytes(const fsdprt_plan_t *plan) {
-  return plan ? plan->root->peak_bytes() : 0;
+  return plan ? fsdprt::arenaBytes(*plan->root) : 0;
 }
 
 size_t fsdprt_plan_num_units(const fsdprt_plan_t *plan) {

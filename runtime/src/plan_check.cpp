@@ -195,7 +195,19 @@ GroupPosition groupPosition(const std::vector<int64_t> &mesh,
   return position;
 }
 
+uint64_t arenaBytes(const plan::Plan &p) {
+  uint64_t total = 0;
+  if (p.arenas())
+    for (const plan::Arena *a : *p.arenas())
+      total = a->bytes() > UINT64_MAX - total ? UINT64_MAX : total + a->bytes();
+  return total;
+}
+
 std::string checkSharding(const plan::Plan &p) {
+  if (p.peak_bytes() && p.peak_bytes() != arenaBytes(p))
+    return "the plan states a peak of " + std::to_string(p.peak_bytes()) +
+           " bytes per rank, but its arenas hold " +
+           std::to_string(arenaBytes(p));
   std::vector<int64_t> mesh = meshOf(p);
   int64_t world = 1;
   for (int64_t size : mesh) {

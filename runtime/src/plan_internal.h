@@ -31,6 +31,10 @@ GroupPosition groupPosition(const std::vector<int64_t> &mesh,
 /// returns "" or what is wrong.
 std::string checkSharding(const plan::Plan &plan);
 
+/// The bytes of all the plan's arenas (what a session allocates per rank,
+/// before kernel workspace); saturates at UINT64_MAX.
+uint64_t arenaBytes(const plan::Plan &plan);
+
 } // namespace fsdprt
 
 #endif // FSDPRT_SRC_PLAN_INTERNAL_H

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -402,21 +403,79 @@ extern "C" {
 
 namespace {
 
-/// Everything a session needs, for one rank (`comm` null) or several.
-fsdprt_status_t createSession(const fsdprt_plan_t *plan, const char *model_dir,
-                              int num_threads,
-                              std::unique_ptr<fsdprt::Communicator> comm,
-                              fsdprt_session_t **out) {
+/// Refuses a plan whose arenas (and, once known, kernel workspace) do not
+/// fit `budget` bytes (0: no budget).
+fsdprt_status_t checkBudget(const fsdprt_plan_t *plan, uint64_t budget,
+                            uint64_t workspace) {
+  if (!budget)
+    return nullptr;
+  uint64_t parts[3] = {0, 0, 0};
+  if (const auto *arenas = plan->root->arenas())
+    for (const plan::Arena *a : *arenas)
+      if (static_cast<uint32_t>(a->kind()) <= 2)
+        parts[static_cast<uint32_t>(a->kind())] += a->bytes();
+  uint64_t peak = parts[0] + parts[1] + parts[2] + workspace;
+  if (peak <= budget)
+    return nullptr;
+  std::string why = "the plan needs " + std::to_string(peak) +
+                    " bytes per rank (activations " + std::to_string(parts[0]) +
+                    ", weights and state " + std::to_string(parts[1]) +
+                    ", constants " + std::to_string(parts[2]);
+  if (workspace)
+    why += ", kernel workspace " + std::to_string(workspace);
+  return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
+                    why + "), more than the memory budget of " +
+                        std::to_string(budget) + " bytes");
+}
+
+/// Everything a session needs, for one rank (no `options.mpi`) or several.
+/// `api` names the entry point in messages.
+fsdprt_status_t createSession(const fsdprt_plan_t *plan,
+                              const fsdprt_session_options_t &options,
+                              const char *api, fsdprt_session_t **out) {
+  if (!plan || !out)
+    return invalid(std::string(api) + ": NULL argument");
+  if (options.num_threads < 0)
+    return invalid(std::string(api) + ": num_threads must be >= 0, not " +
+                   std::to_string(options.num_threads));
   auto s = std::make_unique<fsdprt_session_s>();
   s->plan = plan;
-  s->comm = std::move(comm);
-  s->modelDir = model_dir                 ? model_dir
+  if (const fsdprt_mpi_options_t *mpi = options.mpi) {
+    if (mpi->timeout_seconds < 0)
+      return invalid(std::string(api) +
+                     ": timeout_seconds must be >= 0 (0: no deadline)");
+    std::vector<int64_t> mesh;
+    if (plan->root->mesh_shape())
+      mesh.assign(plan->root->mesh_shape()->begin(),
+                  plan->root->mesh_shape()->end());
+    if (mesh.empty())
+      mesh = {1};
+    std::string error;
+    s->comm = fsdprt::createMpiCommunicator(mpi->use_world ? fsdprt::mpiWorldF()
+                                                           : mpi->comm,
+                                            mesh, mpi->timeout_seconds, error);
+    if (!s->comm)
+      return makeStatus(FSDPRT_INVALID_ARGUMENT,
+                        std::string(api) + ": " + error);
+  } else if (plan->root->world_size() > 1) {
+    return makeStatus(
+        FSDPRT_INCOMPATIBLE,
+        "the plan is sharded over " + std::to_string(plan->root->world_size()) +
+            " ranks; " + api +
+            " runs one rank (use fsdprt_session_create_mpi with a "
+            "communicator of that size)");
+  }
+  if (fsdprt_status_t status =
+          checkBudget(plan, options.memory_budget_bytes, 0))
+    return status;
+  const char *dir = options.model_dir;
+  s->modelDir = dir                       ? dir
                 : plan->root->model_dir() ? plan->root->model_dir()->str()
                                           : ".";
   if (s->modelDir.empty())
     s->modelDir = ".";
   s->backend = fsdprt::createCpuBackend();
-  s->threads = s->backend->resolveThreads(num_threads);
+  s->threads = s->backend->resolveThreads(options.num_threads);
   s->stream = s->backend->createStream();
   if (s->comm)
     if (fsdprt_status_t status = prepareGroups(*s))
@@ -437,29 +496,57 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan, const char *model_dir,
     return status;
   if (fsdprt_status_t status = prepareKernels(*s))
     return status;
+  if (fsdprt_status_t status =
+          checkBudget(plan, options.memory_budget_bytes, s->workspace.bytes()))
+    return status;
   *out = s.release();
   return nullptr;
 }
 
+/// The first version's options struct ended after `mpi`.
+constexpr size_t kOptionsV1Size =
+    offsetof(fsdprt_session_options_t, mpi) + sizeof(void *);
+
 } // namespace
+
+void fsdprt_session_options_init(fsdprt_session_options_t *options) {
+  if (!options)
+    return;
+  *options = fsdprt_session_options_t{};
+  options->struct_size = sizeof(fsdprt_session_options_t);
+}
+
+fsdprt_status_t
+fsdprt_session_create_with_options(const fsdprt_plan_t *plan,
+                                   const fsdprt_session_options_t *options,
+                                   fsdprt_session_t **out) {
+  return guarded(__func__, [&]() -> fsdprt_status_t {
+    fsdprt_session_options_t o;
+    fsdprt_session_options_init(&o);
+    if (options) {
+      if (options->struct_size < kOptionsV1Size ||
+          options->struct_size > sizeof(fsdprt_session_options_t))
+        return invalid("fsdprt_session_create_with_options: struct_size is " +
+                       std::to_string(options->struct_size) +
+                       "; this runtime reads options of " +
+                       std::to_string(kOptionsV1Size) + " to " +
+                       std::to_string(sizeof(fsdprt_session_options_t)) +
+                       " bytes (call fsdprt_session_options_init first)");
+      std::memcpy(&o, options, options->struct_size);
+    }
+    return createSession(plan, o, "fsdprt_session_create_with_options", out);
+  });
+}
 
 fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
                                       const char *model_dir, int num_threads,
                                       fsdprt_session_t **out) {
   return guarded(__func__, [&]() -> fsdprt_status_t {
-    if (!plan || !out)
-      return invalid("fsdprt_session_create: NULL argument");
-    if (num_threads < 0)
-      return invalid("fsdprt_session_create: num_threads must be >= 0, not " +
-                     std::to_string(num_threads));
-    if (plan->root->world_size() > 1)
-      return makeStatus(
-          FSDPRT_INCOMPATIBLE,
-          "the plan is sharded over " +
-              std::to_string(plan->root->world_size()) +
-              " ranks; fsdprt_session_create runs one rank (use "
-              "fsdprt_session_create_mpi with a communicator of that size)");
-    return createSession(plan, model_dir, num_threads, nullptr, out);
+    fsdprt_session_options_t o;
+    fsdprt_session_options_init(&o);
+    o.model_dir = model_dir;
+    o.num_threads = num_threads;
+    return createSession(plan, o, "fsdprt_session_create", out);
   });
 }
 
@@ -469,31 +556,13 @@ fsdprt_status_t fsdprt_session_create_mpi(const fsdprt_plan_t *plan,
                                           const fsdprt_mpi_options_t *options,
                                           fsdprt_session_t **out) {
   return guarded(__func__, [&]() -> fsdprt_status_t {
-    if (!plan || !out)
-      return invalid("fsdprt_session_create_mpi: NULL argument");
-    if (num_threads < 0)
-      return invalid("fsdprt_session_create_mpi: num_threads must be >= 0, "
-                     "not " +
-                     std::to_string(num_threads));
-    fsdprt_mpi_options_t defaults = {1, 0, 300.0};
-    const fsdprt_mpi_options_t &o = options ? *options : defaults;
-    if (o.timeout_seconds < 0)
-      return invalid("fsdprt_session_create_mpi: timeout_seconds must be >= "
-                     "0 (0: no deadline)");
-    std::vector<int64_t> mesh;
-    if (plan->root->mesh_shape())
-      mesh.assign(plan->root->mesh_shape()->begin(),
-                  plan->root->mesh_shape()->end());
-    if (mesh.empty())
-      mesh = {1};
-    std::string error;
-    std::unique_ptr<fsdprt::Communicator> comm = fsdprt::createMpiCommunicator(
-        o.use_world ? fsdprt::mpiWorldF() : o.comm, mesh, o.timeout_seconds,
-        error);
-    if (!comm)
-      return makeStatus(FSDPRT_INVALID_ARGUMENT,
-                        "fsdprt_session_create_mpi: " + error);
-    return createSession(plan, model_dir, num_threads, std::move(comm), out);
+    const fsdprt_mpi_options_t defaults = {1, 0, 300.0};
+    fsdprt_session_options_t o;
+    fsdprt_session_options_init(&o);
+    o.model_dir = model_dir;
+    o.num_threads = num_threads;
+    o.mpi = options ? options : &defaults;
+    return createSession(plan, o, "fsdprt_session_create_mpi", out);
   });
 }
 
@@ -590,7 +659,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     const auto *kernels = s->plan->root->kernels();
     // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
     static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
-    s->computeSeconds = s->communicationSeconds = 0;
+    double computeSeconds = 0, communicationSeconds = 0;
     // Multi-rank: collectives start where the plan has them and are waited
     // for only where a kernel depends on them (Kernel.deps) or the next
     // collective starts (the communication stream runs in order), so they
@@ -602,9 +671,9 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
         return "";
       auto begin = std::chrono::steady_clock::now();
       std::string error = s->comm->wait(*it->second);
-      s->communicationSeconds += std::chrono::duration<double>(
-                                     std::chrono::steady_clock::now() - begin)
-                                     .count();
+      communicationSeconds += std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - begin)
+                                  .count();
       pending.erase(it);
       return error.empty() ? ""
                            : describeKernel(kernels->Get(j), j) + ": " + error;
@@ -644,8 +713,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
-      (k->stream() == 1 ? s->communicationSeconds : s->computeSeconds) +=
-          seconds;
+      (k->stream() == 1 ? communicationSeconds : computeSeconds) += seconds;
       if (!error.empty()) // a collective's failure is a peer's or the link's
         return makeStatus(kernels->Get(i)->stream() == 1 ? FSDPRT_UNAVAILABLE
                                                          : FSDPRT_OUT_OF_RANGE,
@@ -668,6 +736,9 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       for (const plan::StateUpdate *u : *updates)
         std::memcpy(s->buffers[u->target()].data, s->buffers[u->source()].data,
                     s->buffers[u->target()].bytes());
+    s->computeSeconds.store(computeSeconds, std::memory_order_relaxed);
+    s->communicationSeconds.store(communicationSeconds,
+                                  std::memory_order_relaxed);
     return nullptr;
   });
 }
@@ -802,9 +873,10 @@ fsdprt_status_t fsdprt_session_timings(const fsdprt_session_t *s,
   if (!s)
     return invalid("fsdprt_session_timings: NULL argument");
   if (compute_seconds)
-    *compute_seconds = s->computeSeconds;
+    *compute_seconds = s->computeSeconds.load(std::memory_order_relaxed);
   if (communication_seconds)
-    *communication_seconds = s->communicationSeconds;
+    *communication_seconds =
+        s->communicationSeconds.load(std::memory_order_relaxed);
   return nullptr;
 }
 

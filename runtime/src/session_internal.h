@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -42,9 +43,10 @@ struct fsdprt_session_s {
   std::vector<fsdprt::Tensor> buffers;
   std::vector<fsdprt::KernelFn> kernels;
   bool weightsLoaded = false;
-  /// The last run's seconds in compute kernels and in collectives (waits
-  /// for peers included).
-  double computeSeconds = 0, communicationSeconds = 0;
+  /// The last completed run's seconds in compute kernels and in
+  /// collectives (waits for peers included). Atomic: another thread may
+  /// read them while a run is under way (it sees the previous run's).
+  std::atomic<double> computeSeconds{0}, communicationSeconds{0};
   /// A multi-rank session's collective kernels, by kernel index: started
   /// nonblocking when reached, waited for where the plan's dependencies
   /// say.

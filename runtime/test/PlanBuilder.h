@@ -104,6 +104,8 @@ public:
   /// Added to (or, negative, taken from) the activations arena's size.
   void arenaSlack(int64_t bytes) { slack = bytes; }
   void modelDir(const std::string &dir) { model = dir; }
+  /// The peak the plan states (0: none; the runtime then sums the arenas).
+  void statedPeak(uint64_t bytes) { peak = bytes; }
 
   std::vector<uint8_t> finish() const {
     flatbuffers::FlatBufferBuilder b;
@@ -143,7 +145,8 @@ public:
       cs.push_back(plan::CreateConstantDataDirect(b, id, &data));
     auto root = plan::CreatePlanDirect(b, FSDPRT_PLAN_SCHEMA_VERSION, "test",
                                        model.c_str(), 1, &arenas, &bufs, &ins,
-                                       &outs, &ks, &ws, &cs, &updates);
+                                       &outs, &ks, &ws, &cs, &updates,
+                                       nullptr, nullptr, peak);
     plan::FinishPlanBuffer(b, root);
     return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
   }
@@ -193,6 +196,7 @@ private:
 
   uint64_t sizes[3] = {0, 0, 0};
   int64_t slack = 0;
+  uint64_t peak = 0;
   std::string model = ".";
   std::vector<BufferSpec> buffers;
   std::vector<Desc> inputs, outputs;

@@ -250,7 +250,7 @@ std::vector<uint8_t> buildShardedPlan(const Faults &f = {}) {
   auto root = plan::CreatePlanDirect(b, FSDPRT_PLAN_SCHEMA_VERSION, "test", ".",
                                      f.worldSize, &arenas, &buffers, nullptr,
                                      &outputs, &kernels, nullptr, nullptr,
-                                     nullptr, &mesh, &units, 384);
+                                     nullptr, &mesh, &units, 320);
   plan::FinishPlanBuffer(b, root);
   return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
 }
@@ -264,7 +264,7 @@ TEST(Plan, ReadsShardedPlans) {
   EXPECT_EQ(fsdprt_plan_world_size(loaded.get()), 4);
   ASSERT_EQ(fsdprt_plan_mesh_rank(loaded.get()), 1u);
   EXPECT_EQ(fsdprt_plan_mesh_dim(loaded.get(), 0), 4);
-  EXPECT_EQ(fsdprt_plan_peak_bytes(loaded.get()), 384u);
+  EXPECT_EQ(fsdprt_plan_peak_bytes(loaded.get()), 320u);
   ASSERT_EQ(fsdprt_plan_num_units(loaded.get()), 1u);
   fsdprt_unit_desc_t unit;
   status.reset(fsdprt_plan_unit(loaded.get(), 0, &unit));

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,9 @@ options:
   --timeout SECONDS      multi-rank: the deadline of every collective (default
                          300; 0: none); a dead or stalled rank ends every
                          rank with a message instead of a hang
+  --memory-budget BYTES  refuse to start if the plan needs more than BYTES
+                         per rank (suffixes K, M, G, T: powers of 1024); the
+                         message names the plan's peak and its parts
   --describe             read and check the plan, print what it holds (world
                          size and mesh, units and their shards, kernels per
                          stream, collectives, bytes per rank) and run nothing;
@@ -177,10 +181,35 @@ struct Options {
   int threads = 0, warmup = 0, repeat = 1, steps = 0;
   bool json = false, timing = false, describe = false;
   double timeout = 300;
+  uint64_t memoryBudget = 0;
   /// This process's place among the ranks mpirun started (0 of 1 alone).
   int rank = 0, world = 1;
   std::string lr, saveState, saveCheckpoint, resume, saveFull, loadFull;
 };
+
+/// A byte count: digits with an optional K, M, G or T (powers of 1024).
+uint64_t toBytes(const std::string &flag, const std::string &value) {
+  size_t digits = 0;
+  while (digits < value.size() && std::isdigit((unsigned char)value[digits]))
+    ++digits;
+  std::string suffix = value.substr(digits);
+  const std::string units = "KMGT";
+  size_t unit = suffix.size() == 1 ? units.find(suffix[0]) : std::string::npos;
+  uint64_t bytes = 0;
+  bool ok = digits > 0 && digits <= 19 &&
+            (suffix.empty() || unit != std::string::npos);
+  if (ok) {
+    bytes = std::stoull(value.substr(0, digits));
+    int shift = suffix.empty() ? 0 : 10 * (int(unit) + 1);
+    ok = bytes > 0 && bytes <= (UINT64_MAX >> shift);
+    bytes <<= shift;
+  }
+  if (!ok)
+    throw Error(flag +
+                " needs a byte count > 0 such as 1073741824 or 1G, not '" +
+                value + "'");
+  return bytes;
+}
 
 int toInt(const std::string &flag, const std::string &value, int min) {
   try {
@@ -265,6 +294,8 @@ Options parse(int argc, char **argv) {
       } catch (const std::exception &) {
         throw Error("--timeout needs seconds >= 0, not '" + v + "'");
       }
+    } else if (flag == "--memory-budget") {
+      o.memoryBudget = toBytes(flag, value());
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (o.plan.empty()) {
@@ -576,14 +607,16 @@ int run(const Options &o) {
 
   fsdprt_session_t *session = nullptr;
   const char *modelDir = o.modelDir.empty() ? nullptr : o.modelDir.c_str();
-  if (o.world > 1 || fsdprt_plan_world_size(plan) > 1) {
-    fsdprt_mpi_options_t mpi = {1, 0, o.timeout};
-    check(fsdprt_session_create_mpi(plan, modelDir, o.threads, &mpi, &session),
-          "cannot create a session");
-  } else {
-    check(fsdprt_session_create(plan, modelDir, o.threads, &session),
-          "cannot create a session");
-  }
+  fsdprt_session_options_t options;
+  fsdprt_session_options_init(&options);
+  options.model_dir = modelDir;
+  options.num_threads = o.threads;
+  options.memory_budget_bytes = o.memoryBudget;
+  fsdprt_mpi_options_t mpi = {1, 0, o.timeout};
+  if (o.world > 1 || fsdprt_plan_world_size(plan) > 1)
+    options.mpi = &mpi;
+  check(fsdprt_session_create_with_options(plan, &options, &session),
+        "cannot create a session");
   std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> sessionOwner(
       session, fsdprt_session_destroy);
   auto start = Clock::now();

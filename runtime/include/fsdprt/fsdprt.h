@@ -132,9 +132,9 @@ FSDPRT_API int64_t fsdprt_layout_padded_numel(const fsdprt_layout_t *layout);
 FSDPRT_API int64_t fsdprt_layout_shard_numel(const fsdprt_layout_t *layout);
 
 /** Writes where parameter `index` lies in the unsharded flat buffer. */
-FSDPRT_API fsdprt_status_t fsdprt_layout_param_range(
-    const fsdprt_layout_t *layout, int64_t index, int64_t *out_begin,
-    int64_t *out_end);
+FSDPRT_API fsdprt_status_t
+fsdprt_layout_param_range(const fsdprt_layout_t *layout, int64_t index,
+                          int64_t *out_begin, int64_t *out_end);
 
 /** Writes the flat-buffer range owned by `rank` and how many of its elements
  *  are end padding. `out_padding` may be NULL. */
@@ -243,16 +243,15 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_weight_desc(
 FSDPRT_API int64_t fsdprt_plan_world_size(const fsdprt_plan_t *plan);
 /** The number of mesh axes (0: one rank, no mesh) and the size of one. */
 FSDPRT_API size_t fsdprt_plan_mesh_rank(const fsdprt_plan_t *plan);
-FSDPRT_API int64_t fsdprt_plan_mesh_dim(const fsdprt_plan_t *plan,
-                                        size_t axis);
+FSDPRT_API int64_t fsdprt_plan_mesh_dim(const fsdprt_plan_t *plan, size_t axis);
 /** Bytes a session of the plan allocates on each rank (all arenas). */
 FSDPRT_API uint64_t fsdprt_plan_peak_bytes(const fsdprt_plan_t *plan);
 
 /** One FSDP unit of a plan. Pointers stay valid while the plan lives. */
 typedef struct fsdprt_unit_desc_s {
   const char *name;
-  const char *module;   /* the wrapped module's FQN ("" for the root) */
-  size_t num_params;    /* member parameters */
+  const char *module; /* the wrapped module's FQN ("" for the root) */
+  size_t num_params;  /* member parameters */
   fsdprt_dtype_t dtype;
   int64_t padded_numel; /* the flat buffer, padding included */
   int64_t group_size;   /* ranks its flat buffer is sharded over */
@@ -266,9 +265,9 @@ FSDPRT_API fsdprt_status_t fsdprt_plan_unit(const fsdprt_plan_t *plan,
 
 /** Member `index` of unit `unit`, in flat order: its FQN as the name, its
  *  dtype and shape. */
-FSDPRT_API fsdprt_status_t fsdprt_plan_unit_param(
-    const fsdprt_plan_t *plan, size_t unit, size_t index,
-    fsdprt_tensor_desc_t *out_desc);
+FSDPRT_API fsdprt_status_t
+fsdprt_plan_unit_param(const fsdprt_plan_t *plan, size_t unit, size_t index,
+                       fsdprt_tensor_desc_t *out_desc);
 
 /** The other FQNs of parameter `fqn` (tied weights, stored once under
  *  their first name): how many, and alias `index` (NULL when out of
@@ -314,10 +313,9 @@ typedef struct fsdprt_session_s fsdprt_session_t;
  *  `model_dir` is where the weight map's files are (NULL: the plan's
  *  model_dir). `num_threads` bounds the threads kernels use (0: one per
  *  core). Weights are not read yet: see fsdprt_session_load_weights. */
-FSDPRT_API fsdprt_status_t fsdprt_session_create(const fsdprt_plan_t *plan,
-                                                 const char *model_dir,
-                                                 int num_threads,
-                                                 fsdprt_session_t **out_session);
+FSDPRT_API fsdprt_status_t
+fsdprt_session_create(const fsdprt_plan_t *plan, const char *model_dir,
+                      int num_threads, fsdprt_session_t **out_session);
 
 /** How a multi-rank session communicates. */
 typedef struct fsdprt_mpi_options_s {
@@ -343,6 +341,40 @@ FSDPRT_API fsdprt_status_t fsdprt_session_create_mpi(
     const fsdprt_plan_t *plan, const char *model_dir, int num_threads,
     const fsdprt_mpi_options_t *options, fsdprt_session_t **out_session);
 
+/** Everything a session can be created with. Initialise it with
+ *  fsdprt_session_options_init and set what differs: later versions add
+ *  fields at the end, and `struct_size` tells the library which fields the
+ *  host knows. */
+typedef struct fsdprt_session_options_s {
+  /** sizeof(fsdprt_session_options_t) as the host was compiled. */
+  size_t struct_size;
+  /** Where the weight map's files are (NULL: the plan's model_dir). */
+  const char *model_dir;
+  /** Threads kernels use (0: one per core). */
+  int num_threads;
+  /** The most bytes the session may allocate on this rank (0: no limit).
+   *  A plan whose peak (fsdprt_plan_peak_bytes: every arena, shards,
+   *  gathered parameters, activations, gradients, optimizer state) does
+   *  not fit is refused with FSDPRT_RESOURCE_EXHAUSTED naming the peak, its
+   *  parts and the budget, before anything is allocated. */
+  uint64_t memory_budget_bytes;
+  /** NULL: one rank (fsdprt_session_create); otherwise the communicator
+   *  and deadline of a multi-rank session (fsdprt_session_create_mpi). */
+  const fsdprt_mpi_options_t *mpi;
+} fsdprt_session_options_t;
+
+/** Fills `options` with the defaults: the plan's model_dir, one thread per
+ *  core, no memory budget, one rank. NULL is ignored. */
+FSDPRT_API void fsdprt_session_options_init(fsdprt_session_options_t *options);
+
+/** Creates a session as fsdprt_session_create (or, with `options->mpi`,
+ *  fsdprt_session_create_mpi: collective) does, with the options above.
+ *  `options` NULL means the defaults. A `struct_size` smaller than the
+ *  first version's, or larger than this library's, is refused. */
+FSDPRT_API fsdprt_status_t fsdprt_session_create_with_options(
+    const fsdprt_plan_t *plan, const fsdprt_session_options_t *options,
+    fsdprt_session_t **out_session);
+
 /** For hosts that do not use MPI themselves (the Python frontend): starts
  *  MPI if it is not running yet (MPI_Init_thread, funneled) and writes
  *  this process's rank and the world's size; under mpirun that is the
@@ -353,8 +385,8 @@ FSDPRT_API void fsdprt_mpi_finalize(void);
 
 /** Collective: `*value` becomes its mean over the session's ranks (the
  *  global batch's loss from each rank's). One-rank sessions leave it. */
-FSDPRT_API fsdprt_status_t fsdprt_session_mean_over_ranks(
-    const fsdprt_session_t *session, double *value);
+FSDPRT_API fsdprt_status_t
+fsdprt_session_mean_over_ranks(const fsdprt_session_t *session, double *value);
 
 /** The session's rank and world size (one-rank sessions: 0 and 1). */
 FSDPRT_API int fsdprt_session_rank(const fsdprt_session_t *session);
@@ -366,8 +398,8 @@ FSDPRT_API void fsdprt_session_destroy(fsdprt_session_t *session);
 /** Reads every parameter and buffer from its file into the session's
  *  weights arena. Fails with FSDPRT_NOT_FOUND / FSDPRT_IO_ERROR naming the
  *  file and the FQN when a file is missing or shorter than the map says. */
-FSDPRT_API fsdprt_status_t fsdprt_session_load_weights(
-    fsdprt_session_t *session);
+FSDPRT_API fsdprt_status_t
+fsdprt_session_load_weights(fsdprt_session_t *session);
 
 /** Copies `bytes` bytes at `data` into the input named `name`. `bytes` must
  *  equal the input's size (numel times element size) exactly. */
@@ -390,23 +422,21 @@ FSDPRT_API fsdprt_status_t fsdprt_session_run(fsdprt_session_t *session);
  *  `data`, which has room for exactly its `bytes`: a state dict entry.
  *  FSDPRT_NOT_FOUND if the plan has no such state. */
 FSDPRT_API fsdprt_status_t fsdprt_session_read_state(
-    const fsdprt_session_t *session, const char *fqn, void *data,
-    size_t bytes);
+    const fsdprt_session_t *session, const char *fqn, void *data, size_t bytes);
 
 /** As fsdprt_session_read_state, but a member of a unit sharded over
  *  several ranks is gathered whole from its group's shards: collective,
  *  every rank of the unit's group calls it with the same `fqn`. State that
  *  is not sharded is read locally. */
 FSDPRT_API fsdprt_status_t fsdprt_session_read_full_state(
-    const fsdprt_session_t *session, const char *fqn, void *data,
-    size_t bytes);
+    const fsdprt_session_t *session, const char *fqn, void *data, size_t bytes);
 
 /** Copies the output named `name` into `data`, which has room for `bytes`
  *  bytes; `bytes` must equal the output's size exactly. Outputs are
  *  defined after a successful run. */
-FSDPRT_API fsdprt_status_t fsdprt_session_get_output(
-    const fsdprt_session_t *session, const char *name, void *data,
-    size_t bytes);
+FSDPRT_API fsdprt_status_t
+fsdprt_session_get_output(const fsdprt_session_t *session, const char *name,
+                          void *data, size_t bytes);
 
 /*===----------------------------------------------------------------------===*
  * Checkpoints
@@ -448,9 +478,9 @@ FSDPRT_API fsdprt_status_t fsdprt_session_load_sharded_checkpoint(
  *  runtime collectives run in turn with compute, so the second is the
  *  communication the step waited for, peers included). Any pointer may be
  *  NULL. */
-FSDPRT_API fsdprt_status_t fsdprt_session_timings(
-    const fsdprt_session_t *session, double *compute_seconds,
-    double *communication_seconds);
+FSDPRT_API fsdprt_status_t
+fsdprt_session_timings(const fsdprt_session_t *session, double *compute_seconds,
+                       double *communication_seconds);
 
 /** Memory the session holds, in bytes: its activations arena (the plan's
  *  peak activation memory), weights and constants. Any pointer may be NULL. */

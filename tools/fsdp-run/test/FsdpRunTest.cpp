@@ -252,6 +252,28 @@ TEST_F(FsdpRun, RuntimeErrorsComeBackWithTheirMessages) {
       << o.err;
 }
 
+TEST_F(FsdpRun, AMemoryBudgetThePlanDoesNotFitRefusesToStart) {
+  fsdprt_plan_t *p = nullptr;
+  ASSERT_EQ(fsdprt_plan_load_file((dir + "/model.plan").c_str(), &p), nullptr);
+  uint64_t peak = fsdprt_plan_peak_bytes(p);
+  fsdprt_plan_destroy(p);
+  Outcome o = run(dir + "/model.plan " + inputs() + " --memory-budget " +
+                  std::to_string(peak - 1));
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err.rfind("fsdp-run: error: cannot create a session: the plan "
+                        "needs " +
+                            std::to_string(peak) + " bytes per rank (",
+                        0),
+            0u)
+      << o.err;
+  EXPECT_NE(o.err.find("more than the memory budget of " +
+                       std::to_string(peak - 1) + " bytes"),
+            std::string::npos)
+      << o.err;
+  o = run(dir + "/model.plan " + inputs() + " --memory-budget 1M");
+  EXPECT_EQ(o.status, 0) << o.err;
+}
+
 TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"", "no plan given (see --help)"},
@@ -261,6 +283,15 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
       {"a.plan --threads two", "--threads needs an integer >= 0, not 'two'"},
       {"a.plan --repeat 0", "--repeat needs an integer >= 1, not '0'"},
       {"a.plan --input x.npy", "--input needs NAME=FILE.npy, not 'x.npy'"},
+      {"a.plan --memory-budget 1X",
+       "--memory-budget needs a byte count > 0 such as 1073741824 or 1G, not "
+       "'1X'"},
+      {"a.plan --memory-budget 0",
+       "--memory-budget needs a byte count > 0 such as 1073741824 or 1G, not "
+       "'0'"},
+      {"a.plan --memory-budget 20000000000T",
+       "--memory-budget needs a byte count > 0 such as 1073741824 or 1G, not "
+       "'20000000000T'"},
   };
   for (const auto &[args, message] : cases) {
     Outcome o = run(args);
@@ -271,7 +302,8 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
   EXPECT_EQ(o.status, 0);
   for (const char *flag :
        {"--input NAME=FILE.npy", "--output-dir DIR", "--model-dir DIR",
-        "--threads N", "--warmup W", "--repeat K", "--json", "--help"})
+        "--threads N", "--warmup W", "--repeat K", "--json",
+        "--memory-budget BYTES", "--help"})
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
 }
 
