@@ -1,7 +1,8 @@
 # Fails when a committed reference page differs from the one the build
-# generated from ODS. Run with -DGENERATED=<dir> -DCOMMITTED=<dir>.
+# generated from ODS (and the C API reference from fsdprt.h). Run with
+# -DGENERATED=<dir> -DCOMMITTED=<dir>.
 set(stale "")
-foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md)
+foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md fsdprt-api.md)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files --ignore-eol
                           ${GENERATED}/${page} ${COMMITTED}/${page}
                   RESULT_VARIABLE differs)
@@ -13,4 +14,4 @@ if(stale)
   message(FATAL_ERROR "docs/reference is out of date (${stale}); regenerate "
           "it with: cmake --build build --target update-docs")
 endif()
-message(STATUS "docs/reference matches the ODS definitions")
+message(STATUS "docs/reference matches the ODS definitions and fsdprt.h")
