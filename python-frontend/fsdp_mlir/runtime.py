@@ -42,6 +42,12 @@ class _MpiOptions(ctypes.Structure):
                 ("timeout_seconds", ctypes.c_double)]
 
 
+class _SessionOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("model_dir", ctypes.c_char_p),
+                ("num_threads", ctypes.c_int), ("memory_budget_bytes", ctypes.c_uint64),
+                ("mpi", ctypes.POINTER(_MpiOptions))]
+
+
 def _find_library() -> str:
     """libfsdprt: $FSDP_MLIR_LIBRARY, beside the tools ($FSDP_MLIR_TOOLS_DIR/
     ../lib), or the system's."""
@@ -89,11 +95,10 @@ def _library():
             ("fsdprt_plan_alias", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_char_p),
             ("fsdprt_mpi_init", [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)], status),
             ("fsdprt_mpi_finalize", [], None),
-            ("fsdprt_session_create", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
-                                       ctypes.POINTER(ctypes.c_void_p)], status),
-            ("fsdprt_session_create_mpi", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
-                                           ctypes.POINTER(_MpiOptions),
-                                           ctypes.POINTER(ctypes.c_void_p)], status),
+            ("fsdprt_session_options_init", [ctypes.POINTER(_SessionOptions)], None),
+            ("fsdprt_session_create_with_options", [ctypes.c_void_p,
+                                                    ctypes.POINTER(_SessionOptions),
+                                                    ctypes.POINTER(ctypes.c_void_p)], status),
             ("fsdprt_session_destroy", [ctypes.c_void_p], None),
             ("fsdprt_session_rank", [ctypes.c_void_p], ctypes.c_int),
             ("fsdprt_session_world_size", [ctypes.c_void_p], ctypes.c_int),
@@ -163,13 +168,15 @@ class Session:
 
     def __init__(self, plan, *, rank: int | None = None, world_size: int | None = None,
                  model_dir=None, threads: int = 0, timeout: float = 300.0,
-                 load_weights: bool = True):
+                 memory_budget: int = 0, load_weights: bool = True):
         """rank, world_size: what the caller expects (checked against the
         plan and the MPI job; None: whatever they are). model_dir: where the
         model's weight files are (default: the plan's). threads: kernel
         threads (0: one per core). timeout: the deadline of every
-        collective, seconds. load_weights: read the model's weights now
-        (False: load a checkpoint next)."""
+        collective, seconds. memory_budget: the most bytes the session may
+        allocate on this rank (0: no limit); a plan whose peak does not fit
+        is refused with a message naming both. load_weights: read the
+        model's weights now (False: load a checkpoint next)."""
         lib = _library()
         self.plan_path = Path(plan)
         self._plan = ctypes.c_void_p()
@@ -177,7 +184,11 @@ class Session:
                f"cannot load the plan {self.plan_path}")
         self.world_size = lib.fsdprt_plan_world_size(self._plan)
         self._session = ctypes.c_void_p()
-        directory = str(model_dir).encode() if model_dir else None
+        options = _SessionOptions()
+        lib.fsdprt_session_options_init(ctypes.byref(options))
+        options.model_dir = str(model_dir).encode() if model_dir else None
+        options.num_threads = threads
+        options.memory_budget_bytes = memory_budget
         if self.world_size > 1:
             mpi_rank, size = ctypes.c_int(), ctypes.c_int()
             _check(lib.fsdprt_mpi_init(ctypes.byref(mpi_rank), ctypes.byref(size)),
@@ -188,14 +199,11 @@ class Session:
                     f"the plan {self.plan_path} is sharded over {self.world_size} ranks "
                     f"but this job has {size.value}; run it with mpirun -np "
                     f"{self.world_size} (or python -m fsdp_mlir.launch -n {self.world_size})")
-            options = _MpiOptions(1, 0, float(timeout))
-            _check(lib.fsdprt_session_create_mpi(self._plan, directory, threads,
-                                                 ctypes.byref(options), ctypes.byref(self._session)),
-                   "cannot create the session")
-        else:
-            _check(lib.fsdprt_session_create(self._plan, directory, threads,
-                                             ctypes.byref(self._session)),
-                   "cannot create the session")
+            mpi = _MpiOptions(1, 0, float(timeout))
+            options.mpi = ctypes.pointer(mpi)
+        _check(lib.fsdprt_session_create_with_options(self._plan, ctypes.byref(options),
+                                                      ctypes.byref(self._session)),
+               "cannot create the session")
         self.rank = lib.fsdprt_session_rank(self._session)
         for name, want, got in (("world_size", world_size, self.world_size),
                                 ("rank", rank, self.rank)):

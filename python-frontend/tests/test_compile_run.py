@@ -139,6 +139,14 @@ class CompileAndRunTest(unittest.TestCase):
                                     "process is world_size 1"):
             fsdp_mlir.Session(self.plan1, world_size=4)
 
+    def test_a_memory_budget_below_the_plans_peak_is_refused(self):
+        with self.assertRaisesRegex(RuntimeError_, r"the plan needs \d+ bytes per rank "
+                                    r"\(activations \d+, .*more than the memory budget "
+                                    r"of 1000 bytes"):
+            fsdp_mlir.Session(self.plan1, memory_budget=1000)
+        session = fsdp_mlir.Session(self.plan1, memory_budget=1 << 30)
+        session.close()
+
     def test_policies(self):
         with self.assertRaisesRegex(fsdp_mlir.PolicyError, "no module of class Nope; "
                                     "its classes: .*Block"):
