@@ -1,0 +1,191 @@
+/*===- infer.c - An inference host over the fsdprt C API -----------------===*
+ *
+ * Serves sharded forward passes of a plan compiled for N ranks: every rank
+ * of `mpirun -np N infer PLAN ...` holds 1/N of the parameters, takes its
+ * slice of the global batch and writes its outputs.
+ *
+ *   mpirun -np 2 infer model.plan --input input_ids=ids.npy --output-dir out
+ *          [--model-dir DIR] [--memory-budget BYTES] [--repeat K]
+ *
+ * An input file holds the global batch: its first dimension is N times the
+ * plan's, and rank r takes the r-th slice. Rank r writes each output as
+ * out/rank<r>/<name>.npy (as `fsdp-run --output-dir` does under mpirun).
+ * Any error prints "infer: error: ..." and ends every rank (MPI_Abort):
+ * no rank is left waiting in a collective.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#include "npy.h"
+
+#include <fsdprt/fsdprt.h>
+#include <mpi.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_INPUTS 16
+
+static int rank = 0;
+
+/* Prints the error and ends the whole job. */
+static void die(const char *what, const char *detail) {
+  fprintf(stderr, "infer: error: [rank %d] %s%s%s\n", rank, what,
+          detail ? ": " : "", detail ? detail : "");
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  exit(1);
+}
+
+/* Dies with the status's message if the call failed. */
+static void check(fsdprt_status_t status, const char *what) {
+  if (!status)
+    return;
+  char message[1024];
+  snprintf(message, sizeof message, "%s (%s)", fsdprt_status_message(status),
+           fsdprt_status_code_name(fsdprt_status_code(status)));
+  fsdprt_status_free(status);
+  die(what, message);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+  const char *planPath = NULL, *outputDir = NULL, *modelDir = NULL;
+  const char *inputNames[MAX_INPUTS], *inputFiles[MAX_INPUTS];
+  size_t numInputs = 0;
+  unsigned long long budget = 0;
+  int repeat = 1;
+  for (int i = 1; i < argc; ++i) {
+    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(argv[i], "--input") == 0 && value) {
+      char *eq = strchr(argv[++i], '=');
+      if (!eq || numInputs == MAX_INPUTS)
+        die("--input needs NAME=FILE.npy", argv[i]);
+      *eq = '\0';
+      inputNames[numInputs] = argv[i];
+      inputFiles[numInputs++] = eq + 1;
+    } else if (strcmp(argv[i], "--output-dir") == 0 && value) {
+      outputDir = argv[++i];
+    } else if (strcmp(argv[i], "--model-dir") == 0 && value) {
+      modelDir = argv[++i];
+    } else if (strcmp(argv[i], "--memory-budget") == 0 && value) {
+      budget = strtoull(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--repeat") == 0 && value) {
+      repeat = atoi(argv[++i]);
+    } else if (argv[i][0] != '-' && !planPath) {
+      planPath = argv[i];
+    } else {
+      die("usage: infer PLAN --input NAME=FILE.npy ... --output-dir DIR "
+          "[--model-dir DIR] [--memory-budget BYTES] [--repeat K]",
+          argv[i]);
+    }
+  }
+  if (!planPath || !outputDir)
+    die("usage: infer PLAN --input NAME=FILE.npy ... --output-dir DIR", NULL);
+
+  /* The plan, and a check that this job has its world size. */
+  fsdprt_plan_t *plan = NULL;
+  check(fsdprt_plan_load_file(planPath, &plan), "cannot load the plan");
+  if (fsdprt_plan_world_size(plan) != world) {
+    char detail[128];
+    snprintf(detail, sizeof detail,
+             "the plan is for %lld ranks, the job has %d",
+             (long long)fsdprt_plan_world_size(plan), world);
+    die(planPath, detail);
+  }
+
+  /* The session, on this host's own communicator (here the world; a host
+   * that is part of a larger MPI program passes a sub-communicator). */
+  fsdprt_mpi_options_t mpi = {0, (int)MPI_Comm_c2f(MPI_COMM_WORLD), 60.0};
+  fsdprt_session_options_t options;
+  fsdprt_session_options_init(&options);
+  options.model_dir = modelDir;
+  options.memory_budget_bytes = budget;
+  options.mpi = &mpi;
+  fsdprt_session_t *session = NULL;
+  check(fsdprt_session_create_with_options(plan, &options, &session),
+        "cannot create the session");
+  check(fsdprt_session_load_weights(session), "cannot load the weights");
+
+  /* Each declared input from its file: this rank's slice of the batch. */
+  size_t declared = fsdprt_plan_num_inputs(plan);
+  for (size_t i = 0; i < declared; ++i) {
+    fsdprt_tensor_desc_t desc;
+    check(fsdprt_plan_input(plan, i, &desc), "plan input");
+    const char *file = NULL;
+    for (size_t j = 0; j < numInputs; ++j)
+      if (strcmp(inputNames[j], desc.name) == 0)
+        file = inputFiles[j];
+    if (!file)
+      die("no --input given for the plan's input", desc.name);
+    npy_array_t array;
+    char error[512];
+    if (npy_read(file, &array, error, sizeof error))
+      die(desc.name, error);
+    if (strcmp(array.descr, npy_descr(desc.dtype)) != 0) {
+      snprintf(error, sizeof error, "'%s' holds %s, the plan wants %s (%s)",
+               file, array.descr, npy_descr(desc.dtype),
+               fsdprt_dtype_name(desc.dtype));
+      die(desc.name, error);
+    }
+    size_t bytes = fsdprt_dtype_size(desc.dtype);
+    for (size_t d = 0; d < desc.rank; ++d)
+      bytes *= (size_t)desc.shape[d];
+    if (array.bytes != bytes * (size_t)world) {
+      snprintf(error, sizeof error,
+               "'%s' holds %zu bytes; the global batch of %d ranks is %zu",
+               file, array.bytes, world, bytes * (size_t)world);
+      die(desc.name, error);
+    }
+    check(fsdprt_session_set_input(session, desc.name,
+                                   (char *)array.data + bytes * (size_t)rank,
+                                   bytes),
+          desc.name);
+    npy_free(&array);
+  }
+
+  /* Serve: run the forward pass (repeatedly, as a server would). */
+  for (int r = 0; r < repeat; ++r)
+    check(fsdprt_session_run(session), "the forward pass failed");
+  double compute = 0, communication = 0;
+  check(fsdprt_session_timings(session, &compute, &communication), "timings");
+
+  /* Outputs: outputDir/rank<r>/<name>.npy. */
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/rank%d", outputDir, rank);
+  mkdir(outputDir, 0777);
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    die("cannot create", dir);
+  for (size_t i = 0; i < fsdprt_plan_num_outputs(plan); ++i) {
+    fsdprt_tensor_desc_t desc;
+    check(fsdprt_plan_output(plan, i, &desc), "plan output");
+    size_t bytes = fsdprt_dtype_size(desc.dtype);
+    for (size_t d = 0; d < desc.rank; ++d)
+      bytes *= (size_t)desc.shape[d];
+    void *data = malloc(bytes ? bytes : 1);
+    check(fsdprt_session_get_output(session, desc.name, data, bytes),
+          desc.name);
+    char path[4200], error[512];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, desc.name);
+    if (npy_write(path, npy_descr(desc.dtype), desc.shape, desc.rank, data,
+                  bytes, error, sizeof error))
+      die(desc.name, error);
+    free(data);
+  }
+  uint64_t activations = 0, weights = 0;
+  check(fsdprt_session_memory(session, &activations, &weights, NULL), "memory");
+  printf("infer: rank %d of %d: %d forward pass(es), last %.3f ms compute + "
+         "%.3f ms collectives; %llu bytes of weights, %llu of activations\n",
+         rank, world, repeat, compute * 1e3, communication * 1e3,
+         (unsigned long long)weights, (unsigned long long)activations);
+
+  fsdprt_session_destroy(session);
+  fsdprt_plan_destroy(plan);
+  MPI_Finalize();
+  return 0;
+}
