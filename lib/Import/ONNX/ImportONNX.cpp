@@ -230,6 +230,30 @@ LogicalResult Importer::checkOpsets() {
              << "node '" << node.name() << "' (" << node.op_type()
              << ") is in the unsupported domain '" << node.domain()
              << "'; only the default ONNX domain is supported";
+    // ONNX 1.12's Transpose inference indexes the input's dims by `perm`
+    // unchecked (it crashes; found by fuzz.onnx-importer).
+    if (node.op_type() == "Transpose")
+      for (const onnx::AttributeProto &attr : node.attribute()) {
+        if (attr.name() != "perm")
+          continue;
+        std::vector<bool> seen(attr.ints_size());
+        bool permutation = true;
+        for (int64_t axis : attr.ints()) {
+          permutation &= axis >= 0 && axis < attr.ints_size() && !seen[axis];
+          if (!permutation)
+            break;
+          seen[axis] = true;
+        }
+        if (!permutation) {
+          std::string text;
+          for (int64_t axis : attr.ints())
+            text += (text.empty() ? "" : ", ") + std::to_string(axis);
+          return emitError(nodeLoc(node))
+                 << "node '" << node.name() << "' (Transpose) has perm ["
+                 << text << "], which is not a permutation of 0.."
+                 << attr.ints_size() - 1;
+        }
+      }
   }
   return success();
 }

@@ -409,6 +409,18 @@ def slice_huge_step(out):
                                 [tensor("y", [1], TensorProto.INT64)], inits), out)
 
 
+# --- found by fuzz.onnx-importer -----------------------------------------------
+
+def transpose_bad_perm(out):
+    """Transpose with perm [1, 82, 2] (ONNX 1.12's inference indexes dims by it
+    unchecked and crashes on some models)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Transpose", ["r"], ["y"], name="/attn/Transpose",
+                              perm=[1, 82, 2])]
+    onnx.save_model(graph_model(nodes, [tensor("x", [2, 3, 4])],
+                                [tensor("y", [3, 2, 4])]), out)
+
+
 def negative_initializer_dims(out):
     """An initializer with dims [-2, -2] and 4 values (the checker accepts it)."""
     t = onnx.TensorProto(name="fc.weight", data_type=TensorProto.FLOAT, dims=[-2, -2])
