@@ -414,7 +414,9 @@ fsdprt_status_t checkBudget(const fsdprt_plan_t *plan, uint64_t budget,
     for (const plan::Arena *a : *arenas)
       if (static_cast<uint32_t>(a->kind()) <= 2)
         parts[static_cast<uint32_t>(a->kind())] += a->bytes();
-  uint64_t peak = parts[0] + parts[1] + parts[2] + workspace;
+  uint64_t arenas = fsdprt::arenaBytes(*plan->root); // saturating
+  uint64_t peak =
+      workspace > UINT64_MAX - arenas ? UINT64_MAX : arenas + workspace;
   if (peak <= budget)
     return nullptr;
   std::string why = "the plan needs " + std::to_string(peak) +
