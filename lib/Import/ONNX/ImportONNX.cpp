@@ -171,6 +171,58 @@ LogicalResult checkDims(const onnx::TensorProto &tensor,
   return success();
 }
 
+/// Checks that a tensor's raw_data, when the parsed proto holds it, has the
+/// bytes its dims and element type need. ONNX 1.12's shape inference reads
+/// such values (data propagation) without checking and crashes on a short
+/// one (found by fuzz.onnx-importer).
+LogicalResult checkRawSize(const onnx::TensorProto &tensor, StringRef what,
+                           function_ref<InFlightDiagnostic()> emit) {
+  if (!tensor.has_raw_data())
+    return success();
+  int64_t width = 0;
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::BOOL:
+    width = 1;
+    break;
+  case onnx::TensorProto::UINT16:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    width = 2;
+    break;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    width = 4;
+    break;
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64:
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::COMPLEX64:
+    width = 8;
+    break;
+  case onnx::TensorProto::COMPLEX128:
+    width = 16;
+    break;
+  default: // strings and unknown types are refused later, by name
+    return success();
+  }
+  std::optional<int64_t> needed = width;
+  for (int64_t dim : tensor.dims()) {
+    if (dim < 0)
+      return emit() << what << " has a negative dimension " << dim;
+    if (needed)
+      needed = llvm::checkedMul(*needed, dim);
+  }
+  int64_t have = static_cast<int64_t>(tensor.raw_data().size());
+  if (!needed || *needed != have)
+    return emit() << what << " holds " << have << " bytes but its shape needs "
+                  << (needed ? std::to_string(*needed) : "more than int64 counts");
+  return success();
+}
+
 /// ONNX's multi-line messages as one line: whitespace runs become a space.
 std::string oneLine(StringRef message) {
   std::string result;
@@ -230,6 +282,14 @@ LogicalResult Importer::checkOpsets() {
              << "node '" << node.name() << "' (" << node.op_type()
              << ") is in the unsupported domain '" << node.domain()
              << "'; only the default ONNX domain is supported";
+    if (node.op_type() == "Constant")
+      for (const onnx::AttributeProto &attr : node.attribute())
+        if (attr.has_t() &&
+            failed(checkRawSize(attr.t(),
+                                "the value of node '" + node.name() +
+                                    "' (Constant)",
+                                [&] { return emitError(nodeLoc(node)); })))
+          return failure();
     // ONNX 1.12's Transpose inference indexes the input's dims by `perm`
     // unchecked (it crashes; found by fuzz.onnx-importer).
     if (node.op_type() == "Transpose")
@@ -264,7 +324,9 @@ LogicalResult Importer::resolveExternalData() {
   llvm::StringMap<uint64_t> fileSizes;
   for (int i = 0; i < graph.initializer_size(); ++i) {
     const onnx::TensorProto &tensor = graph.initializer(i);
-    if (failed(checkDims(tensor, [&] { return emitError(fileLoc); })))
+    if (failed(checkDims(tensor, [&] { return emitError(fileLoc); })) ||
+        failed(checkRawSize(tensor, "initializer '" + tensor.name() + "'",
+                            [&] { return emitError(fileLoc); })))
       return failure();
     initIndex[tensor.name()] = i;
     const std::optional<EmbeddedBytes> &embedded = file.embedded[i];

@@ -421,6 +421,24 @@ def transpose_bad_perm(out):
                                 [tensor("y", [3, 2, 4])]), out)
 
 
+def short_bias(out):
+    """An initializer [65] floats long holding 48 (ONNX 1.12's data
+    propagation reads past its raw_data and crashes)."""
+    b = onnx.TensorProto(name="attn.in_proj_bias", data_type=TensorProto.FLOAT, dims=[65])
+    b.raw_data = np.ones(48, dtype=np.float32).tobytes()
+    nodes = [helper.make_node("Add", ["attn.in_proj_bias", "x"], ["y"], name="/attn/Add")]
+    onnx.save_model(graph_model(nodes, [tensor("x", [65])], [tensor("y", [65])], [b]), out)
+
+
+def short_constant(out):
+    """A Constant node whose value has dims [3] and 4 bytes of raw_data."""
+    t = onnx.TensorProto(data_type=TensorProto.INT64, dims=[3])
+    t.raw_data = np.ones(1, dtype=np.int32).tobytes()
+    nodes = [helper.make_node("Constant", [], ["c"], name="/shape/Constant", value=t),
+             helper.make_node("Reshape", ["x", "c"], ["y"], name="/Reshape")]
+    onnx.save_model(graph_model(nodes, [tensor("x", [2, 3])], [tensor("y", [6])]), out)
+
+
 def negative_initializer_dims(out):
     """An initializer with dims [-2, -2] and 4 values (the checker accepts it)."""
     t = onnx.TensorProto(name="fc.weight", data_type=TensorProto.FLOAT, dims=[-2, -2])
