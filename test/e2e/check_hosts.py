@@ -4,15 +4,23 @@
 Installs the build to a temporary prefix (`cmake --install`), builds
 examples/hosts/infer (C) and examples/hosts/train (C++) out of tree against
 it twice, with CMake's find_package(fsdprt) and with the pkg-config
-Makefiles, compiles plans for 2 ranks with the installed fsdp-opt and
-fsdp-translate, and checks on 2 MPI ranks that:
- - the inference host's outputs (a ViT's logits, each rank its slice of the
-   batch) are bit-identical to `fsdp-run --output-dir`'s;
+Makefiles (checking that both use the installed package, not the build
+tree, and leave nothing in the source tree), compiles plans for 2 ranks
+with the installed fsdp-opt and fsdp-translate, and checks on 2 MPI ranks
+that:
+ - the inference host's output files (a ViT's logits, each rank its slice
+   of the global batch; and with a file of the plan's shape, which every
+   rank takes whole) are byte-identical to `fsdp-run --output-dir`'s;
  - the training host's losses (GPT-2 with AdamW, constant learning rate,
-   the same batch every step) equal `fsdp-run --steps`'s;
+   the same batch every step, as fsdp-run feeds it) equal
+   `fsdp-run --steps`'s. Each rank's loss is the same; fsdp-run averages
+   them in float32, the host with fsdprt_session_mean_over_ranks in double,
+   so the means agree to one float32 ulp;
  - with its own schedule (warmup, cosine decay) and data (a different batch
-   each step), a run resumed from the host's step-2 checkpoint continues
-   with the uninterrupted run's losses.
+   each step), a run resumed from the host's step-2 checkpoint prints
+   exactly the uninterrupted run's losses for steps 3 and 4;
+ - bad inputs end every rank with a "<host>: error:" message naming the
+   file or the input, instead of hanging.
 
 Usage: check_hosts.py BUILD_DIR [--keep DIR]
 """
@@ -20,6 +28,7 @@ Usage: check_hosts.py BUILD_DIR [--keep DIR]
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,100 +38,173 @@ import numpy as np
 import onnx
 
 ROOT = Path(__file__).resolve().parents[2]
+HOSTS = ROOT / "examples" / "hosts"
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader")
 RANKS = 2
+# The hosts build without a warning (the examples leave -Werror to their users).
+WARNINGS = "-O2 -Wall -Wextra -Werror"
 
 
-def run(cmd, **kw) -> subprocess.CompletedProcess:
+class CheckFailed(Exception):
+    pass
+
+
+def run(cmd, expect_ok=True, env=None, timeout=300) -> subprocess.CompletedProcess:
     cmd = [str(c) for c in cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=kw.pop("env", ENV),
-                          timeout=300, **kw)
-    if proc.returncode != 0:
-        raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
-                           f"{proc.stdout}\n{proc.stderr}")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CheckFailed(f"hung for {timeout} s: {' '.join(cmd)}")
+    if expect_ok and proc.returncode != 0:
+        raise CheckFailed(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                          f"{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def mpirun(*cmd) -> subprocess.CompletedProcess:
-    return run(["mpirun", "-np", RANKS, "--oversubscribe", *cmd])
+def mpirun(*cmd, ranks=RANKS, **kw) -> subprocess.CompletedProcess:
+    return run(["mpirun", "-np", ranks, "--oversubscribe", *cmd], **kw)
 
 
 def losses(text: str) -> dict:
-    return {int(m.group(1)): float(m.group(2))
+    return {int(m.group(1)): m.group(2)
             for m in re.finditer(r"^step (\d+) loss (\S+)", text, re.M)}
+
+
+def source_files() -> set:
+    return {p for p in HOSTS.rglob("*") if p.is_file()}
 
 
 def build_hosts(prefix: Path, work: Path) -> dict:
     """Both hosts, each built with CMake and with make: {kind: {name: exe}}."""
+    before = source_files()
     hosts = {"cmake": {}, "make": {}}
     for name in ("infer", "train"):
-        source = ROOT / "examples" / "hosts" / name
+        source = HOSTS / name
         build = work / f"cmake-{name}"
-        run(["cmake", "-S", source, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}"])
+        run(["cmake", "-S", source, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}",
+             "-DCMAKE_C_FLAGS=-Werror", "-DCMAKE_CXX_FLAGS=-Werror"])
         run(["cmake", "--build", build])
+        found = re.search(r"^fsdprt_DIR:PATH=(.*)$",
+                          (build / "CMakeCache.txt").read_text(), re.M).group(1)
+        if not Path(found).resolve().is_relative_to(prefix.resolve()):
+            raise CheckFailed(f"CMake found fsdprt at {found}, not under {prefix}")
         hosts["cmake"][name] = build / name
         out = work / f"make-{name}"
-        out.mkdir()
         env = dict(ENV, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
-        run(["make", "-s", "-C", source, f"OUT={out}"], env=env)
+        run(["make", "-s", "-C", source, f"OUT={out}", f"CFLAGS={WARNINGS} -pedantic",
+             f"CXXFLAGS={WARNINGS}"], env=env)
         hosts["make"][name] = out / name
     for kind, built in hosts.items():
         for name, exe in built.items():
-            libs = run(["ldd", exe]).stdout
-            line = next(l for l in libs.splitlines() if "libfsdprt" in l)
+            line = next((l for l in run(["ldd", exe]).stdout.splitlines()
+                         if "libfsdprt" in l), "no libfsdprt")
             if str(prefix) not in line:
-                raise RuntimeError(f"{kind} {name} links {line.strip()}, not the installed "
-                                   f"library under {prefix}")
+                raise CheckFailed(f"{kind}-built {name} links {line.strip()}, not the "
+                                  f"installed library under {prefix}")
+    left = sorted(str(p.relative_to(ROOT)) for p in source_files() - before)
+    if left:
+        raise CheckFailed(f"building the hosts left files in the source tree: {left}")
     print(f"built infer and train with CMake (find_package) and make (pkg-config) "
           f"against {prefix}")
     return hosts
 
 
-def check_inference(prefix: Path, corpus: Path, hosts: dict, work: Path) -> bool:
-    onnx_path = corpus / "vit.onnx"
-    mlir, plan = work / "vit.mlir", work / "vit.plan"
-    run([prefix / "bin" / "fsdp-opt", onnx_path, "--batch-size=2",
-         "--fsdp-auto-wrap=policy=transformer layer-classes=EncoderBlock",
-         f"--fsdp-flatten=world-size={RANKS}", "--fsdp-shard", "--fsdp-schedule",
-         "--fsdp-inference-pipeline", "-o", mlir])
+def compile_plan(prefix: Path, model: Path, plan: Path, *passes):
+    mlir = plan.with_suffix(".mlir")
+    run([prefix / "bin" / "fsdp-opt", model, "--batch-size=2", *passes, "-o", mlir])
     run([prefix / "bin" / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
-    graph_input = onnx.load(onnx_path, load_external_data=False).graph.input[0]
+
+
+def same_files(want_dir: Path, got_dir: Path) -> list:
+    """Differences between two output trees, file by file (bytes)."""
+    want = {p.relative_to(want_dir) for p in want_dir.rglob("*.npy")}
+    got = {p.relative_to(got_dir) for p in got_dir.rglob("*.npy")}
+    problems = [f"{got_dir / p} is missing" for p in sorted(want - got)]
+    problems += [f"{got_dir / p} is extra" for p in sorted(got - want)]
+    for p in sorted(want & got):
+        if (want_dir / p).read_bytes() != (got_dir / p).read_bytes():
+            a, b = np.load(want_dir / p), np.load(got_dir / p)
+            problems.append(f"{got_dir / p} differs from fsdp-run's: {b.dtype} {b.shape} vs "
+                            f"{a.dtype} {a.shape}, max |diff| "
+                            f"{np.max(np.abs(a - b)) if a.shape == b.shape else '-'}")
+    if len(want) != RANKS:
+        problems.append(f"fsdp-run wrote {len(want)} files, expected one per rank")
+    return problems
+
+
+def check_inference(prefix: Path, corpus: Path, hosts: dict, work: Path) -> bool:
+    model, plan = corpus / "vit.onnx", work / "vit.plan"
+    compile_plan(prefix, model, plan,
+                 "--fsdp-auto-wrap=policy=transformer layer-classes=EncoderBlock",
+                 f"--fsdp-flatten=world-size={RANKS}", "--fsdp-shard", "--fsdp-schedule",
+                 "--fsdp-inference-pipeline")
+    graph_input = onnx.load(model, load_external_data=False).graph.input[0]
     dims = [d.dim_value for d in graph_input.type.tensor_type.shape.dim][1:]
     rng = np.random.default_rng(3)
-    np.save(work / "pixels.npy", rng.standard_normal([2 * RANKS, *dims]).astype(np.float32))
-    flag = f"{graph_input.name}={work / 'pixels.npy'}"
-    mpirun(prefix / "bin" / "fsdp-run", plan, "--input", flag, "--threads", 1,
-           "--output-dir", work / "out-fsdp-run")
+    # The global batch (each rank its slice), and one of the plan's shape
+    # (each rank all of it).
+    np.save(work / "global.npy", rng.standard_normal([2 * RANKS, *dims]).astype(np.float32))
+    np.save(work / "whole.npy", rng.standard_normal([2, *dims]).astype(np.float32))
     ok = True
-    for kind in hosts:
-        out = work / f"out-{kind}"
-        proc = mpirun(hosts[kind]["infer"], plan, "--input", flag, "--output-dir", out)
-        compared = 0
-        for reference in sorted((work / "out-fsdp-run").glob("rank*/*.npy")):
-            got_path = out / reference.parent.name / reference.name
-            want, got = np.load(reference), np.load(got_path)
-            same = want.dtype == got.dtype and want.shape == got.shape and \
-                np.array_equal(want, got)
-            ok &= same
-            compared += 1
-            if not same:
-                print(f"  {kind} infer: {got_path} differs from fsdp-run's {reference}")
-        ok &= compared == RANKS
-        print(f"infer ({kind}): {compared} outputs of {RANKS} ranks "
-              f"{'bit-identical to' if ok else 'DIFFER from'} fsdp-run's; "
-              f"{proc.stdout.strip().splitlines()[0]}")
+    for data in ("global", "whole"):
+        flag = f"{graph_input.name}={work / f'{data}.npy'}"
+        reference = work / f"out-{data}-fsdp-run"
+        mpirun(prefix / "bin" / "fsdp-run", plan, "--input", flag, "--output-dir", reference)
+        for kind in hosts:
+            out = work / f"out-{data}-{kind}"
+            proc = mpirun(hosts[kind]["infer"], plan, "--input", flag, "--output-dir", out)
+            problems = same_files(reference, out)
+            ok &= not problems
+            for problem in problems:
+                print(f"  FAILED: {problem}")
+            print(f"infer ({kind}-built, {data} batch): {RANKS} ranks' outputs "
+                  f"{'DIFFER from' if problems else 'byte-identical to'} fsdp-run's; "
+                  f"{proc.stdout.strip().splitlines()[0]}")
+
+    # Bad inputs: every rank ends, with a message naming the file.
+    infer = hosts["cmake"]["infer"]
+    np.save(work / "f64.npy", rng.standard_normal([2 * RANKS, *dims]))
+    np.save(work / "odd.npy", rng.standard_normal([3, *dims]).astype(np.float32))
+    cases = [
+        ([plan, "--input", f"{graph_input.name}={work / 'f64.npy'}"],
+         f"'{work / 'f64.npy'}' is <f8 ({2 * RANKS}, {', '.join(map(str, dims))}), but a "
+         f"global batch of the plan's input '{graph_input.name}' on {RANKS} rank(s) is "
+         f"<f4 (float32) ({2 * RANKS}, {', '.join(map(str, dims))})"),
+        ([plan, "--input", f"{graph_input.name}={work / 'odd.npy'}"], f"'{work / 'odd.npy'}' is <f4 (3,"),
+        ([plan, "--input", f"{graph_input.name}={work / 'missing.npy'}"],
+         f"cannot open '{work / 'missing.npy'}'"),
+        ([plan, "--input", f"pixels_typo={work / 'global.npy'}"],
+         "the plan has no input 'pixels_typo'"),
+        ([plan], f"no --input {graph_input.name}=FILE.npy given"),
+    ]
+    for args, message in cases:
+        ok &= expect_error(infer, "infer", [*args, "--output-dir", work / "out-bad"], message)
+    ok &= expect_error(infer, "infer", [plan, "--input", f"{graph_input.name}="
+                                        f"{work / 'global.npy'}", "--output-dir", work / "x"],
+                       f"'{plan}' is a plan for {RANKS} rank(s), but the job has 1", ranks=1)
+    return ok
+
+
+def expect_error(exe: Path, name: str, args: list, message: str, ranks=RANKS) -> bool:
+    proc = mpirun(exe, *args, ranks=ranks, expect_ok=False, timeout=60)
+    said = [l for l in proc.stderr.splitlines() if l.startswith(f"{name}: error:")]
+    ok = proc.returncode != 0 and any(message in l for l in said)
+    print(f"{name} error ({'ok' if ok else 'FAILED'}): exit {proc.returncode}: "
+          f"{said[0] if said else proc.stderr.strip()[-400:]}")
+    if not ok:
+        print(f"  expected a nonzero exit and '{name}: error: ... {message}'")
     return ok
 
 
 def check_training(prefix: Path, corpus: Path, hosts: dict, work: Path) -> bool:
-    mlir, plan = work / "gpt2.mlir", work / "gpt2.plan"
-    run([prefix / "bin" / "fsdp-opt", corpus / "gpt2.onnx", "--batch-size=2",
-         "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block", "--fsdp-autodiff",
-         f"--fsdp-flatten=world-size={RANKS}",
-         "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
-         "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
-    run([prefix / "bin" / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
+    plan = work / "gpt2.plan"
+    compile_plan(prefix, corpus / "gpt2.onnx", plan,
+                 "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
+                 "--fsdp-autodiff", f"--fsdp-flatten=world-size={RANKS}",
+                 "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
+                 "--fsdp-schedule", "--fsdp-inference-pipeline")
     rng = np.random.default_rng(0)
     global_batch = 2 * RANKS
     # One global batch (fsdp-run feeds the same one every step), and four.
@@ -138,49 +220,73 @@ def check_training(prefix: Path, corpus: Path, hosts: dict, work: Path) -> bool:
     want = losses(mpirun(prefix / "bin" / "fsdp-run", plan,
                          "--input", f"input_ids={work / 'ids-one.npy'}",
                          "--input", f"labels={work / 'labels-one.npy'}",
-                         "--steps", 3, "--lr", "1e-3", "--threads", 1).stdout)
-    ok = len(want) == 3
+                         "--steps", 3, "--lr", "1e-3").stdout)
+    ok = sorted(want) == [1, 2, 3]
+    if not ok:
+        print(f"  FAILED: fsdp-run printed the losses of steps {sorted(want)}, not 1-3")
+
+    def f32_equal(a: str, b: str) -> bool:
+        a, b = np.float32(a), np.float32(b)
+        return abs(a - b) <= np.spacing(b)
+
     schedule = ["--lr", "2e-3", "--warmup", 2, "--min-lr", "1e-4", "--total-steps", 4]
     for kind in hosts:
         train = hosts[kind]["train"]
         got = losses(mpirun(train, plan, *data("one"), "--steps", 3, "--lr", "1e-3").stdout)
-        same = got.keys() == want.keys() and all(
-            abs(got[k] - want[k]) <= 1e-6 * abs(want[k]) for k in want)
+        same = got.keys() == want.keys() and all(f32_equal(got[k], want[k]) for k in want)
         ok &= same
-        print(f"train ({kind}): losses {[got.get(k) for k in sorted(want)]} "
-              f"{'equal' if same else 'DIFFER from'} fsdp-run's "
-              f"{[want[k] for k in sorted(want)]}")
+        print(f"train ({kind}-built): losses {list(got.values())} "
+              f"{'equal' if same else 'DIFFER from'} fsdp-run's {list(want.values())}")
 
         ck = work / f"ck-{kind}"
+        shutil.rmtree(ck, ignore_errors=True)
         full = losses(mpirun(train, plan, *data("four"), "--steps", 4, *schedule,
                              "--checkpoint-dir", ck, "--checkpoint-every", 2).stdout)
-        resumed = losses(mpirun(train, plan, *data("four"), "--steps", 2, *schedule,
-                                "--resume", ck / "step-2").stdout)
-        distinct = len({round(v, 6) for v in full.values()}) == 4
-        same = sorted(resumed) == [3, 4] and all(
-            abs(resumed[k] - full[k]) <= 1e-6 * abs(full[k]) for k in resumed)
-        ok &= same and distinct and (ck / "step-4" / "index.json").exists()
-        print(f"train ({kind}): 4 steps {[full.get(k) for k in range(1, 5)]}; resumed "
-              f"from step-2: {[resumed.get(k) for k in (3, 4)]} "
-              f"{'equal' if same else 'DIFFER'}")
+        proc = mpirun(train, plan, *data("four"), "--steps", 2, *schedule,
+                      "--resume", ck / "step-2")
+        resumed = losses(proc.stdout)
+        distinct = len(set(full.values())) == 4
+        same = (sorted(resumed) == [3, 4] and all(resumed[k] == full.get(k) for k in resumed)
+                and f"resumed from {ck / 'step-2'} at step 2" in proc.stdout)
+        saved = all((ck / f"step-{k}" / "index.json").exists() for k in (2, 4))
+        ok &= same and distinct and saved
+        print(f"train ({kind}-built): 4 steps {list(full.values())}"
+              f"{'' if distinct else ' (NOT all different: same batch or LR?)'}; "
+              f"resumed from step-2: {list(resumed.values())} "
+              f"{'equal' if same else 'DIFFER'}"
+              f"{'' if saved else '; checkpoints step-2 and step-4 NOT both saved'}")
+
+    train = hosts["cmake"]["train"]
+    ok &= expect_error(train, "train", [plan, "--data", f"input_ids={work / 'ids-one.npy'}",
+                                        "--steps", 1],
+                       "no --data labels=FILE.npy given for the plan's input 'labels'")
+    ok &= expect_error(train, "train", [plan, *data("one"), "--steps", "many"],
+                       "--steps needs a number, not 'many'")
+    ok &= expect_error(train, "train", [plan, *data("one"), "--steps", 1,
+                                        "--resume", work / "no-such-checkpoint"],
+                       f"cannot resume from {work / 'no-such-checkpoint'}")
     return ok
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", type=Path)
-    ap.add_argument("--keep", type=Path)
+    ap.add_argument("--keep", type=Path, help="work here and keep the files")
     args = ap.parse_args(argv)
     build = args.build.resolve()
     corpus = build / "test" / "corpus"
     with tempfile.TemporaryDirectory() as tmp:
-        work = args.keep or Path(tmp)
+        work = (args.keep or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
         prefix = work / "prefix"
-        run(["cmake", "--install", build, "--prefix", prefix])
-        hosts = build_hosts(prefix, work)
-        ok = check_inference(prefix, corpus, hosts, work)
-        ok &= check_training(prefix, corpus, hosts, work)
+        try:
+            run(["cmake", "--install", build, "--prefix", prefix])
+            hosts = build_hosts(prefix, work)
+            ok = check_inference(prefix, corpus, hosts, work)
+            ok &= check_training(prefix, corpus, hosts, work)
+        except CheckFailed as e:
+            print(f"FAILED: {e}")
+            ok = False
     print("example hosts: all checks passed" if ok else "example hosts: FAILED")
     return 0 if ok else 1
 

@@ -131,15 +131,11 @@ done:
 int npy_write(const char *path, const char *descr, const int64_t *shape,
               size_t rank, const void *data, size_t bytes, char *error,
               size_t size) {
-  char dims[256] = "";
-  for (size_t i = 0; i < rank; ++i) {
-    size_t used = strlen(dims);
-    snprintf(dims + used, sizeof dims - used, "%lld%s", (long long)shape[i],
-             rank == 1 ? "," : (i + 1 < rank ? ", " : ""));
-  }
+  char dims[256];
+  npy_shape_text(shape, rank, dims, sizeof dims);
   char header[512];
   int n = snprintf(header, sizeof header,
-                   "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                   "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                    descr, dims);
   /* Pad with spaces to a multiple of 64 bytes, ending in a newline. */
   size_t total = (10 + (size_t)n + 1 + 63) / 64 * 64;
@@ -170,4 +166,47 @@ int npy_write(const char *path, const char *descr, const int64_t *shape,
 void npy_free(npy_array_t *array) {
   free(array->data);
   array->data = NULL;
+}
+
+void npy_shape_text(const int64_t *shape, size_t rank, char *text,
+                    size_t size) {
+  size_t used = (size_t)snprintf(text, size, "(");
+  for (size_t i = 0; i < rank && used < size; ++i)
+    used += (size_t)snprintf(text + used, size - used, "%lld%s",
+                             (long long)shape[i],
+                             rank == 1 ? "," : (i + 1 < rank ? ", " : ""));
+  if (used < size)
+    snprintf(text + used, size - used, ")");
+}
+
+size_t npy_tensor_bytes(const fsdprt_tensor_desc_t *desc) {
+  size_t bytes = fsdprt_dtype_size(desc->dtype);
+  for (size_t d = 0; d < desc->rank; ++d)
+    bytes *= (size_t)desc->shape[d];
+  return bytes;
+}
+
+size_t npy_global_batches(const npy_array_t *array, const char *path,
+                          const fsdprt_tensor_desc_t *desc, int world,
+                          char *error, size_t size) {
+  int fits = strcmp(array->descr, npy_descr(desc->dtype)) == 0 &&
+             desc->rank > 0 && array->rank == desc->rank &&
+             desc->shape[0] > 0 && array->shape[0] > 0 &&
+             array->shape[0] % (desc->shape[0] * world) == 0;
+  for (size_t d = 1; fits && d < desc->rank; ++d)
+    fits = array->shape[d] == desc->shape[d];
+  if (fits)
+    return (size_t)(array->shape[0] / (desc->shape[0] * world));
+  int64_t global[NPY_MAX_RANK] = {0};
+  for (size_t d = 0; d < desc->rank && d < NPY_MAX_RANK; ++d)
+    global[d] = d == 0 ? desc->shape[0] * world : desc->shape[d];
+  char got[128], want[128];
+  npy_shape_text(array->shape, array->rank, got, sizeof got);
+  npy_shape_text(global, desc->rank, want, sizeof want);
+  fail(error, size,
+       "'%s' is %s %s, but a global batch of the plan's input '%s' on %d "
+       "rank(s) is %s (%s) %s",
+       path, array->descr, got, desc->name, world, npy_descr(desc->dtype),
+       fsdprt_dtype_name(desc->dtype), want);
+  return 0;
 }

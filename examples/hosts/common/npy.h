@@ -37,6 +37,22 @@ int npy_write(const char *path, const char *descr, const int64_t *shape,
               size_t size);
 void npy_free(npy_array_t *array);
 
+/* Writes `shape` as NumPy prints it: "(4, 16)", "(4,)", "()". */
+void npy_shape_text(const int64_t *shape, size_t rank, char *text, size_t size);
+
+/* How many global batches of `world` ranks `array` (read from `path`)
+ * holds for the plan input `desc`: its dtype is the input's, its first
+ * dimension a multiple of `world` times the input's, its other dimensions
+ * the input's. Batch b, rank r is slice b * world + r of the first
+ * dimension, npy_tensor_bytes(desc) each. Returns 0 with a reason naming the
+ * file and both shapes in `error` if the array is none of that. */
+size_t npy_global_batches(const npy_array_t *array, const char *path,
+                          const fsdprt_tensor_desc_t *desc, int world,
+                          char *error, size_t size);
+
+/* The bytes of one plan tensor (one rank's slice of a global batch). */
+size_t npy_tensor_bytes(const fsdprt_tensor_desc_t *desc);
+
 #ifdef __cplusplus
 }
 #endif

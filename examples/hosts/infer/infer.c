@@ -8,8 +8,9 @@
  *          [--model-dir DIR] [--memory-budget BYTES] [--repeat K]
  *
  * An input file holds the global batch: its first dimension is N times the
- * plan's, and rank r takes the r-th slice. Rank r writes each output as
- * out/rank<r>/<name>.npy (as `fsdp-run --output-dir` does under mpirun).
+ * plan's, and rank r takes the r-th slice (a file of exactly the plan's
+ * shape goes whole to every rank). Rank r writes each output as
+ * out/rank<r>/<name>.npy, as `fsdp-run --output-dir` does under mpirun.
  * Any error prints "infer: error: ..." and ends every rank (MPI_Abort):
  * no rank is left waiting in a collective.
  *
@@ -21,6 +22,7 @@
 #include <mpi.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,25 +30,49 @@
 
 #define MAX_INPUTS 16
 
+static const char *const usage =
+    "usage: infer PLAN --input NAME=FILE.npy ... --output-dir DIR "
+    "[--model-dir DIR] [--memory-budget BYTES] [--repeat K]";
+
 static int rank = 0;
 
-/* Prints the error and ends the whole job. */
-static void die(const char *what, const char *detail) {
-  fprintf(stderr, "infer: error: [rank %d] %s%s%s\n", rank, what,
-          detail ? ": " : "", detail ? detail : "");
+/* Prints the error and ends the whole job: the other ranks may be waiting
+ * for this one in a collective. */
+static void die(const char *format, ...) {
+  char message[2048];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof message, format, args);
+  va_end(args);
+  /* One write per line: mpirun interleaves the ranks' partial writes. */
+  fprintf(stderr, "infer: error: [rank %d] %s\n", rank, message);
   MPI_Abort(MPI_COMM_WORLD, 1);
   exit(1);
 }
 
-/* Dies with the status's message if the call failed. */
+/* Dies with the status's message and code if the call failed. */
 static void check(fsdprt_status_t status, const char *what) {
   if (!status)
     return;
-  char message[1024];
-  snprintf(message, sizeof message, "%s (%s)", fsdprt_status_message(status),
-           fsdprt_status_code_name(fsdprt_status_code(status)));
-  fsdprt_status_free(status);
-  die(what, message);
+  die("%s: %s (%s)", what, fsdprt_status_message(status),
+      fsdprt_status_code_name(fsdprt_status_code(status)));
+}
+
+/* mkdir -p: creates `path` and its missing parents. */
+static int makeDirectories(const char *path) {
+  char partial[4096];
+  for (size_t i = 1;; ++i) {
+    if (path[i] != '/' && path[i] != '\0')
+      continue;
+    if (i >= sizeof partial)
+      return -1;
+    memcpy(partial, path, i);
+    partial[i] = '\0';
+    if (mkdir(partial, 0777) != 0 && errno != EEXIST)
+      return -1;
+    if (path[i] == '\0')
+      return 0;
+  }
 }
 
 int main(int argc, char **argv) {
@@ -65,7 +91,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--input") == 0 && value) {
       char *eq = strchr(argv[++i], '=');
       if (!eq || numInputs == MAX_INPUTS)
-        die("--input needs NAME=FILE.npy", argv[i]);
+        die("--input needs NAME=FILE.npy (at most %d), not '%s'", MAX_INPUTS,
+            argv[i]);
       *eq = '\0';
       inputNames[numInputs] = argv[i];
       inputFiles[numInputs++] = eq + 1;
@@ -80,23 +107,41 @@ int main(int argc, char **argv) {
     } else if (argv[i][0] != '-' && !planPath) {
       planPath = argv[i];
     } else {
-      die("usage: infer PLAN --input NAME=FILE.npy ... --output-dir DIR "
-          "[--model-dir DIR] [--memory-budget BYTES] [--repeat K]",
-          argv[i]);
+      die("unexpected argument '%s'\n%s", argv[i], usage);
     }
   }
-  if (!planPath || !outputDir)
-    die("usage: infer PLAN --input NAME=FILE.npy ... --output-dir DIR", NULL);
+  if (!planPath || !outputDir || repeat < 1)
+    die("%s", usage);
 
   /* The plan, and a check that this job has its world size. */
   fsdprt_plan_t *plan = NULL;
   check(fsdprt_plan_load_file(planPath, &plan), "cannot load the plan");
-  if (fsdprt_plan_world_size(plan) != world) {
-    char detail[128];
-    snprintf(detail, sizeof detail,
-             "the plan is for %lld ranks, the job has %d",
-             (long long)fsdprt_plan_world_size(plan), world);
-    die(planPath, detail);
+  if (fsdprt_plan_world_size(plan) != world)
+    die("'%s' is a plan for %lld rank(s), but the job has %d", planPath,
+        (long long)fsdprt_plan_world_size(plan), world);
+
+  /* Every --input names a declared input, once; every output fits .npy. */
+  size_t numDeclared = fsdprt_plan_num_inputs(plan);
+  for (size_t j = 0; j < numInputs; ++j) {
+    int known = 0;
+    for (size_t i = 0; i < numDeclared; ++i) {
+      fsdprt_tensor_desc_t desc;
+      check(fsdprt_plan_input(plan, i, &desc), "plan input");
+      known |= strcmp(inputNames[j], desc.name) == 0;
+    }
+    if (!known)
+      die("the plan has no input '%s' (`fsdp-run %s --describe` lists them)",
+          inputNames[j], planPath);
+    for (size_t k = 0; k < j; ++k)
+      if (strcmp(inputNames[j], inputNames[k]) == 0)
+        die("input '%s' is given twice", inputNames[j]);
+  }
+  for (size_t i = 0; i < fsdprt_plan_num_outputs(plan); ++i) {
+    fsdprt_tensor_desc_t desc;
+    check(fsdprt_plan_output(plan, i, &desc), "plan output");
+    if (!*npy_descr(desc.dtype))
+      die("output '%s' is %s, which .npy cannot hold", desc.name,
+          fsdprt_dtype_name(desc.dtype));
   }
 
   /* The session, on this host's own communicator (here the world; a host
@@ -112,9 +157,9 @@ int main(int argc, char **argv) {
         "cannot create the session");
   check(fsdprt_session_load_weights(session), "cannot load the weights");
 
-  /* Each declared input from its file: this rank's slice of the batch. */
-  size_t declared = fsdprt_plan_num_inputs(plan);
-  for (size_t i = 0; i < declared; ++i) {
+  /* Each declared input from its file: this rank's slice of the global
+   * batch, or the whole file if it has exactly the plan's shape. */
+  for (size_t i = 0; i < numDeclared; ++i) {
     fsdprt_tensor_desc_t desc;
     check(fsdprt_plan_input(plan, i, &desc), "plan input");
     const char *file = NULL;
@@ -122,30 +167,29 @@ int main(int argc, char **argv) {
       if (strcmp(inputNames[j], desc.name) == 0)
         file = inputFiles[j];
     if (!file)
-      die("no --input given for the plan's input", desc.name);
+      die("no --input %s=FILE.npy given for the plan's input '%s'", desc.name,
+          desc.name);
     npy_array_t array;
     char error[512];
     if (npy_read(file, &array, error, sizeof error))
-      die(desc.name, error);
-    if (strcmp(array.descr, npy_descr(desc.dtype)) != 0) {
-      snprintf(error, sizeof error, "'%s' holds %s, the plan wants %s (%s)",
-               file, array.descr, npy_descr(desc.dtype),
-               fsdprt_dtype_name(desc.dtype));
-      die(desc.name, error);
+      die("input '%s': %s", desc.name, error);
+    size_t bytes = npy_tensor_bytes(&desc);
+    const char *data = array.data;
+    int whole =
+        strcmp(array.descr, npy_descr(desc.dtype)) == 0 &&
+        array.rank == desc.rank &&
+        memcmp(array.shape, desc.shape, desc.rank * sizeof *desc.shape) == 0;
+    if (!whole) {
+      size_t batches =
+          npy_global_batches(&array, file, &desc, world, error, sizeof error);
+      if (batches == 0)
+        die("input '%s': %s", desc.name, error);
+      if (batches != 1)
+        die("input '%s': '%s' holds %zu global batches; infer runs one",
+            desc.name, file, batches);
+      data += bytes * (size_t)rank;
     }
-    size_t bytes = fsdprt_dtype_size(desc.dtype);
-    for (size_t d = 0; d < desc.rank; ++d)
-      bytes *= (size_t)desc.shape[d];
-    if (array.bytes != bytes * (size_t)world) {
-      snprintf(error, sizeof error,
-               "'%s' holds %zu bytes; the global batch of %d ranks is %zu",
-               file, array.bytes, world, bytes * (size_t)world);
-      die(desc.name, error);
-    }
-    check(fsdprt_session_set_input(session, desc.name,
-                                   (char *)array.data + bytes * (size_t)rank,
-                                   bytes),
-          desc.name);
+    check(fsdprt_session_set_input(session, desc.name, data, bytes), desc.name);
     npy_free(&array);
   }
 
@@ -158,31 +202,31 @@ int main(int argc, char **argv) {
   /* Outputs: outputDir/rank<r>/<name>.npy. */
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/rank%d", outputDir, rank);
-  mkdir(outputDir, 0777);
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-    die("cannot create", dir);
+  if (makeDirectories(dir) != 0)
+    die("cannot create the directory '%s'", dir);
   for (size_t i = 0; i < fsdprt_plan_num_outputs(plan); ++i) {
     fsdprt_tensor_desc_t desc;
     check(fsdprt_plan_output(plan, i, &desc), "plan output");
-    size_t bytes = fsdprt_dtype_size(desc.dtype);
-    for (size_t d = 0; d < desc.rank; ++d)
-      bytes *= (size_t)desc.shape[d];
+    size_t bytes = npy_tensor_bytes(&desc);
     void *data = malloc(bytes ? bytes : 1);
+    if (!data)
+      die("output '%s': out of memory", desc.name);
     check(fsdprt_session_get_output(session, desc.name, data, bytes),
           desc.name);
     char path[4200], error[512];
     snprintf(path, sizeof path, "%s/%s.npy", dir, desc.name);
     if (npy_write(path, npy_descr(desc.dtype), desc.shape, desc.rank, data,
                   bytes, error, sizeof error))
-      die(desc.name, error);
+      die("output '%s': %s", desc.name, error);
     free(data);
   }
   uint64_t activations = 0, weights = 0;
   check(fsdprt_session_memory(session, &activations, &weights, NULL), "memory");
   printf("infer: rank %d of %d: %d forward pass(es), last %.3f ms compute + "
-         "%.3f ms collectives; %llu bytes of weights, %llu of activations\n",
+         "%.3f ms collectives; %llu bytes of weights, %llu of activations; "
+         "outputs in %s\n",
          rank, world, repeat, compute * 1e3, communication * 1e3,
-         (unsigned long long)weights, (unsigned long long)activations);
+         (unsigned long long)weights, (unsigned long long)activations, dir);
 
   fsdprt_session_destroy(session);
   fsdprt_plan_destroy(plan);

@@ -18,7 +18,9 @@
 // min-lr = lr: constant).
 // Checkpoints: every K steps a sharded checkpoint DIR/step-<k> (each rank
 // writes its shards and optimizer state; atomic). --resume loads one,
-// written at any world size, and numbers steps on from it.
+// written at any world size, and runs --steps more steps numbered on from
+// the saved one (same data batches and learning rates as an uninterrupted
+// run).
 // Rank 0 prints "step <k> loss <loss> lr <lr>", the loss averaged over the
 // global batch. Any error prints "train: error: ..." and ends every rank.
 //
@@ -32,6 +34,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -47,7 +50,9 @@ namespace {
 void check(fsdprt_status_t status, const std::string &what) {
   if (!status)
     return;
-  std::string message = what + ": " + fsdprt_status_message(status);
+  std::string message = what + ": " + fsdprt_status_message(status) + " (" +
+                        fsdprt_status_code_name(fsdprt_status_code(status)) +
+                        ")";
   fsdprt_status_free(status);
   throw std::runtime_error(message);
 }
@@ -73,6 +78,18 @@ Options parse(int argc, char **argv) {
         throw std::runtime_error(flag + " needs a value");
       return argv[++i];
     };
+    auto number = [&]() -> double {
+      std::string text = value();
+      size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(text, &used);
+      } catch (const std::logic_error &) {
+      }
+      if (used == 0 || used != text.size())
+        throw std::runtime_error(flag + " needs a number, not '" + text + "'");
+      return v;
+    };
     if (flag == "--data") {
       std::string v = value();
       size_t eq = v.find('=');
@@ -80,19 +97,19 @@ Options parse(int argc, char **argv) {
         throw std::runtime_error("--data needs NAME=FILE.npy, not '" + v + "'");
       o.data[v.substr(0, eq)] = v.substr(eq + 1);
     } else if (flag == "--steps") {
-      o.steps = std::stoll(value());
+      o.steps = static_cast<int64_t>(number());
     } else if (flag == "--lr") {
-      o.lr = std::stod(value());
+      o.lr = number();
     } else if (flag == "--min-lr") {
-      o.minLr = std::stod(value());
+      o.minLr = number();
     } else if (flag == "--warmup") {
-      o.warmup = std::stoll(value());
+      o.warmup = static_cast<int64_t>(number());
     } else if (flag == "--total-steps") {
-      o.totalSteps = std::stoll(value());
+      o.totalSteps = static_cast<int64_t>(number());
     } else if (flag == "--checkpoint-dir") {
       o.checkpointDir = value();
     } else if (flag == "--checkpoint-every") {
-      o.checkpointEvery = std::stoll(value());
+      o.checkpointEvery = static_cast<int64_t>(number());
     } else if (flag == "--resume") {
       o.resume = value();
     } else if (flag == "--model-dir") {
@@ -123,19 +140,11 @@ double learningRate(const Options &o, int64_t step) {
   return o.minLr + 0.5 * (o.lr - o.minLr) * (1 + std::cos(M_PI * progress));
 }
 
-/// Bytes of one declared tensor.
-size_t bytesOf(const fsdprt_tensor_desc_t &desc) {
-  size_t bytes = fsdprt_dtype_size(desc.dtype);
-  for (size_t d = 0; d < desc.rank; ++d)
-    bytes *= static_cast<size_t>(desc.shape[d]);
-  return bytes;
-}
-
 /// Sets the scalar input `name` (lr, step) in whatever dtype the plan
 /// declares it.
 void setScalar(fsdprt_session_t *session, const fsdprt_tensor_desc_t &desc,
                double value) {
-  if (bytesOf(desc) != fsdprt_dtype_size(desc.dtype))
+  if (desc.rank != 0)
     throw std::runtime_error(std::string("input '") + desc.name +
                              "' is not a scalar");
   unsigned char bytes[8];
@@ -161,14 +170,37 @@ void setScalar(fsdprt_session_t *session, const fsdprt_tensor_desc_t &desc,
         desc.name);
 }
 
-/// A data input: the whole file, and the bytes one rank takes per step.
-struct DataInput {
-  fsdprt_tensor_desc_t desc;
+/// A .npy file's contents, freed when it goes out of scope.
+class NpyArray {
+public:
+  explicit NpyArray(const std::string &path) {
+    char error[512];
+    if (npy_read(path.c_str(), &array, error, sizeof error))
+      throw std::runtime_error(error);
+  }
+  NpyArray(NpyArray &&other) noexcept : array(other.array) {
+    other.array.data = nullptr;
+  }
+  NpyArray(const NpyArray &) = delete;
+  NpyArray &operator=(const NpyArray &) = delete;
+  NpyArray &operator=(NpyArray &&) = delete;
+  ~NpyArray() { npy_free(&array); }
+
+  const npy_array_t &operator*() const { return array; }
+  const char *bytes() const { return static_cast<const char *>(array.data); }
+
+private:
   npy_array_t array;
-  size_t sliceBytes, batches;
 };
 
-int run(int argc, char **argv, int rank, int world) {
+/// A data input: the whole file, and how many global batches it holds.
+struct DataInput {
+  fsdprt_tensor_desc_t desc;
+  NpyArray file;
+  size_t batches;
+};
+
+void run(int argc, char **argv, int rank, int world) {
   Options o = parse(argc, argv);
   if (o.totalSteps <= 0)
     o.totalSteps = o.steps;
@@ -197,8 +229,8 @@ int run(int argc, char **argv, int rank, int world) {
 
   // Inputs: data from files, lr and step from the loop.
   std::vector<DataInput> data;
-  const fsdprt_tensor_desc_t *lrInput = nullptr, *stepInput = nullptr;
   std::vector<fsdprt_tensor_desc_t> inputs(fsdprt_plan_num_inputs(plan.get()));
+  const fsdprt_tensor_desc_t *lrInput = nullptr, *stepInput = nullptr;
   for (size_t i = 0; i < inputs.size(); ++i) {
     check(fsdprt_plan_input(plan.get(), i, &inputs[i]), "plan input");
     const fsdprt_tensor_desc_t &desc = inputs[i];
@@ -212,48 +244,60 @@ int run(int argc, char **argv, int rank, int world) {
     }
     auto file = o.data.find(desc.name);
     if (file == o.data.end())
-      throw std::runtime_error(std::string("no --data for the plan's input '") +
+      throw std::runtime_error(std::string("no --data ") + desc.name +
+                               "=FILE.npy given for the plan's input '" +
                                desc.name + "'");
-    DataInput in{desc, {}, bytesOf(desc), 0};
+    NpyArray array(file->second);
     char error[512];
-    if (npy_read(file->second.c_str(), &in.array, error, sizeof error))
-      throw std::runtime_error(error);
-    if (std::strcmp(in.array.descr, npy_descr(desc.dtype)) != 0)
-      throw std::runtime_error(file->second + " holds " + in.array.descr +
-                               "; the plan's '" + desc.name + "' is " +
-                               fsdprt_dtype_name(desc.dtype));
-    size_t global = in.sliceBytes * static_cast<size_t>(world);
-    in.batches = in.array.bytes / global;
-    if (in.batches == 0 || in.array.bytes % global)
-      throw std::runtime_error(file->second + " holds " +
-                               std::to_string(in.array.bytes) +
-                               " bytes, not a multiple of the global batch's " +
-                               std::to_string(global));
-    data.push_back(in);
+    size_t batches = npy_global_batches(&*array, file->second.c_str(), &desc,
+                                        world, error, sizeof error);
+    if (batches == 0)
+      throw std::runtime_error(std::string("input '") + desc.name +
+                               "': " + error);
+    data.push_back({desc, std::move(array), batches});
   }
+  for (const auto &[name, file] : o.data)
+    if (std::none_of(inputs.begin(), inputs.end(),
+                     [&](const auto &d) { return name == d.name; }))
+      throw std::runtime_error("the plan has no input '" + name + "' (--data " +
+                               name + "=" + file + ")");
   if (!lrInput)
     throw std::runtime_error(o.plan +
                              " has no input 'lr': is it a training plan?");
+  std::vector<fsdprt_tensor_desc_t> outputs(
+      fsdprt_plan_num_outputs(plan.get()));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    check(fsdprt_plan_output(plan.get(), i, &outputs[i]), "plan output");
+  if (std::none_of(outputs.begin(), outputs.end(), [](const auto &d) {
+        return std::strcmp(d.name, "loss") == 0 && d.dtype == FSDPRT_F32 &&
+               d.rank == 0;
+      }))
+    throw std::runtime_error(o.plan + " has no f32 scalar output 'loss'");
 
+  // The starting state: the model's weights, or a checkpoint (parameters,
+  // optimizer state and the step it was saved at, from any world size).
   int64_t step = 0;
-  if (!o.resume.empty())
+  if (o.resume.empty()) {
+    check(fsdprt_session_load_weights(session.get()),
+          "cannot load the weights");
+  } else {
     check(fsdprt_session_load_sharded_checkpoint(session.get(),
                                                  o.resume.c_str(), &step),
           "cannot resume from " + o.resume);
-  else
-    check(fsdprt_session_load_weights(session.get()),
-          "cannot load the weights");
+    if (rank == 0)
+      std::printf("resumed from %s at step %lld\n", o.resume.c_str(),
+                  static_cast<long long>(step));
+  }
 
   for (int64_t done = 0; done < o.steps; ++done) {
     ++step;
-    for (DataInput &in : data) {
+    for (const DataInput &in : data) {
       size_t batch = static_cast<size_t>(step - 1) % in.batches;
-      size_t offset =
-          (batch * static_cast<size_t>(world) + static_cast<size_t>(rank)) *
-          in.sliceBytes;
-      check(fsdprt_session_set_input(
-                session.get(), in.desc.name,
-                static_cast<char *>(in.array.data) + offset, in.sliceBytes),
+      size_t slice =
+          batch * static_cast<size_t>(world) + static_cast<size_t>(rank);
+      size_t bytes = npy_tensor_bytes(&in.desc);
+      check(fsdprt_session_set_input(session.get(), in.desc.name,
+                                     in.file.bytes() + slice * bytes, bytes),
             in.desc.name);
     }
     double lr = learningRate(o, step);
@@ -266,6 +310,7 @@ int run(int argc, char **argv, int rank, int world) {
     check(
         fsdprt_session_get_output(session.get(), "loss", &local, sizeof local),
         "output 'loss'");
+    // Each rank's loss is its slice's; their mean is the global batch's.
     double loss = local;
     check(fsdprt_session_mean_over_ranks(session.get(), &loss), "loss");
     if (rank == 0)
@@ -281,9 +326,6 @@ int run(int argc, char **argv, int rank, int world) {
     }
     std::fflush(stdout);
   }
-  for (DataInput &in : data)
-    npy_free(&in.array);
-  return 0;
 }
 
 } // namespace
