@@ -662,14 +662,13 @@ int run(const Options &o) {
       communicationTotal += communication;
     }
     if (o.steps) {
-      float loss;
-      check(fsdprt_session_get_output(session, "loss", &loss, sizeof loss),
+      float local;
+      check(fsdprt_session_get_output(session, "loss", &local, sizeof local),
             "output 'loss'");
-      if (o.world > 1) { // each rank's is its slice's: the global mean
-        float sum = 0;
-        MPI_Allreduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        loss = sum / static_cast<float>(o.world);
-      }
+      // Each rank's is its slice's: the global batch's is their mean (in
+      // double, as every host that calls the API gets it).
+      double loss = local;
+      check(fsdprt_session_mean_over_ranks(session, &loss), "the mean loss");
       losses.push_back(loss);
       if (!o.json && o.rank == 0)
         std::cout << "step " << firstStep + i << " loss " << number(loss)
