@@ -36,7 +36,12 @@
 #include "llvm/Support/Path.h"
 
 #include <onnx/checker.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -221,6 +226,107 @@ LogicalResult checkRawSize(const onnx::TensorProto &tensor, StringRef what,
     return emit() << what << " holds " << have << " bytes but its shape needs "
                   << (needed ? std::to_string(*needed) : "more than int64 counts");
   return success();
+}
+
+std::string oneLine(StringRef message);
+
+/// Writes all of `data` to `fd`; false if the pipe broke.
+bool writeAll(int fd, const std::string &data) {
+  for (size_t done = 0; done < data.size();) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+/// Runs ONNX's shape inference (types checked, errors collected, data
+/// propagated) on `model` in a forked child and replaces `model` with the
+/// inferred one; returns "" or the error. ONNX 1.12's inference crashes on
+/// some malformed models its checker accepts (fuzz.onnx-importer keeps
+/// finding them), and a crash in ONNX must be an error from fsdp-opt, not
+/// its end. The model holds no large weights (ModelReader strips them), so
+/// sending it back is cheap.
+std::string inferInChild(onnx::ModelProto &model) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return std::string("cannot run ONNX shape inference: pipe: ") +
+           std::strerror(errno);
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::string("cannot run ONNX shape inference: fork: ") +
+           std::strerror(errno);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    // A crash here ends this child quietly; the parent reports it (the
+    // parent's crash handlers, LLVM's or a sanitizer's, would report it as
+    // its own).
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+      std::signal(sig, SIG_DFL);
+    std::string reply;
+    try {
+      onnx::ShapeInferenceOptions inference(/*check_type=*/true,
+                                            /*error_mode=*/1,
+                                            /*enable_data_propagation=*/true);
+      onnx::shape_inference::InferShapes(
+          model, onnx::OpSchemaRegistry::Instance(), inference);
+      reply = "M" + model.SerializeAsString();
+    } catch (const std::exception &e) {
+      reply = std::string("E") + e.what();
+    }
+    ::_exit(writeAll(fds[1], reply) ? 0 : 3);
+  }
+  ::close(fds[1]);
+  std::string reply;
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    reply.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return "ONNX shape inference crashed on this model (signal " +
+           std::to_string(WTERMSIG(status)) + ", " +
+           ::strsignal(WTERMSIG(status)) +
+           "): ONNX 1.12 crashes on some malformed models its checker "
+           "accepts; check the model's attributes and constant values";
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || reply.empty())
+    return "ONNX shape inference did not finish (exit status " +
+           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+  if (reply[0] == 'E')
+    return "ONNX shape inference: " + oneLine(StringRef(reply).drop_front());
+  onnx::ModelProto inferred;
+  if (!inferred.ParseFromArray(reply.data() + 1,
+                               static_cast<int>(reply.size() - 1)))
+    return "ONNX shape inference returned a model that cannot be read back";
+  // What inference adds: value_info and the graph's input/output types.
+  // Copied into `model` in place: callers hold pointers into its graph.
+  onnx::GraphProto *graph = model.mutable_graph();
+  onnx::GraphProto *result = inferred.mutable_graph();
+  if (result->input_size() != graph->input_size() ||
+      result->output_size() != graph->output_size() ||
+      result->node_size() != graph->node_size())
+    return "ONNX shape inference changed the graph's inputs, outputs or nodes";
+  for (int i = 0; i < graph->input_size(); ++i)
+    graph->mutable_input(i)->CopyFrom(result->input(i));
+  for (int i = 0; i < graph->output_size(); ++i)
+    graph->mutable_output(i)->CopyFrom(result->output(i));
+  graph->mutable_value_info()->Swap(result->mutable_value_info());
+  return "";
 }
 
 /// ONNX's multi-line messages as one line: whitespace runs become a space.
@@ -502,16 +608,8 @@ LogicalResult Importer::check() {
 }
 
 LogicalResult Importer::infer() {
-  try {
-    onnx::ShapeInferenceOptions inference(/*check_type=*/true,
-                                          /*error_mode=*/1,
-                                          /*enable_data_propagation=*/true);
-    onnx::shape_inference::InferShapes(file.model,
-                                       onnx::OpSchemaRegistry::Instance(),
-                                       inference);
-  } catch (const std::exception &e) {
-    return error("ONNX shape inference: " + oneLine(e.what()));
-  }
+  if (std::string why = inferInChild(file.model); !why.empty())
+    return error(why);
   const onnx::GraphProto &graph = file.model.graph();
   valueTypes.clear();
   for (const auto &list : {graph.input(), graph.output(), graph.value_info()})

@@ -439,6 +439,20 @@ def short_constant(out):
     onnx.save_model(graph_model(nodes, [tensor("x", [2, 3])], [tensor("y", [6])]), out)
 
 
+def gpt2_gather_wrong_dim(out, source):
+    """The corpus GPT-2 (SOURCE) with one attention block's Gather of the
+    sequence dimension reading dimension 0 instead: ONNX 1.12's shape
+    inference crashes on the shapes that follow."""
+    model = onnx.load(source, load_external_data=False)
+    for node in model.graph.node:
+        if node.name == "/model/blocks.0/attn/Constant_1":
+            node.attribute[0].t.raw_data = np.zeros(1, np.int64).tobytes()
+            break
+    else:
+        raise SystemExit("no /model/blocks.0/attn/Constant_1 in " + source)
+    onnx.save_model(model, out)
+
+
 def negative_initializer_dims(out):
     """An initializer with dims [-2, -2] and 4 values (the checker accepts it)."""
     t = onnx.TensorProto(name="fc.weight", data_type=TensorProto.FLOAT, dims=[-2, -2])
