@@ -204,10 +204,10 @@ uint64_t arenaBytes(const plan::Plan &p) {
 }
 
 std::string checkSharding(const plan::Plan &p) {
-  if (p.peak_bytes() && p.peak_bytes() != arenaBytes(p))
+  if (uint64_t arenas = arenaBytes(p);
+      p.peak_bytes() && p.peak_bytes() != arenas)
     return "the plan states a peak of " + std::to_string(p.peak_bytes()) +
-           " bytes per rank, but its arenas hold " +
-           std::to_string(arenaBytes(p));
+           " bytes per rank, but its arenas hold " + std::to_string(arenas);
   std::vector<int64_t> mesh = meshOf(p);
   int64_t world = 1;
   for (int64_t size : mesh) {

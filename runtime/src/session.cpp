@@ -409,16 +409,17 @@ fsdprt_status_t checkBudget(const fsdprt_plan_t *plan, uint64_t budget,
                             uint64_t workspace) {
   if (!budget)
     return nullptr;
-  uint64_t parts[3] = {0, 0, 0};
-  if (const auto *arenas = plan->root->arenas())
-    for (const plan::Arena *a : *arenas)
-      if (static_cast<uint32_t>(a->kind()) <= 2)
-        parts[static_cast<uint32_t>(a->kind())] += a->bytes();
   uint64_t arenas = fsdprt::arenaBytes(*plan->root); // saturating
   uint64_t peak =
       workspace > UINT64_MAX - arenas ? UINT64_MAX : arenas + workspace;
   if (peak <= budget)
     return nullptr;
+  // The parts, for the message only.
+  uint64_t parts[3] = {0, 0, 0};
+  if (const auto *list = plan->root->arenas())
+    for (const plan::Arena *a : *list)
+      if (static_cast<uint32_t>(a->kind()) <= 2)
+        parts[static_cast<uint32_t>(a->kind())] += a->bytes();
   std::string why = "the plan needs " + std::to_string(peak) +
                     " bytes per rank (activations " + std::to_string(parts[0]) +
                     ", weights and state " + std::to_string(parts[1]) +
