@@ -883,6 +883,14 @@ fsdprt_status_t fsdprt_session_timings(const fsdprt_session_t *s,
   return nullptr;
 }
 
+fsdprt_status_t fsdprt_session_workspace_bytes(const fsdprt_session_t *s,
+                                               uint64_t *out_bytes) {
+  if (!s || !out_bytes)
+    return invalid("fsdprt_session_workspace_bytes: NULL argument");
+  *out_bytes = s->workspaceMemory ? s->workspace.bytes() : 0;
+  return nullptr;
+}
+
 fsdprt_status_t fsdprt_session_memory(const fsdprt_session_t *s,
                                       uint64_t *activations, uint64_t *weights,
                                       uint64_t *constants) {

@@ -13,6 +13,7 @@
 
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -82,11 +84,12 @@ options:
 
 Without --json it prints, per output, its dtype, shape, min/max/mean and
 first values, then timings (weight loading, per-run mean and min) and
-memory (activation, weight and constant arenas; peak RSS). With --json
-it prints one object with the keys plan, inputs, outputs (name, dtype,
-shape, min, max, mean), load_seconds, run_seconds, run_seconds_mean,
-run_seconds_min, threads and memory (activation_bytes, weight_bytes,
-constant_bytes, peak_rss_bytes), and with --steps the losses.
+memory (activation, weight and constant arenas, kernel workspace; peak RSS
+and RSS before the session). With --json it prints one object with the
+keys plan, inputs, outputs (name, dtype, shape, min, max, mean),
+load_seconds, run_seconds, run_seconds_mean, run_seconds_min, threads and
+memory (activation_bytes, weight_bytes, constant_bytes, workspace_bytes,
+rss_before_session_bytes, peak_rss_bytes), and with --steps the losses.
 
 Under mpirun (mpirun -np N fsdp-run PLAN ...) every rank runs its part of
 a plan sharded over N ranks: each loads only its shards, an input file
@@ -123,6 +126,15 @@ std::vector<int64_t> shapeOf(const fsdprt_tensor_desc_t &desc) {
 }
 
 /// A number as JSON (and the summary) print it; NaN and infinities as
+/// The process's resident bytes now (/proc/self/statm), 0 if unknown.
+uint64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident))
+    return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
 /// Python's json module writes them.
 std::string number(double v) {
   if (std::isnan(v))
@@ -605,6 +617,7 @@ int run(const Options &o) {
         throw Error(std::string("output '") + d.name + "' is " +
                     fsdprt_dtype_name(d.dtype) + ", which .npy cannot hold");
 
+  uint64_t rssBefore = residentBytes();
   fsdprt_session_t *session = nullptr;
   const char *modelDir = o.modelDir.empty() ? nullptr : o.modelDir.c_str();
   fsdprt_session_options_t options;
@@ -694,6 +707,8 @@ int run(const Options &o) {
   uint64_t activations = 0, weights = 0, constants = 0;
   check(fsdprt_session_memory(session, &activations, &weights, &constants),
         "memory");
+  uint64_t workspace = 0;
+  check(fsdprt_session_workspace_bytes(session, &workspace), "memory");
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   uint64_t rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024; // KiB on Linux
@@ -782,6 +797,8 @@ int run(const Options &o) {
        << ", \"memory\": {\"activation_bytes\": " << activations
        << ", \"weight_bytes\": " << weights
        << ", \"constant_bytes\": " << constants
+       << ", \"workspace_bytes\": " << workspace
+       << ", \"rss_before_session_bytes\": " << rssBefore
        << ", \"peak_rss_bytes\": " << rss << "}";
   if (o.steps) {
     json << ", \"losses\": [";
@@ -795,7 +812,9 @@ int run(const Options &o) {
        << number(min * 1e3) << " ms; " << effectiveThreads(o.threads)
        << " thread(s)\n"
        << "memory: activations " << activations << " B, weights " << weights
-       << " B, constants " << constants << " B; peak RSS " << rss << " B\n";
+       << " B, constants " << constants << " B, kernel workspace "
+       << workspace << " B; peak RSS " << rss << " B (" << rssBefore
+       << " B before the session)\n";
   if (o.world > 1 || samples)
     text << o.world << " rank(s): " << number(perSecond)
          << " samples/s over the global batch; compute "

@@ -488,6 +488,14 @@ FSDPRT_API fsdprt_status_t fsdprt_session_memory(
     const fsdprt_session_t *session, uint64_t *out_activation_bytes,
     uint64_t *out_weight_bytes, uint64_t *out_constant_bytes);
 
+/** Bytes of the kernel scratch workspace the session allocated beside the
+ *  plan's arenas (attention tiles, convolution column buffers: sized by the
+ *  kernels when the session is created, not part of the plan's peak_bytes;
+ *  the memory budget of fsdprt_session_create_with_options counts it). */
+FSDPRT_API fsdprt_status_t
+fsdprt_session_workspace_bytes(const fsdprt_session_t *session,
+                               uint64_t *out_bytes);
+
 /** The size in bytes of one element of `dtype` (0 for an unknown value). */
 FSDPRT_API size_t fsdprt_dtype_size(fsdprt_dtype_t dtype);
 

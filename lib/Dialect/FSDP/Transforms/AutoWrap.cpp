@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CostModel.h"
+#include "WrapSearch.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -18,6 +20,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Regex.h"
@@ -69,6 +72,9 @@ private:
   bool isIgnoredModule(StringRef fqn) const;
 
   LogicalResult loadConfig();
+  /// policy=auto: searches the units, strategies and schedule and records
+  /// them (`wrapped`, `autoStrategy`, `fsdp.auto_wrap`).
+  LogicalResult chooseAuto();
   /// The config dictionary of the unit wrapping `fqn`.
   DictionaryAttr unitConfig(StringRef fqn);
 
@@ -82,6 +88,7 @@ private:
   std::shared_ptr<llvm::Regex> regex; // Shared: passes must be copyable.
   llvm::DenseSet<Operation *> ignored;
   llvm::StringSet<> wrapped;
+  llvm::StringMap<std::string> autoStrategy; // policy=auto's, per unit
 };
 
 LogicalResult AutoWrapPass::loadModel() {
@@ -108,11 +115,16 @@ LogicalResult AutoWrapPass::loadPolicy() {
            << "fsdp-auto-wrap: give a policy (none, size, transformer, regex)";
   for (const std::string &name : policies) {
     if (name != "none" && name != "size" && name != "transformer" &&
-        name != "regex")
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: unknown policy '" << name
-                                << "'; known: none, size, transformer, regex";
+        name != "regex" && name != "auto")
+      return emitError(module.getLoc())
+             << "fsdp-auto-wrap: unknown policy '" << name
+             << "'; known: none, size, transformer, regex, auto";
     policySet.insert(name);
   }
+  if (policySet.contains("auto") && policies.size() > 1)
+    return emitError(module.getLoc())
+           << "fsdp-auto-wrap: policy=auto chooses the units itself; it "
+              "cannot be or-composed with other policies";
   if (policySet.contains("transformer") && layerClasses.empty())
     return emitError(module.getLoc()) << "fsdp-auto-wrap: policy 'transformer' needs "
                                  "layer-classes=<module class names>";
@@ -350,7 +362,269 @@ DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
   if (found != overrides.end())
     for (NamedAttribute setting : found->second)
       config.set(setting.getName(), setting.getValue());
+  auto chosen = autoStrategy.find(fqn);
+  if (chosen != autoStrategy.end()) {
+    if (chosen->second == "FULL_SHARD")
+      config.erase("strategy");
+    else
+      config.set("strategy", StringAttr::get(&getContext(), chosen->second));
+  }
   return config.empty() ? DictionaryAttr() : config.getDictionary(&getContext());
+}
+
+/// Parses a byte count with an optional K, M, G or T suffix (powers of
+/// 1024).
+static std::optional<int64_t> parseBytes(StringRef text) {
+  text = text.trim();
+  int64_t scale = 1;
+  if (!text.empty()) {
+    switch (llvm::toUpper(text.back())) {
+    case 'K':
+      scale = int64_t(1) << 10;
+      break;
+    case 'M':
+      scale = int64_t(1) << 20;
+      break;
+    case 'G':
+      scale = int64_t(1) << 30;
+      break;
+    case 'T':
+      scale = int64_t(1) << 40;
+      break;
+    }
+    if (scale != 1)
+      text = text.drop_back();
+  }
+  double value;
+  if (text.empty() || text.getAsDouble(value) || value < 0 ||
+      value * scale > 9.2e18)
+    return std::nullopt;
+  return static_cast<int64_t>(value * scale);
+}
+
+static Strategy strategyOf(StringRef name) {
+  if (name == "SHARD_GRAD_OP")
+    return Strategy::ShardGradOp;
+  if (name == "NO_SHARD")
+    return Strategy::NoShard;
+  if (name == "HYBRID_SHARD")
+    return Strategy::HybridShard;
+  return Strategy::FullShard;
+}
+
+LogicalResult AutoWrapPass::chooseAuto() {
+  ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy=auto: "
+                                      << message;
+  };
+  if (!policyFile.empty())
+    return fail("policy-file cannot be combined with policy=auto");
+  WrapSearchOptions options;
+  if (!meshShape.empty()) {
+    if (meshShape.size() != 2 || meshShape[0] < 1 || meshShape[1] < 1)
+      return fail("mesh-shape takes two positive sizes, "
+                  "<groups>,<ranks per group>");
+    options.meshShape.assign(meshShape.begin(), meshShape.end());
+    int64_t world = meshShape[0] * meshShape[1];
+    if (worldSize != 0 && worldSize != world)
+      return fail("world-size=" + Twine(worldSize) + " differs from the " +
+                  Twine(world) + " ranks of mesh-shape");
+    options.worldSize = world;
+  } else {
+    if (worldSize < 1)
+      return fail("give the ranks to shard over: world-size=N (or "
+                  "mesh-shape=<groups>,<ranks per group>)");
+    options.worldSize = worldSize;
+  }
+  if (!memoryBudget.empty()) {
+    std::optional<int64_t> budget = parseBytes(memoryBudget);
+    if (!budget || *budget == 0)
+      return fail("memory-budget '" + memoryBudget +
+                  "' is not a positive byte count (e.g. 80G, 512M, 1000000)");
+    options.memoryBudget = *budget;
+  }
+  if (optimizerStates < 0)
+    return fail("optimizer-states must be >= 0");
+  options.training = training;
+  options.optimizerStates = optimizerStates;
+  options.cost = {peakFlops,      memoryBandwidth, intraBandwidth, intraLatency,
+                  interBandwidth, interLatency,    ranksPerNode};
+  const CostModel &cost = options.cost;
+  if (cost.peakFlops <= 0 || cost.memoryBandwidth <= 0 ||
+      cost.intraBandwidth <= 0 || cost.interBandwidth <= 0 ||
+      cost.intraLatency < 0 || cost.interLatency < 0 || cost.ranksPerNode < 1)
+    return fail("the cost model needs positive peaks and bandwidths, "
+                "non-negative latencies and ranks-per-node >= 1");
+  auto dtypeBytes = [](StringRef name) -> int64_t {
+    return name.empty() || name == "f32" || name == "float32" ? 4 : 2;
+  };
+  options.paramBytes = dtypeBytes(paramDtype);
+  options.reduceBytes =
+      dtypeBytes(reduceDtype.empty() ? paramDtype : reduceDtype);
+  options.baseStrategy = strategyOf(strategy);
+  if (strategy.hasValue()) {
+    options.strategies = {options.baseStrategy};
+  } else {
+    options.strategies = {Strategy::FullShard, Strategy::ShardGradOp,
+                          Strategy::NoShard};
+    if (options.meshShape.size() == 2)
+      options.strategies.insert(options.strategies.begin() + 1,
+                                Strategy::HybridShard);
+  }
+  if (options.baseStrategy == Strategy::HybridShard &&
+      options.meshShape.size() != 2)
+    return fail("HYBRID_SHARD needs mesh-shape=<groups>,<ranks per group>");
+
+  FailureOr<WrapProfile> profile = buildWrapProfile(
+      module, model.modules,
+      [&](StringRef name) {
+        ParamOp param = model.params.lookup(name);
+        return param && ignored.contains(param);
+      },
+      [&](StringRef fqn) { return isIgnoredModule(fqn); },
+      [&](StringRef className) { return !excludeWrap.contains(className); },
+      [&](StringRef className) { return forceLeaf.contains(className); },
+      cost);
+  if (failed(profile))
+    return failure();
+
+  // The hand policies, as a PyTorch user would write them.
+  std::vector<WrapConfig> hand;
+  auto handConfig = [&](std::string name, std::vector<char> units) {
+    for (const WrapConfig &known : hand)
+      if (known.wrapped == units)
+        return;
+    WrapConfig config;
+    config.name = std::move(name);
+    config.wrapped = std::move(units);
+    config.strategy.assign(config.wrapped.size(), options.baseStrategy);
+    hand.push_back(std::move(config));
+  };
+  std::vector<char> rootOnly(profile->modules.size(), 0);
+  rootOnly[0] = 1;
+  handConfig("no wrapping", rootOnly);
+  SmallVector<std::string> layerNames(layerClasses.begin(),
+                                      layerClasses.end());
+  if (layerNames.empty()) {
+    // The class repeated in a container (ModuleList): the layer.
+    llvm::StringMap<std::pair<int64_t, int64_t>> repeated; // count, numel
+    for (const WrapProfile::Module &m : profile->modules)
+      if (m.parent >= 0 && m.eligible &&
+          excludeWrap.contains(profile->modules[m.parent].className)) {
+        repeated[m.className].first += 1;
+        repeated[m.className].second += m.subtreeNumel;
+      }
+    std::pair<int64_t, std::string> best = {0, ""};
+    for (auto &entry : repeated)
+      if (entry.second.first >= 2 && entry.second.second > best.first)
+        best = {entry.second.second, entry.getKey().str()};
+    if (!best.second.empty())
+      layerNames.push_back(best.second);
+  }
+  if (!layerNames.empty()) {
+    llvm::StringSet<> classes;
+    for (const std::string &name : layerNames)
+      classes.insert(name);
+    handConfig("transformer layer-classes=" + llvm::join(layerNames, ","),
+               mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse, int64_t) {
+                 return recurse ||
+                        classes.contains(profile->modules[m].className);
+               }));
+  }
+  for (int exponent = 3; exponent <= 10; ++exponent) {
+    int64_t threshold = 1;
+    for (int i = 0; i < exponent; ++i)
+      threshold *= 10;
+    handConfig("size min-num-params=1e" + std::to_string(exponent),
+               mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse,
+                                                int64_t unwrapped) {
+                 StringRef className = profile->modules[m].className;
+                 bool large = unwrapped >= threshold;
+                 return recurse ? large && !forceLeaf.contains(className)
+                                : large && !excludeWrap.contains(className);
+               }));
+  }
+
+  WrapSearchResult result = searchWrap(*profile, options, hand);
+  auto mib = [](int64_t bytes) {
+    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  };
+  if (result.chosen.wrapped.empty())
+    return fail("no unit boundaries are possible: every candidate splits a "
+                "tied parameter or mixes frozen and trainable parameters in a "
+                "unit (" +
+                (hand.empty() ? std::string() : hand.front().name) + ")");
+  const WrapEvaluation &chosen = result.chosenEvaluation;
+  if (!result.fits) {
+    std::string parts;
+    for (auto &[name, bytes] : chosen.peakParts)
+      parts += (parts.empty() ? "" : ", ") + name + " " + mib(bytes);
+    return fail("no configuration fits the memory budget of " +
+                Twine(options.memoryBudget) + " bytes (" +
+                mib(options.memoryBudget) + ") per rank over " +
+                Twine(options.worldSize) + " ranks; the smallest modelled peak "
+                "is " + Twine(chosen.peakBytes) + " bytes (" +
+                mib(chosen.peakBytes) + ", " + Twine(chosen.units) +
+                " units), reached in " + chosen.peakAt + ": " + parts);
+  }
+
+  for (size_t m = 0; m < profile->modules.size(); ++m)
+    if (result.chosen.wrapped[m]) {
+      wrapped.insert(profile->modules[m].fqn);
+      autoStrategy[profile->modules[m].fqn] =
+          strategyName(result.chosen.strategy[m]).str();
+    }
+
+  // The decision, for fsdp-schedule, fsdp-flatten and --fsdp-explain-policy.
+  Builder b(&getContext());
+  auto evaluation = [&](const WrapEvaluation &e, StringRef name) {
+    SmallVector<NamedAttribute> fields = {
+        b.getNamedAttr("policy", b.getStringAttr(name)),
+        b.getNamedAttr("units", b.getI64IntegerAttr(e.units)),
+        b.getNamedAttr("step_seconds", b.getF64FloatAttr(e.stepSeconds)),
+        b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(e.peakBytes)),
+        b.getNamedAttr("fits", b.getBoolAttr(e.valid &&
+                                             (options.memoryBudget == 0 ||
+                                              e.peakBytes <=
+                                                  options.memoryBudget)))};
+    if (!e.valid)
+      fields.push_back(b.getNamedAttr("invalid", b.getStringAttr(e.invalid)));
+    return b.getDictionaryAttr(fields);
+  };
+  SmallVector<Attribute> handAttrs, parts;
+  for (auto &[config, e] : result.hand)
+    handAttrs.push_back(evaluation(e, config.name));
+  for (auto &[name, bytes] : chosen.peakParts)
+    parts.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("part", b.getStringAttr(name)),
+         b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes))}));
+  const ScheduleKnobs &knobs = result.chosen.knobs;
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("world_size", b.getI64IntegerAttr(options.worldSize)),
+      b.getNamedAttr("memory_budget",
+                     b.getI64IntegerAttr(options.memoryBudget)),
+      b.getNamedAttr("training", b.getBoolAttr(options.training)),
+      b.getNamedAttr("optimizer_states",
+                     b.getI64IntegerAttr(options.optimizerStates)),
+      b.getNamedAttr("chosen", evaluation(chosen, "auto")),
+      b.getNamedAttr("peak_at", b.getStringAttr(chosen.peakAt)),
+      b.getNamedAttr("peak_parts", b.getArrayAttr(parts)),
+      b.getNamedAttr("forward_prefetch", b.getBoolAttr(knobs.forwardPrefetch)),
+      b.getNamedAttr("backward_prefetch",
+                     b.getStringAttr(knobs.backwardPrefetch)),
+      b.getNamedAttr("limit_all_gathers",
+                     b.getI64IntegerAttr(knobs.limitAllGathers)),
+      b.getNamedAttr("bucket_bytes", b.getI64IntegerAttr(knobs.bucketBytes)),
+      b.getNamedAttr("evaluated", b.getI64IntegerAttr(result.evaluated)),
+      b.getNamedAttr("boundaries", b.getI64IntegerAttr(result.boundaries)),
+      b.getNamedAttr("hand_policies", b.getArrayAttr(handAttrs))};
+  if (!options.meshShape.empty())
+    fields.push_back(b.getNamedAttr(
+        "mesh_shape", b.getDenseI64ArrayAttr(options.meshShape)));
+  module->setAttr("fsdp.auto_wrap", b.getDictionaryAttr(fields));
+  cost.store(module);
+  return success();
 }
 
 void AutoWrapPass::runOnOperation() {
@@ -363,6 +637,7 @@ void AutoWrapPass::runOnOperation() {
   wrapped.clear();
   fullPrecision.clear();
   overrides.clear();
+  autoStrategy.clear();
   baseConfig = NamedAttrList();
   mixedPrecision = false;
   fullPrecisionUnits = 0;
@@ -372,8 +647,11 @@ void AutoWrapPass::runOnOperation() {
 
   // `none` alone wraps nothing below the root, unless the policy file or
   // mixed precision's full-precision classes ask for units.
-  if (!policySet.contains("none") || policySet.size() > 1 ||
-      !overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
+  if (policySet.contains("auto")) {
+    if (failed(chooseAuto()))
+      return signalPassFailure();
+  } else if (!policySet.contains("none") || policySet.size() > 1 ||
+             !overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
     recursiveWrap("", /*onlyWrapChildren=*/true);
   wrapped.insert("");
 

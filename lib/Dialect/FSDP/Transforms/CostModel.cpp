@@ -172,7 +172,8 @@ double CostModel::computeSeconds(Operation *op) const {
 }
 
 double CostModel::collectiveSeconds(Operation *op,
-                                    SymbolTableCollection &symbols) const {
+                                    SymbolTableCollection &symbols,
+                                    bool latency) const {
   auto meshRef = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
   auto axes = op->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
   if (!meshRef || !axes)
@@ -194,15 +195,22 @@ double CostModel::collectiveSeconds(Operation *op,
   for (size_t i = 0; i < sorted.size(); ++i)
     suffix &=
         sorted[i] == static_cast<int16_t>(shape.size() - sorted.size() + i);
-  bool intra = suffix && ranks <= ranksPerNode;
-  double alpha = intra ? intraLatency : interLatency;
-  double beta = 1 / (intra ? intraBandwidth : interBandwidth);
   // N: the full (unsharded) buffer's bytes.
   double n = std::max(bytesOf(op->getOperand(0).getType()),
                       bytesOf(op->getResult(0).getType()));
+  return ringSeconds(n, ranks, suffix && ranks <= ranksPerNode,
+                     isa<AllReduceOp>(op), latency);
+}
+
+double CostModel::ringSeconds(double bytes, double ranks, bool intra,
+                              bool allReduce, bool latency) const {
+  if (ranks <= 1)
+    return 0;
+  double alpha = intra ? intraLatency : interLatency;
+  double beta = 1 / (intra ? intraBandwidth : interBandwidth);
   double steps = ranks - 1;
-  double time = steps * alpha + steps / ranks * n * beta;
-  return isa<AllReduceOp>(op) ? 2 * time : time;
+  double time = (latency ? steps * alpha : 0) + steps / ranks * bytes * beta;
+  return allReduce ? 2 * time : time;
 }
 
 Timeline mlir::fsdp::simulate(func::FuncOp func, const CostModel &model,
@@ -217,10 +225,15 @@ Timeline mlir::fsdp::simulate(func::FuncOp func, const CostModel &model,
       computeClock = ready;
     }
   };
+  IntegerAttr lastBucket;
   for (Operation &op : func.getBody().front()) {
     if (isCollective(&op)) {
+      // A bucket's collectives go as one group: one latency for all.
+      auto bucket = op.getAttrOfType<IntegerAttr>("fsdp.bucket");
+      bool grouped = bucket && bucket == lastBucket;
+      lastBucket = bucket;
       double start = std::max(commClock, computeClock);
-      double duration = model.collectiveSeconds(&op, symbols);
+      double duration = model.collectiveSeconds(&op, symbols, !grouped);
       commClock = start + duration;
       t.done[&op] = commClock;
       t.communication += duration;

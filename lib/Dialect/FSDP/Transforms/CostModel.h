@@ -47,8 +47,16 @@ struct CostModel {
   /// Seconds `op` computes for; 0 for ops that compute nothing (views,
   /// reads of state, constants, releases, waits).
   double computeSeconds(Operation *op) const;
-  /// Seconds a collective (sync or started) communicates for.
-  double collectiveSeconds(Operation *op, SymbolTableCollection &symbols) const;
+  /// Seconds a collective (sync or started) communicates for; without
+  /// `latency`, its bandwidth term only.
+  double collectiveSeconds(Operation *op, SymbolTableCollection &symbols,
+                           bool latency = true) const;
+  /// Seconds a ring all-gather or reduce-scatter (or, with `allReduce`, an
+  /// all-reduce) of a `bytes`-byte buffer over `ranks` ranks takes; without
+  /// `latency`, the bandwidth term only (a later member of a bucket, which
+  /// starts with the first).
+  double ringSeconds(double bytes, double ranks, bool intra, bool allReduce,
+                     bool latency = true) const;
 };
 
 /// Whether `op` is one of the fsdp collectives.

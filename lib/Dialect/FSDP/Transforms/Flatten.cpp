@@ -64,6 +64,30 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       return signalPassFailure();
     }
 
+    // policy=auto chose for a mesh; sharding over another would make its
+    // choice (and its memory budget) meaningless.
+    if (auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap")) {
+      SmallVector<int64_t> chosenShape = {
+          chosen.getAs<IntegerAttr>("world_size").getInt()};
+      if (auto mesh = chosen.getAs<DenseI64ArrayAttr>("mesh_shape"))
+        chosenShape.assign(mesh.asArrayRef().begin(), mesh.asArrayRef().end());
+      if (chosenShape != shape) {
+        emitError(module.getLoc())
+            << "fsdp-flatten: fsdp-auto-wrap policy=auto chose the units for "
+            << (chosenShape.size() == 1 ? "world-size=" : "mesh-shape=")
+            << llvm::join(llvm::map_range(chosenShape,
+                                          [](int64_t v) { return std::to_string(v); }),
+                          ",")
+            << " but this pass shards over "
+            << (shape.size() == 1 ? "world-size=" : "mesh-shape=")
+            << llvm::join(llvm::map_range(shape,
+                                          [](int64_t v) { return std::to_string(v); }),
+                          ",")
+            << "; give both the same ranks";
+        return signalPassFailure();
+      }
+    }
+
     OpBuilder b(module.getBodyRegion());
     FlatSymbolRefAttr mesh;
     if (llvm::any_of(shape, [](int64_t size) { return size > 1; })) {

@@ -235,6 +235,33 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     });
   }
 
+  /// The memory budget fsdp-auto-wrap policy=auto chose for is a promise:
+  /// a plan over it is an error, not a surprise at run time.
+  LogicalResult checkBudget(func::FuncOp func, int64_t arena) {
+    auto module = func->getParentOfType<ModuleOp>();
+    auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap");
+    auto budget = chosen ? chosen.getAs<IntegerAttr>("memory_budget")
+                         : IntegerAttr();
+    if (!budget || budget.getInt() <= 0)
+      return success();
+    auto [state, constants] = staticBytes(func);
+    int64_t perRank = arena + state + constants;
+    if (perRank <= budget.getInt())
+      return success();
+    int64_t modelled = 0;
+    if (auto figures = chosen.getAs<DictionaryAttr>("chosen"))
+      if (auto peak = figures.getAs<IntegerAttr>("peak_bytes"))
+        modelled = peak.getInt();
+    return func.emitError() << llvm::formatv(
+               "fsdp-plan-memory: @{0} needs {1} bytes per rank (activation "
+               "arena {2}, state {3}, constants {4}), over the memory budget "
+               "of {5} bytes that fsdp-auto-wrap policy=auto chose the units "
+               "for (its model estimated {6}); give fsdp-auto-wrap a budget "
+               "at least {7} bytes smaller",
+               func.getSymName(), perRank, arena, state, constants,
+               budget.getInt(), modelled, perRank - budget.getInt());
+  }
+
   LogicalResult planFunction(func::FuncOp func) {
     if (func.isExternal())
       return success();
@@ -286,6 +313,8 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     for (auto &[op, values] : offsets)
       op->setAttr("fsdp.offsets", b.getDenseI64ArrayAttr(values));
     func->setAttr("fsdp.activation_bytes", b.getI64IntegerAttr(arena));
+    if (failed(checkBudget(func, arena)))
+      return failure();
     if (timeline)
       printTimeline(func, intervals, arena);
     if (report)

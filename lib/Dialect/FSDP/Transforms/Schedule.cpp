@@ -112,6 +112,35 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // fsdp-auto-wrap policy=auto's schedule and cost model, unless given here.
+    if (auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap")) {
+      if (!forwardPrefetch.hasValue())
+        if (auto value = chosen.getAs<BoolAttr>("forward_prefetch"))
+          forwardPrefetch = value.getValue();
+      if (!backwardPrefetch.hasValue())
+        if (auto value = chosen.getAs<StringAttr>("backward_prefetch"))
+          backwardPrefetch = value.getValue().str();
+      if (!limitAllGathers.hasValue())
+        if (auto value = chosen.getAs<IntegerAttr>("limit_all_gathers"))
+          limitAllGathers = value.getInt();
+      if (!bucketBytes.hasValue())
+        if (auto value = chosen.getAs<IntegerAttr>("bucket_bytes"))
+          bucketBytes = value.getInt();
+    }
+    bool costGiven = peakFlops.hasValue() || memoryBandwidth.hasValue() ||
+                     intraBandwidth.hasValue() || intraLatency.hasValue() ||
+                     interBandwidth.hasValue() || interLatency.hasValue() ||
+                     ranksPerNode.hasValue();
+    if (!costGiven && module->hasAttr("fsdp.cost_model")) {
+      CostModel recorded = CostModel::of(module);
+      peakFlops = recorded.peakFlops;
+      memoryBandwidth = recorded.memoryBandwidth;
+      intraBandwidth = recorded.intraBandwidth;
+      intraLatency = recorded.intraLatency;
+      interBandwidth = recorded.interBandwidth;
+      interLatency = recorded.interLatency;
+      ranksPerNode = recorded.ranksPerNode;
+    }
     if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
         backwardPrefetch != "none") {
       module.emitError() << "fsdp-schedule: backward-prefetch must be pre, "
@@ -294,6 +323,13 @@ void SchedulePass::bucket(ArrayRef<Started> started, bool gathers) {
       int64_t size = bytesOf(ordered[j].start->getResult(0));
       size = std::max<int64_t>(size, bytesOf(ordered[j].start->getOperand(0)));
       if (total + size > bucketBytes)
+        break;
+      // Reductions start with the bucket's last one: a member already
+      // waited for before that point (a clipping sum added up before the
+      // next unit's is computed) ends the bucket.
+      if (!gathers && llvm::any_of(llvm::seq(i, j), [&](size_t m) {
+            return ordered[m].wait->isBeforeInBlock(ordered[j].start);
+          }))
         break;
       total += size;
       ++j;

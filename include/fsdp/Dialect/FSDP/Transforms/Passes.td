@@ -148,6 +148,31 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     (in addition to the policies) with its own settings; `""` configures the
     root. Unknown or ignored modules and unknown keys are errors.
 
+    `policy=auto` lets the compiler choose (alone: not or-composed). It
+    needs `world-size=N` (or `mesh-shape=<groups>,<ranks per group>` for
+    hybrid sharding) and takes `memory-budget=<bytes per rank>` (suffixes
+    K, M, G, T: powers of 1024; none: no limit). It profiles the forward
+    once and searches, on a model of the sharded step (cost model below,
+    `training`, `optimizer-states`, the mixed-precision dtypes): unit
+    boundaries (any set of module classes, each class wrapped in all its
+    instances, and the hand policies' units; tied parameters always share a
+    unit, units never mix frozen and trainable parameters), each unit's
+    strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, and HYBRID_SHARD on a
+    2-D mesh; greedily per group of identical units: all of them, or the
+    last k), and fsdp-schedule's prefetch, in-flight limit and bucket size.
+    It keeps the configuration with the lowest modelled step time whose
+    modelled peak memory per rank fits the budget, and records it: the
+    units with their strategies in `fsdp.units`, the schedule and the
+    figures in `fsdp.auto_wrap` (fsdp-schedule uses those settings unless
+    given its own; fsdp-flatten checks the world size), the cost model in
+    `fsdp.cost_model`. The standard hand policies (no wrapping, the
+    transformer-layer policy on `layer-classes` or the class repeated in
+    a ModuleList, size-based at powers of ten) are among the candidates, so
+    the choice is never slower by the model than the best of them and fits
+    every budget one of them fits. When nothing fits, the error gives the
+    smallest modelled peak and what makes it up. `--fsdp-explain-policy`
+    prints the choice beside the hand policies.
+
     Every op whose ONNX node scope names a module gets the attributes
     `fsdp.module` (the module FQN) and `fsdp.unit` (the FQN of the unit that
     manages it), PyTorch's `_is_fsdp_managed_module` made visible.
@@ -165,7 +190,8 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
   }];
   let options = [
     ListOption<"policies", "policy", "std::string",
-               "Auto-wrap policies (none, size, transformer, regex), or-composed">,
+               "Auto-wrap policies (none, size, transformer, regex), or-composed; "
+               "or auto">,
     Option<"minNumParams", "min-num-params", "int64_t", /*default=*/"100000000",
            "size: wrap modules with at least this many unwrapped parameters">,
     ListOption<"forceLeafClasses", "force-leaf-classes", "std::string",
@@ -196,7 +222,56 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
                "(default BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm)">,
     Option<"policyFile", "policy-file", "std::string", /*default=*/"\"\"",
            "JSON file of per-module wrap overrides (CustomPolicy)">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "auto: the ranks the model is sharded over">,
+    ListOption<"meshShape", "mesh-shape", "int64_t",
+               "auto: a 2-D mesh <groups>,<ranks per group> (hybrid sharding)">,
+    Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"\"\"",
+           "auto: bytes per rank the step may use (K, M, G, T suffixes)">,
+    Option<"training", "training", "bool", /*default=*/"true",
+           "auto: model a training step (else a forward)">,
+    Option<"optimizerStates", "optimizer-states", "int64_t", /*default=*/"2",
+           "auto: optimizer state tensors per parameter (AdamW 2, SGD with "
+           "momentum 1, SGD 0)">,
+    Option<"peakFlops", "peak-flops", "double", /*default=*/"989e12",
+           "auto: modelled device peak, FLOP/s">,
+    Option<"memoryBandwidth", "memory-bandwidth", "double", /*default=*/"3.35e12",
+           "auto: modelled device memory bandwidth, bytes/s">,
+    Option<"intraBandwidth", "intra-bandwidth", "double", /*default=*/"450e9",
+           "auto: intra-node link bandwidth per direction, bytes/s">,
+    Option<"intraLatency", "intra-latency", "double", /*default=*/"3e-6",
+           "auto: intra-node latency per ring step, seconds">,
+    Option<"interBandwidth", "inter-bandwidth", "double", /*default=*/"50e9",
+           "auto: inter-node bandwidth per rank, bytes/s">,
+    Option<"interLatency", "inter-latency", "double", /*default=*/"10e-6",
+           "auto: inter-node latency per ring step, seconds">,
+    Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"8",
+           "auto: ranks (devices) per node">,
   ];
+}
+
+def ExplainPolicy : Pass<"fsdp-explain-policy", "ModuleOp"> {
+  let summary = "Print why fsdp-auto-wrap policy=auto chose its units";
+  let description = [{
+    After `fsdp-auto-wrap policy=auto`, prints to stdout what it chose and
+    why: the budget and world size, the chosen units (runs of identical
+    units folded: `layers.0 .. layers.79  80 x LlamaBlock`) with their
+    strategies and sizes, the schedule settings, the modelled step time
+    and peak memory per rank (and what the peak is made of), how many
+    configurations were searched, and the same figures for the standard
+    hand policies with FULL_SHARD and fsdp-schedule's defaults (no
+    wrapping, transformer layers, size-based at powers of ten), each
+    marked whether it fits the budget.
+
+    ```
+    $ fsdp-opt gpt2.onnx --batch-size=2 \
+        --fsdp-auto-wrap="policy=auto world-size=4 memory-budget=1M" \
+        --fsdp-explain-policy -o /dev/null
+    fsdp-explain-policy: policy=auto over 4 ranks, budget 1.00 MiB per rank
+    chosen: 3 units, modelled step 0.0213 ms, peak 0.61 MiB per rank (fits)
+    ...
+    ```
+  }];
 }
 
 def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {

@@ -1,0 +1,199 @@
+//===- ExplainPolicy.cpp - Print fsdp-auto-wrap policy=auto's decision ----===//
+//
+/// Reads what fsdp-auto-wrap policy=auto recorded (`fsdp.auto_wrap`, the
+/// units in `fsdp.units`, the module tree) and prints it for a person:
+/// the chosen units, folded where identical units repeat, the schedule,
+/// the modelled figures, and the hand policies beside them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_EXPLAINPOLICY
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+std::string mib(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+}
+
+std::string ms(double seconds) {
+  return llvm::formatv("{0:F4} ms", seconds * 1e3).str();
+}
+
+/// "layers.12.mlp" -> ("layers.", 12, ".mlp"); no index: nothing.
+std::optional<std::tuple<std::string, int64_t, std::string>>
+splitIndex(StringRef fqn) {
+  SmallVector<StringRef> parts;
+  fqn.split(parts, '.');
+  for (size_t i = parts.size(); i-- > 0;) {
+    int64_t index;
+    if (parts[i].getAsInteger(10, index))
+      continue;
+    std::string before, after;
+    for (size_t j = 0; j < i; ++j)
+      before += parts[j].str() + ".";
+    for (size_t j = i + 1; j < parts.size(); ++j)
+      after += "." + parts[j].str();
+    return std::make_tuple(before, index, after);
+  }
+  return std::nullopt;
+}
+
+struct ExplainPolicyPass
+    : mlir::fsdp::impl::ExplainPolicyBase<ExplainPolicyPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto record = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap");
+    if (!record) {
+      module.emitError("fsdp-explain-policy: nothing to explain: run "
+                       "fsdp-auto-wrap with policy=auto first (and before "
+                       "this pass)");
+      return signalPassFailure();
+    }
+    FailureOr<SmallVector<ModuleAttr>> tree = getModuleTree(module);
+    if (failed(tree))
+      return signalPassFailure();
+    llvm::StringMap<StringRef> classOf;
+    for (ModuleAttr m : *tree)
+      classOf[m.getFqn()] = m.getClassName();
+    SymbolTable symbols(module);
+
+    llvm::raw_ostream &os = llvm::outs();
+    auto integer = [&](StringRef key) {
+      auto attr = record.getAs<IntegerAttr>(key);
+      return attr ? attr.getInt() : int64_t(0);
+    };
+    int64_t budget = integer("memory_budget");
+    os << "fsdp-explain-policy: policy=auto over " << integer("world_size")
+       << " ranks";
+    if (auto mesh = record.getAs<DenseI64ArrayAttr>("mesh_shape"))
+      os << " (mesh " << mesh[0] << " x " << mesh[1] << ")";
+    if (budget)
+      os << ", memory budget " << mib(budget) << " (" << budget
+         << " bytes) per rank\n";
+    else
+      os << ", no memory budget\n";
+    auto training = record.getAs<BoolAttr>("training");
+    os << "  modelled: "
+       << (training && training.getValue()
+               ? "a training step, " +
+                     std::to_string(integer("optimizer_states")) +
+                     " optimizer state tensors per parameter"
+               : std::string("a forward"))
+       << "; cost model " << module->getAttr("fsdp.cost_model") << "\n";
+
+    auto chosen = record.getAs<DictionaryAttr>("chosen");
+    auto stepOf = [](DictionaryAttr e) {
+      return e.getAs<FloatAttr>("step_seconds").getValueAsDouble();
+    };
+    auto peakOf = [](DictionaryAttr e) {
+      return e.getAs<IntegerAttr>("peak_bytes").getInt();
+    };
+    auto fitsOf = [](DictionaryAttr e) {
+      return e.getAs<BoolAttr>("fits").getValue();
+    };
+    os << "chosen: " << chosen.getAs<IntegerAttr>("units").getInt()
+       << " units, modelled step " << ms(stepOf(chosen)) << ", peak "
+       << mib(peakOf(chosen)) << " per rank"
+       << (budget ? (fitsOf(chosen) ? " (fits)" : " (over budget)") : "")
+       << "\n";
+    os << "  schedule: forward-prefetch="
+       << (record.getAs<BoolAttr>("forward_prefetch").getValue() ? "true"
+                                                                 : "false")
+       << " backward-prefetch="
+       << record.getAs<StringAttr>("backward_prefetch").getValue()
+       << " limit-all-gathers=" << integer("limit_all_gathers")
+       << " bucket-bytes=" << integer("bucket_bytes") << "\n";
+    os << "  peak reached in " << record.getAs<StringAttr>("peak_at").getValue()
+       << ":";
+    for (auto part :
+         record.getAs<ArrayAttr>("peak_parts").getAsRange<DictionaryAttr>())
+      os << "\n    " << part.getAs<StringAttr>("part").getValue() << ": "
+         << mib(part.getAs<IntegerAttr>("bytes").getInt());
+    os << "\n";
+
+    // The units, identical neighbours (same class, size and strategy,
+    // consecutive indices) folded into one line.
+    struct Row {
+      std::string first, last, className, strategy;
+      int64_t numel = 0, count = 1;
+    };
+    SmallVector<Row> rows;
+    auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
+    for (auto unit : units.getAsRange<WrapUnitAttr>()) {
+      Row row;
+      row.first = row.last = unit.getModule().str();
+      row.className = classOf.lookup(unit.getModule()).str();
+      row.strategy = "FULL_SHARD";
+      if (DictionaryAttr config = unit.getConfig())
+        if (auto name = config.getAs<StringAttr>("strategy"))
+          row.strategy = name.getValue().str();
+      for (auto ref : unit.getParams().getAsRange<FlatSymbolRefAttr>())
+        if (auto param = symbols.lookup<ParamOp>(ref.getValue()))
+          row.numel += param.getTensorType().getNumElements();
+      if (!rows.empty()) {
+        Row &prev = rows.back();
+        auto a = splitIndex(prev.last), b = splitIndex(row.first);
+        if (a && b && std::get<0>(*a) == std::get<0>(*b) &&
+            std::get<2>(*a) == std::get<2>(*b) &&
+            std::get<1>(*a) + 1 == std::get<1>(*b) &&
+            prev.className == row.className && prev.numel == row.numel &&
+            prev.strategy == row.strategy) {
+          prev.last = row.first;
+          ++prev.count;
+          continue;
+        }
+      }
+      rows.push_back(row);
+    }
+    os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", "unit", "class",
+                        "params each", "strategy");
+    for (const Row &row : rows) {
+      std::string name = row.first.empty() ? "(root)" : row.first;
+      std::string className = row.className;
+      if (row.count > 1) {
+        name += " .. " + row.last;
+        className = std::to_string(row.count) + " x " + className;
+      }
+      os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", name, className,
+                          row.numel, row.strategy);
+    }
+    os << "searched " << integer("evaluated") << " configurations over "
+       << integer("boundaries") << " sets of unit boundaries\n";
+
+    os << "hand policies ("
+       << "each unit FULL_SHARD unless strategy= was "
+       << "given; fsdp-schedule's defaults):\n";
+    os << llvm::formatv("  {0,-38} {1,6} {2,14} {3,14} {4,5} {5}\n", "policy",
+                        "units", "step", "peak", "fits", "step vs auto");
+    for (auto hand : record.getAs<ArrayAttr>("hand_policies")
+                         .getAsRange<DictionaryAttr>()) {
+      StringRef name = hand.getAs<StringAttr>("policy").getValue();
+      if (auto invalid = hand.getAs<StringAttr>("invalid")) {
+        os << llvm::formatv("  {0,-38} not possible: {1}\n", name,
+                            invalid.getValue());
+        continue;
+      }
+      os << llvm::formatv("  {0,-38} {1,6} {2,14} {3,14} {4,5} {5:F2}x\n", name,
+                          hand.getAs<IntegerAttr>("units").getInt(),
+                          ms(stepOf(hand)), mib(peakOf(hand)),
+                          fitsOf(hand) ? "yes" : "no",
+                          stepOf(hand) / stepOf(chosen));
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,977 @@
+//===- WrapSearch.cpp - fsdp-auto-wrap policy=auto: the searched wrap -----===//
+//
+/// The step model: the forward is a sequence of S stretches (each starts at
+/// an op reading parameters); a training step runs them forward (positions
+/// 0..S-1), then backward in reverse at twice the forward's compute
+/// (positions S..2S-1, position 2S-1-i being stretch i's backward), then
+/// the optimizer (position 2S). A unit needs its parameters from its first
+/// to its last use; fsdp-shard's collectives follow from its strategy
+/// (FULL_SHARD gathers for the forward and again for the backward, the root
+/// and SHARD_GRAD_OP keep the forward's gather through the backward,
+/// NO_SHARD holds everything; reductions after the unit's last gradient
+/// contribution), fsdp-schedule's placement from the knobs (prefetch
+/// windows, the in-flight limit, starts as late as the modelled compute
+/// still hides them, one reduction in flight, buckets). Two streams are
+/// simulated as fsdp-timeline does; memory is counted per position from
+/// intervals.
+///
+/// The search exploits the repeated structure: boundaries are chosen per
+/// module class (every GPT2Block, or every Linear, ...), so a model with 80
+/// identical layers has as many boundary choices as one with 2; strategies
+/// are improved greedily per group of identical units (all of a class, or
+/// its last k in forward order), and the schedule knobs on a grid for the
+/// best few boundary sets. Each evaluation is linear in the stretches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "WrapSearch.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+#include "fsdp/layout/FlatLayout.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+StringRef mlir::fsdp::strategyName(Strategy strategy) {
+  switch (strategy) {
+  case Strategy::FullShard:
+    return "FULL_SHARD";
+  case Strategy::ShardGradOp:
+    return "SHARD_GRAD_OP";
+  case Strategy::NoShard:
+    return "NO_SHARD";
+  case Strategy::HybridShard:
+    return "HYBRID_SHARD";
+  }
+  return "";
+}
+
+std::string ScheduleKnobs::str() const {
+  return std::string("forward-prefetch=") +
+         (forwardPrefetch ? "true" : "false") +
+         " backward-prefetch=" + backwardPrefetch +
+         " limit-all-gathers=" + std::to_string(limitAllGathers) +
+         " bucket-bytes=" + std::to_string(bucketBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// Profile
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+int64_t tensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape() ||
+      !tensor.getElementType().isIntOrFloat())
+    return 0;
+  return tensor.getNumElements() *
+         std::max<int64_t>(1,
+                           tensor.getElementType().getIntOrFloatBitWidth() / 8);
+}
+
+bool isAliasOp(Operation *op) {
+  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
+             onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
+}
+
+/// Ops whose derivative needs none of their inputs.
+bool derivativeIgnoresInputs(Operation *op) {
+  static const llvm::StringSet<> names = {
+      "Add",        "Sub",       "Neg",     "Concat",     "Slice",
+      "Split",      "Transpose", "Cast",    "Expand",     "ReduceSum",
+      "ReduceMean", "Gather",    "Pad",     "Identity",   "Shape",
+      "Where",      "Dropout",   "Softmax", "LogSoftmax", "Exp",
+      "Sigmoid",    "Tanh",      "Sqrt",    "Reciprocal"};
+  return names.contains(op->getName().stripDialect());
+}
+
+/// Ops whose derivative is written with their output.
+bool derivativeNeedsOutput(Operation *op) {
+  static const llvm::StringSet<> names = {
+      "Softmax", "LogSoftmax", "Exp", "Sigmoid", "Tanh", "Sqrt", "Reciprocal"};
+  return names.contains(op->getName().stripDialect());
+}
+
+/// Whether the backward of `op` reads its operand `index`, given which
+/// operands carry gradients: a product's operand is needed only for the
+/// gradient of another operand that has one (x * constant keeps nothing);
+/// a quotient's numerator only when the denominator has a gradient.
+bool derivativeNeedsInput(Operation *op, unsigned index,
+                          const std::function<bool(Value)> &differentiable) {
+  if (derivativeIgnoresInputs(op))
+    return false;
+  StringRef name = op->getName().stripDialect();
+  if (name == "Mul" || name == "MatMul" || name == "Gemm") {
+    for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+      if (i != index && i < 2 && differentiable(operand))
+        return true;
+    return false;
+  }
+  if (name == "Div")
+    return differentiable(op->getOperand(1));
+  return true;
+}
+
+} // namespace
+
+FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
+    ModuleOp module, ArrayRef<ModuleAttr> tree,
+    const std::function<bool(StringRef)> &ignoredParam,
+    const std::function<bool(StringRef)> &ignoredModule,
+    const std::function<bool(StringRef)> &eligibleClass,
+    const std::function<bool(StringRef)> &forceLeafClass,
+    const CostModel &model) {
+  WrapProfile profile;
+  llvm::StringMap<int> paramIndex, moduleIndex;
+  for (ParamOp param : module.getOps<ParamOp>()) {
+    int index = static_cast<int>(profile.params.size());
+    WrapProfile::Param p;
+    p.name = param.getSymName().str();
+    p.numel = param.getTensorType().getNumElements();
+    p.elementBytes = std::max<int64_t>(
+        1, param.getTensorType().getElementTypeBitWidth() / 8);
+    p.trainable = param.requiresGrad();
+    p.ignored = ignoredParam(p.name);
+    profile.params.push_back(std::move(p));
+    paramIndex[param.getSymName()] = index;
+    if (std::optional<ArrayAttr> aliases = param.getAliases())
+      for (StringAttr alias : aliases->getAsRange<StringAttr>())
+        paramIndex[alias.getValue()] = index;
+  }
+  for (BufferOp buffer : module.getOps<BufferOp>())
+    profile.staticBytes += tensorBytes(buffer.getTensorType());
+
+  for (ModuleAttr attr : tree) {
+    WrapProfile::Module m;
+    m.fqn = attr.getFqn().str();
+    m.className = attr.getClassName().str();
+    moduleIndex[attr.getFqn()] = static_cast<int>(profile.modules.size());
+    profile.modules.push_back(std::move(m));
+  }
+  if (profile.modules.empty() || !profile.modules[0].fqn.empty())
+    return module.emitError("fsdp-auto-wrap: the module tree has no root");
+  for (auto [i, attr] : llvm::enumerate(tree)) {
+    WrapProfile::Module &m = profile.modules[i];
+    for (StringRef child : stringsOf(attr.getChildren())) {
+      int c = moduleIndex.lookup(child);
+      m.children.push_back(c);
+      profile.modules[c].parent = static_cast<int>(i);
+    }
+    for (StringRef name : stringsOf(attr.getParams())) {
+      auto found = paramIndex.find(name);
+      if (found == paramIndex.end())
+        continue; // a buffer
+      m.params.push_back(found->second);
+      std::vector<int> &holders = profile.params[found->second].holders;
+      if (!llvm::is_contained(holders, static_cast<int>(i)))
+        holders.push_back(static_cast<int>(i));
+    }
+  }
+  // Subtree sizes, post-order (children follow their parent in the list).
+  std::vector<std::set<int>> subtree(profile.modules.size());
+  for (size_t i = profile.modules.size(); i-- > 0;) {
+    WrapProfile::Module &m = profile.modules[i];
+    for (int p : m.params)
+      if (!profile.params[p].ignored)
+        subtree[i].insert(p);
+    for (int c : m.children)
+      subtree[i].insert(subtree[c].begin(), subtree[c].end());
+    for (int p : subtree[i])
+      m.subtreeNumel += profile.params[p].numel;
+  }
+  for (size_t i = 1; i < profile.modules.size(); ++i) {
+    WrapProfile::Module &m = profile.modules[i];
+    bool underLeaf = false;
+    for (int a = m.parent; a > 0; a = profile.modules[a].parent)
+      underLeaf |= forceLeafClass(profile.modules[a].className);
+    m.eligible = !underLeaf && m.subtreeNumel > 0 && !ignoredModule(m.fqn) &&
+                 eligibleClass(m.className);
+  }
+
+  // The forward: the function named forward, else the only one.
+  func::FuncOp func;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f.isExternal() && (!func || f.getName() == "forward"))
+      func = f;
+  if (!func)
+    return module.emitError("fsdp-auto-wrap: policy=auto needs a function "
+                            "to model");
+  for (BlockArgument arg : func.getArguments())
+    profile.staticBytes += tensorBytes(arg.getType());
+
+  llvm::DenseMap<Value, int> paramOf, activationOf;
+  // Values with a gradient: trainable parameters and what is computed
+  // from them.
+  llvm::DenseSet<Value> withGradient;
+  auto isFloat = [](Value value) {
+    auto tensor = dyn_cast<RankedTensorType>(value.getType());
+    return tensor && isa<FloatType>(tensor.getElementType());
+  };
+  std::function<bool(Value)> differentiable = [&](Value value) {
+    return withGradient.contains(value);
+  };
+  int stretch = -1;
+  for (Operation &op : func.getBody().front()) {
+    if (auto read = dyn_cast<GetParamOp>(op)) {
+      auto found = paramIndex.find(read.getParam());
+      if (found != paramIndex.end()) {
+        paramOf[read.getResult()] = found->second;
+        if (profile.params[found->second].trainable)
+          withGradient.insert(read.getResult());
+      }
+      continue;
+    }
+    if (isAliasOp(&op) && op.getNumOperands() > 0) {
+      Value source = op.getOperand(0);
+      if (withGradient.contains(source))
+        withGradient.insert(op.getResult(0));
+      if (paramOf.count(source)) {
+        paramOf[op.getResult(0)] = paramOf.lookup(source);
+        continue;
+      }
+      if (activationOf.count(source)) {
+        activationOf[op.getResult(0)] = activationOf.lookup(source);
+        continue;
+      }
+    }
+    std::vector<int> used;
+    for (Value operand : op.getOperands())
+      if (paramOf.count(operand))
+        used.push_back(paramOf.lookup(operand));
+    if (!used.empty() || stretch < 0) {
+      profile.stretches.emplace_back();
+      stretch = static_cast<int>(profile.stretches.size()) - 1;
+    }
+    for (int p : used) {
+      WrapProfile::Param &param = profile.params[p];
+      if (param.firstUse < 0)
+        param.firstUse = stretch;
+      param.lastUse = stretch;
+    }
+    if (isa<func::ReturnOp>(op)) {
+      // Results live for the whole run.
+      for (Value operand : op.getOperands())
+        if (activationOf.count(operand))
+          profile.activations[activationOf.lookup(operand)].keptUntil = 0;
+      continue;
+    }
+    WrapProfile::Stretch &s = profile.stretches[stretch];
+    s.seconds += model.computeSeconds(&op);
+    for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
+      auto found = activationOf.find(operand);
+      if (found == activationOf.end())
+        continue;
+      WrapProfile::Activation &a = profile.activations[found->second];
+      a.lastUse = std::max(a.lastUse, stretch);
+      if (isFloat(operand) && derivativeNeedsInput(&op, index, differentiable))
+        a.keptUntil =
+            a.keptUntil < 0 ? stretch : std::min(a.keptUntil, stretch);
+    }
+    if (isa<onnxir::ConstantOp>(op))
+      continue;
+    if (llvm::any_of(op.getOperands(), differentiable))
+      for (Value result : op.getResults())
+        if (isFloat(result))
+          withGradient.insert(result);
+    for (Value result : op.getResults()) {
+      int64_t bytes = tensorBytes(result.getType());
+      if (!bytes)
+        continue;
+      s.transientBytes = std::max(s.transientBytes, bytes);
+      WrapProfile::Activation a;
+      a.def = a.lastUse = stretch;
+      a.bytes = bytes;
+      if (derivativeNeedsOutput(&op))
+        a.keptUntil = stretch;
+      activationOf[result] = static_cast<int>(profile.activations.size());
+      profile.activations.push_back(a);
+    }
+  }
+  if (profile.stretches.empty())
+    profile.stretches.emplace_back();
+  return profile;
+}
+
+//===----------------------------------------------------------------------===//
+// Hand policies
+//===----------------------------------------------------------------------===//
+
+std::vector<char> mlir::fsdp::recursiveWrap(
+    const WrapProfile &profile,
+    const std::function<bool(int, bool, int64_t)> &policy) {
+  std::vector<char> wrapped(profile.modules.size(), 0);
+  std::function<int64_t(int, bool)> visit = [&](int m,
+                                                bool onlyChildren) -> int64_t {
+    const WrapProfile::Module &module = profile.modules[m];
+    int64_t count = module.subtreeNumel;
+    if (!policy(m, /*recurse=*/true, count))
+      return 0;
+    int64_t taken = 0;
+    for (int c : module.children)
+      taken += visit(c, false);
+    if (!onlyChildren && module.eligible &&
+        policy(m, /*recurse=*/false, count - taken)) {
+      wrapped[m] = 1;
+      return count;
+    }
+    return taken;
+  };
+  visit(0, true);
+  wrapped[0] = 1;
+  return wrapped;
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluation
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+int innermostWrapped(const WrapProfile &profile,
+                     const std::vector<char> &wrapped, int m) {
+  while (m > 0 && !wrapped[m])
+    m = profile.modules[m].parent;
+  return std::max(m, 0);
+}
+
+int depthOf(const WrapProfile &profile, int m) {
+  int depth = 0;
+  for (; m > 0; m = profile.modules[m].parent)
+    ++depth;
+  return depth;
+}
+
+int commonAncestor(const WrapProfile &profile, int a, int b) {
+  int da = depthOf(profile, a), db = depthOf(profile, b);
+  for (; da > db; --da)
+    a = profile.modules[a].parent;
+  for (; db > da; --db)
+    b = profile.modules[b].parent;
+  while (a != b) {
+    a = profile.modules[a].parent;
+    b = profile.modules[b].parent;
+  }
+  return a;
+}
+
+/// Unwraps the modules that would split a tied parameter's holders over two
+/// units: every wrapped module between a holder and the holders' common
+/// ancestor.
+void keepTiesTogether(const WrapProfile &profile, std::vector<char> &wrapped) {
+  for (const WrapProfile::Param &param : profile.params) {
+    if (param.holders.size() < 2 || param.ignored)
+      continue;
+    int common = param.holders[0];
+    for (int h : param.holders)
+      common = commonAncestor(profile, common, h);
+    for (int h : param.holders)
+      for (int m = h; m != common && m > 0; m = profile.modules[m].parent)
+        wrapped[m] = 0;
+  }
+  wrapped[0] = 1;
+}
+
+struct Unit {
+  int module = 0;
+  Strategy strategy = Strategy::FullShard;
+  int64_t numel = 0, padded = 0, group = 1;
+  int first = INT_MAX, last = -1;
+  bool trainable = false, frozen = false;
+  std::vector<int> params;
+};
+
+/// One collective of the simulated step.
+struct Collective {
+  int unit;
+  int need = 0, release = 0; // positions (gathers)
+  int issue = 0;             // position it starts at
+  double seconds = 0, bandwidthSeconds = 0;
+  int64_t bytes = 0;
+  bool forward = true;
+  int bucket = -1;
+  double done = 0;
+};
+
+class Evaluator {
+public:
+  Evaluator(const WrapProfile &profile, const WrapSearchOptions &options)
+      : profile(profile), options(options) {
+    int s = static_cast<int>(profile.stretches.size());
+    positions = options.training ? 2 * s + 1 : s;
+    cost.assign(positions, 0);
+    for (int i = 0; i < s; ++i) {
+      cost[i] = profile.stretches[i].seconds;
+      if (options.training)
+        cost[2 * s - 1 - i] = 2 * profile.stretches[i].seconds;
+    }
+    // Activations and transients do not depend on the wrap.
+    base.assign(positions + 1, 0);
+    for (const WrapProfile::Activation &a : profile.activations) {
+      int end = a.lastUse;
+      if (options.training && a.keptUntil >= 0)
+        end = std::max(end, mirror(a.keptUntil));
+      add(base, a.def, end, a.bytes);
+    }
+    // The backward of a stretch holds the gradient of its largest value
+    // beside what is kept (forward results are activations already).
+    if (options.training)
+      for (int i = 0; i < s; ++i)
+        add(base, mirror(i), mirror(i), profile.stretches[i].transientBytes);
+  }
+
+  WrapEvaluation evaluate(const WrapConfig &config) const;
+
+private:
+  int mirror(int i) const {
+    return 2 * static_cast<int>(profile.stretches.size()) - 1 - i;
+  }
+  static void add(std::vector<int64_t> &diff, int from, int to, int64_t bytes) {
+    if (to < from || bytes == 0)
+      return;
+    diff[from] += bytes;
+    diff[to + 1] -= bytes;
+  }
+  int64_t groupOf(Strategy strategy) const {
+    switch (strategy) {
+    case Strategy::NoShard:
+      return 1;
+    case Strategy::HybridShard:
+      return options.meshShape.size() == 2 ? options.meshShape[1]
+                                           : options.worldSize;
+    default:
+      return options.worldSize;
+    }
+  }
+  bool intra(int64_t ranks, bool innerAxis) const {
+    return innerAxis && ranks <= options.cost.ranksPerNode;
+  }
+
+  const WrapProfile &profile;
+  const WrapSearchOptions &options;
+  int positions;
+  std::vector<double> cost;
+  std::vector<int64_t> base;
+};
+
+WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
+  WrapEvaluation result;
+  const bool training = options.training;
+  const int optimizer = positions - 1; // training only
+
+  // Units: each parameter goes to its first holder's innermost unit.
+  std::vector<int> unitOfModule(profile.modules.size(), -1);
+  std::vector<Unit> units;
+  for (size_t m = 0; m < profile.modules.size(); ++m) {
+    if (!config.wrapped[m])
+      continue;
+    unitOfModule[m] = static_cast<int>(units.size());
+    Unit u;
+    u.module = static_cast<int>(m);
+    u.strategy = m == 0 && config.strategy[0] == Strategy::ShardGradOp
+                     ? Strategy::FullShard // the root keeps its gather anyway
+                     : config.strategy[m];
+    units.push_back(u);
+  }
+  int64_t state = profile.staticBytes;
+  int64_t replicated = 0;
+  const int64_t states = options.optimizerStates;
+  for (auto [p, param] : llvm::enumerate(profile.params)) {
+    if (param.ignored) {
+      replicated += param.numel * param.elementBytes;
+      state += param.numel * param.elementBytes *
+               (1 + (param.trainable ? states : 0));
+      continue;
+    }
+    int holder = param.holders.empty() ? 0 : param.holders[0];
+    Unit &u =
+        units[unitOfModule[innermostWrapped(profile, config.wrapped, holder)]];
+    for (int h : param.holders)
+      if (unitOfModule[innermostWrapped(profile, config.wrapped, h)] !=
+          &u - units.data()) {
+        result.invalid =
+            "the tied parameter '" + param.name + "' would be in two units";
+        return result;
+      }
+    u.params.push_back(static_cast<int>(p));
+    u.numel += param.numel;
+    (param.trainable ? u.trainable : u.frozen) = true;
+    if (param.firstUse >= 0) {
+      u.first = std::min(u.first, param.firstUse);
+      u.last = std::max(u.last, param.lastUse);
+    }
+  }
+  std::vector<int64_t> numels;
+  for (Unit &u : units) {
+    if (u.trainable && u.frozen) {
+      result.invalid = "unit '" + profile.modules[u.module].fqn +
+                       "' would mix frozen and trainable parameters";
+      return result;
+    }
+    u.group = groupOf(u.strategy);
+    numels.clear();
+    for (int p : u.params)
+      numels.push_back(profile.params[p].numel);
+    std::string error;
+    std::optional<::fsdp::layout::FlatLayout> layout =
+        ::fsdp::layout::FlatLayout::create(numels, u.group, 1, error);
+    u.padded = layout ? layout->paddedNumel() : u.numel;
+    int64_t shard = u.padded / u.group;
+    state += shard * 4 * (1 + (u.trainable && training ? states : 0));
+  }
+  result.units = static_cast<int>(units.size());
+
+  std::vector<int64_t> mem = base;
+  auto add = [&](int from, int to, int64_t bytes) {
+    Evaluator::add(mem, from, std::min(to, positions - 1), bytes);
+  };
+
+  // Gathers, in the order they are needed.
+  std::vector<Collective> gathers;
+  const double ranksAll = static_cast<double>(options.worldSize);
+  for (auto [i, u] : llvm::enumerate(units)) {
+    if (u.group <= 1 || u.first > u.last)
+      continue;
+    Collective g;
+    g.unit = static_cast<int>(i);
+    g.bytes = u.padded * options.paramBytes;
+    g.seconds =
+        options.cost.ringSeconds(g.bytes, u.group, intra(u.group, true), false);
+    g.bandwidthSeconds = options.cost.ringSeconds(
+        g.bytes, u.group, intra(u.group, true), false, false);
+    bool keep = u.module == 0 || u.strategy == Strategy::ShardGradOp;
+    g.need = u.first;
+    g.release = training && keep ? mirror(u.first) : u.last;
+    gathers.push_back(g);
+    if (training && !keep) {
+      g.need = mirror(u.last);
+      g.release = mirror(u.first);
+      g.forward = false;
+      gathers.push_back(g);
+    }
+  }
+  llvm::stable_sort(gathers, [](const Collective &a, const Collective &b) {
+    return a.need < b.need;
+  });
+  const ScheduleKnobs &knobs = config.knobs;
+  for (size_t k = 0; k < gathers.size(); ++k) {
+    Collective &g = gathers[k];
+    bool prefetch =
+        g.forward ? knobs.forwardPrefetch : knobs.backwardPrefetch != "none";
+    int open = 0;
+    if (!prefetch)
+      open = g.need;
+    else if (k > 0)
+      open = !g.forward && knobs.backwardPrefetch == "post"
+                 ? gathers[k - 1].release + 1
+                 : gathers[k - 1].need;
+    if (knobs.limitAllGathers > 0 &&
+        k >= static_cast<size_t>(knobs.limitAllGathers))
+      open = std::max(open, gathers[k - knobs.limitAllGathers].release + 1);
+    g.issue = g.need;
+    double hidden = 0;
+    while (g.issue > open && hidden < g.seconds)
+      hidden += cost[--g.issue];
+  }
+  // Buckets: consecutive gathers of one phase, together at most B bytes,
+  // start with the first and pay one latency.
+  std::vector<size_t> order(gathers.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    order[k] = k;
+  llvm::stable_sort(order, [&](size_t a, size_t b) {
+    return gathers[a].issue < gathers[b].issue;
+  });
+  if (knobs.bucketBytes > 0) {
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i;
+      int64_t total = 0;
+      while (j < order.size() &&
+             gathers[order[j]].forward == gathers[order[i]].forward &&
+             total + gathers[order[j]].bytes <= knobs.bucketBytes)
+        total += gathers[order[j++]].bytes;
+      if (j - i >= 2)
+        for (size_t m = i; m < j; ++m) {
+          gathers[order[m]].bucket = static_cast<int>(i);
+          gathers[order[m]].issue = gathers[order[i]].issue;
+        }
+      i = std::max(j, i + 1);
+    }
+  }
+  for (const Collective &g : gathers)
+    add(g.issue, g.release, g.bytes);
+
+  // Reductions: after a unit's last gradient contribution (the backward
+  // of its first use), in that order.
+  std::vector<Collective> reductions;
+  if (training) {
+    for (auto [i, u] : llvm::enumerate(units)) {
+      if (!u.trainable || u.first > u.last)
+        continue;
+      Collective r;
+      r.unit = static_cast<int>(i);
+      r.issue = mirror(u.first);
+      r.bytes = u.padded * options.reduceBytes;
+      bool allReduce = u.strategy == Strategy::NoShard;
+      int64_t ranks = allReduce ? options.worldSize : u.group;
+      bool inner = allReduce ? options.meshShape.size() < 2 : true;
+      r.seconds = options.cost.ringSeconds(r.bytes, ranks, intra(ranks, inner),
+                                           allReduce);
+      r.bandwidthSeconds = options.cost.ringSeconds(
+          r.bytes, ranks, intra(ranks, inner), allReduce, false);
+      if (u.strategy == Strategy::HybridShard &&
+          options.meshShape.size() == 2) {
+        double across = options.cost.ringSeconds(
+            r.bytes / u.group, options.meshShape[0], false, true);
+        r.seconds += across;
+        r.bandwidthSeconds += across;
+      }
+      reductions.push_back(r);
+      // Per-parameter gradients from the backward of each one's last use
+      // to the pack; the reduced shard (the whole gradient for NO_SHARD)
+      // until the optimizer.
+      for (int p : u.params) {
+        const WrapProfile::Param &param = profile.params[p];
+        if (param.lastUse >= 0)
+          add(mirror(param.lastUse), r.issue, param.numel * 4);
+      }
+      add(r.issue, optimizer, u.padded / u.group * 4);
+    }
+    llvm::stable_sort(reductions, [](const Collective &a, const Collective &b) {
+      return a.issue < b.issue;
+    });
+    if (knobs.bucketBytes > 0) {
+      for (size_t i = 0; i < reductions.size();) {
+        size_t j = i;
+        int64_t total = 0;
+        while (j < reductions.size() &&
+               total + reductions[j].bytes <= knobs.bucketBytes)
+          total += reductions[j++].bytes;
+        if (j - i >= 2)
+          for (size_t m = i; m < j; ++m) {
+            reductions[m].bucket = static_cast<int>(i);
+            reductions[m].issue = reductions[j - 1].issue;
+          }
+        i = std::max(j, i + 1);
+      }
+    }
+    // A flat gradient lives until its reduction is waited for: where the
+    // next reduction (bucket) starts, or the optimizer.
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      size_t next = k + 1;
+      while (next < reductions.size() && reductions[k].bucket >= 0 &&
+             reductions[next].bucket == reductions[k].bucket)
+        ++next;
+      int waited =
+          next < reductions.size() ? reductions[next].issue : optimizer;
+      add(reductions[k].issue, waited, reductions[k].bytes);
+    }
+  }
+
+  // Two streams.
+  double compute = 0, comm = 0;
+  size_t nextIssue = 0, nextReduction = 0;
+  std::vector<size_t> byNeed(gathers.size());
+  for (size_t k = 0; k < byNeed.size(); ++k)
+    byNeed[k] = k;
+  size_t nextNeed = 0;
+  int lastBucket = -1;
+  auto start = [&](Collective &c) {
+    bool grouped = c.bucket >= 0 && c.bucket == lastBucket;
+    lastBucket = c.bucket;
+    double begin = std::max(comm, compute);
+    comm = begin + (grouped ? c.bandwidthSeconds : c.seconds);
+    c.done = comm;
+  };
+  double pendingReduction = 0;
+  int pendingBucket = -2;
+  for (int p = 0; p < positions; ++p) {
+    if (training && p == optimizer) {
+      compute = std::max(compute, pendingReduction);
+      break;
+    }
+    while (nextIssue < order.size() && gathers[order[nextIssue]].issue <= p)
+      start(gathers[order[nextIssue++]]);
+    while (nextNeed < byNeed.size() && gathers[byNeed[nextNeed]].need <= p)
+      compute = std::max(compute, gathers[byNeed[nextNeed++]].done);
+    compute += cost[p];
+    while (nextReduction < reductions.size() &&
+           reductions[nextReduction].issue <= p) {
+      Collective &r = reductions[nextReduction++];
+      if (r.bucket < 0 || r.bucket != pendingBucket)
+        compute = std::max(compute, pendingReduction);
+      start(r);
+      pendingReduction = r.done;
+      pendingBucket = r.bucket;
+    }
+  }
+  if (training) {
+    // The optimizer: elementwise over each unit's shard (parameter,
+    // gradient, states read; parameter and states written).
+    int64_t elements = 0;
+    for (const Unit &u : units)
+      if (u.trainable)
+        elements += u.padded / u.group;
+    compute += static_cast<double>(elements) * 4 * (3 + 2 * states) /
+               options.cost.memoryBandwidth;
+  }
+  result.stepSeconds = std::max(compute, comm);
+
+  // The peak and what makes it up.
+  int64_t live = 0;
+  int peakAt = 0;
+  for (int p = 0; p < positions; ++p) {
+    live += mem[p];
+    if (live > result.peakBytes) {
+      result.peakBytes = live;
+      peakAt = p;
+    }
+  }
+  result.peakBytes += state;
+  int s = static_cast<int>(profile.stretches.size());
+  auto placeName = [&](int p) -> std::string {
+    if (training && p == optimizer)
+      return "the optimizer step";
+    bool backward = p >= s;
+    int stretch = backward ? mirror(p) : p;
+    // The unit whose parameters the stretch reads.
+    std::string where = "(root)";
+    for (const Unit &u : units)
+      if (u.first <= stretch && stretch <= u.last &&
+          (where == "(root)" || u.module != 0))
+        where = u.module ? "'" + profile.modules[u.module].fqn + "'" : where;
+    return std::string(backward ? "the backward" : "the forward") +
+           " in unit " + where;
+  };
+  result.peakAt = placeName(peakAt);
+  int64_t activations = 0;
+  for (int p = 0; p <= peakAt; ++p)
+    activations += base[p];
+  result.peakParts.push_back({"activations", activations});
+  result.peakParts.push_back({"state (shards, optimizer state, buffers, "
+                              "inputs)",
+                              state});
+  std::map<int, int64_t> perUnit;
+  for (const Collective &g : gathers)
+    if (g.issue <= peakAt && peakAt <= g.release)
+      perUnit[g.unit] += g.bytes;
+  for (const Collective &r : reductions)
+    if (r.issue <= peakAt)
+      perUnit[r.unit] += r.bytes; // approximate: flat gradient or its shard
+  std::vector<std::pair<int64_t, int>> ranked;
+  for (auto [unit, bytes] : perUnit)
+    ranked.push_back({bytes, unit});
+  llvm::sort(ranked, std::greater<>());
+  for (auto [bytes, unit] : llvm::ArrayRef(ranked).take_front(4)) {
+    const std::string &fqn = profile.modules[units[unit].module].fqn;
+    result.peakParts.push_back(
+        {"unit " + (fqn.empty() ? std::string("(root)") : "'" + fqn + "'") +
+             " (gathered parameters, gradients)",
+         bytes});
+  }
+  (void)ranksAll;
+  result.valid = true;
+  return result;
+}
+
+} // namespace
+
+WrapEvaluation mlir::fsdp::evaluateWrap(const WrapProfile &profile,
+                                        const WrapSearchOptions &options,
+                                        const WrapConfig &config) {
+  return Evaluator(profile, options).evaluate(config);
+}
+
+//===----------------------------------------------------------------------===//
+// Search
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Scored {
+  WrapConfig config;
+  WrapEvaluation eval;
+};
+
+class Searcher {
+public:
+  Searcher(const WrapProfile &profile, const WrapSearchOptions &options)
+      : profile(profile), options(options), evaluator(profile, options) {}
+
+  WrapSearchResult run(const std::vector<WrapConfig> &hand);
+
+private:
+  bool fits(const WrapEvaluation &e) const {
+    return e.valid &&
+           (options.memoryBudget <= 0 || e.peakBytes <= options.memoryBudget);
+  }
+  /// Whether `a` is a better choice than `b`: fitting before not, then
+  /// faster (fitting) or smaller (not fitting).
+  bool better(const WrapEvaluation &a, const WrapEvaluation &b) const {
+    if (!a.valid || !b.valid)
+      return a.valid && !b.valid;
+    if (fits(a) != fits(b))
+      return fits(a);
+    if (fits(a))
+      return a.stepSeconds < b.stepSeconds * (1 - 1e-9) ||
+             (a.stepSeconds <= b.stepSeconds && a.peakBytes < b.peakBytes);
+    return a.peakBytes < b.peakBytes;
+  }
+  WrapEvaluation evaluate(const WrapConfig &config) {
+    ++evaluated;
+    return evaluator.evaluate(config);
+  }
+  /// Greedy per-group strategy changes while they help.
+  Scored improveStrategies(Scored current);
+  Scored tuneKnobs(Scored current);
+
+  const WrapProfile &profile;
+  const WrapSearchOptions &options;
+  Evaluator evaluator;
+  int64_t evaluated = 0;
+};
+
+Scored Searcher::improveStrategies(Scored current) {
+  if (options.strategies.size() < 2)
+    return current;
+  // Groups of identical units: same class and size, in forward order.
+  std::map<std::pair<std::string, int64_t>, std::vector<int>> groups;
+  for (size_t m = 0; m < profile.modules.size(); ++m)
+    if (current.config.wrapped[m])
+      groups[{m == 0 ? std::string("\x01root") : profile.modules[m].className,
+              profile.modules[m].subtreeNumel}]
+          .push_back(static_cast<int>(m));
+  for (int round = 0; round < 8; ++round) {
+    Scored best = current;
+    for (auto &[key, members] : groups) {
+      int n = static_cast<int>(members.size());
+      std::vector<int> counts = {n};
+      if (n >= 4)
+        counts.insert(counts.end(), {n / 4, n / 2, 3 * n / 4});
+      for (Strategy strategy : options.strategies)
+        for (int count : counts) {
+          WrapConfig candidate = current.config;
+          bool changed = false;
+          for (int i = n - count; i < n; ++i) {
+            changed |= candidate.strategy[members[i]] != strategy;
+            candidate.strategy[members[i]] = strategy;
+          }
+          if (!changed)
+            continue;
+          WrapEvaluation e = evaluate(candidate);
+          if (better(e, best.eval))
+            best = {candidate, e};
+        }
+    }
+    if (!better(best.eval, current.eval))
+      break;
+    current = best;
+  }
+  return current;
+}
+
+Scored Searcher::tuneKnobs(Scored current) {
+  Scored best = current;
+  for (bool forward : {true, false})
+    for (const char *backward : {"pre", "post", "none"})
+      for (int64_t limit : {1, 2, 4, 0})
+        for (int64_t bucket :
+             {int64_t(0), int64_t(1) << 20, int64_t(25) << 20}) {
+          WrapConfig candidate = current.config;
+          candidate.knobs = {forward, backward, limit, bucket};
+          WrapEvaluation e = evaluate(candidate);
+          if (better(e, best.eval))
+            best = {candidate, e};
+        }
+  return best;
+}
+
+WrapSearchResult Searcher::run(const std::vector<WrapConfig> &hand) {
+  WrapSearchResult result;
+  std::set<std::vector<char>> seen;
+  std::vector<Scored> pool;
+  auto consider = [&](WrapConfig config) {
+    keepTiesTogether(profile, config.wrapped);
+    if (!seen.insert(config.wrapped).second)
+      return;
+    Scored s{config, evaluate(config)};
+    if (!s.eval.valid)
+      return;
+    pool.push_back(improveStrategies(s));
+  };
+  for (const WrapConfig &config : hand) {
+    result.hand.push_back({config, evaluate(config)});
+    consider(config);
+  }
+  // Boundary sets by class: the classes of eligible modules, at most the
+  // 10 covering the most parameters (all 2^k subsets of them).
+  std::map<std::string, int64_t> coverage;
+  for (const WrapProfile::Module &m : profile.modules)
+    if (m.eligible)
+      coverage[m.className] += m.subtreeNumel;
+  std::vector<std::pair<int64_t, std::string>> classes;
+  for (auto &[name, numel] : coverage)
+    classes.push_back({numel, name});
+  llvm::sort(classes, std::greater<>());
+  if (classes.size() > 10)
+    classes.resize(10);
+  WrapConfig seed;
+  seed.name = "auto";
+  seed.wrapped.assign(profile.modules.size(), 0);
+  seed.strategy.assign(profile.modules.size(), options.strategies.front());
+  for (uint32_t subset = 0; subset < (1u << classes.size()); ++subset) {
+    WrapConfig config = seed;
+    config.wrapped[0] = 1;
+    for (size_t m = 1; m < profile.modules.size(); ++m) {
+      if (!profile.modules[m].eligible)
+        continue;
+      for (size_t c = 0; c < classes.size(); ++c)
+        if ((subset >> c & 1) &&
+            classes[c].second == profile.modules[m].className)
+          config.wrapped[m] = 1;
+    }
+    consider(config);
+  }
+  result.boundaries = static_cast<int64_t>(seen.size());
+  if (pool.empty()) {
+    result.evaluated = evaluated;
+    return result;
+  }
+  llvm::stable_sort(pool, [&](const Scored &a, const Scored &b) {
+    return better(a.eval, b.eval);
+  });
+  // The schedule for the best few, then strategies again under it.
+  Scored best = pool.front();
+  for (size_t i = 0; i < std::min<size_t>(3, pool.size()); ++i) {
+    Scored tuned = improveStrategies(tuneKnobs(pool[i]));
+    if (better(tuned.eval, best.eval))
+      best = tuned;
+  }
+  best.config.name = "auto";
+  result.chosen = best.config;
+  result.chosenEvaluation = best.eval;
+  result.fits = fits(best.eval);
+  result.evaluated = evaluated;
+  return result;
+}
+
+} // namespace
+
+WrapSearchResult mlir::fsdp::searchWrap(const WrapProfile &profile,
+                                        const WrapSearchOptions &options,
+                                        const std::vector<WrapConfig> &hand) {
+  return Searcher(profile, options).run(hand);
+}
