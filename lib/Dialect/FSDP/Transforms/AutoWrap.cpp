@@ -446,10 +446,14 @@ LogicalResult AutoWrapPass::chooseAuto() {
   }
   if (optimizerStates < 0)
     return fail("optimizer-states must be >= 0");
+  if (memoryReserve < 0 || memoryReserve >= 10)
+    return fail("memory-reserve must be a fraction >= 0 (0.1: 10%)");
+  options.memoryReserve = memoryReserve;
   options.training = training;
   options.optimizerStates = optimizerStates;
+  options.clipping = clipping;
   options.cost = {peakFlops,      memoryBandwidth, intraBandwidth, intraLatency,
-                  interBandwidth, interLatency,    ranksPerNode};
+                  interBandwidth, interLatency,    ranksPerNode, cpuRuntime};
   const CostModel &cost = options.cost;
   if (cost.peakFlops <= 0 || cost.memoryBandwidth <= 0 ||
       cost.intraBandwidth <= 0 || cost.interBandwidth <= 0 ||
@@ -548,7 +552,15 @@ LogicalResult AutoWrapPass::chooseAuto() {
 
   WrapSearchResult result = searchWrap(*profile, options, hand);
   auto mib = [](int64_t bytes) {
-    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+      value /= 1024;
+      ++unit;
+    }
+    return unit ? llvm::formatv("{0:F2} {1}", value, units[unit]).str()
+                : std::to_string(bytes) + " B";
   };
   if (result.chosen.wrapped.empty())
     return fail("no unit boundaries are possible: every candidate splits a "
@@ -566,7 +578,12 @@ LogicalResult AutoWrapPass::chooseAuto() {
                 Twine(options.worldSize) + " ranks; the smallest modelled peak "
                 "is " + Twine(chosen.peakBytes) + " bytes (" +
                 mib(chosen.peakBytes) + ", " + Twine(chosen.units) +
-                " units), reached in " + chosen.peakAt + ": " + parts);
+                " units; " +
+                Twine(static_cast<int64_t>(chosen.peakBytes *
+                                           (1 + options.memoryReserve))) +
+                " with the memory-reserve of " +
+                Twine(static_cast<int>(options.memoryReserve * 100)) +
+                "%), reached in " + chosen.peakAt + ": " + parts);
   }
 
   for (size_t m = 0; m < profile->modules.size(); ++m)
@@ -585,9 +602,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
         b.getNamedAttr("step_seconds", b.getF64FloatAttr(e.stepSeconds)),
         b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(e.peakBytes)),
         b.getNamedAttr("fits", b.getBoolAttr(e.valid &&
-                                             (options.memoryBudget == 0 ||
-                                              e.peakBytes <=
-                                                  options.memoryBudget)))};
+                                             options.fits(e.peakBytes)))};
     if (!e.valid)
       fields.push_back(b.getNamedAttr("invalid", b.getStringAttr(e.invalid)));
     return b.getDictionaryAttr(fields);
@@ -604,6 +619,8 @@ LogicalResult AutoWrapPass::chooseAuto() {
       b.getNamedAttr("world_size", b.getI64IntegerAttr(options.worldSize)),
       b.getNamedAttr("memory_budget",
                      b.getI64IntegerAttr(options.memoryBudget)),
+      b.getNamedAttr("memory_reserve",
+                     b.getF64FloatAttr(options.memoryReserve)),
       b.getNamedAttr("training", b.getBoolAttr(options.training)),
       b.getNamedAttr("optimizer_states",
                      b.getI64IntegerAttr(options.optimizerStates)),

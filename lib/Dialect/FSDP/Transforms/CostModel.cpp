@@ -79,6 +79,8 @@ CostModel CostModel::of(ModuleOp module) {
   get("inter_latency", model.interLatency);
   if (auto value = dict.getAs<IntegerAttr>("ranks_per_node"))
     model.ranksPerNode = value.getInt();
+  if (auto value = dict.getAs<BoolAttr>("cpu_runtime"))
+    model.cpuRuntime = value.getValue();
   return model;
 }
 
@@ -96,7 +98,8 @@ void CostModel::store(ModuleOp module) const {
                            f("inter_bandwidth", interBandwidth),
                            f("inter_latency", interLatency),
                            b.getNamedAttr("ranks_per_node",
-                                          b.getI64IntegerAttr(ranksPerNode))}));
+                                          b.getI64IntegerAttr(ranksPerNode)),
+                           b.getNamedAttr("cpu_runtime", b.getBoolAttr(cpuRuntime))}));
 }
 
 double CostModel::flops(Operation *op) const {
@@ -217,7 +220,19 @@ Timeline mlir::fsdp::simulate(func::FuncOp func, const CostModel &model,
                               SymbolTableCollection &symbols) {
   Timeline t;
   double computeClock = 0, commClock = 0;
+  // On the CPU runtime, issued collectives wait (in order) for a wait.
+  std::vector<std::pair<Operation *, double>> pending;
   auto wait = [&](Operation *collective) {
+    if (!model.cpuRuntime) {
+      while (!pending.empty() && !t.done.count(collective)) {
+        auto [op, duration] = pending.front();
+        pending.erase(pending.begin());
+        double start = std::max(commClock, computeClock);
+        commClock = start + duration;
+        t.done[op] = commClock;
+        t.events.push_back({op, 1, start, commClock});
+      }
+    }
     double ready = t.done.lookup(collective);
     if (ready > computeClock) {
       t.exposed[collective] += ready - computeClock;
@@ -230,14 +245,18 @@ Timeline mlir::fsdp::simulate(func::FuncOp func, const CostModel &model,
     if (isCollective(&op)) {
       // A bucket's collectives go as one group: one latency for all.
       auto bucket = op.getAttrOfType<IntegerAttr>("fsdp.bucket");
-      bool grouped = bucket && bucket == lastBucket;
+      bool grouped = bucket && bucket == lastBucket && !model.cpuRuntime;
       lastBucket = bucket;
-      double start = std::max(commClock, computeClock);
       double duration = model.collectiveSeconds(&op, symbols, !grouped);
-      commClock = start + duration;
-      t.done[&op] = commClock;
       t.communication += duration;
-      t.events.push_back({&op, 1, start, commClock});
+      if (model.cpuRuntime) {
+        double start = std::max(commClock, computeClock);
+        commClock = start + duration;
+        t.done[&op] = commClock;
+        t.events.push_back({&op, 1, start, commClock});
+      } else {
+        pending.push_back({&op, duration});
+      }
       if (!isa<FutureType>(op.getResult(0).getType()))
         wait(&op); // synchronous: the result is needed at once
     } else if (auto w = dyn_cast<WaitOp>(op)) {
@@ -251,6 +270,12 @@ Timeline mlir::fsdp::simulate(func::FuncOp func, const CostModel &model,
       }
     }
     t.reached[&op] = computeClock;
+  }
+  for (auto [op, duration] : pending) { // never waited for
+    double start = std::max(commClock, computeClock);
+    commClock = start + duration;
+    t.done[op] = commClock;
+    t.events.push_back({op, 1, start, commClock});
   }
   t.total = std::max(computeClock, commClock);
   return t;

@@ -35,6 +35,13 @@ struct CostModel {
   double intraBandwidth = 450e9, intraLatency = 3e-6;
   double interBandwidth = 50e9, interLatency = 10e-6;
   int64_t ranksPerNode = 8;
+  /// The CPU runtime's collectives are MPI calls: they make progress only
+  /// while the compute stream waits for them (MPI has no asynchronous
+  /// progress thread), so their time adds to the step, and a bucket's
+  /// collectives are separate calls, each paying its latency. Otherwise
+  /// (NCCL on GPUs) collectives run beside compute and a bucket is one
+  /// group.
+  bool cpuRuntime = false;
 
   /// The model fsdp-schedule recorded on `module` (`fsdp.cost_model`), or
   /// the defaults.

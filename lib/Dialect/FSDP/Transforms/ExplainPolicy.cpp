@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::fsdp {
@@ -25,8 +26,17 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// Bytes in the largest binary unit that keeps three significant digits.
 std::string mib(int64_t bytes) {
-  return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit ? llvm::formatv("{0:F2} {1}", value, units[unit]).str()
+              : std::to_string(bytes) + " B";
 }
 
 std::string ms(double seconds) {
@@ -52,10 +62,79 @@ splitIndex(StringRef fqn) {
   return std::nullopt;
 }
 
+/// One unit (or, folded, a run of identical ones) as printed.
+struct UnitRow {
+  std::string first, last, className, strategy;
+  int64_t numel = 0, count = 1;
+};
+
 struct ExplainPolicyPass
     : mlir::fsdp::impl::ExplainPolicyBase<ExplainPolicyPass> {
+  using ExplainPolicyBase::ExplainPolicyBase;
+
+  void printJson(DictionaryAttr record, ArrayRef<UnitRow> units) {
+    auto integer = [&](DictionaryAttr dict, StringRef key) {
+      auto attr = dict.getAs<IntegerAttr>(key);
+      return attr ? attr.getInt() : int64_t(0);
+    };
+    auto evaluation = [&](DictionaryAttr e) {
+      llvm::json::Object object{
+          {"policy", e.getAs<StringAttr>("policy").getValue()}};
+      if (auto invalid = e.getAs<StringAttr>("invalid")) {
+        object["invalid"] = invalid.getValue();
+        return object;
+      }
+      object["units"] = integer(e, "units");
+      object["step_seconds"] =
+          e.getAs<FloatAttr>("step_seconds").getValueAsDouble();
+      object["peak_bytes"] = integer(e, "peak_bytes");
+      object["fits"] = e.getAs<BoolAttr>("fits").getValue();
+      return object;
+    };
+    llvm::json::Object chosen =
+        evaluation(record.getAs<DictionaryAttr>("chosen"));
+    llvm::json::Array unitArray, parts, hand;
+    for (const UnitRow &row : units)
+      unitArray.push_back(llvm::json::Object{{"module", row.first},
+                                             {"class", row.className},
+                                             {"numel", row.numel},
+                                             {"strategy", row.strategy}});
+    chosen["units"] = std::move(unitArray);
+    chosen["schedule"] = llvm::json::Object{
+        {"forward_prefetch",
+         record.getAs<BoolAttr>("forward_prefetch").getValue()},
+        {"backward_prefetch",
+         record.getAs<StringAttr>("backward_prefetch").getValue()},
+        {"limit_all_gathers", integer(record, "limit_all_gathers")},
+        {"bucket_bytes", integer(record, "bucket_bytes")}};
+    chosen["peak_at"] = record.getAs<StringAttr>("peak_at").getValue();
+    for (auto part :
+         record.getAs<ArrayAttr>("peak_parts").getAsRange<DictionaryAttr>())
+      parts.push_back(llvm::json::Object{
+          {"part", part.getAs<StringAttr>("part").getValue()},
+          {"bytes", integer(part, "bytes")}});
+    chosen["peak_parts"] = std::move(parts);
+    for (auto e :
+         record.getAs<ArrayAttr>("hand_policies").getAsRange<DictionaryAttr>())
+      hand.push_back(evaluation(e));
+    llvm::json::Object root{{"world_size", integer(record, "world_size")},
+                            {"memory_budget", integer(record, "memory_budget")},
+                            {"chosen", std::move(chosen)},
+                            {"evaluated", integer(record, "evaluated")},
+                            {"boundaries", integer(record, "boundaries")},
+                            {"hand_policies", std::move(hand)}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
+                 << "\n";
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (format != "text" && format != "json") {
+      module.emitError() << "fsdp-explain-policy: format must be text or "
+                            "json, not '"
+                         << format << "'";
+      return signalPassFailure();
+    }
     auto record = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap");
     if (!record) {
       module.emitError("fsdp-explain-policy: nothing to explain: run "
@@ -70,6 +149,41 @@ struct ExplainPolicyPass
     for (ModuleAttr m : *tree)
       classOf[m.getFqn()] = m.getClassName();
     SymbolTable symbols(module);
+
+    // The units, and for the text identical neighbours (same class, size
+    // and strategy, consecutive indices) folded into one line.
+    using Row = UnitRow;
+    SmallVector<Row> units, rows;
+    for (auto unit : module->getAttrOfType<ArrayAttr>("fsdp.units")
+                         .getAsRange<WrapUnitAttr>()) {
+      Row row;
+      row.first = row.last = unit.getModule().str();
+      row.className = classOf.lookup(unit.getModule()).str();
+      row.strategy = "FULL_SHARD";
+      if (DictionaryAttr config = unit.getConfig())
+        if (auto name = config.getAs<StringAttr>("strategy"))
+          row.strategy = name.getValue().str();
+      for (auto ref : unit.getParams().getAsRange<FlatSymbolRefAttr>())
+        if (auto param = symbols.lookup<ParamOp>(ref.getValue()))
+          row.numel += param.getTensorType().getNumElements();
+      units.push_back(row);
+      if (!rows.empty()) {
+        Row &prev = rows.back();
+        auto a = splitIndex(prev.last), b = splitIndex(row.first);
+        if (a && b && std::get<0>(*a) == std::get<0>(*b) &&
+            std::get<2>(*a) == std::get<2>(*b) &&
+            std::get<1>(*a) + 1 == std::get<1>(*b) &&
+            prev.className == row.className && prev.numel == row.numel &&
+            prev.strategy == row.strategy) {
+          prev.last = row.first;
+          ++prev.count;
+          continue;
+        }
+      }
+      rows.push_back(row);
+    }
+    if (format == "json")
+      return printJson(record, units);
 
     llvm::raw_ostream &os = llvm::outs();
     auto integer = [&](StringRef key) {
@@ -125,40 +239,6 @@ struct ExplainPolicyPass
          << mib(part.getAs<IntegerAttr>("bytes").getInt());
     os << "\n";
 
-    // The units, identical neighbours (same class, size and strategy,
-    // consecutive indices) folded into one line.
-    struct Row {
-      std::string first, last, className, strategy;
-      int64_t numel = 0, count = 1;
-    };
-    SmallVector<Row> rows;
-    auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
-    for (auto unit : units.getAsRange<WrapUnitAttr>()) {
-      Row row;
-      row.first = row.last = unit.getModule().str();
-      row.className = classOf.lookup(unit.getModule()).str();
-      row.strategy = "FULL_SHARD";
-      if (DictionaryAttr config = unit.getConfig())
-        if (auto name = config.getAs<StringAttr>("strategy"))
-          row.strategy = name.getValue().str();
-      for (auto ref : unit.getParams().getAsRange<FlatSymbolRefAttr>())
-        if (auto param = symbols.lookup<ParamOp>(ref.getValue()))
-          row.numel += param.getTensorType().getNumElements();
-      if (!rows.empty()) {
-        Row &prev = rows.back();
-        auto a = splitIndex(prev.last), b = splitIndex(row.first);
-        if (a && b && std::get<0>(*a) == std::get<0>(*b) &&
-            std::get<2>(*a) == std::get<2>(*b) &&
-            std::get<1>(*a) + 1 == std::get<1>(*b) &&
-            prev.className == row.className && prev.numel == row.numel &&
-            prev.strategy == row.strategy) {
-          prev.last = row.first;
-          ++prev.count;
-          continue;
-        }
-      }
-      rows.push_back(row);
-    }
     os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", "unit", "class",
                         "params each", "strategy");
     for (const Row &row : rows) {

@@ -130,7 +130,7 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
     bool costGiven = peakFlops.hasValue() || memoryBandwidth.hasValue() ||
                      intraBandwidth.hasValue() || intraLatency.hasValue() ||
                      interBandwidth.hasValue() || interLatency.hasValue() ||
-                     ranksPerNode.hasValue();
+                     ranksPerNode.hasValue() || cpuRuntime.hasValue();
     if (!costGiven && module->hasAttr("fsdp.cost_model")) {
       CostModel recorded = CostModel::of(module);
       peakFlops = recorded.peakFlops;
@@ -140,6 +140,7 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
       interBandwidth = recorded.interBandwidth;
       interLatency = recorded.interLatency;
       ranksPerNode = recorded.ranksPerNode;
+      cpuRuntime = recorded.cpuRuntime;
     }
     if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
         backwardPrefetch != "none") {
@@ -160,6 +161,7 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
     model.interBandwidth = interBandwidth;
     model.interLatency = interLatency;
     model.ranksPerNode = ranksPerNode;
+    model.cpuRuntime = cpuRuntime;
     if (model.peakFlops <= 0 || model.memoryBandwidth <= 0 ||
         model.intraBandwidth <= 0 || model.interBandwidth <= 0 ||
         model.intraLatency < 0 || model.interLatency < 0 ||

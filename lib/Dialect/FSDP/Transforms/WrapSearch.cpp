@@ -74,14 +74,22 @@ std::string ScheduleKnobs::str() const {
 
 namespace {
 
+/// Every tensor of a plan starts on a 64-byte boundary (fsdp-plan-memory's
+/// and the plan writer's alignment).
+constexpr int64_t kAlignment = 64;
+
+int64_t aligned(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 int64_t tensorBytes(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape() ||
       !tensor.getElementType().isIntOrFloat())
     return 0;
-  return tensor.getNumElements() *
-         std::max<int64_t>(1,
-                           tensor.getElementType().getIntOrFloatBitWidth() / 8);
+  return aligned(tensor.getNumElements() *
+                 std::max<int64_t>(
+                     1, tensor.getElementType().getIntOrFloatBitWidth() / 8));
 }
 
 bool isAliasOp(Operation *op) {
@@ -282,8 +290,10 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
         a.keptUntil =
             a.keptUntil < 0 ? stretch : std::min(a.keptUntil, stretch);
     }
-    if (isa<onnxir::ConstantOp>(op))
+    if (isa<onnxir::ConstantOp>(op)) {
+      profile.staticBytes += tensorBytes(op.getResult(0).getType());
       continue;
+    }
     if (llvm::any_of(op.getOperands(), differentiable))
       for (Value result : op.getResults())
         if (isFloat(result))
@@ -488,12 +498,10 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     units.push_back(u);
   }
   int64_t state = profile.staticBytes;
-  int64_t replicated = 0;
   const int64_t states = options.optimizerStates;
   for (auto [p, param] : llvm::enumerate(profile.params)) {
     if (param.ignored) {
-      replicated += param.numel * param.elementBytes;
-      state += param.numel * param.elementBytes *
+      state += aligned(param.numel * param.elementBytes) *
                (1 + (param.trainable ? states : 0));
       continue;
     }
@@ -530,8 +538,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     std::optional<::fsdp::layout::FlatLayout> layout =
         ::fsdp::layout::FlatLayout::create(numels, u.group, 1, error);
     u.padded = layout ? layout->paddedNumel() : u.numel;
-    int64_t shard = u.padded / u.group;
-    state += shard * 4 * (1 + (u.trainable && training ? states : 0));
+    int64_t shard = aligned(u.padded / u.group * 4);
+    state += shard * (1 + (u.trainable && training ? states : 0));
   }
   result.units = static_cast<int>(units.size());
 
@@ -542,7 +550,6 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
 
   // Gathers, in the order they are needed.
   std::vector<Collective> gathers;
-  const double ranksAll = static_cast<double>(options.worldSize);
   for (auto [i, u] : llvm::enumerate(units)) {
     if (u.group <= 1 || u.first > u.last)
       continue;
@@ -617,6 +624,7 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
   // Reductions: after a unit's last gradient contribution (the backward
   // of its first use), in that order.
   std::vector<Collective> reductions;
+  int64_t largestShard = 0;
   if (training) {
     for (auto [i, u] : llvm::enumerate(units)) {
       if (!u.trainable || u.first > u.last)
@@ -649,7 +657,13 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
           add(mirror(param.lastUse), r.issue, param.numel * 4);
       }
       add(r.issue, optimizer, u.padded / u.group * 4);
+      // The optimizer's results (the new shard and state) are new values
+      // until the step ends, beside the update's temporaries (about three
+      // shard-sized values of the unit being updated).
+      add(optimizer, optimizer, u.padded / u.group * 4 * (1 + states));
+      largestShard = std::max(largestShard, u.padded / u.group * 4);
     }
+    add(optimizer, optimizer, 3 * largestShard);
     llvm::stable_sort(reductions, [](const Collective &a, const Collective &b) {
       return a.issue < b.issue;
     });
@@ -681,43 +695,63 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     }
   }
 
-  // Two streams.
+  // Two streams. On the CPU runtime an issued collective runs only once
+  // the compute stream waits for it (or for one issued after it).
   double compute = 0, comm = 0;
-  size_t nextIssue = 0, nextReduction = 0;
-  std::vector<size_t> byNeed(gathers.size());
-  for (size_t k = 0; k < byNeed.size(); ++k)
-    byNeed[k] = k;
-  size_t nextNeed = 0;
+  const bool overlap = !options.cost.cpuRuntime;
+  std::vector<Collective *> queued;
   int lastBucket = -1;
-  auto start = [&](Collective &c) {
-    bool grouped = c.bucket >= 0 && c.bucket == lastBucket;
+  auto run = [&](Collective &c) {
+    bool grouped = c.bucket >= 0 && c.bucket == lastBucket && overlap;
     lastBucket = c.bucket;
     double begin = std::max(comm, compute);
     comm = begin + (grouped ? c.bandwidthSeconds : c.seconds);
     c.done = comm;
   };
-  double pendingReduction = 0;
-  int pendingBucket = -2;
+  auto issue = [&](Collective &c) {
+    c.done = -1;
+    if (overlap)
+      run(c);
+    else
+      queued.push_back(&c);
+  };
+  auto waitFor = [&](Collective &c) {
+    if (c.done < 0) {
+      size_t n = 0;
+      while (n < queued.size() && c.done < 0)
+        run(*queued[n++]);
+      queued.erase(queued.begin(), queued.begin() + n);
+    }
+    compute = std::max(compute, c.done);
+  };
+  size_t nextIssue = 0, nextReduction = 0, nextNeed = 0;
+  Collective *pendingReduction = nullptr;
+  int pendingBucket = -3;
   for (int p = 0; p < positions; ++p) {
     if (training && p == optimizer) {
-      compute = std::max(compute, pendingReduction);
+      if (pendingReduction)
+        waitFor(*pendingReduction);
       break;
     }
     while (nextIssue < order.size() && gathers[order[nextIssue]].issue <= p)
-      start(gathers[order[nextIssue++]]);
-    while (nextNeed < byNeed.size() && gathers[byNeed[nextNeed]].need <= p)
-      compute = std::max(compute, gathers[byNeed[nextNeed++]].done);
+      issue(gathers[order[nextIssue++]]);
+    while (nextNeed < gathers.size() && gathers[nextNeed].need <= p)
+      waitFor(gathers[nextNeed++]);
     compute += cost[p];
     while (nextReduction < reductions.size() &&
            reductions[nextReduction].issue <= p) {
       Collective &r = reductions[nextReduction++];
-      if (r.bucket < 0 || r.bucket != pendingBucket)
-        compute = std::max(compute, pendingReduction);
-      start(r);
-      pendingReduction = r.done;
-      pendingBucket = r.bucket;
+      int bucket = r.bucket;
+      if (pendingReduction && (bucket < 0 || bucket != pendingBucket))
+        waitFor(*pendingReduction);
+      issue(r);
+      pendingReduction = &r;
+      pendingBucket = bucket;
     }
   }
+  for (Collective *c : queued) // never waited for: after the compute
+    if (c->done < 0)
+      run(*c);
   if (training) {
     // The optimizer: elementwise over each unit's shard (parameter,
     // gradient, states read; parameter and states written).
@@ -727,6 +761,13 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
         elements += u.padded / u.group;
     compute += static_cast<double>(elements) * 4 * (3 + 2 * states) /
                options.cost.memoryBandwidth;
+    // Clipping: each sharded unit's sum of squares, all-reduced at once.
+    if (options.clipping)
+      for (const Unit &u : units)
+        if (u.trainable && u.group > 1)
+          compute = std::max(compute, comm) +
+                    options.cost.ringSeconds(4, u.group, intra(u.group, true),
+                                             /*allReduce=*/true);
   }
   result.stepSeconds = std::max(compute, comm);
 
@@ -782,7 +823,6 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
              " (gathered parameters, gradients)",
          bytes});
   }
-  (void)ranksAll;
   result.valid = true;
   return result;
 }
@@ -815,8 +855,7 @@ public:
 
 private:
   bool fits(const WrapEvaluation &e) const {
-    return e.valid &&
-           (options.memoryBudget <= 0 || e.peakBytes <= options.memoryBudget);
+    return e.valid && options.fits(e.peakBytes);
   }
   /// Whether `a` is a better choice than `b`: fitting before not, then
   /// faster (fitting) or smaller (not fitting).
@@ -914,6 +953,16 @@ WrapSearchResult Searcher::run(const std::vector<WrapConfig> &hand) {
   };
   for (const WrapConfig &config : hand) {
     result.hand.push_back({config, evaluate(config)});
+    // The hand policy's units with each strategy throughout, as a user
+    // would try them, are candidates as they are.
+    for (Strategy strategy : options.strategies) {
+      WrapConfig uniform = config;
+      keepTiesTogether(profile, uniform.wrapped);
+      uniform.strategy.assign(uniform.strategy.size(), strategy);
+      WrapEvaluation e = evaluate(uniform);
+      if (e.valid)
+        pool.push_back({uniform, e});
+    }
     consider(config);
   }
   // Boundary sets by class: the classes of eligible modules, at most the

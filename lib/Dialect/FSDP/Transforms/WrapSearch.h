@@ -115,10 +115,20 @@ struct WrapSearchOptions {
   int64_t worldSize = 1;
   std::vector<int64_t> meshShape; // empty, or {replicas, shard group}
   int64_t memoryBudget = 0;       // bytes per rank; 0: none
+  /// A configuration fits when its modelled peak, plus this fraction of it
+  /// for what the model does not see (the planner's fragmentation, values
+  /// it approximates), is within the budget.
+  double memoryReserve = 0.1;
+  bool fits(int64_t peakBytes) const {
+    return memoryBudget <= 0 ||
+           static_cast<double>(peakBytes) * (1 + memoryReserve) <=
+               static_cast<double>(memoryBudget);
+  }
   bool training = true;
-  int64_t optimizerStates = 2;             // per parameter element (AdamW: 2)
-  int64_t paramBytes = 4, reduceBytes = 4; // mixed precision's dtypes
-  std::vector<Strategy> strategies;        // the ones to try
+  int64_t optimizerStates = 2; // per parameter element (AdamW: 2)
+  bool clipping = false;       // global-norm clipping: a sum per unit
+  int64_t paramBytes = 4, reduceBytes = 4;     // mixed precision's dtypes
+  std::vector<Strategy> strategies;            // the ones to try
   Strategy baseStrategy = Strategy::FullShard; // the hand policies'
   CostModel cost;
 };

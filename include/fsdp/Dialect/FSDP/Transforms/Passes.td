@@ -153,7 +153,8 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     hybrid sharding) and takes `memory-budget=<bytes per rank>` (suffixes
     K, M, G, T: powers of 1024; none: no limit). It profiles the forward
     once and searches, on a model of the sharded step (cost model below,
-    `training`, `optimizer-states`, the mixed-precision dtypes): unit
+    `training`, `optimizer-states`, `clipping`, the mixed-precision
+    dtypes; `cpu-runtime` for plans run by the CPU runtime): unit
     boundaries (any set of module classes, each class wrapped in all its
     instances, and the hand policies' units; tied parameters always share a
     unit, units never mix frozen and trainable parameters), each unit's
@@ -161,7 +162,10 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     2-D mesh; greedily per group of identical units: all of them, or the
     last k), and fsdp-schedule's prefetch, in-flight limit and bucket size.
     It keeps the configuration with the lowest modelled step time whose
-    modelled peak memory per rank fits the budget, and records it: the
+    modelled peak memory per rank fits the budget (with `memory-reserve`,
+    10% by default, on top: the model approximates what fsdp-plan-memory
+    later plans exactly, within about 10% on the test corpus, and
+    fsdp-plan-memory refuses a plan over the budget), and records it: the
     units with their strategies in `fsdp.units`, the schedule and the
     figures in `fsdp.auto_wrap` (fsdp-schedule uses those settings unless
     given its own; fsdp-flatten checks the world size), the cost model in
@@ -228,6 +232,9 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
                "auto: a 2-D mesh <groups>,<ranks per group> (hybrid sharding)">,
     Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"\"\"",
            "auto: bytes per rank the step may use (K, M, G, T suffixes)">,
+    Option<"memoryReserve", "memory-reserve", "double", /*default=*/"0.1",
+           "auto: a configuration fits when its modelled peak plus this "
+           "fraction of it is within the budget">,
     Option<"training", "training", "bool", /*default=*/"true",
            "auto: model a training step (else a forward)">,
     Option<"optimizerStates", "optimizer-states", "int64_t", /*default=*/"2",
@@ -247,6 +254,12 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
            "auto: inter-node latency per ring step, seconds">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"8",
            "auto: ranks (devices) per node">,
+    Option<"cpuRuntime", "cpu-runtime", "bool", /*default=*/"false",
+           "auto: model the CPU runtime (MPI collectives progress only while "
+           "compute waits for them; buckets are separate calls)">,
+    Option<"clipping", "clipping", "bool", /*default=*/"false",
+           "auto: the step clips the global gradient norm (fsdp-optimizer "
+           "max-grad-norm): one small all-reduce per sharded unit">,
   ];
 }
 
@@ -261,7 +274,13 @@ def ExplainPolicy : Pass<"fsdp-explain-policy", "ModuleOp"> {
     configurations were searched, and the same figures for the standard
     hand policies with FULL_SHARD and fsdp-schedule's defaults (no
     wrapping, transformer layers, size-based at powers of ten), each
-    marked whether it fits the budget.
+    marked whether it fits the budget. `format=json` prints the same as
+    one JSON object: `world_size`, `memory_budget`, `chosen` (its
+    `units`, each with `module`, `class`, `numel` and `strategy`, and
+    `step_seconds`, `peak_bytes`, `fits`, `schedule`, `peak_at`,
+    `peak_parts`), `evaluated`, `boundaries` and `hand_policies` (each
+    with `policy` and `units`, `step_seconds`, `peak_bytes`, `fits`, or
+    `invalid` saying why the policy is not possible here).
 
     ```
     $ fsdp-opt gpt2.onnx --batch-size=2 \
@@ -272,6 +291,10 @@ def ExplainPolicy : Pass<"fsdp-explain-policy", "ModuleOp"> {
     ...
     ```
   }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "text or json">,
+  ];
 }
 
 def Flatten : Pass<"fsdp-flatten", "ModuleOp"> {
@@ -410,8 +433,15 @@ def Schedule : Pass<"fsdp-schedule", "ModuleOp"> {
       all-gather or reduce-scatter of N bytes over p ranks (twice that for
       an all-reduce), on the intra-node link when the group is a suffix of
       the mesh axes spanning at most `ranks-per-node` ranks, else on the
-      inter-node one. Defaults: H100 SXM (989 TFLOP/s, 3.35 TB/s), NVLink 4
-      (450 GB/s, 3 us), 400 Gb/s InfiniBand (50 GB/s, 10 us), 8 per node.
+      inter-node one; a bucket's collectives pay one latency. Defaults:
+      H100 SXM (989 TFLOP/s, 3.35 TB/s), NVLink 4 (450 GB/s, 3 us), 400 Gb/s
+      InfiniBand (50 GB/s, 10 us), 8 per node. `cpu-runtime` models the
+      CPU runtime instead, whose collectives are MPI calls: they progress
+      only while the compute stream waits for them (MPI has no progress
+      thread), so their time adds to the step, and a bucket's collectives
+      are separate calls, each paying its latency. Without any of these options, a cost
+      model recorded by `fsdp-auto-wrap policy=auto` is used, and so are
+      its prefetch, limit and bucket settings unless given here.
 
     ```
     $ fsdp-opt model.mlir --fsdp-autodiff --fsdp-flatten=world-size=4 \
@@ -446,6 +476,9 @@ def Schedule : Pass<"fsdp-schedule", "ModuleOp"> {
            "Inter-node latency per ring step, seconds">,
     Option<"ranksPerNode", "ranks-per-node", "int64_t", /*default=*/"8",
            "Ranks (devices) per node">,
+    Option<"cpuRuntime", "cpu-runtime", "bool", /*default=*/"false",
+           "Model the CPU runtime: MPI collectives progress only while "
+           "compute waits for them, and a bucket's collectives are separate calls">,
   ];
 }
 
