@@ -18,6 +18,9 @@ sparse data file that is never written or read). Each compile is
 timed with /usr/bin/time (wall seconds, peak RSS), best of --runs. The
 table prints each beside the tiny model's (the reference measured in the
 same run): time per node should stay flat if the compiler is linear.
+"auto s" is fsdp-auto-wrap policy=auto's search at that world size (no
+budget): fsdp-opt MODEL --fsdp-auto-wrap="policy=auto world-size=W" less
+the same import with policy=none.
 """
 
 from __future__ import annotations
@@ -83,6 +86,13 @@ def main() -> int:
                          "-o", mlir], args.runs)
             translate = timed([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan],
                               args.runs)
+            # policy=auto's search: import + module tree + search, against
+            # import + module tree + policy=none.
+            imported = timed([bindir / "fsdp-opt", out / "model.onnx", "--batch-size=1",
+                              "--fsdp-auto-wrap=policy=none", "-o", "/dev/null"], args.runs)
+            searched = timed([bindir / "fsdp-opt", out / "model.onnx", "--batch-size=1",
+                              f"--fsdp-auto-wrap=policy=auto world-size={world}",
+                              "-o", "/dev/null"], args.runs)
             described = json.loads(subprocess.run(
                 [bindir / "fsdp-run", plan, "--describe", "--json"],
                 capture_output=True, text=True, check=True).stdout)
@@ -90,15 +100,18 @@ def main() -> int:
                              params=info["param_elements"], opt=opt, translate=translate,
                              kernels=described["kernels"], units=len(described["units"]),
                              per_rank=described["peak_bytes"],
+                             search=searched[0] - imported[0], search_rss=searched[1],
                              plan_bytes=plan.stat().st_size))
             print(f"{size:5s} world {world:5d}: fsdp-opt {opt[0]:.2f} s {opt[1] / 2**20:.0f} MiB, "
-                  f"fsdp-translate {translate[0]:.2f} s {translate[1] / 2**20:.0f} MiB",
+                  f"fsdp-translate {translate[0]:.2f} s {translate[1] / 2**20:.0f} MiB, "
+                  f"policy=auto search {searched[0] - imported[0]:.2f} s "
+                  f"({searched[0]:.2f} s with the import, {searched[1] / 2**20:.0f} MiB)",
                   flush=True)
     ref = next((r for r in rows if r["size"] == "tiny"), rows[0])
     print()
     print(f"{'model':6s} {'world':>5s} {'params':>8s} {'nodes':>6s} {'kernels':>7s} "
           f"{'compile s':>9s} {'RSS MiB':>8s} {'plan s':>7s} {'plan MiB':>8s} "
-          f"{'us/node':>8s} {'x tiny':>7s} {'plan KiB':>8s} {'GiB/rank':>8s}")
+          f"{'us/node':>8s} {'x tiny':>7s} {'plan KiB':>8s} {'GiB/rank':>8s} {'auto s':>7s}")
     for r in rows:
         total = r["opt"][0] + r["translate"][0]
         per_node = total / r["nodes"] * 1e6
@@ -107,7 +120,7 @@ def main() -> int:
               f"{r['kernels']:7d} {r['opt'][0]:9.2f} {r['opt'][1] / 2**20:8.0f} "
               f"{r['translate'][0]:7.2f} {r['translate'][1] / 2**20:8.0f} {per_node:8.0f} "
               f"{per_node / ref_node:7.2f} {r['plan_bytes'] / 1024:8.0f} "
-              f"{r['per_rank'] / 2**30:8.2f}")
+              f"{r['per_rank'] / 2**30:8.2f} {r['search']:7.2f}")
     return 0
 
 
