@@ -64,6 +64,7 @@ MODELS = {  # corpus class, its arguments
 }
 SEQ, BATCH = 64, 2  # tokens per sequence, sequences per rank
 STRATEGIES = ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"]
+RESERVE = 1.1  # fsdp-auto-wrap's memory-reserve: fits = modelled peak x 1.1 <= budget
 MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
 
@@ -279,8 +280,9 @@ def main() -> int:
                                        modelled_peak=h["peak_bytes"],
                                        **b.measure(plan, world, name))
             peaks = sorted(r["modelled_peak"] for r in rows.values())
-            budgets = [None, (peaks[0] + peaks[-1]) // 2, (3 * peaks[0] + peaks[-1]) // 4,
-                       int(peaks[0] * 1.01), int(peaks[0] * 0.9)]
+            budgets = [None, int((peaks[0] + peaks[-1]) / 2 * RESERVE),
+                       int((3 * peaks[0] + peaks[-1]) / 4 * RESERVE),
+                       int(peaks[0] * RESERVE * 1.001), int(peaks[0] * 0.9)]
             budgets = list(dict.fromkeys(budgets))
             print(f"{'budget MiB':>10s} {'policy':52s} {'units':>5s} {'model ms':>9s} "
                   f"{'meas. ms':>9s} {'model MiB':>9s} {'plan MiB':>9s} "
@@ -302,7 +304,7 @@ def main() -> int:
             for budget in budgets:
                 label = "none" if budget is None else f"{budget / 2**20:.3f}"
                 fitting = [(p, r) for p, r in rows.items()
-                           if budget is None or r["modelled_peak"] <= budget]
+                           if budget is None or r["modelled_peak"] * RESERVE <= budget]
                 try:
                     choice = b.explain(onnx, world, cost_text, budget)
                 except RuntimeError as error:

@@ -13,7 +13,8 @@
 from fsdp_mlir._tools import ToolError, ToolNotFoundError, find_tool, run_tool
 from fsdp_mlir.compile import MixedPrecision, compile
 from fsdp_mlir.export import METADATA_KEY, ExportError, export
-from fsdp_mlir.policy import Policy, PolicyError, by_fqn, no_wrap, size_based, transformer_layers
+from fsdp_mlir.policy import (Policy, PolicyError, auto, by_fqn, no_wrap, size_based,
+                              transformer_layers)
 from fsdp_mlir.runtime import Session
 
 __version__ = "0.1.0"

@@ -83,10 +83,22 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     policy = policy or no_wrap()
     if not isinstance(policy, Policy):
         raise PolicyError(f"policy must come from fsdp_mlir.size_based, "
-                          f"transformer_layers, by_fqn or no_wrap, not {policy!r}")
+                          f"transformer_layers, by_fqn, no_wrap or auto, not {policy!r}")
     out = Path(out) if out else onnx_path.with_suffix(f".w{world_size}.plan")
     work = Path(tempfile.mkdtemp(prefix="fsdp-compile-", dir=out.parent))
     wrap = policy.options(_modules(onnx_path), work)
+    if policy.kind == "auto":  # what the search models: the mesh and the step
+        wrap.append(f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}" if mesh_shape
+                    else f"world-size={world_size}")
+        if optimizer is None:
+            wrap.append("training=false")
+        else:
+            kind = str(optimizer.get("optimizer", "sgd")).lower()
+            states = 2 if kind.startswith("adam") else (
+                1 if float(optimizer.get("momentum", 0) or 0) > 0 else 0)
+            wrap.append(f"optimizer-states={states}")
+            if float(optimizer.get("max_grad_norm", 0) or 0) > 0:
+                wrap.append("clipping=true")
     if strategy != "FULL_SHARD":
         wrap.append(f"strategy={strategy}")
     mp = mixed_precision or MixedPrecision()

@@ -25,8 +25,10 @@ class PolicyError(ValueError):
 class Policy:
     """One auto-wrap policy: what `fsdp-auto-wrap` is told."""
 
-    kind: str  # "size", "transformer", "fqn" or "none"
+    kind: str  # "size", "transformer", "fqn", "none" or "auto"
     min_num_params: int = 0
+    memory_budget: int | str | None = None
+    cpu_runtime: bool = True
     classes: tuple[str, ...] = ()
     predicate: Callable[[str, str], bool] | None = field(default=None, compare=False)
 
@@ -35,6 +37,10 @@ class Policy:
         module tree: dicts with "fqn" and "class")."""
         if self.kind == "none":
             return ["policy=none"]
+        if self.kind == "auto":  # compile() adds the world size and the step
+            return ["policy=auto"] + (
+                [f"memory-budget={self.memory_budget}"] if self.memory_budget else []) + (
+                ["cpu-runtime=true"] if self.cpu_runtime else [])
         if self.kind == "size":
             return ["policy=size", f"min-num-params={self.min_num_params}"]
         if self.kind == "transformer":
@@ -79,6 +85,20 @@ def by_fqn(predicate: Callable[[str, str], bool]) -> Policy:
     if not callable(predicate):
         raise PolicyError(f"by_fqn: expected a callable, got {predicate!r}")
     return Policy("fqn", predicate=predicate)
+
+
+def auto(memory_budget: int | str | None = None, *, cpu_runtime: bool = True) -> Policy:
+    """Let the compiler choose units, strategies and the schedule
+    (fsdp-auto-wrap policy=auto): the fastest configuration by its model
+    whose peak memory per rank fits `memory_budget` (bytes, or a string
+    such as "16G"; None: no limit). cpu_runtime: model the CPU runtime
+    (MPI collectives do not overlap compute), where these plans run."""
+    if memory_budget is not None and not (
+            (isinstance(memory_budget, int) and memory_budget > 0) or
+            (isinstance(memory_budget, str) and memory_budget.strip())):
+        raise PolicyError(f"auto: memory_budget must be a positive byte count or a "
+                          f"string such as '16G', not {memory_budget!r}")
+    return Policy("auto", memory_budget=memory_budget, cpu_runtime=cpu_runtime)
 
 
 def no_wrap() -> Policy:

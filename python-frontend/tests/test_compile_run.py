@@ -171,6 +171,24 @@ class CompileAndRunTest(unittest.TestCase):
         self.assertEqual(sorted(u["module"] for u in described["units"]),
                          ["", "blocks.0", "blocks.1"])
 
+    def test_auto_policy(self):
+        # The compiler's choice compiles, runs and trains as torch does.
+        plan = fsdp_mlir.compile(self.onnx, batch_size=8, world_size=1,
+                                 policy=fsdp_mlir.auto("64M"), optimizer=ADAMW,
+                                 out=self.work / "auto.plan")
+        session = fsdp_mlir.Session(plan, threads=1)
+        losses = [session.step(self.batch, lr=3e-3) for _ in range(3)]
+        session.close()
+        want, _ = self.torch_steps(3)
+        np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
+        with self.assertRaisesRegex(fsdp_mlir.ToolError, "no configuration fits the "
+                                    "memory budget of 1024 bytes"):
+            fsdp_mlir.compile(self.onnx, batch_size=8, world_size=2,
+                              policy=fsdp_mlir.auto(1024), optimizer=ADAMW,
+                              out=self.work / "tiny-budget.plan")
+        with self.assertRaisesRegex(fsdp_mlir.PolicyError, "memory_budget"):
+            fsdp_mlir.auto(-5)
+
     def test_tool_failures_carry_the_command(self):
         with self.assertRaises(fsdp_mlir.ToolError) as caught:
             fsdp_mlir.compile(self.onnx, batch_size=8, optimizer=ADAMW, loss="hinge")
