@@ -5,13 +5,16 @@
         [--models gpt2 llama] [--worlds 2 4] [--steps 8]
 
 For the GPT-2-style and LLaMA-style models of the test corpus (the same
-classes, test/corpus/models.py, at a size where a step takes milliseconds:
-width 128, 4 layers, 64 tokens, 2 sequences per rank), at each world size:
+classes, test/corpus/models.py, at a size where a step takes milliseconds
+and communication is a good part of it: width 256, 4 layers, one sequence
+of 32 tokens per rank), at each world size:
 
 1. Calibrates the cost model to this machine, in the same run: one core's
    float32 GEMM rate and memory bandwidth (NumPy, one BLAS thread, as the
-   ranks run with --threads 1; scaled by cores / ranks when the ranks
-   outnumber the cores and share them), MPI's all-gather bandwidth over the job's
+   ranks run with --threads 1), both scaled by the fraction of them the
+   runtime reaches (the model's one-rank step, which has no collectives,
+   against the measured one) and by cores / ranks when the ranks outnumber
+   the cores and share them; MPI's all-gather bandwidth over the job's
    ranks (mpi_probe.c, fitted to (P-1) alpha + (P-1)/P N beta), the
    runtime's seconds per small collective (the test corpus's tiny LLaMA
    with a unit per module: its communication time per collective; the MPI
@@ -28,7 +31,7 @@ width 128, 4 layers, 64 tokens, 2 sequences per rank), at each world size:
 3. Compiles every hand policy (each strategy, fsdp-schedule's defaults) and
    policy=auto at each budget through the whole training pipeline (AdamW,
    clipping), runs each plan for --steps steps under mpirun, and measures
-   the step time (median of the second half of the steps) and memory (the
+   the step time (median of the last two thirds of the steps) and memory (the
    arenas the runtime allocated, its kernel workspace, and the growth of
    rank 0's resident memory over the run).
 4. Prints, per model, world size and budget, the auto choice's modelled and
@@ -58,12 +61,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 MODELS = {  # corpus class, its arguments
-    "gpt2": ("GPT2", dict(vocab=512, d=128, n_layer=4, n_head=4, max_len=64)),
-    "llama": ("Llama", dict(vocab=512, d=128, n_layer=4, n_head=4, hidden=344,
-                            max_len=64)),
+    "gpt2": ("GPT2", dict(vocab=512, d=256, n_layer=4, n_head=4, max_len=32)),
+    "llama": ("Llama", dict(vocab=512, d=256, n_layer=4, n_head=4, hidden=688,
+                            max_len=32)),
 }
-SEQ, BATCH = 64, 2  # tokens per sequence, sequences per rank
+# Tokens per sequence, sequences per rank: few tokens for the parameters,
+# so that communication is a good part of the step and the policies differ.
+SEQ, BATCH = 32, 1
 STRATEGIES = ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"]
+# A small learning rate: repeated steps on one batch at 1e-3 drive values
+# into float32's subnormal range, where the CPU slows down step after step.
+LR = "1e-5"
 RESERVE = 1.1  # fsdp-auto-wrap's memory-reserve: fits = modelled peak x 1.1 <= budget
 MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -104,7 +112,7 @@ np.save({str(out / f'{name}.labels.npy')!r}, labels.numpy())
     run(["/usr/bin/python3", "-c", code])
 
 
-def calibrate(bench, world: int, work: Path) -> dict:
+def calibrate(bench, world: int, work: Path, onnx: Path, name: str) -> dict:
     """This machine's cost model: one core's GEMM rate and copy bandwidth,
     MPI all-gather bandwidth over `world` ranks, the runtime's latency per
     collective, and the CPU runtime's collectives (no overlap)."""
@@ -130,9 +138,21 @@ print(flops, 2 * x.nbytes / best)
     steps = world - 1
     beta = max((p["large_seconds"] - p["small_seconds"])
                / (steps / world * (p["large_bytes"] - p["small_bytes"])), 1e-12)
+    # The runtime's kernels reach a fraction of NumPy's rates: the model's
+    # one-rank step (no collectives, so compute only) against the measured
+    # one scales both.
+    one = {"peak-flops": f"{flops:.4g}", "memory-bandwidth": f"{bandwidth:.4g}"}
+    text = " ".join(f"{k}={v}" for k, v in one.items())
+    modelled = bench.explain(onnx, 1, text)["chosen"]["step_seconds"]
+    plan = bench.compile(onnx, 1, "policy=none", text, f"{name}-calibration-w1")
+    measured = bench.measure(plan, 1, name)["step"]
+    efficiency = modelled / measured
     # Ranks beyond the cores share them: each computes at cores/world.
     share = min(1.0, (os.cpu_count() or 1) / world)
-    flops, bandwidth = flops * share, bandwidth * share
+    flops, bandwidth = flops * efficiency * share, bandwidth * efficiency * share
+    print(f"calibration: one rank's step modelled {modelled * 1e3:.3f} ms at NumPy's "
+          f"rates, measured {measured * 1e3:.3f} ms: the runtime reaches "
+          f"{efficiency:.2f} of them")
     return {"peak-flops": f"{flops:.4g}", "memory-bandwidth": f"{bandwidth:.4g}",
             "intra-latency": f"{bench.runtime_latency(world):.4g}",
             "intra-bandwidth": f"{1 / beta:.4g}", "ranks-per-node": str(world),
@@ -180,6 +200,19 @@ class Bench:
         run([self.bin / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
         return plan
 
+    def measure_one(self, plan: Path, name: str) -> dict:
+        import numpy as np
+        flags = []
+        for what in ("input_ids", "labels"):
+            path = self.work / f"{name}.w1.{what}.npy"
+            if not path.exists():
+                np.save(path, np.load(self.work / f"{name}.{what}.npy")[:BATCH])
+            flags += ["--input", f"{what}={path}"]
+        report = json.loads(run([self.bin / "fsdp-run", plan, "--threads", 1, "--steps",
+                                 self.steps, "--lr", LR, "--json", *flags]))
+        times = report["run_seconds"]
+        return {"step": statistics.median(times[len(times) // 3:])}
+
     def runtime_latency(self, world: int) -> float:
         """Seconds per ring step of a small collective as the runtime sees
         them: the test corpus's tiny LLaMA (not a benchmarked model) with
@@ -194,12 +227,14 @@ class Bench:
         count = json.loads(run([self.bin / "fsdp-run", plan, "--describe", "--json"]))
         collectives = sum(count["collectives"].values())
         report = json.loads(mpirun(world, [
-            self.bin / "fsdp-run", plan, "--threads", 1, "--steps", 20, "--lr", "1e-3",
+            self.bin / "fsdp-run", plan, "--threads", 1, "--steps", 20, "--lr", LR,
             "--json", "--input", f"input_ids={ids}", "--input", f"labels={ids}"]))
         per_step = report["communication_seconds"] / 20
         return per_step / collectives / (world - 1)
 
     def measure(self, plan: Path, world: int, name: str) -> dict:
+        if world == 1:
+            return self.measure_one(plan, name)
         described = json.loads(run([self.bin / "fsdp-run", plan, "--describe", "--json"]))
         import numpy as np
         inputs = []
@@ -210,13 +245,13 @@ class Bench:
             inputs += ["--input", f"{what}={path}"]
         report = json.loads(mpirun(world, [
             self.bin / "fsdp-run", plan, "--threads", 1, "--steps", self.steps,
-            "--lr", "1e-3", "--json", *inputs]))
+            "--lr", LR, "--json", *inputs]))
         mem = report["memory"]
         arenas = mem["activation_bytes"] + mem["weight_bytes"] + mem["constant_bytes"]
         return {"planned": described["peak_bytes"], "arenas": arenas,
                 "workspace": mem["workspace_bytes"],
                 "rss_growth": mem["peak_rss_bytes"] - mem["rss_before_session_bytes"],
-                "step": statistics.median(report["run_seconds"][len(report["run_seconds"]) // 2:]),
+                "step": statistics.median(report["run_seconds"][len(report["run_seconds"]) // 3:]),
                 "units": len(described["units"])}
 
 
@@ -250,7 +285,7 @@ def main() -> int:
     ap.add_argument("--work-dir", type=Path)
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--worlds", nargs="*", type=int, default=[2, 4])
-    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=24)
     args = ap.parse_args()
     b = Bench(args)
     b.work.mkdir(parents=True, exist_ok=True)
@@ -260,7 +295,7 @@ def main() -> int:
         export(name, b.work, max(args.worlds))
         onnx = b.work / f"{name}.onnx"
         for world in args.worlds:
-            cost = calibrate(b, world, b.work)
+            cost = calibrate(b, world, b.work, onnx, name)
             schedule = " ".join(f"{k}={v}" for k, v in cost.items())
             cost_text = schedule + " clipping=true"  # the step clips
             print(f"\n== {name}, {world} ranks; cost model: {schedule}", flush=True)

@@ -551,17 +551,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
   }
 
   WrapSearchResult result = searchWrap(*profile, options, hand);
-  auto mib = [](int64_t bytes) {
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double value = static_cast<double>(bytes);
-    int unit = 0;
-    while (value >= 1024 && unit < 4) {
-      value /= 1024;
-      ++unit;
-    }
-    return unit ? llvm::formatv("{0:F2} {1}", value, units[unit]).str()
-                : std::to_string(bytes) + " B";
-  };
+  auto mib = formatBytes;
   if (result.chosen.wrapped.empty())
     return fail("no unit boundaries are possible: every candidate splits a "
                 "tied parameter or mixes frozen and trainable parameters in a "

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "WrapSearch.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -26,18 +27,7 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// Bytes in the largest binary unit that keeps three significant digits.
-std::string mib(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit ? llvm::formatv("{0:F2} {1}", value, units[unit]).str()
-              : std::to_string(bytes) + " B";
-}
+std::string mib(int64_t bytes) { return formatBytes(bytes); }
 
 std::string ms(double seconds) {
   return llvm::formatv("{0:F4} ms", seconds * 1e3).str();

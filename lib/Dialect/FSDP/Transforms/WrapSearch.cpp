@@ -37,6 +37,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <climits>
@@ -60,12 +61,16 @@ StringRef mlir::fsdp::strategyName(Strategy strategy) {
   return "";
 }
 
-std::string ScheduleKnobs::str() const {
-  return std::string("forward-prefetch=") +
-         (forwardPrefetch ? "true" : "false") +
-         " backward-prefetch=" + backwardPrefetch +
-         " limit-all-gathers=" + std::to_string(limitAllGathers) +
-         " bucket-bytes=" + std::to_string(bucketBytes);
+std::string mlir::fsdp::formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit ? llvm::formatv("{0:F2} {1}", value, units[unit]).str()
+              : std::to_string(bytes) + " B";
 }
 
 //===----------------------------------------------------------------------===//

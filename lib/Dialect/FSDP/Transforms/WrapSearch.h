@@ -34,6 +34,9 @@ namespace mlir::fsdp {
 enum class Strategy { FullShard, ShardGradOp, NoShard, HybridShard };
 llvm::StringRef strategyName(Strategy strategy);
 
+/// Bytes in the largest binary unit that keeps them >= 1 ("608.25 KiB").
+std::string formatBytes(int64_t bytes);
+
 /// What the search knows of the model, gathered once from the IR.
 struct WrapProfile {
   struct Module {
@@ -88,7 +91,6 @@ struct ScheduleKnobs {
   std::string backwardPrefetch = "pre";
   int64_t limitAllGathers = 2;
   int64_t bucketBytes = 0;
-  std::string str() const;
 };
 
 /// One configuration: units (wrapped module indices; the root always) and
