@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CostModel.h"
 #include "WrapSearch.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
@@ -197,7 +198,17 @@ struct ExplainPolicyPass
                      std::to_string(integer("optimizer_states")) +
                      " optimizer state tensors per parameter"
                : std::string("a forward"))
-       << "; cost model " << module->getAttr("fsdp.cost_model") << "\n";
+       << "\n";
+    CostModel cost = CostModel::of(module);
+    os << llvm::formatv("  cost model: {0:F1} TFLOP/s, {1:F1} GB/s memory; "
+                        "intra-node {2:F1} GB/s, {3:F2} us; inter-node "
+                        "{4:F1} GB/s, {5:F2} us; {6} ranks per node; {7}\n",
+                        cost.peakFlops / 1e12, cost.memoryBandwidth / 1e9,
+                        cost.intraBandwidth / 1e9, cost.intraLatency * 1e6,
+                        cost.interBandwidth / 1e9, cost.interLatency * 1e6,
+                        cost.ranksPerNode,
+                        cost.cpuRuntime ? "CPU runtime (no overlap)"
+                                        : "communication overlaps compute");
 
     auto chosen = record.getAs<DictionaryAttr>("chosen");
     auto stepOf = [](DictionaryAttr e) {
