@@ -72,7 +72,10 @@ STRATEGIES = ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"]
 # A small learning rate: repeated steps on one batch at 1e-3 drive values
 # into float32's subnormal range, where the CPU slows down step after step.
 LR = "1e-5"
-RESERVE = 1.1  # fsdp-auto-wrap's memory-reserve: fits = modelled peak x 1.1 <= budget
+def reserved(peak: int) -> int:
+    """The modelled peak with fsdp-auto-wrap's default memory-reserve (10%,
+    at least 16 KiB): what must be within a budget."""
+    return peak + max(16 << 10, int(peak * 0.1))
 MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1")
 
@@ -315,9 +318,9 @@ def main() -> int:
                                        modelled_peak=h["peak_bytes"],
                                        **b.measure(plan, world, name))
             peaks = sorted(r["modelled_peak"] for r in rows.values())
-            budgets = [None, int((peaks[0] + peaks[-1]) / 2 * RESERVE),
-                       int((3 * peaks[0] + peaks[-1]) / 4 * RESERVE),
-                       int(peaks[0] * RESERVE * 1.001), int(peaks[0] * 0.9)]
+            budgets = [None, reserved((peaks[0] + peaks[-1]) // 2),
+                       reserved((3 * peaks[0] + peaks[-1]) // 4),
+                       reserved(peaks[0]) + 64, int(peaks[0] * 0.9)]
             budgets = list(dict.fromkeys(budgets))
             print(f"{'budget MiB':>10s} {'policy':52s} {'units':>5s} {'model ms':>9s} "
                   f"{'meas. ms':>9s} {'model MiB':>9s} {'plan MiB':>9s} "
@@ -339,7 +342,7 @@ def main() -> int:
             for budget in budgets:
                 label = "none" if budget is None else f"{budget / 2**20:.3f}"
                 fitting = [(p, r) for p, r in rows.items()
-                           if budget is None or r["modelled_peak"] * RESERVE <= budget]
+                           if budget is None or reserved(r["modelled_peak"]) <= budget]
                 try:
                     choice = b.explain(onnx, world, cost_text, budget)
                 except RuntimeError as error:

@@ -8,7 +8,7 @@ size, policy=auto is asked (--fsdp-explain-policy=format=json) without a
 budget, then at budgets taken from the hand policies' modelled peaks
 (between the largest and smallest, just above the smallest, and below
 every one of them; a configuration fits when its modelled peak plus the
-10% memory-reserve is within the budget). GPT-2 and LLaMA are also asked
+memory-reserve, 10% and at least 16 KiB, is within the budget). GPT-2 and LLaMA are also asked
 on 2 x 2 and 2 x 8 meshes (a group per node), where HYBRID_SHARD is a
 candidate, and compiled with fsdp-flatten's mesh-shape. At each budget:
 
@@ -45,7 +45,10 @@ from check_plans import BATCH, MODELS  # noqa: E402
 
 TRAINING = ["gpt2", "llama", "resnet18", "bert", "mixed", "frozen_tied"]
 MESHES = [(2, 2), (2, 8)]  # (groups, ranks per group = ranks per node)
-RESERVE = 1.1  # fsdp-auto-wrap's default memory-reserve, on the modelled peak
+def reserved(peak: int) -> int:
+    """The modelled peak with fsdp-auto-wrap's default memory-reserve: 10%,
+    at least 16 KiB."""
+    return peak + max(16 << 10, int(peak * 0.1))
 
 
 def run(cmd) -> subprocess.CompletedProcess:
@@ -73,12 +76,12 @@ def check(model: str, world: int, bindir: Path, corpus: Path, work: Path,
         return [f"{model} w{world}: policy=auto failed without a budget:\n{proc.stderr}"]
     hand = [h for h in free["hand_policies"] if "invalid" not in h]
     peaks = sorted(h["peak_bytes"] for h in hand) or [free["chosen"]["peak_bytes"]]
-    budgets = [None, int((peaks[0] + peaks[-1]) / 2 * RESERVE),
-               int(peaks[0] * RESERVE * 1.001), int(peaks[0] * 0.5)]
+    budgets = [None, reserved((peaks[0] + peaks[-1]) // 2), reserved(peaks[0]) + 64,
+               peaks[0] // 2]
     for budget in dict.fromkeys(budgets):
         label = f"{model} {'mesh %dx%d' % mesh if mesh else f'w{world}'} budget {budget or 'none'}"
         fitting = [h for h in hand
-                   if budget is None or h["peak_bytes"] * RESERVE <= budget]
+                   if budget is None or reserved(h["peak_bytes"]) <= budget]
         proc, result = explain(budget)
         if result is None:
             if fitting:

@@ -156,10 +156,10 @@ TEST_F(FsdpRun, WritesOutputsAndASummary) {
                                           "run\\(s\\): mean [0-9.e-]+ ms, min "
                                           "[0-9.e-]+ ms")))
       << o.out;
-  EXPECT_NE(
-      o.out.find("memory: activations 320 B, weights 64 B, constants 64 B; "
-                 "peak RSS "),
-      std::string::npos)
+  EXPECT_TRUE(std::regex_search(
+      o.out, std::regex("memory: activations 320 B, weights 64 B, constants "
+                        "64 B, kernel workspace 0 B; peak RSS [0-9]+ B "
+                        "\\([0-9]+ B before the session\\)")))
       << o.out;
 }
 
@@ -180,7 +180,9 @@ TEST_F(FsdpRun, PrintsOneJsonObject) {
         "\"load_seconds\": ", "\"run_seconds_mean\": ", "\"run_seconds_min\": ",
         "\"threads\": 1, ",
         "\"memory\": {\"activation_bytes\": 320, \"weight_bytes\": 64, "
-        "\"constant_bytes\": 64, \"peak_rss_bytes\": "})
+        "\"constant_bytes\": 64, \"workspace_bytes\": 0, "
+        "\"rss_before_session_bytes\": ",
+        "\"peak_rss_bytes\": "})
     EXPECT_NE(o.out.find(key), std::string::npos) << key << "\n" << o.out;
   EXPECT_TRUE(std::regex_search(
       o.out,

@@ -569,11 +569,11 @@ LogicalResult AutoWrapPass::chooseAuto() {
                 "is " + Twine(chosen.peakBytes) + " bytes (" +
                 mib(chosen.peakBytes) + ", " + Twine(chosen.units) +
                 " units; " +
-                Twine(static_cast<int64_t>(chosen.peakBytes *
-                                           (1 + options.memoryReserve))) +
+                Twine(options.reserved(chosen.peakBytes)) +
                 " with the memory-reserve of " +
                 Twine(static_cast<int>(options.memoryReserve * 100)) +
-                "%), reached in " + chosen.peakAt + ": " + parts);
+                "%, at least 16 KiB), reached in " + chosen.peakAt + ": " +
+                parts);
   }
 
   for (size_t m = 0; m < profile->modules.size(); ++m)

@@ -663,12 +663,12 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       }
       add(r.issue, optimizer, u.padded / u.group * 4);
       // The optimizer's results (the new shard and state) are new values
-      // until the step ends, beside the update's temporaries (about three
+      // until the step ends, beside the update's temporaries (about two
       // shard-sized values of the unit being updated).
       add(optimizer, optimizer, u.padded / u.group * 4 * (1 + states));
       largestShard = std::max(largestShard, u.padded / u.group * 4);
     }
-    add(optimizer, optimizer, 3 * largestShard);
+    add(optimizer, optimizer, 2 * largestShard);
     llvm::stable_sort(reductions, [](const Collective &a, const Collective &b) {
       return a.issue < b.issue;
     });
@@ -688,14 +688,14 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       }
     }
     // A flat gradient lives until its reduction is waited for: where the
-    // next reduction (bucket) starts, or the optimizer.
+    // next reduction (bucket) starts, or before the optimizer.
     for (size_t k = 0; k < reductions.size(); ++k) {
       size_t next = k + 1;
       while (next < reductions.size() && reductions[k].bucket >= 0 &&
              reductions[next].bucket == reductions[k].bucket)
         ++next;
       int waited =
-          next < reductions.size() ? reductions[next].issue : optimizer;
+          next < reductions.size() ? reductions[next].issue : optimizer - 1;
       add(reductions[k].issue, waited, reductions[k].bytes);
     }
   }

@@ -117,14 +117,22 @@ struct WrapSearchOptions {
   int64_t worldSize = 1;
   std::vector<int64_t> meshShape; // empty, or {replicas, shard group}
   int64_t memoryBudget = 0;       // bytes per rank; 0: none
-  /// A configuration fits when its modelled peak, plus this fraction of it
-  /// for what the model does not see (the planner's fragmentation, values
-  /// it approximates), is within the budget.
+  /// A configuration fits when its modelled peak plus a reserve for what
+  /// the model does not see (the planner's fragmentation, values it
+  /// approximates, constants and inputs later passes add) is within the
+  /// budget: this fraction of the peak, and at least kMinimumReserve
+  /// (none when the fraction is 0).
   double memoryReserve = 0.1;
+  static constexpr int64_t kMinimumReserve = 16 << 10;
+  int64_t reserved(int64_t peakBytes) const {
+    if (memoryReserve <= 0)
+      return peakBytes;
+    return peakBytes +
+           std::max(kMinimumReserve, static_cast<int64_t>(
+                                         peakBytes * memoryReserve));
+  }
   bool fits(int64_t peakBytes) const {
-    return memoryBudget <= 0 ||
-           static_cast<double>(peakBytes) * (1 + memoryReserve) <=
-               static_cast<double>(memoryBudget);
+    return memoryBudget <= 0 || reserved(peakBytes) <= memoryBudget;
   }
   bool training = true;
   int64_t optimizerStates = 2; // per parameter element (AdamW: 2)

@@ -163,7 +163,7 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     last k), and fsdp-schedule's prefetch, in-flight limit and bucket size.
     It keeps the configuration with the lowest modelled step time whose
     modelled peak memory per rank fits the budget (with `memory-reserve`,
-    10% by default, on top: the model approximates what fsdp-plan-memory
+    10% by default and at least 16 KiB, on top: the model approximates what fsdp-plan-memory
     later plans exactly, within about 10% on the test corpus, and
     fsdp-plan-memory refuses a plan over the budget), and records it: the
     units with their strategies in `fsdp.units`, the schedule and the
@@ -234,7 +234,7 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
            "auto: bytes per rank the step may use (K, M, G, T suffixes)">,
     Option<"memoryReserve", "memory-reserve", "double", /*default=*/"0.1",
            "auto: a configuration fits when its modelled peak plus this "
-           "fraction of it is within the budget">,
+           "fraction of it (at least 16 KiB; 0: none) is within the budget">,
     Option<"training", "training", "bool", /*default=*/"true",
            "auto: model a training step (else a forward)">,
     Option<"optimizerStates", "optimizer-states", "int64_t", /*default=*/"2",
