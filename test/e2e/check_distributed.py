@@ -21,13 +21,15 @@ ResNet-18, whose BatchNorm statistics are per rank, PyTorch FSDP itself
 them at the same world size with FULL_SHARD, SHARD_GRAD_OP and NO_SHARD,
 and every rank's statistics are compared too. Per-step
 losses and final parameters must agree within |ours - torch| <= 1e-5 +
-1e-4 |torch|, except elements whose first-step gradient is at fp32's
-noise floor (|g| <= 1e-6 max |g| of the parameter: GPT-2's attention key
-bias, whose gradient is zero in exact arithmetic since softmax ignores
-it, or an isolated LLaMA weight with |g| = 3e-9 against 8e-3): AdamW
-divides by sqrt(v), so rounding noise becomes steps of up to lr there;
-those are reported and must stay within steps x lr of torch. Exit 1 on
-any mismatch.
+1e-4 |torch| + steps x lr x min(1, 1e-5 max|g| / |g|), g an element's
+first-step gradient and max|g| its parameter's largest: AdamW divides by
+sqrt(v), so a gradient's float32 rounding (a sum over the batch, in
+another order on every world size and BLAS; about 1e-5 of the largest
+gradient) becomes an update error of lr times its relative size. Elements
+whose gradient is at that noise floor (GPT-2's attention key bias, zero in
+exact arithmetic since softmax ignores it; an isolated LLaMA weight with
+|g| = 3e-9 against 8e-3) may differ by up to steps x lr and are reported.
+Exit 1 on any mismatch.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ REFERENCE_FSDP = {"resnet18-vs-fsdp": (3, "FULL_SHARD"),
                   "resnet18-shard-grad-op-vs-fsdp": (3, "SHARD_GRAD_OP"),
                   "resnet18-no-shard-vs-fsdp": (3, "NO_SHARD")}
 FSDP_ATOL, FSDP_RTOL = 1e-4, 1e-3
-NOISE_FLOOR = 1e-6  # relative to a parameter's largest gradient
+GRAD_NOISE = 1e-5  # float32 rounding of a gradient, relative to its parameter's largest
 
 
 def first_gradients(model, inputs, labels, loss_fn) -> dict:
@@ -166,13 +168,15 @@ def check(case: str, world: int, steps: int, bindir: Path, work: Path) -> bool:
             continue
         err = np.abs(ours[key].astype(np.float64) - want[key].astype(np.float64))
         g = np.abs(grads.get(key, np.zeros_like(err)))
-        floor = g <= NOISE_FLOOR * max(float(g.max()), 1e-30)
+        relative_noise = GRAD_NOISE * max(float(g.max()), 1e-30) / np.maximum(g, 1e-30)
+        floor = relative_noise >= 1
         if floor.any():
             noisy = max(noisy, (key, float(err[floor].max())), key=lambda t: t[1])
         if (~floor).any():
             worst = max(worst, (key, float(err[~floor].max())), key=lambda t: t[1])
-        good = bool(np.all(np.where(floor, err <= steps * lr,
-                                    err <= ATOL + RTOL * np.abs(want[key]))))
+        allowed = (ATOL + RTOL * np.abs(want[key])
+                   + steps * lr * np.minimum(1.0, relative_noise))
+        good = bool(np.all(err <= allowed))
         if not good:
             print(f"  {key:32s} max |diff| {float(err.max()):.2e} MISMATCH")
         ok &= good
