@@ -495,10 +495,14 @@ LogicalResult AutoWrapPass::chooseAuto() {
 
   // The hand policies, as a PyTorch user would write them.
   std::vector<WrapConfig> hand;
+  // Policies giving the units of one listed before: (policy, that one).
+  SmallVector<std::pair<std::string, std::string>> sameUnits;
   auto handConfig = [&](std::string name, std::vector<char> units) {
     for (const WrapConfig &known : hand)
-      if (known.wrapped == units)
+      if (known.wrapped == units) {
+        sameUnits.push_back({std::move(name), known.name});
         return;
+      }
     WrapConfig config;
     config.name = std::move(name);
     config.wrapped = std::move(units);
@@ -597,7 +601,11 @@ LogicalResult AutoWrapPass::chooseAuto() {
       fields.push_back(b.getNamedAttr("invalid", b.getStringAttr(e.invalid)));
     return b.getDictionaryAttr(fields);
   };
-  SmallVector<Attribute> handAttrs, parts;
+  SmallVector<Attribute> handAttrs, parts, same;
+  for (auto &[name, as] : sameUnits)
+    same.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("policy", b.getStringAttr(name)),
+         b.getNamedAttr("same_units_as", b.getStringAttr(as))}));
   for (auto &[config, e] : result.hand)
     handAttrs.push_back(evaluation(e, config.name));
   for (auto &[name, bytes] : chosen.peakParts)
@@ -625,7 +633,8 @@ LogicalResult AutoWrapPass::chooseAuto() {
       b.getNamedAttr("bucket_bytes", b.getI64IntegerAttr(knobs.bucketBytes)),
       b.getNamedAttr("evaluated", b.getI64IntegerAttr(result.evaluated)),
       b.getNamedAttr("boundaries", b.getI64IntegerAttr(result.boundaries)),
-      b.getNamedAttr("hand_policies", b.getArrayAttr(handAttrs))};
+      b.getNamedAttr("hand_policies", b.getArrayAttr(handAttrs)),
+      b.getNamedAttr("same_units", b.getArrayAttr(same))};
   if (!options.meshShape.empty())
     fields.push_back(b.getNamedAttr(
         "mesh_shape", b.getDenseI64ArrayAttr(options.meshShape)));

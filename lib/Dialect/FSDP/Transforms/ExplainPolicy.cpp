@@ -114,6 +114,15 @@ struct ExplainPolicyPass
                             {"evaluated", integer(record, "evaluated")},
                             {"boundaries", integer(record, "boundaries")},
                             {"hand_policies", std::move(hand)}};
+    if (auto same = record.getAs<ArrayAttr>("same_units")) {
+      llvm::json::Array entries;
+      for (auto entry : same.getAsRange<DictionaryAttr>())
+        entries.push_back(llvm::json::Object{
+            {"policy", entry.getAs<StringAttr>("policy").getValue()},
+            {"same_units_as",
+             entry.getAs<StringAttr>("same_units_as").getValue()}});
+      root["same_units"] = std::move(entries);
+    }
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                  << "\n";
   }
@@ -273,6 +282,28 @@ struct ExplainPolicyPass
                           ms(stepOf(hand)), mib(peakOf(hand)),
                           fitsOf(hand) ? "yes" : "no",
                           stepOf(hand) / stepOf(chosen));
+    }
+    // Policies with the units of one above, runs of size thresholds folded
+    // ("size min-num-params=1e4 .. 1e10: the units of no wrapping").
+    if (auto same = record.getAs<ArrayAttr>("same_units")) {
+      SmallVector<std::pair<std::string, std::string>> lines;
+      StringRef prefix = "size min-num-params=";
+      for (auto entry : same.getAsRange<DictionaryAttr>()) {
+        std::string name = entry.getAs<StringAttr>("policy").getValue().str();
+        std::string as =
+            entry.getAs<StringAttr>("same_units_as").getValue().str();
+        if (!lines.empty() && lines.back().second == as &&
+            StringRef(lines.back().first).starts_with(prefix) &&
+            StringRef(name).starts_with(prefix)) {
+          std::string &first = lines.back().first;
+          first = first.substr(0, first.find(" .. ")) + " .. " +
+                  name.substr(prefix.size());
+          continue;
+        }
+        lines.push_back({name, as});
+      }
+      for (auto &[name, as] : lines)
+        os << "  " << name << ": the units of " << as << "\n";
     }
   }
 };

@@ -274,13 +274,18 @@ def ExplainPolicy : Pass<"fsdp-explain-policy", "ModuleOp"> {
     configurations were searched, and the same figures for the standard
     hand policies with FULL_SHARD and fsdp-schedule's defaults (no
     wrapping, transformer layers, size-based at powers of ten), each
-    marked whether it fits the budget. `format=json` prints the same as
+    marked whether it fits the budget; a policy giving the units of one
+    listed before is named once below them (size thresholds folded:
+    `size min-num-params=1e4 .. 1e10: the units of no wrapping`).
+    `format=json` prints the same as
     one JSON object: `world_size`, `memory_budget`, `chosen` (its
     `units`, each with `module`, `class`, `numel` and `strategy`, and
     `step_seconds`, `peak_bytes`, `fits`, `schedule`, `peak_at`,
     `peak_parts`), `evaluated`, `boundaries` and `hand_policies` (each
     with `policy` and `units`, `step_seconds`, `peak_bytes`, `fits`, or
-    `invalid` saying why the policy is not possible here).
+    `invalid` saying why the policy is not possible here) and
+    `same_units` (hand policies that give the units of one listed before:
+    `policy`, `same_units_as`).
 
     ```
     $ fsdp-opt gpt2.onnx --batch-size=2 \
