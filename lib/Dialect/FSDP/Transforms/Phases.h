@@ -5,7 +5,8 @@
 /// of parameters and optimizer state, are the backward's (and the
 /// optimizer's); every other result (the loss, model outputs, BatchNorm's
 /// running statistics) is the forward's. Shared by fsdp-shard and
-/// fsdp-schedule.
+/// fsdp-schedule; with which ops only re-view a value, by fsdp-shard and
+/// fsdp-auto-wrap policy=auto's profile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,12 +14,20 @@
 #define FSDP_TRANSFORMS_PHASES_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::fsdp {
+
+/// Whether `op`'s result is its first operand re-viewed (a reshape, an
+/// identity, a view): no new bytes, and a use of it is a use of the operand.
+inline bool isAlias(Operation *op) {
+  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
+             onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
+}
 
 /// The forward ops of `func`; `training` says whether it has a backward.
 inline llvm::DenseSet<Operation *>

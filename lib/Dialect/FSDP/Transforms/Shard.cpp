@@ -50,11 +50,6 @@ struct UnitInfo {
   bool sharded() const { return shardRanks > 1; }
 };
 
-bool isAlias(Operation *op) {
-  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
-             onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
-}
-
 class Sharder {
 public:
   Sharder(ModuleOp module, func::FuncOp func) : module(module), func(func) {}

@@ -26,6 +26,7 @@
 
 #include "WrapSearch.h"
 
+#include "Phases.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
@@ -95,11 +96,6 @@ int64_t tensorBytes(Type type) {
   return aligned(tensor.getNumElements() *
                  std::max<int64_t>(
                      1, tensor.getElementType().getIntOrFloatBitWidth() / 8));
-}
-
-bool isAliasOp(Operation *op) {
-  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
-             onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
 }
 
 /// Ops whose derivative needs none of their inputs.
@@ -249,7 +245,7 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
       }
       continue;
     }
-    if (isAliasOp(&op) && op.getNumOperands() > 0) {
+    if (isAlias(&op) && op.getNumOperands() > 0) {
       Value source = op.getOperand(0);
       if (withGradient.contains(source))
         withGradient.insert(op.getResult(0));
