@@ -64,6 +64,9 @@ private:
   LogicalResult loadModel();
   LogicalResult loadPolicy();
   bool policy(StringRef fqn, bool recurse, int64_t unwrapped);
+  /// size_based_auto_wrap_policy's answer for a module of `className`.
+  bool sizeBased(StringRef className, bool recurse, int64_t unwrapped,
+                 int64_t minimum) const;
   /// The subtree's parameters, as PyTorch's `module.parameters()` minus
   /// ignored ones: pre-order, each tensor once.
   llvm::SetVector<Operation *> subtreeParams(StringRef fqn);
@@ -186,14 +189,18 @@ bool AutoWrapPass::isIgnoredModule(StringRef fqn) const {
   return false;
 }
 
+bool AutoWrapPass::sizeBased(StringRef className, bool recurse,
+                             int64_t unwrapped, int64_t minimum) const {
+  bool large = unwrapped >= minimum;
+  return recurse ? large && !forceLeaf.contains(className)
+                 : large && !excludeWrap.contains(className);
+}
+
 bool AutoWrapPass::policy(StringRef fqn, bool recurse, int64_t unwrapped) {
   StringRef className = model.get(fqn).getClassName();
   bool result = false;
-  if (policySet.contains("size")) {
-    bool large = unwrapped >= minNumParams;
-    result |= recurse ? large && !forceLeaf.contains(className)
-                      : large && !excludeWrap.contains(className);
-  }
+  if (policySet.contains("size"))
+    result |= sizeBased(className, recurse, unwrapped, minNumParams);
   if (policySet.contains("transformer"))
     result |= recurse || layers.contains(className);
   if (policySet.contains("regex"))
@@ -377,23 +384,12 @@ DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
 static std::optional<int64_t> parseBytes(StringRef text) {
   text = text.trim();
   int64_t scale = 1;
-  if (!text.empty()) {
-    switch (llvm::toUpper(text.back())) {
-    case 'K':
-      scale = int64_t(1) << 10;
-      break;
-    case 'M':
-      scale = int64_t(1) << 20;
-      break;
-    case 'G':
-      scale = int64_t(1) << 30;
-      break;
-    case 'T':
-      scale = int64_t(1) << 40;
-      break;
-    }
-    if (scale != 1)
-      text = text.drop_back();
+  size_t unit = text.empty()
+                    ? StringRef::npos
+                    : StringRef("KMGT").find(llvm::toUpper(text.back()));
+  if (unit != StringRef::npos) {
+    scale = int64_t(1) << (10 * (unit + 1));
+    text = text.drop_back();
   }
   double value;
   if (text.empty() || text.getAsDouble(value) || value < 0 ||
@@ -547,10 +543,8 @@ LogicalResult AutoWrapPass::chooseAuto() {
     handConfig("size min-num-params=1e" + std::to_string(exponent),
                mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse,
                                                 int64_t unwrapped) {
-                 StringRef className = profile->modules[m].className;
-                 bool large = unwrapped >= threshold;
-                 return recurse ? large && !forceLeaf.contains(className)
-                                : large && !excludeWrap.contains(className);
+                 return sizeBased(profile->modules[m].className, recurse,
+                                  unwrapped, threshold);
                }));
   }
 
