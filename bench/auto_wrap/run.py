@@ -203,18 +203,23 @@ class Bench:
         run([self.bin / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
         return plan
 
-    def measure_one(self, plan: Path, name: str) -> dict:
+    def global_batch(self, name: str, world: int) -> list:
+        """fsdp-run's --input flags for the global batch of `world` ranks."""
         import numpy as np
         flags = []
         for what in ("input_ids", "labels"):
-            path = self.work / f"{name}.w1.{what}.npy"
+            path = self.work / f"{name}.w{world}.{what}.npy"
             if not path.exists():
-                np.save(path, np.load(self.work / f"{name}.{what}.npy")[:BATCH])
+                np.save(path, np.load(self.work / f"{name}.{what}.npy")[:world * BATCH])
             flags += ["--input", f"{what}={path}"]
-        report = json.loads(run([self.bin / "fsdp-run", plan, "--threads", 1, "--steps",
-                                 self.steps, "--lr", LR, "--json", *flags]))
-        times = report["run_seconds"]
-        return {"step": statistics.median(times[len(times) // 3:])}
+        return flags
+
+    def train(self, plan: Path, world: int, steps: int, flags: list) -> dict:
+        """fsdp-run's JSON report of `steps` steps on one rank thread each
+        (under mpirun for several ranks)."""
+        cmd = [self.bin / "fsdp-run", plan, "--threads", 1, "--steps", steps,
+               "--lr", LR, "--json", *flags]
+        return json.loads(mpirun(world, cmd) if world > 1 else run(cmd))
 
     def runtime_latency(self, world: int) -> float:
         """Seconds per ring step of a small collective as the runtime sees
@@ -229,32 +234,20 @@ class Bench:
                             f"calibration-w{world}", batch=2)
         count = json.loads(run([self.bin / "fsdp-run", plan, "--describe", "--json"]))
         collectives = sum(count["collectives"].values())
-        report = json.loads(mpirun(world, [
-            self.bin / "fsdp-run", plan, "--threads", 1, "--steps", 20, "--lr", LR,
-            "--json", "--input", f"input_ids={ids}", "--input", f"labels={ids}"]))
+        report = self.train(plan, world, 20, ["--input", f"input_ids={ids}",
+                                              "--input", f"labels={ids}"])
         per_step = report["communication_seconds"] / 20
         return per_step / collectives / (world - 1)
 
     def measure(self, plan: Path, world: int, name: str) -> dict:
-        if world == 1:
-            return self.measure_one(plan, name)
         described = json.loads(run([self.bin / "fsdp-run", plan, "--describe", "--json"]))
-        import numpy as np
-        inputs = []
-        for what in ("input_ids", "labels"):  # the global batch of `world` ranks
-            path = self.work / f"{name}.w{world}.{what}.npy"
-            if not path.exists():
-                np.save(path, np.load(self.work / f"{name}.{what}.npy")[:world * BATCH])
-            inputs += ["--input", f"{what}={path}"]
-        report = json.loads(mpirun(world, [
-            self.bin / "fsdp-run", plan, "--threads", 1, "--steps", self.steps,
-            "--lr", LR, "--json", *inputs]))
+        report = self.train(plan, world, self.steps, self.global_batch(name, world))
         mem = report["memory"]
         arenas = mem["activation_bytes"] + mem["weight_bytes"] + mem["constant_bytes"]
         return {"planned": described["peak_bytes"], "arenas": arenas,
                 "workspace": mem["workspace_bytes"],
                 "rss_growth": mem["peak_rss_bytes"] - mem["rss_before_session_bytes"],
-                "step": statistics.median(report["run_seconds"][len(report["run_seconds"]) // 3:]),
+                "step": statistics.median(report["run_seconds"][self.steps // 3:]),
                 "units": len(described["units"])}
 
 
