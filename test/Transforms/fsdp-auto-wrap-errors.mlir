@@ -51,7 +51,7 @@
 // WARN: fsdp.units = [#fsdp.unit<""
 
 // POLICY: error: fsdp-auto-wrap: unknown policy 'sized'; known: none, size, transformer, regex
-// NOPOLICY: error: fsdp-auto-wrap: give a policy (none, size, transformer, regex)
+// NOPOLICY: error: fsdp-auto-wrap: give a policy (none, size, transformer, regex, auto)
 // CLASSES: error: fsdp-auto-wrap: policy 'transformer' needs layer-classes=<module class names>
 // REGEX: error: fsdp-auto-wrap: invalid pattern '(': parentheses not balanced
 // IGNMOD: error: fsdp-auto-wrap: ignored module 'nothing' is not a submodule of the model

@@ -115,7 +115,8 @@ LogicalResult AutoWrapPass::loadPolicy() {
   ModuleOp module = getOperation();
   if (policies.empty())
     return emitError(module.getLoc())
-           << "fsdp-auto-wrap: give a policy (none, size, transformer, regex)";
+           << "fsdp-auto-wrap: give a policy (none, size, transformer, regex, "
+              "auto)";
   for (const std::string &name : policies) {
     if (name != "none" && name != "size" && name != "transformer" &&
         name != "regex" && name != "auto")
@@ -549,23 +550,22 @@ LogicalResult AutoWrapPass::chooseAuto() {
   }
 
   WrapSearchResult result = searchWrap(*profile, options, hand);
-  auto mib = formatBytes;
   if (result.chosen.wrapped.empty())
-    return fail("no unit boundaries are possible: every candidate splits a "
-                "tied parameter or mixes frozen and trainable parameters in a "
-                "unit (" +
-                (hand.empty() ? std::string() : hand.front().name) + ")");
+    return fail("no unit boundaries are possible: without wrapping, " +
+                result.hand.front().second.invalid +
+                ", and so does or splits a tied parameter every set of "
+                "module classes wrapped");
   const WrapEvaluation &chosen = result.chosenEvaluation;
   if (!result.fits) {
     std::string parts;
     for (auto &[name, bytes] : chosen.peakParts)
-      parts += (parts.empty() ? "" : ", ") + name + " " + mib(bytes);
+      parts += (parts.empty() ? "" : ", ") + name + " " + formatBytes(bytes);
     return fail("no configuration fits the memory budget of " +
                 Twine(options.memoryBudget) + " bytes (" +
-                mib(options.memoryBudget) + ") per rank over " +
+                formatBytes(options.memoryBudget) + ") per rank over " +
                 Twine(options.worldSize) + " ranks; the smallest modelled peak "
                 "is " + Twine(chosen.peakBytes) + " bytes (" +
-                mib(chosen.peakBytes) + ", " + Twine(chosen.units) +
+                formatBytes(chosen.peakBytes) + ", " + Twine(chosen.units) +
                 " units; " +
                 Twine(options.reserved(chosen.peakBytes)) +
                 " with the memory-reserve of " +

@@ -28,8 +28,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-std::string mib(int64_t bytes) { return formatBytes(bytes); }
-
 std::string ms(double seconds) {
   return llvm::formatv("{0:F4} ms", seconds * 1e3).str();
 }
@@ -196,7 +194,7 @@ struct ExplainPolicyPass
     if (auto mesh = record.getAs<DenseI64ArrayAttr>("mesh_shape"))
       os << " (mesh " << mesh[0] << " x " << mesh[1] << ")";
     if (budget)
-      os << ", memory budget " << mib(budget) << " (" << budget
+      os << ", memory budget " << formatBytes(budget) << " (" << budget
          << " bytes) per rank\n";
     else
       os << ", no memory budget\n";
@@ -231,7 +229,7 @@ struct ExplainPolicyPass
     };
     os << "chosen: " << chosen.getAs<IntegerAttr>("units").getInt()
        << " units, modelled step " << ms(stepOf(chosen)) << ", peak "
-       << mib(peakOf(chosen)) << " per rank"
+       << formatBytes(peakOf(chosen)) << " per rank"
        << (budget ? (fitsOf(chosen) ? " (fits)" : " (over budget)") : "")
        << "\n";
     os << "  schedule: forward-prefetch="
@@ -246,7 +244,7 @@ struct ExplainPolicyPass
     for (auto part :
          record.getAs<ArrayAttr>("peak_parts").getAsRange<DictionaryAttr>())
       os << "\n    " << part.getAs<StringAttr>("part").getValue() << ": "
-         << mib(part.getAs<IntegerAttr>("bytes").getInt());
+         << formatBytes(part.getAs<IntegerAttr>("bytes").getInt());
     os << "\n";
 
     os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", "unit", "class",
@@ -279,7 +277,7 @@ struct ExplainPolicyPass
       }
       os << llvm::formatv("  {0,-38} {1,6} {2,14} {3,14} {4,5} {5:F2}x\n", name,
                           hand.getAs<IntegerAttr>("units").getInt(),
-                          ms(stepOf(hand)), mib(peakOf(hand)),
+                          ms(stepOf(hand)), formatBytes(peakOf(hand)),
                           fitsOf(hand) ? "yes" : "no",
                           stepOf(hand) / stepOf(chosen));
     }
