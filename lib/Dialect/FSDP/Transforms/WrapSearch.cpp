@@ -700,7 +700,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
   // the compute stream waits for it (or for one issued after it).
   double compute = 0, comm = 0;
   const bool overlap = !options.cost.cpuRuntime;
-  std::vector<Collective *> queued;
+  std::vector<Collective *> queued; // issued in order; [head, end) not run
+  size_t head = 0;
   int lastBucket = -1;
   auto run = [&](Collective &c) {
     bool grouped = c.bucket >= 0 && c.bucket == lastBucket && overlap;
@@ -717,12 +718,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       queued.push_back(&c);
   };
   auto waitFor = [&](Collective &c) {
-    if (c.done < 0) {
-      size_t n = 0;
-      while (n < queued.size() && c.done < 0)
-        run(*queued[n++]);
-      queued.erase(queued.begin(), queued.begin() + n);
-    }
+    while (c.done < 0 && head < queued.size())
+      run(*queued[head++]);
     compute = std::max(compute, c.done);
   };
   size_t nextIssue = 0, nextReduction = 0, nextNeed = 0;
@@ -750,9 +747,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       pendingBucket = bucket;
     }
   }
-  for (Collective *c : queued) // never waited for: after the compute
-    if (c->done < 0)
-      run(*c);
+  while (head < queued.size()) // never waited for: after the compute
+    run(*queued[head++]);
   if (training) {
     // The optimizer: elementwise over each unit's shard (parameter,
     // gradient, states read; parameter and states written).
