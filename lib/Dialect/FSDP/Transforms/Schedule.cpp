@@ -31,6 +31,7 @@
 
 #include "CostModel.h"
 #include "Phases.h"
+#include "WrapSearch.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -112,56 +113,45 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // fsdp-auto-wrap policy=auto's schedule and cost model, unless given here.
+    // The options, or for those not given, the settings and cost model
+    // fsdp-auto-wrap policy=auto recorded (the options stay as given: this
+    // pass may run on several modules).
+    knobs = {forwardPrefetch, backwardPrefetch, limitAllGathers, bucketBytes};
     if (auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap")) {
       if (!forwardPrefetch.hasValue())
         if (auto value = chosen.getAs<BoolAttr>("forward_prefetch"))
-          forwardPrefetch = value.getValue();
+          knobs.forwardPrefetch = value.getValue();
       if (!backwardPrefetch.hasValue())
         if (auto value = chosen.getAs<StringAttr>("backward_prefetch"))
-          backwardPrefetch = value.getValue().str();
+          knobs.backwardPrefetch = value.getValue().str();
       if (!limitAllGathers.hasValue())
         if (auto value = chosen.getAs<IntegerAttr>("limit_all_gathers"))
-          limitAllGathers = value.getInt();
+          knobs.limitAllGathers = value.getInt();
       if (!bucketBytes.hasValue())
         if (auto value = chosen.getAs<IntegerAttr>("bucket_bytes"))
-          bucketBytes = value.getInt();
+          knobs.bucketBytes = value.getInt();
+    }
+    if (knobs.backwardPrefetch != "pre" && knobs.backwardPrefetch != "post" &&
+        knobs.backwardPrefetch != "none") {
+      module.emitError() << "fsdp-schedule: backward-prefetch must be pre, "
+                            "post or none, not '"
+                         << knobs.backwardPrefetch << "'";
+      return signalPassFailure();
+    }
+    if (knobs.limitAllGathers < 0 || knobs.bucketBytes < 0) {
+      module.emitError("fsdp-schedule: limit-all-gathers and bucket-bytes "
+                       "must be >= 0");
+      return signalPassFailure();
     }
     bool costGiven = peakFlops.hasValue() || memoryBandwidth.hasValue() ||
                      intraBandwidth.hasValue() || intraLatency.hasValue() ||
                      interBandwidth.hasValue() || interLatency.hasValue() ||
                      ranksPerNode.hasValue() || cpuRuntime.hasValue();
-    if (!costGiven && module->hasAttr("fsdp.cost_model")) {
-      CostModel recorded = CostModel::of(module);
-      peakFlops = recorded.peakFlops;
-      memoryBandwidth = recorded.memoryBandwidth;
-      intraBandwidth = recorded.intraBandwidth;
-      intraLatency = recorded.intraLatency;
-      interBandwidth = recorded.interBandwidth;
-      interLatency = recorded.interLatency;
-      ranksPerNode = recorded.ranksPerNode;
-      cpuRuntime = recorded.cpuRuntime;
-    }
-    if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
-        backwardPrefetch != "none") {
-      module.emitError() << "fsdp-schedule: backward-prefetch must be pre, "
-                            "post or none, not '"
-                         << backwardPrefetch << "'";
-      return signalPassFailure();
-    }
-    if (limitAllGathers < 0 || bucketBytes < 0) {
-      module.emitError("fsdp-schedule: limit-all-gathers and bucket-bytes "
-                       "must be >= 0");
-      return signalPassFailure();
-    }
-    model.peakFlops = peakFlops;
-    model.memoryBandwidth = memoryBandwidth;
-    model.intraBandwidth = intraBandwidth;
-    model.intraLatency = intraLatency;
-    model.interBandwidth = interBandwidth;
-    model.interLatency = interLatency;
-    model.ranksPerNode = ranksPerNode;
-    model.cpuRuntime = cpuRuntime;
+    if (!costGiven && module->hasAttr("fsdp.cost_model"))
+      model = CostModel::of(module);
+    else
+      model = {peakFlops,      memoryBandwidth, intraBandwidth, intraLatency,
+               interBandwidth, interLatency,    ranksPerNode,   cpuRuntime};
     if (model.peakFlops <= 0 || model.memoryBandwidth <= 0 ||
         model.intraBandwidth <= 0 || model.interBandwidth <= 0 ||
         model.intraLatency < 0 || model.interLatency < 0 ||
@@ -185,6 +175,7 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
   void bucket(ArrayRef<Started> started, bool gathers);
 
   CostModel model;
+  ScheduleKnobs knobs; // the settings in effect for the current module
   SymbolTableCollection *symbolsPtr = nullptr;
   int64_t nextBucket = 0; // bucket ids, unique within a function
 };
@@ -242,7 +233,7 @@ LogicalResult SchedulePass::schedule(func::FuncOp func) {
     return a.wait->isBeforeInBlock(b.wait);
   });
   placeGathers(gathers);
-  if (bucketBytes > 0) {
+  if (knobs.bucketBytes > 0) {
     bucket(gathers, /*gathers=*/true);
     bucket(reductions, /*gathers=*/false);
   }
@@ -276,17 +267,19 @@ void SchedulePass::placeGathers(ArrayRef<Started> gathers) {
     bool isForward = g.forward;
     // The earliest op the start may follow (nullptr: the block's start).
     Operation *after = nullptr;
-    bool prefetch = isForward ? forwardPrefetch : backwardPrefetch != "none";
+    bool prefetch = isForward ? knobs.forwardPrefetch
+                              : knobs.backwardPrefetch != "none";
     if (!prefetch) {
       after = g.wait->getPrevNode();
     } else if (k > 0) {
       const Started &prev = gathers[k - 1];
-      bool post = !isForward && backwardPrefetch == "post";
+      bool post = !isForward && knobs.backwardPrefetch == "post";
       after = post && prev.release ? prev.release
                                    : static_cast<Operation *>(prev.wait);
     }
-    if (limitAllGathers > 0 && k >= static_cast<size_t>(limitAllGathers))
-      if (ReleaseOp limiter = gathers[k - limitAllGathers].release)
+    if (knobs.limitAllGathers > 0 &&
+        k >= static_cast<size_t>(knobs.limitAllGathers))
+      if (ReleaseOp limiter = gathers[k - knobs.limitAllGathers].release)
         after = later(after, limiter);
     // Walk back from the start while the compute passed hides less than
     // the gather takes, never past `after`.
@@ -324,7 +317,7 @@ void SchedulePass::bucket(ArrayRef<Started> started, bool gathers) {
            ordered[j].forward == ordered[i].forward) {
       int64_t size = bytesOf(ordered[j].start->getResult(0));
       size = std::max<int64_t>(size, bytesOf(ordered[j].start->getOperand(0)));
-      if (total + size > bucketBytes)
+      if (total + size > knobs.bucketBytes)
         break;
       // Reductions start with the bucket's last one: a member already
       // waited for before that point (a clipping sum added up before the
