@@ -24,16 +24,22 @@
 // CHECK-NEXT: onnx.MatMul
 // CHECK-NEXT: fsdp.release %[[BF]] : tensor<16xf32>
 // CHECK: %[[RF:.*]] = fsdp.all_gather %{{.*}} on @fsdp_world axes [0] : tensor<1xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[RV:.*]] = fsdp.unflatten %[[RF]] of @"unit:"
 // CHECK: %[[LOSS:.*]] = onnx.ReduceSum
-// The root's backward, then its gradient.
-// CHECK: fsdp.release %[[RF]] : tensor<4xf32>
+// The root's gradient, then its backward: the weight times the (constant)
+// seed is computed from the root's parameters alone, so it is made where
+// the backward reads it, and the root is released after that.
 // CHECK: %[[RG:.*]] = fsdp.pack %{{.*}} into @"unit:"
 // CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[RG]] on @fsdp_world axes [0] {reduction = "avg"} : tensor<4xf32> -> tensor<1xf32>
+// CHECK: %[[SEEDW:.*]] = onnx.Mul %{{.*}}, %[[RV]]
+// CHECK-NEXT: onnx.Mul %[[SEEDW]]
+// CHECK-NEXT: fsdp.release %[[RF]] : tensor<4xf32>
 // b again for its backward.
 // CHECK: %[[BS2:.*]] = fsdp.get_shard @"unit:b"
 // CHECK-NEXT: %[[BF2:.*]] = fsdp.all_gather %[[BS2]]
 // CHECK-NEXT: %[[BV2:.*]] = fsdp.unflatten %[[BF2]] of @"unit:b"
 // CHECK-NEXT: onnx.Transpose %[[BV2]]
+// CHECK-NEXT: onnx.MatMul
 // CHECK-NEXT: fsdp.release %[[BF2]]
 // CHECK: %[[BG:.*]] = fsdp.pack %{{.*}} into @"unit:b"
 // CHECK-NEXT: %[[BR:.*]] = fsdp.reduce_scatter %[[BG]]

@@ -368,6 +368,44 @@ class Mixed(nn.Module):
         return self.head(self.norm(h))
 
 
+class DerivedBlock(nn.Module):
+    """A feed-forward block whose parameters reach the compute through new
+    tensors made from them alone: nn.Linear on 3-D inputs (exported as
+    Transpose then MatMul), a slice of a weight, two weights concatenated
+    and a weight-only product. FULL_SHARD must make each again from the
+    backward's gather rather than keep it from the forward."""
+
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.up = nn.Linear(d, hidden)
+        self.down = nn.Linear(hidden, d)
+        self.mix = nn.Parameter(torch.randn(2 * d, d) * d ** -0.5)
+        self.left = nn.Parameter(torch.randn(d // 2, d) * d ** -0.5)
+        self.right = nn.Parameter(torch.randn(d - d // 2, d) * d ** -0.5)
+        self.gain = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        d = x.shape[-1]
+        h = self.down(torch.relu(self.up(x)))
+        h = h + x @ self.mix[:d].t()
+        h = h + torch.tanh(x @ torch.cat([self.left, self.right], 0))
+        return h * (self.gain * 0.5)
+
+
+class Derived(nn.Module):
+    """Six DerivedBlocks and a classifier over the mean of the sequence."""
+
+    def __init__(self, d=16, hidden=32, n_layer=6, classes=5):
+        super().__init__()
+        self.blocks = nn.ModuleList(DerivedBlock(d, hidden) for _ in range(n_layer))
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x.mean(dim=1))
+
+
 # --------------------------------------------------------------------------
 # The corpus
 # --------------------------------------------------------------------------
@@ -459,6 +497,14 @@ def build_frozen_tied():
     return model, (torch.randn(4, 8, generator=g),)
 
 
+def build_derived():
+    torch.manual_seed(0)
+    model = Derived()
+    g = torch.Generator().manual_seed(1)
+    return model, (torch.randn(2, 6, 16, generator=g),
+                   torch.randint(0, 5, (2,), generator=g))
+
+
 def build_mixed():
     torch.manual_seed(0)
     model = Mixed()
@@ -486,6 +532,9 @@ CASES = {
              description="torchvision vit_b_16 at full size (86M parameters, 330 MiB external data)"),
         Case("mixed", build_mixed,
              description="frozen backbone, MultiheadAttention, tied Linears, BatchNorm1d"),
+        Case("derived", build_derived, loss_fn=cls_loss, input_names=["x", "labels"],
+             description="feed-forward blocks reading transposes, slices, "
+                         "concatenations and products of their weights"),
         Case("frozen_tied", build_frozen_tied,
              description="frozen submodule, weight tied across two Linears, BatchNorm1d"),
     ]

@@ -69,6 +69,12 @@ CASES = {
     "gpt2-no-shard": ("gpt2", "GPT2Block", 1e-3, " strategy=NO_SHARD", None, [4]),
     "gpt2-hybrid-shard": ("gpt2", "GPT2Block", 1e-3, " strategy=HYBRID_SHARD",
                           "mesh-shape=2,2", [4]),
+    # Weights read through transposes, slices, concatenations and products
+    # made again from each phase's gather (FULL_SHARD's backward gathers
+    # again; SHARD_GRAD_OP keeps only the gather).
+    "derived": ("derived", "DerivedBlock", 1e-3, "", None, [2]),
+    "derived-shard-grad-op": ("derived", "DerivedBlock", 1e-3, " strategy=SHARD_GRAD_OP",
+                              None, [2]),
     "resnet18-vs-fsdp": ("resnet18", "BasicBlock", 0.001, "", None, [2]),
     "resnet18-shard-grad-op-vs-fsdp": ("resnet18", "BasicBlock", 0.001,
                                        " strategy=SHARD_GRAD_OP", None, [2]),

@@ -165,7 +165,7 @@ CASES = {
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
-          "vit": 3, "vit_b16": 1, "mixed": 4, "frozen_tied": 4}
+          "vit": 3, "vit_b16": 1, "mixed": 4, "frozen_tied": 4, "derived": 3}
 # Activation checkpointing: a corpus model wrapped by layer classes, the
 # chosen units' forward recomputed inside their backward (GPT-2: every
 # block; LLaMA: attention and MLP units, only the MLPs checkpointed;

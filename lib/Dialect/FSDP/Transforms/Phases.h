@@ -6,7 +6,8 @@
 /// optimizer's); every other result (the loss, model outputs, BatchNorm's
 /// running statistics) is the forward's. Shared by fsdp-shard and
 /// fsdp-schedule; with which ops only re-view a value, by fsdp-shard and
-/// fsdp-auto-wrap policy=auto's profile.
+/// fsdp-auto-wrap policy=auto's profile; with what is made from a unit's
+/// parameters alone, by fsdp-shard and fsdp-check-reshard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::fsdp {
@@ -28,6 +30,30 @@ inline bool isAlias(Operation *op) {
   return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
              onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
 }
+
+/// The values computed only from some source values (one unit's gathered
+/// buffer, its views) and constants: aliases of them, and ops without memory
+/// effects whose every operand is one of them or a constant (a transpose,
+/// a cast, a slice, a concatenation, a weight-only product of a unit's
+/// parameters). Everything else that reads them is a use.
+class DerivedValues {
+public:
+  /// Finds what `sources` derive, replacing what an earlier call found (the
+  /// constants it learnt are kept).
+  void collect(ValueRange sources);
+  /// The ops that compute only from the sources, in block order.
+  SmallVector<Operation *> ops;
+  /// Every other op's reads of a source or of such an op's result.
+  SmallVector<OpOperand *> uses;
+  /// The sources and the results of `ops`.
+  llvm::DenseSet<Value> values;
+
+private:
+  /// Whether `value` is computed from no block argument and no op with
+  /// memory effects.
+  bool isConstant(Value value);
+  llvm::DenseMap<Value, bool> constant;
+};
 
 /// The forward ops of `func`; `training` says whether it has a backward.
 inline llvm::DenseSet<Operation *>

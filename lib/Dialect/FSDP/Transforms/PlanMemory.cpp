@@ -3,9 +3,10 @@
 /// Each activation (function argument or kernel result) lives from the step
 /// that defines it to the last step that reads it or a view of it; the
 /// function's arguments and results live for the whole run. Activations are
-/// then placed greedily by size, largest first, each at the lowest aligned
-/// offset that no activation with an overlapping lifetime occupies. This is
-/// the greedy-by-size strategy of TFLite's arena planner; it needs no
+/// then placed greedily, largest first (by size, and by size times
+/// lifetime), each in the first or the tightest aligned gap that no
+/// activation with an overlapping lifetime occupies; the smallest of the
+/// four arenas wins. Greedy by size is TFLite's arena planner; it needs no
 /// knowledge of the kernels beyond which values they read and write.
 //
 //===----------------------------------------------------------------------===//
@@ -76,14 +77,11 @@ int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-/// Greedy by size: returns the arena size.
-int64_t place(MutableArrayRef<Interval> intervals, int64_t alignment) {
-  SmallVector<Interval *> order;
-  for (Interval &interval : intervals)
-    order.push_back(&interval);
-  llvm::stable_sort(order, [](const Interval *a, const Interval *b) {
-    return a->bytes > b->bytes;
-  });
+/// One greedy placement: `intervals` in `order`, each in the gap between
+/// the live activations already placed that fits it best (the smallest;
+/// the lowest with `firstFit`), or above them all. Returns the arena size.
+int64_t placeInOrder(ArrayRef<Interval *> order, int64_t alignment,
+                     bool firstFit) {
   SmallVector<Interval *> placed;
   int64_t arena = 0;
   for (Interval *interval : order) {
@@ -94,18 +92,60 @@ int64_t place(MutableArrayRef<Interval> intervals, int64_t alignment) {
     llvm::sort(live, [](const Interval *a, const Interval *b) {
       return a->offset < b->offset;
     });
-    int64_t offset = 0;
+    int64_t offset = 0, best = -1;
+    int64_t bestGap = std::numeric_limits<int64_t>::max();
     for (Interval *other : live) {
-      if (offset + interval->bytes <= other->offset)
-        break;
+      int64_t gap = other->offset - offset;
+      if (gap >= interval->bytes && gap < bestGap) {
+        best = offset;
+        bestGap = gap;
+        if (firstFit)
+          break;
+      }
       offset =
           std::max(offset, alignTo(other->offset + other->bytes, alignment));
     }
-    interval->offset = offset;
-    arena = std::max(arena, offset + interval->bytes);
+    interval->offset = best >= 0 ? best : offset;
+    arena = std::max(arena, interval->offset + interval->bytes);
     placed.push_back(interval);
   }
   return alignTo(arena, alignment);
+}
+
+/// Greedy by size (TFLite's arena planner), and by size x lifetime, each
+/// first- and best-fit: the smallest arena of the four. Each is a
+/// heuristic; none is best on every step (FULL_SHARD's re-gathers make
+/// more, shorter lifetimes than SHARD_GRAD_OP's). Returns the arena size.
+int64_t place(MutableArrayRef<Interval> intervals, int64_t alignment) {
+  SmallVector<Interval *> bySize, byArea;
+  for (Interval &interval : intervals)
+    bySize.push_back(&interval);
+  byArea = bySize;
+  llvm::stable_sort(bySize, [](const Interval *a, const Interval *b) {
+    return a->bytes > b->bytes;
+  });
+  auto area = [](const Interval *i) {
+    // Saturating: arguments and results live "forever".
+    int64_t steps = i->last == kForever ? kForever / 2 : i->last - i->first + 1;
+    return steps > kForever / std::max<int64_t>(i->bytes, 1)
+               ? kForever
+               : steps * i->bytes;
+  };
+  llvm::stable_sort(byArea, [&](const Interval *a, const Interval *b) {
+    return area(a) > area(b);
+  });
+  int64_t best = std::numeric_limits<int64_t>::max();
+  int bestChoice = 0;
+  for (int choice = 0; choice < 4; ++choice) {
+    int64_t arena = placeInOrder(choice < 2 ? bySize : byArea, alignment,
+                                 choice % 2 == 0);
+    if (arena < best) {
+      best = arena;
+      bestChoice = choice;
+    }
+  }
+  return placeInOrder(bestChoice < 2 ? bySize : byArea, alignment,
+                      bestChoice % 2 == 0);
 }
 
 /// What an activation holds, for the memory timeline.

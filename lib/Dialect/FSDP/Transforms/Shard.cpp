@@ -123,20 +123,12 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
     return views.emitOpError("fsdp-shard: expected the unit's buffer read "
                              "once, by fsdp.get_flat_param");
 
-  // The ops that use the parameters, through aliases (reshapes), in order.
-  SmallVector<OpOperand *> uses;
-  SmallVector<Operation *> aliases; // in def-before-use order
-  SmallVector<Value> work(views.getResults().begin(), views.getResults().end());
-  while (!work.empty()) {
-    Value value = work.pop_back_val();
-    for (OpOperand &use : value.getUses()) {
-      if (isAlias(use.getOwner()) && use.getOperandNumber() == 0) {
-        aliases.push_back(use.getOwner());
-        work.push_back(use.getOwner()->getResult(0));
-      } else
-        uses.push_back(&use);
-    }
-  }
+  // The ops that use the parameters, in order. What is computed from the
+  // parameters alone (reshapes, transposes, casts, slices) is no use of its
+  // own: it is made again, from the gather, for each phase that needs it.
+  DerivedValues derived;
+  derived.collect(views.getResults());
+  SmallVector<OpOperand *> uses = derived.uses;
   llvm::sort(uses, [](OpOperand *a, OpOperand *b) {
     return a->getOwner() != b->getOwner() &&
            a->getOwner()->isBeforeInBlock(b->getOwner());
@@ -177,8 +169,11 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
         b.getDenseI16ArrayAttr(unit.op.getMeshAxes()));
   };
 
-  // Each run gets its own gather, views and alias clones, placed right
-  // before the run's first use; the original read, views and aliases go.
+  // Each run gets its own gather and views, placed right before the run's
+  // first use. Each phase of a run (SHARD_GRAD_OP's forward and backward
+  // share one gather) makes the derived values it reads again, right
+  // before their first user there: a transpose of a weight never lives
+  // from the forward to the backward beside the buffer it came from.
   SmallVector<Value> gathered;
   for (auto &run : runs) {
     b.setInsertionPoint(run.front()->getOwner());
@@ -186,26 +181,31 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
     auto copy = b.create<UnflattenOp>(loc, views.getResultTypes(), full,
                                       views.getUnitAttr());
     IRMapping map;
-    map.map(views.getResults(), copy.getResults());
     std::function<Value(Value)> remat = [&](Value value) -> Value {
       if (Value mapped = map.lookupOrNull(value))
         return mapped;
-      Operation *alias = value.getDefiningOp();
-      remat(alias->getOperand(0));
-      Operation *clone = b.clone(*alias, map);
-      map.map(value, clone->getResult(0));
-      return clone->getResult(0);
+      Operation *def = value.getDefiningOp();
+      for (Value operand : def->getOperands())
+        if (derived.values.contains(operand))
+          remat(operand);
+      b.clone(*def, map);
+      return map.lookup(value);
     };
-    // An alias is re-made before its first user in the run, where its
-    // other operands (a Reshape's shape) are defined.
+    std::optional<bool> phase;
     for (OpOperand *use : run) {
+      bool isForward = !training || forward.contains(use->getOwner());
+      if (phase != isForward) {
+        map.clear();
+        map.map(views.getResults(), copy.getResults());
+        phase = isForward;
+      }
       b.setInsertionPoint(use->getOwner());
       use->set(remat(use->get()));
     }
     gathered.push_back(full);
   }
-  for (Operation *alias : llvm::reverse(aliases))
-    alias->erase();
+  for (Operation *op : llvm::reverse(derived.ops))
+    op->erase();
   views.erase();
   read.erase();
 

@@ -362,11 +362,16 @@ def Shard : Pass<"fsdp-shard", "ModuleOp"> {
     - **Parameters.** A unit's full flat buffer (`fsdp.get_flat_param`,
       unflattened) becomes this rank's shard (`fsdp.get_shard`)
       all-gathered (`fsdp.all_gather`) where the read was, and released
-      (`fsdp.release`) after its last use, reshapes of the parameters
-      included. FULL_SHARD and HYBRID_SHARD gather again before the first
-      use in the backward (the forward's gather is released after the
-      forward: reshard after forward); SHARD_GRAD_OP keeps the forward's
-      gather through the backward; NO_SHARD units are not gathered. A new
+      (`fsdp.release`) after its last use. FULL_SHARD and HYBRID_SHARD
+      gather again before the first use in the backward (the forward's
+      gather is released after the forward: reshard after forward);
+      SHARD_GRAD_OP keeps the forward's gather through the backward;
+      NO_SHARD units are not gathered. What is computed from a unit's
+      parameters alone (views, transposes, casts, slices, concatenations,
+      weight-only products) is made again by each phase that reads it,
+      from that phase's gather, so nothing but the gather itself is ever
+      kept from the forward to the backward (`--fsdp-check-reshard`
+      checks it). A new
       forward after a backward (the next micro-batch under gradient
       accumulation) gathers again. The backward is every op that computes
       only gradients, optimizer state or parameter updates; checkpointed
@@ -397,6 +402,35 @@ def Shard : Pass<"fsdp-shard", "ModuleOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::mesh::MeshDialect"];
+}
+
+def CheckReshard : Pass<"fsdp-check-reshard", "ModuleOp"> {
+  let summary = "Checks the reshard promise: nothing made from a unit's gathered parameters lives from the forward to the backward";
+  let description = [{
+    An analysis of a sharded training step (after `fsdp-shard`, and after
+    `fsdp-mixed-precision` or `fsdp-schedule` as well). For every gathered
+    buffer of a unit (an `fsdp.all_gather`, its `fsdp.wait`, or the
+    `fsdp.get_shard` of an unsharded unit) it finds the values computed
+    from that buffer alone and constants (views, transposes, casts, slices,
+    concatenations, weight-only products) and the ops that finally read
+    them. The pass fails, naming the op and the unit, where
+
+    - such a value is read both by the forward and by the backward: it
+      would be kept from one to the other beside (or instead of) the
+      buffer, for any strategy;
+    - a FULL_SHARD or HYBRID_SHARD unit other than the root has a gather
+      read by both the forward and the backward: the unit is not gathered
+      again for the backward (it silently behaves as SHARD_GRAD_OP).
+
+    It changes nothing. The e2e tests run it on every corpus model.
+
+    ```
+    $ fsdp-opt step.mlir --fsdp-check-reshard
+    error: 'onnx.Transpose' op fsdp-check-reshard: computes a value from
+      unit 'unit:blocks.0''s gathered parameters alone that is read by the
+      forward and by the backward; it would live from one to the other
+    ```
+  }];
 }
 
 def Schedule : Pass<"fsdp-schedule", "ModuleOp"> {
@@ -842,8 +876,9 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
     not overlap. Lifetimes are intervals over the kernel order; a
     `fsdp.view` extends the lifetime of what it views; inputs and results
     live for the whole run (so a plan can run again on the same inputs).
-    Placement is greedy by size (largest first, lowest offset that fits),
-    each tensor aligned to `alignment` bytes.
+    Placement is greedy: largest first, by size and by size times lifetime,
+    each in the lowest or in the tightest gap that fits; the smallest of
+    these four arenas is kept. Each tensor is aligned to `alignment` bytes.
 
     Writes `fsdp.offsets` on each kernel, `fsdp.offset` on each argument and
     `fsdp.activation_bytes` (the arena size: the plan's peak activation
