@@ -2,6 +2,7 @@
 fsdp-opt built by the project (found through $FSDP_MLIR_TOOLS_DIR, which
 ctest sets, or the repository's build/bin)."""
 
+import io
 import os
 import shlex
 import subprocess
@@ -71,3 +72,42 @@ class ToolTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LaunchTest(unittest.TestCase):
+    """python -m fsdp_mlir.launch: the mpirun command and its settings."""
+
+    def test_keepalive_gives_up_a_silent_link_within_the_deadline(self):
+        from fsdp_mlir import launch
+
+        for deadline in (1, 5, 37, 300):
+            env = launch.keepalive(deadline)
+            given_up = int(env["OMPI_MCA_oob_tcp_keepalive_time"]) + \
+                int(env["OMPI_MCA_oob_tcp_keepalive_intvl"]) * \
+                int(env["OMPI_MCA_oob_tcp_keepalive_probes"])
+            self.assertLess(given_up, deadline + (deadline < 5) * 4, deadline)
+        self.assertEqual(launch.keepalive(0), {})
+
+    def test_hosts_use_tcp_and_a_program_runs_without_python(self):
+        from fsdp_mlir import launch
+
+        with mock.patch.dict(os.environ, {}, clear=False):
+            os.environ.pop("OMPI_MCA_btl", None)
+            argv, env = launch.command(2, "fsdp-run", ["m.plan"], hosts="a,b",
+                                       python=False)
+        self.assertEqual(argv[argv.index("--host") + 1], "a,b")
+        self.assertEqual(argv[-2:], ["fsdp-run", "m.plan"])
+        self.assertIn("tcp", env["OMPI_MCA_btl"])
+        argv, _ = launch.command(2, "train.py", [])
+        self.assertNotIn("--host", argv)
+        self.assertEqual(argv[-2], __import__("sys").executable)
+
+    def test_a_deadline_that_is_not_a_number_is_refused(self):
+        from fsdp_mlir import launch
+
+        for bad in ("nan", "inf", "-1"):
+            with self.assertRaises(SystemExit) as ended, \
+                    mock.patch("sys.stderr", new=io.StringIO()) as err:
+                launch.main(["-n", "2", "--timeout", bad, "x.py"])
+            self.assertEqual(ended.exception.code, 2)
+            self.assertIn("--timeout needs finite seconds", err.getvalue())
