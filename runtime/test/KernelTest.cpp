@@ -8,6 +8,8 @@
 
 #include "SessionHarness.h"
 
+#include "../src/half.h"
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -244,8 +246,57 @@ TEST(Kernels, CastConvertsLikeOnnx) {
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{1, -2}));
   r = runOp("cast", {x}, {{plan::DType::F16, {5}}});
-  EXPECT_NE(r.error.find("cannot convert to float16"), std::string::npos)
-      << r.error;
+  ASSERT_EQ(r.error, "");
+  // Bit patterns from torch's .half() and .bfloat16().
+  EXPECT_EQ(r.outputs[0].as<uint16_t>(),
+            (std::vector<uint16_t>{0xC166, 0xB800, 0x0000, 0x3F9A, 0x4200}));
+  r = runOp("cast", {x}, {{plan::DType::BF16, {5}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint16_t>(),
+            (std::vector<uint16_t>{0xC02D, 0xBF00, 0x0000, 0x3FF3, 0x4040}));
+}
+
+/// Half-precision kernels compute in fp32: each equals its fp32 kernel on
+/// the widened inputs, rounded (nearest-even) to the output's precision.
+TEST(Kernels, HalfPrecisionKernelsComputeInFp32AndRound) {
+  struct Case {
+    std::string op;
+    std::vector<Shape> ins;
+    Shape out;
+    AttrList attrs;
+  };
+  const std::vector<Case> cases = {
+      {"add", {{64, 33}, {33}}, {64, 33}, {}},
+      {"matmul", {{3, 17, 40}, {40, 9}}, {3, 17, 9}, {}},
+      {"softmax", {{6, 300}}, {6, 300}, {{"axis", int64_t(1)}}},
+      {"gelu", {{1000}}, {1000}, {}},
+      {"reduce_sum", {{8, 512}}, {8}, {{"axes", std::vector<int64_t>{1}},
+                                       {"keepdims", int64_t(0)}}},
+  };
+  unsigned seed = 40;
+  for (plan::DType half : {plan::DType::BF16, plan::DType::F16})
+    for (const Case &c : cases) {
+      fsdprt_dtype_t dtype = half == plan::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
+      SCOPED_TRACE(c.op + (dtype == FSDPRT_BF16 ? " bf16" : " f16"));
+      std::vector<Value> halves, widened;
+      for (const Shape &shape : c.ins) {
+        std::vector<float> v = randomFloats(numel(shape), seed++);
+        std::vector<uint16_t> h(v.size());
+        for (size_t i = 0; i < v.size(); ++i) {
+          h[i] = fsdprt::floatToHalf(v[i], dtype);
+          v[i] = fsdprt::halfToFloat(h[i], dtype);
+        }
+        halves.push_back(valueOf(half, shape, h));
+        widened.push_back(f32(shape, v));
+      }
+      Result r = runOp(c.op, halves, {{half, c.out}}, c.attrs);
+      ASSERT_EQ(r.error, "");
+      std::vector<float> want = runF32(c.op, widened, c.out, c.attrs);
+      std::vector<uint16_t> got = r.outputs[0].as<uint16_t>();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], fsdprt::floatToHalf(want[i], dtype)) << "at " << i;
+    }
 }
 
 //===----------------------------------------------------------------------===//

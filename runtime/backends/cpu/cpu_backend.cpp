@@ -2,6 +2,8 @@
 
 #include "kernels.h"
 
+#include "../../src/half.h"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -231,6 +233,82 @@ private:
   static inline int runs = 0, blasThreads = 1;
 };
 
+/// Runs `factory`'s fp32 kernel on a kernel whose float tensors are bf16 or
+/// f16: each half input is widened into fp32 scratch, the kernel computes
+/// in fp32, and each half output is rounded back (nearest-even). So every
+/// op computes in fp32 and stores in half precision, as torch's CPU
+/// kernels and the GPU's do. The scratch lives in the session's workspace
+/// after the kernel's own: prepared once on placeholder tensors (shapes
+/// and attributes are checked then), the kernel is bound to the workspace
+/// once its address is known, when it first runs.
+KernelFn widened(Factory factory, KernelArgs &args) {
+  struct Wide {
+    KernelArgs args;
+    Workspace own;                // the fp32 kernel's workspace, first
+    std::vector<uint64_t> at;     // each tensor's scratch offset, or ~0
+    uint64_t ownBytes = 0;
+    void *base = nullptr;         // the workspace the kernel is bound to
+    KernelFn kernel;
+  };
+  auto wide = std::make_shared<Wide>(Wide{args, {}, {}, 0, nullptr, {}});
+  wide->args.workspace = &wide->own;
+  std::vector<Tensor *> tensors;
+  for (auto *list : {&wide->args.in, &wide->args.out})
+    for (Tensor &t : *list)
+      tensors.push_back(&t);
+  uint64_t scratch = 0;
+  for (Tensor *t : tensors) {
+    if (!isHalf(t->dtype)) {
+      wide->at.push_back(~uint64_t(0));
+      continue;
+    }
+    t->dtype = FSDPRT_F32;
+    t->data = nullptr;
+    wide->at.push_back(scratch);
+    scratch += (t->numel * sizeof(float) + 63) / 64 * 64;
+  }
+  factory(wide->args); // throws KernelError if fp32 does not fit either
+  wide->ownBytes = (wide->own.bytes() + 63) / 64 * 64;
+  Workspace *session = args.workspace;
+  session->reserve(wide->ownBytes + scratch);
+  std::vector<Tensor> in = args.in, out = args.out;
+  return [=]() {
+    char *base = session->as<char>();
+    if (wide->base != base) {
+      size_t i = 0;
+      for (auto *list : {&wide->args.in, &wide->args.out})
+        for (Tensor &t : *list) {
+          if (wide->at[i] != ~uint64_t(0))
+            t.data = base + wide->ownBytes + wide->at[i];
+          ++i;
+        }
+      wide->own.bind(base);
+      wide->kernel = factory(wide->args);
+      wide->base = base;
+    }
+    for (size_t i = 0; i < in.size(); ++i)
+      if (isHalf(in[i].dtype)) {
+        const uint16_t *from = in[i].as<uint16_t>();
+        float *to = wide->args.in[i].as<float>();
+        fsdprt_dtype_t dtype = in[i].dtype;
+        parallelFor(in[i].numel, 4,
+                    [&](int64_t k) { to[k] = halfToFloat(from[k], dtype); });
+      }
+    std::string error = wide->kernel();
+    if (!error.empty())
+      return error;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (isHalf(out[i].dtype)) {
+        const float *from = wide->args.out[i].as<float>();
+        uint16_t *to = out[i].as<uint16_t>();
+        fsdprt_dtype_t dtype = out[i].dtype;
+        parallelFor(out[i].numel, 4,
+                    [&](int64_t k) { to[k] = floatToHalf(from[k], dtype); });
+      }
+    return std::string();
+  };
+}
+
 class CpuBackend : public Backend {
 public:
   CpuBackend() {
@@ -256,7 +334,23 @@ public:
     auto it = registry.find(op);
     if (it == registry.end())
       throw KernelError("is not a kernel of the CPU backend");
-    return it->second(args);
+    // Kernels that move elements (copies, transposes, gathers, casts) take
+    // bf16 and f16 as they are; the others compute in fp32 (widened).
+    try {
+      return it->second(args);
+    } catch (const KernelError &) {
+      bool half = false;
+      for (const auto *list : {&args.in, &args.out})
+        for (const Tensor &t : *list)
+          half |= isHalf(t.dtype);
+      if (!half)
+        throw;
+      try {
+        return widened(it->second, args);
+      } catch (const KernelError &) {
+      }
+      throw;
+    }
   }
 
   std::unique_ptr<Stream> createStream() override {

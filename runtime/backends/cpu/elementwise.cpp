@@ -10,6 +10,8 @@
 
 #include "kernels.h"
 
+#include "../../src/half.h"
+
 #include <cstring>
 #include <memory>
 
@@ -252,13 +254,24 @@ template <> struct Storage<FSDPRT_I16> { using type = int16_t; };
 template <> struct Storage<FSDPRT_I8> { using type = int8_t; };
 template <> struct Storage<FSDPRT_U8> { using type = uint8_t; };
 template <> struct Storage<FSDPRT_BOOL> { using type = uint8_t; };
+template <> struct Storage<FSDPRT_F16> { using type = uint16_t; };
+template <> struct Storage<FSDPRT_BF16> { using type = uint16_t; };
+
+constexpr bool isHalfType(fsdprt_dtype_t d) {
+  return d == FSDPRT_F16 || d == FSDPRT_BF16;
+}
 
 /// ONNX Cast of one element: to Bool is `x != 0`; floats to integers
-/// truncate toward zero and then wrap to the narrower type.
+/// truncate toward zero and then wrap to the narrower type. bf16 and f16
+/// go through fp32 (as torch's conversions do), rounded to nearest-even.
 template <fsdprt_dtype_t From, fsdprt_dtype_t To>
 typename Storage<To>::type convert(typename Storage<From>::type x) {
   using Out = typename Storage<To>::type;
-  if constexpr (To == FSDPRT_BOOL)
+  if constexpr (isHalfType(From))
+    return convert<FSDPRT_F32, To>(halfToFloat(x, From));
+  else if constexpr (isHalfType(To))
+    return floatToHalf(static_cast<float>(x), To);
+  else if constexpr (To == FSDPRT_BOOL)
     return x != 0;
   else if constexpr ((From == FSDPRT_F32 || From == FSDPRT_F64) &&
                      !(To == FSDPRT_F32 || To == FSDPRT_F64))
@@ -297,6 +310,10 @@ KernelFn castFrom(const Tensor &x, const Tensor &y) {
     return castOf<From, FSDPRT_U8>(x, y);
   case FSDPRT_BOOL:
     return castOf<From, FSDPRT_BOOL>(x, y);
+  case FSDPRT_F16:
+    return castOf<From, FSDPRT_F16>(x, y);
+  case FSDPRT_BF16:
+    return castOf<From, FSDPRT_BF16>(x, y);
   default:
     break;
   }
@@ -326,6 +343,10 @@ KernelFn cast(KernelArgs &args) {
     return castFrom<FSDPRT_U8>(x, y);
   case FSDPRT_BOOL:
     return castFrom<FSDPRT_BOOL>(x, y);
+  case FSDPRT_F16:
+    return castFrom<FSDPRT_F16>(x, y);
+  case FSDPRT_BF16:
+    return castFrom<FSDPRT_BF16>(x, y);
   default:
     break;
   }
