@@ -1,0 +1,144 @@
+//===- kernels.cu - The CUDA backend's own kernels on the device ----------===//
+//
+// The device launchers (launch.h) of the kernel bodies (kernels/hd.h):
+// elementwise bodies in a grid-stride loop, row bodies one row per block
+// (a block is the body's group: lanes are its threads, reductions go
+// through warp shuffles and shared memory).
+//
+//===----------------------------------------------------------------------===//
+
+#include "launch.h"
+
+#include "kernels/rows.h"
+
+#include <algorithm>
+
+namespace fsdprt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;
+
+template <class Body> __global__ void forEach(Body body, int64_t n) {
+  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += step)
+    body(i);
+}
+
+/// The threads of a block as a row body's group (blockDim.x: a multiple
+/// of 32).
+class BlockGroup {
+public:
+  __device__ explicit BlockGroup(float *scratch) : scratch(scratch) {}
+  __device__ int lane() const { return threadIdx.x; }
+  __device__ int size() const { return blockDim.x; }
+  __device__ float sum(float v) { return combine(v, false); }
+  __device__ float max(float v) { return combine(v, true); }
+
+private:
+  __device__ float combine(float v, bool isMax) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      float other = __shfl_xor_sync(0xffffffffu, v, offset);
+      v = isMax ? fmaxf(v, other) : v + other;
+    }
+    __syncthreads(); // the previous reduction has read the scratch
+    if (threadIdx.x % 32 == 0)
+      scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = scratch[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+      v = isMax ? fmaxf(v, scratch[w]) : v + scratch[w];
+    return v;
+  }
+
+  float *scratch;
+};
+
+template <class Body> __global__ void forEachRow(Body body, int64_t rows) {
+  __shared__ float scratch[kThreads / 32];
+  BlockGroup group(scratch);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+    body(group, row);
+}
+
+template <class Body>
+cudaError_t elementwise(const Body &body, int64_t n, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
+  forEach<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(body, n);
+  return cudaGetLastError();
+}
+
+template <class Body>
+cudaError_t rowwise(const Body &body, int64_t rows, cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  int64_t blocks = std::min<int64_t>(rows, kMaxBlocks);
+  forEachRow<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(body,
+                                                                    rows);
+  return cudaGetLastError();
+}
+
+template <Unary Op>
+cudaError_t unaryOf(const float *x, float *y, int64_t n, cudaStream_t s) {
+  return elementwise(UnaryBody<Op>{x, y}, n, s);
+}
+
+template <Binary Op>
+cudaError_t binaryOf(const Broadcast &plan, const float *a, const float *b,
+                     float *y, int64_t n, cudaStream_t s) {
+  return elementwise(BinaryBody<Op>{plan, a, b, y}, n, s);
+}
+
+} // namespace
+
+cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
+                        cudaStream_t s) {
+  switch (op) {
+  case Unary::Exp: return unaryOf<Unary::Exp>(x, y, n, s);
+  case Unary::Log: return unaryOf<Unary::Log>(x, y, n, s);
+  case Unary::Sqrt: return unaryOf<Unary::Sqrt>(x, y, n, s);
+  case Unary::Reciprocal: return unaryOf<Unary::Reciprocal>(x, y, n, s);
+  case Unary::Erf: return unaryOf<Unary::Erf>(x, y, n, s);
+  case Unary::Tanh: return unaryOf<Unary::Tanh>(x, y, n, s);
+  case Unary::Sigmoid: return unaryOf<Unary::Sigmoid>(x, y, n, s);
+  case Unary::Relu: return unaryOf<Unary::Relu>(x, y, n, s);
+  case Unary::Silu: return unaryOf<Unary::Silu>(x, y, n, s);
+  case Unary::Gelu: return unaryOf<Unary::Gelu>(x, y, n, s);
+  case Unary::GeluTanh: return unaryOf<Unary::GeluTanh>(x, y, n, s);
+  case Unary::Neg: return unaryOf<Unary::Neg>(x, y, n, s);
+  case Unary::Abs: return unaryOf<Unary::Abs>(x, y, n, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
+                         const float *b, float *y, int64_t n, cudaStream_t s) {
+  switch (op) {
+  case Binary::Add: return binaryOf<Binary::Add>(plan, a, b, y, n, s);
+  case Binary::Sub: return binaryOf<Binary::Sub>(plan, a, b, y, n, s);
+  case Binary::Mul: return binaryOf<Binary::Mul>(plan, a, b, y, n, s);
+  case Binary::Div: return binaryOf<Binary::Div>(plan, a, b, y, n, s);
+  case Binary::Pow: return binaryOf<Binary::Pow>(plan, a, b, y, n, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
+                          int64_t n, int64_t inner, cudaStream_t s) {
+  if (log)
+    return rowwise(SoftmaxBody<true>{x, y, n, inner}, outer * inner, s);
+  return rowwise(SoftmaxBody<false>{x, y, n, inner}, outer * inner, s);
+}
+
+cudaError_t launchNorm(bool rms, const float *x, const float *scale,
+                       const float *bias, float *y, int64_t rows, int64_t n,
+                       float eps, cudaStream_t s) {
+  if (rms)
+    return rowwise(NormBody<true>{x, scale, bias, y, n, eps}, rows, s);
+  return rowwise(NormBody<false>{x, scale, bias, y, n, eps}, rows, s);
+}
+
+} // namespace fsdprt::cuda

@@ -1,0 +1,198 @@
+//===- elementwise.h - Elementwise kernel bodies -----------------*- C++ -*-===//
+//
+// The unary functions and the broadcasting binary arithmetic of the CPU
+// backend's elementwise family (runtime/backends/cpu/elementwise.cpp), as
+// kernel bodies (hd.h). A broadcast is planned on the host (Broadcast:
+// the output's dims with size-1 dims dropped and neighbours that every
+// operand reads contiguously merged, each operand's element strides, 0
+// along stretched dims) and passed to the kernel by value.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_KERNELS_ELEMENTWISE_H
+#define FSDPRT_BACKENDS_CUDA_KERNELS_ELEMENTWISE_H
+
+#include "hd.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fsdprt::cuda {
+
+enum class Unary {
+  Exp,
+  Log,
+  Sqrt,
+  Reciprocal,
+  Erf,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Silu,
+  Gelu,
+  GeluTanh,
+  Neg,
+  Abs
+};
+
+/// The plan op (docs/plan-format.md) each Unary computes.
+inline const char *unaryName(Unary op) {
+  static const char *const names[] = {
+      "exp",  "log",     "sqrt", "reciprocal", "erf",  "tanh", "sigmoid",
+      "relu", "silu",    "gelu", "gelu",       "neg",  "abs"};
+  return names[static_cast<int>(op)];
+}
+
+template <Unary Op> FSDP_HD inline float unary(float x) {
+  if constexpr (Op == Unary::Exp)
+    return expf(x);
+  else if constexpr (Op == Unary::Log)
+    return logf(x);
+  else if constexpr (Op == Unary::Sqrt)
+    return sqrtf(x);
+  else if constexpr (Op == Unary::Reciprocal)
+    return 1.0f / x;
+  else if constexpr (Op == Unary::Erf)
+    return erff(x);
+  else if constexpr (Op == Unary::Tanh)
+    return tanhf(x);
+  else if constexpr (Op == Unary::Sigmoid)
+    return 1.0f / (1.0f + expf(-x));
+  else if constexpr (Op == Unary::Relu)
+    return x > 0 ? x : 0.0f;
+  else if constexpr (Op == Unary::Silu)
+    return x / (1.0f + expf(-x));
+  else if constexpr (Op == Unary::Gelu)
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  else if constexpr (Op == Unary::GeluTanh) // x * sigmoid(2u): one exp
+    return x / (1.0f + expf(-2 * 0.7978845608028654f *
+                            (x + 0.044715f * x * x * x)));
+  else if constexpr (Op == Unary::Neg)
+    return -x;
+  else
+    return fabsf(x);
+}
+
+/// y[i] = f(x[i]).
+template <Unary Op> struct UnaryBody {
+  const float *x;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const { y[i] = unary<Op>(x[i]); }
+};
+
+enum class Binary { Add, Sub, Mul, Div, Pow };
+
+inline const char *binaryName(Binary op) {
+  static const char *const names[] = {"add", "sub", "mul", "div", "pow"};
+  return names[static_cast<int>(op)];
+}
+
+template <Binary Op> FSDP_HD inline float binary(float a, float b) {
+  if constexpr (Op == Binary::Add)
+    return a + b;
+  else if constexpr (Op == Binary::Sub)
+    return a - b;
+  else if constexpr (Op == Binary::Mul)
+    return a * b;
+  else if constexpr (Op == Binary::Div)
+    return a / b;
+  else // a square is exact, as the CPU backend computes it
+    return b == 2.0f ? a * a : powf(a, b);
+}
+
+/// How an output of `rank` collapsed dims reads up to 3 operands.
+struct Broadcast {
+  int rank = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[3][kMaxDims] = {};
+
+  /// The element offset in operand `k` of output element `i`.
+  FSDP_HD int64_t offset(int k, int64_t i) const {
+    int64_t at = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      at += (i % shape[d]) * strides[k][d];
+      i /= shape[d];
+    }
+    return at;
+  }
+};
+
+/// Plans the broadcast of `operands` (at most 3) to `out`, NumPy's rules;
+/// throws std::invalid_argument when a shape does not broadcast or the
+/// collapsed output has more than kMaxDims dims.
+Broadcast planBroadcast(const std::vector<int64_t> &out,
+                        const std::vector<std::vector<int64_t>> &operands);
+
+/// y[i] = a[.] op b[.], broadcasting.
+template <Binary Op> struct BinaryBody {
+  Broadcast plan;
+  const float *a, *b;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const {
+    y[i] = binary<Op>(a[plan.offset(0, i)], b[plan.offset(1, i)]);
+  }
+};
+
+inline Broadcast planBroadcast(const std::vector<int64_t> &out,
+                               const std::vector<std::vector<int64_t>> &operands) {
+  if (operands.size() > 3)
+    throw std::invalid_argument("at most 3 operands broadcast");
+  const int n = static_cast<int>(out.size());
+  // Full strides of each operand over the output's dims.
+  std::vector<std::vector<int64_t>> full(operands.size(),
+                                         std::vector<int64_t>(n, 0));
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const auto &shape = operands[k];
+    if (static_cast<int>(shape.size()) > n)
+      throw std::invalid_argument("operand " + std::to_string(k) +
+                                  " has more dims than the output");
+    int64_t stride = 1;
+    for (int d = n - 1, s = static_cast<int>(shape.size()) - 1; s >= 0;
+         --d, --s) {
+      if (shape[s] == out[d])
+        full[k][d] = shape[s] == 1 ? 0 : stride;
+      else if (shape[s] != 1)
+        throw std::invalid_argument("operand " + std::to_string(k) +
+                                    " does not broadcast to the output");
+      stride *= shape[s];
+    }
+  }
+  // Drop size-1 dims; merge a dim into the previous one when every
+  // operand reads the pair contiguously.
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> strides(operands.size());
+  for (int d = 0; d < n; ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; k < operands.size() && merge; ++k)
+      merge = strides[k].back() == full[k][d] * out[d];
+    if (merge) {
+      shape.back() *= out[d];
+      for (size_t k = 0; k < operands.size(); ++k)
+        strides[k].back() = full[k][d];
+      continue;
+    }
+    shape.push_back(out[d]);
+    for (size_t k = 0; k < operands.size(); ++k)
+      strides[k].push_back(full[k][d]);
+  }
+  if (static_cast<int>(shape.size()) > kMaxDims)
+    throw std::invalid_argument("the output has " +
+                                std::to_string(shape.size()) +
+                                " dims after collapsing; at most " +
+                                std::to_string(kMaxDims) + " are supported");
+  Broadcast plan;
+  plan.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < plan.rank; ++d) {
+    plan.shape[d] = shape[d];
+    for (size_t k = 0; k < operands.size(); ++k)
+      plan.strides[k][d] = strides[k][d];
+  }
+  return plan;
+}
+
+} // namespace fsdprt::cuda
+
+#endif // FSDPRT_BACKENDS_CUDA_KERNELS_ELEMENTWISE_H

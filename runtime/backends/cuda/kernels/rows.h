@@ -1,0 +1,89 @@
+//===- rows.h - Row kernel bodies: softmax and the norms ---------*- C++ -*-===//
+//
+// Bodies (hd.h) that reduce along a row and write it: softmax and
+// log-softmax along any axis (rows of `n` elements `inner` apart), layer
+// norm and RMS norm over the trailing elements with an optional per-column
+// scale and bias. Statistics accumulate in fp32 (the CPU backend uses
+// double), in a group's lanes first and then across them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_KERNELS_ROWS_H
+#define FSDPRT_BACKENDS_CUDA_KERNELS_ROWS_H
+
+#include "hd.h"
+
+namespace fsdprt::cuda {
+
+/// Softmax (or, with Log, log-softmax) of rows [outer, n, inner]: row r is
+/// the n elements at (r / inner) * n * inner + r % inner, inner apart.
+template <bool Log> struct SoftmaxBody {
+  const float *x;
+  float *y;
+  int64_t n, inner;
+
+  template <class Group>
+  FSDP_HD void operator()(Group &g, int64_t row) const {
+    int64_t base = (row / inner) * n * inner + row % inner;
+    const float *px = x + base;
+    float *py = y + base;
+    float max = -INFINITY;
+    for (int64_t j = g.lane(); j < n; j += g.size())
+      max = fmaxf(max, px[j * inner]);
+    max = g.max(max);
+    float sum = 0;
+    for (int64_t j = g.lane(); j < n; j += g.size())
+      sum += expf(px[j * inner] - max);
+    sum = g.sum(sum);
+    if (Log) {
+      float shift = max + logf(sum);
+      for (int64_t j = g.lane(); j < n; j += g.size())
+        py[j * inner] = px[j * inner] - shift;
+    } else {
+      float scale = 1.0f / sum;
+      for (int64_t j = g.lane(); j < n; j += g.size())
+        py[j * inner] = expf(px[j * inner] - max) * scale;
+    }
+  }
+};
+
+/// Layer norm (or, with Rms, RMS norm) of contiguous rows of n elements:
+/// y = (x - mean) / sqrt(var + eps) * scale + bias (RMS: no mean, the mean
+/// square for the variance); scale and bias per column, or absent (null).
+template <bool Rms> struct NormBody {
+  const float *x, *scale, *bias;
+  float *y;
+  int64_t n;
+  float eps;
+
+  template <class Group>
+  FSDP_HD void operator()(Group &g, int64_t row) const {
+    const float *px = x + row * n;
+    float *py = y + row * n;
+    float mean = 0;
+    if (!Rms) {
+      float sum = 0;
+      for (int64_t j = g.lane(); j < n; j += g.size())
+        sum += px[j];
+      mean = g.sum(sum) / static_cast<float>(n);
+    }
+    float squares = 0;
+    for (int64_t j = g.lane(); j < n; j += g.size()) {
+      float d = px[j] - mean;
+      squares += d * d;
+    }
+    float inv = 1.0f / sqrtf(g.sum(squares) / static_cast<float>(n) + eps);
+    for (int64_t j = g.lane(); j < n; j += g.size()) {
+      float v = (px[j] - mean) * inv;
+      if (scale)
+        v *= scale[j];
+      if (bias)
+        v += bias[j];
+      py[j] = v;
+    }
+  }
+};
+
+} // namespace fsdprt::cuda
+
+#endif // FSDPRT_BACKENDS_CUDA_KERNELS_ROWS_H

@@ -1,0 +1,34 @@
+//===- launch.h - The CUDA backend's own kernels, launched -------*- C++ -*-===//
+//
+// Device launchers of the kernel bodies in kernels/ (built by nvcc in
+// kernels.cu for sm_80 and sm_90, warnings and register spills errors).
+// Each enqueues one kernel on `stream` and returns the launch's error.
+// Their host twins are host_launch.h's launchers over the same bodies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_LAUNCH_H
+#define FSDPRT_BACKENDS_CUDA_LAUNCH_H
+
+#include "kernels/elementwise.h"
+
+#include <cuda_runtime_api.h>
+
+namespace fsdprt::cuda {
+
+cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
+                        cudaStream_t stream);
+cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
+                         const float *b, float *y, int64_t n,
+                         cudaStream_t stream);
+/// Softmax or log-softmax of rows [outer, n, inner].
+cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
+                          int64_t n, int64_t inner, cudaStream_t stream);
+/// Layer norm or RMS norm of `rows` contiguous rows of n elements.
+cudaError_t launchNorm(bool rms, const float *x, const float *scale,
+                       const float *bias, float *y, int64_t rows, int64_t n,
+                       float eps, cudaStream_t stream);
+
+} // namespace fsdprt::cuda
+
+#endif // FSDPRT_BACKENDS_CUDA_LAUNCH_H

@@ -1,0 +1,210 @@
+//===- HostKernelTest.cpp - CUDA kernel bodies against the CPU backend ----===//
+//
+// The `cuda-host` tests: every kernel body of runtime/backends/cuda/kernels
+// runs on the host (host_launch.h, the device's index space on CPU
+// threads; row bodies in groups of 1, 4 and 32 lanes that meet at barriers
+// as a block's threads do) and is compared with the CPU backend's kernel
+// for the same op, run through the C API, on random inputs: sizes of 1,
+// sizes that are not multiples of a block (256), rows longer than a block
+// many times over, broadcasts. Tolerances: the bodies accumulate in fp32
+// where the CPU backend accumulates in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../SessionHarness.h"
+
+#include "../../backends/cuda/host_launch.h"
+#include "../../backends/cuda/kernels/elementwise.h"
+#include "../../backends/cuda/kernels/rows.h"
+
+using namespace fsdprt::test;
+namespace cuda = fsdprt::cuda;
+namespace plan = fsdprt::plan;
+
+namespace {
+
+const auto F32 = plan::DType::F32;
+
+/// The CPU backend's output 0 of `op`.
+std::vector<float> cpu(const std::string &op, const std::vector<Value> &ins,
+                       const Shape &out, const AttrList &attrs = {}) {
+  Result r = runOp(op, ins, {{F32, out}}, attrs);
+  EXPECT_EQ(r.error, "");
+  return r.error.empty() ? r.outputs[0].as<float>() : std::vector<float>();
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                 double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << "at " << i;
+      continue;
+    }
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
+  }
+}
+
+const std::vector<int64_t> kSizes = {1, 7, 256, 257, 1000, 100003};
+
+template <cuda::Unary Op> void checkUnary(const AttrList &attrs = {}) {
+  SCOPED_TRACE(cuda::unaryName(Op));
+  unsigned seed = 11 + static_cast<unsigned>(Op);
+  for (int64_t n : kSizes) {
+    std::vector<float> x = randomFloats(n, seed++);
+    if (Op == cuda::Unary::Log || Op == cuda::Unary::Sqrt)
+      for (float &v : x)
+        v = std::fabs(v) + 1e-3f;
+    std::vector<float> y(n);
+    cuda::hostForEach(cuda::UnaryBody<Op>{x.data(), y.data()}, n);
+    expectClose(y, cpu(cuda::unaryName(Op), {f32({n}, x)}, {n}, attrs), 2e-6);
+  }
+}
+
+TEST(CudaHost, UnaryBodiesEqualTheCpuBackend) {
+  checkUnary<cuda::Unary::Exp>();
+  checkUnary<cuda::Unary::Log>();
+  checkUnary<cuda::Unary::Sqrt>();
+  checkUnary<cuda::Unary::Reciprocal>();
+  checkUnary<cuda::Unary::Erf>();
+  checkUnary<cuda::Unary::Tanh>();
+  checkUnary<cuda::Unary::Sigmoid>();
+  checkUnary<cuda::Unary::Relu>();
+  checkUnary<cuda::Unary::Silu>();
+  checkUnary<cuda::Unary::Gelu>();
+  checkUnary<cuda::Unary::GeluTanh>({{"approximate", std::string("tanh")}});
+  checkUnary<cuda::Unary::Neg>();
+  checkUnary<cuda::Unary::Abs>();
+}
+
+template <cuda::Binary Op> void checkBinary() {
+  struct Case {
+    Shape a, b, out;
+  };
+  const std::vector<Case> cases = {
+      {{1}, {1}, {1}},
+      {{257}, {257}, {257}},
+      {{64, 1025}, {1025}, {64, 1025}},
+      {{}, {3, 5}, {3, 5}},
+      {{2, 1, 4}, {3, 1}, {2, 3, 4}},
+      {{2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}},
+      {{1, 1, 1, 1, 1, 1, 1, 1, 1, 7}, {2, 1, 3, 1, 2, 1, 2, 1, 2, 1},
+       {2, 1, 3, 1, 2, 1, 2, 1, 2, 7}}, // 10 dims, 6 after collapsing
+  };
+  SCOPED_TRACE(cuda::binaryName(Op));
+  unsigned seed = 100 + static_cast<unsigned>(Op);
+  for (const Case &c : cases) {
+    std::vector<float> a = randomFloats(numel(c.a), seed++),
+                       b = randomFloats(numel(c.b), seed++);
+    if (Op == cuda::Binary::Pow) {
+      for (float &v : a)
+        v = std::fabs(v) + 0.5f;
+      b[0] = 2.0f; // the exact square
+    }
+    std::vector<float> y(numel(c.out));
+    cuda::Broadcast plan = cuda::planBroadcast(c.out, {c.a, c.b});
+    EXPECT_LE(plan.rank, static_cast<int>(c.out.size()));
+    cuda::hostForEach(cuda::BinaryBody<Op>{plan, a.data(), b.data(), y.data()},
+                      numel(c.out));
+    expectClose(y, cpu(cuda::binaryName(Op), {f32(c.a, a), f32(c.b, b)}, c.out),
+                1e-6);
+  }
+}
+
+TEST(CudaHost, BroadcastingBinaryBodiesEqualTheCpuBackend) {
+  checkBinary<cuda::Binary::Add>();
+  checkBinary<cuda::Binary::Sub>();
+  checkBinary<cuda::Binary::Mul>();
+  checkBinary<cuda::Binary::Div>();
+  checkBinary<cuda::Binary::Pow>();
+}
+
+TEST(CudaHost, BroadcastPlansCollapseAndRefuse) {
+  // Same shapes collapse to one dim; a row vector to two.
+  cuda::Broadcast p = cuda::planBroadcast({4, 5, 6}, {{4, 5, 6}, {4, 5, 6}});
+  EXPECT_EQ(p.rank, 1);
+  EXPECT_EQ(p.shape[0], 120);
+  p = cuda::planBroadcast({4, 5, 6}, {{4, 5, 6}, {6}});
+  EXPECT_EQ(p.rank, 2);
+  EXPECT_EQ(p.strides[1][0], 0);
+  EXPECT_THROW(cuda::planBroadcast({4, 5}, {{4, 5}, {3}}), std::invalid_argument);
+  EXPECT_THROW(cuda::planBroadcast({4}, {{2, 4}}), std::invalid_argument);
+}
+
+TEST(CudaHost, SoftmaxRowsEqualTheCpuBackendInAnyGroup) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1}, 1}, {{3, 257}, 1}, {{2, 100003}, 1}, {{4, 33, 5}, 1}, {{6, 7}, 0}};
+  unsigned seed = 300;
+  for (bool log : {false, true})
+    for (const Case &c : cases)
+      for (int lanes : {1, 4, 32}) {
+        SCOPED_TRACE(std::string(log ? "log_softmax" : "softmax") + " lanes " +
+                     std::to_string(lanes) + " n " +
+                     std::to_string(c.x[c.axis]));
+        std::vector<float> x = randomFloats(numel(c.x), seed++);
+        for (float &v : x)
+          v *= 8; // large logits: the max shift matters
+        int64_t n = c.x[c.axis], inner = 1, outer = 1;
+        for (size_t d = 0; d < c.x.size(); ++d)
+          (static_cast<int64_t>(d) < c.axis ? outer : d > size_t(c.axis) ? inner
+                                                                         : n) *=
+              d == size_t(c.axis) ? 1 : c.x[d];
+        std::vector<float> y(x.size());
+        if (log)
+          cuda::hostForEachRow(cuda::SoftmaxBody<true>{x.data(), y.data(), n, inner},
+                               outer * inner, lanes);
+        else
+          cuda::hostForEachRow(cuda::SoftmaxBody<false>{x.data(), y.data(), n, inner},
+                               outer * inner, lanes);
+        expectClose(y, cpu(log ? "log_softmax" : "softmax", {f32(c.x, x)}, c.x,
+                           {{"axis", c.axis}}),
+                    n > 10000 ? 2e-5 : 2e-6);
+      }
+}
+
+TEST(CudaHost, NormRowsEqualTheCpuBackendInAnyGroup) {
+  unsigned seed = 500;
+  for (bool rms : {false, true})
+    for (int64_t n : {1, 255, 4099})
+      for (bool affine : {true, false})
+        for (int lanes : {1, 4, 32}) {
+          if (!rms && !affine)
+            continue; // layer_norm takes a scale
+          SCOPED_TRACE(std::string(rms ? "rms_norm" : "layer_norm") + " n " +
+                       std::to_string(n) + " lanes " + std::to_string(lanes));
+          const int64_t rows = 5;
+          std::vector<float> x = randomFloats(rows * n, seed++),
+                             s = randomFloats(n, seed++),
+                             b = randomFloats(n, seed++);
+          for (float &v : x)
+            v = v * 3 + 2; // a mean away from 0
+          std::vector<float> y(x.size());
+          const float *scale = affine ? s.data() : nullptr;
+          const float *bias = affine && !rms ? b.data() : nullptr;
+          float eps = rms ? 1e-6f : 1e-5f;
+          std::vector<Value> ins = {f32({rows, n}, x)};
+          if (affine)
+            ins.push_back(f32({n}, s));
+          if (bias)
+            ins.push_back(f32({n}, b));
+          std::vector<float> want;
+          if (rms) {
+            cuda::hostForEachRow(
+                cuda::NormBody<true>{x.data(), scale, bias, y.data(), n, eps},
+                rows, lanes);
+            want = cpu("rms_norm", ins, {rows, n});
+          } else {
+            cuda::hostForEachRow(
+                cuda::NormBody<false>{x.data(), scale, bias, y.data(), n, eps},
+                rows, lanes);
+            want = cpu("layer_norm", ins, {rows, n}, {{"axis", int64_t(1)}});
+          }
+          expectClose(y, want, n == 1 ? 1e-3 : 2e-5);
+        }
+}
+
+} // namespace
