@@ -27,8 +27,13 @@
 
 #if defined(__CUDACC__)
 #define FSDP_HD __host__ __device__
+// Before a row body's call operator template: it calls its group's
+// functions, which are __device__ for a block and host functions for a
+// host group; each instantiation runs only on its own side.
+#define FSDP_GROUP_BODY _Pragma("nv_exec_check_disable")
 #else
 #define FSDP_HD
+#define FSDP_GROUP_BODY
 #endif
 
 namespace fsdprt::cuda {

@@ -22,6 +22,7 @@ template <bool Log> struct SoftmaxBody {
   float *y;
   int64_t n, inner;
 
+  FSDP_GROUP_BODY
   template <class Group>
   FSDP_HD void operator()(Group &g, int64_t row) const {
     int64_t base = (row / inner) * n * inner + row % inner;
@@ -56,6 +57,7 @@ template <bool Rms> struct NormBody {
   int64_t n;
   float eps;
 
+  FSDP_GROUP_BODY
   template <class Group>
   FSDP_HD void operator()(Group &g, int64_t row) const {
     const float *px = x + row * n;

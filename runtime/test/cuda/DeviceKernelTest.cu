@@ -1,0 +1,204 @@
+//===- DeviceKernelTest.cu - The CUDA kernels on a GPU against the host ---===//
+//
+// Label `cuda`: each device launcher of runtime/backends/cuda/launch.h runs
+// on the GPU and its output is compared with the same kernel body run on
+// the host (host_launch.h), which the cuda-host tests compare with the CPU
+// backend. Sizes as there: 1, not multiples of a block, long rows. Without
+// a usable GPU it says why and exits 77 (ctest: skipped).
+//
+//===----------------------------------------------------------------------===//
+
+#include "host_launch.h"
+#include "kernels/rows.h"
+#include "launch.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cuda = fsdprt::cuda;
+
+namespace {
+
+constexpr int kSkipped = 77;
+int failures = 0, checks = 0;
+
+std::vector<float> random(size_t n, unsigned seed, float scale = 1) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(gen) * scale;
+  return v;
+}
+
+/// A device copy of a host vector, freed at scope end.
+struct DeviceBuffer {
+  explicit DeviceBuffer(const std::vector<float> &host) : n(host.size()) {
+    cudaMalloc(&data, std::max<size_t>(n, 1) * sizeof(float));
+    cudaMemcpy(data, host.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  ~DeviceBuffer() { cudaFree(data); }
+  std::vector<float> read() const {
+    std::vector<float> host(n);
+    cudaMemcpy(host.data(), data, n * sizeof(float), cudaMemcpyDeviceToHost);
+    return host;
+  }
+  float *data = nullptr;
+  size_t n;
+};
+
+void expect(const std::string &what, cudaError_t launched,
+            const std::vector<float> &got, const std::vector<float> &want,
+            double tol) {
+  ++checks;
+  cudaError_t synced = cudaDeviceSynchronize();
+  if (launched != cudaSuccess || synced != cudaSuccess) {
+    std::fprintf(stderr, "FAIL: %s: %s\n", what.c_str(),
+                 cudaGetErrorString(launched != cudaSuccess ? launched : synced));
+    ++failures;
+    return;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    bool same = std::isnan(want[i]) ? std::isnan(got[i])
+                                    : std::fabs(got[i] - want[i]) <=
+                                          tol * (1 + std::fabs(want[i]));
+    if (!same) {
+      std::fprintf(stderr, "FAIL: %s: at %zu the GPU gives %.9g, the host %.9g\n",
+                   what.c_str(), i, got[i], want[i]);
+      ++failures;
+      return;
+    }
+  }
+}
+
+template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
+  std::vector<float> x = random(n, seed, 2), want(n);
+  if (Op == cuda::Unary::Log || Op == cuda::Unary::Sqrt)
+    for (float &v : x)
+      v = std::fabs(v) + 1e-3f;
+  cuda::hostForEach(cuda::UnaryBody<Op>{x.data(), want.data()}, n);
+  DeviceBuffer dx(x), dy(want);
+  cudaError_t e = cuda::launchUnary(Op, dx.data, dy.data, n, nullptr);
+  cudaDeviceSynchronize();
+  expect(std::string(cuda::unaryName(Op)) + " n=" + std::to_string(n), e,
+         dy.read(), want, 4e-6);
+}
+
+void binary(cuda::Binary op, const std::vector<int64_t> &as,
+            const std::vector<int64_t> &bs, const std::vector<int64_t> &out,
+            unsigned seed) {
+  auto count = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  std::vector<float> a = random(count(as), seed), b = random(count(bs), seed + 1),
+                     want(count(out));
+  if (op == cuda::Binary::Pow)
+    for (float &v : a)
+      v = std::fabs(v) + 0.5f;
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  DeviceBuffer da(a), db(b), dy(want);
+  cudaError_t e = cuda::launchBinary(op, plan, da.data, db.data, dy.data,
+                                     count(out), nullptr);
+  switch (op) {
+  case cuda::Binary::Add:
+    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Add>{plan, a.data(), b.data(), want.data()}, count(out));
+    break;
+  case cuda::Binary::Sub:
+    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Sub>{plan, a.data(), b.data(), want.data()}, count(out));
+    break;
+  case cuda::Binary::Mul:
+    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Mul>{plan, a.data(), b.data(), want.data()}, count(out));
+    break;
+  case cuda::Binary::Div:
+    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Div>{plan, a.data(), b.data(), want.data()}, count(out));
+    break;
+  case cuda::Binary::Pow:
+    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Pow>{plan, a.data(), b.data(), want.data()}, count(out));
+    break;
+  }
+  expect(std::string(cuda::binaryName(op)) + " broadcast", e, dy.read(), want, 1e-6);
+}
+
+void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
+  std::vector<float> x = random(outer * n * inner, seed, 8), want(x.size());
+  if (log)
+    cuda::hostForEachRow(cuda::SoftmaxBody<true>{x.data(), want.data(), n, inner},
+                         outer * inner, 1);
+  else
+    cuda::hostForEachRow(cuda::SoftmaxBody<false>{x.data(), want.data(), n, inner},
+                         outer * inner, 1);
+  DeviceBuffer dx(x), dy(want);
+  cudaError_t e = cuda::launchSoftmax(log, dx.data, dy.data, outer, n, inner, nullptr);
+  expect(std::string(log ? "log_softmax" : "softmax") + " n=" + std::to_string(n) +
+             " inner=" + std::to_string(inner),
+         e, dy.read(), want, n > 10000 ? 2e-5 : 2e-6);
+}
+
+void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
+  std::vector<float> x = random(rows * n, seed, 3), s = random(n, seed + 1),
+                     b = random(n, seed + 2), want(x.size());
+  const float *bias = rms ? nullptr : b.data();
+  if (rms)
+    cuda::hostForEachRow(cuda::NormBody<true>{x.data(), s.data(), bias, want.data(), n, 1e-6f}, rows, 1);
+  else
+    cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, want.data(), n, 1e-5f}, rows, 1);
+  DeviceBuffer dx(x), ds(s), db(b), dy(want);
+  cudaError_t e = cuda::launchNorm(rms, dx.data, ds.data, rms ? nullptr : db.data,
+                                   dy.data, rows, n, rms ? 1e-6f : 1e-5f, nullptr);
+  expect(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n), e,
+         dy.read(), want, 2e-5);
+}
+
+} // namespace
+
+int main() {
+  int devices = 0;
+  cudaError_t error = cudaGetDeviceCount(&devices);
+  if (error != cudaSuccess || devices == 0) {
+    std::printf("SKIPPED: no usable GPU (%s)\n",
+                error != cudaSuccess ? cudaGetErrorString(error) : "no devices");
+    return kSkipped;
+  }
+  unsigned seed = 1;
+  for (int64_t n : {1, 7, 256, 257, 100003, 5000000}) {
+    unary<cuda::Unary::Exp>(n, seed++);
+    unary<cuda::Unary::Log>(n, seed++);
+    unary<cuda::Unary::Sqrt>(n, seed++);
+    unary<cuda::Unary::Reciprocal>(n, seed++);
+    unary<cuda::Unary::Erf>(n, seed++);
+    unary<cuda::Unary::Tanh>(n, seed++);
+    unary<cuda::Unary::Sigmoid>(n, seed++);
+    unary<cuda::Unary::Relu>(n, seed++);
+    unary<cuda::Unary::Silu>(n, seed++);
+    unary<cuda::Unary::Gelu>(n, seed++);
+    unary<cuda::Unary::GeluTanh>(n, seed++);
+    unary<cuda::Unary::Neg>(n, seed++);
+    unary<cuda::Unary::Abs>(n, seed++);
+  }
+  for (auto op : {cuda::Binary::Add, cuda::Binary::Sub, cuda::Binary::Mul,
+                  cuda::Binary::Div, cuda::Binary::Pow}) {
+    binary(op, {257}, {257}, {257}, seed++);
+    binary(op, {64, 1025}, {1025}, {64, 1025}, seed++);
+    binary(op, {2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
+  }
+  for (bool log : {false, true}) {
+    softmax(log, 1, 1, 1, seed++);
+    softmax(log, 3, 257, 1, seed++);
+    softmax(log, 2, 100003, 1, seed++);
+    softmax(log, 4, 33, 5, seed++);
+    softmax(log, 70000, 8, 1, seed++); // more rows than blocks
+  }
+  for (bool rms : {false, true})
+    for (int64_t n : {1, 255, 4099})
+      norm(rms, 5, n, seed++);
+  std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
+  return failures ? 1 : 0;
+}
