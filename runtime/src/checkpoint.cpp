@@ -77,7 +77,7 @@ std::string foreignContent(const std::string &dir) {
   if (!fs::exists(status))
     return "";
   if (!fs::is_directory(status))
-    return "'" + dir + "' is not a directory";
+    return "'" + dir + "' exists and is not a directory";
   for (const fs::directory_entry &entry : fs::directory_iterator(dir, code)) {
     std::string name = entry.path().filename().string();
     if (!entry.is_regular_file(code) || entry.is_symlink(code) ||
