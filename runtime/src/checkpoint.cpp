@@ -64,8 +64,8 @@ bool isOwnFileName(const std::string &name) {
       base.compare(0, prefix.size(), prefix) != 0 ||
       base.compare(base.size() - suffix.size(), suffix.size(), suffix) != 0)
     return false;
-  std::string digits = base.substr(
-      prefix.size(), base.size() - prefix.size() - suffix.size());
+  std::string digits =
+      base.substr(prefix.size(), base.size() - prefix.size() - suffix.size());
   return digits.find_first_not_of("0123456789") == std::string::npos;
 }
 
@@ -82,7 +82,8 @@ std::string foreignContent(const std::string &dir) {
     std::string name = entry.path().filename().string();
     if (!entry.is_regular_file(code) || entry.is_symlink(code) ||
         !isOwnFileName(name))
-      return "'" + dir + "' holds '" + name + "', which no checkpoint save wrote";
+      return "'" + dir + "' holds '" + name +
+             "', which no checkpoint save wrote";
   }
   if (code)
     return "cannot list '" + dir + "': " + code.message();
@@ -117,17 +118,20 @@ bool isFinished(const std::string &dir) {
   return readIndex(dir, index).empty();
 }
 
-/// "" if the directory holding `path` exists and this process may write
-/// there, else why not.
-std::string parentWritable(const std::string &path) {
+/// "" if this process may write in the directory holding `path`, else why
+/// not. Where `create` says that directory is made when missing, the
+/// nearest one that exists must be writable.
+std::string parentWritable(const std::string &path, bool create) {
   fs::path parent = fs::path(path).parent_path();
-  std::string where = parent.empty() ? "." : parent.string();
   std::error_code code;
+  while (create && !parent.empty() && !fs::exists(parent, code))
+    parent = parent.parent_path();
+  std::string where = parent.empty() ? "." : parent.string();
   if (!fs::is_directory(where, code))
     return "its directory '" + where + "' does not exist";
   if (::access(where.c_str(), W_OK | X_OK) != 0)
-    return "its directory '" + where + "' is not writable: " +
-           std::strerror(errno);
+    return "its directory '" + where +
+           "' is not writable: " + std::strerror(errno);
   return "";
 }
 
@@ -136,7 +140,7 @@ std::string parentWritable(const std::string &path) {
 std::string checkShardedTarget(const std::string &target) {
   if (target.empty())
     return "an empty path is not a checkpoint directory";
-  if (std::string why = parentWritable(target); !why.empty())
+  if (std::string why = parentWritable(target, true); !why.empty())
     return "cannot save a checkpoint as '" + target + "': " + why;
   for (const std::string &dir : {target, target + ".tmp", target + ".old"})
     if (std::string why = foreignContent(dir); !why.empty())
@@ -151,16 +155,15 @@ std::string checkShardedTarget(const std::string &target) {
 std::string checkFullTarget(const std::string &path) {
   if (path.empty() || path.back() == '/')
     return "'" + path + "' names a directory; a full checkpoint is one file";
-  if (std::string why = parentWritable(path); !why.empty())
+  if (std::string why = parentWritable(path, false); !why.empty())
     return "cannot save a full checkpoint as '" + path + "': " + why;
   std::error_code code;
   fs::file_status status = fs::symlink_status(path, code);
   if (!fs::exists(status))
     return "";
   st::Header header;
-  std::string why = !fs::is_regular_file(status)
-                        ? "it is not a regular file"
-                        : st::readHeader(path, header);
+  std::string why = !fs::is_regular_file(status) ? "it is not a regular file"
+                                                 : st::readHeader(path, header);
   if (why.empty() && header.metadata["format"] != "fsdp-mlir-full")
     why = "it is not a full checkpoint fsdp-mlir wrote";
   if (why.empty())
@@ -257,7 +260,6 @@ std::string json(const std::vector<int64_t> &values) {
   return text + "]";
 }
 
-
 /// Every rank's outcome: a failure on any rank fails them all (the others
 /// say that another rank failed; that rank's message says why).
 fsdprt_status_t agreed(fsdprt_session_s &s, fsdprt_status_t status,
@@ -351,14 +353,15 @@ struct ShardedReader {
     reader.modelDir = root;
     if (std::string error = readIndex(root, index); !error.empty())
       return invalid(error);
-    const st::Json *format = index.get("format"), *version = index.get("version");
+    const st::Json *format = index.get("format"),
+                   *version = index.get("version");
     if (!format || format->text != "fsdp-mlir-sharded")
       return invalid("'" + indexPath + "' is not a sharded checkpoint index");
     if (!version || version->asInt() != kShardedVersion)
       return invalid(
           "'" + indexPath + "' is of sharded format version " +
-          (version ? version->text : std::string("1")) + "; this runtime reads " +
-          std::to_string(kShardedVersion) +
+          (version ? version->text : std::string("1")) +
+          "; this runtime reads " + std::to_string(kShardedVersion) +
           " (which adds checksums): load it with the runtime that wrote it "
           "and save a full checkpoint to carry the model over");
     world = index.get("world_size")->asInt();
@@ -467,7 +470,8 @@ struct ShardedReader {
                      std::to_string(world) + " ranks");
     std::set<int64_t> distinct;
     for (const st::Json &h : holders->items)
-      if (h.asInt() < 0 || h.asInt() >= world || !distinct.insert(h.asInt()).second)
+      if (h.asInt() < 0 || h.asInt() >= world ||
+          !distinct.insert(h.asInt()).second)
         return invalid("'" + indexPath + "': unit '" + unit + "' has holders " +
                        "that are not distinct ranks below " +
                        std::to_string(world) + " (rank '" + h.text + "')");
@@ -487,12 +491,11 @@ struct ShardedReader {
         return status;
       auto says = h->metadata.find("shard:" + unit);
       if (says == h->metadata.end() || says->second != std::to_string(j))
-        return invalid("'" + fileOf(rank) + "' holds shard " +
-                       (says == h->metadata.end() ? std::string("(none)")
-                                                  : says->second) +
-                       " of unit '" + unit + "', but '" + indexPath +
-                       "' says shard " + std::to_string(j) +
-                       " (holders permuted or duplicated)");
+        return invalid(
+            "'" + fileOf(rank) + "' holds shard " +
+            (says == h->metadata.end() ? std::string("(none)") : says->second) +
+            " of unit '" + unit + "', but '" + indexPath + "' says shard " +
+            std::to_string(j) + " (holders permuted or duplicated)");
       if (fsdprt_status_t status =
               readWhole(rank, name, into.dtype, {oldShard}, piece))
         return status;
@@ -522,7 +525,8 @@ struct ShardedReader {
         auto unit =
             w->state_of() ? byName.find(w->state_of()->str()) : byName.end();
         if (unit != byName.end()) {
-          if (fsdprt_status_t status = reshard(*unit->second, w->fqn()->str(), t))
+          if (fsdprt_status_t status =
+                  reshard(*unit->second, w->fqn()->str(), t))
             return status;
           continue;
         }
@@ -551,10 +555,10 @@ fsdprt_status_t fsdprt_session_save_full_checkpoint(fsdprt_session_t *s,
     if (s->rank() == 0)
       error = checkFullTarget(path);
     if (!allOk(*s, error.empty(), agreement))
-      return invalid(!error.empty()       ? error
-                     : !agreement.empty() ? agreement
-                                          : "rank 0 cannot write '" +
-                                                std::string(path) + "'");
+      return invalid(!error.empty() ? error
+                     : !agreement.empty()
+                         ? agreement
+                         : "rank 0 cannot write '" + std::string(path) + "'");
     std::vector<st::Source> tensors;
     std::vector<std::vector<char>> storage;
     std::set<std::string> names;
@@ -631,8 +635,8 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
     if (step < 0 || step == INT64_MAX)
       return invalid("fsdprt_session_save_sharded_checkpoint: step " +
                      std::to_string(step) + " is not from 0 to 2^63-2");
-    std::string target = withoutTrailingSlashes(dir),
-                staging = target + ".tmp", old = target + ".old";
+    std::string target = withoutTrailingSlashes(dir), staging = target + ".tmp",
+                old = target + ".old";
     std::error_code code;
     std::string error, agreement;
     if (s->rank() == 0) {
@@ -674,8 +678,7 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         tensors.push_back(
             {u->name()->str(), t.dtype, t.shape, t.data, t.bytes()});
         metadata["shard:" + u->name()->str()] = std::to_string(
-            fsdprt::groupPosition(mesh, fsdprt::unitAxes(*u), s->rank())
-                .index);
+            fsdprt::groupPosition(mesh, fsdprt::unitAxes(*u), s->rank()).index);
       }
     if (const auto *weights = s->plan->root->weights())
       for (const plan::WeightRef *w : *weights) {
@@ -697,12 +700,12 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
     if (s->rank() == 0) {
       if (mesh.empty())
         mesh = {1};
-      std::string index =
-          "{\"format\": \"fsdp-mlir-sharded\", \"version\": " +
-          std::to_string(kShardedVersion) +
-          ", \"world_size\": " + std::to_string(world) +
-          ", \"mesh\": " + json(mesh) + ", \"step\": " + std::to_string(step) +
-          ", \"units\": {";
+      std::string index = "{\"format\": \"fsdp-mlir-sharded\", \"version\": " +
+                          std::to_string(kShardedVersion) +
+                          ", \"world_size\": " + std::to_string(world) +
+                          ", \"mesh\": " + json(mesh) +
+                          ", \"step\": " + std::to_string(step) +
+                          ", \"units\": {";
       if (const auto *units = s->plan->root->units())
         for (size_t i = 0; i < units->size(); ++i) {
           const plan::Unit *u = units->Get(i);

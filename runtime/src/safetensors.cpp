@@ -411,9 +411,9 @@ std::string readHeader(const std::string &path, Header &out) {
   for (const auto &[name, e] : out.tensors)
     order.emplace_back(e.begin, &name);
   std::sort(order.begin(), order.end(), [&](const auto &a, const auto &b) {
-    return a.first != b.first ? a.first < b.first
-                              : out.tensors[*a.second].end <
-                                    out.tensors[*b.second].end;
+    return a.first != b.first
+               ? a.first < b.first
+               : out.tensors[*a.second].end < out.tensors[*b.second].end;
   });
   uint64_t expected = 0;
   const std::string *previous = nullptr;

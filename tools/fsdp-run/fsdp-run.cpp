@@ -181,8 +181,8 @@ void checkOwnDirectory(const std::string &flag, const std::string &dir,
     return;
   }
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw Error(flag + " '" + dir + "' is not writable: " +
-                std::strerror(errno));
+    throw Error(flag + " '" + dir +
+                "' is not writable: " + std::strerror(errno));
   std::set<std::string> dirs;
   for (const std::string &file : files)
     for (fs::path p = fs::path(file).parent_path(); !p.empty();
@@ -190,11 +190,12 @@ void checkOwnDirectory(const std::string &flag, const std::string &dir,
       dirs.insert(p.string());
   for (auto it = fs::recursive_directory_iterator(dir, code);
        !code && it != fs::recursive_directory_iterator(); it.increment(code)) {
-    std::string relative = fs::path(it->path()).lexically_relative(dir).string();
+    std::string relative =
+        fs::path(it->path()).lexically_relative(dir).string();
     fs::file_status entry = it->symlink_status(code);
-    bool own = fs::is_directory(entry) ? dirs.count(relative) > 0
+    bool own = fs::is_directory(entry)      ? dirs.count(relative) > 0
                : fs::is_regular_file(entry) ? files.count(relative) > 0
-                                             : false;
+                                            : false;
     if (!own)
       throw Error(flag + " '" + dir + "' holds '" + relative +
                   "', which this run would not write: fsdp-run writes into an "

@@ -491,11 +491,13 @@ FSDPRT_API fsdprt_status_t fsdprt_session_load_sharded_checkpoint(
  *  path or over a full checkpoint the runtime wrote; a sharded one (`sharded`
  *  1) at an absent path or over a directory holding only a checkpoint's
  *  files (and the same for `path`.tmp and `path`.old). The directory that
- *  will hold it must exist and be writable. The save functions check the
- *  same; a host calls this before a long run to fail early. Needs no
+ *  will hold it must be writable (for a sharded one, missing directories
+ *  above it are created, and the nearest existing one must be writable).
+ *  A sharded path may end in '/', a full one not. The save functions check
+ *  the same; a host calls this before a long run to fail early. Needs no
  *  session. */
-FSDPRT_API fsdprt_status_t fsdprt_checkpoint_check_destination(const char *path,
-                                                              int sharded);
+FSDPRT_API fsdprt_status_t
+fsdprt_checkpoint_check_destination(const char *path, int sharded);
 
 /** The last run's time in compute kernels and in collectives (on the CPU
  *  runtime collectives run in turn with compute, so the second is the

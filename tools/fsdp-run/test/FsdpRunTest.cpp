@@ -325,9 +325,7 @@ void writeNamedPlan(const std::string &dir, const std::string &weightName,
       .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
 }
 
-bool exists(const std::string &path) {
-  return std::ifstream(path).good();
-}
+bool exists(const std::string &path) { return std::ifstream(path).good(); }
 
 TEST_F(FsdpRun, NamesThatWouldLeaveTheDirectoryAreRefused) {
   ASSERT_EQ(std::system(("mkdir -p '" + dir + "/a/b'").c_str()), 0);
@@ -344,8 +342,7 @@ TEST_F(FsdpRun, NamesThatWouldLeaveTheDirectoryAreRefused) {
   o = run(dir + "/named.plan --input x=" + dir + "/x.npy --save-state " + dir +
           "/a/b/state");
   EXPECT_EQ(o.status, 1);
-  EXPECT_NE(o.err.find("state '../x' cannot be a file name"),
-            std::string::npos)
+  EXPECT_NE(o.err.find("state '../x' cannot be a file name"), std::string::npos)
       << o.err;
   EXPECT_FALSE(exists(dir + "/a/b/x.npy"));
   writeNamedPlan(dir, "fc.weight", "a\nb");
@@ -390,11 +387,12 @@ TEST_F(FsdpRun, SavesNeverReplaceWhatTheyDidNotWrite) {
       << o.err;
   o = run(plan + " --save-full " + dir + "/mine.safetensors");
   EXPECT_EQ(o.status, 1);
-  EXPECT_EQ(o.err.rfind("fsdp-run: error: --save-full: refusing to overwrite '" +
-                            dir + "/mine.safetensors': '" + dir +
-                            "/mine.safetensors' is not a safetensors file",
-                        0),
-            0u)
+  EXPECT_EQ(
+      o.err.rfind("fsdp-run: error: --save-full: refusing to overwrite '" +
+                      dir + "/mine.safetensors': '" + dir +
+                      "/mine.safetensors' is not a safetensors file",
+                  0),
+      0u)
       << o.err;
   EXPECT_EQ(slurp(dir + "/mine.safetensors"), "mine");
   // What a run wrote, a run replaces; a trailing slash names the same place.
