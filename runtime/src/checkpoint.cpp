@@ -462,7 +462,7 @@ struct ShardedReader {
                      " (another model, or another wrapping)");
     int64_t shards = static_cast<int64_t>(holders->items.size());
     if (oldShard < 1 || shards < 1 || shards > world ||
-        (unpadded + oldShard - 1) / oldShard > shards)
+        unpadded / oldShard + (unpadded % oldShard != 0) > shards)
       return invalid("'" + indexPath + "': unit '" + unit + "' has " +
                      std::to_string(shards) + " holders of shards of " +
                      shardJson->text + " elements, which do not cover its " +

@@ -14,7 +14,8 @@ on 2 ranks and must be refused with a message naming what is wrong:
  - one bit of a tensor flipped (the CRC-32 check), in a rank file and in a
    full checkpoint;
  - a tensor of another dtype and shape (a rank file, and --load-full);
- - index.json's step negative or 2^63-1, a unit's layout not the plan's.
+ - index.json's step negative, 2^63-1, or 2^63-2 with a step to run; a
+   unit's size or shard size not the plan's, or the format version 1.
 And the files around them:
  - --save-checkpoint over a directory that is not a checkpoint, or over a
    regular file, is refused before training and leaves them as they were;
@@ -164,6 +165,20 @@ def main(argv=None) -> int:
             bad["step"] = step
             (c / "index.json").write_text(json.dumps(bad))
             expect_refused(f"step {step}", c, f"has step '{step}'")
+        c = copy("step-max")
+        bad = json.loads((c / "index.json").read_text())
+        bad["step"] = 2**63 - 2
+        (c / "index.json").write_text(json.dumps(bad))
+        for rank in (0, 1):  # the rank files agree: only the step is too large
+            header, body = read_st(c / f"rank-{rank}.safetensors")
+            header["__metadata__"]["step"] = str(2**63 - 2)
+            write_st(c / f"rank-{rank}.safetensors", header, body)
+        expect_refused("step 2^63-2 and one more step", c, "would overflow the step count")
+        c = copy("no-shard")
+        bad = json.loads((c / "index.json").read_text())
+        bad["units"][unit]["shard_numel"] = 0
+        (c / "index.json").write_text(json.dumps(bad))
+        expect_refused("a unit's shards of 0 elements", c, "holders of shards of 0 elements")
         c = copy("layout")
         bad = json.loads((c / "index.json").read_text())
         bad["units"][unit]["unpadded_numel"] += 1

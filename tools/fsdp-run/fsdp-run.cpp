@@ -791,8 +791,9 @@ int run(const Options &o) {
     if (saved > INT64_MAX - 1 - o.warmup - o.repeat)
       throw Error("the checkpoint '" + o.resume + "' is at step " +
                   std::to_string(saved) + ": " +
-                  std::to_string(o.warmup + o.repeat) +
-                  " more steps would overflow the step count");
+                  std::to_string(o.warmup + o.repeat) + " more step" +
+                  (o.warmup + o.repeat == 1 ? "" : "s") +
+                  " would overflow the step count");
     firstStep = saved + 1;
   } else if (!o.loadFull.empty()) {
     check(fsdprt_session_load_full_checkpoint(session, o.loadFull.c_str()),
