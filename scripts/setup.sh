@@ -15,8 +15,8 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   # The runtime's plan format.
   libflatbuffers-dev flatbuffers-compiler
-  # CPU collectives and BLAS.
-  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-pthread
+  # CPU collectives and BLAS; zlib (checkpoint checksums).
+  libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-pthread zlib1g-dev
   # C++ unit tests; clang for the libFuzzer targets; valgrind for the
   # runtime's leak test.
   libgtest-dev clang valgrind

@@ -344,7 +344,8 @@ class Session:
 
     def save(self, path, *, full: bool = False) -> None:
         """A checkpoint: sharded (a directory; resumable at any world size)
-        or, with full=True, the model's state dict as one .safetensors."""
+        or, with full=True, the model's state dict as one .safetensors.
+        Replaces only a checkpoint of that kind (see docs/robustness.md)."""
         lib = _library()
         if full:
             _check(lib.fsdprt_session_save_full_checkpoint(self._session, str(path).encode()),
@@ -355,9 +356,10 @@ class Session:
 
     def load(self, path) -> None:
         """Loads a sharded checkpoint directory (and continues its step
-        count) or a full .safetensors state dict."""
+        count; where a save was interrupted, its finished .tmp or .old) or a
+        full .safetensors state dict."""
         lib = _library()
-        if Path(path).is_dir():
+        if any(Path(f"{path}{suffix}").is_dir() for suffix in ("", ".tmp", ".old")):
             step = ctypes.c_int64()
             _check(lib.fsdprt_session_load_sharded_checkpoint(
                 self._session, str(path).encode(), ctypes.byref(step)), f"cannot load {path}")

@@ -101,6 +101,26 @@ class CompileAndRunTest(unittest.TestCase):
             self.assertGreater(len(loaded.state_dict()), 0)
         self.assertEqual(len(first), 2)
 
+    def test_saves_refuse_foreign_files_and_an_interrupted_save_resumes(self):
+        notes = self.work / "experiment"
+        notes.mkdir()
+        (notes / "notes.txt").write_text("x")
+        (self.work / "mine.safetensors").write_text("mine")
+        with fsdp_mlir.Session(self.plan1) as session:
+            session.step(self.batch, lr=3e-3)
+            with self.assertRaisesRegex(RuntimeError_, "holds 'notes.txt'"):
+                session.save(notes)
+            with self.assertRaisesRegex(RuntimeError_, "refusing to overwrite"):
+                session.save(self.work / "mine.safetensors", full=True)
+            session.save(self.work / "killed")
+        self.assertEqual((notes / "notes.txt").read_text(), "x")
+        self.assertEqual((self.work / "mine.safetensors").read_text(), "mine")
+        # Killed between the save's renames: only the finished .tmp is left.
+        (self.work / "killed").rename(self.work / "killed.tmp")
+        with fsdp_mlir.Session(self.plan1, load_weights=False) as resumed:
+            resumed.load(self.work / "killed")
+            resumed.step(self.batch, lr=3e-3)
+
     def test_two_ranks_through_the_launcher_equal_one(self):
         plan2 = fsdp_mlir.compile(self.onnx, batch_size=4, world_size=2,
                                   policy=fsdp_mlir.transformer_layers({Block}),

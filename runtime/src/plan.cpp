@@ -103,7 +103,9 @@ fsdprt_status_t fsdprt_plan_load_file(const char *path, fsdprt_plan_t **out) {
       plan->bytes.insert(plan->bytes.end(), chunk, chunk + read);
     if (std::ferror(file.get()))
       return makeStatus(FSDPRT_IO_ERROR,
-                        std::string("cannot read plan '") + path + "'");
+                        std::string("cannot read plan '") + path + "': " +
+                            (errno == EISDIR ? "it is a directory, not a plan"
+                                             : std::strerror(errno)));
     return finish(std::move(plan), std::string("'") + path + "'", out);
   });
 }

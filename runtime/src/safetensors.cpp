@@ -2,11 +2,14 @@
 
 #include "safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace fsdprt::safetensors {
 
@@ -247,8 +250,44 @@ std::string quote(const std::string &s) {
   return out + "\"";
 }
 
+uint32_t checksum(const void *data, uint64_t bytes) {
+  // zlib takes at most a uInt of bytes at a time.
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto *at = static_cast<const Bytef *>(data);
+  while (bytes) {
+    uInt chunk = static_cast<uInt>(std::min<uint64_t>(bytes, 1u << 30));
+    crc = crc32(crc, at, chunk);
+    at += chunk;
+    bytes -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+bool recordedChecksum(const Header &header, const std::string &name,
+                      uint32_t &out) {
+  auto it = header.metadata.find("crc32:" + name);
+  if (it == header.metadata.end() || it->second.size() != 8 ||
+      it->second.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return false;
+  out = static_cast<uint32_t>(std::stoul(it->second, nullptr, 16));
+  return true;
+}
+
+std::string typeText(fsdprt_dtype_t dtype, const std::vector<int64_t> &shape) {
+  std::string text = std::string(dtypeName(dtype)) + " [";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 std::string write(const std::string &path, const std::vector<Source> &tensors,
-                  const std::map<std::string, std::string> &metadata) {
+                  const std::map<std::string, std::string> &given) {
+  std::map<std::string, std::string> metadata = given;
+  for (const Source &t : tensors) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "%08x", checksum(t.data, t.bytes));
+    metadata["crc32:" + t.name] = hex;
+  }
   std::string header = "{\"__metadata__\":{";
   bool first = true;
   for (const auto &[key, value] : metadata) {
@@ -305,6 +344,9 @@ std::string readHeader(const std::string &path, Header &out) {
                                               &std::fclose);
   if (!file)
     return "cannot open '" + path + "': " + std::strerror(errno);
+  struct stat info;
+  if (::fstat(fileno(file.get()), &info) == 0 && S_ISDIR(info.st_mode))
+    return "'" + path + "' is a directory, not a safetensors file";
   std::fseek(file.get(), 0, SEEK_END);
   long size = std::ftell(file.get());
   std::fseek(file.get(), 0, SEEK_SET);
@@ -363,6 +405,31 @@ std::string readHeader(const std::string &path, Header &out) {
              std::to_string(dataBytes);
     out.tensors[name] = e;
   }
+  // The tensors tile the data section: in the order of their offsets, each
+  // begins where the one before ends (two that overlap would alias bytes).
+  std::vector<std::pair<uint64_t, const std::string *>> order;
+  for (const auto &[name, e] : out.tensors)
+    order.emplace_back(e.begin, &name);
+  std::sort(order.begin(), order.end(), [&](const auto &a, const auto &b) {
+    return a.first != b.first
+               ? a.first < b.first
+               : out.tensors[*a.second].end < out.tensors[*b.second].end;
+  });
+  uint64_t expected = 0;
+  const std::string *previous = nullptr;
+  for (const auto &[begin, name] : order) {
+    if (begin != expected)
+      return "'" + path + "': tensor '" + *name + "' begins at byte " +
+             std::to_string(begin) + " of the data section, not " +
+             std::to_string(expected) + " where " +
+             (previous ? "'" + *previous + "' ends" : "the data begins") +
+             (begin < expected ? " (the two overlap)" : " (a gap)");
+    expected = out.tensors[*name].end;
+    previous = name;
+  }
+  if (expected != dataBytes)
+    return "'" + path + "' has " + std::to_string(dataBytes - expected) +
+           " bytes after its last tensor";
   return "";
 }
 

@@ -42,13 +42,27 @@ struct Header {
 };
 
 /// Writes `tensors` and `metadata` to `path` atomically: to a temporary
-/// file next to it, flushed, then renamed over `path`. Returns "" or why.
+/// file next to it, flushed, then renamed over `path`. The metadata also
+/// gets each tensor's CRC-32 (zlib's) as "crc32:<name>" (8 hex digits),
+/// which checkedRead verifies. Returns "" or why.
 std::string write(const std::string &path, const std::vector<Source> &tensors,
                   const std::map<std::string, std::string> &metadata);
 
 /// Reads and checks the header of `path` (every tensor's bytes inside the
-/// file, sizes matching dtypes and shapes). Returns "" or why.
+/// file, sizes matching dtypes and shapes, the tensors tiling the data
+/// section without overlaps or gaps, as huggingface/safetensors requires).
+/// Returns "" or why.
 std::string readHeader(const std::string &path, Header &header);
+
+/// The CRC-32 of `bytes` bytes at `data` (zlib's crc32).
+uint32_t checksum(const void *data, uint64_t bytes);
+
+/// The CRC-32 the header records for tensor `name`; false if none.
+bool recordedChecksum(const Header &header, const std::string &name,
+                      uint32_t &out);
+
+/// "dtype [d0, d1, ...]", as messages name a tensor's type.
+std::string typeText(fsdprt_dtype_t dtype, const std::vector<int64_t> &shape);
 
 /// A minimal JSON reader for the files checkpoints write: objects, arrays,
 /// strings, integers. Values are kept as their JSON text (strings unquoted).

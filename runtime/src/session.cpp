@@ -386,10 +386,14 @@ fsdprt_status_t fsdprt::loadShards(fsdprt_session_s &s, WeightReader &reader,
       uint64_t length = (part.inParam.end - part.inParam.begin) * element;
       std::string file = param->file()->str();
       uint64_t offset = param->offset();
-      if (locate)
+      if (locate) {
+        std::vector<int64_t> shape;
+        if (param->shape())
+          shape.assign(param->shape()->begin(), param->shape()->end());
         if (fsdprt_status_t status =
-                locate(param->fqn()->str(), param->length(), file, offset))
+                locate(param->fqn()->str(), shard.dtype, shape, file, offset))
           return status;
+      }
       if (fsdprt_status_t status = reader.read(
               file, param->fqn()->str(), offset + part.inParam.begin * element,
               length, bytes + part.inShard.begin * element))

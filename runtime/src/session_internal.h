@@ -174,11 +174,12 @@ inline ::fsdp::layout::FlatLayout layoutOf(const plan::Unit &u,
                                              error);
 }
 
-/// Where a state tensor's whole bytes are: given its FQN and size, sets
-/// the file and the offset of its first byte, or fails.
-using Locator =
-    std::function<fsdprt_status_t(const std::string &fqn, uint64_t bytes,
-                                  std::string &file, uint64_t &offset)>;
+/// Where a state tensor's whole bytes are: given its FQN, dtype and shape,
+/// sets the file and the offset of its first byte, or fails (naming what
+/// differs where the file holds another dtype or shape).
+using Locator = std::function<fsdprt_status_t(
+    const std::string &fqn, fsdprt_dtype_t dtype,
+    const std::vector<int64_t> &shape, std::string &file, uint64_t &offset)>;
 
 /// Fills each unit's shard with what `rank` owns, read through the layout
 /// from the members' bytes: where the plan's weight map says, or where

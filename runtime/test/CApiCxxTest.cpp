@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +76,58 @@ TEST(CApi, ErrorsAreStatusesWithMessages) {
   ASSERT_NE(status, nullptr);
   EXPECT_STREQ(fsdprt_status_message(status.get()),
                "fsdprt_layout_create: out_layout is NULL");
+}
+
+TEST(CApi, CheckpointDestinationsReplaceOnlyCheckpoints) {
+  std::string dir = ::testing::TempDir() + "/fsdprt_check_destination";
+  ASSERT_EQ(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir +
+                         "/experiment' '" + dir + "/ck'")
+                            .c_str()),
+            0);
+  std::ofstream(dir + "/experiment/notes.txt") << "x";
+  std::ofstream(dir + "/ck/index.json") << "{}";
+  std::ofstream(dir + "/ck/rank-0.safetensors") << "";
+  std::ofstream(dir + "/mine.txt") << "mine";
+  auto message = [](fsdprt_status_t raw) {
+    Status status(raw);
+    return status ? std::string(fsdprt_status_message(status.get()))
+                  : std::string("ok");
+  };
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
+                (dir + "/new/nested").c_str(), 1)),
+            "ok");
+  EXPECT_EQ(
+      message(fsdprt_checkpoint_check_destination((dir + "/ck/").c_str(), 1)),
+      "ok");
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
+                (dir + "/experiment").c_str(), 1)),
+            "refusing to save the checkpoint '" + dir + "/experiment': '" +
+                dir +
+                "/experiment' holds 'notes.txt', which no checkpoint save "
+                "wrote (a save replaces only a checkpoint it wrote; choose "
+                "another path or move it away)");
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
+                (dir + "/mine.txt").c_str(), 1)),
+            "refusing to save the checkpoint '" + dir + "/mine.txt': '" + dir +
+                "/mine.txt' exists and is not a directory (a save replaces "
+                "only a checkpoint it wrote; choose another path or move it "
+                "away)");
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
+                (dir + "/mine.txt").c_str(), 0)),
+            "refusing to overwrite '" + dir + "/mine.txt': '" + dir +
+                "/mine.txt' is not a safetensors file (shorter than 8 bytes) "
+                "(a save replaces only a full checkpoint it wrote; choose "
+                "another path or move it away)");
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
+                (dir + "/missing/full.safetensors").c_str(), 0)),
+            "cannot save a full checkpoint as '" + dir +
+                "/missing/full.safetensors': its directory '" + dir +
+                "/missing' does not exist");
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
+                (dir + "/new.safetensors").c_str(), 0)),
+            "ok");
+  EXPECT_EQ(message(fsdprt_checkpoint_check_destination(nullptr, 0)),
+            "fsdprt_checkpoint_check_destination: NULL argument");
 }
 
 } // namespace

@@ -26,6 +26,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -62,12 +63,16 @@ options:
   --json                 print one JSON object instead of the summary
   --save-checkpoint DIR  after the last step, write a sharded training
                          checkpoint (every rank's shards, optimizer state,
-                         index.json with the step); atomic
+                         index.json with the step); atomic; replaces only a
+                         checkpoint (DIR.tmp, DIR.old the same)
   --resume DIR           start from a sharded checkpoint (written at any
                          world size: resharded on load) and number steps on
-                         from its step
+                         from its step; checked (rank files, checksums,
+                         dtypes and shapes); without DIR/index.json, the
+                         finished DIR.tmp or DIR.old an interrupted save left
   --save-full FILE       after the last run, write the model's state dict
-                         (every parameter by FQN) as one .safetensors file
+                         (every parameter by FQN) as one .safetensors file;
+                         replaces only a full checkpoint fsdp-run wrote
   --load-full FILE       start from a full .safetensors state dict instead of
                          the model's own weights
   --timeout SECONDS      multi-rank: the deadline of every collective (default
@@ -97,6 +102,13 @@ whose first dimension is N times the plan's is split so rank r takes the
 r-th slice (the global batch), and rank 0 prints the losses averaged over
 the ranks (the global batch's) and the summary.
 
+Where it writes is checked before anything runs: --output-dir and
+--save-state may name a new directory or one holding only files of the
+names this run writes there (<name>.npy, rank<r>/), which are overwritten;
+anything else in it is refused, and so is a tensor name that is not a
+plain file name (with '/', '..' or a control character). Nothing fsdp-run
+did not write is deleted or overwritten.
+
 A plan with an input named 'step' (fsdp-optimizer's step count) gets
 1, 2, ... on successive runs unless --input gives it. Outputs are the last
 run's. Errors print "fsdp-run: error: ..." and exit with status 1.
@@ -112,6 +124,87 @@ void check(fsdprt_status_t status, const std::string &what) {
   std::string message = what + ": " + fsdprt_status_message(status);
   fsdprt_status_free(status);
   throw Error(message);
+}
+
+/// `name` (of a tensor in the plan) as a file name; refused if it could
+/// name a file outside the directory: empty, with '/', '..' or a control
+/// character (NUL included, which the plan's strings may hold).
+std::string fileNameOf(const std::string &name, const std::string &what) {
+  bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (name.empty() || name == "." || name.find('/') != std::string::npos ||
+      name.find("..") != std::string::npos || control) {
+    std::string shown;
+    for (char c : name) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        char escape[8];
+        std::snprintf(escape, sizeof escape, "\\x%02x", c & 0xff);
+        shown += escape;
+      } else {
+        shown += c;
+      }
+    }
+    throw Error(what + " '" + shown +
+                "' cannot be a file name: a name with '/', '..' or a control "
+                "character would write outside the directory you named");
+  }
+  return name + ".npy";
+}
+
+/// `path` without trailing separators ("out/" and "out" are one directory).
+std::string withoutTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  return path;
+}
+
+/// Refuses, before anything runs, a directory `flag` names that holds
+/// anything this run would not write there: it may be absent (its nearest
+/// existing parent writable) or hold only `files` (paths relative to it)
+/// and the directories on their way, which the run overwrites.
+void checkOwnDirectory(const std::string &flag, const std::string &dir,
+                       const std::set<std::string> &files) {
+  namespace fs = std::filesystem;
+  std::error_code code;
+  fs::file_status status = fs::symlink_status(dir, code);
+  if (fs::exists(status) && !fs::is_directory(status))
+    throw Error(flag + " '" + dir + "' exists and is not a directory");
+  if (!fs::exists(status)) {
+    fs::path parent = fs::path(dir).parent_path();
+    while (!parent.empty() && !fs::exists(parent, code))
+      parent = parent.parent_path();
+    std::string where = parent.empty() ? "." : parent.string();
+    if (::access(where.c_str(), W_OK | X_OK) != 0)
+      throw Error(flag + " '" + dir + "' cannot be created: '" + where +
+                  "' is not writable (" + std::strerror(errno) + ")");
+    return;
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(flag + " '" + dir +
+                "' is not writable: " + std::strerror(errno));
+  std::set<std::string> dirs;
+  for (const std::string &file : files)
+    for (fs::path p = fs::path(file).parent_path(); !p.empty();
+         p = p.parent_path())
+      dirs.insert(p.string());
+  for (auto it = fs::recursive_directory_iterator(dir, code);
+       !code && it != fs::recursive_directory_iterator(); it.increment(code)) {
+    std::string relative =
+        fs::path(it->path()).lexically_relative(dir).string();
+    fs::file_status entry = it->symlink_status(code);
+    bool own = fs::is_directory(entry)      ? dirs.count(relative) > 0
+               : fs::is_regular_file(entry) ? files.count(relative) > 0
+                                            : false;
+    if (!own)
+      throw Error(flag + " '" + dir + "' holds '" + relative +
+                  "', which this run would not write: fsdp-run writes into an "
+                  "existing directory only if it holds nothing but files of "
+                  "the names it writes (see --help); choose a new or empty "
+                  "directory");
+  }
+  if (code)
+    throw Error("cannot list " + flag + " '" + dir + "': " + code.message());
 }
 
 std::string listText(const std::vector<int64_t> &shape) {
@@ -263,7 +356,7 @@ Options parse(int argc, char **argv) {
         throw Error("--input needs NAME=FILE.npy, not '" + v + "'");
       o.inputs.emplace_back(v.substr(0, sep), v.substr(sep + 1));
     } else if (flag == "--output-dir") {
-      o.outputDir = value();
+      o.outputDir = withoutTrailingSlashes(value());
     } else if (flag == "--model-dir") {
       o.modelDir = value();
     } else if (flag == "--threads") {
@@ -287,11 +380,11 @@ Options parse(int argc, char **argv) {
         throw Error("--lr needs a number, not '" + o.lr + "'");
       }
     } else if (flag == "--save-state") {
-      o.saveState = value();
+      o.saveState = withoutTrailingSlashes(value());
     } else if (flag == "--save-checkpoint") {
-      o.saveCheckpoint = value();
+      o.saveCheckpoint = withoutTrailingSlashes(value());
     } else if (flag == "--resume") {
-      o.resume = value();
+      o.resume = withoutTrailingSlashes(value());
     } else if (flag == "--save-full") {
       o.saveFull = value();
     } else if (flag == "--load-full") {
@@ -390,7 +483,7 @@ void saveTensor(const fsdprt_session_t *session,
   if (!*npy::descrOf(desc.dtype))
     throw Error(std::string("state '") + desc.name + "' is " +
                 fsdprt_dtype_name(desc.dtype) + ", which .npy cannot hold");
-  npy::write(dir + "/" + desc.name + ".npy",
+  npy::write(dir + "/" + fileNameOf(desc.name, "state"),
              {npy::descrOf(desc.dtype), shape, data});
 }
 
@@ -423,7 +516,7 @@ void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
                                              data.size()),
               std::string("gathering '") + member.name + "'");
         if (rank == 0)
-          npy::write(top + "/" + member.name + ".npy",
+          npy::write(top + "/" + fileNameOf(member.name, "state"),
                      {npy::descrOf(member.dtype), shape, data});
       }
     }
@@ -443,6 +536,33 @@ void saveState(const fsdprt_plan_t *plan, const fsdprt_session_t *session,
       saveTensor(session, member, dir);
     }
   }
+}
+
+/// The files saveState writes under its directory, relative to it (their
+/// names checked).
+std::set<std::string> stateFiles(const fsdprt_plan_t *plan, int world) {
+  std::set<std::string> files;
+  std::vector<std::string> dirs;
+  for (int r = 0; r < world; ++r)
+    dirs.push_back(world > 1 ? "rank" + std::to_string(r) + "/" : "");
+  for (size_t i = 0; i < fsdprt_plan_num_weights(plan); ++i) {
+    fsdprt_tensor_desc_t desc;
+    check(fsdprt_plan_weight_desc(plan, i, &desc), "plan weight");
+    for (const std::string &dir : dirs)
+      files.insert(dir + fileNameOf(desc.name, "state"));
+  }
+  for (size_t i = 0; i < fsdprt_plan_num_units(plan); ++i) {
+    fsdprt_unit_desc_t unit;
+    check(fsdprt_plan_unit(plan, i, &unit), "plan unit");
+    for (const std::string &dir : dirs)
+      files.insert(dir + fileNameOf(unit.name, "unit"));
+    for (size_t p = 0; p < unit.num_params; ++p) {
+      fsdprt_tensor_desc_t member;
+      check(fsdprt_plan_unit_param(plan, i, p, &member), "plan unit member");
+      files.insert(fileNameOf(member.name, "state"));
+    }
+  }
+  return files;
 }
 
 /// Reads every declared input from the files given for it, checked against
@@ -617,6 +737,25 @@ int run(const Options &o) {
         throw Error(std::string("output '") + d.name + "' is " +
                     fsdprt_dtype_name(d.dtype) + ", which .npy cannot hold");
 
+  // Where the run writes is checked now, not after the training: names
+  // that would leave the directory, foreign files, unwritable places.
+  if (!o.outputDir.empty()) {
+    std::set<std::string> files;
+    for (int r = 0; r < o.world; ++r)
+      for (const auto &d : outputs)
+        files.insert((o.world > 1 ? "rank" + std::to_string(r) + "/" : "") +
+                     fileNameOf(d.name, "output"));
+    checkOwnDirectory("--output-dir", o.outputDir, files);
+  }
+  if (!o.saveState.empty())
+    checkOwnDirectory("--save-state", o.saveState, stateFiles(plan, o.world));
+  if (o.rank == 0 && !o.saveCheckpoint.empty())
+    check(fsdprt_checkpoint_check_destination(o.saveCheckpoint.c_str(), 1),
+          "--save-checkpoint");
+  if (o.rank == 0 && !o.saveFull.empty())
+    check(fsdprt_checkpoint_check_destination(o.saveFull.c_str(), 0),
+          "--save-full");
+
   uint64_t rssBefore = residentBytes();
   fsdprt_session_t *session = nullptr;
   const char *modelDir = o.modelDir.empty() ? nullptr : o.modelDir.c_str();
@@ -639,6 +778,22 @@ int run(const Options &o) {
     check(fsdprt_session_load_sharded_checkpoint(session, o.resume.c_str(),
                                                  &saved),
           "cannot resume from '" + o.resume + "'");
+    namespace fs = std::filesystem;
+    std::error_code code;
+    if (o.rank == 0 && !fs::exists(o.resume + "/index.json", code))
+      std::cerr << "fsdp-run: note: '" << o.resume
+                << "' has no index.json (a save was interrupted); resumed "
+                   "from the finished '"
+                << o.resume
+                << (fs::exists(o.resume + ".tmp/index.json", code) ? ".tmp"
+                                                                   : ".old")
+                << "' at step " << saved << std::endl;
+    if (saved > INT64_MAX - 1 - o.warmup - o.repeat)
+      throw Error("the checkpoint '" + o.resume + "' is at step " +
+                  std::to_string(saved) + ": " +
+                  std::to_string(o.warmup + o.repeat) + " more step" +
+                  (o.warmup + o.repeat == 1 ? "" : "s") +
+                  " would overflow the step count");
     firstStep = saved + 1;
   } else if (!o.loadFull.empty()) {
     check(fsdprt_session_load_full_checkpoint(session, o.loadFull.c_str()),
@@ -758,7 +913,7 @@ int run(const Options &o) {
                 highs = numel ? number(hi) : "null",
                 means = numel ? number(sum / numel) : "null";
     if (!outputDir.empty())
-      npy::write(outputDir + "/" + d.name + ".npy",
+      npy::write(outputDir + "/" + fileNameOf(d.name, "output"),
                  {npy::descrOf(d.dtype), shape, data});
     json << (i ? ", " : "") << "{\"name\": " << jsonString(d.name)
          << ", \"dtype\": \"" << fsdprt_dtype_name(d.dtype)

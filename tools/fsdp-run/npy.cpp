@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -209,6 +210,9 @@ Array parse(const std::vector<char> &bytes, const std::string &path) {
 }
 
 Array read(const std::string &path) {
+  std::error_code code;
+  if (std::filesystem::is_directory(path, code))
+    throw NpyError("'" + path + "' is a directory, not a .npy file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw NpyError("cannot open '" + path + "': " + std::strerror(errno));

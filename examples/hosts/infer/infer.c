@@ -75,6 +75,19 @@ static int makeDirectories(const char *path) {
   }
 }
 
+/* Whether `name` (from the model) is a plain file name: not empty, "." or
+ * containing '/', ".." or a control character, any of which could place a
+ * file outside the output directory. */
+static int isPlainFileName(const char *name) {
+  if (!*name || strcmp(name, ".") == 0 || strchr(name, '/') ||
+      strstr(name, ".."))
+    return 0;
+  for (const char *c = name; *c; ++c)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f)
+      return 0;
+  return 1;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int world = 1;
@@ -207,6 +220,10 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < fsdprt_plan_num_outputs(plan); ++i) {
     fsdprt_tensor_desc_t desc;
     check(fsdprt_plan_output(plan, i, &desc), "plan output");
+    if (!isPlainFileName(desc.name))
+      die("output '%s' cannot be a file name: a name with '/', '..' or a "
+          "control character would write outside '%s'",
+          desc.name, outputDir);
     size_t bytes = npy_tensor_bytes(&desc);
     void *data = malloc(bytes ? bytes : 1);
     if (!data)

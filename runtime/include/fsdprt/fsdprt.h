@@ -449,30 +449,55 @@ fsdprt_session_get_output(const fsdprt_session_t *session, const char *name,
 
 /** A model state dict: every parameter (flat units' members gathered
  *  whole) and model buffer by its PyTorch FQN, in one .safetensors file at
- *  `path`, written by rank 0. Optimizer state is not in it. */
+ *  `path`, written by rank 0, with each tensor's CRC-32 in its metadata.
+ *  Optimizer state is not in it. Refused if `path` exists and is not a full
+ *  checkpoint the runtime wrote. */
 FSDPRT_API fsdprt_status_t fsdprt_session_save_full_checkpoint(
     fsdprt_session_t *session, const char *path);
 
 /** Loads a full checkpoint (instead of the plan's weight files): each rank
- *  reads only its shard of every unit, at any world size. Optimizer state
- *  starts from zero. */
+ *  reads only its shard of every unit, at any world size; rank 0 checks the
+ *  recorded checksums; every tensor's dtype and shape must be the plan's.
+ *  Optimizer state starts from zero. */
 FSDPRT_API fsdprt_status_t fsdprt_session_load_full_checkpoint(
     fsdprt_session_t *session, const char *path);
 
 /** A training checkpoint in directory `dir`: each rank writes what it holds
- *  (unit shards, optimizer state, buffers) to rank-<r>.safetensors, then
- *  rank 0 writes index.json (world size, mesh, `step`, each unit's layout)
- *  and swaps the directory in. */
+ *  (unit shards, optimizer state, buffers) to rank-<r>.safetensors (with its
+ *  rank, the world size, `step`, its shard of each unit and each tensor's
+ *  CRC-32 in the metadata) in `dir`.tmp, then rank 0 writes index.json
+ *  (world size, mesh, `step`, each unit's layout and holders) and swaps the
+ *  directory in, the previous one kept as `dir`.old until the new one is in
+ *  place. Refused if `dir` (or `dir`.tmp, `dir`.old) holds anything a save
+ *  did not write (see fsdprt_checkpoint_check_destination); `step` must be
+ *  from 0 to 2^63-2. */
 FSDPRT_API fsdprt_status_t fsdprt_session_save_sharded_checkpoint(
     fsdprt_session_t *session, const char *dir, int64_t step);
 
 /** Loads a sharded checkpoint written at any world size: each rank reads
  *  the pieces of the old shards its own shard covers (resharding) and its
  *  optimizer state the same way; other state from the same rank's file (or
- *  rank 0's). `*step` (may be NULL) gets the saved step. A directory
- *  without index.json is refused (an interrupted save). */
+ *  rank 0's). `*step` (may be NULL) gets the saved step. Where `dir` has no
+ *  index.json (a save interrupted between its renames), the finished
+ *  `dir`.tmp, else `dir`.old, is loaded; with neither it is refused. Every
+ *  rank file's rank, world size, step and shards must agree with its name
+ *  and the index, every tensor's dtype, shape and checksum with the plan
+ *  and the file; a failure on any rank fails every rank. */
 FSDPRT_API fsdprt_status_t fsdprt_session_load_sharded_checkpoint(
     fsdprt_session_t *session, const char *dir, int64_t *step);
+
+/** Whether a checkpoint may be saved at `path` without replacing anything
+ *  the runtime did not write: a full checkpoint (`sharded` 0) at an absent
+ *  path or over a full checkpoint the runtime wrote; a sharded one (`sharded`
+ *  1) at an absent path or over a directory holding only a checkpoint's
+ *  files (and the same for `path`.tmp and `path`.old). The directory that
+ *  will hold it must be writable (for a sharded one, missing directories
+ *  above it are created, and the nearest existing one must be writable).
+ *  A sharded path may end in '/', a full one not. The save functions check
+ *  the same; a host calls this before a long run to fail early. Needs no
+ *  session. */
+FSDPRT_API fsdprt_status_t
+fsdprt_checkpoint_check_destination(const char *path, int sharded);
 
 /** The last run's time in compute kernels and in collectives (on the CPU
  *  runtime collectives run in turn with compute, so the second is the

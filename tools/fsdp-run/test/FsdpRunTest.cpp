@@ -309,4 +309,124 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
 }
 
+/// A plan like the fixture's linear layer, with a weight and an output of
+/// the names given (as a hostile model file would name them).
+void writeNamedPlan(const std::string &dir, const std::string &weightName,
+                    const std::string &outputName) {
+  PlanBuilder b;
+  b.modelDir(dir);
+  uint32_t x = b.input("x", plan::DType::F32, {2, 3});
+  uint32_t w = b.buffer(plan::DType::F32, {4, 3}, PlanBuilder::Weights);
+  b.weight(weightName, "model.bin", 8, 48, w);
+  uint32_t y = b.output(outputName, plan::DType::F32, {2, 4});
+  b.kernel("linear", {x, w}, {y}, {{"trans_w", int64_t(1)}}, "fc");
+  std::vector<uint8_t> bytes = b.finish();
+  std::ofstream(dir + "/named.plan", std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+}
+
+bool exists(const std::string &path) { return std::ifstream(path).good(); }
+
+TEST_F(FsdpRun, NamesThatWouldLeaveTheDirectoryAreRefused) {
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/a/b'").c_str()), 0);
+  writeNamedPlan(dir, "fc.weight", "../../escaped");
+  Outcome o = run(dir + "/named.plan --input x=" + dir +
+                  "/x.npy --output-dir " + dir + "/a/b/out");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: output '../../escaped' cannot be a file "
+                   "name: a name with '/', '..' or a control character would "
+                   "write outside the directory you named\n");
+  EXPECT_FALSE(exists(dir + "/a/escaped.npy"));
+  EXPECT_FALSE(exists(dir + "/a/b/out"));
+  writeNamedPlan(dir, "../x", "y");
+  o = run(dir + "/named.plan --input x=" + dir + "/x.npy --save-state " + dir +
+          "/a/b/state");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("state '../x' cannot be a file name"), std::string::npos)
+      << o.err;
+  EXPECT_FALSE(exists(dir + "/a/b/x.npy"));
+  writeNamedPlan(dir, "fc.weight", "a\nb");
+  o = run(dir + "/named.plan --input x=" + dir + "/x.npy --output-dir " + dir +
+          "/a/b/out");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("output 'a\\x0ab' cannot be a file name"),
+            std::string::npos)
+      << o.err;
+  // Dots inside a name (FQNs) are fine.
+  writeNamedPlan(dir, "layer.0.fc.weight", "y.out");
+  o = run(dir + "/named.plan --input x=" + dir + "/x.npy --output-dir " + dir +
+          "/a/b/out --save-state " + dir + "/a/b/state");
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_TRUE(exists(dir + "/a/b/out/y.out.npy"));
+  EXPECT_TRUE(exists(dir + "/a/b/state/layer.0.fc.weight.npy"));
+}
+
+TEST_F(FsdpRun, SavesNeverReplaceWhatTheyDidNotWrite) {
+  std::string plan = dir + "/model.plan " + inputs();
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/experiment'").c_str()), 0);
+  std::ofstream(dir + "/experiment/notes.txt") << "x";
+  std::ofstream(dir + "/mine.safetensors") << "mine";
+  // Refused before anything runs: the state directory stays unwritten.
+  for (std::string flag :
+       {"--output-dir", "--save-state", "--save-checkpoint"}) {
+    Outcome o = run(plan + " --save-state " + dir + "/state-first " + flag +
+                    " " + dir + "/experiment/");
+    EXPECT_EQ(o.status, 1) << flag;
+    EXPECT_NE(o.err.find("'" + dir + "/experiment' holds 'notes.txt'"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(o.out, "") << flag;
+    EXPECT_FALSE(exists(dir + "/state-first")) << flag;
+  }
+  EXPECT_EQ(slurp(dir + "/experiment/notes.txt"), "x");
+  Outcome o = run(plan + " --save-checkpoint " + dir + "/mine.safetensors");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("'" + dir +
+                       "/mine.safetensors' exists and is not a directory"),
+            std::string::npos)
+      << o.err;
+  o = run(plan + " --save-full " + dir + "/mine.safetensors");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(
+      o.err.rfind("fsdp-run: error: --save-full: refusing to overwrite '" +
+                      dir + "/mine.safetensors': '" + dir +
+                      "/mine.safetensors' is not a safetensors file",
+                  0),
+      0u)
+      << o.err;
+  EXPECT_EQ(slurp(dir + "/mine.safetensors"), "mine");
+  // What a run wrote, a run replaces; a trailing slash names the same place.
+  for (int i = 0; i < 2; ++i) {
+    o = run(plan + " --output-dir " + dir + "/out/ --save-state " + dir +
+            "/state --save-full " + dir + "/full.safetensors" +
+            " --save-checkpoint " + dir + "/ck/");
+    EXPECT_EQ(o.status, 0) << o.err;
+  }
+  EXPECT_TRUE(exists(dir + "/ck/index.json"));
+  EXPECT_FALSE(exists(dir + "/ck.old/index.json"));
+  o = run(plan + " --resume " + dir + "/ck/");
+  EXPECT_EQ(o.status, 0) << o.err;
+  o = run(plan + " --load-full " + dir + "/full.safetensors");
+  EXPECT_EQ(o.status, 0) << o.err;
+}
+
+TEST_F(FsdpRun, DirectoriesWhereFilesAreExpectedAreNamed) {
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/d'").c_str()), 0);
+  Outcome o = run(dir + "/d " + inputs());
+  EXPECT_EQ(o.err, "fsdp-run: error: cannot load the plan: cannot read plan '" +
+                       dir + "/d': it is a directory, not a plan\n");
+  o = run(dir + "/model.plan --input x=" + dir + "/d --input ids=" + dir +
+          "/ids.npy");
+  EXPECT_EQ(o.err, "fsdp-run: error: '" + dir +
+                       "/d' is a directory, not a .npy file\n");
+  o = run(dir + "/model.plan " + inputs() + " --load-full " + dir + "/d");
+  EXPECT_EQ(o.err, "fsdp-run: error: cannot load '" + dir + "/d': '" + dir +
+                       "/d' is a directory, not a safetensors file\n");
+  o = run(dir + "/model.plan " + inputs() + " --resume " + dir + "/x.npy");
+  EXPECT_EQ(o.err, "fsdp-run: error: cannot resume from '" + dir +
+                       "/x.npy': '" + dir +
+                       "/x.npy' is a file, not a sharded checkpoint "
+                       "directory\n");
+}
+
 } // namespace
