@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpt2_job  # noqa: E402
 
 TIMEOUT = 2.0
 
@@ -97,21 +98,10 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=Path)
     args = ap.parse_args(argv)
     bindir = args.build.resolve() / "bin"
-    corpus = args.build.resolve() / "test" / "corpus"
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(0)
-        np.save(work / "ids.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        np.save(work / "labels.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        subprocess.run([bindir / "fsdp-opt", corpus / "gpt2.onnx", "--batch-size=2",
-                        "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
-                        "--fsdp-autodiff", "--fsdp-flatten=world-size=2",
-                        "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard",
-                        "--fsdp-schedule", "--fsdp-inference-pipeline",
-                        "-o", work / "g2.mlir"], check=True)
-        subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", work / "g2.mlir",
-                        "-o", work / "g2.plan"], check=True)
+        gpt2_job.prepare(args.build.resolve(), work)
         results = [fault(kind, bindir, work) for kind in ("stall", "kill")]
     print(f"{sum(results)}/{len(results)} faults ended the job with a message")
     return 0 if all(results) else 1

@@ -37,6 +37,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpt2_job  # noqa: E402
+
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader")
 
@@ -72,23 +75,11 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=Path)
     args = ap.parse_args(argv)
     bindir = args.build.resolve() / "bin"
-    corpus = args.build.resolve() / "test" / "corpus"
-    import numpy as np
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(0)
-        np.save(work / "ids.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        np.save(work / "labels.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        subprocess.run([bindir / "fsdp-opt", corpus / "gpt2.onnx", "--batch-size=2",
-                        "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
-                        "--fsdp-autodiff", "--fsdp-flatten=world-size=2",
-                        "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard",
-                        "--fsdp-schedule", "--fsdp-inference-pipeline",
-                        "-o", work / "g2.mlir"], check=True)
-        subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", work / "g2.mlir",
-                        "-o", work / "g2.plan"], check=True)
+        gpt2_job.prepare(args.build.resolve(), work)
         run = Runner(bindir, work)
         ck = work / "ck"
         proc = run("--steps", 1, "--save-checkpoint", f"{ck}/",

@@ -32,7 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpt2_job  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 5.0
@@ -174,21 +175,10 @@ def main(argv=None) -> int:
         print(f"skipped: needs root and iproute2 ({why})")
         return SKIP
     bindir = args.build.resolve() / "bin"
-    corpus = args.build.resolve() / "test" / "corpus"
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(0)
-        np.save(work / "ids.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        np.save(work / "labels.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        subprocess.run([bindir / "fsdp-opt", corpus / "gpt2.onnx", "--batch-size=2",
-                        "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
-                        "--fsdp-autodiff", "--fsdp-flatten=world-size=2",
-                        "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard",
-                        "--fsdp-schedule", "--fsdp-inference-pipeline",
-                        "-o", work / "g2.mlir"], check=True)
-        subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", work / "g2.mlir",
-                        "-o", work / "g2.plan"], check=True)
+        gpt2_job.prepare(args.build.resolve(), work)
         failures = 0
         cmd, env = launch(None, bindir, work, 5, [])
         one = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
