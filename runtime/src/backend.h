@@ -127,6 +127,19 @@ public:
   /// least 64); nullptr when memory runs out.
   virtual void *allocate(uint64_t bytes, uint64_t alignment) = 0;
   virtual void free(void *memory) = 0;
+  /// Moves bytes between host memory and the backend's memory (arenas,
+  /// the workspace): sessions, weight loading and checkpoints never touch
+  /// backend memory but through these. Each returns when `dst` may be read
+  /// (CPU: memcpy and memset; CUDA: synchronous copies, staged through
+  /// pinned memory).
+  virtual void upload(void *dst, const void *src, uint64_t bytes) = 0;
+  virtual void download(void *dst, const void *src, uint64_t bytes) = 0;
+  /// Within the backend's memory.
+  virtual void copy(void *dst, const void *src, uint64_t bytes) = 0;
+  virtual void fill(void *dst, uint8_t value, uint64_t bytes) = 0;
+  /// Whether the host reads the backend's memory directly (the CPU
+  /// backend); otherwise what the host reads is downloaded first.
+  virtual bool hostAccessible() const = 0;
   /// Prepares plan kernel `op` on `args`; throws KernelError on a mismatch.
   virtual KernelFn prepare(const std::string &op, KernelArgs &args) = 0;
   virtual std::unique_ptr<Stream> createStream() = 0;

@@ -233,6 +233,17 @@ bool allOk(fsdprt_session_s &s, bool ok, std::string &error) {
 }
 
 /// The whole of member `index` of unit `u`, gathered from its group.
+/// `t`'s bytes where the host can read them: the buffer itself when the
+/// backend's memory is host memory, else a copy downloaded into `storage`.
+const void *hostBytes(fsdprt_session_s &s, const fsdprt::Tensor &t,
+                      std::vector<std::vector<char>> &storage) {
+  if (s.backend->hostAccessible())
+    return t.data;
+  storage.emplace_back(t.bytes());
+  s.backend->download(storage.back().data(), t.data, t.bytes());
+  return storage.back().data();
+}
+
 fsdprt_status_t gatherMember(fsdprt_session_s &s, const plan::Unit &u,
                              const ::fsdp::layout::FlatLayout &layout,
                              std::vector<char> &full) {
@@ -240,7 +251,7 @@ fsdprt_status_t gatherMember(fsdprt_session_s &s, const plan::Unit &u,
   size_t element = fsdprt_dtype_size(shard.dtype);
   full.assign(layout.paddedNumel() * element, 0);
   if (!s.comm || layout.worldSize() == 1) {
-    std::memcpy(full.data(), shard.data, shard.bytes());
+    s.backend->download(full.data(), shard.data, shard.bytes());
     return nullptr;
   }
   fsdprt::Tensor gathered = shard;
@@ -317,7 +328,7 @@ fsdprt_status_t loadFull(fsdprt_session_s &s, const std::string &path) {
     for (const plan::WeightRef *w : *weights) {
       const fsdprt::Tensor &t = s.buffers[w->buffer()];
       if (w->file()->size() == 0) { // optimizer state: starts afresh
-        std::memset(t.data, 0, t.bytes());
+        s.backend->fill(t.data, 0, t.bytes());
         continue;
       }
       std::string file;
@@ -326,7 +337,8 @@ fsdprt_status_t loadFull(fsdprt_session_s &s, const std::string &path) {
               locate(w->fqn()->str(), t.dtype, t.shape, file, offset))
         return status;
       if (fsdprt_status_t status =
-              reader.read(file, w->fqn()->str(), offset, t.bytes(), t.data))
+              reader.readInto(*s.backend, file, w->fqn()->str(), offset,
+                              t.bytes(), t.data))
         return status;
     }
   return fsdprt::loadShards(s, reader, s.rank(), locate);
@@ -476,7 +488,7 @@ struct ShardedReader {
                        "that are not distinct ranks below " +
                        std::to_string(world) + " (rank '" + h.text + "')");
     size_t element = fsdprt_dtype_size(into.dtype);
-    std::memset(into.data, 0, into.bytes());
+    s.backend->fill(into.data, 0, into.bytes());
     int64_t position =
         fsdprt::groupPosition(mesh, fsdprt::unitAxes(u), s.rank()).index;
     int64_t lo = position * layout.shardNumel();
@@ -499,9 +511,9 @@ struct ShardedReader {
       if (fsdprt_status_t status =
               readWhole(rank, name, into.dtype, {oldShard}, piece))
         return status;
-      std::memcpy(static_cast<char *>(into.data) + (at - lo) * element,
-                  piece.data() + (at - j * oldShard) * element,
-                  (end - at) * element);
+      s.backend->upload(static_cast<char *>(into.data) + (at - lo) * element,
+                        piece.data() + (at - j * oldShard) * element,
+                        (end - at) * element);
       at = end;
     }
     return nullptr;
@@ -533,7 +545,7 @@ struct ShardedReader {
         if (fsdprt_status_t status =
                 readWhole(own, w->fqn()->str(), t.dtype, t.shape, bytes))
           return status;
-        std::memcpy(t.data, bytes.data(), t.bytes());
+        s.backend->upload(t.data, bytes.data(), t.bytes());
       }
     return nullptr;
   }
@@ -588,8 +600,8 @@ fsdprt_status_t fsdprt_session_save_full_checkpoint(fsdprt_session_t *s,
         if (w->file()->size() == 0 || names.count(w->fqn()->str()))
           continue;
         const fsdprt::Tensor &t = s->buffers[w->buffer()];
-        tensors.push_back(
-            {w->fqn()->str(), t.dtype, t.shape, t.data, t.bytes()});
+        tensors.push_back({w->fqn()->str(), t.dtype, t.shape,
+                           hostBytes(*s, t, storage), t.bytes()});
       }
     bool ok = true;
     if (s->rank() == 0) {
@@ -672,19 +684,20 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         {"world_size", std::to_string(world)},
         {"step", std::to_string(step)}};
     std::vector<st::Source> tensors;
+    std::vector<std::vector<char>> storage;
     if (const auto *units = s->plan->root->units())
       for (const plan::Unit *u : *units) {
         const fsdprt::Tensor &t = s->buffers[u->shard()];
-        tensors.push_back(
-            {u->name()->str(), t.dtype, t.shape, t.data, t.bytes()});
+        tensors.push_back({u->name()->str(), t.dtype, t.shape,
+                           hostBytes(*s, t, storage), t.bytes()});
         metadata["shard:" + u->name()->str()] = std::to_string(
             fsdprt::groupPosition(mesh, fsdprt::unitAxes(*u), s->rank()).index);
       }
     if (const auto *weights = s->plan->root->weights())
       for (const plan::WeightRef *w : *weights) {
         const fsdprt::Tensor &t = s->buffers[w->buffer()];
-        tensors.push_back(
-            {w->fqn()->str(), t.dtype, t.shape, t.data, t.bytes()});
+        tensors.push_back({w->fqn()->str(), t.dtype, t.shape,
+                           hostBytes(*s, t, storage), t.bytes()});
       }
     error = st::write(staging + "/rank-" + std::to_string(s->rank()) +
                           ".safetensors",

@@ -241,8 +241,7 @@ fsdprt_status_t fillConstants(fsdprt_session_s &s) {
     if (size != t.bytes())
       return invalid(name + " holds " + std::to_string(size) +
                      " bytes but the buffer has " + std::to_string(t.bytes()));
-    if (size)
-      std::memcpy(t.data, c->data()->data(), size);
+    s.backend->upload(t.data, c->data()->data(), size);
   }
   return nullptr;
 }
@@ -380,7 +379,7 @@ fsdprt_status_t fsdprt::loadShards(fsdprt_session_s &s, WeightReader &reader,
     const fsdprt::Tensor &shard = s.buffers[u->shard()];
     size_t element = fsdprt_dtype_size(shard.dtype);
     auto *bytes = static_cast<char *>(shard.data);
-    std::memset(bytes, 0, shard.bytes());
+    s.backend->fill(bytes, 0, shard.bytes());
     for (const ::fsdp::layout::ParamShard &part : layout.paramShards(index)) {
       const plan::UnitParam *param = u->params()->Get(part.paramIndex);
       uint64_t length = (part.inParam.end - part.inParam.begin) * element;
@@ -394,9 +393,10 @@ fsdprt_status_t fsdprt::loadShards(fsdprt_session_s &s, WeightReader &reader,
                 locate(param->fqn()->str(), shard.dtype, shape, file, offset))
           return status;
       }
-      if (fsdprt_status_t status = reader.read(
-              file, param->fqn()->str(), offset + part.inParam.begin * element,
-              length, bytes + part.inShard.begin * element))
+      if (fsdprt_status_t status = reader.readInto(
+              *s.backend, file, param->fqn()->str(),
+              offset + part.inParam.begin * element, length,
+              bytes + part.inShard.begin * element))
         return status;
     }
   }
@@ -624,12 +624,12 @@ fsdprt_status_t fsdprt_session_load_weights(fsdprt_session_t *s) {
       for (const plan::WeightRef *w : *weights) {
         std::string file = w->file()->str(), fqn = w->fqn()->str();
         if (file.empty()) { // state that starts as zeros
-          std::memset(s->buffers[w->buffer()].data, 0, w->length());
+          s->backend->fill(s->buffers[w->buffer()].data, 0, w->length());
           continue;
         }
         if (fsdprt_status_t status =
-                reader.read(file, fqn, w->offset(), w->length(),
-                            s->buffers[w->buffer()].data))
+                reader.readInto(*s->backend, file, fqn, w->offset(),
+                                w->length(), s->buffers[w->buffer()].data))
           return status;
       }
     if (fsdprt_status_t status = loadShards(*s, reader, s->rank()))
@@ -648,8 +648,7 @@ fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *s, const char *name,
     if (fsdprt_status_t status =
             tensorFor(*s, s->plan->root->inputs(), "input", name, bytes, &t))
       return status;
-    if (bytes)
-      std::memcpy(t->data, data, bytes);
+    s->backend->upload(t->data, data, bytes);
     return nullptr;
   });
 }
@@ -741,8 +740,9 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     // old ones.
     if (const auto *updates = s->plan->root->updates())
       for (const plan::StateUpdate *u : *updates)
-        std::memcpy(s->buffers[u->target()].data, s->buffers[u->source()].data,
-                    s->buffers[u->target()].bytes());
+        s->backend->copy(s->buffers[u->target()].data,
+                         s->buffers[u->source()].data,
+                         s->buffers[u->target()].bytes());
     s->computeSeconds.store(computeSeconds, std::memory_order_relaxed);
     s->communicationSeconds.store(communicationSeconds,
                                   std::memory_order_relaxed);
@@ -769,7 +769,7 @@ fsdprt_status_t fsdprt_session_read_state(const fsdprt_session_t *s,
         if (!s->weightsLoaded)
           return invalid("fsdprt_session_read_state: the weights are not "
                          "loaded; call fsdprt_session_load_weights first");
-        std::memcpy(data, t.data, bytes);
+        s->backend->download(data, t.data, bytes);
         return nullptr;
       }
     if (const auto *units = s->plan->root->units())
@@ -803,8 +803,8 @@ fsdprt_status_t fsdprt_session_read_state(const fsdprt_session_t *s,
         if (!s->weightsLoaded)
           return invalid("fsdprt_session_read_state: the weights are not "
                          "loaded; call fsdprt_session_load_weights first");
-        std::memcpy(data, static_cast<char *>(shard.data) + begin * element,
-                    bytes);
+        s->backend->download(
+            data, static_cast<char *>(shard.data) + begin * element, bytes);
         return nullptr;
       }
     return makeStatus(FSDPRT_NOT_FOUND, std::string("the plan has no "
@@ -868,8 +868,7 @@ fsdprt_status_t fsdprt_session_get_output(const fsdprt_session_t *s,
     if (fsdprt_status_t status =
             tensorFor(*s, s->plan->root->outputs(), "output", name, bytes, &t))
       return status;
-    if (bytes)
-      std::memcpy(data, t->data, bytes);
+    s->backend->download(data, t->data, bytes);
     return nullptr;
   });
 }

@@ -140,6 +140,24 @@ struct WeightReader {
               (errno ? std::strerror(errno) : "unexpected end of file"));
     return nullptr;
   }
+
+  /// Reads like `read`, into the backend's memory at `data` (an arena),
+  /// through a host staging buffer of at most kStagingBytes.
+  fsdprt_status_t readInto(Backend &backend, const std::string &file,
+                           const std::string &fqn, uint64_t offset,
+                           uint64_t length, void *data) {
+    constexpr uint64_t kStagingBytes = uint64_t(8) << 20;
+    std::vector<char> staging(std::min(length, kStagingBytes));
+    for (uint64_t done = 0; done < length;) {
+      uint64_t n = std::min<uint64_t>(length - done, staging.size());
+      if (fsdprt_status_t status =
+              read(file, fqn, offset + done, n, staging.data()))
+        return status;
+      backend.upload(static_cast<char *>(data) + done, staging.data(), n);
+      done += n;
+    }
+    return nullptr;
+  }
 };
 
 inline std::vector<int64_t> meshOf(const plan::Plan &p) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 
@@ -329,6 +330,24 @@ public:
   }
 
   void free(void *memory) override { std::free(memory); }
+
+  void upload(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes)
+      std::memcpy(dst, src, bytes);
+  }
+  void download(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes)
+      std::memcpy(dst, src, bytes);
+  }
+  void copy(void *dst, const void *src, uint64_t bytes) override {
+    if (bytes && dst != src)
+      std::memmove(dst, src, bytes);
+  }
+  void fill(void *dst, uint8_t value, uint64_t bytes) override {
+    if (bytes)
+      std::memset(dst, value, bytes);
+  }
+  bool hostAccessible() const override { return true; }
 
   KernelFn prepare(const std::string &op, KernelArgs &args) override {
     auto it = registry.find(op);
