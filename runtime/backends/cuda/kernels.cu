@@ -141,4 +141,34 @@ cudaError_t launchNorm(bool rms, const float *x, const float *scale,
   return rowwise(NormBody<false>{x, scale, bias, y, n, eps}, rows, s);
 }
 
+cudaError_t launchCrossEntropy(const CrossEntropyInputs &in, int64_t positions,
+                               bool none, bool mean, float *scratch, float *y,
+                               cudaStream_t s) {
+  if (none)
+    return rowwise(CrossEntropyRows{in, y, nullptr}, positions, s);
+  float *loss = scratch, *weight = scratch + positions;
+  if (cudaError_t e = rowwise(CrossEntropyRows{in, loss, weight}, positions, s))
+    return e;
+  return rowwise(CrossEntropyTotal{loss, mean ? weight : nullptr, y, positions},
+                 1, s);
+}
+
+cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
+                                   int64_t positions, const float *g, bool none,
+                                   bool mean, float *scratch, float *y,
+                                   cudaStream_t s) {
+  float *divisor = nullptr;
+  if (mean) {
+    float *weight = scratch;
+    divisor = scratch + positions;
+    if (cudaError_t e =
+            elementwise(CrossEntropyWeights{in, weight}, positions, s))
+      return e;
+    if (cudaError_t e = rowwise(
+            CrossEntropyTotal{weight, nullptr, divisor, positions}, 1, s))
+      return e;
+  }
+  return rowwise(CrossEntropyGradRows{in, g, divisor, none, y}, positions, s);
+}
+
 } // namespace fsdprt::cuda

@@ -11,6 +11,7 @@
 #define FSDPRT_BACKENDS_CUDA_LAUNCH_H
 
 #include "kernels/elementwise.h"
+#include "kernels/losses.h"
 
 #include <cuda_runtime_api.h>
 
@@ -28,6 +29,18 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
                        float eps, cudaStream_t stream);
+
+/// softmax_cross_entropy over `positions` positions into y ([positions]
+/// for reduction none, else one value); `scratch` holds 2 * positions
+/// floats. Bad labels go to in.error.
+cudaError_t launchCrossEntropy(const CrossEntropyInputs &in, int64_t positions,
+                               bool none, bool mean, float *scratch, float *y,
+                               cudaStream_t stream);
+/// softmax_cross_entropy_grad; `scratch` holds positions + 1 floats.
+cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
+                                   int64_t positions, const float *g, bool none,
+                                   bool mean, float *scratch, float *y,
+                                   cudaStream_t stream);
 
 } // namespace fsdprt::cuda
 

@@ -157,6 +157,71 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
          dy.read(), want, 2e-5);
 }
 
+/// Device copies of a host array of any type, freed at scope end.
+template <typename T> struct DeviceArray {
+  explicit DeviceArray(const std::vector<T> &host) : n(host.size()) {
+    cudaMalloc(&data, std::max<size_t>(n, 1) * sizeof(T));
+    cudaMemcpy(data, host.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~DeviceArray() { cudaFree(data); }
+  T read(size_t i) const {
+    T v;
+    cudaMemcpy(&v, data + i, sizeof(T), cudaMemcpyDeviceToHost);
+    return v;
+  }
+  T *data = nullptr;
+  size_t n;
+};
+
+void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
+                  unsigned seed) {
+  std::vector<float> scores = random(n * classes, seed, 3), g = {0.5f};
+  std::vector<int64_t> labels(n);
+  for (int64_t p = 0; p < n; ++p)
+    labels[p] = (p * 7919) % classes;
+  if (badLabel)
+    labels[n / 2] = classes + 3;
+  // The host: the same kernels in the same order (launch.h), one lane.
+  cuda::ErrorSlot hostError{0, 0};
+  cuda::CrossEntropyInputs in{scores.data(), labels.data(), nullptr, classes, 1,
+                              false, 0, &hostError};
+  std::vector<float> loss(n), weight(n), wantLoss(1), wantGrad(n * classes);
+  float divisor = 0;
+  cuda::hostForEachRow(cuda::CrossEntropyRows{in, loss.data(), weight.data()}, n, 1);
+  cuda::hostForEachRow(cuda::CrossEntropyTotal{loss.data(), mean ? weight.data() : nullptr,
+                                               wantLoss.data(), n},
+                       1, 1);
+  if (mean) {
+    cuda::hostForEach(cuda::CrossEntropyWeights{in, weight.data()}, n);
+    cuda::hostForEachRow(cuda::CrossEntropyTotal{weight.data(), nullptr, &divisor, n}, 1, 1);
+  }
+  cuda::hostForEachRow(cuda::CrossEntropyGradRows{in, g.data(), mean ? &divisor : nullptr,
+                                                  false, wantGrad.data()},
+                       n, 1);
+  // The device.
+  DeviceBuffer ds(scores), dg(g), dy(wantLoss), dgrad(wantGrad),
+      scratch(std::vector<float>(2 * n + 1));
+  DeviceArray<int64_t> dl(labels);
+  DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
+  cuda::CrossEntropyInputs din{ds.data, dl.data, nullptr, classes, 1, false, 0,
+                               error.data};
+  std::string what = "cross-entropy n=" + std::to_string(n) + " C=" +
+                     std::to_string(classes) + (mean ? " mean" : " sum");
+  cudaError_t e = cuda::launchCrossEntropy(din, n, false, mean, scratch.data, dy.data, nullptr);
+  expect(what, e, dy.read(), wantLoss, 1e-5);
+  e = cuda::launchCrossEntropyGrad(din, n, dg.data, false, mean, scratch.data, dgrad.data,
+                                   nullptr);
+  expect(what + " grad", e, dgrad.read(), wantGrad, 1e-5);
+  cuda::ErrorSlot got = error.read(0);
+  ++checks;
+  if (got.code != hostError.code || (badLabel && got.detail != classes + 3)) {
+    std::fprintf(stderr, "FAIL: %s: error slot %d/%lld, the host's %d/%lld\n",
+                 what.c_str(), got.code, got.detail, hostError.code,
+                 hostError.detail);
+    ++failures;
+  }
+}
+
 } // namespace
 
 int main() {
@@ -199,6 +264,12 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       norm(rms, 5, n, seed++);
+  for (bool mean : {false, true}) {
+    crossEntropy(1, 1, mean, false, seed++);
+    crossEntropy(300, 257, mean, false, seed++);
+    crossEntropy(4, 50257, mean, false, seed++);
+    crossEntropy(70000, 10, mean, true, seed++);
+  }
   std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
   return failures ? 1 : 0;
 }

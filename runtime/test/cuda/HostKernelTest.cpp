@@ -15,6 +15,7 @@
 
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/elementwise.h"
+#include "../../backends/cuda/kernels/losses.h"
 #include "../../backends/cuda/kernels/rows.h"
 
 using namespace fsdprt::test;
@@ -205,6 +206,124 @@ TEST(CudaHost, NormRowsEqualTheCpuBackendInAnyGroup) {
           }
           expectClose(y, want, n == 1 ? 1e-3 : 2e-5);
         }
+}
+
+/// The cross-entropy kernels' sequence (launch.h) with host launchers.
+struct HostCrossEntropy {
+  cuda::CrossEntropyInputs in;
+  int64_t positions;
+  int lanes;
+
+  void loss(bool none, bool mean, float *y) const {
+    if (none) {
+      cuda::hostForEachRow(cuda::CrossEntropyRows{in, y, nullptr}, positions,
+                           lanes);
+      return;
+    }
+    std::vector<float> loss(positions), weight(positions);
+    cuda::hostForEachRow(cuda::CrossEntropyRows{in, loss.data(), weight.data()},
+                         positions, lanes);
+    cuda::hostForEachRow(cuda::CrossEntropyTotal{loss.data(),
+                                                 mean ? weight.data() : nullptr,
+                                                 y, positions},
+                         1, lanes);
+  }
+  void grad(const float *g, bool none, bool mean, float *y) const {
+    std::vector<float> weight(positions);
+    float divisor = 0;
+    if (mean) {
+      cuda::hostForEach(cuda::CrossEntropyWeights{in, weight.data()}, positions);
+      cuda::hostForEachRow(
+          cuda::CrossEntropyTotal{weight.data(), nullptr, &divisor, positions},
+          1, lanes);
+    }
+    cuda::hostForEachRow(
+        cuda::CrossEntropyGradRows{in, g, mean ? &divisor : nullptr, none, y},
+        positions, lanes);
+  }
+};
+
+TEST(CudaHost, CrossEntropyAndItsGradientEqualTheCpuBackend) {
+  struct Case {
+    Shape scores;
+    bool weights, ignore;
+  };
+  const std::vector<Case> cases = {{{1, 1}, false, false},
+                                   {{6, 5}, false, true},
+                                   {{300, 257}, true, true},
+                                   {{3, 7, 4}, true, false}, // [N, C, d]
+                                   {{2, 50000}, false, false}};
+  unsigned seed = 700;
+  for (const Case &c : cases)
+    for (const std::string reduction : {"mean", "sum", "none"})
+      for (int lanes : {1, 4, 32}) {
+        SCOPED_TRACE(reduction + " C " + std::to_string(c.scores[1]) +
+                     " lanes " + std::to_string(lanes));
+        int64_t classes = c.scores[1];
+        Shape labelShape = c.scores;
+        labelShape.erase(labelShape.begin() + 1);
+        int64_t positions = numel(labelShape), inner = positions / c.scores[0];
+        std::vector<float> scores = randomFloats(numel(c.scores), seed++),
+                           weights = randomFloats(classes, seed++),
+                           g = randomFloats(positions, seed++);
+        for (float &w : weights)
+          w = std::fabs(w) + 0.1f;
+        std::mt19937 gen(seed++);
+        std::vector<int64_t> labels(positions);
+        for (int64_t &l : labels)
+          l = static_cast<int64_t>(gen() % classes);
+        if (c.ignore && positions > 1)
+          labels[1] = -100;
+        bool none = reduction == "none", mean = reduction == "mean";
+        cuda::ErrorSlot error{0, 0};
+        HostCrossEntropy host{{scores.data(), labels.data(),
+                               c.weights ? weights.data() : nullptr, classes,
+                               inner, c.ignore, -100, &error},
+                              positions,
+                              lanes};
+        AttrList attrs = {{"reduction", reduction}};
+        if (c.ignore)
+          attrs.push_back({"ignore_index", int64_t(-100)});
+        std::vector<Value> ins = {f32(c.scores, scores), i64(labelShape, labels)};
+        std::vector<Value> gradIns = ins;
+        gradIns.push_back(none ? f32(labelShape, g) : f32({}, {g[0]}));
+        if (c.weights) {
+          ins.push_back(f32({classes}, weights));
+          gradIns.push_back(f32({classes}, weights));
+        }
+        Shape lossShape = none ? labelShape : Shape{};
+        std::vector<float> loss(none ? positions : 1), grad(numel(c.scores));
+        host.loss(none, mean, loss.data());
+        expectClose(loss, cpu("softmax_cross_entropy", ins, lossShape, attrs),
+                    classes > 10000 ? 2e-5 : 5e-6);
+        host.grad(g.data(), none, mean, grad.data());
+        expectClose(grad,
+                    cpu("softmax_cross_entropy_grad", gradIns, c.scores, attrs),
+                    2e-6);
+        EXPECT_EQ(error.code, 0);
+      }
+}
+
+TEST(CudaHost, ALabelOutOfRangeIsRecordedInTheErrorSlot) {
+  std::vector<float> scores = randomFloats(4 * 5, 9), loss(1), grad(20), g = {1};
+  std::vector<int64_t> labels = {0, 7, 2, -3};
+  for (int lanes : {1, 4}) {
+    cuda::ErrorSlot error{0, 0};
+    HostCrossEntropy host{{scores.data(), labels.data(), nullptr, 5, 1, false, 0,
+                           &error},
+                          4,
+                          lanes};
+    host.loss(false, true, loss.data());
+    EXPECT_EQ(error.code, cuda::kBadLabel);
+    EXPECT_TRUE(error.detail == 7 || error.detail == -3) << error.detail;
+    error = {0, 0};
+    host.grad(g.data(), false, true, grad.data());
+    EXPECT_EQ(error.code, cuda::kBadLabel);
+  }
+  // The CPU backend refuses the same labels.
+  Result r = runOp("softmax_cross_entropy",
+                   {f32({4, 5}, scores), i64({4}, labels)}, {{F32, {}}});
+  EXPECT_NE(r.error.find("is outside [0, 5)"), std::string::npos) << r.error;
 }
 
 } // namespace

@@ -41,6 +41,29 @@ namespace fsdprt::cuda {
 /// The most dims an elementwise kernel indexes (after collapsing).
 constexpr int kMaxDims = 8;
 
+/// Where a kernel that checks its data as it runs (a label out of range,
+/// an index out of bounds) records the first fault it meets: a code the
+/// kernel defines (0: none) and a detail (the bad value). The launcher's
+/// caller reads it after the kernel has finished and reports it with the
+/// kernel's op and location.
+struct ErrorSlot {
+  int code;
+  long long detail;
+};
+
+/// Records fault `code` with `detail` in `slot` unless one is there.
+FSDP_HD inline void reportError(ErrorSlot *slot, int code, long long detail) {
+#if defined(__CUDA_ARCH__)
+  if (atomicCAS(&slot->code, 0, code) == 0)
+    slot->detail = detail;
+#else
+  int none = 0;
+  if (__atomic_compare_exchange_n(&slot->code, &none, code, false,
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    slot->detail = detail;
+#endif
+}
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_HD_H

@@ -1,0 +1,156 @@
+//===- losses.h - Cross-entropy kernel bodies --------------------*- C++ -*-===//
+//
+// softmax_cross_entropy and its gradient (docs/plan-format.md) as kernel
+// bodies (hd.h), for scores [N, C, d...] read as positions p of N * d...
+// with C classes `inner` apart, I64 labels, optional class weights, an
+// optional ignored label. A label outside [0, C) is a fault: the body
+// records it in its ErrorSlot (code kBadLabel, detail: the label) and the
+// run fails with it once the kernel is done.
+//
+// The loss is two kernels: CrossEntropyRows (per position: its loss and
+// weight) then CrossEntropyTotal (one group: the sum, or the mean over
+// the weights). The gradient is CrossEntropyTotal over the weights alone
+// (the mean's divisor) then CrossEntropyGradRows.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_KERNELS_LOSSES_H
+#define FSDPRT_BACKENDS_CUDA_KERNELS_LOSSES_H
+
+#include "hd.h"
+
+namespace fsdprt::cuda {
+
+constexpr int kBadLabel = 1;
+
+/// What the cross-entropy bodies share: the inputs and the label checks.
+struct CrossEntropyInputs {
+  const float *scores;
+  const int64_t *labels;
+  const float *weights; // [C] or null
+  int64_t classes, inner;
+  bool hasIgnore;
+  int64_t ignore;
+  ErrorSlot *error;
+
+  /// Position p's label, or -1 when it is ignored or out of range (then
+  /// recorded as a fault).
+  FSDP_HD int64_t label(int64_t p) const {
+    int64_t l = labels[p];
+    if (hasIgnore && l == ignore)
+      return -1;
+    if (l < 0 || l >= classes) {
+      reportError(error, kBadLabel, l);
+      return -1;
+    }
+    return l;
+  }
+  FSDP_HD const float *row(int64_t p) const {
+    return scores + (p / inner) * classes * inner + p % inner;
+  }
+  FSDP_HD float weight(int64_t l) const { return weights ? weights[l] : 1.0f; }
+};
+
+/// Per position p: loss[p] = w * (logsumexp(row) - row[label]) and
+/// weight[p] = w (both 0 for an ignored label).
+struct CrossEntropyRows {
+  CrossEntropyInputs in;
+  float *loss, *weight;
+
+  FSDP_GROUP_BODY
+  template <class Group>
+  FSDP_HD void operator()(Group &g, int64_t p) const {
+    int64_t l = in.label(p);
+    const float *row = in.row(p);
+    float max = -INFINITY;
+    for (int64_t j = g.lane(); j < in.classes && l >= 0; j += g.size())
+      max = fmaxf(max, row[j * in.inner]);
+    max = g.max(max);
+    float sum = 0;
+    for (int64_t j = g.lane(); j < in.classes && l >= 0; j += g.size())
+      sum += expf(row[j * in.inner] - max);
+    sum = g.sum(sum);
+    if (g.lane() == 0) {
+      float w = l >= 0 ? in.weight(l) : 0.0f;
+      loss[p] = l >= 0 ? w * (logf(sum) + max - row[l * in.inner]) : 0.0f;
+      if (weight)
+        weight[p] = w;
+    }
+  }
+};
+
+/// Per position p: weight[p] = w of its label (0 when ignored): the
+/// summands of a mean's divisor.
+struct CrossEntropyWeights {
+  CrossEntropyInputs in;
+  float *weight;
+
+  FSDP_HD void operator()(int64_t p) const {
+    int64_t l = in.label(p);
+    weight[p] = l >= 0 ? in.weight(l) : 0.0f;
+  }
+};
+
+/// One group: y[0] = sum of values[0, count), divided by the sum of
+/// divisors[0, count) when divisors is given (a mean; 0 weights: 1).
+struct CrossEntropyTotal {
+  const float *values, *divisors;
+  float *y;
+  int64_t count;
+
+  FSDP_GROUP_BODY
+  template <class Group>
+  FSDP_HD void operator()(Group &g, int64_t) const {
+    float total = 0, divisor = 0;
+    for (int64_t p = g.lane(); p < count; p += g.size()) {
+      total += values[p];
+      if (divisors)
+        divisor += divisors[p];
+    }
+    total = g.sum(total);
+    divisor = divisors ? g.sum(divisor) : 1.0f;
+    if (g.lane() == 0)
+      y[0] = divisors && divisor != 0 ? total / divisor : total;
+  }
+};
+
+/// Per position p: d scores = g * w * (softmax(row) - onehot(label)) /
+/// divisor; 0 for an ignored label. g is one value, or one per position
+/// (reduction none); divisor (a device scalar) is the mean's summed
+/// weights, or null.
+struct CrossEntropyGradRows {
+  CrossEntropyInputs in;
+  const float *g, *divisor;
+  bool perPosition;
+  float *y;
+
+  FSDP_GROUP_BODY
+  template <class Group>
+  FSDP_HD void operator()(Group &grp, int64_t p) const {
+    int64_t l = in.label(p);
+    const float *row = in.row(p);
+    float *out = y + (p / in.inner) * in.classes * in.inner + p % in.inner;
+    float max = -INFINITY;
+    for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
+      max = fmaxf(max, row[j * in.inner]);
+    max = grp.max(max);
+    float sum = 0;
+    for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
+      sum += expf(row[j * in.inner] - max);
+    sum = grp.sum(sum);
+    float scale = 0;
+    if (l >= 0) {
+      float d = divisor && *divisor != 0 ? *divisor : 1.0f;
+      scale = g[perPosition ? p : 0] * in.weight(l) / d;
+    }
+    for (int64_t j = grp.lane(); j < in.classes; j += grp.size())
+      out[j * in.inner] =
+          l >= 0 ? scale * (expf(row[j * in.inner] - max) / sum -
+                            (j == l ? 1.0f : 0.0f))
+                 : 0.0f;
+  }
+};
+
+} // namespace fsdprt::cuda
+
+#endif // FSDPRT_BACKENDS_CUDA_KERNELS_LOSSES_H
