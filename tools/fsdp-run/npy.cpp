@@ -10,6 +10,8 @@
 
 #include "npy.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -209,6 +211,11 @@ Array parse(const std::vector<char> &bytes, const std::string &path) {
 }
 
 Array read(const std::string &path) {
+  // A device (/dev/zero) would be read until memory runs out, a FIFO would
+  // block the open.
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    throw NpyError("cannot read '" + path + "': not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw NpyError("cannot open '" + path + "': " + std::strerror(errno));

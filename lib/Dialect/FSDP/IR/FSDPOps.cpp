@@ -26,8 +26,10 @@ std::string symbolList(ArrayRef<ParamOp> params) {
   return text;
 }
 
-/// The element count of a static shape, or nothing if it overflows int64.
-std::optional<int64_t> checkedNumElements(ShapedType type) {
+
+} // namespace
+
+std::optional<int64_t> mlir::fsdp::checkedNumElements(ShapedType type) {
   int64_t count = 1;
   for (int64_t dim : type.getShape()) {
     std::optional<int64_t> product = llvm::checkedMul(count, dim);
@@ -38,7 +40,14 @@ std::optional<int64_t> checkedNumElements(ShapedType type) {
   return count;
 }
 
-} // namespace
+std::optional<int64_t> mlir::fsdp::checkedByteSize(ShapedType type) {
+  std::optional<int64_t> numel = checkedNumElements(type);
+  if (!numel || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t element =
+      std::max<int64_t>(1, (type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  return llvm::checkedMul(*numel, element);
+}
 
 //===----------------------------------------------------------------------===//
 // ParamOp

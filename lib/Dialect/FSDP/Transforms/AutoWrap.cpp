@@ -15,6 +15,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Support/JSON.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -311,6 +312,8 @@ LogicalResult AutoWrapPass::loadConfig() {
       llvm::MemoryBuffer::getFile(policyFile);
   if (!text)
     return fail(text.getError().message());
+  if (std::string why = checkJSONBounds((*text)->getBuffer()); !why.empty())
+    return fail(why);
   llvm::Expected<llvm::json::Value> parsed =
       llvm::json::parse((*text)->getBuffer());
   if (!parsed)
