@@ -13,6 +13,7 @@
 
 #include "fsdp/layout/FlatLayout.h"
 
+#include <algorithm>
 #include <string>
 
 namespace fsdprt {
@@ -62,44 +63,34 @@ std::string kernelName(const plan::Kernel &k, size_t index) {
   return name + ")";
 }
 
-/// The bytes of `shape` of `dtype`, or why they cannot be counted (a
-/// negative dimension, an element count or byte count past int64).
-std::string shapeBytes(const flatbuffers::Vector<int64_t> *shape,
-                       plan::DType dtype, int64_t &bytes) {
-  bytes = fsdprt_dtype_size(static_cast<fsdprt_dtype_t>(dtype));
-  if (!bytes)
-    return "has an unknown dtype";
+/// Whether the bytes of `shape` of `dtype` overflow int64 (negative
+/// dimensions and unknown dtypes are the session's to refuse).
+bool bytesOverflow(const flatbuffers::Vector<int64_t> *shape,
+                   plan::DType dtype) {
+  int64_t bytes = std::max<int64_t>(
+      fsdprt_dtype_size(static_cast<fsdprt_dtype_t>(dtype)), 1);
   if (shape)
-    for (int64_t d : *shape) {
-      if (d < 0)
-        return "has a negative dimension " + std::to_string(d);
-      if (__builtin_mul_overflow(bytes, d, &bytes))
-        return "has more bytes than int64 can count";
-    }
-  return "";
+    for (int64_t d : *shape)
+      if (d >= 0 && __builtin_mul_overflow(bytes, d, &bytes))
+        return true;
+  return false;
 }
 
 /// A compiler that wrapped a size would write a plan of huge shapes and
-/// small buffers: every buffer's and declaration's bytes must be countable,
-/// and every buffer must end within uint64.
+/// small buffers: every buffer's and declaration's bytes must be countable.
 std::string checkSizes(const plan::Plan &p) {
-  int64_t bytes;
   if (p.buffers())
-    for (size_t i = 0; i < p.buffers()->size(); ++i) {
-      const plan::Buffer *b = p.buffers()->Get(i);
-      std::string name = "buffer " + std::to_string(i);
-      if (std::string why = shapeBytes(b->shape(), b->dtype(), bytes);
-          !why.empty() && why != "has an unknown dtype")
-        return name + " " + why;
-      if (b->offset() > UINT64_MAX - b->bytes())
-        return name + " ends past the largest offset";
-    }
+    for (size_t i = 0; i < p.buffers()->size(); ++i)
+      if (const plan::Buffer *b = p.buffers()->Get(i);
+          bytesOverflow(b->shape(), b->dtype()))
+        return "buffer " + std::to_string(i) +
+               " has more bytes than int64 can count";
   for (const auto *list : {p.inputs(), p.outputs()})
     if (list)
       for (const plan::TensorDesc *d : *list)
-        if (std::string why = shapeBytes(d->shape(), d->dtype(), bytes);
-            !why.empty() && why != "has an unknown dtype")
-          return "'" + d->name()->str() + "' " + why;
+        if (bytesOverflow(d->shape(), d->dtype()))
+          return "'" + d->name()->str() +
+                 "' has more bytes than int64 can count";
   return "";
 }
 
