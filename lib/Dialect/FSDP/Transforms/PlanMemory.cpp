@@ -192,7 +192,8 @@ FailureOr<std::pair<int64_t, int64_t>> staticBytes(func::FuncOp func) {
         bytes ? addAligned(total, *bytes / ranks, 64) : std::nullopt;
     if (!sum)
       return op->emitError() << "fsdp-plan-memory: " << type
-                             << (bytes ? " brings the bytes per rank past"
+                             << (bytes ? ": the state and constants up to it "
+                                         "have more bytes per rank than"
                                        : " has more bytes than")
                              << " int64 can count";
     total = *sum;
@@ -356,8 +357,9 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
           diag << "argument " << arg.getArgNumber();
         else
           diag << "a result of '" << value.getDefiningOp()->getName() << "'";
-        return diag << " (" << value.getType() << ")"
-                    << (bytes ? " brings the activations past"
+        return diag << " of type " << value.getType()
+                    << (bytes ? ": the activations up to it have more bytes "
+                                "than"
                               : " has more bytes than")
                     << " int64 can count";
       }
