@@ -233,6 +233,20 @@ TEST(Sessions, WeightsLoadByTheWeightMap) {
               std::string::npos)
         << error;
   }
+  // A FIFO would block the open until a writer came.
+  ASSERT_EQ(std::system(("mkfifo '" + dir + "/model.bin'").c_str()), 0);
+  {
+    Session s(bytes);
+    ASSERT_EQ(s.error, "");
+    fsdprt_status_t status = fsdprt_session_load_weights(s.session);
+    EXPECT_EQ(fsdprt_status_code(status), FSDPRT_IO_ERROR);
+    std::string error = take(status);
+    EXPECT_NE(error.find("cannot open '" + dir +
+                         "/model.bin' for 'scale': not a regular file"),
+              std::string::npos)
+        << error;
+  }
+  std::remove((dir + "/model.bin").c_str());
   // A header float, then scale, then the first half of shift only.
   writeFile(dir + "/model.bin", {99, 1, 2, 3, 4, 10, 20});
   {
