@@ -28,6 +28,9 @@
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.deep.json" 2>&1 | FileCheck %s --check-prefix=DEEP
 // RUN: %python -c "print('module attributes {fsdp.torch_metadata = \"{\\\\\"modules\\\\\": ' + '[' * 40000 + '\"} {}')" > %t.deep.mlir
 // RUN: not fsdp-opt %t.deep.mlir --fsdp-print-module-tree 2>&1 | FileCheck %s --check-prefix=DEEPATTR
+// RUN: %python -c "print('{\"modules\": {}, \"x\": \"' + 'a' * (64 << 20) + '\"}')" > %t.huge.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.huge.json" 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: rm %t.huge.json
 // RUN: rm -f %t.fifo.json && mkfifo %t.fifo.json
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.fifo.json" 2>&1 | FileCheck %s --check-prefix=FIFO
 // RUN: echo '{"wrap": []}' > %t.shape.json
@@ -44,6 +47,7 @@
 // NOFILE: error: fsdp-auto-wrap: policy file '{{.*}}missing.json': No such file or directory
 // DEEP: error: fsdp-auto-wrap: policy file '{{.*}}deep.json': nests deeper than the limit of 256 levels (at byte 267)
 // DEEPATTR: error: fsdp.torch_metadata nests deeper than the limit of 256 levels (at byte 267)
+// HUGE: error: fsdp-auto-wrap: policy file '{{.*}}huge.json': is 67108889 bytes, more than the limit of 67108864
 // FIFO: error: fsdp-auto-wrap: policy file '{{.*}}fifo.json': '{{.*}}fifo.json' is not a regular file
 // BADJSON: error: fsdp-auto-wrap: policy file '{{.*}}bad.json': not valid JSON: {{.*}}
 // UNKNOWN: error: fsdp-auto-wrap: policy file '{{.*}}unknown.json': module 'nowhere' is not a submodule of the model
