@@ -147,8 +147,7 @@ std::string checkUnits(const plan::Plan &p, const std::vector<int64_t> &mesh) {
     uint64_t shardBytes;
     if (__builtin_mul_overflow(static_cast<uint64_t>(layout->shardNumel()),
                                element, &shardBytes) ||
-        shard->bytes() != shardBytes ||
-        shard->dtype() != u->dtype())
+        shard->bytes() != shardBytes || shard->dtype() != u->dtype())
       return name + ": its shard buffer does not hold " +
              std::to_string(layout->shardNumel()) + " elements of its dtype";
     if (!p.arenas() || shard->arena() >= p.arenas()->size() ||

@@ -460,8 +460,9 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
     // MPI_Comm_c2f before MPI_Init is Open MPI's abort, not an error code.
     if (mpi->use_world && !fsdprt::mpiReady())
       return makeStatus(FSDPRT_INVALID_ARGUMENT,
-                        std::string(api) + ": MPI is not initialized; the "
-                        "plan is for " +
+                        std::string(api) +
+                            ": MPI is not initialized; the "
+                            "plan is for " +
                             std::to_string(plan->root->world_size()) +
                             " ranks: launch it with mpirun -np " +
                             std::to_string(plan->root->world_size()) +

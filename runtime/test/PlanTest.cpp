@@ -396,9 +396,8 @@ TEST(Plan, RefusesSizesThatOverflow) {
   flatbuffers::FlatBufferBuilder fb;
   std::vector<int64_t> mesh = {int64_t(1) << 32, int64_t(1) << 32};
   auto root = plan::CreatePlanDirect(fb, FSDPRT_PLAN_SCHEMA_VERSION, "test",
-                                     ".", 1, nullptr, nullptr, nullptr,
-                                     nullptr, nullptr, nullptr, nullptr,
-                                     nullptr, &mesh);
+                                     ".", 1, nullptr, nullptr, nullptr, nullptr,
+                                     nullptr, nullptr, nullptr, nullptr, &mesh);
   plan::FinishPlanBuffer(fb, root);
   loaded = load({fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()},
                 status);

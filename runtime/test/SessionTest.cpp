@@ -540,8 +540,8 @@ TEST(Sessions, MalformedSafetensorsHeadersNameTheByte) {
   // The reader's nesting bound (the parser recurses once per level).
   std::string deep = "{\"a\": " + std::string(40000, '[') + "}";
   std::string path = write("deep.safetensors", deep);
-  std::string error = take(
-      fsdprt_session_load_full_checkpoint(session.session, path.c_str()));
+  std::string error =
+      take(fsdprt_session_load_full_checkpoint(session.session, path.c_str()));
   EXPECT_NE(error.find("has a malformed header: nested too deeply at byte "),
             std::string::npos)
       << error;

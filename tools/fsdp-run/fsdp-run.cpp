@@ -12,8 +12,8 @@
 #include "fsdprt/fsdprt.h"
 
 #include <sched.h>
-#include <sys/stat.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -624,12 +624,11 @@ int run(Options o) {
     return describe(plan, o);
   int64_t planWorld = fsdprt_plan_world_size(plan);
   if (planWorld > 1 && planWorld != o.world)
-    throw Error("the plan is for " + std::to_string(planWorld) +
-                " ranks; launch it with mpirun -np " +
-                std::to_string(planWorld) +
-                (o.world > 1 ? " (this job has " + std::to_string(o.world) +
-                                   " ranks)"
-                             : ""));
+    throw Error(
+        "the plan is for " + std::to_string(planWorld) +
+        " ranks; launch it with mpirun -np " + std::to_string(planWorld) +
+        (o.world > 1 ? " (this job has " + std::to_string(o.world) + " ranks)"
+                     : ""));
 
   std::vector<fsdprt_tensor_desc_t> inputs(fsdprt_plan_num_inputs(plan)),
       outputs(fsdprt_plan_num_outputs(plan));

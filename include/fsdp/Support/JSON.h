@@ -27,8 +27,8 @@ constexpr size_t kMaxJSONBytes = size_t(64) << 20;
 /// Brackets inside strings do not count.
 inline std::string checkJSONBounds(llvm::StringRef text) {
   if (text.size() > kMaxJSONBytes)
-    return ("is " + llvm::Twine(text.size()) + " bytes, more than the limit of " +
-            llvm::Twine(kMaxJSONBytes))
+    return ("is " + llvm::Twine(text.size()) +
+            " bytes, more than the limit of " + llvm::Twine(kMaxJSONBytes))
         .str();
   unsigned depth = 0;
   bool inString = false, escaped = false;

@@ -359,9 +359,8 @@ LogicalResult PlanWriter::addUpdate(func::FuncOp func, unsigned index,
   else if (auto buffer = dyn_cast<mlir::fsdp::BufferOp>(state))
     type = buffer.getType();
   else if (auto tensor = dyn_cast<RankedTensorType>(type);
-           !tensor ||
-           mlir::fsdp::checkedByteSize(tensor) !=
-               bufferBytes[stateBuffers.lookup(of.getValue())])
+           !tensor || mlir::fsdp::checkedByteSize(tensor) !=
+                          bufferBytes[stateBuffers.lookup(of.getValue())])
     return fail() << "the result is " << value.getType()
                   << ", which is not the size of the rank's shard";
   if (type != value.getType())

@@ -264,8 +264,9 @@ public:
   }
 
   int resolveThreads(int requested) const override {
-    return requested > 0 ? requested
-                         : std::clamp(omp_get_num_procs(), 1, FSDPRT_MAX_THREADS);
+    return requested > 0
+               ? requested
+               : std::clamp(omp_get_num_procs(), 1, FSDPRT_MAX_THREADS);
   }
 
   std::unique_ptr<ExecutionScope> enter(int threads) override {

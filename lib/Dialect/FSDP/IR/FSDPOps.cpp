@@ -26,7 +26,6 @@ std::string symbolList(ArrayRef<ParamOp> params) {
   return text;
 }
 
-
 } // namespace
 
 std::optional<int64_t> mlir::fsdp::checkedNumElements(ShapedType type) {
@@ -44,8 +43,8 @@ std::optional<int64_t> mlir::fsdp::checkedByteSize(ShapedType type) {
   std::optional<int64_t> numel = checkedNumElements(type);
   if (!numel || !type.getElementType().isIntOrFloat())
     return std::nullopt;
-  int64_t element =
-      std::max<int64_t>(1, (type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  int64_t element = std::max<int64_t>(
+      1, (type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
   return llvm::checkedMul(*numel, element);
 }
 

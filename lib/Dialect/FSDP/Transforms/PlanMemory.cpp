@@ -213,8 +213,8 @@ FailureOr<std::pair<int64_t, int64_t>> staticBytes(func::FuncOp func) {
     auto param = dyn_cast<mlir::fsdp::ParamOp>(op);
     auto buffer = dyn_cast<mlir::fsdp::BufferOp>(op);
     if ((param && !members.contains(&op)) || buffer)
-      if (failed(add(&op, param ? param.getType() : buffer.getType(), 1,
-                     state)))
+      if (failed(
+              add(&op, param ? param.getType() : buffer.getType(), 1, state)))
         return failure();
   }
   llvm::DenseSet<Operation *> seen;
@@ -351,8 +351,8 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       std::optional<int64_t> sum =
           bytes ? addAligned(bound, *bytes, alignment) : std::nullopt;
       if (!sum) {
-        InFlightDiagnostic diag =
-            emitError(value.getLoc()) << "fsdp-plan-memory: ";
+        InFlightDiagnostic diag = emitError(value.getLoc())
+                                  << "fsdp-plan-memory: ";
         if (auto arg = dyn_cast<BlockArgument>(value))
           diag << "argument " << arg.getArgNumber();
         else
