@@ -16,12 +16,13 @@
 namespace mlir::fsdp {
 
 /// "'<path>' is not a regular file" when `path` exists and is something else
-/// (a FIFO, a device, a directory), otherwise "" (a missing file is left to
-/// the reader's own message; "-" is standard input).
+/// (a FIFO, a device, a socket), otherwise "" (a missing file or a directory
+/// is left to the reader's own message; "-" is standard input).
 inline std::string checkRegularFile(llvm::StringRef path) {
   llvm::sys::fs::file_status status;
   if (path == "-" || llvm::sys::fs::status(path, status) ||
-      llvm::sys::fs::is_regular_file(status))
+      llvm::sys::fs::is_regular_file(status) ||
+      llvm::sys::fs::is_directory(status))
     return "";
   return ("'" + path + "' is not a regular file").str();
 }
