@@ -7,6 +7,7 @@ import atexit
 import ctypes
 import ctypes.util
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Mapping
@@ -181,7 +182,7 @@ class Session:
         allocate on this rank (0: no limit); a plan whose peak does not fit
         is refused with a message naming both. load_weights: read the
         model's weights now (False: load a checkpoint next)."""
-        if not isinstance(threads, int) or not 0 <= threads <= MAX_THREADS:
+        if not isinstance(threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS:
             raise ValueError(f"threads must be an int from 0 to {MAX_THREADS}, not {threads!r}")
         if not math.isfinite(timeout) or timeout < 0:
             raise ValueError(f"timeout must be finite seconds >= 0 (0: none), not {timeout!r}")
@@ -195,7 +196,7 @@ class Session:
         options = _SessionOptions()
         lib.fsdprt_session_options_init(ctypes.byref(options))
         options.model_dir = str(model_dir).encode() if model_dir else None
-        options.num_threads = threads
+        options.num_threads = int(threads)
         options.memory_budget_bytes = memory_budget
         if self.world_size > 1:
             mpi_rank, size = ctypes.c_int(), ctypes.c_int()
