@@ -6,6 +6,8 @@ from __future__ import annotations
 import atexit
 import ctypes
 import ctypes.util
+import math
+import numbers
 import os
 from pathlib import Path
 from typing import Mapping
@@ -15,6 +17,9 @@ import numpy as np
 from fsdp_mlir._tools import TOOLS_DIR_ENV
 
 LIBRARY_ENV = "FSDP_MLIR_LIBRARY"
+
+# FSDPRT_MAX_THREADS: the most kernel threads a session takes.
+MAX_THREADS = 1024
 
 # fsdprt_dtype_t -> numpy
 _DTYPES = {0: np.float32, 1: np.float16, 3: np.float64, 4: np.int64, 5: np.int32,
@@ -177,6 +182,10 @@ class Session:
         allocate on this rank (0: no limit); a plan whose peak does not fit
         is refused with a message naming both. load_weights: read the
         model's weights now (False: load a checkpoint next)."""
+        if not isinstance(threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS:
+            raise ValueError(f"threads must be an int from 0 to {MAX_THREADS}, not {threads!r}")
+        if not math.isfinite(timeout) or timeout < 0:
+            raise ValueError(f"timeout must be finite seconds >= 0 (0: none), not {timeout!r}")
         lib = _library()
         self.plan_path = Path(plan)
         self._plan = ctypes.c_void_p()
@@ -187,7 +196,7 @@ class Session:
         options = _SessionOptions()
         lib.fsdprt_session_options_init(ctypes.byref(options))
         options.model_dir = str(model_dir).encode() if model_dir else None
-        options.num_threads = threads
+        options.num_threads = int(threads)
         options.memory_budget_bytes = memory_budget
         if self.world_size > 1:
             mpi_rank, size = ctypes.c_int(), ctypes.c_int()
@@ -296,6 +305,8 @@ class Session:
         if "lr" in self.inputs and "lr" not in given:
             if lr is None:
                 raise ValueError("the plan takes a learning rate: pass lr=...")
+            if not math.isfinite(lr):
+                raise ValueError(f"lr must be a finite number, not {lr!r}")
             given["lr"] = np.array(lr, np.float32)
         if "step" in self.inputs and "step" not in given:
             given["step"] = np.array(self._steps + 1, np.float32)

@@ -61,6 +61,20 @@ class CompileAndRunTest(unittest.TestCase):
             losses.append(float(loss))
         return losses, model
 
+    def test_hostile_numbers_are_refused(self):
+        # 65536 threads crashed inside OpenMP; a NaN deadline was none; a NaN
+        # learning rate trained into NaN.
+        for threads in (-1, 65536, 1.5):
+            with self.assertRaisesRegex(ValueError, "threads must be an int from 0 to 1024"):
+                fsdp_mlir.Session(self.plan1, threads=threads)
+        for timeout in (float("nan"), float("inf"), -1.0):
+            with self.assertRaisesRegex(ValueError, "timeout must be finite seconds >= 0"):
+                fsdp_mlir.Session(self.plan1, timeout=timeout)
+        with fsdp_mlir.Session(self.plan1, threads=1) as session:
+            for lr in (float("nan"), float("inf")):
+                with self.assertRaisesRegex(ValueError, "lr must be a finite number"):
+                    session.step(self.batch, lr=lr)
+
     def test_step_equals_torch_and_state_dict_loads_strictly(self):
         with fsdp_mlir.Session(self.plan1) as session:
             losses = [session.step(self.batch, lr=3e-3) for _ in range(3)]

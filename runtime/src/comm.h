@@ -66,6 +66,8 @@ public:
 
 /// MPI_COMM_WORLD as an MPI_Fint (MPI must be initialized).
 int mpiWorldF();
+/// Whether MPI is initialized and not yet finalized (mpiWorldF needs it).
+bool mpiReady();
 /// Starts MPI unless running (fsdprt_mpi_init); "" or why not.
 std::string mpiInit(int *rank, int *size);
 /// Ends MPI if mpiInit started it.

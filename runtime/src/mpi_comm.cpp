@@ -283,6 +283,13 @@ private:
 
 int mpiWorldF() { return static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD)); }
 
+bool mpiReady() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
 namespace {
 bool startedMpi = false;
 } // namespace

@@ -3,6 +3,8 @@
 #include "plan_internal.h"
 #include "status.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -90,6 +92,13 @@ fsdprt_status_t fsdprt_plan_load_file(const char *path, fsdprt_plan_t **out) {
     if (!path || !out)
       return makeStatus(FSDPRT_INVALID_ARGUMENT,
                         "fsdprt_plan_load_file: NULL argument");
+    // A device (/dev/zero) would be read until memory runs out, a FIFO
+    // would block the open: both are refused before opening.
+    struct stat info;
+    if (stat(path, &info) == 0 && !S_ISREG(info.st_mode))
+      return makeStatus(FSDPRT_INVALID_ARGUMENT,
+                        std::string("cannot load plan '") + path +
+                            "': not a regular file");
     std::unique_ptr<FILE, int (*)(FILE *)> file(std::fopen(path, "rb"),
                                                 &std::fclose);
     if (!file)

@@ -13,6 +13,7 @@
 
 #include "fsdp/layout/FlatLayout.h"
 
+#include <algorithm>
 #include <string>
 
 namespace fsdprt {
@@ -62,6 +63,37 @@ std::string kernelName(const plan::Kernel &k, size_t index) {
   return name + ")";
 }
 
+/// Whether the bytes of `shape` of `dtype` overflow int64 (negative
+/// dimensions and unknown dtypes are the session's to refuse).
+bool bytesOverflow(const flatbuffers::Vector<int64_t> *shape,
+                   plan::DType dtype) {
+  int64_t bytes = std::max<int64_t>(
+      fsdprt_dtype_size(static_cast<fsdprt_dtype_t>(dtype)), 1);
+  if (shape)
+    for (int64_t d : *shape)
+      if (d >= 0 && __builtin_mul_overflow(bytes, d, &bytes))
+        return true;
+  return false;
+}
+
+/// A compiler that wrapped a size would write a plan of huge shapes and
+/// small buffers: every buffer's and declaration's bytes must be countable.
+std::string checkSizes(const plan::Plan &p) {
+  if (p.buffers())
+    for (size_t i = 0; i < p.buffers()->size(); ++i)
+      if (const plan::Buffer *b = p.buffers()->Get(i);
+          bytesOverflow(b->shape(), b->dtype()))
+        return "buffer " + std::to_string(i) +
+               " has more bytes than int64 can count";
+  for (const auto *list : {p.inputs(), p.outputs()})
+    if (list)
+      for (const plan::TensorDesc *d : *list)
+        if (bytesOverflow(d->shape(), d->dtype()))
+          return "'" + d->name()->str() +
+                 "' has more bytes than int64 can count";
+  return "";
+}
+
 std::string checkUnits(const plan::Plan &p, const std::vector<int64_t> &mesh) {
   if (!p.units())
     return "";
@@ -88,10 +120,14 @@ std::string checkUnits(const plan::Plan &p, const std::vector<int64_t> &mesh) {
                      "' has an invalid shape";
             numel *= d;
           }
-        if (param->length() != static_cast<uint64_t>(numel) * element)
+        uint64_t bytes;
+        bool overflows = __builtin_mul_overflow(static_cast<uint64_t>(numel),
+                                                element, &bytes);
+        if (overflows || param->length() != bytes)
           return name + ": member '" + param->fqn()->str() + "' reads " +
                  std::to_string(param->length()) + " bytes but holds " +
-                 std::to_string(numel * element);
+                 (overflows ? "more than uint64 can count"
+                            : std::to_string(bytes));
         numels.push_back(numel);
       }
     std::string error;
@@ -108,9 +144,10 @@ std::string checkUnits(const plan::Plan &p, const std::vector<int64_t> &mesh) {
       return name + " names shard buffer " + std::to_string(u->shard()) +
              " but the plan has " + std::to_string(numBuffers);
     const plan::Buffer *shard = p.buffers()->Get(u->shard());
-    if (shard->bytes() !=
-            static_cast<uint64_t>(layout->shardNumel()) * element ||
-        shard->dtype() != u->dtype())
+    uint64_t shardBytes;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(layout->shardNumel()),
+                               element, &shardBytes) ||
+        shard->bytes() != shardBytes || shard->dtype() != u->dtype())
       return name + ": its shard buffer does not hold " +
              std::to_string(layout->shardNumel()) + " elements of its dtype";
     if (!p.arenas() || shard->arena() >= p.arenas()->size() ||
@@ -169,8 +206,11 @@ std::string checkKernels(const plan::Plan &p,
     uint64_t out = p.buffers()->Get(k.outputs()->Get(0))->bytes();
     const std::string op = k.op()->str();
     uint64_t g = static_cast<uint64_t>(group);
-    if ((op == "all_gather" && out != in * g) ||
-        (op == "reduce_scatter" && in != out * g) ||
+    uint64_t scaled;
+    if ((op == "all_gather" &&
+         (__builtin_mul_overflow(in, g, &scaled) || out != scaled)) ||
+        (op == "reduce_scatter" &&
+         (__builtin_mul_overflow(out, g, &scaled) || in != scaled)) ||
         (op == "all_reduce" && in != out))
       return name + " over " + std::to_string(group) + " ranks reads " +
              std::to_string(in) + " bytes and writes " + std::to_string(out);
@@ -213,11 +253,14 @@ std::string checkSharding(const plan::Plan &p) {
   for (int64_t size : mesh) {
     if (size <= 0)
       return "the plan's mesh has a size " + std::to_string(size);
-    world *= size;
+    if (__builtin_mul_overflow(world, size, &world))
+      return "the plan's mesh has more ranks than int64 can count";
   }
   if (static_cast<int64_t>(p.world_size()) != world)
     return "the plan is for " + std::to_string(p.world_size()) +
            " ranks but its mesh has " + std::to_string(world);
+  if (std::string why = checkSizes(p); !why.empty())
+    return why;
   if (std::string why = checkUnits(p, mesh); !why.empty())
     return why;
   return checkKernels(p, mesh);

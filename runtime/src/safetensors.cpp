@@ -66,6 +66,15 @@ struct Parser {
       error = why + " at byte " + std::to_string(at);
     return false;
   }
+  static int hexDigit(char c) {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
+    return -1;
+  }
   bool string(std::string &out) {
     if (at >= s.size() || s[at] != '"')
       return fail("expected a string");
@@ -95,8 +104,13 @@ struct Parser {
         case 'u': {
           if (at + 4 > s.size())
             return fail("short \\u escape");
-          unsigned code = std::stoul(s.substr(at, 4), nullptr, 16);
-          at += 4;
+          unsigned code = 0;
+          for (size_t end = at + 4; at < end; ++at) {
+            int digit = hexDigit(s[at]);
+            if (digit < 0)
+              return fail("bad \\u escape");
+            code = code * 16 + digit;
+          }
           if (code < 0x80) {
             out += static_cast<char>(code);
           } else if (code < 0x800) {

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -442,21 +443,34 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
                               const char *api, fsdprt_session_t **out) {
   if (!plan || !out)
     return invalid(std::string(api) + ": NULL argument");
-  if (options.num_threads < 0)
-    return invalid(std::string(api) + ": num_threads must be >= 0, not " +
+  if (options.num_threads < 0 || options.num_threads > FSDPRT_MAX_THREADS)
+    return invalid(std::string(api) + ": num_threads must be 0 to " +
+                   std::to_string(FSDPRT_MAX_THREADS) + ", not " +
                    std::to_string(options.num_threads));
   auto s = std::make_unique<fsdprt_session_s>();
   s->plan = plan;
   if (const fsdprt_mpi_options_t *mpi = options.mpi) {
-    if (mpi->timeout_seconds < 0)
+    if (!std::isfinite(mpi->timeout_seconds) || mpi->timeout_seconds < 0)
       return invalid(std::string(api) +
-                     ": timeout_seconds must be >= 0 (0: no deadline)");
+                     ": timeout_seconds must be a finite number >= 0 (0: no "
+                     "deadline), not " +
+                     std::to_string(mpi->timeout_seconds));
     std::vector<int64_t> mesh;
     if (plan->root->mesh_shape())
       mesh.assign(plan->root->mesh_shape()->begin(),
                   plan->root->mesh_shape()->end());
     if (mesh.empty())
       mesh = {1};
+    // MPI_Comm_c2f before MPI_Init is Open MPI's abort, not an error code.
+    if (mpi->use_world && !fsdprt::mpiReady())
+      return makeStatus(FSDPRT_INVALID_ARGUMENT,
+                        std::string(api) +
+                            ": MPI is not initialized; the "
+                            "plan is for " +
+                            std::to_string(plan->root->world_size()) +
+                            " ranks: launch it with mpirun -np " +
+                            std::to_string(plan->root->world_size()) +
+                            " (and call MPI_Init or fsdprt_mpi_init first)");
     std::string error;
     s->comm = fsdprt::createMpiCommunicator(mpi->use_world ? fsdprt::mpiWorldF()
                                                            : mpi->comm,

@@ -114,7 +114,9 @@ struct WeightReader {
     auto [it, opened] = files.try_emplace(path);
     WeightFile &f = it->second;
     if (opened) {
-      f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      // O_NONBLOCK: opening a FIFO would wait for a writer (regular files
+      // ignore it); only regular files are read.
+      f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
       struct stat info;
       if (f.fd < 0 || ::fstat(f.fd, &info) != 0 || S_ISDIR(info.st_mode)) {
         int error = f.fd < 0 ? errno : S_ISDIR(info.st_mode) ? EISDIR : errno;
@@ -122,6 +124,11 @@ struct WeightReader {
         return makeStatus(error == ENOENT ? FSDPRT_NOT_FOUND : FSDPRT_IO_ERROR,
                           "cannot open '" + path + "' for '" + fqn +
                               "': " + std::strerror(error));
+      }
+      if (!S_ISREG(info.st_mode)) {
+        files.erase(it);
+        return makeStatus(FSDPRT_IO_ERROR, "cannot open '" + path + "' for '" +
+                                               fqn + "': not a regular file");
       }
       f.size = static_cast<uint64_t>(info.st_size);
     }

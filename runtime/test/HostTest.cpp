@@ -84,8 +84,8 @@ TEST(Host, OptionsDefaultToWhatSessionCreateDoes) {
   options.struct_size = sizeof(fsdprt_session_options_t);
   options.num_threads = -2;
   EXPECT_EQ(take(fsdprt_session_create_with_options(p, &options, &a)),
-            "fsdprt_session_create_with_options: num_threads must be >= 0, "
-            "not -2");
+            "fsdprt_session_create_with_options: num_threads must be 0 to "
+            "1024, not -2");
   fsdprt_plan_destroy(p);
 }
 

@@ -106,6 +106,8 @@ public:
   void modelDir(const std::string &dir) { model = dir; }
   /// The peak the plan states (0: none; the runtime then sums the arenas).
   void statedPeak(uint64_t bytes) { peak = bytes; }
+  /// A plan for `ranks` ranks on a 1-D mesh (no units or collectives).
+  void worldSize(uint32_t ranks) { world = ranks; }
 
   std::vector<uint8_t> finish() const {
     flatbuffers::FlatBufferBuilder b;
@@ -143,10 +145,11 @@ public:
     std::vector<flatbuffers::Offset<plan::ConstantData>> cs;
     for (const auto &[id, data] : constants)
       cs.push_back(plan::CreateConstantDataDirect(b, id, &data));
-    auto root = plan::CreatePlanDirect(b, FSDPRT_PLAN_SCHEMA_VERSION, "test",
-                                       model.c_str(), 1, &arenas, &bufs, &ins,
-                                       &outs, &ks, &ws, &cs, &updates,
-                                       nullptr, nullptr, peak);
+    std::vector<int64_t> mesh = {world};
+    auto root = plan::CreatePlanDirect(
+        b, FSDPRT_PLAN_SCHEMA_VERSION, "test", model.c_str(), world, &arenas,
+        &bufs, &ins, &outs, &ks, &ws, &cs, &updates,
+        world > 1 ? &mesh : nullptr, nullptr, peak);
     plan::FinishPlanBuffer(b, root);
     return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
   }
@@ -197,6 +200,7 @@ private:
   uint64_t sizes[3] = {0, 0, 0};
   int64_t slack = 0;
   uint64_t peak = 0;
+  uint32_t world = 1;
   std::string model = ".";
   std::vector<BufferSpec> buffers;
   std::vector<Desc> inputs, outputs;

@@ -3,6 +3,8 @@
 #include "fsdprt/fsdprt.h"
 #include "fsdprt/plan_generated.h"
 
+#include "PlanBuilder.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -373,6 +375,47 @@ TEST(Plan, RefusesInconsistentShardedPlans) {
             "which is not an earlier kernel of the other stream");
   EXPECT_EQ(refused([](Faults &f) { f.worldSize = 2; }),
             "the plan in memory: the plan is for 2 ranks but its mesh has 4");
+}
+
+TEST(Plan, RefusesSizesThatOverflow) {
+  // What a compiler that wrapped a byte count would write: a [2^62, 8] f32
+  // input in a 128-byte buffer (--describe said "128 bytes per rank").
+  fsdprt::test::PlanBuilder b;
+  uint32_t x = b.raw(fsdprt::test::PlanBuilder::Activations, 0, 128,
+                     plan::DType::F32, {int64_t(1) << 62, 8});
+  b.declareInput("x", plan::DType::F32, {int64_t(1) << 62, 8}, x);
+  b.kernel("relu", {x}, {b.output("y", plan::DType::F32, {4})});
+  Status status;
+  Plan loaded = load(b.finish(), status);
+  EXPECT_EQ(loaded, nullptr);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(std::string(fsdprt_status_message(status.get())),
+            "the plan in memory: buffer 0 has more bytes than int64 can count");
+  // A mesh whose ranks int64 cannot count.
+  status.reset();
+  flatbuffers::FlatBufferBuilder fb;
+  std::vector<int64_t> mesh = {int64_t(1) << 32, int64_t(1) << 32};
+  auto root = plan::CreatePlanDirect(fb, FSDPRT_PLAN_SCHEMA_VERSION, "test",
+                                     ".", 1, nullptr, nullptr, nullptr, nullptr,
+                                     nullptr, nullptr, nullptr, nullptr, &mesh);
+  plan::FinishPlanBuffer(fb, root);
+  loaded = load({fb.GetBufferPointer(), fb.GetBufferPointer() + fb.GetSize()},
+                status);
+  EXPECT_EQ(loaded, nullptr);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(std::string(fsdprt_status_message(status.get())),
+            "the plan in memory: the plan's mesh has more ranks than int64 "
+            "can count");
+}
+
+TEST(Plan, RefusesFilesThatAreNotRegular) {
+  // /dev/zero would be read until memory runs out.
+  fsdprt_plan_t *raw = nullptr;
+  Status status(fsdprt_plan_load_file("/dev/zero", &raw));
+  EXPECT_EQ(raw, nullptr);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(std::string(fsdprt_status_message(status.get())),
+            "cannot load plan '/dev/zero': not a regular file");
 }
 
 } // namespace

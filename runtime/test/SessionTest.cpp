@@ -233,6 +233,20 @@ TEST(Sessions, WeightsLoadByTheWeightMap) {
               std::string::npos)
         << error;
   }
+  // A FIFO would block the open until a writer came.
+  ASSERT_EQ(std::system(("mkfifo '" + dir + "/model.bin'").c_str()), 0);
+  {
+    Session s(bytes);
+    ASSERT_EQ(s.error, "");
+    fsdprt_status_t status = fsdprt_session_load_weights(s.session);
+    EXPECT_EQ(fsdprt_status_code(status), FSDPRT_IO_ERROR);
+    std::string error = take(status);
+    EXPECT_NE(error.find("cannot open '" + dir +
+                         "/model.bin' for 'scale': not a regular file"),
+              std::string::npos)
+        << error;
+  }
+  std::remove((dir + "/model.bin").c_str());
   // A header float, then scale, then the first half of shift only.
   writeFile(dir + "/model.bin", {99, 1, 2, 3, 4, 10, 20});
   {
@@ -305,7 +319,10 @@ TEST(Sessions, ThreadCountsAreCheckedAndGiveTheSameResults) {
   ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
   fsdprt_session_t *s = nullptr;
   EXPECT_EQ(take(fsdprt_session_create(p, nullptr, -1, &s)),
-            "fsdprt_session_create: num_threads must be >= 0, not -1");
+            "fsdprt_session_create: num_threads must be 0 to 1024, not -1");
+  // OpenMP cannot start 65536 threads: refused, not a crash in a kernel.
+  EXPECT_EQ(take(fsdprt_session_create(p, nullptr, 65536, &s)),
+            "fsdprt_session_create: num_threads must be 0 to 1024, not 65536");
   EXPECT_EQ(s, nullptr);
   fsdprt_plan_destroy(p);
 
@@ -468,4 +485,64 @@ TEST(Sessions, BadStateUpdatesAreRefused) {
     expectRefused(b.finish(), "state update 2 updates buffer 1, which another "
                               "update writes too");
   }
+}
+
+TEST(Sessions, AMultiRankPlanWithoutMpiIsRefusedNotAborted) {
+  PlanBuilder b = reluPlan();
+  b.worldSize(2);
+  auto bytes = b.finish();
+  fsdprt_plan_t *p = nullptr;
+  ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
+  fsdprt_session_t *s = nullptr;
+  // MPI_Comm_c2f before MPI_Init is Open MPI's abort of the whole host.
+  EXPECT_EQ(take(fsdprt_session_create_mpi(p, nullptr, 1, nullptr, &s)),
+            "fsdprt_session_create_mpi: MPI is not initialized; the plan is "
+            "for 2 ranks: launch it with mpirun -np 2 (and call MPI_Init or "
+            "fsdprt_mpi_init first)");
+  EXPECT_EQ(s, nullptr);
+  // A NaN deadline would be no deadline at all.
+  for (double timeout : {double(NAN), double(INFINITY), -1.0}) {
+    fsdprt_mpi_options_t mpi = {1, 0, timeout};
+    std::string error =
+        take(fsdprt_session_create_mpi(p, nullptr, 1, &mpi, &s));
+    EXPECT_EQ(error.rfind("fsdprt_session_create_mpi: timeout_seconds must "
+                          "be a finite number >= 0 (0: no deadline), not ",
+                          0),
+              0u)
+        << error;
+  }
+  fsdprt_plan_destroy(p);
+}
+
+TEST(Sessions, MalformedSafetensorsHeadersNameTheByte) {
+  std::string dir = ::testing::TempDir();
+  Session session(reluPlan().finish());
+  ASSERT_EQ(session.error, "");
+  auto write = [&](const std::string &name, const std::string &header) {
+    std::string path = dir + "/" + name;
+    std::ofstream out(path, std::ios::binary);
+    uint64_t length = header.size();
+    for (int i = 0; i < 8; ++i)
+      out.put(static_cast<char>(length >> (8 * i)));
+    out << header;
+    return path;
+  };
+  // std::stoul's exception said only "stoul", and "12zz" passed as 0x12.
+  for (const char *bad : {R"({"a\uZZZZ": {}})", R"({"a\u12zz": {}})"}) {
+    std::string path = write("bad-escape.safetensors", bad);
+    std::string error = take(
+        fsdprt_session_load_full_checkpoint(session.session, path.c_str()));
+    EXPECT_NE(error.find("has a malformed header: bad \\u escape at byte "),
+              std::string::npos)
+        << error;
+    EXPECT_EQ(error.find("stoul"), std::string::npos) << error;
+  }
+  // The reader's nesting bound (the parser recurses once per level).
+  std::string deep = "{\"a\": " + std::string(40000, '[') + "}";
+  std::string path = write("deep.safetensors", deep);
+  std::string error =
+      take(fsdprt_session_load_full_checkpoint(session.session, path.c_str()));
+  EXPECT_NE(error.find("has a malformed header: nested too deeply at byte "),
+            std::string::npos)
+      << error;
 }

@@ -79,3 +79,19 @@ module {
     return %y : tensor<4xf32>
   }
 }
+
+// -----
+
+// Sizes past int64: the plan said 128 bytes per rank for a 2^67-byte input.
+// CHECK: error: 'func.func' op has a value of type 'tensor<4611686018427387904x8xf32>' whose bytes overflow int64
+func.func @forward(%arg0: tensor<4611686018427387904x8xf32> {fsdp.offset = 0 : i64}) -> tensor<4611686018427387904x8xf32> attributes {fsdp.activation_bytes = 0 : i64} {
+  return %arg0 : tensor<4611686018427387904x8xf32>
+}
+
+// -----
+
+// CHECK: error: 'fsdp.kernel' op has a value of type 'tensor<4xf32>' at offset 9223372036854775800 whose bytes overflow int64
+func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32> attributes {fsdp.activation_bytes = 64 : i64} {
+  %0 = fsdp.kernel "relu"(%arg0) {fsdp.offsets = array<i64: 9223372036854775800>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

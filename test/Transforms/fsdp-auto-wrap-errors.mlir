@@ -22,6 +22,17 @@
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.key.json" 2>&1 | FileCheck %s --check-prefix=KEY
 // RUN: echo '{"modules": {"pair.enc": {}}}' > %t.ignored.json
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none ignored-modules=pair policy-file=%t.ignored.json" 2>&1 | FileCheck %s --check-prefix=IGNWRAP
+// A policy file nested 40,000 deep overflowed llvm::json::parse's stack;
+// so did the same in a module's fsdp.torch_metadata.
+// RUN: %python -c "print('{\"modules\": ' + '[' * 40000 + ']' * 40000 + '}')" > %t.deep.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.deep.json" 2>&1 | FileCheck %s --check-prefix=DEEP
+// RUN: %python -c "print('module attributes {fsdp.torch_metadata = \"{\\\\\"modules\\\\\": ' + '[' * 40000 + '\"} {}')" > %t.deep.mlir
+// RUN: not fsdp-opt %t.deep.mlir --fsdp-print-module-tree 2>&1 | FileCheck %s --check-prefix=DEEPATTR
+// RUN: %python -c "print('{\"modules\": {}, \"x\": \"' + 'a' * (64 << 20) + '\"}')" > %t.huge.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.huge.json" 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: rm %t.huge.json
+// RUN: rm -f %t.fifo.json && mkfifo %t.fifo.json
+// RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.fifo.json" 2>&1 | FileCheck %s --check-prefix=FIFO
 // RUN: echo '{"wrap": []}' > %t.shape.json
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.shape.json" 2>&1 | FileCheck %s --check-prefix=SHAPE
 
@@ -34,6 +45,10 @@
 // STRATEGY: error: fsdp-auto-wrap: unknown strategy 'SHARDED'; known: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD
 // DTYPE: error: fsdp-auto-wrap: param_dtype 'fp8' is not one of f32, f16, bf16
 // NOFILE: error: fsdp-auto-wrap: policy file '{{.*}}missing.json': No such file or directory
+// DEEP: error: fsdp-auto-wrap: policy file '{{.*}}deep.json': nests deeper than the limit of 256 levels (at byte 267)
+// DEEPATTR: error: fsdp.torch_metadata nests deeper than the limit of 256 levels (at byte 267)
+// HUGE: error: fsdp-auto-wrap: policy file '{{.*}}huge.json': is 67108889 bytes, more than the limit of 67108864
+// FIFO: error: fsdp-auto-wrap: policy file '{{.*}}fifo.json': '{{.*}}fifo.json' is not a regular file
 // BADJSON: error: fsdp-auto-wrap: policy file '{{.*}}bad.json': not valid JSON: {{.*}}
 // UNKNOWN: error: fsdp-auto-wrap: policy file '{{.*}}unknown.json': module 'nowhere' is not a submodule of the model
 // KEY: error: fsdp-auto-wrap: policy file '{{.*}}key.json': module 'pair': unknown setting 'sharding' (known: strategy, param_dtype, reduce_dtype, buffer_dtype)

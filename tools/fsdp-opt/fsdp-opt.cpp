@@ -10,6 +10,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Import/ImportONNX.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Support/Files.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -76,7 +77,11 @@ MlirOptMainConfig configFromCommandLine() {
 /// Runs the pass pipeline on the .mlir file `input`, as mlir-opt does.
 LogicalResult runOnMLIR(StringRef input, StringRef output,
                         DialectRegistry &registry) {
-  std::string error;
+  std::string error = mlir::fsdp::checkRegularFile(input);
+  if (!error.empty()) {
+    llvm::errs() << error << "\n";
+    return failure();
+  }
   std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(input, &error);
   if (!file) {
     llvm::errs() << error << "\n";

@@ -13,11 +13,13 @@
 
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -46,18 +48,22 @@ Runs a compiled plan (fsdp-translate --mlir-to-plan) on the CPU runtime.
 
 options:
   --input NAME=FILE.npy  bind the declared input NAME to a C-order .npy file
-                         of its dtype and shape (every input must be given)
+                         of its dtype and shape (every input must be given);
+                         a NAME holding '=' splits at the '=' whose left
+                         side is a declared input
   --output-dir DIR       write every output as DIR/<name>.npy (DIR is created;
                          under mpirun each rank's as DIR/rank<r>/<name>.npy)
   --model-dir DIR        where the weight files are (default: the plan's)
-  --threads N            threads for kernels (default 0: one per core)
+  --threads N            threads for kernels (default 0: one per core; at
+                         most 1024)
   --warmup W             untimed runs before the timed ones (default 0)
   --repeat K             timed runs (default 1)
   --steps K              training: run the step K times on the same inputs,
                          printing "step <k> loss <value>" after each (the
                          plan's state updates carry over from step to step)
-  --lr VALUE             the learning rate, for a plan with an input 'lr'
-                         (fsdp-optimizer's); required by such a plan
+  --lr VALUE             the learning rate, a finite number, for a plan with
+                         an input 'lr' (fsdp-optimizer's); required by such
+                         a plan
   --save-state DIR       after the last run, write every parameter, buffer
                          and optimizer state as DIR/<fqn>.npy
   --json                 print one JSON object instead of the summary
@@ -75,9 +81,10 @@ options:
                          replaces only a full checkpoint fsdp-run wrote
   --load-full FILE       start from a full .safetensors state dict instead of
                          the model's own weights
-  --timeout SECONDS      multi-rank: the deadline of every collective (default
-                         300; 0: none); a dead or stalled rank ends every
-                         rank with a message instead of a hang
+  --timeout SECONDS      multi-rank: the deadline of every collective, a
+                         finite number (default 300; 0: none); a dead or
+                         stalled rank ends every rank with a message instead
+                         of a hang
   --memory-budget BYTES  refuse to start if the plan needs more than BYTES
                          per rank (suffixes K, M, G, T: powers of 1024); the
                          message names the plan's peak and its parts
@@ -111,7 +118,10 @@ did not write is deleted or overwritten.
 
 A plan with an input named 'step' (fsdp-optimizer's step count) gets
 1, 2, ... on successive runs unless --input gives it. Outputs are the last
-run's. Errors print "fsdp-run: error: ..." and exit with status 1.
+run's. Files read (the plan, .npy inputs, --load-full) must be regular
+files: a FIFO or a device is refused. Errors print "fsdp-run: error: ..."
+(under mpirun "fsdp-run: rank <r>: error: ...", one line per rank) and exit
+with status 1.
 )";
 
 struct Error : std::runtime_error {
@@ -282,6 +292,9 @@ double valueAt(const std::vector<char> &data, fsdprt_dtype_t dtype, size_t i) {
 
 struct Options {
   std::string plan, outputDir, modelDir;
+  /// --input's values as given (NAME=FILE), split once the plan's inputs
+  /// are known, into `inputs`.
+  std::vector<std::string> inputArgs;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 0, warmup = 0, repeat = 1, steps = 0;
   bool json = false, timing = false, describe = false;
@@ -316,16 +329,40 @@ uint64_t toBytes(const std::string &flag, const std::string &value) {
   return bytes;
 }
 
-int toInt(const std::string &flag, const std::string &value, int min) {
+int toInt(const std::string &flag, const std::string &value, int min,
+          int max = INT_MAX) {
   try {
     size_t used;
     int v = std::stoi(value, &used);
-    if (used == value.size() && v >= min)
+    if (used == value.size() && v >= min && v <= max)
       return v;
   } catch (const std::exception &) {
   }
-  throw Error(flag + " needs an integer >= " + std::to_string(min) + ", not '" +
-              value + "'");
+  throw Error(flag + " needs an integer >= " + std::to_string(min) +
+              (max == INT_MAX ? "" : " and <= " + std::to_string(max)) +
+              ", not '" + value + "'");
+}
+
+/// A finite number >= `min`: NaN and the infinities are refused (a NaN
+/// learning rate trains into NaN, a NaN deadline is none).
+double toFinite(const std::string &flag, const std::string &value, double min,
+                const std::string &what) {
+  try {
+    size_t used;
+    double v = std::stod(value, &used);
+    if (used == value.size() && std::isfinite(v) && v >= min)
+      return v;
+  } catch (const std::exception &) {
+  }
+  throw Error(flag + " needs " + what + ", not '" + value + "'");
+}
+
+/// Refuses a path that exists but is not a regular file (a FIFO, a device:
+/// reading /dev/zero never ends); a missing one is left to the reader.
+void requireRegularFile(const std::string &what, const std::string &path) {
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    throw Error(what + " '" + path + "': not a regular file");
 }
 
 Options parse(int argc, char **argv) {
@@ -352,15 +389,15 @@ Options parse(int argc, char **argv) {
     } else if (flag == "--input") {
       std::string v = value();
       size_t sep = v.find('=');
-      if (sep == std::string::npos || sep == 0 || sep + 1 == v.size())
+      if (sep == std::string::npos || sep == 0 || v.back() == '=')
         throw Error("--input needs NAME=FILE.npy, not '" + v + "'");
-      o.inputs.emplace_back(v.substr(0, sep), v.substr(sep + 1));
+      o.inputArgs.push_back(v);
     } else if (flag == "--output-dir") {
       o.outputDir = withoutTrailingSlashes(value());
     } else if (flag == "--model-dir") {
       o.modelDir = value();
     } else if (flag == "--threads") {
-      o.threads = toInt(flag, value(), 0);
+      o.threads = toInt(flag, value(), 0, FSDPRT_MAX_THREADS);
     } else if (flag == "--warmup") {
       o.warmup = toInt(flag, value(), 0);
       o.timing = true;
@@ -371,14 +408,7 @@ Options parse(int argc, char **argv) {
       o.steps = toInt(flag, value(), 1);
     } else if (flag == "--lr") {
       o.lr = value();
-      try {
-        size_t used;
-        std::stod(o.lr, &used);
-        if (used != o.lr.size())
-          throw std::invalid_argument(o.lr);
-      } catch (const std::exception &) {
-        throw Error("--lr needs a number, not '" + o.lr + "'");
-      }
+      toFinite(flag, o.lr, -INFINITY, "a finite number");
     } else if (flag == "--save-state") {
       o.saveState = withoutTrailingSlashes(value());
     } else if (flag == "--save-checkpoint") {
@@ -390,15 +420,7 @@ Options parse(int argc, char **argv) {
     } else if (flag == "--load-full") {
       o.loadFull = value();
     } else if (flag == "--timeout") {
-      std::string v = value();
-      try {
-        size_t used;
-        o.timeout = std::stod(v, &used);
-        if (used != v.size() || o.timeout < 0)
-          throw std::invalid_argument(v);
-      } catch (const std::exception &) {
-        throw Error("--timeout needs seconds >= 0, not '" + v + "'");
-      }
+      o.timeout = toFinite(flag, value(), 0, "finite seconds >= 0");
     } else if (flag == "--memory-budget") {
       o.memoryBudget = toBytes(flag, value());
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -565,6 +587,35 @@ std::set<std::string> stateFiles(const fsdprt_plan_t *plan, int world) {
   return files;
 }
 
+/// Splits each --input NAME=FILE at the '=' whose left side is a declared
+/// input, so a name may hold '='; where none is, at the first '=' (the
+/// reader then says the plan has no such input).
+std::vector<std::pair<std::string, std::string>>
+splitInputs(const std::vector<std::string> &args,
+            const std::vector<fsdprt_tensor_desc_t> &inputs) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string &arg : args) {
+    size_t split = arg.find('=');
+    int matches = 0;
+    for (size_t sep = split; sep != std::string::npos;
+         sep = arg.find('=', sep + 1))
+      if (sep + 1 < arg.size() &&
+          std::any_of(inputs.begin(), inputs.end(), [&](const auto &d) {
+            return arg.compare(0, sep, d.name) == 0 &&
+                   std::strlen(d.name) == sep;
+          })) {
+        split = sep;
+        ++matches;
+      }
+    if (matches > 1)
+      throw Error("--input '" + arg +
+                  "' is ambiguous: it splits into more than one declared "
+                  "input and a file");
+    out.emplace_back(arg.substr(0, split), arg.substr(split + 1));
+  }
+  return out;
+}
+
 /// Reads every declared input from the files given for it, checked against
 /// the plan's dtype and shape.
 std::map<std::string, npy::Array>
@@ -683,7 +734,7 @@ int describe(const fsdprt_plan_t *plan, const Options &o) {
   return 0;
 }
 
-int run(const Options &o) {
+int run(Options o) {
   using Clock = std::chrono::steady_clock;
   fsdprt_plan_t *plan = nullptr;
   check(fsdprt_plan_load_file(o.plan.c_str(), &plan), "cannot load the plan");
@@ -691,6 +742,13 @@ int run(const Options &o) {
       plan, fsdprt_plan_destroy);
   if (o.describe)
     return describe(plan, o);
+  int64_t planWorld = fsdprt_plan_world_size(plan);
+  if (planWorld > 1 && planWorld != o.world)
+    throw Error(
+        "the plan is for " + std::to_string(planWorld) +
+        " ranks; launch it with mpirun -np " + std::to_string(planWorld) +
+        (o.world > 1 ? " (this job has " + std::to_string(o.world) + " ranks)"
+                     : ""));
 
   std::vector<fsdprt_tensor_desc_t> inputs(fsdprt_plan_num_inputs(plan)),
       outputs(fsdprt_plan_num_outputs(plan));
@@ -698,6 +756,9 @@ int run(const Options &o) {
     check(fsdprt_plan_input(plan, i, &inputs[i]), "plan input");
   for (size_t i = 0; i < outputs.size(); ++i)
     check(fsdprt_plan_output(plan, i, &outputs[i]), "plan output");
+  o.inputs = splitInputs(o.inputArgs, inputs);
+  if (!o.loadFull.empty())
+    requireRegularFile("--load-full", o.loadFull);
   // The learning rate and step count of a training step, unless given.
   auto declared = [&](const char *name) -> const fsdprt_tensor_desc_t * {
     for (const auto &d : inputs)
@@ -1009,9 +1070,15 @@ int main(int argc, char **argv) {
       MPI_Finalize();
     return status;
   } catch (const std::exception &e) {
-    std::cerr << "fsdp-run: "
-              << (world > 1 ? "rank " + std::to_string(rank) + ": " : "")
-              << "error: " << e.what() << std::endl;
+    // One write per line: the ranks share stderr, and a line written in
+    // pieces interleaves with the others' ("fsdp-run: fsdp-run: rank 0").
+    std::string line =
+        "fsdp-run: " +
+        (world > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) +
+        "error: " + e.what() + "\n";
+    std::cout.flush();
+    if (::write(STDERR_FILENO, line.data(), line.size()) < 0)
+      std::perror("fsdp-run");
     // Every rank ends: the others may be waiting on this one.
     if (world > 1)
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -10,6 +10,8 @@
 
 #include "npy.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -213,6 +215,11 @@ Array read(const std::string &path) {
   std::error_code code;
   if (std::filesystem::is_directory(path, code))
     throw NpyError("'" + path + "' is a directory, not a .npy file");
+  // A device (/dev/zero) would be read until memory runs out, a FIFO would
+  // block the open.
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    throw NpyError("cannot read '" + path + "': not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw NpyError("cannot open '" + path + "': " + std::strerror(errno));

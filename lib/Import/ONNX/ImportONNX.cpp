@@ -21,6 +21,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+#include "fsdp/Support/JSON.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -623,6 +624,8 @@ LogicalResult Importer::readMetadata() {
     if (entry.key() != "fsdp_mlir")
       continue;
     metadata.json = entry.value();
+    if (std::string why = fsdpir::checkJSONBounds(entry.value()); !why.empty())
+      return error("metadata 'fsdp_mlir' " + why);
     llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(entry.value());
     if (!parsed)
       return error("metadata 'fsdp_mlir' is not valid JSON: " +
@@ -786,7 +789,16 @@ Importer::convertTensorType(const onnx::TypeProto &type, StringRef what,
   FailureOr<Type> element = convertElementType(tensor.elem_type(), what);
   if (failed(element))
     return failure();
-  return RankedTensorType::get(shape, *element);
+  // Every size the passes and the plan derive from a type assumes its
+  // bytes fit in int64 (--batch-size=2^62 would otherwise wrap to a small
+  // plan).
+  auto result = RankedTensorType::get(shape, *element);
+  if (element->isIntOrFloat() && !fsdpir::checkedByteSize(result)) {
+    std::string text;
+    llvm::raw_string_ostream(text) << result;
+    return error(what + " is " + text + ", more bytes than int64 can count");
+  }
+  return result;
 }
 
 RankedTensorType initializerType(const onnx::TensorProto &tensor, Type element) {

@@ -11,6 +11,8 @@
 
 #include "ModelReader.h"
 
+#include "fsdp/Support/Files.h"
+
 #include "llvm/Support/Path.h"
 
 #include <google/protobuf/io/coded_stream.h>
@@ -141,6 +143,10 @@ private:
 } // namespace
 
 std::optional<ModelFile> readModel(const std::string &path, std::string &error) {
+  if (std::string why = mlir::fsdp::checkRegularFile(path); !why.empty()) {
+    error = why;
+    return std::nullopt;
+  }
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                   /*RequiresNullTerminator=*/false);

@@ -28,8 +28,11 @@
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+
+#include <limits>
 
 using namespace mlir;
 namespace plan = fsdprt::plan;
@@ -204,13 +207,21 @@ FailureOr<uint32_t> PlanWriter::addBuffer(Operation *anchor, uint32_t arena,
     return anchor->emitOpError()
            << "has a value of type " << type
            << " that a plan cannot hold (static shapes of plan dtypes only)";
-  int64_t bytes =
-      tensor.getNumElements() * elementBytes(tensor.getElementType());
+  // Offsets and arena sizes are sums of these: each buffer must end (64-byte
+  // aligned) within int64, or the plan would describe a wrapped, small arena.
+  std::optional<int64_t> bytes = mlir::fsdp::checkedByteSize(tensor);
+  std::optional<int64_t> end =
+      bytes && offset >= 0 ? llvm::checkedAdd(offset, *bytes) : std::nullopt;
+  if (!end || *end > std::numeric_limits<int64_t>::max() - 64)
+    return anchor->emitOpError()
+           << "has a value of type " << type << (bytes ? " at offset " : "")
+           << (bytes ? std::to_string(offset) : std::string())
+           << " whose bytes overflow int64";
   auto shape = fbb.CreateVector(tensor.getShape().data(), tensor.getRank());
   buffers.push_back(
-      plan::CreateBuffer(fbb, arena, offset, bytes, *dtype, shape));
+      plan::CreateBuffer(fbb, arena, offset, *bytes, *dtype, shape));
   placement.emplace_back(arena, offset);
-  bufferBytes.push_back(bytes);
+  bufferBytes.push_back(*bytes);
   return static_cast<uint32_t>(buffers.size() - 1);
 }
 
@@ -250,11 +261,12 @@ LogicalResult PlanWriter::declareUnit(mlir::fsdp::FlatParamOp unit) {
              << "' has no data reference; the plan cannot load its "
                 "initial value";
     auto type = cast<RankedTensorType>(param.getType());
-    int64_t bytes = type.getNumElements() * elementBytes(type.getElementType());
-    if (data->getLength() != bytes)
+    std::optional<int64_t> bytes = mlir::fsdp::checkedByteSize(type);
+    if (!bytes || data->getLength() != *bytes)
       return param.emitOpError()
              << "'" << param.getSymName() << "' refers to " << data->getLength()
-             << " bytes but its type " << type << " holds " << bytes;
+             << " bytes but its type " << type << " holds "
+             << (bytes ? std::to_string(*bytes) : "more than int64 can count");
     params.push_back(plan::CreateUnitParam(
         fbb, fbb.CreateString(param.getSymName().str()),
         fbb.CreateVector(type.getShape().data(), type.getRank()),
@@ -295,9 +307,8 @@ LogicalResult PlanWriter::declareState() {
     FailureOr<uint32_t> id = addBuffer(&op, kWeights, weightBytes, type);
     if (failed(id))
       return failure();
-    auto tensor = cast<RankedTensorType>(type);
-    int64_t bytes =
-        tensor.getNumElements() * elementBytes(tensor.getElementType());
+    // addBuffer checked the size.
+    int64_t bytes = bufferBytes[*id];
     if (!data && param)
       return op.emitOpError() << "'" << name
                               << "' has no data reference; the plan cannot "
@@ -348,9 +359,8 @@ LogicalResult PlanWriter::addUpdate(func::FuncOp func, unsigned index,
   else if (auto buffer = dyn_cast<mlir::fsdp::BufferOp>(state))
     type = buffer.getType();
   else if (auto tensor = dyn_cast<RankedTensorType>(type);
-           !tensor ||
-           tensor.getNumElements() * elementBytes(tensor.getElementType()) !=
-               bufferBytes[stateBuffers.lookup(of.getValue())])
+           !tensor || mlir::fsdp::checkedByteSize(tensor) !=
+                          bufferBytes[stateBuffers.lookup(of.getValue())])
     return fail() << "the result is " << value.getType()
                   << ", which is not the size of the rank's shard";
   if (type != value.getType())

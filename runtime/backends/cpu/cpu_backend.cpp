@@ -377,7 +377,9 @@ public:
   }
 
   int resolveThreads(int requested) const override {
-    return requested > 0 ? requested : std::max(omp_get_num_procs(), 1);
+    return requested > 0
+               ? requested
+               : std::clamp(omp_get_num_procs(), 1, FSDPRT_MAX_THREADS);
   }
 
   std::unique_ptr<ExecutionScope> enter(int threads) override {

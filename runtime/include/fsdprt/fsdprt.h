@@ -312,10 +312,15 @@ typedef struct fsdprt_session_s fsdprt_session_t;
  *  node; memory running out is FSDPRT_RESOURCE_EXHAUSTED).
  *  `model_dir` is where the weight map's files are (NULL: the plan's
  *  model_dir). `num_threads` bounds the threads kernels use (0: one per
- *  core). Weights are not read yet: see fsdprt_session_load_weights. */
+ *  core; more than FSDPRT_MAX_THREADS is FSDPRT_INVALID_ARGUMENT). Weights
+ *  are not read yet: see fsdprt_session_load_weights. */
 FSDPRT_API fsdprt_status_t
 fsdprt_session_create(const fsdprt_plan_t *plan, const char *model_dir,
                       int num_threads, fsdprt_session_t **out_session);
+
+/** The most kernel threads a session takes: more would only exhaust the
+ *  host's threads (OpenMP cannot start them). */
+#define FSDPRT_MAX_THREADS 1024
 
 /** How a multi-rank session communicates. */
 typedef struct fsdprt_mpi_options_s {
@@ -350,7 +355,7 @@ typedef struct fsdprt_session_options_s {
   size_t struct_size;
   /** Where the weight map's files are (NULL: the plan's model_dir). */
   const char *model_dir;
-  /** Threads kernels use (0: one per core). */
+  /** Threads kernels use (0: one per core; at most FSDPRT_MAX_THREADS). */
   int num_threads;
   /** The most bytes the session may allocate on this rank (0: no limit).
    *  A plan whose peak (fsdprt_plan_peak_bytes: every arena, shards,

@@ -306,3 +306,13 @@ func.func @f() {
   %0 = fsdp.get_flat_param @nothing : tensor<8xf32>
   return
 }
+
+// -----
+
+// 2^62 elements over 4 ranks wrap to 0 without overflow checks.
+mesh.mesh @world(shape = 4)
+func.func @wrapped_gather(%s: tensor<4611686018427387904xf32>) -> tensor<0xf32> {
+  // expected-error @+1 {{'fsdp.all_gather' op over a group of 4 ranks cannot turn 'tensor<4611686018427387904xf32>' into 'tensor<0xf32>'}}
+  %g = fsdp.all_gather %s on @world axes [0] : tensor<4611686018427387904xf32> -> tensor<0xf32>
+  return %g : tensor<0xf32>
+}

@@ -90,11 +90,12 @@ protected:
                {"<i8", {2}, bytesOf(std::vector<int64_t>{1, -2})});
   }
 
-  /// Runs fsdp-run with `args` (shell words) and captures everything.
+  /// Runs fsdp-run with `args` (shell words) and captures everything; a
+  /// hang ends after 60 s (status 124).
   Outcome run(const std::string &args) {
     std::string out = dir + "/stdout", err = dir + "/stderr";
-    std::string command = std::string(FSDP_RUN_PATH) + " " + args + " > '" +
-                          out + "' 2> '" + err + "'";
+    std::string command = "timeout 60 " + std::string(FSDP_RUN_PATH) + " " +
+                          args + " > '" + out + "' 2> '" + err + "'";
     int status = std::system(command.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out),
             slurp(err)};
@@ -282,7 +283,22 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
       {"a.plan b.plan", "more than one plan given: 'a.plan' and 'b.plan'"},
       {"a.plan --bogus", "unknown option '--bogus' (see --help)"},
       {"a.plan --threads", "--threads needs a value (see --help)"},
-      {"a.plan --threads two", "--threads needs an integer >= 0, not 'two'"},
+      {"a.plan --threads two",
+       "--threads needs an integer >= 0 and <= 1024, not 'two'"},
+      // OpenMP crashed starting 65536 threads.
+      {"a.plan --threads 65536",
+       "--threads needs an integer >= 0 and <= 1024, not '65536'"},
+      // A NaN learning rate trains into NaN; a NaN deadline is none.
+      {"a.plan --lr nan", "--lr needs a finite number, not 'nan'"},
+      {"a.plan --lr inf", "--lr needs a finite number, not 'inf'"},
+      {"a.plan --lr -inf", "--lr needs a finite number, not '-inf'"},
+      {"a.plan --lr 1e999", "--lr needs a finite number, not '1e999'"},
+      {"a.plan --timeout nan",
+       "--timeout needs finite seconds >= 0, not 'nan'"},
+      {"a.plan --timeout inf",
+       "--timeout needs finite seconds >= 0, not 'inf'"},
+      {"a.plan --timeout -1", "--timeout needs finite seconds >= 0, not '-1'"},
+      {"a.plan --input x=", "--input needs NAME=FILE.npy, not 'x='"},
       {"a.plan --repeat 0", "--repeat needs an integer >= 1, not '0'"},
       {"a.plan --input x.npy", "--input needs NAME=FILE.npy, not 'x.npy'"},
       {"a.plan --memory-budget 1X",
@@ -427,6 +443,66 @@ TEST_F(FsdpRun, DirectoriesWhereFilesAreExpectedAreNamed) {
                        "/x.npy': '" + dir +
                        "/x.npy' is a file, not a sharded checkpoint "
                        "directory\n");
+}
+
+TEST_F(FsdpRun, FilesThatAreNotRegularAreRefused) {
+  // /dev/zero was read until memory ran out; a FIFO blocked the open.
+  std::string fifo = dir + "/fifo";
+  ASSERT_EQ(std::system(("mkfifo '" + fifo + "'").c_str()), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/dev/zero",
+       "cannot load the plan: cannot load plan '/dev/zero': not a regular "
+       "file"},
+      {fifo, "cannot load the plan: cannot load plan '" + fifo +
+                 "': not a regular file"},
+      {dir + "/model.plan --input x=/dev/zero --input ids=" + dir + "/ids.npy",
+       "cannot read '/dev/zero': not a regular file"},
+      {dir + "/model.plan --input x=" + fifo + " --input ids=" + dir +
+           "/ids.npy",
+       "cannot read '" + fifo + "': not a regular file"},
+      {dir + "/model.plan " + inputs() + " --load-full /dev/zero",
+       "--load-full '/dev/zero': not a regular file"},
+  };
+  for (const auto &[args, message] : cases) {
+    Outcome o = run(args);
+    EXPECT_EQ(o.status, 1) << args;
+    EXPECT_EQ(o.err, "fsdp-run: error: " + message + "\n") << args;
+  }
+}
+
+TEST_F(FsdpRun, InputNamesMayHoldEquals) {
+  PlanBuilder b;
+  uint32_t x = b.input("x=1", plan::DType::F32, {2, 3});
+  b.kernel("relu", {x}, {b.output("y", plan::DType::F32, {2, 3})});
+  std::vector<uint8_t> bytes = b.finish();
+  std::ofstream(dir + "/eq.plan", std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  // Split at the '=' whose left side is a declared input, not the first.
+  Outcome o = run(dir + "/eq.plan --input x=1=" + dir + "/x.npy --json");
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("\"name\": \"x=1\""), std::string::npos) << o.out;
+  o = run(dir + "/eq.plan --input x=" + dir + "/x.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: the plan has no input 'x'; its inputs:\n"
+                   "  x=1 float32 [2, 3]\n");
+}
+
+TEST_F(FsdpRun, AMultiRankPlanAloneAsksForMpirun) {
+  PlanBuilder b;
+  uint32_t x = b.input("x", plan::DType::F32, {2, 3});
+  b.kernel("relu", {x}, {b.output("y", plan::DType::F32, {2, 3})});
+  b.worldSize(2);
+  std::vector<uint8_t> bytes = b.finish();
+  std::ofstream(dir + "/two.plan", std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  // Open MPI's own abort before: "MPI_Comm_c2f() was called before MPI_INIT".
+  Outcome o = run(dir + "/two.plan --input x=" + dir + "/x.npy");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_EQ(o.err, "fsdp-run: error: the plan is for 2 ranks; launch it with "
+                   "mpirun -np 2\n");
+  // --describe reads plans of any world size.
+  o = run(dir + "/two.plan --describe");
+  EXPECT_EQ(o.status, 0) << o.err;
 }
 
 } // namespace

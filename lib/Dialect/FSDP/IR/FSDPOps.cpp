@@ -26,8 +26,9 @@ std::string symbolList(ArrayRef<ParamOp> params) {
   return text;
 }
 
-/// The element count of a static shape, or nothing if it overflows int64.
-std::optional<int64_t> checkedNumElements(ShapedType type) {
+} // namespace
+
+std::optional<int64_t> mlir::fsdp::checkedNumElements(ShapedType type) {
   int64_t count = 1;
   for (int64_t dim : type.getShape()) {
     std::optional<int64_t> product = llvm::checkedMul(count, dim);
@@ -38,7 +39,14 @@ std::optional<int64_t> checkedNumElements(ShapedType type) {
   return count;
 }
 
-} // namespace
+std::optional<int64_t> mlir::fsdp::checkedByteSize(ShapedType type) {
+  std::optional<int64_t> numel = checkedNumElements(type);
+  if (!numel || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  int64_t element = std::max<int64_t>(
+      1, (type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  return llvm::checkedMul(*numel, element);
+}
 
 //===----------------------------------------------------------------------===//
 // ParamOp
@@ -312,9 +320,15 @@ static LogicalResult verifyCollective(Op op, SymbolTableCollection &symbols,
     return op.emitOpError()
            << "changes the element type from " << in.getElementType() << " to "
            << out.getElementType();
-  int64_t inCount = in.getNumElements() * (gathers ? *group : 1);
-  int64_t outCount = out.getNumElements() * (scatters ? *group : 1);
-  if (inCount != outCount || (!gathers && !scatters && in != out))
+  // Overflow-checked: a huge type must not wrap into a match.
+  std::optional<int64_t> inCount = checkedNumElements(in);
+  std::optional<int64_t> outCount = checkedNumElements(out);
+  if (inCount && gathers)
+    inCount = llvm::checkedMul(*inCount, *group);
+  if (outCount && scatters)
+    outCount = llvm::checkedMul(*outCount, *group);
+  if (!inCount || !outCount || *inCount != *outCount ||
+      (!gathers && !scatters && in != out))
     return op.emitOpError() << "over a group of " << *group << " ranks cannot "
                             << "turn " << in << " into " << out;
   return success();
@@ -501,14 +515,20 @@ LogicalResult ViewOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());
   auto out = cast<RankedTensorType>(getOutput().getType());
   int64_t offset = getOffset();
-  if (offset == 0 && in.getElementType() == out.getElementType() &&
-      in.getNumElements() == out.getNumElements())
+  // Overflow-checked: a huge type must not wrap into a fit.
+  std::optional<int64_t> inCount = checkedNumElements(in);
+  std::optional<int64_t> outCount = checkedNumElements(out);
+  if (offset == 0 && in.getElementType() == out.getElementType() && inCount &&
+      inCount == outCount)
     return success();
   if (in.getElementType() != out.getElementType())
     return emitOpError() << "cannot view " << in << " as " << out
                          << ": element types must agree";
-  if (offset < 0 || offset + out.getNumElements() > in.getNumElements())
+  std::optional<int64_t> end =
+      inCount && outCount ? llvm::checkedAdd(offset, *outCount) : std::nullopt;
+  if (offset < 0 || !end || *end > *inCount)
     return emitOpError() << "cannot view elements [" << offset << ", "
-                         << offset + out.getNumElements() << ") of " << in;
+                         << (end ? std::to_string(*end) : "past int64")
+                         << ") of " << in;
   return success();
 }

@@ -15,6 +15,8 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Support/Files.h"
+#include "fsdp/Support/JSON.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -307,10 +309,14 @@ LogicalResult AutoWrapPass::loadConfig() {
     return emitError(module.getLoc()) << "fsdp-auto-wrap: policy file '" << policyFile
                               << "': " << message;
   };
+  if (std::string why = checkRegularFile(policyFile); !why.empty())
+    return fail(why);
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
       llvm::MemoryBuffer::getFile(policyFile);
   if (!text)
     return fail(text.getError().message());
+  if (std::string why = checkJSONBounds((*text)->getBuffer()); !why.empty())
+    return fail(why);
   llvm::Expected<llvm::json::Value> parsed =
       llvm::json::parse((*text)->getBuffer());
   if (!parsed)

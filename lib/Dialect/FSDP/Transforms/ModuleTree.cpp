@@ -13,6 +13,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Support/JSON.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
@@ -100,6 +101,8 @@ LogicalResult readMetadata(ModuleOp module, TreeBuilder &tree) {
   auto json = module->getAttrOfType<StringAttr>("fsdp.torch_metadata");
   if (!json)
     return success();
+  if (std::string why = checkJSONBounds(json.getValue()); !why.empty())
+    return emitError(module.getLoc()) << "fsdp.torch_metadata " << why;
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
   if (!parsed)
     return emitError(module.getLoc()) << "fsdp.torch_metadata is not valid JSON: "

@@ -17,6 +17,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -45,12 +46,12 @@ struct Interval {
   int64_t offset = -1;
 };
 
-int64_t byteSize(Type type) {
+/// The bytes of a tensor (or of the tensor a future holds), or nothing when
+/// they overflow int64.
+std::optional<int64_t> checkedByteSize(Type type) {
   if (auto future = dyn_cast<mlir::fsdp::FutureType>(type))
     type = future.getValueType();
-  auto tensor = cast<RankedTensorType>(type);
-  unsigned bits = tensor.getElementType().getIntOrFloatBitWidth();
-  return tensor.getNumElements() * std::max<int64_t>(1, (bits + 7) / 8);
+  return mlir::fsdp::checkedByteSize(cast<RankedTensorType>(type));
 }
 
 /// Follows views (and waits, which name their collective's bytes) back to
@@ -75,6 +76,15 @@ bool producesActivations(Operation *op) {
 
 int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
+}
+
+/// `total` + `bytes` rounded up to `alignment`, or nothing on overflow.
+std::optional<int64_t> addAligned(int64_t total, int64_t bytes,
+                                  int64_t alignment) {
+  std::optional<int64_t> end = llvm::checkedAdd(total, bytes);
+  if (!end || *end > std::numeric_limits<int64_t>::max() - alignment)
+    return std::nullopt;
+  return alignTo(*end, alignment);
 }
 
 /// One greedy placement: `intervals` in `order`, each in the gap between
@@ -167,36 +177,58 @@ Kind kindOf(Value value) {
 /// Bytes that live the whole step in the weights and constants arenas, as
 /// the plan writer lays them out (each 64-byte aligned): the rank's shards,
 /// replicated parameters, buffers and optimizer state; the constants
-/// kernels read.
-std::pair<int64_t, int64_t> staticBytes(func::FuncOp func) {
+/// kernels read. Fails, with an error naming the tensor, when a size or the
+/// sum overflows int64.
+FailureOr<std::pair<int64_t, int64_t>> staticBytes(func::FuncOp func) {
   auto module = func->getParentOfType<ModuleOp>();
   SymbolTableCollection symbols;
   llvm::DenseSet<Operation *> members;
   int64_t state = 0, constants = 0;
+  // Adds `type`'s bytes (divided over `ranks`) to `total`.
+  auto add = [](Operation *op, Type type, int64_t ranks,
+                int64_t &total) -> LogicalResult {
+    std::optional<int64_t> bytes = checkedByteSize(type);
+    std::optional<int64_t> sum =
+        bytes ? addAligned(total, *bytes / ranks, 64) : std::nullopt;
+    if (!sum)
+      return op->emitError() << "fsdp-plan-memory: " << type
+                             << (bytes ? ": the state and constants up to it "
+                                         "have more bytes per rank than"
+                                       : " has more bytes than")
+                             << " int64 can count";
+    total = *sum;
+    return success();
+  };
   for (auto unit : module.getOps<mlir::fsdp::FlatParamOp>()) {
     FailureOr<int64_t> ranks = mlir::fsdp::resolveWorldSize(unit, symbols);
-    state += alignTo(
-        byteSize(unit.getTensorType()) / (succeeded(ranks) ? *ranks : 1), 64);
+    if (failed(add(unit, unit.getTensorType(), succeeded(ranks) ? *ranks : 1,
+                   state)))
+      return failure();
     if (auto params = mlir::fsdp::resolveParams(unit, symbols);
         succeeded(params))
       for (mlir::fsdp::ParamOp param : *params)
         members.insert(param);
   }
   for (Operation &op : module.getBody()->getOperations()) {
-    if (auto param = dyn_cast<mlir::fsdp::ParamOp>(op))
-      state +=
-          members.contains(&op) ? 0 : alignTo(byteSize(param.getType()), 64);
-    else if (auto buffer = dyn_cast<mlir::fsdp::BufferOp>(op))
-      state += alignTo(byteSize(buffer.getType()), 64);
+    auto param = dyn_cast<mlir::fsdp::ParamOp>(op);
+    auto buffer = dyn_cast<mlir::fsdp::BufferOp>(op);
+    if ((param && !members.contains(&op)) || buffer)
+      if (failed(
+              add(&op, param ? param.getType() : buffer.getType(), 1, state)))
+        return failure();
   }
   llvm::DenseSet<Operation *> seen;
-  func.walk([&](KernelOp kernel) {
+  WalkResult walk = func.walk([&](KernelOp kernel) {
     for (Value input : kernel.getInputs())
       if (auto constant = input.getDefiningOp<onnxir::ConstantOp>())
-        if (seen.insert(constant).second)
-          constants += alignTo(byteSize(constant.getType()), 64);
+        if (seen.insert(constant).second &&
+            failed(add(constant, constant.getType(), 1, constants)))
+          return WalkResult::interrupt();
+    return WalkResult::advance();
   });
-  return {state, constants};
+  if (walk.wasInterrupted())
+    return failure();
+  return std::make_pair(state, constants);
 }
 
 /// One rank's memory over the step: a row at each collective, wait and
@@ -225,7 +257,7 @@ void printTimeline(func::FuncOp func, ArrayRef<Interval> intervals,
   for (int64_t step = 0; step < count; ++step)
     if (total(step) > total(peakStep))
       peakStep = step;
-  auto [state, constants] = staticBytes(func);
+  auto [state, constants] = *staticBytes(func);
   llvm::raw_ostream &os = llvm::outs();
   os << llvm::formatv("fsdp-memory-timeline: @{0}: state {1} B and "
                       "constants {2} B live all step\n",
@@ -284,7 +316,10 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
                          : IntegerAttr();
     if (!budget || budget.getInt() <= 0)
       return success();
-    auto [state, constants] = staticBytes(func);
+    FailureOr<std::pair<int64_t, int64_t>> fixed = staticBytes(func);
+    if (failed(fixed))
+      return failure();
+    auto [state, constants] = *fixed;
     int64_t perRank = arena + state + constants;
     if (perRank <= budget.getInt())
       return success();
@@ -307,15 +342,38 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       return success();
     SmallVector<Interval> intervals;
     DenseMap<Value, unsigned> index;
-    auto add = [&](Value value, int64_t step) {
+    // Every activation's bytes, and their sum without reuse (aligned; no
+    // placement ends past it), must fit in int64: a batch size of 2^62
+    // would otherwise wrap to a small arena.
+    int64_t bound = 0;
+    auto add = [&](Value value, int64_t step) -> LogicalResult {
+      std::optional<int64_t> bytes = checkedByteSize(value.getType());
+      std::optional<int64_t> sum =
+          bytes ? addAligned(bound, *bytes, alignment) : std::nullopt;
+      if (!sum) {
+        InFlightDiagnostic diag = emitError(value.getLoc())
+                                  << "fsdp-plan-memory: ";
+        if (auto arg = dyn_cast<BlockArgument>(value))
+          diag << "argument " << arg.getArgNumber();
+        else
+          diag << "a result of '" << value.getDefiningOp()->getName() << "'";
+        return diag << " of type " << value.getType()
+                    << (bytes ? ": the activations up to it have more bytes "
+                                "than"
+                              : " has more bytes than")
+                    << " int64 can count";
+      }
+      bound = *sum;
       index[value] = intervals.size();
-      intervals.push_back({value, byteSize(value.getType()), step, step});
+      intervals.push_back({value, *bytes, step, step});
+      return success();
     };
     for (BlockArgument arg : func.getArguments()) {
       if (!isa<RankedTensorType>(arg.getType()))
         return func.emitError() << "fsdp-plan-memory: argument "
                                 << arg.getArgNumber() << " is not a tensor";
-      add(arg, 0);
+      if (failed(add(arg, 0)))
+        return failure();
       intervals.back().last = kForever;
     }
     int64_t step = 0;
@@ -335,7 +393,8 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       }
       if (producesActivations(&op))
         for (Value result : op.getResults())
-          add(result, step);
+          if (failed(add(result, step)))
+            return failure();
     }
     int64_t arena = place(intervals, alignment);
 
@@ -353,6 +412,16 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     for (auto &[op, values] : offsets)
       op->setAttr("fsdp.offsets", b.getDenseI64ArrayAttr(values));
     func->setAttr("fsdp.activation_bytes", b.getI64IntegerAttr(arena));
+    FailureOr<std::pair<int64_t, int64_t>> fixed = staticBytes(func);
+    if (failed(fixed))
+      return failure();
+    std::optional<int64_t> perRank = llvm::checkedAdd(arena, fixed->first);
+    if (perRank)
+      perRank = llvm::checkedAdd(*perRank, fixed->second);
+    if (!perRank)
+      return func.emitError()
+             << "fsdp-plan-memory: @" << func.getSymName()
+             << " needs more bytes per rank than int64 can count";
     if (failed(checkBudget(func, arena)))
       return failure();
     if (timeline)

@@ -512,9 +512,20 @@ def metadata(out, kind):
         "no-params": json.dumps({"version": 1, "buffers": []}),
         "no-fqn": json.dumps({"version": 1, "buffers": [],
                               "params": [{"initializer": "fc.weight"}]}),
+        # llvm::json::parse recursed once per '[' and overflowed the stack.
+        "deep": '{"version": 1, "params": ' + "[" * 40000 + "]" * 40000 +
+                ', "buffers": []}',
+        # Brackets inside strings are not nesting.
+        "brackets-in-strings": json.dumps({"version": 1, "buffers": [],
+                                           "params": [{"fqn": "[" * 1000}]}),
     }[kind]
     helper.set_model_props(model, {"fsdp_mlir": value})
     onnx.save_model(model, out)
+
+
+def plain(out):
+    """A good model (y = x @ W, x [batch, 8]) to give hostile options."""
+    onnx.save_model(linear(), out)
 
 
 CASES = {name.replace("_", "-"): fn for name, fn in list(globals().items())

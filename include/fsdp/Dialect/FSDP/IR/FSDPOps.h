@@ -41,6 +41,15 @@ Type collectiveValueType(Value result);
 FailureOr<::fsdp::layout::FlatLayout>
 computeLayout(FlatParamOp unit, SymbolTableCollection &symbols);
 
+/// The element count of a static shape, or nothing if it overflows int64.
+std::optional<int64_t> checkedNumElements(ShapedType type);
+
+/// The bytes of a static tensor of integer or float elements (one byte per
+/// i1, as plans store them), or nothing if the count overflows int64. Every
+/// size the compiler derives from a type starts here, so a huge batch size
+/// is an error rather than a wrapped, small plan.
+std::optional<int64_t> checkedByteSize(ShapedType type);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_IR_FSDPOPS_H
