@@ -92,16 +92,21 @@ std::string foreignContent(const std::string &dir) {
 
 /// Reads and parses `dir`/index.json; returns "" or why not.
 std::string readIndex(const std::string &dir, st::Json &index) {
-  std::string path = dir + "/index.json";
-  std::unique_ptr<FILE, int (*)(FILE *)> file(std::fopen(path.c_str(), "r"),
+  std::string path = dir + "/index.json", error;
+  std::unique_ptr<FILE, int (*)(FILE *)> file(st::openRegular(path, error),
                                               &std::fclose);
   if (!file)
-    return "cannot open '" + path + "': " + std::strerror(errno);
+    return error;
   std::string text;
   char chunk[4096];
   size_t got;
-  while ((got = std::fread(chunk, 1, sizeof chunk, file.get())) > 0)
+  constexpr size_t kMaxIndexBytes = size_t(64) << 20;
+  while ((got = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
     text.append(chunk, got);
+    if (text.size() > kMaxIndexBytes)
+      return "'" + path + "' is larger than " +
+             std::to_string(kMaxIndexBytes >> 20) + " MiB: not an index";
+  }
   if (std::ferror(file.get()))
     return "cannot read '" + path + "': " + std::strerror(errno);
   if (std::string error = st::parseJson(text, index); !error.empty())

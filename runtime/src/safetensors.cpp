@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -353,14 +354,36 @@ std::string write(const std::string &path, const std::vector<Source> &tensors,
   return "";
 }
 
+FILE *openRegular(const std::string &path, std::string &error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    bool directory = S_ISDIR(info.st_mode);
+    ::close(fd);
+    error = directory ? "'" + path + "' is a directory, not a file"
+                      : "cannot read '" + path + "': not a regular file";
+    return nullptr;
+  }
+  FILE *file = ::fdopen(fd, "rb");
+  if (!file) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+  }
+  return file;
+}
+
 std::string readHeader(const std::string &path, Header &out) {
-  std::unique_ptr<FILE, int (*)(FILE *)> file(std::fopen(path.c_str(), "rb"),
+  std::string error;
+  std::unique_ptr<FILE, int (*)(FILE *)> file(openRegular(path, error),
                                               &std::fclose);
   if (!file)
-    return "cannot open '" + path + "': " + std::strerror(errno);
-  struct stat info;
-  if (::fstat(fileno(file.get()), &info) == 0 && S_ISDIR(info.st_mode))
-    return "'" + path + "' is a directory, not a safetensors file";
+    return error.find("is a directory") != std::string::npos
+               ? "'" + path + "' is a directory, not a safetensors file"
+               : error;
   std::fseek(file.get(), 0, SEEK_END);
   long size = std::ftell(file.get());
   std::fseek(file.get(), 0, SEEK_SET);

@@ -54,6 +54,11 @@ std::string write(const std::string &path, const std::vector<Source> &tensors,
 /// Returns "" or why.
 std::string readHeader(const std::string &path, Header &header);
 
+/// Opens `path` for reading if it is a regular file (a FIFO would block
+/// the open, a device like /dev/zero never end); nullptr with `error` set
+/// otherwise. A directory is named as one.
+FILE *openRegular(const std::string &path, std::string &error);
+
 /// The CRC-32 of `bytes` bytes at `data` (zlib's crc32).
 uint32_t checksum(const void *data, uint64_t bytes);
 

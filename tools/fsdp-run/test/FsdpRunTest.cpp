@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -468,6 +469,14 @@ TEST_F(FsdpRun, FilesThatAreNotRegularAreRefused) {
     EXPECT_EQ(o.status, 1) << args;
     EXPECT_EQ(o.err, "fsdp-run: error: " + message + "\n") << args;
   }
+  // A checkpoint whose index or rank file is a FIFO or a device.
+  std::filesystem::create_directories(dir + "/ck");
+  ASSERT_EQ(std::system(("mkfifo '" + dir + "/ck/index.json'").c_str()), 0);
+  Outcome o = run(dir + "/model.plan " + inputs() + " --resume " + dir + "/ck");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("'" + dir + "/ck/index.json': not a regular file"),
+            std::string::npos)
+      << o.err;
 }
 
 TEST_F(FsdpRun, InputNamesMayHoldEquals) {
