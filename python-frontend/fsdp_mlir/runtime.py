@@ -50,7 +50,7 @@ class _MpiOptions(ctypes.Structure):
 class _SessionOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("model_dir", ctypes.c_char_p),
                 ("num_threads", ctypes.c_int), ("memory_budget_bytes", ctypes.c_uint64),
-                ("mpi", ctypes.POINTER(_MpiOptions))]
+                ("mpi", ctypes.POINTER(_MpiOptions)), ("device", ctypes.c_char_p)]
 
 
 def _find_library() -> str:
@@ -173,7 +173,8 @@ class Session:
 
     def __init__(self, plan, *, rank: int | None = None, world_size: int | None = None,
                  model_dir=None, threads: int = 0, timeout: float = 300.0,
-                 memory_budget: int = 0, load_weights: bool = True):
+                 memory_budget: int = 0, load_weights: bool = True,
+                 device: str = "cpu"):
         """rank, world_size: what the caller expects (checked against the
         plan and the MPI job; None: whatever they are). model_dir: where the
         model's weight files are (default: the plan's). threads: kernel
@@ -181,7 +182,9 @@ class Session:
         collective, seconds. memory_budget: the most bytes the session may
         allocate on this rank (0: no limit); a plan whose peak does not fit
         is refused with a message naming both. load_weights: read the
-        model's weights now (False: load a checkpoint next)."""
+        model's weights now (False: load a checkpoint next). device: where
+        the kernels run, "cpu", or "cuda" / "cuda:N" where the runtime has
+        a CUDA backend (refused, naming the device, where it has not)."""
         if not isinstance(threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS:
             raise ValueError(f"threads must be an int from 0 to {MAX_THREADS}, not {threads!r}")
         if not math.isfinite(timeout) or timeout < 0:
@@ -198,6 +201,7 @@ class Session:
         options.model_dir = str(model_dir).encode() if model_dir else None
         options.num_threads = int(threads)
         options.memory_budget_bytes = memory_budget
+        options.device = str(device).encode()
         if self.world_size > 1:
             mpi_rank, size = ctypes.c_int(), ctypes.c_int()
             _check(lib.fsdprt_mpi_init(ctypes.byref(mpi_rank), ctypes.byref(size)),

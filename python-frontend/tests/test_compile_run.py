@@ -163,6 +163,12 @@ class CompileAndRunTest(unittest.TestCase):
         np.testing.assert_allclose(report["wte"], trained.wte.weight.detach().numpy(),
                                    rtol=1e-4, atol=1e-5)
 
+    def test_the_device_is_an_option_and_unknown_ones_are_named(self):
+        with fsdp_mlir.Session(self.plan1, device="cpu") as session:
+            self.assertEqual(session.world_size, 1)
+        with self.assertRaisesRegex(RuntimeError_, "unknown device 'tpu'"):
+            fsdp_mlir.Session(self.plan1, device="tpu")
+
     def test_a_plan_for_other_world_sizes_is_refused(self):
         plan2 = fsdp_mlir.compile(self.onnx, batch_size=4, world_size=2,
                                   optimizer=ADAMW, out=self.work / "other.plan")

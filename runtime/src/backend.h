@@ -153,6 +153,11 @@ public:
 /// The CPU backend: OpenBLAS for GEMMs, OpenMP loops for the rest.
 std::unique_ptr<Backend> createCpuBackend();
 
+/// The backend for session option `device` ("cpu", "cuda", "cuda:N"; empty:
+/// "cpu"), or nullptr with `error` saying why not.
+std::unique_ptr<Backend> createBackend(const std::string &device,
+                                       std::string &error);
+
 } // namespace fsdprt
 
 #endif // FSDPRT_SRC_BACKEND_H

@@ -95,6 +95,10 @@ fsdprt_status_t fsdprt_plan_load_file(const char *path, fsdprt_plan_t **out) {
     // A device (/dev/zero) would be read until memory runs out, a FIFO
     // would block the open: both are refused before opening.
     struct stat info;
+    if (stat(path, &info) == 0 && S_ISDIR(info.st_mode))
+      return makeStatus(FSDPRT_IO_ERROR, std::string("cannot read plan '") +
+                                             path +
+                                             "': it is a directory, not a plan");
     if (stat(path, &info) == 0 && !S_ISREG(info.st_mode))
       return makeStatus(FSDPRT_INVALID_ARGUMENT,
                         std::string("cannot load plan '") + path +

@@ -495,7 +495,11 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
                                           : ".";
   if (s->modelDir.empty())
     s->modelDir = ".";
-  s->backend = fsdprt::createCpuBackend();
+  std::string deviceError;
+  s->backend =
+      fsdprt::createBackend(options.device ? options.device : "", deviceError);
+  if (!s->backend)
+    return invalid(std::string(api) + ": " + deviceError);
   s->threads = s->backend->resolveThreads(options.num_threads);
   s->stream = s->backend->createStream();
   if (s->comm)

@@ -313,6 +313,43 @@ TEST(Sessions, InputsAndOutputsAreCheckedByNameAndSize) {
             std::string::npos);
 }
 
+TEST(Sessions, TheDeviceIsAnOptionAndUnknownOnesAreNamed) {
+  auto bytes = reluPlan().finish();
+  fsdprt_plan_t *p = nullptr;
+  ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
+  fsdprt_session_options_t o;
+  fsdprt_session_options_init(&o);
+  EXPECT_EQ(o.device, nullptr);
+  fsdprt_session_t *s = nullptr;
+  for (const char *device : {"cpu", ""}) {
+    o.device = device;
+    EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)), "") << device;
+    fsdprt_session_destroy(s);
+    s = nullptr;
+  }
+  o.device = "tpu";
+  EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)),
+            "fsdprt_session_create_with_options: unknown device 'tpu'; "
+            "expected cpu, cuda or cuda:N");
+  for (const char *device : {"cuda", "cuda:1"}) {
+    o.device = device;
+    EXPECT_NE(take(fsdprt_session_create_with_options(p, &o, &s))
+                  .find("device '" + std::string(device) +
+                        "': this libfsdprt has no CUDA backend yet"),
+              std::string::npos);
+  }
+  o.device = "cuda:x";
+  EXPECT_NE(take(fsdprt_session_create_with_options(p, &o, &s))
+                .find("unknown device 'cuda:x'"),
+            std::string::npos);
+  // A host compiled before the field existed: its device is the CPU.
+  o.device = "tpu";
+  o.struct_size = offsetof(fsdprt_session_options_t, device);
+  EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)), "");
+  fsdprt_session_destroy(s);
+  fsdprt_plan_destroy(p);
+}
+
 TEST(Sessions, ThreadCountsAreCheckedAndGiveTheSameResults) {
   auto bytes = reluPlan().finish();
   fsdprt_plan_t *p = nullptr;

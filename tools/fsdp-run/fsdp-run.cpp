@@ -85,6 +85,8 @@ options:
                          finite number (default 300; 0: none); a dead or
                          stalled rank ends every rank with a message instead
                          of a hang
+  --device DEVICE        where the kernels run: cpu (default), cuda or
+                         cuda:N where the runtime has a CUDA backend
   --memory-budget BYTES  refuse to start if the plan needs more than BYTES
                          per rank (suffixes K, M, G, T: powers of 1024); the
                          message names the plan's peak and its parts
@@ -291,7 +293,7 @@ double valueAt(const std::vector<char> &data, fsdprt_dtype_t dtype, size_t i) {
 }
 
 struct Options {
-  std::string plan, outputDir, modelDir;
+  std::string plan, outputDir, modelDir, device;
   /// --input's values as given (NAME=FILE), split once the plan's inputs
   /// are known, into `inputs`.
   std::vector<std::string> inputArgs;
@@ -358,10 +360,12 @@ double toFinite(const std::string &flag, const std::string &value, double min,
 }
 
 /// Refuses a path that exists but is not a regular file (a FIFO, a device:
-/// reading /dev/zero never ends); a missing one is left to the reader.
+/// reading /dev/zero never ends); a missing one or a directory is left to
+/// the reader, which names it.
 void requireRegularFile(const std::string &what, const std::string &path) {
   struct stat info;
-  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode) &&
+      !S_ISDIR(info.st_mode))
     throw Error(what + " '" + path + "': not a regular file");
 }
 
@@ -423,6 +427,8 @@ Options parse(int argc, char **argv) {
       o.timeout = toFinite(flag, value(), 0, "finite seconds >= 0");
     } else if (flag == "--memory-budget") {
       o.memoryBudget = toBytes(flag, value());
+    } else if (flag == "--device") {
+      o.device = value();
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (o.plan.empty()) {
@@ -825,6 +831,7 @@ int run(Options o) {
   options.model_dir = modelDir;
   options.num_threads = o.threads;
   options.memory_budget_bytes = o.memoryBudget;
+  options.device = o.device.empty() ? nullptr : o.device.c_str();
   fsdprt_mpi_options_t mpi = {1, 0, o.timeout};
   if (o.world > 1 || fsdprt_plan_world_size(plan) > 1)
     options.mpi = &mpi;

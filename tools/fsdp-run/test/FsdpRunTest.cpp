@@ -479,6 +479,21 @@ TEST_F(FsdpRun, FilesThatAreNotRegularAreRefused) {
       << o.err;
 }
 
+TEST_F(FsdpRun, TheDeviceIsAnOption) {
+  Outcome o = run(dir + "/model.plan " + inputs() + " --device cpu");
+  EXPECT_EQ(o.status, 0) << o.err;
+  o = run(dir + "/model.plan " + inputs() + " --device tpu");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("unknown device 'tpu'; expected cpu, cuda or cuda:N"),
+            std::string::npos)
+      << o.err;
+  o = run(dir + "/model.plan " + inputs() + " --device cuda:0");
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("device 'cuda:0': this libfsdprt has no CUDA backend"),
+            std::string::npos)
+      << o.err;
+}
+
 TEST_F(FsdpRun, InputNamesMayHoldEquals) {
   PlanBuilder b;
   uint32_t x = b.input("x=1", plan::DType::F32, {2, 3});
