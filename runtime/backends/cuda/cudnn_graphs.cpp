@@ -72,8 +72,9 @@ std::string lastMessage() {
     if (at == std::string::npos)
       continue;
     std::string reason = line.substr(at + 8);
-    bool generic = reason.find("==") != std::string::npos ||
-                   (reason.size() > 2 && reason.substr(reason.size() - 2) == "()");
+    bool generic =
+        reason.find("==") != std::string::npos ||
+        (reason.size() > 2 && reason.substr(reason.size() - 2) == "()");
     bool seen = false;
     for (const std::string &r : reasons)
       seen |= r == reason;
@@ -196,7 +197,8 @@ public:
                  cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
                  cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y,
                  cudnnDataType_t prec = CUDNN_DATA_FLOAT, int64_t axis = -1) {
-    cudnnBackendDescriptor_t pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
+    cudnnBackendDescriptor_t pw =
+        make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
     set(pw, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1,
         &mode);
     set(pw, what, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1,
@@ -266,8 +268,7 @@ public:
       ops_.push_back(op);
   }
 
-  void fail(const std::string &what, const std::string &call,
-            cudnnStatus_t s) {
+  void fail(const std::string &what, const std::string &call, cudnnStatus_t s) {
     if (error_.empty())
       error_ = what + " (" + call + "): " + cudnnReason(s);
   }
@@ -396,15 +397,13 @@ Support finish(Builder &b, const DeviceDescription &device) {
   return unsupported(b, "heuristics", reason);
 }
 
-std::vector<int64_t> transposedStrides(int64_t h, int64_t rows,
-                                       int64_t cols) {
+std::vector<int64_t> transposedStrides(int64_t h, int64_t rows, int64_t cols) {
   // [b, h, cols, rows] viewing a contiguous [b, h, rows, cols].
   return {h * rows * cols, rows * cols, 1, cols};
 }
 
 void buildSdpaForward(Builder &g, const SdpaShape &x) {
-  int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv,
-          d = x.headDim;
+  int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv, d = x.headDim;
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
   auto q = g.packed("Q", {b, h, sq, d}, io);
   auto kt = g.tensor("K^T", {b, h, d, skv}, transposedStrides(h, skv, d), io);
@@ -450,8 +449,7 @@ void buildSdpaForward(Builder &g, const SdpaShape &x) {
 }
 
 void buildSdpaBackward(Builder &g, const SdpaShape &x) {
-  int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv,
-          d = x.headDim;
+  int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv, d = x.headDim;
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
   auto q = g.packed("Q", {b, h, sq, d}, io);
   auto kt = g.tensor("K^T", {b, h, d, skv}, transposedStrides(h, skv, d), io);
@@ -494,15 +492,15 @@ void buildSdpaBackward(Builder &g, const SdpaShape &x) {
                 nullptr, col, CUDNN_DATA_FLOAT, 3);
     g.pointwise("row>=col", CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep,
                 CUDNN_DATA_BOOLEAN);
-    g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, shifted,
-                negInf, keep, masked);
+    g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, shifted, negInf,
+                keep, masked);
   }
   auto p = g.packed("P", {b, h, sq, skv}, f32, true);
   g.pointwise("exp", CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p);
 
   // dV = P^T @ dO.
-  auto pt = g.tensor("P^T", {b, h, skv, sq}, transposedStrides(h, sq, skv), io,
-                     true);
+  auto pt =
+      g.tensor("P^T", {b, h, skv, sq}, transposedStrides(h, sq, skv), io, true);
   g.reshape("P^T", p, pt);
   g.matmul("P^T@dO", pt, dO, dV);
 
@@ -603,6 +601,88 @@ void buildConv(Builder &g, const ConvShape &x) {
   g.addOp(op, what);
 }
 
+void buildNorm(Builder &g, const NormShape &x) {
+  cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
+  std::vector<int64_t> dims = {x.n, x.c, x.h, x.w};
+  std::vector<int64_t> strides =
+      x.channelsLast ? std::vector<int64_t>{x.c * x.h * x.w, 1, x.w * x.c, x.c}
+                     : std::vector<int64_t>{x.c * x.h * x.w, x.h * x.w, x.w, 1};
+  // Batch norm keeps a statistic per channel, layer and RMS norm per row.
+  bool batch = x.kind == NormKind::Batch;
+  std::vector<int64_t> statDims = batch ? std::vector<int64_t>{1, x.c, 1, 1}
+                                        : std::vector<int64_t>{x.n, 1, 1, 1};
+  std::vector<int64_t> paramDims = {1, x.c, 1, 1};
+  cudnnBackendNormMode_t mode = batch                       ? CUDNN_BATCH_NORM
+                                : x.kind == NormKind::Layer ? CUDNN_LAYER_NORM
+                                                            : CUDNN_RMS_NORM;
+  bool hasMean = x.kind != NormKind::Rms, hasBias = x.kind != NormKind::Rms;
+  const char *what = "normalization";
+  auto xt = g.tensor("x", dims, strides, io);
+  auto scale = g.packed("scale", paramDims, f32);
+  auto mean = hasMean ? g.packed("mean", statDims, f32) : nullptr;
+  auto invVar = g.packed("inv variance", statDims, f32);
+
+  if (!x.backward) {
+    auto yt = g.tensor("y", dims, strides, io);
+    auto bias = hasBias ? g.packed("bias", paramDims, f32) : nullptr;
+    auto eps = g.scalar("epsilon");
+    cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
+    auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, what);
+    g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
+          &mode);
+    g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE,
+          CUDNN_TYPE_NORM_FWD_PHASE, 1, &phase);
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, xt);
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, scale);
+    if (bias)
+      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, bias);
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, eps);
+    if (mean)
+      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, mean);
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC,
+              invVar);
+    if (batch) {
+      auto factor = g.scalar("momentum");
+      auto inMean = g.packed("running mean", paramDims, f32);
+      auto inVar = g.packed("running var", paramDims, f32);
+      auto outMean = g.packed("next running mean", paramDims, f32);
+      auto outVar = g.packed("next running var", paramDims, f32);
+      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC,
+                factor);
+      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC,
+                inMean);
+      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC,
+                inVar);
+      g.setDesc(op, what,
+                CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC,
+                outMean);
+      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC,
+                outVar);
+    }
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, yt);
+    g.addOp(op, what);
+    return;
+  }
+  auto dy = g.tensor("dy", dims, strides, io);
+  auto dx = g.tensor("dx", dims, strides, io);
+  auto dscale = g.packed("dscale", paramDims, f32);
+  auto dbias = hasBias ? g.packed("dbias", paramDims, f32) : nullptr;
+  auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR, what);
+  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
+        &mode);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, xt);
+  if (mean)
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, mean);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, invVar);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, dy);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, scale);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, dscale);
+  if (dbias)
+    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, dbias);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, dx);
+  g.addOp(op, what);
+}
+
 /// The integer after "key": in a flat JSON object, or -1.
 int64_t jsonInt(const std::string &json, const std::string &key) {
   size_t at = json.find("\"" + key + "\"");
@@ -618,10 +698,9 @@ int64_t jsonInt(const std::string &json, const std::string &key) {
 
 std::string describe(const SdpaShape &x) {
   std::ostringstream os;
-  os << "sdpa " << (x.backward ? "backward " : "forward ")
-     << dtypeName(x.dtype) << " b" << x.batch << " h" << x.heads << " sq"
-     << x.seqQ << " skv" << x.seqKv << " d" << x.headDim
-     << (x.causal ? " causal" : "");
+  os << "sdpa " << (x.backward ? "backward " : "forward ") << dtypeName(x.dtype)
+     << " b" << x.batch << " h" << x.heads << " sq" << x.seqQ << " skv"
+     << x.seqKv << " d" << x.headDim << (x.causal ? " causal" : "");
   return os.str();
 }
 
@@ -634,6 +713,15 @@ std::string describe(const ConvShape &x) {
      << x.pad;
   if (x.dilation != 1)
     os << " dilation " << x.dilation;
+  return os.str();
+}
+
+std::string describe(const NormShape &x) {
+  static const char *kinds[] = {"batchnorm", "layernorm", "rmsnorm"};
+  std::ostringstream os;
+  os << kinds[(int)x.kind] << (x.backward ? " backward " : " forward ")
+     << dtypeName(x.dtype) << " [" << x.n << "," << x.c << "," << x.h << ","
+     << x.w << "]" << (x.channelsLast ? " nhwc" : "");
   return os.str();
 }
 
@@ -691,7 +779,14 @@ Support check(const ConvShape &shape, const DeviceDescription &device) {
   return finish(g, device);
 }
 
-Choice chooseAttention(const SdpaShape &shape, const DeviceDescription &device) {
+Support check(const NormShape &shape, const DeviceDescription &device) {
+  Builder g(describe(shape) + " on " + device.name());
+  buildNorm(g, shape);
+  return finish(g, device);
+}
+
+Choice chooseAttention(const SdpaShape &shape,
+                       const DeviceDescription &device) {
   Support s = check(shape, device);
   if (s.supported)
     return {Impl::Cudnn, describe(shape) + ": cuDNN (" +
@@ -706,6 +801,15 @@ Choice chooseConv(const ConvShape &shape, const DeviceDescription &device) {
                              std::to_string(s.configs) + " engine configs)"};
   return {Impl::Own,
           s.reason + "; the backend's own convolution kernel runs it"};
+}
+
+Choice chooseNorm(const NormShape &shape, const DeviceDescription &device) {
+  Support s = check(shape, device);
+  if (s.supported)
+    return {Impl::Cudnn, describe(shape) + ": cuDNN (" +
+                             std::to_string(s.configs) + " engine configs)"};
+  return {Impl::Own,
+          s.reason + "; the backend's own normalization kernel runs it"};
 }
 
 int64_t cudnnVersion() { return (int64_t)cudnnGetVersion(); }

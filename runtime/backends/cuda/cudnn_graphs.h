@@ -1,4 +1,4 @@
-//===- cudnn_graphs.h - cuDNN graphs the plans need, and their support -*- C++ -*-===//
+//===- cudnn_graphs.h - cuDNN graphs and their support ---------*- C++ -*-===//
 //
 // The cuDNN graphs the CUDA backend runs (attention forward and backward,
 // convolutions), built with cuDNN's backend C API, and the question the
@@ -45,14 +45,34 @@ struct ConvShape {
   int64_t stride = 1, pad = 0, dilation = 1;
   DType dtype = DType::F32;
   /// Output height and width.
-  int64_t outH() const { return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1; }
-  int64_t outW() const { return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1; }
+  int64_t outH() const {
+    return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1;
+  }
+  int64_t outW() const {
+    return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1;
+  }
+};
+
+/// A normalization in training: batch norm over [n, c, h, w] (statistics
+/// per channel, running mean and variance updated), layer norm and RMS norm
+/// over rows [n, c, 1, 1] (statistics per row of c). Forward writes y and the
+/// saved statistics; backward writes dx, dscale (and dbias but for RMS).
+/// Statistics, scale and bias are fp32; x and y are `dtype`.
+enum class NormKind { Batch, Layer, Rms };
+struct NormShape {
+  NormKind kind = NormKind::Batch;
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  DType dtype = DType::F32;
+  /// NHWC strides (channels innermost) instead of NCHW.
+  bool channelsLast = false;
+  bool backward = false;
 };
 
 /// "sdpa forward bf16 b4 h12 sq1024 skv1024 d64 causal" and the like: every
 /// message about a graph names it so.
 std::string describe(const SdpaShape &shape);
 std::string describe(const ConvShape &shape);
+std::string describe(const NormShape &shape);
 
 /// A GPU as cuDNN sees it (cuDNN's device-property descriptor), built from
 /// its JSON form: captured on a real GPU, or hand-written.
@@ -105,6 +125,7 @@ struct Support {
 /// driver, or the CUDA stub on a test's private library path).
 Support check(const SdpaShape &shape, const DeviceDescription &device);
 Support check(const ConvShape &shape, const DeviceDescription &device);
+Support check(const NormShape &shape, const DeviceDescription &device);
 
 /// Which implementation the backend runs for a graph.
 enum class Impl { Cudnn, Own };
@@ -118,6 +139,7 @@ struct Choice {
 /// kernel, saying why.
 Choice chooseAttention(const SdpaShape &shape, const DeviceDescription &device);
 Choice chooseConv(const ConvShape &shape, const DeviceDescription &device);
+Choice chooseNorm(const NormShape &shape, const DeviceDescription &device);
 
 /// cudnnGetVersion(), for the record beside a captured description.
 int64_t cudnnVersion();

@@ -1,9 +1,10 @@
 //===- CudnnDevicelessTest.cpp - cuDNN's support for the plans' graphs ----===//
 //
 // Every cuDNN graph the corpus plans need (attention forward and backward at
-// their head dims, ResNet-18's convolutions), checked against the committed
-// H100 description without a GPU; graphs cuDNN rejects, with its reason; and
-// the backend's choice of its own kernel for them. Runs on any machine with
+// their head dims, ResNet-18's convolutions, batch, layer and RMS norms),
+// checked against the committed H100 description without a GPU; graphs cuDNN
+// rejects, with its reason; and the backend's choice of its own kernel for
+// them. Runs on any machine with
 // cuDNN (ctest puts the CUDA stub libcuda.so.1 on this test's library path
 // so that cuDNN considers its runtime-compiled attention engines); without a
 // loadable libcuda.so.1 it says so and exits 77 (skipped).
@@ -79,8 +80,8 @@ TEST(CudnnDeviceless, DescriptionLoads) {
 
 TEST(CudnnDeviceless, DescriptionMissingKeyIsRejectedByName) {
   std::string error;
-  auto d = DeviceDescription::fromJson("{\"smVersion\": 90}", "partial.json",
-                                       error);
+  auto d =
+      DeviceDescription::fromJson("{\"smVersion\": 90}", "partial.json", error);
   EXPECT_EQ(d, nullptr);
   EXPECT_NE(error.find("device description partial.json: "), std::string::npos)
       << error;
@@ -88,8 +89,7 @@ TEST(CudnnDeviceless, DescriptionMissingKeyIsRejectedByName) {
 
   d = DeviceDescription::fromFile("/nonexistent/h100.json", error);
   EXPECT_EQ(d, nullptr);
-  EXPECT_EQ(error,
-            "device description /nonexistent/h100.json: cannot be read");
+  EXPECT_EQ(error, "device description /nonexistent/h100.json: cannot be read");
 }
 
 // The corpus's GPT-2 and LLaMA (d 32, 4 heads: head dim 8, 16 tokens, batch
@@ -121,23 +121,57 @@ TEST(CudnnDeviceless, ResNet18ConvolutionsAreSupported) {
       conv(32, 256, 28, 512, 1, 2, 0)};
   for (ConvShape x : shapes)
     for (DType dtype : {DType::F32, DType::BF16})
-      for (ConvPass pass : {ConvPass::Fprop, ConvPass::Dgrad, ConvPass::Wgrad}) {
+      for (ConvPass pass :
+           {ConvPass::Fprop, ConvPass::Dgrad, ConvPass::Wgrad}) {
         x.dtype = dtype;
         x.pass = pass;
         expectSupported(check(x, h100()), describe(x));
       }
 }
 
+NormShape norm(NormKind kind, int64_t n, int64_t c, int64_t hw, bool backward,
+               DType dtype) {
+  NormShape x;
+  x.kind = kind;
+  x.n = n;
+  x.c = c;
+  x.h = x.w = hw;
+  x.backward = backward;
+  x.dtype = dtype;
+  return x;
+}
+
+// Training-mode normalizations: ResNet-18's batch norms (corpus and ImageNet
+// sizes), the corpus's BatchNorm1d ([8, 32] as [8, 32, 1, 1]), GPT-2's layer
+// norm and LLaMA's RMS norm over rows of 32 (corpus) and 768 / 4096.
+TEST(CudnnDeviceless, NormalizationsTheCorpusNeedsAreSupported) {
+  for (bool backward : {false, true})
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (const NormShape &x :
+           {norm(NormKind::Batch, 2, 64, 16, backward, dtype),
+            norm(NormKind::Batch, 2, 512, 1, backward, dtype),
+            norm(NormKind::Batch, 32, 64, 112, backward, dtype),
+            norm(NormKind::Batch, 8, 32, 1, backward, dtype),
+            norm(NormKind::Layer, 32, 32, 1, backward, dtype),
+            norm(NormKind::Layer, 4096, 768, 1, backward, dtype),
+            norm(NormKind::Rms, 32, 32, 1, backward, dtype),
+            norm(NormKind::Rms, 4096, 4096, 1, backward, dtype)}) {
+        expectSupported(check(x, h100()), describe(x));
+        EXPECT_EQ(chooseNorm(x, h100()).impl, Impl::Cudnn) << describe(x);
+      }
+}
+
 // Head dim 320 has no backward engine, and fp32 attention has no backward
 // engine at all: cuDNN says no at its heuristics and says why.
 TEST(CudnnDeviceless, AttentionCudnnCannotRunIsRejectedWithItsReason) {
-  for (const SdpaShape &x :
-       {sdpa(4, 12, 1024, 320, true), sdpa(4, 12, 1024, 64, true, DType::F32)}) {
+  for (const SdpaShape &x : {sdpa(4, 12, 1024, 320, true),
+                             sdpa(4, 12, 1024, 64, true, DType::F32)}) {
     Support s = check(x, h100());
     EXPECT_FALSE(s.supported) << describe(x);
     EXPECT_EQ(s.configs, 0) << describe(x);
     EXPECT_EQ(s.step, "heuristics") << describe(x) << ": " << s.reason;
-    std::string prefix = describe(x) + " on " FSDP_H100_JSON
+    std::string prefix = describe(x) +
+                         " on " FSDP_H100_JSON
                          ": not supported at step 'heuristics': no engine "
                          "config for this graph: ";
     EXPECT_EQ(s.reason.rfind(prefix, 0), 0u) << s.reason;
@@ -171,8 +205,7 @@ TEST(CudnnDeviceless, FallbackToOwnKernelSaysWhy) {
   Choice c = chooseAttention(wide, h100());
   EXPECT_EQ(c.impl, Impl::Own);
   EXPECT_EQ(c.why.rfind(describe(wide) + " on ", 0), 0u) << c.why;
-  EXPECT_NE(c.why.find("not supported at step 'heuristics'"),
-            std::string::npos)
+  EXPECT_NE(c.why.find("not supported at step 'heuristics'"), std::string::npos)
       << c.why;
   EXPECT_NE(c.why.find("; the backend's own attention kernel runs it"),
             std::string::npos)

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include <cudnn.h>
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count <= device) {
     std::printf("skipped: no CUDA device %d (%s)\n", device,
-                err != cudaSuccess ? cudaGetErrorString(err) : "too few devices");
+                err != cudaSuccess ? cudaGetErrorString(err)
+                                   : "too few devices");
     return 77;
   }
   cudaDeviceProp prop;
@@ -46,11 +47,13 @@ int main(int argc, char **argv) {
     s = cudnnBackendFinalize(desc);
   int64_t size = 0;
   if (s == CUDNN_STATUS_SUCCESS)
-    s = cudnnBackendGetAttribute(desc, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+    s = cudnnBackendGetAttribute(desc,
+                                 CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
                                  CUDNN_TYPE_CHAR, 0, &size, nullptr);
   std::vector<char> json(size + 1, 0);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = cudnnBackendGetAttribute(desc, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+    s = cudnnBackendGetAttribute(desc,
+                                 CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
                                  CUDNN_TYPE_CHAR, size, &size, json.data());
   if (s != CUDNN_STATUS_SUCCESS) {
     char message[1024] = {0};
