@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -25,10 +26,17 @@ using namespace fsdprt::cudnn;
 
 namespace {
 
+/// The committed H100 description, or $FSDP_CUDNN_DEVICE (scripts/gpu-check.sh
+/// sets it to the description it has just captured on a lent GPU).
+std::string devicePath() {
+  const char *path = std::getenv("FSDP_CUDNN_DEVICE");
+  return path && *path ? path : FSDP_H100_JSON;
+}
+
 const DeviceDescription &h100() {
   static std::unique_ptr<DeviceDescription> device = [] {
     std::string error;
-    auto d = DeviceDescription::fromFile(FSDP_H100_JSON, error);
+    auto d = DeviceDescription::fromFile(devicePath(), error);
     if (!d)
       ADD_FAILURE() << error;
     return d;
@@ -170,8 +178,7 @@ TEST(CudnnDeviceless, AttentionCudnnCannotRunIsRejectedWithItsReason) {
     EXPECT_FALSE(s.supported) << describe(x);
     EXPECT_EQ(s.configs, 0) << describe(x);
     EXPECT_EQ(s.step, "heuristics") << describe(x) << ": " << s.reason;
-    std::string prefix = describe(x) +
-                         " on " FSDP_H100_JSON
+    std::string prefix = describe(x) + " on " + devicePath() +
                          ": not supported at step 'heuristics': no engine "
                          "config for this graph: ";
     EXPECT_EQ(s.reason.rfind(prefix, 0), 0u) << s.reason;
@@ -189,8 +196,8 @@ TEST(CudnnDeviceless, ImpossibleConvolutionIsRejectedWhileBuilt) {
   Support s = check(x, h100());
   EXPECT_FALSE(s.supported);
   EXPECT_EQ(s.step, "build") << s.reason;
-  EXPECT_EQ(s.reason.rfind(describe(x) + " on " FSDP_H100_JSON
-                                         ": not supported at step 'build': ",
+  EXPECT_EQ(s.reason.rfind(describe(x) + " on " + devicePath() +
+                               ": not supported at step 'build': ",
                            0),
             0u)
       << s.reason;
