@@ -169,6 +169,15 @@ TEST(CudnnDeviceless, NormalizationsTheCorpusNeedsAreSupported) {
       }
 }
 
+// Beyond the corpus, what the H100 description answers today: head dim 320
+// forward, and fp32 forward (a generic fusion engine, not flash attention),
+// have engines; their backwards do not (below).
+TEST(CudnnDeviceless, AttentionForwardBeyondTheCorpus) {
+  for (const SdpaShape &x : {sdpa(4, 12, 1024, 320, false),
+                             sdpa(4, 12, 1024, 64, false, DType::F32)})
+    expectSupported(check(x, h100()), describe(x));
+}
+
 // Head dim 320 has no backward engine, and fp32 attention has no backward
 // engine at all: cuDNN says no at its heuristics and says why.
 TEST(CudnnDeviceless, AttentionCudnnCannotRunIsRejectedWithItsReason) {
