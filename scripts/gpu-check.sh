@@ -18,7 +18,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-}
 limit=$((64 * 1024 * 1024))
-tests=(fsdp-cuda-smoke fsdprt-cuda-device-tests)
+tests=(fsdp-cuda-smoke fsdprt-cuda-device-tests fsdp-cudnn-capture-device
+       fsdprt-cudnn-deviceless-test)
 
 pack() {
   local build=${1:-$root/build}
@@ -64,7 +65,16 @@ run() {
   local failed=0
   for t in "${tests[@]}"; do
     local log=$out/$t.log status
-    "$bundle/$t" > "$log" 2>&1
+    case $t in
+      # The real device's cuDNN description (docs/gpu.md, "cuDNN without a
+      # device"): commit it as runtime/backends/cuda/devices/h100.json.
+      fsdp-cudnn-capture-device) "$bundle/$t" "$out/h100-captured.json" > "$log" 2>&1 ;;
+      # The deviceless checks against the captured description, and with the
+      # real driver loaded.
+      fsdprt-cudnn-deviceless-test)
+        FSDP_CUDNN_DEVICE=$out/h100-captured.json "$bundle/$t" > "$log" 2>&1 ;;
+      *) "$bundle/$t" > "$log" 2>&1 ;;
+    esac
     status=$?
     case $status in
       0) result="passed: $(tail -1 "$log")" ;;

@@ -1,0 +1,149 @@
+//===- cudnn_graphs.h - cuDNN graphs and their support ---------*- C++ -*-===//
+//
+// The cuDNN graphs the CUDA backend runs (attention forward and backward,
+// convolutions), built with cuDNN's backend C API, and the question the
+// backend's prepare() asks of each: does cuDNN have an engine for it on this
+// device? The device is a description (cuDNN's device-property descriptor,
+// from JSON), so the question is answered without a GPU: ahead of time, in
+// CI, against a committed H100 description. When cuDNN says no, the backend
+// runs its own kernel instead (chooseAttention, chooseConv).
+//
+// All cuDNN code lives in cudnn_graphs.cpp: this header includes no cuDNN
+// header.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_CUDNN_GRAPHS_H
+#define FSDPRT_BACKENDS_CUDA_CUDNN_GRAPHS_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fsdprt::cudnn {
+
+enum class DType { F32, F16, BF16 };
+
+/// Scaled dot-product attention on [batch, heads, seq, head_dim] tensors
+/// (contiguous), scale 1/sqrt(head_dim), fp32 softmax statistics. Forward
+/// writes O and the statistics; backward reads them and writes dQ, dK, dV.
+struct SdpaShape {
+  int64_t batch = 1, heads = 1, seqQ = 1, seqKv = 1, headDim = 64;
+  DType dtype = DType::BF16;
+  bool causal = true;
+  bool backward = false;
+};
+
+/// A 2-D convolution, NCHW tensors and KCRS filters (contiguous), square
+/// stride, padding and dilation, one group. fprop: y = conv(x, w); dgrad:
+/// dx from dy and w; wgrad: dw from x and dy.
+enum class ConvPass { Fprop, Dgrad, Wgrad };
+struct ConvShape {
+  ConvPass pass = ConvPass::Fprop;
+  int64_t n = 1, c = 1, h = 1, w = 1; // input x
+  int64_t k = 1, r = 1, s = 1;        // filter
+  int64_t stride = 1, pad = 0, dilation = 1;
+  DType dtype = DType::F32;
+  /// Output height and width.
+  int64_t outH() const {
+    return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1;
+  }
+  int64_t outW() const {
+    return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1;
+  }
+};
+
+/// A normalization in training: batch norm over [n, c, h, w] (statistics
+/// per channel, running mean and variance updated), layer norm and RMS norm
+/// over rows [n, c, 1, 1] (statistics per row of c). Forward writes y and the
+/// saved statistics; backward writes dx, dscale (and dbias but for RMS).
+/// Statistics, scale and bias are fp32; x and y are `dtype`.
+enum class NormKind { Batch, Layer, Rms };
+struct NormShape {
+  NormKind kind = NormKind::Batch;
+  int64_t n = 1, c = 1, h = 1, w = 1;
+  DType dtype = DType::F32;
+  /// NHWC strides (channels innermost) instead of NCHW.
+  bool channelsLast = false;
+  bool backward = false;
+};
+
+/// "sdpa forward bf16 b4 h12 sq1024 skv1024 d64 causal" and the like: every
+/// message about a graph names it so.
+std::string describe(const SdpaShape &shape);
+std::string describe(const ConvShape &shape);
+std::string describe(const NormShape &shape);
+
+/// A GPU as cuDNN sees it (cuDNN's device-property descriptor), built from
+/// its JSON form: captured on a real GPU, or hand-written.
+class DeviceDescription {
+public:
+  /// Parses `json` into a finalized descriptor. On failure returns null and
+  /// sets `error` to cuDNN's reason (a missing key, for instance).
+  static std::unique_ptr<DeviceDescription> fromJson(const std::string &json,
+                                                     const std::string &name,
+                                                     std::string &error);
+  /// Reads the JSON from a file; errors name the file.
+  static std::unique_ptr<DeviceDescription> fromFile(const std::string &path,
+                                                     std::string &error);
+  ~DeviceDescription();
+  DeviceDescription(const DeviceDescription &) = delete;
+  DeviceDescription &operator=(const DeviceDescription &) = delete;
+
+  const std::string &name() const { return name_; }
+  /// The cuDNN descriptor (a cudnnBackendDescriptor_t).
+  void *descriptor() const { return desc_; }
+  /// maxSharedMemoryPerBlockOptin from the JSON, or -1.
+  int64_t sharedMemoryPerBlockOptin() const { return sharedOptin_; }
+
+private:
+  DeviceDescription(void *desc, std::string name)
+      : desc_(desc), name_(std::move(name)) {}
+  void *desc_;
+  std::string name_;
+  int64_t sharedOptin_ = -1;
+};
+
+/// cuDNN's answer for one graph on one device.
+struct Support {
+  bool supported = false;
+  /// The step that said no: "build" (a descriptor rejected an attribute or
+  /// did not finalize), "operation graph", "heuristics" or "engine configs"
+  /// (heuristics found configs, none of which fits the device). Empty when
+  /// supported.
+  std::string step;
+  /// The graph, the step and cuDNN's own message.
+  std::string reason;
+  /// Engine configs that fit the device.
+  int configs = 0;
+};
+
+/// Builds the graph and asks cuDNN for engine configs on `device` (heuristic
+/// modes A and FALLBACK). A config fits when cuDNN can give its workspace
+/// size and its shared memory fits the device's opt-in limit. Needs no GPU;
+/// the runtime-compiled engines (attention) need libcuda.so.1 loadable (the
+/// driver, or the CUDA stub on a test's private library path).
+Support check(const SdpaShape &shape, const DeviceDescription &device);
+Support check(const ConvShape &shape, const DeviceDescription &device);
+Support check(const NormShape &shape, const DeviceDescription &device);
+
+/// Which implementation the backend runs for a graph.
+enum class Impl { Cudnn, Own };
+struct Choice {
+  Impl impl = Impl::Own;
+  /// Why: the graph and cuDNN's reason when it is Own.
+  std::string why;
+};
+
+/// cuDNN when it supports the graph on `device`, else the backend's own
+/// kernel, saying why.
+Choice chooseAttention(const SdpaShape &shape, const DeviceDescription &device);
+Choice chooseConv(const ConvShape &shape, const DeviceDescription &device);
+Choice chooseNorm(const NormShape &shape, const DeviceDescription &device);
+
+/// cudnnGetVersion(), for the record beside a captured description.
+int64_t cudnnVersion();
+
+} // namespace fsdprt::cudnn
+
+#endif // FSDPRT_BACKENDS_CUDA_CUDNN_GRAPHS_H

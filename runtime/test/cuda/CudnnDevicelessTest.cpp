@@ -1,0 +1,257 @@
+//===- CudnnDevicelessTest.cpp - cuDNN's support for the plans' graphs ----===//
+//
+// Every cuDNN graph the corpus plans need (attention forward and backward at
+// their head dims, ResNet-18's convolutions, batch, layer and RMS norms),
+// checked against the committed H100 description without a GPU; graphs cuDNN
+// rejects, with its reason; and the backend's choice of its own kernel for
+// them. Runs on any machine with
+// cuDNN (ctest puts the CUDA stub libcuda.so.1 on this test's library path
+// so that cuDNN considers its runtime-compiled attention engines); without a
+// loadable libcuda.so.1 it says so and exits 77 (skipped).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cudnn_graphs.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+using namespace fsdprt::cudnn;
+
+namespace {
+
+/// The committed H100 description, or $FSDP_CUDNN_DEVICE (scripts/gpu-check.sh
+/// sets it to the description it has just captured on a lent GPU).
+std::string devicePath() {
+  const char *path = std::getenv("FSDP_CUDNN_DEVICE");
+  return path && *path ? path : FSDP_H100_JSON;
+}
+
+const DeviceDescription &h100() {
+  static std::unique_ptr<DeviceDescription> device = [] {
+    std::string error;
+    auto d = DeviceDescription::fromFile(devicePath(), error);
+    if (!d)
+      ADD_FAILURE() << error;
+    return d;
+  }();
+  return *device;
+}
+
+SdpaShape sdpa(int64_t b, int64_t h, int64_t s, int64_t d, bool backward,
+               DType dtype = DType::BF16) {
+  SdpaShape x;
+  x.batch = b;
+  x.heads = h;
+  x.seqQ = x.seqKv = s;
+  x.headDim = d;
+  x.backward = backward;
+  x.dtype = dtype;
+  x.causal = true;
+  return x;
+}
+
+ConvShape conv(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t rs,
+               int64_t stride, int64_t pad) {
+  ConvShape x;
+  x.n = n;
+  x.c = c;
+  x.h = x.w = hw;
+  x.k = k;
+  x.r = x.s = rs;
+  x.stride = stride;
+  x.pad = pad;
+  return x;
+}
+
+void expectSupported(const Support &s, const std::string &graph) {
+  EXPECT_TRUE(s.supported) << graph << ": " << s.reason;
+  EXPECT_GT(s.configs, 0) << graph;
+  EXPECT_TRUE(s.step.empty()) << graph;
+  std::printf("  supported  %-70s %3d engine configs\n", graph.c_str(),
+              s.configs);
+}
+
+} // namespace
+
+TEST(CudnnDeviceless, DescriptionLoads) {
+  ASSERT_NE(h100().descriptor(), nullptr);
+  EXPECT_EQ(h100().sharedMemoryPerBlockOptin(), 232448);
+  EXPECT_GE(cudnnVersion(), 90800) << "deviceless checks need cuDNN 9.8";
+}
+
+TEST(CudnnDeviceless, DescriptionMissingKeyIsRejectedByName) {
+  std::string error;
+  auto d =
+      DeviceDescription::fromJson("{\"smVersion\": 90}", "partial.json", error);
+  EXPECT_EQ(d, nullptr);
+  EXPECT_NE(error.find("device description partial.json: "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("CUDNN_STATUS_"), std::string::npos) << error;
+
+  d = DeviceDescription::fromFile("/nonexistent/h100.json", error);
+  EXPECT_EQ(d, nullptr);
+  EXPECT_EQ(error, "device description /nonexistent/h100.json: cannot be read");
+}
+
+// The corpus's GPT-2 and LLaMA (d 32, 4 heads: head dim 8, 16 tokens, batch
+// 2), GPT-2 small (12 heads of 64, 1024 tokens) and LLaMA-sized heads (32 of
+// 128, 2048 tokens): bf16, causal, forward and backward.
+TEST(CudnnDeviceless, AttentionTheCorpusNeedsIsSupported) {
+  std::vector<SdpaShape> shapes;
+  for (bool backward : {false, true}) {
+    shapes.push_back(sdpa(2, 4, 16, 8, backward));
+    shapes.push_back(sdpa(4, 12, 1024, 64, backward));
+    shapes.push_back(sdpa(2, 32, 2048, 128, backward));
+    shapes.push_back(sdpa(4, 12, 1024, 64, backward, DType::F16));
+  }
+  for (const SdpaShape &x : shapes) {
+    expectSupported(check(x, h100()), describe(x));
+    EXPECT_EQ(chooseAttention(x, h100()).impl, Impl::Cudnn) << describe(x);
+  }
+}
+
+// ResNet-18's convolutions: the corpus's (batch 2, 32x32 images) and
+// ImageNet's (batch 32, 224x224): the 7x7 stride-2 stem, 3x3 stride 1 and 2,
+// the 1x1 stride-2 downsample; fprop, dgrad and wgrad; fp32 and bf16.
+TEST(CudnnDeviceless, ResNet18ConvolutionsAreSupported) {
+  std::vector<ConvShape> shapes = {
+      conv(2, 3, 32, 64, 7, 2, 3),    conv(2, 64, 8, 64, 3, 1, 1),
+      conv(2, 64, 8, 128, 3, 2, 1),   conv(2, 64, 8, 128, 1, 2, 0),
+      conv(2, 256, 2, 512, 3, 2, 1),  conv(32, 3, 224, 64, 7, 2, 3),
+      conv(32, 64, 56, 64, 3, 1, 1),  conv(32, 128, 56, 128, 3, 2, 1),
+      conv(32, 256, 28, 512, 1, 2, 0)};
+  for (ConvShape x : shapes)
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (ConvPass pass :
+           {ConvPass::Fprop, ConvPass::Dgrad, ConvPass::Wgrad}) {
+        x.dtype = dtype;
+        x.pass = pass;
+        expectSupported(check(x, h100()), describe(x));
+      }
+}
+
+NormShape norm(NormKind kind, int64_t n, int64_t c, int64_t hw, bool backward,
+               DType dtype) {
+  NormShape x;
+  x.kind = kind;
+  x.n = n;
+  x.c = c;
+  x.h = x.w = hw;
+  x.backward = backward;
+  x.dtype = dtype;
+  return x;
+}
+
+// Training-mode normalizations: ResNet-18's batch norms (corpus and ImageNet
+// sizes), the corpus's BatchNorm1d ([8, 32] as [8, 32, 1, 1]), GPT-2's layer
+// norm and LLaMA's RMS norm over rows of 32 (corpus) and 768 / 4096.
+TEST(CudnnDeviceless, NormalizationsTheCorpusNeedsAreSupported) {
+  for (bool backward : {false, true})
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (const NormShape &x :
+           {norm(NormKind::Batch, 2, 64, 16, backward, dtype),
+            norm(NormKind::Batch, 2, 512, 1, backward, dtype),
+            norm(NormKind::Batch, 32, 64, 112, backward, dtype),
+            norm(NormKind::Batch, 8, 32, 1, backward, dtype),
+            norm(NormKind::Layer, 32, 32, 1, backward, dtype),
+            norm(NormKind::Layer, 4096, 768, 1, backward, dtype),
+            norm(NormKind::Rms, 32, 32, 1, backward, dtype),
+            norm(NormKind::Rms, 4096, 4096, 1, backward, dtype)}) {
+        expectSupported(check(x, h100()), describe(x));
+        EXPECT_EQ(chooseNorm(x, h100()).impl, Impl::Cudnn) << describe(x);
+      }
+}
+
+// Beyond the corpus, what the H100 description answers today: head dim 320
+// forward, and fp32 forward (a generic fusion engine, not flash attention),
+// have engines; their backwards do not (below).
+TEST(CudnnDeviceless, AttentionForwardBeyondTheCorpus) {
+  for (const SdpaShape &x : {sdpa(4, 12, 1024, 320, false),
+                             sdpa(4, 12, 1024, 64, false, DType::F32)})
+    expectSupported(check(x, h100()), describe(x));
+}
+
+// Head dim 320 has no backward engine, and fp32 attention has no backward
+// engine at all: cuDNN says no at its heuristics and says why.
+TEST(CudnnDeviceless, AttentionCudnnCannotRunIsRejectedWithItsReason) {
+  for (const SdpaShape &x : {sdpa(4, 12, 1024, 320, true),
+                             sdpa(4, 12, 1024, 64, true, DType::F32)}) {
+    Support s = check(x, h100());
+    EXPECT_FALSE(s.supported) << describe(x);
+    EXPECT_EQ(s.configs, 0) << describe(x);
+    EXPECT_EQ(s.step, "heuristics") << describe(x) << ": " << s.reason;
+    std::string prefix = describe(x) + " on " + devicePath() +
+                         ": not supported at step 'heuristics': no engine "
+                         "config for this graph: ";
+    EXPECT_EQ(s.reason.rfind(prefix, 0), 0u) << s.reason;
+    // cuDNN's own reasons follow ours.
+    EXPECT_GT(s.reason.size(), prefix.size() + 10) << s.reason;
+    std::printf("  rejected   %s\n", s.reason.c_str());
+  }
+}
+
+// A convolution whose filter is larger than its padded input: its output
+// would have negative size, and cuDNN's tensor descriptor refuses it while
+// the graph is built.
+TEST(CudnnDeviceless, ImpossibleConvolutionIsRejectedWhileBuilt) {
+  ConvShape x = conv(2, 64, 2, 64, 7, 1, 0);
+  Support s = check(x, h100());
+  EXPECT_FALSE(s.supported);
+  EXPECT_EQ(s.step, "build") << s.reason;
+  EXPECT_EQ(s.reason.rfind(describe(x) + " on " + devicePath() +
+                               ": not supported at step 'build': ",
+                           0),
+            0u)
+      << s.reason;
+  EXPECT_NE(s.reason.find("CUDNN_STATUS_"), std::string::npos) << s.reason;
+  std::printf("  rejected   %s\n", s.reason.c_str());
+}
+
+// The backend's prepare() runs its own kernel where cuDNN says no, and says
+// why; where cuDNN says yes, cuDNN runs it.
+TEST(CudnnDeviceless, FallbackToOwnKernelSaysWhy) {
+  SdpaShape wide = sdpa(4, 12, 1024, 320, true);
+  Choice c = chooseAttention(wide, h100());
+  EXPECT_EQ(c.impl, Impl::Own);
+  EXPECT_EQ(c.why.rfind(describe(wide) + " on ", 0), 0u) << c.why;
+  EXPECT_NE(c.why.find("not supported at step 'heuristics'"), std::string::npos)
+      << c.why;
+  EXPECT_NE(c.why.find("; the backend's own attention kernel runs it"),
+            std::string::npos)
+      << c.why;
+
+  SdpaShape gpt2 = sdpa(4, 12, 1024, 64, true);
+  c = chooseAttention(gpt2, h100());
+  EXPECT_EQ(c.impl, Impl::Cudnn) << c.why;
+  EXPECT_EQ(c.why.rfind(describe(gpt2) + ": cuDNN (", 0), 0u) << c.why;
+
+  ConvShape bad = conv(2, 64, 2, 64, 7, 1, 0);
+  Choice k = chooseConv(bad, h100());
+  EXPECT_EQ(k.impl, Impl::Own);
+  EXPECT_NE(k.why.find("; the backend's own convolution kernel runs it"),
+            std::string::npos)
+      << k.why;
+  EXPECT_EQ(chooseConv(conv(2, 64, 8, 64, 3, 1, 1), h100()).impl, Impl::Cudnn);
+}
+
+int main(int argc, char **argv) {
+  // Without libcuda.so.1 cuDNN silently drops its attention engines; a
+  // rejection then would be this machine's, not the H100's.
+  if (void *libcuda = dlopen("libcuda.so.1", RTLD_LAZY)) {
+    dlclose(libcuda);
+  } else {
+    std::printf("skipped: libcuda.so.1 cannot be loaded (%s); run through "
+                "ctest, which puts the CUDA stub on this test's library path\n",
+                dlerror());
+    return 77;
+  }
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
