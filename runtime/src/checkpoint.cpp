@@ -215,6 +215,49 @@ bool isStep(const st::Json &value, int64_t &step) {
 
 /// A collective agreement: every rank learns whether all succeeded (a
 /// single rank: `ok` itself).
+/// A rank file's digest: the CRC-32 of its tensors' names and recorded
+/// CRC-32s, in name order. The index records each file's, so a file from
+/// another run (self-consistent, of the right rank, world and step) is
+/// still told apart.
+uint32_t fileDigest(const st::Header &h) {
+  std::string text;
+  for (const auto &[name, entry] : h.tensors) {
+    uint32_t crc = 0;
+    st::recordedChecksum(h, name, crc);
+    text += name + "=" + std::to_string(crc) + ";";
+  }
+  return st::checksum(text.data(), text.size());
+}
+
+/// Every rank's `digest`, by rank (one rank: its own).
+std::string gatherDigests(fsdprt_session_s &s, uint32_t digest,
+                          std::vector<uint32_t> &out) {
+  int world = s.comm ? s.comm->size() : 1;
+  out.assign(world, 0);
+  if (!s.comm) {
+    out[0] = digest;
+    return "";
+  }
+  std::vector<int64_t> all;
+  for (size_t d = 0; d < fsdprt::meshOf(*s.plan->root).size(); ++d)
+    all.push_back(static_cast<int64_t>(d));
+  if (std::string why = s.comm->addGroup(all); !why.empty())
+    return why;
+  // (rank, digest) pairs: exact in doubles, whatever the group's order.
+  double mine[2] = {static_cast<double>(s.rank()), static_cast<double>(digest)};
+  std::vector<double> pairs(2 * static_cast<size_t>(world));
+  fsdprt::Tensor in{mine, FSDPRT_F64, {2}, 2},
+      gathered{pairs.data(), FSDPRT_F64, {2 * world}, 2 * world};
+  if (std::string why =
+          s.comm->allGather(all, in, gathered, "checkpoint file digests");
+      !why.empty())
+    return why;
+  for (int r = 0; r < world; ++r)
+    out.at(static_cast<size_t>(pairs[2 * r])) =
+        static_cast<uint32_t>(pairs[2 * r + 1]);
+  return "";
+}
+
 bool allOk(fsdprt_session_s &s, bool ok, std::string &error) {
   if (!s.comm)
     return ok;
@@ -237,7 +280,6 @@ bool allOk(fsdprt_session_s &s, bool ok, std::string &error) {
   return ok && failures == 0;
 }
 
-/// The whole of member `index` of unit `u`, gathered from its group.
 /// `t`'s bytes where the host can read them: the buffer itself when the
 /// backend's memory is host memory, else a copy downloaded into `storage`.
 const void *hostBytes(fsdprt_session_s &s, const fsdprt::Tensor &t,
@@ -249,6 +291,7 @@ const void *hostBytes(fsdprt_session_s &s, const fsdprt::Tensor &t,
   return storage.back().data();
 }
 
+/// The whole of member `index` of unit `u`, gathered from its group.
 fsdprt_status_t gatherMember(fsdprt_session_s &s, const plan::Unit &u,
                              const ::fsdp::layout::FlatLayout &layout,
                              std::vector<char> &full) {
@@ -411,6 +454,20 @@ struct ShardedReader {
         return invalid("'" + path + "' says it is " + says +
                        ", but its name and '" + indexPath + "' say " + want +
                        " (a file swapped, or copied from another checkpoint)");
+      const st::Json *files = index.get("files");
+      const st::Json *recorded =
+          files ? files->get("rank-" + std::to_string(rank) + ".safetensors")
+                : nullptr;
+      char hex[9];
+      std::snprintf(hex, sizeof hex, "%08x", fileDigest(h));
+      if (!recorded)
+        return invalid("'" + indexPath + "' records no digest for '" + path +
+                       "'");
+      if (recorded->text != hex)
+        return invalid("'" + path + "' is not the file '" + indexPath +
+                       "' was written with (its tensors' checksums give " +
+                       hex + ", the index " + recorded->text +
+                       "): a file from another run or checkpoint");
       it = headers.emplace(rank, std::move(h)).first;
     }
     out = &it->second;
@@ -704,9 +761,18 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         tensors.push_back({w->fqn()->str(), t.dtype, t.shape,
                            hostBytes(*s, t, storage), t.bytes()});
       }
-    error = st::write(staging + "/rank-" + std::to_string(s->rank()) +
-                          ".safetensors",
-                      tensors, metadata);
+    std::string rankFile =
+        staging + "/rank-" + std::to_string(s->rank()) + ".safetensors";
+    error = st::write(rankFile, tensors, metadata);
+    st::Header written;
+    if (error.empty())
+      error = st::readHeader(rankFile, written);
+    std::vector<uint32_t> digests;
+    if (std::string why = gatherDigests(*s, error.empty() ? fileDigest(written)
+                                                           : 0,
+                                        digests);
+        !why.empty() && error.empty())
+      error = why;
     if (!allOk(*s, error.empty(), agreement))
       return makeStatus(FSDPRT_IO_ERROR,
                         !error.empty() ? error
@@ -741,6 +807,14 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
               ", \"shard_numel\": " + std::to_string(layout.shardNumel()) +
               ", \"holders\": " + json(holders) + "}";
         }
+      index += "}, \"files\": {";
+      for (int r = 0; r < world; ++r) {
+        char hex[9];
+        std::snprintf(hex, sizeof hex, "%08x", digests[r]);
+        index += (r ? ", " : "") +
+                 st::quote("rank-" + std::to_string(r) + ".safetensors") +
+                 ": \"" + hex + "\"";
+      }
       index += "}}\n";
       std::string indexPath = staging + "/index.json";
       FILE *file = std::fopen(indexPath.c_str(), "w");

@@ -7,8 +7,9 @@ With the corpus GPT-2 (one unit per block, FULL_SHARD, AdamW) compiled for
 2 ranks, one step writes a sharded checkpoint and a full one; then copies
 of them, each changed the way a mistake or an attacker would, are loaded
 on 2 ranks and must be refused with a message naming what is wrong:
- - rank files swapped, or one replaced by another rank's or by the same
-   rank's file of another step;
+ - rank files swapped, or one replaced by another rank's, by the same
+   rank's file of another step, or by the same rank's file of another run
+   at the same step (told apart by the file digests index.json records);
  - index.json's holders of a unit permuted or duplicated;
  - two tensors' data_offsets overlapping;
  - one bit of a tensor flipped (the CRC-32 check), in a rank file and in a
@@ -36,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpt2_job  # noqa: E402
@@ -122,6 +125,20 @@ def main(argv=None) -> int:
         c = copy("other-step")
         shutil.copy(work / "ck2" / "rank-1.safetensors", c / "rank-1.safetensors")
         expect_refused("rank 1's file from another checkpoint", c, "at step 2, but")
+        # Another run's rank file of the same rank, world and step: it is
+        # consistent in itself; only the index's digest tells it apart.
+        other = work / "other"
+        other.mkdir(exist_ok=True)
+        shutil.copy(work / "g2.plan", other / "g2.plan")
+        rng = np.random.default_rng(1)
+        np.save(other / "ids.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
+        np.save(other / "labels.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
+        proc = Runner(bindir, other)("--steps", 1, "--save-checkpoint", other / "ck")
+        assert proc.returncode == 0, proc.stderr
+        c = copy("other-run")
+        shutil.copy(other / "ck" / "rank-1.safetensors", c / "rank-1.safetensors")
+        expect_refused("rank 1's file from another run at the same step", c,
+                       "is not the file")
         for name, holders, needle in (("permuted", [1, 0], "holders permuted or duplicated"),
                                       ("duplicated", [0, 0], "not distinct ranks")):
             c = copy(name)
