@@ -153,6 +153,10 @@ public:
 /// The CPU backend: OpenBLAS for GEMMs, OpenMP loops for the rest.
 std::unique_ptr<Backend> createCpuBackend();
 
+/// The CUDA backend's host code on host memory: device "fake-cuda", for
+/// tests (runtime/backends/cuda/fake_backend.cpp).
+std::unique_ptr<Backend> createFakeCudaBackend();
+
 /// The backend for session option `device` ("cpu", "cuda", "cuda:N"; empty:
 /// "cpu"), or nullptr with `error` saying why not.
 std::unique_ptr<Backend> createBackend(const std::string &device,

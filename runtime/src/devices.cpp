@@ -10,6 +10,8 @@ std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error) {
   if (device.empty() || device == "cpu")
     return createCpuBackend();
+  if (device == "fake-cuda")
+    return createFakeCudaBackend();
   bool cuda = device == "cuda";
   if (!cuda && device.rfind("cuda:", 0) == 0 && device.size() > 5) {
     cuda = true;

@@ -86,7 +86,9 @@ options:
                          stalled rank ends every rank with a message instead
                          of a hang
   --device DEVICE        where the kernels run: cpu (default), cuda or
-                         cuda:N where the runtime has a CUDA backend
+                         cuda:N where the runtime has a CUDA backend;
+                         fake-cuda (tests): the CUDA backend's host code on
+                         host memory, with a stream hazard checker
   --memory-budget BYTES  refuse to start if the plan needs more than BYTES
                          per rank (suffixes K, M, G, T: powers of 1024); the
                          message names the plan's peak and its parts

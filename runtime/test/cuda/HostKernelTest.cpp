@@ -13,6 +13,7 @@
 
 #include "../SessionHarness.h"
 
+#include "../../backends/cuda/hazards.h"
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/elementwise.h"
 #include "../../backends/cuda/kernels/losses.h"
@@ -206,6 +207,38 @@ TEST(CudaHost, NormRowsEqualTheCpuBackendInAnyGroup) {
           }
           expectClose(y, want, n == 1 ? 1e-3 : 2e-5);
         }
+}
+
+TEST(CudaHost, TheHazardCheckerFindsBytesTouchedWithoutAnEvent) {
+  cuda::HazardChecker c;
+  int compute = c.addStream(), comm = c.addStream();
+  cuda::Range a{1000, 2000}, b{1500, 2500}, other{3000, 4000};
+  // The same stream is ordered; reads of shared bytes never conflict.
+  EXPECT_EQ(c.run(compute, {"matmul", {a}, {other}}), "");
+  EXPECT_EQ(c.run(compute, {"relu", {other}, {other}}), "");
+  EXPECT_EQ(c.run(comm, {"all_gather", {a}, {}}), "");
+  // A write on one stream of bytes the other read, no event between.
+  std::string hazard = c.run(comm, {"reduce_scatter", {}, {other}});
+  EXPECT_NE(hazard.find("'reduce_scatter' on stream 1 writes 1000 bytes"),
+            std::string::npos)
+      << hazard;
+  EXPECT_NE(hazard.find("that 'matmul' on stream 0 wrote"), std::string::npos)
+      << hazard;
+  // With the compute stream's event waited for, the same write is ordered.
+  c.wait(comm, c.record(compute));
+  EXPECT_EQ(c.run(comm, {"reduce_scatter", {}, {other}}), "");
+  // The compute stream reading what comm writes, without waiting: a hazard
+  // (an overlapping range, partly).
+  EXPECT_EQ(c.run(comm, {"all_gather", {}, {b}}), "");
+  hazard = c.run(compute, {"gelu", {a}, {}});
+  EXPECT_NE(hazard.find("reads 500 bytes"), std::string::npos) << hazard;
+  c.wait(compute, c.record(comm));
+  EXPECT_EQ(c.run(compute, {"gelu", {a}, {}}), "");
+  // A device synchronisation orders everything and forgets it.
+  EXPECT_EQ(c.run(comm, {"all_reduce", {}, {other}}), "");
+  c.synchronize();
+  EXPECT_EQ(c.remembered(), 0u);
+  EXPECT_EQ(c.run(compute, {"add", {other}, {other}}), "");
 }
 
 /// The cross-entropy kernels' sequence (launch.h) with host launchers.

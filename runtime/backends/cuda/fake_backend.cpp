@@ -1,0 +1,258 @@
+//===- fake_backend.cpp - The CUDA backend's host code on a fake device ---===//
+//
+// Device "fake-cuda": what the CUDA backend does, run on host memory, so
+// that CI checks it without a GPU. Arenas are blocks standing in for
+// device memory; the host reaches them only through upload, download,
+// copy and fill (hostAccessible is false, so checkpoints download as they
+// will from a GPU); kernels launch on streams, every launch goes through
+// the hazard checker (hazards.h) with the bytes it reads and writes; the
+// project's own kernels run their bodies (kernels/) with the host
+// launchers, in groups of 4 lanes, and a kernel's ErrorSlot is read after
+// it ran. Ops that have no own kernel yet run the CPU backend's kernel on
+// the same memory (the real device will refuse them until they have one).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../cpu/kernels.h"
+#include "hazards.h"
+#include "host_launch.h"
+#include "kernels/elementwise.h"
+#include "kernels/losses.h"
+#include "kernels/rows.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace fsdprt {
+namespace cuda {
+namespace {
+
+/// Lanes of a host group: more than one, so that the bodies' striding and
+/// reductions run as on a block.
+constexpr int kLanes = 4;
+
+Range rangeOf(const Tensor &t) {
+  auto begin = reinterpret_cast<uintptr_t>(t.data);
+  return {begin, begin + t.bytes()};
+}
+
+class FakeBackend;
+
+/// The stream a kernel is launched on (set by FakeStream::launch).
+thread_local int currentStream = 0;
+
+class FakeEvent : public Event {
+public:
+  explicit FakeEvent(std::vector<uint64_t> clock) : clock(std::move(clock)) {}
+  bool done() const override { return true; }
+  std::vector<uint64_t> clock;
+};
+
+class FakeStream : public Stream {
+public:
+  FakeStream(HazardChecker &checker, std::mutex &mutex)
+      : checker(checker), mutex(mutex) {
+    std::lock_guard<std::mutex> lock(mutex);
+    index = checker.addStream();
+  }
+  std::string launch(const KernelFn &kernel) override {
+    currentStream = index;
+    return kernel();
+  }
+  std::unique_ptr<Event> record() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::make_unique<FakeEvent>(checker.record(index));
+  }
+  void wait(const Event &event) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    checker.wait(index, static_cast<const FakeEvent &>(event).clock);
+  }
+  std::string synchronize() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    checker.synchronize();
+    return "";
+  }
+
+private:
+  HazardChecker &checker;
+  std::mutex &mutex;
+  int index;
+};
+
+bool allF32(const KernelArgs &args) {
+  for (const auto *list : {&args.in, &args.out})
+    for (const Tensor &t : *list)
+      if (t.dtype != FSDPRT_F32)
+        return false;
+  return true;
+}
+
+class FakeBackend : public Backend {
+public:
+  FakeBackend() : cpu(createCpuBackend()) {}
+
+  const char *name() const override { return "fake-cuda"; }
+
+  void *allocate(uint64_t bytes, uint64_t alignment) override {
+    return cpu->allocate(bytes, std::max<uint64_t>(alignment, 256));
+  }
+  void free(void *memory) override { cpu->free(memory); }
+
+  // Synchronous copies, as cudaMemcpy: the device is idle around them.
+  void upload(void *dst, const void *src, uint64_t bytes) override {
+    idle([&] { std::memcpy(dst, src, bytes); });
+  }
+  void download(void *dst, const void *src, uint64_t bytes) override {
+    idle([&] { std::memcpy(dst, src, bytes); });
+  }
+  void copy(void *dst, const void *src, uint64_t bytes) override {
+    idle([&] { std::memmove(dst, src, bytes); });
+  }
+  void fill(void *dst, uint8_t value, uint64_t bytes) override {
+    idle([&] { std::memset(dst, value, bytes); });
+  }
+  bool hostAccessible() const override { return false; }
+
+  KernelFn prepare(const std::string &op, KernelArgs &args) override {
+    KernelFn body = own(op, args);
+    if (!body)
+      body = cpu->prepare(op, args); // no own kernel yet: the CPU's
+    Work work{op, {}, {}};
+    for (const Tensor &t : args.in)
+      work.reads.push_back(rangeOf(t));
+    for (const Tensor &t : args.out)
+      work.writes.push_back(rangeOf(t));
+    return [this, body, work]() -> std::string {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (std::string hazard = checker.run(currentStream, work);
+            !hazard.empty())
+          return hazard;
+      }
+      return body();
+    };
+  }
+
+  std::unique_ptr<Stream> createStream() override {
+    return std::make_unique<FakeStream>(checker, mutex);
+  }
+  int resolveThreads(int requested) const override {
+    return cpu->resolveThreads(requested);
+  }
+  std::unique_ptr<ExecutionScope> enter(int threads) override {
+    return cpu->enter(threads);
+  }
+
+private:
+  /// Runs `f` with the device idle (every stream synchronised).
+  template <class F> void idle(F f) {
+    std::lock_guard<std::mutex> lock(mutex);
+    checker.synchronize();
+    f();
+  }
+
+  /// The project's own kernel for `op`, or an empty function.
+  KernelFn own(const std::string &op, KernelArgs &args);
+
+  std::unique_ptr<Backend> cpu;
+  HazardChecker checker;
+  std::mutex mutex;
+};
+
+template <Unary Op> KernelFn unaryKernel(const KernelArgs &args) {
+  const Tensor x = args.in[0], y = args.out[0];
+  return [x, y]() {
+    hostForEach(UnaryBody<Op>{x.as<float>(), y.as<float>()}, y.numel);
+    return std::string();
+  };
+}
+
+template <Binary Op> KernelFn binaryKernel(const KernelArgs &args) {
+  const Tensor a = args.in[0], b = args.in[1], y = args.out[0];
+  Broadcast plan;
+  try {
+    plan = planBroadcast(y.shape, {a.shape, b.shape});
+  } catch (const std::invalid_argument &) {
+    return nullptr; // the CPU kernel names what is wrong
+  }
+  return [plan, a, b, y]() {
+    hostForEach(BinaryBody<Op>{plan, a.as<float>(), b.as<float>(), y.as<float>()},
+                y.numel);
+    return std::string();
+  };
+}
+
+KernelFn FakeBackend::own(const std::string &op, KernelArgs &args) {
+  if (!allF32(args) && op.rfind("softmax_cross_entropy", 0) != 0)
+    return nullptr;
+  const size_t ins = args.in.size();
+  if (ins == 1 && args.out.size() == 1 &&
+      args.in[0].shape == args.out[0].shape) {
+    static const std::map<std::string, KernelFn (*)(const KernelArgs &)>
+        unary = {{"exp", unaryKernel<Unary::Exp>},
+                 {"log", unaryKernel<Unary::Log>},
+                 {"sqrt", unaryKernel<Unary::Sqrt>},
+                 {"reciprocal", unaryKernel<Unary::Reciprocal>},
+                 {"erf", unaryKernel<Unary::Erf>},
+                 {"tanh", unaryKernel<Unary::Tanh>},
+                 {"sigmoid", unaryKernel<Unary::Sigmoid>},
+                 {"relu", unaryKernel<Unary::Relu>},
+                 {"silu", unaryKernel<Unary::Silu>},
+                 {"neg", unaryKernel<Unary::Neg>},
+                 {"abs", unaryKernel<Unary::Abs>}};
+    if (op == "gelu") {
+      std::string approximate = args.attrs.getString("approximate", "none");
+      if (approximate == "tanh")
+        return unaryKernel<Unary::GeluTanh>(args);
+      return approximate == "none" ? unaryKernel<Unary::Gelu>(args) : nullptr;
+    }
+    if (auto it = unary.find(op); it != unary.end())
+      return it->second(args);
+  }
+  if (ins == 2 && args.out.size() == 1) {
+    static const std::map<std::string, KernelFn (*)(const KernelArgs &)>
+        binary = {{"add", binaryKernel<Binary::Add>},
+                  {"sub", binaryKernel<Binary::Sub>},
+                  {"mul", binaryKernel<Binary::Mul>},
+                  {"div", binaryKernel<Binary::Div>},
+                  {"pow", binaryKernel<Binary::Pow>}};
+    if (auto it = binary.find(op); it != binary.end())
+      return it->second(args);
+  }
+  if ((op == "softmax" || op == "log_softmax") && ins == 1 &&
+      args.out.size() == 1 && args.in[0].shape == args.out[0].shape &&
+      !args.in[0].shape.empty()) {
+    const Tensor x = args.in[0], y = args.out[0];
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    int64_t axis = args.attrs.getInt("axis", -1);
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis >= rank)
+      return nullptr;
+    int64_t n = x.shape[axis], inner = 1, outer = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < axis ? outer : d > axis ? inner : n) *= d == axis ? 1 : x.shape[d];
+    bool log = op == "log_softmax";
+    return [=]() {
+      if (log)
+        hostForEachRow(SoftmaxBody<true>{x.as<float>(), y.as<float>(), n, inner},
+                       outer * inner, kLanes);
+      else
+        hostForEachRow(SoftmaxBody<false>{x.as<float>(), y.as<float>(), n, inner},
+                       outer * inner, kLanes);
+      return std::string();
+    };
+  }
+  return nullptr;
+}
+
+} // namespace
+} // namespace cuda
+
+std::unique_ptr<Backend> createFakeCudaBackend() {
+  return std::make_unique<cuda::FakeBackend>();
+}
+
+} // namespace fsdprt
