@@ -11,7 +11,9 @@ GPT-2 and LLaMA training plans (AdamW, one unit per block, FULL_SHARD) at
 1, 2 and 4 ranks must give the CPU backend's losses over 3 steps (within
 1e-6 relative: the bodies accumulate in fp32 where the CPU kernels use
 double), and a sharded checkpoint saved on the fake device (downloaded, as
-from a GPU) must resume on the CPU with the uninterrupted run's losses.
+from a GPU) must resume on the CPU with the uninterrupted run's losses. A
+label out of range is recorded in the cross-entropy kernel's error slot
+and reported, naming the kernel, as the CPU backend reports it.
 Exit 1 on any failure.
 """
 
@@ -88,6 +90,24 @@ def main(argv=None) -> int:
             print(f"  {model}: 2 steps on fake-cuda, saved, 1 resumed on cpu: "
                   f"{first + resumed} (uninterrupted {whole}) {'equal' if same else 'DIFFERENT'}")
             failures += not same
+        # A label out of range: recorded in the kernel's error slot, reported
+        # after it ran with the kernel's op and location, as on the CPU.
+        bad = np.load(work / "labels.npy")
+        bad[1, 3] = 70
+        np.save(work / "labels.npy", bad)
+        messages = {}
+        for device in ("cpu", "fake-cuda"):
+            try:
+                run(bindir, work, work / "gpt21.plan", 1, device, "--steps", 1)
+                messages[device] = "NOT REFUSED"
+            except RuntimeError as e:
+                line = [l for l in str(e).splitlines() if "error:" in l]
+                messages[device] = line[0] if line else str(e)[-300:]
+        good = all("label 70 is outside [0, 64)" in m and "softmax_cross_entropy" in m
+                   for m in messages.values())
+        print(f"  a label out of range: fake-cuda: {messages['fake-cuda']} "
+              f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + messages['cpu']}")
+        failures += not good
     print(f"{'all' if not failures else failures} fake-device check(s) "
           f"{'passed' if not failures else 'FAILED'}")
     return 1 if failures else 0

@@ -184,7 +184,92 @@ template <Binary Op> KernelFn binaryKernel(const KernelArgs &args) {
   };
 }
 
+/// layer_norm / rms_norm over contiguous rows, with a scale and bias of
+/// the row's elements (or none); other broadcasts: the CPU's kernel.
+KernelFn normKernel(const std::string &op, const KernelArgs &args) {
+  bool rms = op == "rms_norm";
+  const Tensor x = args.in[0], y = args.out[0];
+  if (x.shape.empty() || x.shape != y.shape)
+    return nullptr;
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);
+  if (axis < 0 || axis >= rank || (!rms && args.in.size() < 2))
+    return nullptr;
+  int64_t cols = 1;
+  for (int64_t d = axis; d < rank; ++d)
+    cols *= x.shape[d];
+  for (size_t i = 1; i < args.in.size(); ++i)
+    if (args.in[i].numel != cols)
+      return nullptr;
+  const float *scale = args.in.size() > 1 ? args.in[1].as<float>() : nullptr;
+  const float *bias = args.in.size() > 2 ? args.in[2].as<float>() : nullptr;
+  float eps = static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
+  int64_t rows = cols ? x.numel / cols : 0;
+  return [=]() {
+    if (rms)
+      hostForEachRow(NormBody<true>{x.as<float>(), scale, bias, y.as<float>(), cols, eps},
+                     rows, kLanes);
+    else
+      hostForEachRow(NormBody<false>{x.as<float>(), scale, bias, y.as<float>(), cols, eps},
+                     rows, kLanes);
+    return std::string();
+  };
+}
+
+/// softmax_cross_entropy(_grad) (kernels/losses.h): its scratch and its
+/// ErrorSlot in the workspace; a bad label read from the slot after the
+/// kernels ran, reported as the CPU kernel does.
+KernelFn crossEntropyKernel(const std::string &op, KernelArgs &args) {
+  bool grad = op == "softmax_cross_entropy_grad";
+  size_t base = grad ? 3 : 2;
+  if (args.in.size() < base || args.in.size() > base + 1 || args.out.size() != 1)
+    return nullptr;
+  const Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
+  bool weighted = args.in.size() == base + 1;
+  if (scores.dtype != FSDPRT_F32 || labels.dtype != FSDPRT_I64 ||
+      y.dtype != FSDPRT_F32 || scores.shape.size() < 2 ||
+      (weighted && args.in[base].dtype != FSDPRT_F32) ||
+      (grad && args.in[2].dtype != FSDPRT_F32))
+    return nullptr;
+  // The CPU kernel checks shapes and attributes and names what is wrong.
+  KernelArgs check = args;
+  Workspace unused;
+  check.workspace = &unused;
+  createCpuBackend()->prepare(op, check);
+  int64_t classes = scores.shape[1];
+  int64_t positions = labels.numel, inner = positions / scores.shape[0];
+  std::string reduction = args.attrs.getString("reduction", "mean");
+  bool none = reduction == "none", mean = reduction == "mean";
+  bool hasIgnore = args.attrs.has("ignore_index");
+  int64_t ignore = args.attrs.getInt("ignore_index", 0);
+  const float *weights = weighted ? args.in[base].as<float>() : nullptr;
+  const float *g = grad ? args.in[2].as<float>() : nullptr;
+  Workspace *workspace = args.workspace;
+  workspace->reserve(64 + (2 * positions + 1) * sizeof(float));
+  return [=]() -> std::string {
+    auto *slot = workspace->as<ErrorSlot>();
+    *slot = {0, 0};
+    float *scratch = reinterpret_cast<float *>(workspace->as<char>() + 64);
+    CrossEntropyInputs in{scores.as<float>(), labels.as<int64_t>(), weights,
+                          classes, inner, hasIgnore, ignore, slot};
+    HostLauncher launch{kLanes};
+    if (grad)
+      crossEntropyGrad(launch, in, positions, g, none, mean, scratch,
+                       y.as<float>());
+    else
+      crossEntropy(launch, in, positions, none, mean, scratch, y.as<float>());
+    if (slot->code == kBadLabel)
+      return "label " + std::to_string(slot->detail) + " is outside [0, " +
+             std::to_string(classes) + ")";
+    return "";
+  };
+}
+
 KernelFn FakeBackend::own(const std::string &op, KernelArgs &args) {
+  if (op == "softmax_cross_entropy" || op == "softmax_cross_entropy_grad")
+    return crossEntropyKernel(op, args);
+  if ((op == "layer_norm" || op == "rms_norm") && allF32(args))
+    return normKernel(op, args);
   if (!allF32(args) && op.rfind("softmax_cross_entropy", 0) != 0)
     return nullptr;
   const size_t ins = args.in.size();

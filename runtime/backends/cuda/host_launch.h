@@ -96,6 +96,20 @@ void hostForEachRow(const Body &body, int64_t rows, int lanes) {
     t.join();
 }
 
+/// The host launchers as a launcher object (kernels/losses.h's sequences):
+/// row bodies in groups of `lanes`; errors are never returned (0).
+struct HostLauncher {
+  int lanes = 1;
+  template <class Body> int elementwise(const Body &body, int64_t n) {
+    hostForEach(body, n);
+    return 0;
+  }
+  template <class Body> int rowwise(const Body &body, int64_t rows) {
+    hostForEachRow(body, rows, lanes);
+    return 0;
+  }
+};
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_HOST_LAUNCH_H

@@ -141,34 +141,34 @@ cudaError_t launchNorm(bool rms, const float *x, const float *scale,
   return rowwise(NormBody<false>{x, scale, bias, y, n, eps}, rows, s);
 }
 
+namespace {
+
+/// The device launchers as a launcher object, on one stream.
+struct DeviceLauncher {
+  cudaStream_t stream;
+  template <class Body> cudaError_t elementwise(const Body &body, int64_t n) {
+    return cuda::elementwise(body, n, stream);
+  }
+  template <class Body> cudaError_t rowwise(const Body &body, int64_t rows) {
+    return cuda::rowwise(body, rows, stream);
+  }
+};
+
+} // namespace
+
 cudaError_t launchCrossEntropy(const CrossEntropyInputs &in, int64_t positions,
                                bool none, bool mean, float *scratch, float *y,
                                cudaStream_t s) {
-  if (none)
-    return rowwise(CrossEntropyRows{in, y, nullptr}, positions, s);
-  float *loss = scratch, *weight = scratch + positions;
-  if (cudaError_t e = rowwise(CrossEntropyRows{in, loss, weight}, positions, s))
-    return e;
-  return rowwise(CrossEntropyTotal{loss, mean ? weight : nullptr, y, positions},
-                 1, s);
+  DeviceLauncher launch{s};
+  return crossEntropy(launch, in, positions, none, mean, scratch, y);
 }
 
 cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
                                    int64_t positions, const float *g, bool none,
                                    bool mean, float *scratch, float *y,
                                    cudaStream_t s) {
-  float *divisor = nullptr;
-  if (mean) {
-    float *weight = scratch;
-    divisor = scratch + positions;
-    if (cudaError_t e =
-            elementwise(CrossEntropyWeights{in, weight}, positions, s))
-      return e;
-    if (cudaError_t e = rowwise(
-            CrossEntropyTotal{weight, nullptr, divisor, positions}, 1, s))
-      return e;
-  }
-  return rowwise(CrossEntropyGradRows{in, g, divisor, none, y}, positions, s);
+  DeviceLauncher launch{s};
+  return crossEntropyGrad(launch, in, positions, g, none, mean, scratch, y);
 }
 
 } // namespace fsdprt::cuda

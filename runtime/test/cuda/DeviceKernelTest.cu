@@ -185,19 +185,11 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
   cuda::ErrorSlot hostError{0, 0};
   cuda::CrossEntropyInputs in{scores.data(), labels.data(), nullptr, classes, 1,
                               false, 0, &hostError};
-  std::vector<float> loss(n), weight(n), wantLoss(1), wantGrad(n * classes);
-  float divisor = 0;
-  cuda::hostForEachRow(cuda::CrossEntropyRows{in, loss.data(), weight.data()}, n, 1);
-  cuda::hostForEachRow(cuda::CrossEntropyTotal{loss.data(), mean ? weight.data() : nullptr,
-                                               wantLoss.data(), n},
-                       1, 1);
-  if (mean) {
-    cuda::hostForEach(cuda::CrossEntropyWeights{in, weight.data()}, n);
-    cuda::hostForEachRow(cuda::CrossEntropyTotal{weight.data(), nullptr, &divisor, n}, 1, 1);
-  }
-  cuda::hostForEachRow(cuda::CrossEntropyGradRows{in, g.data(), mean ? &divisor : nullptr,
-                                                  false, wantGrad.data()},
-                       n, 1);
+  std::vector<float> hostScratch(2 * n + 1), wantLoss(1), wantGrad(n * classes);
+  cuda::HostLauncher host{1};
+  cuda::crossEntropy(host, in, n, false, mean, hostScratch.data(), wantLoss.data());
+  cuda::crossEntropyGrad(host, in, n, g.data(), false, mean, hostScratch.data(),
+                         wantGrad.data());
   // The device.
   DeviceBuffer ds(scores), dg(g), dy(wantLoss), dgrad(wantGrad),
       scratch(std::vector<float>(2 * n + 1));

@@ -241,38 +241,23 @@ TEST(CudaHost, TheHazardCheckerFindsBytesTouchedWithoutAnEvent) {
   EXPECT_EQ(c.run(compute, {"add", {other}, {other}}), "");
 }
 
-/// The cross-entropy kernels' sequence (launch.h) with host launchers.
+/// The cross-entropy kernels' sequences (kernels/losses.h) with host
+/// launchers.
 struct HostCrossEntropy {
   cuda::CrossEntropyInputs in;
   int64_t positions;
   int lanes;
 
   void loss(bool none, bool mean, float *y) const {
-    if (none) {
-      cuda::hostForEachRow(cuda::CrossEntropyRows{in, y, nullptr}, positions,
-                           lanes);
-      return;
-    }
-    std::vector<float> loss(positions), weight(positions);
-    cuda::hostForEachRow(cuda::CrossEntropyRows{in, loss.data(), weight.data()},
-                         positions, lanes);
-    cuda::hostForEachRow(cuda::CrossEntropyTotal{loss.data(),
-                                                 mean ? weight.data() : nullptr,
-                                                 y, positions},
-                         1, lanes);
+    std::vector<float> scratch(2 * positions + 1);
+    cuda::HostLauncher launch{lanes};
+    cuda::crossEntropy(launch, in, positions, none, mean, scratch.data(), y);
   }
   void grad(const float *g, bool none, bool mean, float *y) const {
-    std::vector<float> weight(positions);
-    float divisor = 0;
-    if (mean) {
-      cuda::hostForEach(cuda::CrossEntropyWeights{in, weight.data()}, positions);
-      cuda::hostForEachRow(
-          cuda::CrossEntropyTotal{weight.data(), nullptr, &divisor, positions},
-          1, lanes);
-    }
-    cuda::hostForEachRow(
-        cuda::CrossEntropyGradRows{in, g, mean ? &divisor : nullptr, none, y},
-        positions, lanes);
+    std::vector<float> scratch(positions + 1);
+    cuda::HostLauncher launch{lanes};
+    cuda::crossEntropyGrad(launch, in, positions, g, none, mean,
+                           scratch.data(), y);
   }
 };
 

@@ -151,6 +151,43 @@ struct CrossEntropyGradRows {
   }
 };
 
+/// softmax_cross_entropy's kernels in order, through `launch` (a launcher:
+/// `elementwise(body, n)` and `rowwise(body, rows)` return an error, false
+/// when there is none): y is [positions] for reduction none, else one
+/// value; `scratch` holds 2 * positions floats.
+template <class Launcher>
+auto crossEntropy(Launcher &launch, const CrossEntropyInputs &in,
+                  int64_t positions, bool none, bool mean, float *scratch,
+                  float *y) {
+  if (none)
+    return launch.rowwise(CrossEntropyRows{in, y, nullptr}, positions);
+  float *loss = scratch, *weight = scratch + positions;
+  if (auto e = launch.rowwise(CrossEntropyRows{in, loss, weight}, positions))
+    return e;
+  return launch.rowwise(
+      CrossEntropyTotal{loss, mean ? weight : nullptr, y, positions}, 1);
+}
+
+/// softmax_cross_entropy_grad's kernels in order; `scratch` holds
+/// positions + 1 floats; g is one value, or one per position for none.
+template <class Launcher>
+auto crossEntropyGrad(Launcher &launch, const CrossEntropyInputs &in,
+                      int64_t positions, const float *g, bool none, bool mean,
+                      float *scratch, float *y) {
+  float *divisor = nullptr;
+  if (mean) {
+    float *weight = scratch;
+    divisor = scratch + positions;
+    if (auto e = launch.elementwise(CrossEntropyWeights{in, weight}, positions))
+      return e;
+    if (auto e = launch.rowwise(
+            CrossEntropyTotal{weight, nullptr, divisor, positions}, 1))
+      return e;
+  }
+  return launch.rowwise(CrossEntropyGradRows{in, g, divisor, none, y},
+                        positions);
+}
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_LOSSES_H
