@@ -12,8 +12,9 @@ GPT-2 and LLaMA training plans (AdamW, one unit per block, FULL_SHARD) at
 1e-6 relative: the bodies accumulate in fp32 where the CPU kernels use
 double), and a sharded checkpoint saved on the fake device (downloaded, as
 from a GPU) must resume on the CPU with the uninterrupted run's losses. A
-label out of range is recorded in the cross-entropy kernel's error slot
-and reported, naming the kernel, as the CPU backend reports it.
+label out of range (cross-entropy) and a token id out of range (the
+embedding's gather) are recorded in the kernel's error slot and reported,
+naming the kernel, as the CPU backend reports them.
 Exit 1 on any failure.
 """
 
@@ -106,6 +107,23 @@ def main(argv=None) -> int:
         good = all("label 70 is outside [0, 64)" in m and "softmax_cross_entropy" in m
                    for m in messages.values())
         print(f"  a label out of range: fake-cuda: {messages['fake-cuda']} "
+              f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + messages['cpu']}")
+        failures += not good
+        # A token id out of range: the embedding's gather records it.
+        np.save(work / "labels.npy", np.zeros((4, 16), np.int64))
+        ids = np.load(work / "ids.npy")
+        ids[2, 5] = 99
+        np.save(work / "ids.npy", ids)
+        for device in ("cpu", "fake-cuda"):
+            try:
+                run(bindir, work, work / "gpt21.plan", 1, device, "--steps", 1)
+                messages[device] = "NOT REFUSED"
+            except RuntimeError as e:
+                line = [l for l in str(e).splitlines() if "error:" in l]
+                messages[device] = line[0] if line else str(e)[-300:]
+        good = all("index 99 is out of range for a dimension of size 64" in m and
+                   "gather" in m for m in messages.values())
+        print(f"  a token id out of range: fake-cuda: {messages['fake-cuda']} "
               f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + messages['cpu']}")
         failures += not good
     print(f"{'all' if not failures else failures} fake-device check(s) "

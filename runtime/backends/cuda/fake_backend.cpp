@@ -16,6 +16,7 @@
 #include "../cpu/kernels.h"
 #include "hazards.h"
 #include "host_launch.h"
+#include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/losses.h"
 #include "kernels/rows.h"
@@ -265,9 +266,53 @@ KernelFn crossEntropyKernel(const std::string &op, KernelArgs &args) {
   };
 }
 
+template <typename T>
+KernelFn gatherOf(const Tensor &data, const Tensor &indices, const Tensor &y,
+                  int64_t dim, int64_t inner, Workspace *workspace) {
+  return [=]() -> std::string {
+    auto *slot = workspace->as<ErrorSlot>();
+    *slot = {0, 0};
+    if (indices.dtype == FSDPRT_I32)
+      hostForEach(GatherBody<T, int32_t>{data.as<T>(), indices.as<int32_t>(), y.as<T>(),
+                                         dim, indices.numel, inner, slot},
+                  y.numel);
+    else
+      hostForEach(GatherBody<T, int64_t>{data.as<T>(), indices.as<int64_t>(), y.as<T>(),
+                                         dim, indices.numel, inner, slot},
+                  y.numel);
+    if (slot->code == kBadIndex)
+      return "index " + std::to_string(slot->detail) +
+             " is out of range for a dimension of size " + std::to_string(dim);
+    return "";
+  };
+}
+
+/// gather (kernels/data.h) by element size; its ErrorSlot in the
+/// workspace, read after the kernel ran.
+KernelFn gatherKernel(KernelArgs &args) {
+  KernelArgs check = args;
+  Workspace unused;
+  check.workspace = &unused;
+  createCpuBackend()->prepare("gather", check); // names what is wrong
+  const Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
+  int64_t axis = args.attrs.getInt("axis", 0), dim = data.shape[axis], inner = 1;
+  for (size_t d = axis + 1; d < data.shape.size(); ++d)
+    inner *= data.shape[d];
+  args.workspace->reserve(sizeof(ErrorSlot));
+  switch (fsdprt_dtype_size(data.dtype)) {
+  case 1: return gatherOf<uint8_t>(data, indices, y, dim, inner, args.workspace);
+  case 2: return gatherOf<uint16_t>(data, indices, y, dim, inner, args.workspace);
+  case 4: return gatherOf<uint32_t>(data, indices, y, dim, inner, args.workspace);
+  case 8: return gatherOf<uint64_t>(data, indices, y, dim, inner, args.workspace);
+  }
+  return nullptr;
+}
+
 KernelFn FakeBackend::own(const std::string &op, KernelArgs &args) {
   if (op == "softmax_cross_entropy" || op == "softmax_cross_entropy_grad")
     return crossEntropyKernel(op, args);
+  if (op == "gather")
+    return gatherKernel(args);
   if ((op == "layer_norm" || op == "rms_norm") && allF32(args))
     return normKernel(op, args);
   if (!allF32(args) && op.rfind("softmax_cross_entropy", 0) != 0)

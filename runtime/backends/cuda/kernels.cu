@@ -143,6 +143,39 @@ cudaError_t launchNorm(bool rms, const float *x, const float *scale,
 
 namespace {
 
+template <typename T>
+cudaError_t gatherOf(bool indices32, const void *data, const void *indices,
+                     void *y, int64_t n, int64_t dim, int64_t count,
+                     int64_t inner, ErrorSlot *error, cudaStream_t s) {
+  const T *d = static_cast<const T *>(data);
+  T *out = static_cast<T *>(y);
+  if (indices32)
+    return elementwise(GatherBody<T, int32_t>{d, static_cast<const int32_t *>(indices),
+                                              out, dim, count, inner, error},
+                       n, s);
+  return elementwise(GatherBody<T, int64_t>{d, static_cast<const int64_t *>(indices),
+                                            out, dim, count, inner, error},
+                     n, s);
+}
+
+} // namespace
+
+cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
+                         const void *indices, void *y, int64_t outer,
+                         int64_t dim, int64_t count, int64_t inner,
+                         ErrorSlot *error, cudaStream_t s) {
+  int64_t n = outer * count * inner;
+  switch (elementSize) {
+  case 1: return gatherOf<uint8_t>(indices32, data, indices, y, n, dim, count, inner, error, s);
+  case 2: return gatherOf<uint16_t>(indices32, data, indices, y, n, dim, count, inner, error, s);
+  case 4: return gatherOf<uint32_t>(indices32, data, indices, y, n, dim, count, inner, error, s);
+  case 8: return gatherOf<uint64_t>(indices32, data, indices, y, n, dim, count, inner, error, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+namespace {
+
 /// The device launchers as a launcher object, on one stream.
 struct DeviceLauncher {
   cudaStream_t stream;

@@ -11,6 +11,7 @@
 #define FSDPRT_BACKENDS_CUDA_LAUNCH_H
 
 #include "kernels/elementwise.h"
+#include "kernels/data.h"
 #include "kernels/losses.h"
 
 #include <cuda_runtime_api.h>
@@ -29,6 +30,14 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
                        float eps, cudaStream_t stream);
+
+/// gather of elements of `elementSize` bytes (1, 2, 4 or 8) with I64 (or,
+/// with indices32, I32) indices: y [outer, count, inner] from data
+/// [outer, dim, inner]. Bad indices go to `error`.
+cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
+                         const void *indices, void *y, int64_t outer,
+                         int64_t dim, int64_t count, int64_t inner,
+                         ErrorSlot *error, cudaStream_t stream);
 
 /// softmax_cross_entropy over `positions` positions into y ([positions]
 /// for reduction none, else one value); `scratch` holds 2 * positions

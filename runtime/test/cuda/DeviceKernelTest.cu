@@ -214,6 +214,36 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
   }
 }
 
+void gather(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
+            unsigned seed) {
+  std::vector<float> data = random(outer * dim * inner, seed), want(outer * count * inner);
+  std::vector<int64_t> idx(count);
+  for (int64_t k = 0; k < count; ++k)
+    idx[k] = (k * 7919) % (2 * dim) - dim;
+  if (bad)
+    idx[count / 2] = dim + 5;
+  cuda::ErrorSlot hostError{0, 0};
+  cuda::hostForEach(cuda::GatherBody<uint32_t, int64_t>{
+                        reinterpret_cast<const uint32_t *>(data.data()), idx.data(),
+                        reinterpret_cast<uint32_t *>(want.data()), dim, count, inner,
+                        &hostError},
+                    outer * count * inner);
+  DeviceBuffer dd(data), dy(want);
+  DeviceArray<int64_t> di(idx);
+  DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
+  std::string what = "gather dim=" + std::to_string(dim) + " count=" + std::to_string(count);
+  cudaError_t e = cuda::launchGather(4, false, dd.data, di.data, dy.data, outer, dim, count,
+                                     inner, error.data, nullptr);
+  expect(what, e, dy.read(), want, 0);
+  cuda::ErrorSlot got = error.read(0);
+  ++checks;
+  if (got.code != hostError.code || got.detail != hostError.detail) {
+    std::fprintf(stderr, "FAIL: %s: error slot %d/%lld, the host's %d/%lld\n", what.c_str(),
+                 got.code, got.detail, hostError.code, hostError.detail);
+    ++failures;
+  }
+}
+
 } // namespace
 
 int main() {
@@ -262,6 +292,9 @@ int main() {
     crossEntropy(4, 50257, mean, false, seed++);
     crossEntropy(70000, 10, mean, true, seed++);
   }
+  gather(1, 50257, 4096, 768, false, seed++);  // GPT-2's embedding
+  gather(3, 257, 7, 5, false, seed++);
+  gather(1, 64, 100, 32, true, seed++);
   std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
   return failures ? 1 : 0;
 }

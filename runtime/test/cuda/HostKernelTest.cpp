@@ -15,6 +15,7 @@
 
 #include "../../backends/cuda/hazards.h"
 #include "../../backends/cuda/host_launch.h"
+#include "../../backends/cuda/kernels/data.h"
 #include "../../backends/cuda/kernels/elementwise.h"
 #include "../../backends/cuda/kernels/losses.h"
 #include "../../backends/cuda/kernels/rows.h"
@@ -207,6 +208,68 @@ TEST(CudaHost, NormRowsEqualTheCpuBackendInAnyGroup) {
           }
           expectClose(y, want, n == 1 ? 1e-3 : 2e-5);
         }
+}
+
+TEST(CudaHost, GatherEqualsTheCpuBackendAndRecordsBadIndices) {
+  struct Case {
+    Shape data, indices;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {{{64, 32}, {4, 16}, 0},   // an embedding
+                                   {{3, 257, 5}, {7}, 1},    // an inner axis
+                                   {{1}, {1}, 0},            // size 1
+                                   {{2, 9}, {3, 2}, 1}};
+  unsigned seed = 900;
+  for (const Case &c : cases)
+    for (bool i32 : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.data.size()) + "-D axis " +
+                   std::to_string(c.axis) + (i32 ? " int32" : " int64"));
+      int64_t dim = c.data[c.axis], outer = 1, inner = 1;
+      for (int64_t d = 0; d < static_cast<int64_t>(c.data.size()); ++d)
+        (d < c.axis ? outer : inner) *= d == c.axis ? 1 : c.data[d];
+      std::mt19937 gen(seed++);
+      std::vector<int64_t> idx(numel(c.indices));
+      for (int64_t &v : idx) // negative ones count from the end
+        v = static_cast<int64_t>(gen() % (2 * dim)) - dim;
+      std::vector<int32_t> idx32(idx.begin(), idx.end());
+      std::vector<float> data = randomFloats(numel(c.data), seed++);
+      Shape out(c.data.begin(), c.data.begin() + c.axis);
+      out.insert(out.end(), c.indices.begin(), c.indices.end());
+      out.insert(out.end(), c.data.begin() + c.axis + 1, c.data.end());
+      std::vector<float> y(numel(out));
+      cuda::ErrorSlot error{0, 0};
+      auto *d = reinterpret_cast<const uint32_t *>(data.data());
+      auto *py = reinterpret_cast<uint32_t *>(y.data());
+      int64_t count = numel(c.indices);
+      if (i32)
+        cuda::hostForEach(cuda::GatherBody<uint32_t, int32_t>{d, idx32.data(), py, dim,
+                                                              count, inner, &error},
+                          numel(out));
+      else
+        cuda::hostForEach(cuda::GatherBody<uint32_t, int64_t>{d, idx.data(), py, dim,
+                                                              count, inner, &error},
+                          numel(out));
+      EXPECT_EQ(error.code, 0);
+      Value indices = i32 ? fsdprt::test::i32(c.indices, idx32) : i64(c.indices, idx);
+      expectClose(y, cpu("gather", {f32(c.data, data), indices}, out, {{"axis", c.axis}}),
+                  0);
+    }
+  // An index outside [-dim, dim): recorded, as the CPU backend refuses it.
+  std::vector<float> data = randomFloats(8 * 4, 1), y(3 * 4);
+  std::vector<int64_t> idx = {1, 8, -2};
+  cuda::ErrorSlot error{0, 0};
+  cuda::hostForEach(
+      cuda::GatherBody<uint32_t, int64_t>{reinterpret_cast<const uint32_t *>(data.data()),
+                                          idx.data(), reinterpret_cast<uint32_t *>(y.data()),
+                                          8, 3, 4, &error},
+      12);
+  EXPECT_EQ(error.code, cuda::kBadIndex);
+  EXPECT_EQ(error.detail, 8);
+  Result r = runOp("gather", {f32({8, 4}, data), i64({3}, idx)}, {{F32, {3, 4}}},
+                   {{"axis", int64_t(0)}});
+  EXPECT_NE(r.error.find("index 8 is out of range for a dimension of size 8"),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(CudaHost, TheHazardCheckerFindsBytesTouchedWithoutAnEvent) {
