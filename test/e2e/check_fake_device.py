@@ -30,6 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpt2_job  # noqa: E402
+
 MODELS = {"gpt2": "GPT2Block", "llama": "LlamaBlock"}
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader")
@@ -57,6 +60,23 @@ def run(bindir: Path, work: Path, plan: Path, world: int, device: str, *flags) -
     return [float(v) for v in re.findall(r"^step \d+ loss (\S+)$", proc.stdout, re.M)]
 
 
+def refused(bindir: Path, work: Path, what: str, message: str, op: str) -> bool:
+    """Whether one GPT-2 step is refused on both devices with `message`,
+    naming kernel `op`."""
+    lines = {}
+    for device in ("cpu", "fake-cuda"):
+        try:
+            run(bindir, work, work / "gpt21.plan", 1, device, "--steps", 1)
+            lines[device] = "NOT REFUSED"
+        except RuntimeError as e:
+            line = [l for l in str(e).splitlines() if "error:" in l]
+            lines[device] = line[0] if line else str(e)[-300:]
+    good = all(message in l and op in l for l in lines.values())
+    print(f"  {what}: fake-cuda: {lines['fake-cuda']} "
+          f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + lines['cpu']}")
+    return good
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", type=Path)
@@ -68,9 +88,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        rng = np.random.default_rng(0)
-        np.save(work / "ids.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
-        np.save(work / "labels.npy", rng.integers(0, 64, (4, 16)).astype(np.int64))
+        gpt2_job.write_batch(work)
         for model in MODELS:
             for world in (1, 2, 4):
                 plan = compile_plan(bindir, corpus, work, model, world)
@@ -91,41 +109,22 @@ def main(argv=None) -> int:
             print(f"  {model}: 2 steps on fake-cuda, saved, 1 resumed on cpu: "
                   f"{first + resumed} (uninterrupted {whole}) {'equal' if same else 'DIFFERENT'}")
             failures += not same
-        # A label out of range: recorded in the kernel's error slot, reported
-        # after it ran with the kernel's op and location, as on the CPU.
+        # A label out of range (cross-entropy) and a token id out of range
+        # (the embedding's gather): recorded in the kernel's error slot,
+        # reported after it ran with the kernel's op and location, as on
+        # the CPU.
         bad = np.load(work / "labels.npy")
         bad[1, 3] = 70
         np.save(work / "labels.npy", bad)
-        messages = {}
-        for device in ("cpu", "fake-cuda"):
-            try:
-                run(bindir, work, work / "gpt21.plan", 1, device, "--steps", 1)
-                messages[device] = "NOT REFUSED"
-            except RuntimeError as e:
-                line = [l for l in str(e).splitlines() if "error:" in l]
-                messages[device] = line[0] if line else str(e)[-300:]
-        good = all("label 70 is outside [0, 64)" in m and "softmax_cross_entropy" in m
-                   for m in messages.values())
-        print(f"  a label out of range: fake-cuda: {messages['fake-cuda']} "
-              f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + messages['cpu']}")
-        failures += not good
-        # A token id out of range: the embedding's gather records it.
+        failures += not refused(bindir, work, "a label out of range",
+                                "label 70 is outside [0, 64)", "softmax_cross_entropy")
         np.save(work / "labels.npy", np.zeros((4, 16), np.int64))
         ids = np.load(work / "ids.npy")
         ids[2, 5] = 99
         np.save(work / "ids.npy", ids)
-        for device in ("cpu", "fake-cuda"):
-            try:
-                run(bindir, work, work / "gpt21.plan", 1, device, "--steps", 1)
-                messages[device] = "NOT REFUSED"
-            except RuntimeError as e:
-                line = [l for l in str(e).splitlines() if "error:" in l]
-                messages[device] = line[0] if line else str(e)[-300:]
-        good = all("index 99 is out of range for a dimension of size 64" in m and
-                   "gather" in m for m in messages.values())
-        print(f"  a token id out of range: fake-cuda: {messages['fake-cuda']} "
-              f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + messages['cpu']}")
-        failures += not good
+        failures += not refused(bindir, work, "a token id out of range",
+                                "index 99 is out of range for a dimension of size 64",
+                                "gather")
     print(f"{'all' if not failures else failures} fake-device check(s) "
           f"{'passed' if not failures else 'FAILED'}")
     return 1 if failures else 0

@@ -556,48 +556,43 @@ void buildConv(Builder &g, const ConvShape &x) {
         pad.data());
   g.finalize(conv, what);
 
+  // Each pass's operation and its attributes: x (dx), w (dw), y (dy), the
+  // convolution, alpha, beta.
+  struct PassAttrs {
+    cudnnBackendDescriptorType_t op;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  };
+  static const PassAttrs kPasses[] = {
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+  const PassAttrs &pass = kPasses[static_cast<int>(x.pass)];
   float alpha = 1.0f, beta = 0.0f;
-  cudnnBackendDescriptor_t op = nullptr;
-  switch (x.pass) {
-  case ConvPass::Fprop:
-    op = g.make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, what);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, xt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, wt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, yt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-              conv);
-    g.set(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-          CUDNN_TYPE_FLOAT, 1, &alpha);
-    g.set(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-          CUDNN_TYPE_FLOAT, 1, &beta);
-    break;
-  case ConvPass::Dgrad:
-    op = g.make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-                what);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, xt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, wt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, yt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-              conv);
-    g.set(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-          CUDNN_TYPE_FLOAT, 1, &alpha);
-    g.set(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-          CUDNN_TYPE_FLOAT, 1, &beta);
-    break;
-  case ConvPass::Wgrad:
-    op = g.make(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-                what);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, xt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, wt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, yt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-              conv);
-    g.set(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-          CUDNN_TYPE_FLOAT, 1, &alpha);
-    g.set(op, what, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-          CUDNN_TYPE_FLOAT, 1, &beta);
-    break;
-  }
+  cudnnBackendDescriptor_t op = g.make(pass.op, what);
+  g.setDesc(op, what, pass.x, xt);
+  g.setDesc(op, what, pass.w, wt);
+  g.setDesc(op, what, pass.y, yt);
+  g.setDesc(op, what, pass.conv, conv);
+  g.set(op, what, pass.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  g.set(op, what, pass.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   g.addOp(op, what);
 }
 
