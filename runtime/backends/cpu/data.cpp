@@ -59,7 +59,7 @@ KernelFn gatherStrided(const Tensor &x, const Tensor &y,
   }
 }
 
-KernelFn transpose(KernelArgs &args) {
+StridedRead transposeRead(const KernelArgs &args) {
   requireArity(args, 1, 1, 1);
   requireSameDtype(args);
   const Tensor &x = args.in[0], &y = args.out[0];
@@ -77,10 +77,10 @@ KernelFn transpose(KernelArgs &args) {
             "output " + shapeString(y.shape) + " is not the permuted input");
     strides[d] = own[perm[d]];
   }
-  return gatherStrided(x, y, strides, 0);
+  return {strides, 0};
 }
 
-KernelFn slice(KernelArgs &args) {
+StridedRead sliceRead(const KernelArgs &args) {
   requireArity(args, 1, 1, 1);
   requireSameDtype(args);
   const Tensor &x = args.in[0], &y = args.out[0];
@@ -102,19 +102,23 @@ KernelFn slice(KernelArgs &args) {
     offset += starts[d] * own[d];
     strides[d] = steps[d] * own[d];
   }
-  return gatherStrided(x, y, strides, offset);
+  return {strides, offset};
 }
 
-KernelFn expand(KernelArgs &args) {
+StridedRead expandRead(const KernelArgs &args) {
   requireArity(args, 1, 1, 1);
   requireSameDtype(args);
   require(broadcastShapes(args.in[0].shape, args.out[0].shape) ==
               args.out[0].shape,
           "output " + shapeString(args.out[0].shape) +
               " is not the broadcast of " + shapeString(args.in[0].shape));
-  return gatherStrided(
-      args.in[0], args.out[0],
-      broadcastStrides(args.in[0].shape, args.out[0].shape, "the input"), 0);
+  return {broadcastStrides(args.in[0].shape, args.out[0].shape, "the input"),
+          0};
+}
+
+KernelFn stridedKernel(KernelArgs &args, StridedRead read) {
+  return gatherStrided(args.in[0], args.out[0], std::move(read.strides),
+                       read.offset);
 }
 
 KernelFn copy(KernelArgs &args) {
@@ -305,10 +309,24 @@ KernelFn gatherGrad(KernelArgs &args) {
 
 } // namespace
 
+bool isStridedRead(const std::string &op) {
+  return op == "transpose" || op == "slice" || op == "expand";
+}
+
+StridedRead stridedRead(const std::string &op, const KernelArgs &args) {
+  if (op == "transpose")
+    return transposeRead(args);
+  if (op == "slice")
+    return sliceRead(args);
+  return expandRead(args);
+}
+
 void registerData(Registry &r) {
-  r["transpose"] = transpose;
-  r["slice"] = slice;
-  r["expand"] = expand;
+  r["transpose"] = [](KernelArgs &a) {
+    return stridedKernel(a, transposeRead(a));
+  };
+  r["slice"] = [](KernelArgs &a) { return stridedKernel(a, sliceRead(a)); };
+  r["expand"] = [](KernelArgs &a) { return stridedKernel(a, expandRead(a)); };
   r["copy"] = copy;
   r["concat"] = [](KernelArgs &a) { return pieces(a, true); };
   r["split"] = [](KernelArgs &a) { return pieces(a, false); };

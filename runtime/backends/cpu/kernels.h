@@ -87,6 +87,16 @@ int64_t windowOutput(int64_t in, int64_t padBegin, int64_t padEnd,
                      int64_t kernel, int64_t stride, int64_t dilation,
                      bool ceil);
 
+/// The read that transpose, slice and expand share: y[i...] = x[offset +
+/// sum(i_d * strides_d)] over y's indices. `stridedRead` checks the op's
+/// attributes and shapes (KernelError) and plans it; any device runs it.
+struct StridedRead {
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+bool isStridedRead(const std::string &op);
+StridedRead stridedRead(const std::string &op, const KernelArgs &args);
+
 //===----------------------------------------------------------------------===//
 // Activations: one definition for the elementwise kernels and for linear's
 // epilogue.

@@ -308,7 +308,38 @@ KernelFn gatherKernel(KernelArgs &args) {
   return nullptr;
 }
 
+/// transpose, slice and expand: the CPU backend's plan of the read (its
+/// checks), run by StridedReadBody by element size.
+template <typename T>
+KernelFn stridedOf(const Tensor &x, const Tensor &y, const Broadcast &plan,
+                   int64_t offset) {
+  return [=]() {
+    hostForEach(StridedReadBody<T>{plan, x.as<T>(), y.as<T>(), offset}, y.numel);
+    return std::string();
+  };
+}
+
+KernelFn stridedKernel(const std::string &op, const KernelArgs &args) {
+  cpu::StridedRead read = cpu::stridedRead(op, args);
+  const Tensor x = args.in[0], y = args.out[0];
+  Broadcast plan;
+  try {
+    plan = planStrided(y.shape, read.strides);
+  } catch (const std::invalid_argument &) {
+    return nullptr;
+  }
+  switch (fsdprt_dtype_size(y.dtype)) {
+  case 1: return stridedOf<uint8_t>(x, y, plan, read.offset);
+  case 2: return stridedOf<uint16_t>(x, y, plan, read.offset);
+  case 4: return stridedOf<uint32_t>(x, y, plan, read.offset);
+  case 8: return stridedOf<uint64_t>(x, y, plan, read.offset);
+  }
+  return nullptr;
+}
+
 KernelFn FakeBackend::own(const std::string &op, KernelArgs &args) {
+  if (cpu::isStridedRead(op))
+    return stridedKernel(op, args);
   if (op == "softmax_cross_entropy" || op == "softmax_cross_entropy_grad")
     return crossEntropyKernel(op, args);
   if (op == "gather")

@@ -176,6 +176,30 @@ cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
 
 namespace {
 
+template <typename T>
+cudaError_t stridedOf(const Broadcast &plan, const void *x, void *y,
+                      int64_t offset, int64_t n, cudaStream_t s) {
+  return elementwise(StridedReadBody<T>{plan, static_cast<const T *>(x),
+                                        static_cast<T *>(y), offset},
+                     n, s);
+}
+
+} // namespace
+
+cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
+                              const void *x, void *y, int64_t offset, int64_t n,
+                              cudaStream_t s) {
+  switch (elementSize) {
+  case 1: return stridedOf<uint8_t>(plan, x, y, offset, n, s);
+  case 2: return stridedOf<uint16_t>(plan, x, y, offset, n, s);
+  case 4: return stridedOf<uint32_t>(plan, x, y, offset, n, s);
+  case 8: return stridedOf<uint64_t>(plan, x, y, offset, n, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+namespace {
+
 /// The device launchers as a launcher object, on one stream.
 struct DeviceLauncher {
   cudaStream_t stream;

@@ -39,6 +39,11 @@ cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
                          int64_t dim, int64_t count, int64_t inner,
                          ErrorSlot *error, cudaStream_t stream);
 
+/// A strided read (kernels/data.h) of n elements of `elementSize` bytes.
+cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
+                              const void *x, void *y, int64_t offset, int64_t n,
+                              cudaStream_t stream);
+
 /// softmax_cross_entropy over `positions` positions into y ([positions]
 /// for reduction none, else one value); `scratch` holds 2 * positions
 /// floats. Bad labels go to in.error.

@@ -244,6 +244,23 @@ void gather(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
   }
 }
 
+void stridedRead(const std::vector<int64_t> &out, const std::vector<int64_t> &strides,
+                 int64_t offset, size_t source, unsigned seed) {
+  std::vector<float> x = random(source, seed);
+  int64_t n = 1;
+  for (int64_t d : out)
+    n *= d;
+  std::vector<float> want(n);
+  cuda::Broadcast plan = cuda::planStrided(out, strides);
+  cuda::hostForEach(cuda::StridedReadBody<uint32_t>{
+                        plan, reinterpret_cast<const uint32_t *>(x.data()),
+                        reinterpret_cast<uint32_t *>(want.data()), offset},
+                    n);
+  DeviceBuffer dx(x), dy(want);
+  cudaError_t e = cuda::launchStridedRead(4, plan, dx.data, dy.data, offset, n, nullptr);
+  expect("strided read of " + std::to_string(n), e, dy.read(), want, 0);
+}
+
 } // namespace
 
 int main() {
@@ -292,6 +309,10 @@ int main() {
     crossEntropy(4, 50257, mean, false, seed++);
     crossEntropy(70000, 10, mean, true, seed++);
   }
+  stridedRead({4, 2, 5, 3}, {5, 60, 1, 20}, 0, 120, seed++);      // a transpose
+  stridedRead({3, 98}, {-600, 3}, 1507, 1800, seed++);             // a reversed slice
+  stridedRead({2, 3, 257}, {0, 1, 0}, 0, 3, seed++);               // an expand
+  stridedRead({768, 4096}, {1, 768}, 0, 768 * 4096, seed++);       // a large transpose
   gather(1, 50257, 4096, 768, false, seed++);  // GPT-2's embedding
   gather(3, 257, 7, 5, false, seed++);
   gather(1, 64, 100, 32, true, seed++);

@@ -272,6 +272,44 @@ TEST(CudaHost, GatherEqualsTheCpuBackendAndRecordsBadIndices) {
       << r.error;
 }
 
+/// Runs StridedReadBody over `out` reading `x` at `strides` from `offset`.
+std::vector<float> stridedRead(const std::vector<float> &x, const Shape &out,
+                               const std::vector<int64_t> &strides,
+                               int64_t offset) {
+  std::vector<float> y(numel(out));
+  cuda::Broadcast plan = cuda::planStrided(out, strides);
+  cuda::hostForEach(
+      cuda::StridedReadBody<uint32_t>{plan,
+                                      reinterpret_cast<const uint32_t *>(x.data()),
+                                      reinterpret_cast<uint32_t *>(y.data()), offset},
+      numel(out));
+  return y;
+}
+
+TEST(CudaHost, TransposeSliceAndExpandEqualTheCpuBackend) {
+  // transpose [2, 3, 4, 5] by (2, 0, 3, 1): strides of x permuted.
+  std::vector<float> x = randomFloats(2 * 3 * 4 * 5, 31);
+  expectClose(stridedRead(x, {4, 2, 5, 3}, {5, 60, 1, 20}, 0),
+              cpu("transpose", {f32({2, 3, 4, 5}, x)}, {4, 2, 5, 3},
+                  {{"perm", std::vector<int64_t>{2, 0, 3, 1}}}),
+              0);
+  // slice [6, 300] rows 5, 3, 1 (step -2), columns 7.. step 3.
+  std::vector<float> s = randomFloats(6 * 300, 32);
+  expectClose(stridedRead(s, {3, 98}, {-2 * 300, 3}, 5 * 300 + 7),
+              cpu("slice", {f32({6, 300}, s)}, {3, 98},
+                  {{"starts", std::vector<int64_t>{5, 7}},
+                   {"steps", std::vector<int64_t>{-2, 3}}}),
+              0);
+  // expand [3, 1] to [2, 3, 257]: stretched dims read with stride 0.
+  std::vector<float> e = randomFloats(3, 33);
+  expectClose(stridedRead(e, {2, 3, 257}, {0, 1, 0}, 0),
+              cpu("expand", {f32({3, 1}, e)}, {2, 3, 257}), 0);
+  // A contiguous read collapses to one dim.
+  EXPECT_EQ(cuda::planStrided({4, 5, 6}, {30, 6, 1}).rank, 1);
+  EXPECT_THROW(cuda::planStrided(Shape(9, 2), {1, 2, 4, 8, 16, 32, 64, 128, 256}),
+               std::invalid_argument);
+}
+
 TEST(CudaHost, TheHazardCheckerFindsBytesTouchedWithoutAnEvent) {
   cuda::HazardChecker c;
   int compute = c.addStream(), comm = c.addStream();

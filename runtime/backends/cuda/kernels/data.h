@@ -11,7 +11,7 @@
 #ifndef FSDPRT_BACKENDS_CUDA_KERNELS_DATA_H
 #define FSDPRT_BACKENDS_CUDA_KERNELS_DATA_H
 
-#include "hd.h"
+#include "elementwise.h"
 
 namespace fsdprt::cuda {
 
@@ -40,6 +40,47 @@ template <typename T, typename I> struct GatherBody {
     y[i] = data[(o * dim + index) * inner + j];
   }
 };
+
+/// y[i] = x[offset + plan.offset(0, i)]: transpose, slice (any steps,
+/// negative ones too) and expand, planned by planStrided.
+template <typename T> struct StridedReadBody {
+  Broadcast plan;
+  const T *x;
+  T *y;
+  int64_t offset;
+  FSDP_HD void operator()(int64_t i) const { y[i] = x[offset + plan.offset(0, i)]; }
+};
+
+/// The read of `shape`'s elements at element `strides` (any sign) as a
+/// plan of at most kMaxDims dims: size-1 dims dropped, a dim merged into
+/// the one before it where the pair reads evenly. Throws
+/// std::invalid_argument when more dims are left.
+inline Broadcast planStrided(const std::vector<int64_t> &shape,
+                             const std::vector<int64_t> &strides) {
+  std::vector<int64_t> dims, steps;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!dims.empty() && steps.back() == strides[d] * shape[d]) {
+      dims.back() *= shape[d];
+      steps.back() = strides[d];
+      continue;
+    }
+    dims.push_back(shape[d]);
+    steps.push_back(strides[d]);
+  }
+  if (dims.size() > static_cast<size_t>(kMaxDims))
+    throw std::invalid_argument("the read has " + std::to_string(dims.size()) +
+                                " dims after collapsing; at most " +
+                                std::to_string(kMaxDims) + " are supported");
+  Broadcast plan;
+  plan.rank = static_cast<int>(dims.size());
+  for (int d = 0; d < plan.rank; ++d) {
+    plan.shape[d] = dims[d];
+    plan.strides[0][d] = steps[d];
+  }
+  return plan;
+}
 
 } // namespace fsdprt::cuda
 
