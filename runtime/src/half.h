@@ -16,15 +16,24 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <math.h>
+#include <string.h>
+
+// The conversions compile for the GPU too (the CUDA backend's cast kernel).
+#if defined(__CUDACC__)
+#define FSDPRT_HALF_HD __host__ __device__
+#else
+#define FSDPRT_HALF_HD
+#endif
 
 namespace fsdprt {
 
-inline bool isHalf(fsdprt_dtype_t dtype) {
+FSDPRT_HALF_HD inline bool isHalf(fsdprt_dtype_t dtype) {
   return dtype == FSDPRT_BF16 || dtype == FSDPRT_F16;
 }
 
 /// The fp32 value of bf16 or f16 bit pattern `h`.
-inline float halfToFloat(uint16_t h, fsdprt_dtype_t dtype) {
+FSDPRT_HALF_HD inline float halfToFloat(uint16_t h, fsdprt_dtype_t dtype) {
   uint32_t bits;
   if (dtype == FSDPRT_BF16) {
     bits = static_cast<uint32_t>(h) << 16;
@@ -47,14 +56,14 @@ inline float halfToFloat(uint16_t h, fsdprt_dtype_t dtype) {
     }
   }
   float f;
-  std::memcpy(&f, &bits, 4);
+  memcpy(&f, &bits, 4);
   return f;
 }
 
 /// `f` rounded to the nearest bf16 or f16 (ties to even).
-inline uint16_t floatToHalf(float f, fsdprt_dtype_t dtype) {
+FSDPRT_HALF_HD inline uint16_t floatToHalf(float f, fsdprt_dtype_t dtype) {
   uint32_t bits;
-  std::memcpy(&bits, &f, 4);
+  memcpy(&bits, &f, 4);
   if (dtype == FSDPRT_BF16) {
     if ((bits & 0x7FFFFFFFu) > 0x7F800000u) // nan stays nan
       return static_cast<uint16_t>((bits >> 16) | 0x40);
@@ -69,10 +78,10 @@ inline uint16_t floatToHalf(float f, fsdprt_dtype_t dtype) {
     return static_cast<uint16_t>(sign | 0x7C00);
   if (magnitude < 0x38800000u) { // subnormal or zero in binary16
     float value;
-    std::memcpy(&value, &magnitude, 4);
+    memcpy(&value, &magnitude, 4);
     // Units of 2^-24, rounded to nearest even by the FPU.
     return static_cast<uint16_t>(
-        sign | static_cast<uint32_t>(std::nearbyint(value * 16777216.0f)));
+        sign | static_cast<uint32_t>(nearbyintf(value * 16777216.0f)));
   }
   uint32_t rounded = magnitude + 0xFFF + ((magnitude >> 13) & 1);
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));

@@ -10,7 +10,8 @@ checker, memory reached only by upload/download/copy/fill. The corpus
 GPT-2 and LLaMA training plans (AdamW, one unit per block, FULL_SHARD) at
 1, 2 and 4 ranks must give the CPU backend's losses over 3 steps (within
 1e-6 relative: the bodies accumulate in fp32 where the CPU kernels use
-double), and a sharded checkpoint saved on the fake device (downloaded, as
+double), their bf16 mixed-precision plans at 1 and 2 ranks within one
+bf16 ulp (1e-2), and a sharded checkpoint saved on the fake device (downloaded, as
 from a GPU) must resume on the CPU with the uninterrupted run's losses. A
 label out of range (cross-entropy) and a token id out of range (the
 embedding's gather) are recorded in the kernel's error slot and reported,
@@ -38,13 +39,18 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMPI_MCA_btl="self,vader")
 
 
-def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, world: int) -> Path:
-    mlir, plan = work / f"{model}{world}.mlir", work / f"{model}{world}.plan"
+def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, world: int,
+                 bf16: bool = False) -> Path:
+    tag = f"{model}{world}{'-bf16' if bf16 else ''}"
+    mlir, plan = work / f"{tag}.mlir", work / f"{tag}.plan"
+    precision = [" param-dtype=bf16 reduce-dtype=f32"] if bf16 else [""]
     subprocess.run([bindir / "fsdp-opt", corpus / f"{model}.onnx", f"--batch-size={4 // world}",
-                    f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}",
+                    f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}"
+                    + precision[0],
                     "--fsdp-autodiff", f"--fsdp-flatten=world-size={world}",
-                    "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard", "--fsdp-schedule",
-                    "--fsdp-inference-pipeline", "-o", mlir], check=True)
+                    "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard"]
+                   + (["--fsdp-mixed-precision"] if bf16 else [])
+                   + ["--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir], check=True)
     subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan], check=True)
     return plan
 
@@ -96,6 +102,16 @@ def main(argv=None) -> int:
                 fake = run(bindir, work, plan, world, "fake-cuda", "--steps", 3)
                 same = len(cpu) == 3 and np.allclose(fake, cpu, rtol=1e-6, atol=0)
                 print(f"  {model} at {world} rank(s): fake-cuda {fake}, cpu {cpu} "
+                      f"{'equal' if same else 'DIFFERENT'}")
+                failures += not same
+            # Mixed precision (bf16 parameters and compute, fp32 masters and
+            # reductions): the casts run their bodies bit for bit.
+            for world in (1, 2):
+                plan = compile_plan(bindir, corpus, work, model, world, bf16=True)
+                cpu = run(bindir, work, plan, world, "cpu", "--steps", 3)
+                fake = run(bindir, work, plan, world, "fake-cuda", "--steps", 3)
+                same = len(cpu) == 3 and np.allclose(fake, cpu, rtol=1e-2, atol=0)
+                print(f"  {model} bf16 at {world} rank(s): fake-cuda {fake}, cpu {cpu} "
                       f"{'equal' if same else 'DIFFERENT'}")
                 failures += not same
             # Saved on the fake device, resumed on the CPU.

@@ -337,7 +337,29 @@ KernelFn stridedKernel(const std::string &op, const KernelArgs &args) {
   return nullptr;
 }
 
+/// cast between fp32 and bf16/f16 through its bodies; other casts: the
+/// CPU's kernel.
+KernelFn castKernel(const KernelArgs &args) {
+  if (args.in.size() != 1 || args.out.size() != 1 ||
+      args.in[0].shape != args.out[0].shape)
+    return nullptr;
+  const Tensor x = args.in[0], y = args.out[0];
+  if (x.dtype == FSDPRT_F32 && isHalf(y.dtype))
+    return [=]() {
+      hostForEach(CastToHalf{x.as<float>(), y.as<uint16_t>(), y.dtype}, y.numel);
+      return std::string();
+    };
+  if (isHalf(x.dtype) && y.dtype == FSDPRT_F32)
+    return [=]() {
+      hostForEach(CastFromHalf{x.as<uint16_t>(), y.as<float>(), x.dtype}, y.numel);
+      return std::string();
+    };
+  return nullptr;
+}
+
 KernelFn FakeBackend::own(const std::string &op, KernelArgs &args) {
+  if (op == "cast")
+    return castKernel(args);
   if (cpu::isStridedRead(op))
     return stridedKernel(op, args);
   if (op == "softmax_cross_entropy" || op == "softmax_cross_entropy_grad")

@@ -114,6 +114,17 @@ cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
   return cudaErrorInvalidValue;
 }
 
+cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
+                       int64_t n, cudaStream_t s) {
+  if (toHalf)
+    return elementwise(CastToHalf{static_cast<const float *>(x),
+                                  static_cast<uint16_t *>(y), half},
+                       n, s);
+  return elementwise(CastFromHalf{static_cast<const uint16_t *>(x),
+                                  static_cast<float *>(y), half},
+                     n, s);
+}
+
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n, cudaStream_t s) {
   switch (op) {

@@ -20,6 +20,9 @@ namespace fsdprt::cuda {
 
 cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
                         cudaStream_t stream);
+/// cast of n elements: fp32 to `half` (bf16 or f16), or back.
+cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
+                       int64_t n, cudaStream_t stream);
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n,
                          cudaStream_t stream);

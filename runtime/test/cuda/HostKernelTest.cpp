@@ -272,6 +272,34 @@ TEST(CudaHost, GatherEqualsTheCpuBackendAndRecordsBadIndices) {
       << r.error;
 }
 
+TEST(CudaHost, CastsToAndFromHalfPrecisionEqualTheCpuBackendBitForBit) {
+  std::vector<float> x = randomFloats(5000, 41);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] *= std::pow(10.0f, static_cast<float>(static_cast<int>(i % 17) - 8));
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f,
+                            65520.0f, 1e-8f, 6e-8f, 1.0f + 1.0f / 256};
+  x.insert(x.end(), std::begin(specials), std::end(specials));
+  int64_t n = static_cast<int64_t>(x.size());
+  for (plan::DType half : {plan::DType::BF16, plan::DType::F16}) {
+    fsdprt_dtype_t dtype = half == plan::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
+    SCOPED_TRACE(dtype == FSDPRT_BF16 ? "bf16" : "f16");
+    std::vector<uint16_t> h(n);
+    cuda::hostForEach(cuda::CastToHalf{x.data(), h.data(), dtype}, n);
+    Result r = runOp("cast", {f32({n}, x)}, {{half, {n}}});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(h, r.outputs[0].as<uint16_t>());
+    std::vector<float> back(n);
+    cuda::hostForEach(cuda::CastFromHalf{h.data(), back.data(), dtype}, n);
+    r = runOp("cast", {valueOf(half, {n}, h)}, {{F32, {n}}});
+    ASSERT_EQ(r.error, "");
+    std::vector<float> want = r.outputs[0].as<float>();
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(std::memcmp(&back[i], &want[i], 4) == 0 ||
+                  (std::isnan(back[i]) && std::isnan(want[i])))
+          << "at " << i;
+  }
+}
+
 /// Runs StridedReadBody over `out` reading `x` at `strides` from `offset`.
 std::vector<float> stridedRead(const std::vector<float> &x, const Shape &out,
                                const std::vector<int64_t> &strides,

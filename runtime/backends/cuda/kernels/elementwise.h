@@ -14,6 +14,8 @@
 
 #include "hd.h"
 
+#include "../../../src/half.h"
+
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -79,6 +81,21 @@ template <Unary Op> struct UnaryBody {
   const float *x;
   float *y;
   FSDP_HD void operator()(int64_t i) const { y[i] = unary<Op>(x[i]); }
+};
+
+/// cast between fp32 and bf16 or f16 (`half`): rounded to nearest-even,
+/// bit for bit as the CPU backend (and torch) convert.
+struct CastToHalf {
+  const float *x;
+  uint16_t *y;
+  fsdprt_dtype_t half;
+  FSDP_HD void operator()(int64_t i) const { y[i] = floatToHalf(x[i], half); }
+};
+struct CastFromHalf {
+  const uint16_t *x;
+  float *y;
+  fsdprt_dtype_t half;
+  FSDP_HD void operator()(int64_t i) const { y[i] = halfToFloat(x[i], half); }
 };
 
 enum class Binary { Add, Sub, Mul, Div, Pow };
