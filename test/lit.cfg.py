@@ -20,6 +20,10 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%fsdp_src_root", config.fsdp_src_root))
 config.substitutions.append(("%fsdp_obj_root", config.fsdp_obj_root))
 config.substitutions.append(("%python", config.python_executable))
+# mpirun with a session directory of its own (test/tools/Inputs).
+config.substitutions.append(
+    ("%mpirun", os.path.join(config.fsdp_src_root, "test", "tools", "Inputs",
+                             "mpirun-isolated.sh")))
 config.substitutions.append(("%corpus", config.fsdp_corpus_dir))
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 fsdp_run, plan = sys.argv[1:3]
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
@@ -18,10 +19,12 @@ line = re.compile(r"fsdp-run: rank [0-3]: error: cannot load the plan: "
                   r"cannot open plan '.*': No such file or directory")
 seen = 0
 for attempt in range(8):
-    # Open MPI's own messages too, as a terminal shows them.
-    run = subprocess.run(["mpirun", "-np", "4", "--oversubscribe", fsdp_run, plan],
-                         env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, timeout=120)
+    # Open MPI's own messages too, as a terminal shows them. Each job gets
+    # a session directory of its own (see mpirun-isolated.sh).
+    with tempfile.TemporaryDirectory(dir="/tmp") as session:
+        run = subprocess.run(["mpirun", "-np", "4", "--oversubscribe", fsdp_run, plan],
+                             env=dict(env, TMPDIR=session), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=120)
     if run.returncode == 0:
         sys.exit("fsdp-run succeeded on a missing plan")
     for text in run.stdout.splitlines():
