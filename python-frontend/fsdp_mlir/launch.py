@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 
 # Lines of mpirun's (or a rank's) standard error that mean the job is over.
@@ -77,11 +78,28 @@ def _status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def supervise(argv: list[str], env: dict, grace: float = GRACE_SECONDS) -> int:
+def supervise(argv: list[str], env: dict, grace: float = GRACE_SECONDS,
+              isolate: bool = True) -> int:
     """Runs mpirun, passing its output through, and its exit status back.
     Once a line of its standard error says the job ended (an abort, a
     missed deadline, a lost host), mpirun has `grace` seconds to exit
     before it is killed."""
+    # Open MPI 4.1 creates its session directory under $TMPDIR racily: two
+    # jobs started at once on one host can fail with "File exists". Each
+    # one-host job (`isolate`) gets a directory of its own, removed when it
+    # ends.
+    session = None
+    if isolate and not any(k.endswith("tmpdir_base") for k in env if k.startswith("OMPI_MCA_")):
+        session = tempfile.mkdtemp(prefix="fsdp-mpi-")
+        env = dict(env, OMPI_MCA_orte_tmpdir_base=session)
+    try:
+        return _supervise(argv, env, grace)
+    finally:
+        if session:
+            shutil.rmtree(session, ignore_errors=True)
+
+
+def _supervise(argv: list[str], env: dict, grace: float) -> int:
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
     ended = threading.Event()
 
@@ -135,7 +153,7 @@ def main(argv=None) -> int:
         ap.error(f"--timeout needs finite seconds >= 0, not {opts.timeout}")
     argv, env = command(opts.nproc, opts.script, opts.args, opts.hosts,
                         opts.hostfile, opts.timeout, not opts.no_python)
-    return supervise(argv, env)
+    return supervise(argv, env, isolate=not (opts.hosts or opts.hostfile))
 
 
 if __name__ == "__main__":
