@@ -357,7 +357,47 @@ KernelFn castKernel(const KernelArgs &args) {
   return nullptr;
 }
 
+/// reduce_sum / reduce_mean over one run of reduced dims ([outer, n,
+/// inner] once size-1 dims are dropped and neighbours of one kind merged);
+/// interleaved reductions: the CPU's kernel.
+KernelFn sumKernel(const std::string &op, KernelArgs &args) {
+  KernelArgs check = args;
+  Workspace unused;
+  check.workspace = &unused;
+  createCpuBackend()->prepare(op, check); // names what is wrong
+  const Tensor x = args.in[0], y = args.out[0];
+  std::vector<int64_t> axes = args.attrs.getInts("axes", {});
+  std::vector<bool> reduced(x.shape.size(), axes.empty());
+  for (int64_t a : axes)
+    reduced[a] = true;
+  int64_t outer = 1, n = 1, inner = 1, runs = 0;
+  bool last = false;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (x.shape[d] == 1)
+      continue;
+    if (reduced[d] && !last)
+      ++runs;
+    last = reduced[d];
+    (reduced[d] ? n : runs ? inner : outer) *= x.shape[d];
+  }
+  if (runs > 1)
+    return nullptr;
+  bool mean = op == "reduce_mean";
+  return [=]() {
+    if (mean)
+      hostForEachRow(SumRows<true>{x.as<float>(), y.as<float>(), n, inner},
+                     outer * inner, kLanes);
+    else
+      hostForEachRow(SumRows<false>{x.as<float>(), y.as<float>(), n, inner},
+                     outer * inner, kLanes);
+    return std::string();
+  };
+}
+
 KernelFn FakeBackend::own(const std::string &op, KernelArgs &args) {
+  if ((op == "reduce_sum" || op == "reduce_mean") && allF32(args) &&
+      args.in.size() == 1 && args.out.size() == 1)
+    return sumKernel(op, args);
   if (op == "cast")
     return castKernel(args);
   if (cpu::isStridedRead(op))

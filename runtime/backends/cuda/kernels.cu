@@ -144,6 +144,13 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
   return rowwise(SoftmaxBody<false>{x, y, n, inner}, outer * inner, s);
 }
 
+cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
+                      int64_t n, int64_t inner, cudaStream_t s) {
+  if (mean)
+    return rowwise(SumRows<true>{x, y, n, inner}, outer * inner, s);
+  return rowwise(SumRows<false>{x, y, n, inner}, outer * inner, s);
+}
+
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
                        float eps, cudaStream_t s) {

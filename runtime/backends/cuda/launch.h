@@ -29,6 +29,9 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
 /// Softmax or log-softmax of rows [outer, n, inner].
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
                           int64_t n, int64_t inner, cudaStream_t stream);
+/// reduce_sum or reduce_mean of rows [outer, n, inner] into [outer, inner].
+cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
+                      int64_t n, int64_t inner, cudaStream_t stream);
 /// Layer norm or RMS norm of `rows` contiguous rows of n elements.
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,

@@ -142,6 +142,20 @@ void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
          e, dy.read(), want, n > 10000 ? 2e-5 : 2e-6);
 }
 
+void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
+  std::vector<float> x = random(outer * n * inner, seed), want(outer * inner);
+  if (mean)
+    cuda::hostForEachRow(cuda::SumRows<true>{x.data(), want.data(), n, inner},
+                         outer * inner, 1);
+  else
+    cuda::hostForEachRow(cuda::SumRows<false>{x.data(), want.data(), n, inner},
+                         outer * inner, 1);
+  DeviceBuffer dx(x), dy(want);
+  cudaError_t e = cuda::launchSum(mean, dx.data, dy.data, outer, n, inner, nullptr);
+  expect(std::string(mean ? "reduce_mean" : "reduce_sum") + " n=" + std::to_string(n), e,
+         dy.read(), want, n > 10000 ? 2e-4 : 2e-5);
+}
+
 void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
   std::vector<float> x = random(rows * n, seed, 3), s = random(n, seed + 1),
                      b = random(n, seed + 2), want(x.size());
@@ -303,6 +317,11 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       norm(rms, 5, n, seed++);
+  for (bool mean : {false, true}) {
+    sum(mean, 4, 300, 5, seed++);
+    sum(mean, 2, 100003, 1, seed++);
+    sum(mean, 70000, 3, 1, seed++);
+  }
   for (bool mean : {false, true}) {
     crossEntropy(1, 1, mean, false, seed++);
     crossEntropy(300, 257, mean, false, seed++);

@@ -169,6 +169,43 @@ TEST(CudaHost, SoftmaxRowsEqualTheCpuBackendInAnyGroup) {
       }
 }
 
+TEST(CudaHost, SumsAndMeansEqualTheCpuBackendInAnyGroup) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> axes;
+    int64_t outer, n, inner;
+  };
+  const std::vector<Case> cases = {{{4, 300, 5}, {1}, 4, 300, 5},
+                                   {{4, 300, 5}, {2}, 1200, 5, 1},
+                                   {{4, 300, 5}, {0}, 1, 4, 1500},
+                                   {{4, 300, 5}, {1, 2}, 4, 1500, 1},
+                                   {{2, 100003}, {1}, 2, 100003, 1},
+                                   {{1}, {0}, 1, 1, 1}};
+  unsigned seed = 1100;
+  for (bool mean : {false, true})
+    for (const Case &c : cases)
+      for (int lanes : {1, 4, 32}) {
+        SCOPED_TRACE(std::string(mean ? "reduce_mean" : "reduce_sum") + " n " +
+                     std::to_string(c.n) + " lanes " + std::to_string(lanes));
+        std::vector<float> x = randomFloats(numel(c.x), seed++);
+        std::vector<float> y(c.outer * c.inner);
+        if (mean)
+          cuda::hostForEachRow(cuda::SumRows<true>{x.data(), y.data(), c.n, c.inner},
+                               c.outer * c.inner, lanes);
+        else
+          cuda::hostForEachRow(cuda::SumRows<false>{x.data(), y.data(), c.n, c.inner},
+                               c.outer * c.inner, lanes);
+        Shape out;
+        for (size_t d = 0; d < c.x.size(); ++d)
+          if (std::find(c.axes.begin(), c.axes.end(), int64_t(d)) == c.axes.end())
+            out.push_back(c.x[d]);
+        expectClose(y,
+                    cpu(mean ? "reduce_mean" : "reduce_sum", {f32(c.x, x)}, out,
+                        {{"axes", c.axes}, {"keepdims", int64_t(0)}}),
+                    c.n > 10000 ? 2e-4 : 2e-5);
+      }
+}
+
 TEST(CudaHost, NormRowsEqualTheCpuBackendInAnyGroup) {
   unsigned seed = 500;
   for (bool rms : {false, true})

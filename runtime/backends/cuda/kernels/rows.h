@@ -48,6 +48,26 @@ template <bool Log> struct SoftmaxBody {
   }
 };
 
+/// reduce_sum (or, with Mean, reduce_mean) of rows [outer, n, inner]: row
+/// r's n elements `inner` apart into y[r], summed in fp32.
+template <bool Mean> struct SumRows {
+  const float *x;
+  float *y;
+  int64_t n, inner;
+
+  FSDP_GROUP_BODY
+  template <class Group>
+  FSDP_HD void operator()(Group &g, int64_t row) const {
+    const float *px = x + (row / inner) * n * inner + row % inner;
+    float sum = 0;
+    for (int64_t j = g.lane(); j < n; j += g.size())
+      sum += px[j * inner];
+    sum = g.sum(sum);
+    if (g.lane() == 0)
+      y[row] = Mean ? sum / static_cast<float>(n) : sum;
+  }
+};
+
 /// Layer norm (or, with Rms, RMS norm) of contiguous rows of n elements:
 /// y = (x - mean) / sqrt(var + eps) * scale + bias (RMS: no mean, the mean
 /// square for the variance); scale and bias per column, or absent (null).
