@@ -162,6 +162,17 @@ private:
   std::mutex mutex;
 };
 
+/// Checks `args` for `op` as the CPU backend's kernel does, which throws
+/// KernelError naming what is wrong (the own kernels then need not repeat
+/// the rules); its workspace reservation is not kept.
+void checkLikeTheCpu(const std::string &op, const KernelArgs &args) {
+  static const std::unique_ptr<Backend> cpu = createCpuBackend();
+  KernelArgs check = args;
+  Workspace unused;
+  check.workspace = &unused;
+  cpu->prepare(op, check);
+}
+
 template <Unary Op> KernelFn unaryKernel(const KernelArgs &args) {
   const Tensor x = args.in[0], y = args.out[0];
   return [x, y]() {
@@ -233,10 +244,7 @@ KernelFn crossEntropyKernel(const std::string &op, KernelArgs &args) {
       (grad && args.in[2].dtype != FSDPRT_F32))
     return nullptr;
   // The CPU kernel checks shapes and attributes and names what is wrong.
-  KernelArgs check = args;
-  Workspace unused;
-  check.workspace = &unused;
-  createCpuBackend()->prepare(op, check);
+  checkLikeTheCpu(op, args);
   int64_t classes = scores.shape[1];
   int64_t positions = labels.numel, inner = positions / scores.shape[0];
   std::string reduction = args.attrs.getString("reduction", "mean");
@@ -290,10 +298,7 @@ KernelFn gatherOf(const Tensor &data, const Tensor &indices, const Tensor &y,
 /// gather (kernels/data.h) by element size; its ErrorSlot in the
 /// workspace, read after the kernel ran.
 KernelFn gatherKernel(KernelArgs &args) {
-  KernelArgs check = args;
-  Workspace unused;
-  check.workspace = &unused;
-  createCpuBackend()->prepare("gather", check); // names what is wrong
+  checkLikeTheCpu("gather", args);
   const Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
   int64_t axis = args.attrs.getInt("axis", 0), dim = data.shape[axis], inner = 1;
   for (size_t d = axis + 1; d < data.shape.size(); ++d)
@@ -361,10 +366,7 @@ KernelFn castKernel(const KernelArgs &args) {
 /// inner] once size-1 dims are dropped and neighbours of one kind merged);
 /// interleaved reductions: the CPU's kernel.
 KernelFn sumKernel(const std::string &op, KernelArgs &args) {
-  KernelArgs check = args;
-  Workspace unused;
-  check.workspace = &unused;
-  createCpuBackend()->prepare(op, check); // names what is wrong
+  checkLikeTheCpu(op, args);
   const Tensor x = args.in[0], y = args.out[0];
   std::vector<int64_t> axes = args.attrs.getInts("axes", {});
   std::vector<bool> reduced(x.shape.size(), axes.empty());
