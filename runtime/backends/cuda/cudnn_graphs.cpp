@@ -402,6 +402,37 @@ std::vector<int64_t> transposedStrides(int64_t h, int64_t rows, int64_t cols) {
   return {h * rows * cols, rows * cols, 1, cols};
 }
 
+/// scale * Q @ K^T, [b, h, sq, skv] in fp32 (attention forward and
+/// backward alike).
+auto scaledScores(Builder &g, cudnnBackendDescriptor_t q,
+                  cudnnBackendDescriptor_t kt, cudnnBackendDescriptor_t scale,
+                  const std::vector<int64_t> &dims) {
+  auto s = g.packed("S", dims, CUDNN_DATA_FLOAT, true);
+  g.matmul("Q@K^T", q, kt, s);
+  auto scaled = g.packed("S*scale", dims, CUDNN_DATA_FLOAT, true);
+  g.pointwise("S*scale", CUDNN_POINTWISE_MUL, s, scale, nullptr, scaled);
+  return scaled;
+}
+
+/// `scores` with -inf above the diagonal (row < col): the causal mask.
+auto causalMask(Builder &g, cudnnBackendDescriptor_t scores,
+                const std::vector<int64_t> &dims) {
+  auto negInf = g.scalar("-inf");
+  auto row = g.packed("row", dims, CUDNN_DATA_INT32, true);
+  auto col = g.packed("col", dims, CUDNN_DATA_INT32, true);
+  auto keep = g.packed("row>=col", dims, CUDNN_DATA_BOOLEAN, true);
+  auto masked = g.packed("causal", dims, CUDNN_DATA_FLOAT, true);
+  g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr,
+              row, CUDNN_DATA_FLOAT, 2);
+  g.pointwise("col index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr,
+              col, CUDNN_DATA_FLOAT, 3);
+  g.pointwise("row>=col", CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep,
+              CUDNN_DATA_BOOLEAN);
+  g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, scores, negInf,
+              keep, masked);
+  return masked;
+}
+
 void buildSdpaForward(Builder &g, const SdpaShape &x) {
   int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv, d = x.headDim;
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
@@ -412,26 +443,8 @@ void buildSdpaForward(Builder &g, const SdpaShape &x) {
   auto stats = g.packed("stats", {b, h, sq, 1}, f32);
   auto scale = g.scalar("scale");
 
-  auto s = g.packed("S", {b, h, sq, skv}, f32, true);
-  g.matmul("Q@K^T", q, kt, s);
-  auto scaled = g.packed("S*scale", {b, h, sq, skv}, f32, true);
-  g.pointwise("S*scale", CUDNN_POINTWISE_MUL, s, scale, nullptr, scaled);
-  auto masked = scaled;
-  if (x.causal) {
-    auto negInf = g.scalar("-inf");
-    auto row = g.packed("row", {b, h, sq, skv}, CUDNN_DATA_INT32, true);
-    auto col = g.packed("col", {b, h, sq, skv}, CUDNN_DATA_INT32, true);
-    auto keep = g.packed("row>=col", {b, h, sq, skv}, CUDNN_DATA_BOOLEAN, true);
-    masked = g.packed("causal", {b, h, sq, skv}, f32, true);
-    g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, scaled, nullptr,
-                nullptr, row, CUDNN_DATA_FLOAT, 2);
-    g.pointwise("col index", CUDNN_POINTWISE_GEN_INDEX, scaled, nullptr,
-                nullptr, col, CUDNN_DATA_FLOAT, 3);
-    g.pointwise("row>=col", CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep,
-                CUDNN_DATA_BOOLEAN);
-    g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, scaled, negInf,
-                keep, masked);
-  }
+  auto scaled = scaledScores(g, q, kt, scale, {b, h, sq, skv});
+  auto masked = x.causal ? causalMask(g, scaled, {b, h, sq, skv}) : scaled;
   auto max = g.packed("max", {b, h, sq, 1}, f32, true);
   g.reduction("row max", CUDNN_REDUCE_TENSOR_MAX, masked, max);
   auto shifted = g.packed("S-max", {b, h, sq, skv}, f32, true);
@@ -473,28 +486,10 @@ void buildSdpaBackward(Builder &g, const SdpaShape &x) {
               softmaxSum);
 
   // P recomputed from the statistics.
-  auto s = g.packed("S", {b, h, sq, skv}, f32, true);
-  g.matmul("Q@K^T", q, kt, s);
-  auto scaled = g.packed("S*scale", {b, h, sq, skv}, f32, true);
-  g.pointwise("S*scale", CUDNN_POINTWISE_MUL, s, scale, nullptr, scaled);
+  auto scaled = scaledScores(g, q, kt, scale, {b, h, sq, skv});
   auto shifted = g.packed("S-stats", {b, h, sq, skv}, f32, true);
   g.pointwise("S-stats", CUDNN_POINTWISE_SUB, scaled, stats, nullptr, shifted);
-  auto masked = shifted;
-  if (x.causal) {
-    auto negInf = g.scalar("-inf");
-    auto row = g.packed("row", {b, h, sq, skv}, CUDNN_DATA_INT32, true);
-    auto col = g.packed("col", {b, h, sq, skv}, CUDNN_DATA_INT32, true);
-    auto keep = g.packed("row>=col", {b, h, sq, skv}, CUDNN_DATA_BOOLEAN, true);
-    masked = g.packed("causal", {b, h, sq, skv}, f32, true);
-    g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, shifted, nullptr,
-                nullptr, row, CUDNN_DATA_FLOAT, 2);
-    g.pointwise("col index", CUDNN_POINTWISE_GEN_INDEX, shifted, nullptr,
-                nullptr, col, CUDNN_DATA_FLOAT, 3);
-    g.pointwise("row>=col", CUDNN_POINTWISE_CMP_GE, row, col, nullptr, keep,
-                CUDNN_DATA_BOOLEAN);
-    g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, shifted, negInf,
-                keep, masked);
-  }
+  auto masked = x.causal ? causalMask(g, shifted, {b, h, sq, skv}) : shifted;
   auto p = g.packed("P", {b, h, sq, skv}, f32, true);
   g.pointwise("exp", CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p);
 

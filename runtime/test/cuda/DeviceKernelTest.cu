@@ -89,9 +89,9 @@ template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
          dy.read(), want, 4e-6);
 }
 
-void binary(cuda::Binary op, const std::vector<int64_t> &as,
-            const std::vector<int64_t> &bs, const std::vector<int64_t> &out,
-            unsigned seed) {
+template <cuda::Binary Op>
+void binary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
+            const std::vector<int64_t> &out, unsigned seed) {
   auto count = [](const std::vector<int64_t> &s) {
     int64_t n = 1;
     for (int64_t d : s)
@@ -100,31 +100,22 @@ void binary(cuda::Binary op, const std::vector<int64_t> &as,
   };
   std::vector<float> a = random(count(as), seed), b = random(count(bs), seed + 1),
                      want(count(out));
-  if (op == cuda::Binary::Pow)
+  if (Op == cuda::Binary::Pow)
     for (float &v : a)
       v = std::fabs(v) + 0.5f;
   cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::BinaryBody<Op>{plan, a.data(), b.data(), want.data()},
+                    count(out));
   DeviceBuffer da(a), db(b), dy(want);
-  cudaError_t e = cuda::launchBinary(op, plan, da.data, db.data, dy.data,
-                                     count(out), nullptr);
-  switch (op) {
-  case cuda::Binary::Add:
-    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Add>{plan, a.data(), b.data(), want.data()}, count(out));
-    break;
-  case cuda::Binary::Sub:
-    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Sub>{plan, a.data(), b.data(), want.data()}, count(out));
-    break;
-  case cuda::Binary::Mul:
-    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Mul>{plan, a.data(), b.data(), want.data()}, count(out));
-    break;
-  case cuda::Binary::Div:
-    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Div>{plan, a.data(), b.data(), want.data()}, count(out));
-    break;
-  case cuda::Binary::Pow:
-    cuda::hostForEach(cuda::BinaryBody<cuda::Binary::Pow>{plan, a.data(), b.data(), want.data()}, count(out));
-    break;
-  }
-  expect(std::string(cuda::binaryName(op)) + " broadcast", e, dy.read(), want, 1e-6);
+  cudaError_t e =
+      cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
+  expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy.read(), want, 1e-6);
+}
+
+template <cuda::Binary Op> void binaries(unsigned &seed) {
+  binary<Op>({257}, {257}, {257}, seed++);
+  binary<Op>({64, 1025}, {1025}, {64, 1025}, seed++);
+  binary<Op>({2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
 }
 
 void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
@@ -301,12 +292,11 @@ int main() {
     unary<cuda::Unary::Neg>(n, seed++);
     unary<cuda::Unary::Abs>(n, seed++);
   }
-  for (auto op : {cuda::Binary::Add, cuda::Binary::Sub, cuda::Binary::Mul,
-                  cuda::Binary::Div, cuda::Binary::Pow}) {
-    binary(op, {257}, {257}, {257}, seed++);
-    binary(op, {64, 1025}, {1025}, {64, 1025}, seed++);
-    binary(op, {2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
-  }
+  binaries<cuda::Binary::Add>(seed);
+  binaries<cuda::Binary::Sub>(seed);
+  binaries<cuda::Binary::Mul>(seed);
+  binaries<cuda::Binary::Div>(seed);
+  binaries<cuda::Binary::Pow>(seed);
   for (bool log : {false, true}) {
     softmax(log, 1, 1, 1, seed++);
     softmax(log, 3, 257, 1, seed++);

@@ -41,6 +41,12 @@ namespace fsdprt::cuda {
 /// The most dims an elementwise kernel indexes (after collapsing).
 constexpr int kMaxDims = 8;
 
+/// The offset of row `row`'s first element in rows [outer, n, inner]: the
+/// n elements of a row lie `inner` apart (softmax, sums, cross-entropy).
+FSDP_HD inline int64_t rowStart(int64_t row, int64_t n, int64_t inner) {
+  return (row / inner) * n * inner + row % inner;
+}
+
 /// Where a kernel that checks its data as it runs (a label out of range,
 /// an index out of bounds) records the first fault it meets: a code the
 /// kernel defines (0: none) and a detail (the bad value). The launcher's

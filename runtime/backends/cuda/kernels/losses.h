@@ -46,7 +46,7 @@ struct CrossEntropyInputs {
     return l;
   }
   FSDP_HD const float *row(int64_t p) const {
-    return scores + (p / inner) * classes * inner + p % inner;
+    return scores + rowStart(p, classes, inner);
   }
   FSDP_HD float weight(int64_t l) const { return weights ? weights[l] : 1.0f; }
 };
@@ -129,7 +129,7 @@ struct CrossEntropyGradRows {
   FSDP_HD void operator()(Group &grp, int64_t p) const {
     int64_t l = in.label(p);
     const float *row = in.row(p);
-    float *out = y + (p / in.inner) * in.classes * in.inner + p % in.inner;
+    float *out = y + rowStart(p, in.classes, in.inner);
     float max = -INFINITY;
     for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
       max = fmaxf(max, row[j * in.inner]);

@@ -25,7 +25,7 @@ template <bool Log> struct SoftmaxBody {
   FSDP_GROUP_BODY
   template <class Group>
   FSDP_HD void operator()(Group &g, int64_t row) const {
-    int64_t base = (row / inner) * n * inner + row % inner;
+    int64_t base = rowStart(row, n, inner);
     const float *px = x + base;
     float *py = y + base;
     float max = -INFINITY;
@@ -58,7 +58,7 @@ template <bool Mean> struct SumRows {
   FSDP_GROUP_BODY
   template <class Group>
   FSDP_HD void operator()(Group &g, int64_t row) const {
-    const float *px = x + (row / inner) * n * inner + row % inner;
+    const float *px = x + rowStart(row, n, inner);
     float sum = 0;
     for (int64_t j = g.lane(); j < n; j += g.size())
       sum += px[j * inner];
