@@ -91,6 +91,9 @@ struct KernelArgs {
   /// The threads the kernel may use when it runs (>= 1).
   int threads;
   Workspace *workspace;
+  /// The kernel in messages ("kernel 12 (gather at 'node')"): faults a
+  /// device finds after the launch are reported with it.
+  std::string where = {};
 };
 
 /// Work runs on a stream in order; an event marks a point of a stream that
@@ -101,6 +104,14 @@ public:
   virtual bool done() const = 0;
 };
 
+/// What a stream reports once synchronised: "" or what failed, and
+/// whether the data caused it (a label or an index out of range that a
+/// kernel recorded; the message names the kernel) or the device did.
+struct StreamFailure {
+  std::string message;
+  bool data = false;
+};
+
 class Stream {
 public:
   virtual ~Stream() = default;
@@ -109,7 +120,7 @@ public:
   virtual std::unique_ptr<Event> record() = 0;
   virtual void wait(const Event &event) = 0;
   /// Waits for everything launched so far; returns the first failure.
-  virtual std::string synchronize() = 0;
+  virtual StreamFailure synchronize() = 0;
 };
 
 /// The calling thread's execution settings (threads, device) for the
@@ -154,7 +165,7 @@ public:
 std::unique_ptr<Backend> createCpuBackend();
 
 /// The CUDA backend's host code on host memory: device "fake-cuda", for
-/// tests (runtime/backends/cuda/fake_backend.cpp).
+/// tests (runtime/backends/cuda/fake_device.cpp).
 std::unique_ptr<Backend> createFakeCudaBackend();
 
 /// The backend for session option `device` ("cpu", "cuda", "cuda:N"; empty:

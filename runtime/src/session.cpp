@@ -302,7 +302,8 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
   size_t count = kernels ? kernels->size() : 0;
   for (size_t i = 0; i < count; ++i) {
     const plan::Kernel *k = kernels->Get(i);
-    fsdprt::KernelArgs args{{}, {}, fsdprt::Attrs(*k), s.threads, &s.workspace};
+    fsdprt::KernelArgs args{{},        {},           fsdprt::Attrs(*k),
+                            s.threads, &s.workspace, describeKernel(k, i)};
     for (auto [ids, list] : {std::make_pair(k->inputs(), &args.in),
                              std::make_pair(k->outputs(), &args.out)}) {
       if (!ids)
@@ -751,9 +752,10 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     }
     if (std::string error = waitAll(); !error.empty())
       return makeStatus(FSDPRT_UNAVAILABLE, error);
-    std::string error = s->stream->synchronize();
-    if (!error.empty())
-      return makeStatus(FSDPRT_INTERNAL, error);
+    fsdprt::StreamFailure failed = s->stream->synchronize();
+    if (!failed.message.empty())
+      return makeStatus(failed.data ? FSDPRT_OUT_OF_RANGE : FSDPRT_INTERNAL,
+                        failed.message);
     // The step's new parameters and state, once every kernel has read the
     // old ones.
     if (const auto *updates = s->plan->root->updates())

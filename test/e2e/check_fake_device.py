@@ -4,7 +4,7 @@
     check_fake_device.py BUILD_DIR [--keep DIR]
 
 `fsdp-run --device fake-cuda` runs a plan through the CUDA backend's host
-code on host memory (runtime/backends/cuda/fake_backend.cpp): the project's
+code on host memory (runtime/backends/cuda/backend.cpp on fake_device.cpp): the project's
 own kernel bodies where they exist, every launch through the stream hazard
 checker, memory reached only by upload/download/copy/fill. The corpus
 GPT-2 and LLaMA training plans (AdamW, one unit per block, FULL_SHARD) at

@@ -204,7 +204,7 @@ public:
     return std::make_unique<CpuEvent>();
   }
   void wait(const Event &) override {}
-  std::string synchronize() override { return ""; }
+  StreamFailure synchronize() override { return {}; }
 };
 
 /// OpenMP's thread count for the calling thread, and OpenBLAS's (1: GEMMs

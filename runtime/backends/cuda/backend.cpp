@@ -1,0 +1,734 @@
+//===- backend.cpp - The CUDA backend's host code -------------------------===//
+//
+// Plan kernels on a Device (device.h): each factory checks the kernel's
+// shapes as the CPU backend does (one set of rules: the CPU kernel's
+// factory throws KernelError naming what is wrong), plans the launches
+// (broadcasts, strides, rows, GEMMs) and returns a function that enqueues
+// them on the stream running it. Every launch passes the device's admit
+// check with the bytes it reads and writes first (on the fake device, the
+// hazard checker).
+//
+// Faults in the data: a kernel that checks its data gets an ErrorSlot of
+// its own in device memory; the stream reads every slot once it is
+// synchronised and reports the first fault (in kernel order) with the
+// kernel's op and location.
+//
+// An op with no own kernel: on the fake device (host memory), the CPU
+// backend's kernel on the same memory; on a GPU, refused when the session
+// is created, naming the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../cpu/kernels.h"
+#include "device.h"
+
+#include <cstring>
+#include <map>
+
+namespace fsdprt::cuda {
+namespace {
+
+/// The stream running the current launch (set by CudaStream::launch).
+thread_local DeviceStream *current = nullptr;
+
+Range rangeOf(const Tensor &t) {
+  auto begin = reinterpret_cast<uintptr_t>(t.data);
+  return {begin, begin + t.bytes()};
+}
+
+bool allF32(const KernelArgs &args) {
+  for (const auto *list : {&args.in, &args.out})
+    for (const Tensor &t : *list)
+      if (t.dtype != FSDPRT_F32)
+        return false;
+  return true;
+}
+
+/// Checks `args` for `op` as the CPU backend's kernel does, which throws
+/// KernelError naming what is wrong; its workspace reservation is not kept.
+void checkLikeTheCpu(const std::string &op, const KernelArgs &args) {
+  static const std::unique_ptr<Backend> cpu = createCpuBackend();
+  KernelArgs check = args;
+  Workspace unused;
+  check.workspace = &unused;
+  cpu->prepare(op, check);
+}
+
+/// A fault a kernel reports through its ErrorSlot, in words.
+using FaultText = std::string (*)(const ErrorSlot &slot, int64_t bound);
+
+std::string badLabel(const ErrorSlot &slot, int64_t classes) {
+  return "label " + std::to_string(slot.detail) + " is outside [0, " +
+         std::to_string(classes) + ")";
+}
+
+std::string badIndex(const ErrorSlot &slot, int64_t dim) {
+  return "index " + std::to_string(slot.detail) +
+         " is out of range for a dimension of size " + std::to_string(dim);
+}
+
+class CudaBackend;
+
+/// What a kernel factory works with.
+struct Context {
+  Device &device;
+  CudaBackend &backend;
+  KernelArgs &args;
+};
+
+using Factory = KernelFn (*)(Context &);
+
+class CudaEvent : public Event {
+public:
+  CudaEvent(Device &device, std::unique_ptr<DeviceEvent> event)
+      : device(device), event(std::move(event)) {}
+  bool done() const override { return true; }
+  Device &device;
+  std::unique_ptr<DeviceEvent> event;
+};
+
+class CudaBackend : public Backend {
+public:
+  explicit CudaBackend(std::unique_ptr<Device> device)
+      : device(std::move(device)) {
+    if (this->device->hostMemory())
+      cpu = createCpuBackend();
+  }
+  ~CudaBackend() override {
+    if (slots)
+      device->free(slots);
+  }
+
+  const char *name() const override {
+    return device->hostMemory() ? "fake-cuda" : "cuda";
+  }
+  /// Device allocations are 256-byte aligned; a larger alignment takes
+  /// a larger block, freed by its start.
+  void *allocate(uint64_t bytes, uint64_t alignment) override {
+    if (alignment <= 256)
+      return device->allocate(bytes);
+    void *block = device->allocate(bytes + alignment);
+    if (!block)
+      return nullptr;
+    auto at = (reinterpret_cast<uintptr_t>(block) + alignment - 1) & ~(alignment - 1);
+    starts[reinterpret_cast<void *>(at)] = block;
+    return reinterpret_cast<void *>(at);
+  }
+  void free(void *memory) override {
+    auto it = starts.find(memory);
+    if (it == starts.end())
+      return device->free(memory);
+    device->free(it->second);
+    starts.erase(it);
+  }
+  void upload(void *dst, const void *src, uint64_t bytes) override {
+    device->copy(dst, src, bytes, CopyKind::HostToDevice);
+  }
+  void download(void *dst, const void *src, uint64_t bytes) override {
+    device->copy(dst, src, bytes, CopyKind::DeviceToHost);
+  }
+  void copy(void *dst, const void *src, uint64_t bytes) override {
+    device->copy(dst, src, bytes, CopyKind::DeviceToDevice);
+  }
+  void fill(void *dst, uint8_t value, uint64_t bytes) override {
+    device->fill(dst, value, bytes);
+  }
+  bool hostAccessible() const override { return false; }
+
+  KernelFn prepare(const std::string &op, KernelArgs &args) override;
+  std::unique_ptr<Stream> createStream() override;
+  int resolveThreads(int requested) const override {
+    return cpu ? cpu->resolveThreads(requested) : 1;
+  }
+  std::unique_ptr<ExecutionScope> enter(int threads) override {
+    return cpu ? cpu->enter(threads) : std::make_unique<ExecutionScope>();
+  }
+
+  /// A new ErrorSlot for the kernel at `where`, whose faults `text` puts
+  /// in words with `bound`; its address is slot(index) once prepared.
+  size_t addFault(const std::string &where, FaultText text, int64_t bound) {
+    faults.push_back({where, text, bound});
+    return faults.size() - 1;
+  }
+  ErrorSlot *slot(size_t index) const { return slots + index; }
+
+  /// After a synchronisation: the first fault the kernels recorded (then
+  /// every slot is cleared), or "".
+  std::string takeFault();
+
+  Device &dev() { return *device; }
+
+  /// Device memory for every kernel's ErrorSlot, zeroed: made at the
+  /// first launch after kernels were prepared (sessions prepare every
+  /// kernel before the first launch, so none in flight holds old slots).
+  void makeSlots();
+
+private:
+
+  struct Fault {
+    std::string where;
+    FaultText text;
+    int64_t bound;
+  };
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Backend> cpu; // the fake device's fallback kernels
+  std::vector<Fault> faults;
+  ErrorSlot *slots = nullptr;
+  size_t slotCount = 0;
+  std::map<void *, void *> starts; // over-aligned blocks' starts
+};
+
+class CudaStream : public Stream {
+public:
+  CudaStream(CudaBackend &backend)
+      : backend(backend), stream(backend.dev().createStream()) {}
+  std::string launch(const KernelFn &kernel) override {
+    backend.makeSlots();
+    current = stream.get();
+    std::string error = kernel();
+    current = nullptr;
+    return error;
+  }
+  std::unique_ptr<Event> record() override {
+    return std::make_unique<CudaEvent>(backend.dev(),
+                                       backend.dev().record(*stream));
+  }
+  void wait(const Event &event) override {
+    backend.dev().wait(*stream, *static_cast<const CudaEvent &>(event).event);
+  }
+  StreamFailure synchronize() override {
+    if (std::string error = backend.dev().synchronize(*stream); !error.empty())
+      return {error, false};
+    return {backend.takeFault(), true};
+  }
+
+private:
+  CudaBackend &backend;
+  std::unique_ptr<DeviceStream> stream;
+};
+
+void CudaBackend::makeSlots() {
+  if (slotCount == faults.size())
+    return;
+  if (slots)
+    device->free(slots);
+  slots = static_cast<ErrorSlot *>(device->allocate(faults.size() * sizeof(ErrorSlot)));
+  if (!slots)
+    throw DeviceError("cannot allocate " + std::to_string(faults.size()) +
+                      " error slots");
+  slotCount = faults.size();
+  device->fill(slots, 0, slotCount * sizeof(ErrorSlot));
+}
+
+std::unique_ptr<Stream> CudaBackend::createStream() {
+  return std::make_unique<CudaStream>(*this);
+}
+
+std::string CudaBackend::takeFault() {
+  if (!slotCount)
+    return "";
+  std::vector<ErrorSlot> found(slotCount);
+  device->copy(found.data(), slots, slotCount * sizeof(ErrorSlot),
+               CopyKind::DeviceToHost);
+  for (size_t i = 0; i < slotCount; ++i)
+    if (found[i].code) {
+      device->fill(slots, 0, slotCount * sizeof(ErrorSlot));
+      const Fault &f = faults[i];
+      return f.where + ": " + f.text(found[i], f.bound);
+    }
+  return "";
+}
+
+/// Runs `launch(device, stream)` on the stream that runs the kernel.
+template <class F> KernelFn onStream(Device &device, F launch) {
+  return [&device, launch]() { return launch(device, *current); };
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <Unary Op> KernelFn unaryKernel(Context &c) {
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  return onStream(c.device, [x, y](Device &d, DeviceStream &s) {
+    return d.unary(s, Op, x.as<float>(), y.as<float>(), y.numel);
+  });
+}
+
+KernelFn unaryOp(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1 ||
+      args.in[0].shape != args.out[0].shape)
+    return nullptr;
+  static const std::map<std::string, Factory> unary = {
+      {"exp", unaryKernel<Unary::Exp>},
+      {"log", unaryKernel<Unary::Log>},
+      {"sqrt", unaryKernel<Unary::Sqrt>},
+      {"reciprocal", unaryKernel<Unary::Reciprocal>},
+      {"erf", unaryKernel<Unary::Erf>},
+      {"tanh", unaryKernel<Unary::Tanh>},
+      {"sigmoid", unaryKernel<Unary::Sigmoid>},
+      {"relu", unaryKernel<Unary::Relu>},
+      {"silu", unaryKernel<Unary::Silu>},
+      {"neg", unaryKernel<Unary::Neg>},
+      {"abs", unaryKernel<Unary::Abs>}};
+  if (op == "gelu") {
+    std::string approximate = args.attrs.getString("approximate", "none");
+    if (approximate == "tanh")
+      return unaryKernel<Unary::GeluTanh>(c);
+    return approximate == "none" ? unaryKernel<Unary::Gelu>(c) : nullptr;
+  }
+  auto it = unary.find(op);
+  return it == unary.end() ? nullptr : it->second(c);
+}
+
+template <Binary Op> KernelFn binaryKernel(Context &c) {
+  const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
+  Broadcast plan;
+  try {
+    plan = planBroadcast(y.shape, {a.shape, b.shape});
+  } catch (const std::invalid_argument &) {
+    return nullptr; // the CPU kernel names what is wrong
+  }
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.binary(s, Op, plan, a.as<float>(), b.as<float>(), y.as<float>(),
+                    y.numel);
+  });
+}
+
+KernelFn binaryOp(const std::string &op, Context &c) {
+  if (!allF32(c.args) || c.args.in.size() != 2 || c.args.out.size() != 1)
+    return nullptr;
+  static const std::map<std::string, Factory> binary = {
+      {"add", binaryKernel<Binary::Add>},
+      {"sub", binaryKernel<Binary::Sub>},
+      {"mul", binaryKernel<Binary::Mul>},
+      {"div", binaryKernel<Binary::Div>},
+      {"pow", binaryKernel<Binary::Pow>}};
+  auto it = binary.find(op);
+  return it == binary.end() ? nullptr : it->second(c);
+}
+
+/// cast between fp32 and bf16/f16; other casts have no own kernel.
+KernelFn castKernel(Context &c) {
+  const KernelArgs &args = c.args;
+  if (args.in.size() != 1 || args.out.size() != 1 ||
+      args.in[0].shape != args.out[0].shape)
+    return nullptr;
+  const Tensor x = args.in[0], y = args.out[0];
+  bool toHalf = x.dtype == FSDPRT_F32 && isHalf(y.dtype);
+  if (!toHalf && !(isHalf(x.dtype) && y.dtype == FSDPRT_F32))
+    return nullptr;
+  fsdprt_dtype_t half = toHalf ? y.dtype : x.dtype;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.cast(s, toHalf, half, x.data, y.data, y.numel);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Rows: softmax, norms, sums, cross-entropy
+//===----------------------------------------------------------------------===//
+
+KernelFn softmaxKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1 ||
+      args.in[0].shape != args.out[0].shape || args.in[0].shape.empty())
+    return nullptr;
+  const Tensor x = args.in[0], y = args.out[0];
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = args.attrs.getInt("axis", -1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return nullptr;
+  int64_t n = x.shape[axis], inner = 1, outer = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      (d < axis ? outer : inner) *= x.shape[d];
+  bool log = op == "log_softmax";
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.softmax(s, log, x.as<float>(), y.as<float>(), outer, n, inner);
+  });
+}
+
+/// layer_norm / rms_norm over contiguous rows, with a scale and bias of
+/// the row's elements (or none); other broadcasts have no own kernel.
+KernelFn normKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  bool rms = op == "rms_norm";
+  const Tensor x = args.in[0], y = args.out[0];
+  if (!allF32(args) || x.shape.empty() || x.shape != y.shape)
+    return nullptr;
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);
+  if (axis < 0 || axis >= rank || (!rms && args.in.size() < 2))
+    return nullptr;
+  int64_t cols = 1;
+  for (int64_t d = axis; d < rank; ++d)
+    cols *= x.shape[d];
+  for (size_t i = 1; i < args.in.size(); ++i)
+    if (args.in[i].numel != cols)
+      return nullptr;
+  const float *scale = args.in.size() > 1 ? args.in[1].as<float>() : nullptr;
+  const float *bias = args.in.size() > 2 ? args.in[2].as<float>() : nullptr;
+  float eps = static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
+  int64_t rows = cols ? x.numel / cols : 0;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.norm(s, rms, x.as<float>(), scale, bias, y.as<float>(), rows,
+                  cols, eps);
+  });
+}
+
+/// reduce_sum / reduce_mean over one run of reduced dims ([outer, n,
+/// inner] once size-1 dims are dropped and neighbours of one kind merged).
+KernelFn sumKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1)
+    return nullptr;
+  checkLikeTheCpu(op, args);
+  const Tensor x = args.in[0], y = args.out[0];
+  std::vector<int64_t> axes = args.attrs.getInts("axes", {});
+  std::vector<bool> reduced(x.shape.size(), axes.empty());
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + x.shape.size() : a] = true;
+  int64_t outer = 1, n = 1, inner = 1, runs = 0;
+  bool last = false;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (x.shape[d] == 1)
+      continue;
+    if (reduced[d] && !last)
+      ++runs;
+    last = reduced[d];
+    (reduced[d] ? n : runs ? inner : outer) *= x.shape[d];
+  }
+  if (runs > 1)
+    return nullptr;
+  bool mean = op == "reduce_mean";
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.sum(s, mean, x.as<float>(), y.as<float>(), outer, n, inner);
+  });
+}
+
+/// softmax_cross_entropy(_grad) (kernels/losses.h): its scratch in the
+/// workspace, a bad label in its ErrorSlot.
+KernelFn crossEntropyKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  bool grad = op == "softmax_cross_entropy_grad";
+  size_t base = grad ? 3 : 2;
+  if (args.in.size() < base || args.in.size() > base + 1 || args.out.size() != 1)
+    return nullptr;
+  const Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
+  bool weighted = args.in.size() == base + 1;
+  if (scores.dtype != FSDPRT_F32 || labels.dtype != FSDPRT_I64 ||
+      y.dtype != FSDPRT_F32 || scores.shape.size() < 2 ||
+      (weighted && args.in[base].dtype != FSDPRT_F32) ||
+      (grad && args.in[2].dtype != FSDPRT_F32))
+    return nullptr;
+  checkLikeTheCpu(op, args);
+  int64_t classes = scores.shape[1];
+  int64_t positions = labels.numel, inner = positions / scores.shape[0];
+  std::string reduction = args.attrs.getString("reduction", "mean");
+  bool none = reduction == "none", mean = reduction == "mean";
+  bool hasIgnore = args.attrs.has("ignore_index");
+  int64_t ignore = args.attrs.getInt("ignore_index", 0);
+  const float *weights = weighted ? args.in[base].as<float>() : nullptr;
+  const float *g = grad ? args.in[2].as<float>() : nullptr;
+  Workspace *workspace = args.workspace;
+  workspace->reserve((2 * positions + 1) * sizeof(float));
+  size_t slot = c.backend.addFault(args.where, badLabel, classes);
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    CrossEntropyInputs in{scores.as<float>(), labels.as<int64_t>(), weights,
+                          classes, inner, hasIgnore, ignore,
+                          backend->slot(slot)};
+    float *scratch = workspace->as<float>();
+    return grad ? d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,
+                                     y.as<float>())
+                : d.crossEntropy(s, in, positions, none, mean, scratch,
+                                 y.as<float>());
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement: gather, strided reads
+//===----------------------------------------------------------------------===//
+
+/// gather of any element size; a bad index in its ErrorSlot.
+KernelFn gatherKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("gather", args);
+  const Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
+  int64_t axis = args.attrs.getInt("axis", 0);
+  if (axis < 0)
+    axis += data.shape.size();
+  int64_t dim = data.shape[axis], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= data.shape[d];
+  for (size_t d = axis + 1; d < data.shape.size(); ++d)
+    inner *= data.shape[d];
+  size_t size = fsdprt_dtype_size(data.dtype);
+  bool indices32 = indices.dtype == FSDPRT_I32;
+  size_t slot = c.backend.addFault(args.where, badIndex, dim);
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.gather(s, size, indices32, data.data, indices.data, y.data, outer,
+                    dim, indices.numel, inner, backend->slot(slot));
+  });
+}
+
+/// transpose, slice and expand: the CPU backend's plan of the read (its
+/// checks), run by StridedReadBody.
+KernelFn stridedKernel(const std::string &op, Context &c) {
+  cpu::StridedRead read = cpu::stridedRead(op, c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  Broadcast plan;
+  try {
+    plan = planStrided(y.shape, read.strides);
+  } catch (const std::invalid_argument &) {
+    return nullptr;
+  }
+  size_t size = fsdprt_dtype_size(y.dtype);
+  int64_t offset = read.offset;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.stridedRead(s, size, plan, x.data, y.data, offset, y.numel);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// GEMMs: matmul, gemm, linear (cuBLASLt on a GPU)
+//===----------------------------------------------------------------------===//
+
+/// Whether a GEMM's operands share one dtype the device's GEMMs take.
+bool gemmDtypes(const KernelArgs &args) {
+  fsdprt_dtype_t dtype = args.out[0].dtype;
+  if (dtype != FSDPRT_F32 && !isHalf(dtype))
+    return false;
+  for (const Tensor &t : args.in)
+    if (t.dtype != dtype)
+      return false;
+  return true;
+}
+
+/// Runs `gemm` on a, b, bias and y, offsets in elements.
+KernelFn gemmLaunch(Context &c, const Gemm &gemm, const Tensor &a,
+                    const Tensor &b, const void *bias, const Tensor &y) {
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.gemm(s, gemm, a.data, b.data, bias, y.data);
+  });
+}
+
+/// Element offsets of an operand's matrices whose batch dims broadcast to
+/// `batch`.
+std::vector<int64_t> batchOffsets(std::vector<int64_t> shape,
+                                  const std::vector<int64_t> &batch,
+                                  int64_t matrix) {
+  shape.resize(shape.size() - 2);
+  std::vector<int64_t> strides = cpu::broadcastStrides(shape, batch, "batch");
+  std::vector<int64_t> offsets(cpu::product(batch));
+  for (size_t i = 0; i < offsets.size(); ++i)
+    offsets[i] = cpu::offsetOf(i, batch, strides) * matrix;
+  return offsets;
+}
+
+/// The stride between consecutive entries of `offsets`, or -1 when they
+/// are not evenly spaced.
+int64_t evenStride(const std::vector<int64_t> &offsets) {
+  int64_t stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] - offsets[i - 1] != stride)
+      return -1;
+  return stride;
+}
+
+/// matmul with NumPy's broadcasting: one strided-batched GEMM when the
+/// batch is evenly spaced in both operands, else one GEMM per matrix.
+KernelFn matmulKernel(Context &c) {
+  checkLikeTheCpu("matmul", c.args);
+  if (!gemmDtypes(c.args))
+    return nullptr;
+  const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
+  bool transB = c.args.attrs.getInt("trans_b", 0) != 0;
+  std::vector<int64_t> as = a.shape, bs = b.shape;
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  Gemm g;
+  g.dtype = y.dtype;
+  g.transB = transB;
+  g.m = as[as.size() - 2];
+  g.k = as.back();
+  g.n = transB ? bs[bs.size() - 2] : bs.back();
+  g.lda = g.k;
+  g.ldb = transB ? g.k : g.n;
+  g.ldy = g.n;
+  std::vector<int64_t> batch = cpu::broadcastShapes(
+      std::vector<int64_t>(as.begin(), as.end() - 2),
+      std::vector<int64_t>(bs.begin(), bs.end() - 2));
+  std::vector<int64_t> aOff = batchOffsets(as, batch, g.m * g.k);
+  std::vector<int64_t> bOff = batchOffsets(bs, batch, g.k * g.n);
+  int64_t strideA = evenStride(aOff), strideB = evenStride(bOff);
+  if (strideA >= 0 && strideB >= 0) {
+    g.batch = static_cast<int64_t>(aOff.size());
+    g.strideA = strideA;
+    g.strideB = strideB;
+    g.strideY = g.m * g.n;
+    return gemmLaunch(c, g, a, b, nullptr, y);
+  }
+  size_t size = fsdprt_dtype_size(y.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    for (size_t i = 0; i < aOff.size(); ++i)
+      if (std::string error =
+              d.gemm(s, g, a.as<char>() + aOff[i] * size,
+                     b.as<char>() + bOff[i] * size, nullptr,
+                     y.as<char>() + i * g.m * g.n * size);
+          !error.empty())
+        return error;
+    return std::string();
+  });
+}
+
+/// ONNX Gemm: y = alpha * op(a) op(b) + beta * c, c broadcast to y (read
+/// into y first, then the GEMM accumulates onto it).
+KernelFn gemmKernel(Context &c) {
+  checkLikeTheCpu("gemm", c.args);
+  if (!gemmDtypes(c.args))
+    return nullptr;
+  const KernelArgs &args = c.args;
+  const Tensor a = args.in[0], b = args.in[1], y = args.out[0];
+  Gemm g;
+  g.dtype = y.dtype;
+  g.transA = args.attrs.getInt("trans_a", 0) != 0;
+  g.transB = args.attrs.getInt("trans_b", 0) != 0;
+  g.alpha = static_cast<float>(args.attrs.getFloat("alpha", 1.0));
+  float beta = static_cast<float>(args.attrs.getFloat("beta", 1.0));
+  g.m = y.shape[0];
+  g.n = y.shape[1];
+  g.k = g.transA ? a.shape[0] : a.shape[1];
+  g.lda = a.shape[1];
+  g.ldb = b.shape[1];
+  g.ldy = g.n;
+  KernelFn product = gemmLaunch(c, g, a, b, nullptr, y);
+  if (args.in.size() < 3 || beta == 0)
+    return product;
+  const Tensor addend = args.in[2];
+  Broadcast read;
+  try {
+    read = planStrided(y.shape, cpu::broadcastStrides(addend.shape, y.shape, "c"));
+  } catch (const std::invalid_argument &) {
+    return nullptr;
+  }
+  g.beta = beta;
+  size_t size = fsdprt_dtype_size(y.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    std::string error = d.stridedRead(s, size, read, addend.data, y.data, 0, y.numel);
+    return error.empty() ? d.gemm(s, g, a.data, b.data, nullptr, y.data) : error;
+  });
+}
+
+/// linear: x [..., k] by w [k, n] (or [n, k], trans_w), the bias and a
+/// ReLU or tanh-GELU in the GEMM's epilogue; other activations as a
+/// kernel after it (fp32).
+KernelFn linearKernel(Context &c) {
+  checkLikeTheCpu("linear", c.args);
+  if (!gemmDtypes(c.args))
+    return nullptr;
+  const KernelArgs &args = c.args;
+  const Tensor x = args.in[0], w = args.in[1], y = args.out[0];
+  Gemm g;
+  g.dtype = y.dtype;
+  g.transB = args.attrs.getInt("trans_w", 0) != 0;
+  g.k = x.shape.back();
+  g.n = y.shape.back();
+  g.m = g.n ? y.numel / g.n : 0;
+  g.lda = g.k;
+  g.ldb = g.transB ? g.k : g.n;
+  g.ldy = g.n;
+  g.bias = args.in.size() == 3;
+  const void *bias = g.bias ? args.in[2].data : nullptr;
+  cpu::Activation act =
+      cpu::parseActivation(args.attrs.getString("activation", "none"));
+  static const std::map<cpu::Activation, Unary> after = {
+      {cpu::Activation::Gelu, Unary::Gelu},
+      {cpu::Activation::Silu, Unary::Silu},
+      {cpu::Activation::Tanh, Unary::Tanh},
+      {cpu::Activation::Sigmoid, Unary::Sigmoid}};
+  if (act == cpu::Activation::Relu)
+    g.activation = GemmActivation::Relu;
+  else if (act == cpu::Activation::GeluTanh)
+    g.activation = GemmActivation::GeluTanh;
+  else if (act != cpu::Activation::None) {
+    if (y.dtype != FSDPRT_F32)
+      return nullptr;
+    Unary then = after.at(act);
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      std::string error = d.gemm(s, g, x.data, w.data, bias, y.data);
+      return error.empty() ? d.unary(s, then, y.as<float>(), y.as<float>(), y.numel)
+                           : error;
+    });
+  }
+  return gemmLaunch(c, g, x, w, bias, y);
+}
+
+//===----------------------------------------------------------------------===//
+// The kernel table
+//===----------------------------------------------------------------------===//
+
+/// The project's own kernel for `op`, or an empty function.
+KernelFn own(const std::string &op, Context &c) {
+  if (op == "reduce_sum" || op == "reduce_mean")
+    return sumKernel(op, c);
+  if (op == "cast")
+    return castKernel(c);
+  if (cpu::isStridedRead(op))
+    return stridedKernel(op, c);
+  if (op == "softmax_cross_entropy" || op == "softmax_cross_entropy_grad")
+    return crossEntropyKernel(op, c);
+  if (op == "gather")
+    return gatherKernel(c);
+  if (op == "matmul")
+    return matmulKernel(c);
+  if (op == "gemm")
+    return gemmKernel(c);
+  if (op == "linear")
+    return linearKernel(c);
+  if (op == "layer_norm" || op == "rms_norm")
+    return normKernel(op, c);
+  if (op == "softmax" || op == "log_softmax")
+    return softmaxKernel(op, c);
+  if (KernelFn f = unaryOp(op, c))
+    return f;
+  return binaryOp(op, c);
+}
+
+KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
+  Context context{*device, *this, args};
+  KernelFn body = own(op, context);
+  if (!body && cpu)
+    body = cpu->prepare(op, args); // the fake device: the CPU's kernel
+  if (!body) {
+    checkLikeTheCpu(op, args); // a mismatch is named as on the CPU
+    throw KernelError("has no CUDA kernel yet for these dtypes and shapes "
+                      "(docs/gpu.md lists the kernels the GPU has); run the "
+                      "plan with device 'cpu'");
+  }
+  Work work{args.where.empty() ? op : args.where, {}, {}};
+  for (const Tensor &t : args.in)
+    work.reads.push_back(rangeOf(t));
+  for (const Tensor &t : args.out)
+    work.writes.push_back(rangeOf(t));
+  Device *dev = device.get();
+  return [dev, body, work]() -> std::string {
+    if (std::string refused = dev->admit(*current, work); !refused.empty())
+      return refused;
+    return body();
+  };
+}
+
+} // namespace
+
+std::unique_ptr<Backend> createCudaBackend(std::unique_ptr<Device> device) {
+  return std::make_unique<CudaBackend>(std::move(device));
+}
+
+} // namespace fsdprt::cuda

@@ -1,0 +1,146 @@
+//===- device.h - What the CUDA backend needs of a GPU -----------*- C++ -*-===//
+//
+// The CUDA backend (backend.cpp) is host code: it checks a plan kernel's
+// shapes, plans its launches and runs them on a Device. A Device is the
+// GPU as that code sees it: memory, synchronous copies, streams and
+// events, and the launchers of the project's kernels and of GEMMs. Two
+// implement it:
+//  - the real one (cuda_device.cpp, in the plugin libfsdprt_cuda.so, so
+//    that libfsdprt itself needs no CUDA library): cudart, cuBLASLt and the
+//    device launchers of launch.h;
+//  - the fake one (fake_device.cpp, device "fake-cuda"): host memory, the
+//    host launchers of the same kernel bodies, and a stream hazard checker
+//    (hazards.h) in front of every launch.
+// So CI runs everything the backend does but the device code itself.
+//
+// Launchers enqueue work on a stream and return "" or the launch's error;
+// faults the kernels find in the data (a bad label) go to an ErrorSlot,
+// which the backend reads once the stream is synchronised.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_DEVICE_H
+#define FSDPRT_BACKENDS_CUDA_DEVICE_H
+
+#include "../../src/backend.h"
+#include "hazards.h"
+#include "kernels/data.h"
+#include "kernels/elementwise.h"
+#include "kernels/losses.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace fsdprt::cuda {
+
+/// A failure of the device itself (a CUDA error), thrown by the
+/// synchronous operations.
+struct DeviceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A device stream and event, opaque to the backend.
+class DeviceStream {
+public:
+  virtual ~DeviceStream() = default;
+};
+class DeviceEvent {
+public:
+  virtual ~DeviceEvent() = default;
+};
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+/// The activation a GEMM applies to its output as it writes it (the
+/// epilogues cuBLASLt has); others run as a kernel after the GEMM.
+enum class GemmActivation { None, Relu, GeluTanh };
+
+/// A family of row-major GEMMs: for b in [0, batch),
+///   Y_b[m, n] = alpha * op(A_b)[m, k] * op(B_b)[k, n] + beta * Y_b
+///               (+ bias[n]) (then the activation),
+/// with A_b = a + b * strideA elements (and so on; stride 0: one matrix
+/// for all), op() the transpose where asked, leading dims in elements.
+/// A, B, Y and the bias share one dtype (f32, bf16 or f16); the products
+/// accumulate in fp32, and fp32 GEMMs are exact fp32 (no tf32).
+struct Gemm {
+  fsdprt_dtype_t dtype = FSDPRT_F32;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldy = 0;
+  int64_t batch = 1, strideA = 0, strideB = 0, strideY = 0;
+  float alpha = 1, beta = 0;
+  bool bias = false;
+  GemmActivation activation = GemmActivation::None;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+  /// "fake-cuda", or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
+  virtual std::string describe() const = 0;
+  /// Whether an op with no own kernel may run the CPU backend's kernel on
+  /// this device's memory (the fake device: it is host memory).
+  virtual bool hostMemory() const = 0;
+
+  /// `bytes` of device memory, 256-byte aligned; nullptr when it runs out.
+  virtual void *allocate(uint64_t bytes) = 0;
+  virtual void free(void *memory) = 0;
+  /// Synchronous: every stream is idle before and after. Throw
+  /// DeviceError.
+  virtual void copy(void *dst, const void *src, uint64_t bytes,
+                    CopyKind kind) = 0;
+  virtual void fill(void *dst, uint8_t value, uint64_t bytes) = 0;
+
+  virtual std::unique_ptr<DeviceStream> createStream() = 0;
+  virtual std::unique_ptr<DeviceEvent> record(DeviceStream &stream) = 0;
+  virtual void wait(DeviceStream &stream, const DeviceEvent &event) = 0;
+  /// Waits for `stream`'s work: "" or the device's error.
+  virtual std::string synchronize(DeviceStream &stream) = 0;
+  /// Before `work` is launched on `stream`: "" or why it must not run
+  /// (the fake device's hazard checker).
+  virtual std::string admit(DeviceStream &, const Work &) { return ""; }
+
+  // The launchers (launch.h has what each computes).
+  virtual std::string unary(DeviceStream &s, Unary op, const float *x,
+                            float *y, int64_t n) = 0;
+  virtual std::string cast(DeviceStream &s, bool toHalf, fsdprt_dtype_t half,
+                           const void *x, void *y, int64_t n) = 0;
+  virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
+                             const float *a, const float *b, float *y,
+                             int64_t n) = 0;
+  virtual std::string softmax(DeviceStream &s, bool log, const float *x,
+                              float *y, int64_t outer, int64_t n,
+                              int64_t inner) = 0;
+  virtual std::string sum(DeviceStream &s, bool mean, const float *x, float *y,
+                          int64_t outer, int64_t n, int64_t inner) = 0;
+  virtual std::string norm(DeviceStream &s, bool rms, const float *x,
+                           const float *scale, const float *bias, float *y,
+                           int64_t rows, int64_t n, float eps) = 0;
+  virtual std::string gather(DeviceStream &s, size_t elementSize,
+                             bool indices32, const void *data,
+                             const void *indices, void *y, int64_t outer,
+                             int64_t dim, int64_t count, int64_t inner,
+                             ErrorSlot *error) = 0;
+  virtual std::string stridedRead(DeviceStream &s, size_t elementSize,
+                                  const Broadcast &plan, const void *x,
+                                  void *y, int64_t offset, int64_t n) = 0;
+  virtual std::string crossEntropy(DeviceStream &s, const CrossEntropyInputs &in,
+                                   int64_t positions, bool none, bool mean,
+                                   float *scratch, float *y) = 0;
+  virtual std::string crossEntropyGrad(DeviceStream &s,
+                                       const CrossEntropyInputs &in,
+                                       int64_t positions, const float *g,
+                                       bool none, bool mean, float *scratch,
+                                       float *y) = 0;
+  /// `gemm` over a, b (and bias: [n], or null) into y.
+  virtual std::string gemm(DeviceStream &s, const Gemm &gemm, const void *a,
+                           const void *b, const void *bias, void *y) = 0;
+};
+
+/// The CUDA backend on `device` (backend.cpp).
+std::unique_ptr<Backend> createCudaBackend(std::unique_ptr<Device> device);
+
+} // namespace fsdprt::cuda
+
+#endif // FSDPRT_BACKENDS_CUDA_DEVICE_H

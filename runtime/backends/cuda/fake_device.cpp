@@ -1,0 +1,289 @@
+//===- fake_device.cpp - The CUDA backend on a device made of host memory -===//
+//
+// Device "fake-cuda": the CUDA backend's host code (backend.cpp) on a
+// Device (device.h) whose memory is host memory, so that CI runs it
+// without a GPU. The host reaches that memory only through the backend's
+// upload, download, copy and fill; every launch passes the hazard
+// checker (hazards.h) with the bytes it reads and writes; the project's
+// kernels run their bodies (kernels/) with the host launchers, in groups
+// of 4 lanes; GEMMs run on OpenBLAS from the same Gemm description the
+// GPU's cuBLASLt gets. Ops with no own kernel yet run the CPU backend's
+// kernel on the same memory (a GPU refuses them).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../cpu/kernels.h"
+#include "../../src/half.h"
+#include "device.h"
+#include "host_launch.h"
+#include "kernels/rows.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace fsdprt::cuda {
+namespace {
+
+/// Lanes of a host group: more than one, so that the bodies' striding and
+/// reductions run as on a block.
+constexpr int kLanes = 4;
+
+class FakeStream : public DeviceStream {
+public:
+  explicit FakeStream(int index) : index(index) {}
+  int index;
+};
+
+class FakeEvent : public DeviceEvent {
+public:
+  explicit FakeEvent(std::vector<uint64_t> clock) : clock(std::move(clock)) {}
+  std::vector<uint64_t> clock;
+};
+
+template <class Body> std::string rows(const Body &body, int64_t count) {
+  hostForEachRow(body, count, kLanes);
+  return "";
+}
+template <class Body> std::string each(const Body &body, int64_t n) {
+  hostForEach(body, n);
+  return "";
+}
+
+/// Element `i` of a matrix of `dtype`, widened to fp32.
+float element(fsdprt_dtype_t dtype, const void *data, int64_t i) {
+  if (dtype == FSDPRT_F32)
+    return static_cast<const float *>(data)[i];
+  return halfToFloat(static_cast<const uint16_t *>(data)[i], dtype);
+}
+
+class FakeDevice : public Device {
+public:
+  std::string describe() const override { return "fake-cuda"; }
+  bool hostMemory() const override { return true; }
+
+  void *allocate(uint64_t bytes) override {
+    return std::aligned_alloc(256, std::max<uint64_t>((bytes + 255) / 256 * 256, 256));
+  }
+  void free(void *memory) override { std::free(memory); }
+  // Synchronous, as cudaMemcpy: the device is idle around them.
+  void copy(void *dst, const void *src, uint64_t bytes, CopyKind) override {
+    idle();
+    std::memmove(dst, src, bytes);
+  }
+  void fill(void *dst, uint8_t value, uint64_t bytes) override {
+    idle();
+    std::memset(dst, value, bytes);
+  }
+
+  std::unique_ptr<DeviceStream> createStream() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::make_unique<FakeStream>(checker.addStream());
+  }
+  std::unique_ptr<DeviceEvent> record(DeviceStream &s) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::make_unique<FakeEvent>(checker.record(index(s)));
+  }
+  void wait(DeviceStream &s, const DeviceEvent &event) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    checker.wait(index(s), static_cast<const FakeEvent &>(event).clock);
+  }
+  std::string synchronize(DeviceStream &) override {
+    idle();
+    return "";
+  }
+  std::string admit(DeviceStream &s, const Work &work) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    return checker.run(index(s), work);
+  }
+
+  std::string unary(DeviceStream &, Unary op, const float *x, float *y,
+                    int64_t n) override {
+    switch (op) {
+    case Unary::Exp: return each(UnaryBody<Unary::Exp>{x, y}, n);
+    case Unary::Log: return each(UnaryBody<Unary::Log>{x, y}, n);
+    case Unary::Sqrt: return each(UnaryBody<Unary::Sqrt>{x, y}, n);
+    case Unary::Reciprocal: return each(UnaryBody<Unary::Reciprocal>{x, y}, n);
+    case Unary::Erf: return each(UnaryBody<Unary::Erf>{x, y}, n);
+    case Unary::Tanh: return each(UnaryBody<Unary::Tanh>{x, y}, n);
+    case Unary::Sigmoid: return each(UnaryBody<Unary::Sigmoid>{x, y}, n);
+    case Unary::Relu: return each(UnaryBody<Unary::Relu>{x, y}, n);
+    case Unary::Silu: return each(UnaryBody<Unary::Silu>{x, y}, n);
+    case Unary::Gelu: return each(UnaryBody<Unary::Gelu>{x, y}, n);
+    case Unary::GeluTanh: return each(UnaryBody<Unary::GeluTanh>{x, y}, n);
+    case Unary::Neg: return each(UnaryBody<Unary::Neg>{x, y}, n);
+    case Unary::Abs: return each(UnaryBody<Unary::Abs>{x, y}, n);
+    }
+    return "unknown unary function";
+  }
+  std::string cast(DeviceStream &, bool toHalf, fsdprt_dtype_t half,
+                   const void *x, void *y, int64_t n) override {
+    if (toHalf)
+      return each(CastToHalf{static_cast<const float *>(x),
+                             static_cast<uint16_t *>(y), half},
+                  n);
+    return each(CastFromHalf{static_cast<const uint16_t *>(x),
+                             static_cast<float *>(y), half},
+                n);
+  }
+  std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
+                     const float *a, const float *b, float *y,
+                     int64_t n) override {
+    switch (op) {
+    case Binary::Add: return each(BinaryBody<Binary::Add>{plan, a, b, y}, n);
+    case Binary::Sub: return each(BinaryBody<Binary::Sub>{plan, a, b, y}, n);
+    case Binary::Mul: return each(BinaryBody<Binary::Mul>{plan, a, b, y}, n);
+    case Binary::Div: return each(BinaryBody<Binary::Div>{plan, a, b, y}, n);
+    case Binary::Pow: return each(BinaryBody<Binary::Pow>{plan, a, b, y}, n);
+    }
+    return "unknown binary function";
+  }
+  std::string softmax(DeviceStream &, bool log, const float *x, float *y,
+                      int64_t outer, int64_t n, int64_t inner) override {
+    if (log)
+      return rows(SoftmaxBody<true>{x, y, n, inner}, outer * inner);
+    return rows(SoftmaxBody<false>{x, y, n, inner}, outer * inner);
+  }
+  std::string sum(DeviceStream &, bool mean, const float *x, float *y,
+                  int64_t outer, int64_t n, int64_t inner) override {
+    if (mean)
+      return rows(SumRows<true>{x, y, n, inner}, outer * inner);
+    return rows(SumRows<false>{x, y, n, inner}, outer * inner);
+  }
+  std::string norm(DeviceStream &, bool rms, const float *x, const float *scale,
+                   const float *bias, float *y, int64_t count, int64_t n,
+                   float eps) override {
+    if (rms)
+      return rows(NormBody<true>{x, scale, bias, y, n, eps}, count);
+    return rows(NormBody<false>{x, scale, bias, y, n, eps}, count);
+  }
+  std::string gather(DeviceStream &, size_t elementSize, bool indices32,
+                     const void *data, const void *indices, void *y,
+                     int64_t outer, int64_t dim, int64_t count, int64_t inner,
+                     ErrorSlot *error) override {
+    int64_t n = outer * count * inner;
+    switch (elementSize) {
+    case 1: return gatherOf<uint8_t>(indices32, data, indices, y, n, dim, count, inner, error);
+    case 2: return gatherOf<uint16_t>(indices32, data, indices, y, n, dim, count, inner, error);
+    case 4: return gatherOf<uint32_t>(indices32, data, indices, y, n, dim, count, inner, error);
+    case 8: return gatherOf<uint64_t>(indices32, data, indices, y, n, dim, count, inner, error);
+    }
+    return "no gather of " + std::to_string(elementSize) + "-byte elements";
+  }
+  std::string stridedRead(DeviceStream &, size_t elementSize,
+                          const Broadcast &plan, const void *x, void *y,
+                          int64_t offset, int64_t n) override {
+    switch (elementSize) {
+    case 1: return stridedOf<uint8_t>(plan, x, y, offset, n);
+    case 2: return stridedOf<uint16_t>(plan, x, y, offset, n);
+    case 4: return stridedOf<uint32_t>(plan, x, y, offset, n);
+    case 8: return stridedOf<uint64_t>(plan, x, y, offset, n);
+    }
+    return "no strided read of " + std::to_string(elementSize) + "-byte elements";
+  }
+  std::string crossEntropy(DeviceStream &, const CrossEntropyInputs &in,
+                           int64_t positions, bool none, bool mean,
+                           float *scratch, float *y) override {
+    HostLauncher launch{kLanes};
+    cuda::crossEntropy(launch, in, positions, none, mean, scratch, y);
+    return "";
+  }
+  std::string crossEntropyGrad(DeviceStream &, const CrossEntropyInputs &in,
+                               int64_t positions, const float *g, bool none,
+                               bool mean, float *scratch, float *y) override {
+    HostLauncher launch{kLanes};
+    cuda::crossEntropyGrad(launch, in, positions, g, none, mean, scratch, y);
+    return "";
+  }
+  std::string gemm(DeviceStream &, const Gemm &gemm, const void *a,
+                   const void *b, const void *bias, void *y) override;
+
+private:
+  int index(DeviceStream &s) const { return static_cast<FakeStream &>(s).index; }
+  /// Every stream synchronised: the host may touch the memory.
+  void idle() {
+    std::lock_guard<std::mutex> lock(mutex);
+    checker.synchronize();
+  }
+
+  template <typename T>
+  std::string gatherOf(bool indices32, const void *data, const void *indices,
+                       void *y, int64_t n, int64_t dim, int64_t count,
+                       int64_t inner, ErrorSlot *error) {
+    const T *d = static_cast<const T *>(data);
+    T *out = static_cast<T *>(y);
+    if (indices32)
+      return each(GatherBody<T, int32_t>{d, static_cast<const int32_t *>(indices),
+                                         out, dim, count, inner, error},
+                  n);
+    return each(GatherBody<T, int64_t>{d, static_cast<const int64_t *>(indices),
+                                       out, dim, count, inner, error},
+                n);
+  }
+  template <typename T>
+  std::string stridedOf(const Broadcast &plan, const void *x, void *y,
+                        int64_t offset, int64_t n) {
+    return each(StridedReadBody<T>{plan, static_cast<const T *>(x),
+                                   static_cast<T *>(y), offset},
+                n);
+  }
+
+  HazardChecker checker;
+  std::mutex mutex;
+};
+
+/// The Gemm as cuBLASLt computes it: fp32 products of the (widened)
+/// operands, the bias and the activation on the fp32 result, one rounding
+/// to the output's dtype.
+std::string FakeDevice::gemm(DeviceStream &, const Gemm &g, const void *a,
+                             const void *b, const void *bias, void *y) {
+  size_t size = fsdprt_dtype_size(g.dtype);
+  int64_t rowsA = g.transA ? g.k : g.m, rowsB = g.transB ? g.n : g.k;
+  int64_t colsA = g.transA ? g.m : g.k, colsB = g.transB ? g.k : g.n;
+  std::vector<float> wa(rowsA * g.lda), wb(rowsB * g.ldb), wy(g.m * g.n);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    auto at = [&](const void *base, int64_t stride) {
+      return static_cast<const char *>(base) + i * stride * size;
+    };
+    const char *ai = at(a, g.strideA), *bi = at(b, g.strideB);
+    char *yi = static_cast<char *>(y) + i * g.strideY * size;
+    for (int64_t r = 0; r < rowsA; ++r)
+      for (int64_t col = 0; col < colsA; ++col)
+        wa[r * g.lda + col] = element(g.dtype, ai, r * g.lda + col);
+    for (int64_t r = 0; r < rowsB; ++r)
+      for (int64_t col = 0; col < colsB; ++col)
+        wb[r * g.ldb + col] = element(g.dtype, bi, r * g.ldb + col);
+    for (int64_t r = 0; r < g.m; ++r)
+      for (int64_t col = 0; col < g.n; ++col)
+        wy[r * g.n + col] = g.beta == 0 ? 0 : element(g.dtype, yi, r * g.ldy + col);
+    cpu::sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, wa.data(), g.lda,
+               wb.data(), g.ldb, g.beta, wy.data(), g.n);
+    for (int64_t r = 0; r < g.m; ++r)
+      for (int64_t col = 0; col < g.n; ++col) {
+        float v = wy[r * g.n + col];
+        if (g.bias)
+          v += element(g.dtype, bias, col);
+        if (g.activation == GemmActivation::Relu)
+          v = v > 0 ? v : 0.0f;
+        else if (g.activation == GemmActivation::GeluTanh)
+          v = cpu::geluTanh(v);
+        int64_t at = r * g.ldy + col;
+        if (g.dtype == FSDPRT_F32)
+          reinterpret_cast<float *>(yi)[at] = v;
+        else
+          reinterpret_cast<uint16_t *>(yi)[at] = floatToHalf(v, g.dtype);
+      }
+  }
+  return "";
+}
+
+} // namespace
+} // namespace fsdprt::cuda
+
+namespace fsdprt {
+
+std::unique_ptr<Backend> createFakeCudaBackend() {
+  return cuda::createCudaBackend(std::make_unique<cuda::FakeDevice>());
+}
+
+} // namespace fsdprt
