@@ -509,11 +509,21 @@ bool gemmDtypes(const KernelArgs &args) {
   return true;
 }
 
-/// Runs `gemm` on a, b, bias and y, offsets in elements.
+/// `gemm` planned by the device; KernelError when it cannot run it.
+std::shared_ptr<PreparedGemm> prepareGemm(Context &c, const Gemm &gemm) {
+  std::string error;
+  std::shared_ptr<PreparedGemm> prepared = c.device.prepareGemm(gemm, error);
+  if (!prepared)
+    throw KernelError(error);
+  return prepared;
+}
+
+/// Runs `gemm` on a, b, bias and y.
 KernelFn gemmLaunch(Context &c, const Gemm &gemm, const Tensor &a,
                     const Tensor &b, const void *bias, const Tensor &y) {
+  std::shared_ptr<PreparedGemm> g = prepareGemm(c, gemm);
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.gemm(s, gemm, a.data, b.data, bias, y.data);
+    return d.gemm(s, *g, a.data, b.data, bias, y.data);
   });
 }
 
@@ -576,10 +586,11 @@ KernelFn matmulKernel(Context &c) {
     return gemmLaunch(c, g, a, b, nullptr, y);
   }
   size_t size = fsdprt_dtype_size(y.dtype);
+  std::shared_ptr<PreparedGemm> one = prepareGemm(c, g);
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     for (size_t i = 0; i < aOff.size(); ++i)
       if (std::string error =
-              d.gemm(s, g, a.as<char>() + aOff[i] * size,
+              d.gemm(s, *one, a.as<char>() + aOff[i] * size,
                      b.as<char>() + bOff[i] * size, nullptr,
                      y.as<char>() + i * g.m * g.n * size);
           !error.empty())
@@ -608,9 +619,8 @@ KernelFn gemmKernel(Context &c) {
   g.lda = a.shape[1];
   g.ldb = b.shape[1];
   g.ldy = g.n;
-  KernelFn product = gemmLaunch(c, g, a, b, nullptr, y);
   if (args.in.size() < 3 || beta == 0)
-    return product;
+    return gemmLaunch(c, g, a, b, nullptr, y);
   const Tensor addend = args.in[2];
   Broadcast read;
   try {
@@ -620,9 +630,11 @@ KernelFn gemmKernel(Context &c) {
   }
   g.beta = beta;
   size_t size = fsdprt_dtype_size(y.dtype);
+  std::shared_ptr<PreparedGemm> accumulate = prepareGemm(c, g);
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     std::string error = d.stridedRead(s, size, read, addend.data, y.data, 0, y.numel);
-    return error.empty() ? d.gemm(s, g, a.data, b.data, nullptr, y.data) : error;
+    return error.empty() ? d.gemm(s, *accumulate, a.data, b.data, nullptr, y.data)
+                         : error;
   });
 }
 
@@ -661,8 +673,9 @@ KernelFn linearKernel(Context &c) {
     if (y.dtype != FSDPRT_F32)
       return nullptr;
     Unary then = after.at(act);
+    std::shared_ptr<PreparedGemm> product = prepareGemm(c, g);
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
-      std::string error = d.gemm(s, g, x.data, w.data, bias, y.data);
+      std::string error = d.gemm(s, *product, x.data, w.data, bias, y.data);
       return error.empty() ? d.unary(s, then, y.as<float>(), y.as<float>(), y.numel)
                            : error;
     });

@@ -74,6 +74,12 @@ struct Gemm {
   GemmActivation activation = GemmActivation::None;
 };
 
+/// A Gemm the device has planned (cuBLASLt's descriptors and algorithm).
+class PreparedGemm {
+public:
+  virtual ~PreparedGemm() = default;
+};
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -133,8 +139,12 @@ public:
                                        int64_t positions, const float *g,
                                        bool none, bool mean, float *scratch,
                                        float *y) = 0;
-  /// `gemm` over a, b (and bias: [n], or null) into y.
-  virtual std::string gemm(DeviceStream &s, const Gemm &gemm, const void *a,
+  /// Plans `gemm` (when the kernel is prepared): nullptr, with `error`
+  /// saying why, when the device cannot run it.
+  virtual std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
+                                                    std::string &error) = 0;
+  /// A prepared GEMM over a, b (and bias: [n], or null) into y.
+  virtual std::string gemm(DeviceStream &s, PreparedGemm &gemm, const void *a,
                            const void *b, const void *bias, void *y) = 0;
 };
 

@@ -57,6 +57,17 @@ float element(fsdprt_dtype_t dtype, const void *data, int64_t i) {
   return halfToFloat(static_cast<const uint16_t *>(data)[i], dtype);
 }
 
+struct FakeGemm : PreparedGemm {
+  explicit FakeGemm(const Gemm &gemm) : gemm(gemm) {}
+  Gemm gemm;
+};
+
+/// The Gemm as cuBLASLt computes it: fp32 products of the (widened)
+/// operands, the bias and the activation on the fp32 result, one rounding
+/// to the output's dtype.
+void run(const Gemm &g, const void *a, const void *b, const void *bias,
+         void *y);
+
 class FakeDevice : public Device {
 public:
   std::string describe() const override { return "fake-cuda"; }
@@ -195,8 +206,15 @@ public:
     cuda::crossEntropyGrad(launch, in, positions, g, none, mean, scratch, y);
     return "";
   }
-  std::string gemm(DeviceStream &, const Gemm &gemm, const void *a,
-                   const void *b, const void *bias, void *y) override;
+  std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
+                                            std::string &) override {
+    return std::make_shared<FakeGemm>(gemm);
+  }
+  std::string gemm(DeviceStream &, PreparedGemm &gemm, const void *a,
+                   const void *b, const void *bias, void *y) override {
+    run(static_cast<FakeGemm &>(gemm).gemm, a, b, bias, y);
+    return "";
+  }
 
 private:
   int index(DeviceStream &s) const { return static_cast<FakeStream &>(s).index; }
@@ -232,11 +250,8 @@ private:
   std::mutex mutex;
 };
 
-/// The Gemm as cuBLASLt computes it: fp32 products of the (widened)
-/// operands, the bias and the activation on the fp32 result, one rounding
-/// to the output's dtype.
-std::string FakeDevice::gemm(DeviceStream &, const Gemm &g, const void *a,
-                             const void *b, const void *bias, void *y) {
+void run(const Gemm &g, const void *a, const void *b, const void *bias,
+         void *y) {
   size_t size = fsdprt_dtype_size(g.dtype);
   int64_t rowsA = g.transA ? g.k : g.m, rowsB = g.transB ? g.n : g.k;
   int64_t colsA = g.transA ? g.m : g.k, colsB = g.transB ? g.k : g.n;
@@ -274,7 +289,6 @@ std::string FakeDevice::gemm(DeviceStream &, const Gemm &g, const void *a,
           reinterpret_cast<uint16_t *>(yi)[at] = floatToHalf(v, g.dtype);
       }
   }
-  return "";
 }
 
 } // namespace

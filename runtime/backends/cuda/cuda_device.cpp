@@ -1,0 +1,371 @@
+//===- cuda_device.cpp - The GPU as the CUDA backend sees it --------------===//
+//
+// The real Device (device.h): cudart memory, copies, streams and events;
+// the project's kernels through launch.h's device launchers; GEMMs through
+// cuBLASLt. Built into the plugin libfsdprt_cuda.so, which libfsdprt
+// loads for device "cuda[:N]" (devices.cpp), so that libfsdprt needs no
+// CUDA library where there is no GPU.
+//
+// Row-major GEMMs on a column-major library: a row-major matrix is the
+// column-major transpose with the same leading dimension, so Y = op(A)
+// op(B) is computed as Y^T = op(B)^T op(A)^T with the operands swapped;
+// the bias, one value per column of Y, is one per row of Y^T, which is
+// what cuBLASLt's BIAS epilogue adds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "device.h"
+#include "launch.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+
+namespace fsdprt::cuda {
+namespace {
+
+std::string cudaText(cudaError_t error, const char *what) {
+  return std::string(what) + ": " + cudaGetErrorName(error) + " (" +
+         cudaGetErrorString(error) + ")";
+}
+
+std::string check(cudaError_t error, const char *what) {
+  return error == cudaSuccess ? std::string() : cudaText(error, what);
+}
+
+void require(cudaError_t error, const char *what) {
+  if (error != cudaSuccess)
+    throw DeviceError(cudaText(error, what));
+}
+
+std::string checkLt(cublasStatus_t status, const char *what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return "";
+  return std::string(what) + ": cuBLASLt status " +
+         std::to_string(static_cast<int>(status));
+}
+
+class CudaStream : public DeviceStream {
+public:
+  cudaStream_t stream = nullptr;
+  ~CudaStream() override {
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+};
+
+class CudaEvent : public DeviceEvent {
+public:
+  cudaEvent_t event = nullptr;
+  ~CudaEvent() override {
+    if (event)
+      cudaEventDestroy(event);
+  }
+};
+
+cudaStream_t raw(DeviceStream &s) { return static_cast<CudaStream &>(s).stream; }
+
+cudaDataType_t dataType(fsdprt_dtype_t dtype) {
+  switch (dtype) {
+  case FSDPRT_BF16: return CUDA_R_16BF;
+  case FSDPRT_F16: return CUDA_R_16F;
+  default: return CUDA_R_32F;
+  }
+}
+
+/// cuBLASLt's descriptors and algorithm for one Gemm.
+struct LtGemm : PreparedGemm {
+  Gemm gemm;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~LtGemm() override {
+    for (cublasLtMatrixLayout_t layout : {a, b, y})
+      if (layout)
+        cublasLtMatrixLayoutDestroy(layout);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+/// cuBLASLt's workspace: what its heuristics may use.
+constexpr size_t kLtWorkspace = 32 << 20;
+
+class CudaDevice : public Device {
+public:
+  explicit CudaDevice(int ordinal) : ordinal(ordinal) {
+    int count = 0;
+    require(cudaGetDeviceCount(&count),
+            "no usable CUDA device (a GPU and NVIDIA's driver are needed)");
+    if (ordinal >= count)
+      throw DeviceError("there is no CUDA device " + std::to_string(ordinal) +
+                        "; this machine has " + std::to_string(count));
+    require(cudaSetDevice(ordinal), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    require(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+    name = "cuda:" + std::to_string(ordinal) + " (" + prop.name + ", sm_" +
+           std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+    if (prop.major < 8)
+      throw DeviceError(name + ": this build's kernels are for sm_80 and "
+                        "later (compute capability 8.0)");
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
+      throw DeviceError(name + ": cannot create a cuBLASLt handle");
+    require(cudaMalloc(&ltWorkspace, kLtWorkspace), "cuBLASLt's workspace");
+  }
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal);
+    cudaDeviceSynchronize();
+    cudaFree(ltWorkspace);
+    cublasLtDestroy(lt);
+  }
+
+  std::string describe() const override { return name; }
+  bool hostMemory() const override { return false; }
+
+  void *allocate(uint64_t bytes) override {
+    use();
+    void *memory = nullptr;
+    if (cudaMalloc(&memory, std::max<uint64_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError(); // out of memory is not sticky
+      return nullptr;
+    }
+    return memory;
+  }
+  void free(void *memory) override {
+    use();
+    cudaFree(memory);
+  }
+  void copy(void *dst, const void *src, uint64_t bytes, CopyKind kind) override {
+    use();
+    require(cudaDeviceSynchronize(), "before a copy");
+    cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                       : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                        : cudaMemcpyDeviceToDevice;
+    require(cudaMemcpy(dst, src, bytes, k), "cudaMemcpy");
+    require(cudaDeviceSynchronize(), "after a copy");
+  }
+  void fill(void *dst, uint8_t value, uint64_t bytes) override {
+    use();
+    require(cudaDeviceSynchronize(), "before a fill");
+    require(cudaMemset(dst, value, bytes), "cudaMemset");
+    require(cudaDeviceSynchronize(), "after a fill");
+  }
+
+  std::unique_ptr<DeviceStream> createStream() override {
+    use();
+    auto s = std::make_unique<CudaStream>();
+    require(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+            "cudaStreamCreate");
+    return s;
+  }
+  std::unique_ptr<DeviceEvent> record(DeviceStream &s) override {
+    use();
+    auto e = std::make_unique<CudaEvent>();
+    require(cudaEventCreateWithFlags(&e->event, cudaEventDisableTiming),
+            "cudaEventCreate");
+    require(cudaEventRecord(e->event, raw(s)), "cudaEventRecord");
+    return e;
+  }
+  void wait(DeviceStream &s, const DeviceEvent &event) override {
+    use();
+    require(cudaStreamWaitEvent(raw(s), static_cast<const CudaEvent &>(event).event, 0),
+            "cudaStreamWaitEvent");
+  }
+  std::string synchronize(DeviceStream &s) override {
+    use();
+    return check(cudaStreamSynchronize(raw(s)), "a kernel failed");
+  }
+
+  std::string unary(DeviceStream &s, Unary op, const float *x, float *y,
+                    int64_t n) override {
+    return check(launchUnary(op, x, y, n, raw(s)), "unary kernel");
+  }
+  std::string cast(DeviceStream &s, bool toHalf, fsdprt_dtype_t half,
+                   const void *x, void *y, int64_t n) override {
+    return check(launchCast(toHalf, half, x, y, n, raw(s)), "cast kernel");
+  }
+  std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
+                     const float *a, const float *b, float *y,
+                     int64_t n) override {
+    return check(launchBinary(op, plan, a, b, y, n, raw(s)), "binary kernel");
+  }
+  std::string softmax(DeviceStream &s, bool log, const float *x, float *y,
+                      int64_t outer, int64_t n, int64_t inner) override {
+    return check(launchSoftmax(log, x, y, outer, n, inner, raw(s)), "softmax kernel");
+  }
+  std::string sum(DeviceStream &s, bool mean, const float *x, float *y,
+                  int64_t outer, int64_t n, int64_t inner) override {
+    return check(launchSum(mean, x, y, outer, n, inner, raw(s)), "sum kernel");
+  }
+  std::string norm(DeviceStream &s, bool rms, const float *x, const float *scale,
+                   const float *bias, float *y, int64_t rows, int64_t n,
+                   float eps) override {
+    return check(launchNorm(rms, x, scale, bias, y, rows, n, eps, raw(s)),
+                 "norm kernel");
+  }
+  std::string gather(DeviceStream &s, size_t elementSize, bool indices32,
+                     const void *data, const void *indices, void *y,
+                     int64_t outer, int64_t dim, int64_t count, int64_t inner,
+                     ErrorSlot *error) override {
+    return check(launchGather(elementSize, indices32, data, indices, y, outer,
+                              dim, count, inner, error, raw(s)),
+                 "gather kernel");
+  }
+  std::string stridedRead(DeviceStream &s, size_t elementSize,
+                          const Broadcast &plan, const void *x, void *y,
+                          int64_t offset, int64_t n) override {
+    return check(launchStridedRead(elementSize, plan, x, y, offset, n, raw(s)),
+                 "strided read kernel");
+  }
+  std::string crossEntropy(DeviceStream &s, const CrossEntropyInputs &in,
+                           int64_t positions, bool none, bool mean,
+                           float *scratch, float *y) override {
+    return check(launchCrossEntropy(in, positions, none, mean, scratch, y, raw(s)),
+                 "cross-entropy kernel");
+  }
+  std::string crossEntropyGrad(DeviceStream &s, const CrossEntropyInputs &in,
+                               int64_t positions, const float *g, bool none,
+                               bool mean, float *scratch, float *y) override {
+    return check(launchCrossEntropyGrad(in, positions, g, none, mean, scratch,
+                                        y, raw(s)),
+                 "cross-entropy gradient kernel");
+  }
+
+  std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
+                                            std::string &error) override;
+  std::string gemm(DeviceStream &s, PreparedGemm &prepared, const void *a,
+                   const void *b, const void *bias, void *y) override;
+
+private:
+  void use() const { cudaSetDevice(ordinal); }
+
+  int ordinal;
+  std::string name;
+  cublasLtHandle_t lt = nullptr;
+  void *ltWorkspace = nullptr;
+};
+
+/// A column-major layout of `rows` x `cols` at `ld`, batched.
+std::string layout(cublasLtMatrixLayout_t *out, cudaDataType_t type,
+                   int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                   int64_t stride) {
+  if (std::string e = checkLt(cublasLtMatrixLayoutCreate(out, type, rows, cols, ld),
+                              "cublasLtMatrixLayoutCreate");
+      !e.empty())
+    return e;
+  if (batch == 1)
+    return "";
+  int32_t count = static_cast<int32_t>(batch);
+  if (std::string e = checkLt(cublasLtMatrixLayoutSetAttribute(
+                                  *out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                  &count, sizeof(count)),
+                              "batch count");
+      !e.empty())
+    return e;
+  return checkLt(cublasLtMatrixLayoutSetAttribute(
+                     *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                     sizeof(stride)),
+                 "batch stride");
+}
+
+std::shared_ptr<PreparedGemm> CudaDevice::prepareGemm(const Gemm &g,
+                                                      std::string &error) {
+  use();
+  auto p = std::make_shared<LtGemm>();
+  p->gemm = g;
+  cudaDataType_t type = dataType(g.dtype);
+  // Y^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]: B's stored matrix is the
+  // first operand, A's the second.
+  cublasOperation_t opFirst = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue =
+      g.activation == GemmActivation::Relu
+          ? (g.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+      : g.activation == GemmActivation::GeluTanh
+          ? (g.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+          : (g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  cudaDataType_t scale = CUDA_R_32F;
+  error = checkLt(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, scale),
+                  "cublasLtMatmulDescCreate");
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const void *value,
+                 size_t bytes) {
+    if (error.empty())
+      error = checkLt(cublasLtMatmulDescSetAttribute(p->desc, attr, value, bytes),
+                      "cublasLtMatmulDescSetAttribute");
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof(opFirst));
+  set(CUBLASLT_MATMUL_DESC_TRANSB, &opSecond, sizeof(opSecond));
+  set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+  if (g.bias)
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type));
+  int64_t firstRows = g.transB ? g.k : g.n, firstCols = g.transB ? g.n : g.k;
+  int64_t secondRows = g.transA ? g.m : g.k, secondCols = g.transA ? g.k : g.m;
+  if (error.empty())
+    error = layout(&p->a, type, firstRows, firstCols, g.ldb, g.batch, g.strideB);
+  if (error.empty())
+    error = layout(&p->b, type, secondRows, secondCols, g.lda, g.batch, g.strideA);
+  if (error.empty())
+    error = layout(&p->y, type, g.n, g.m, g.ldy, g.batch, g.strideY);
+  cublasLtMatmulPreference_t preference = nullptr;
+  if (error.empty())
+    error = checkLt(cublasLtMatmulPreferenceCreate(&preference),
+                    "cublasLtMatmulPreferenceCreate");
+  size_t workspace = kLtWorkspace;
+  if (error.empty())
+    error = checkLt(cublasLtMatmulPreferenceSetAttribute(
+                        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                        &workspace, sizeof(workspace)),
+                    "workspace preference");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (error.empty())
+    error = checkLt(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->y,
+                                                   p->y, preference, 1, &result,
+                                                   &found),
+                    "cublasLtMatmulAlgoGetHeuristic");
+  if (preference)
+    cublasLtMatmulPreferenceDestroy(preference);
+  if (error.empty() && found == 0)
+    error = "cuBLASLt has no algorithm for this GEMM (m " + std::to_string(g.m) +
+            ", n " + std::to_string(g.n) + ", k " + std::to_string(g.k) + ")";
+  if (!error.empty())
+    return nullptr;
+  p->algo = result.algo;
+  return p;
+}
+
+std::string CudaDevice::gemm(DeviceStream &s, PreparedGemm &prepared,
+                             const void *a, const void *b, const void *bias,
+                             void *y) {
+  auto &p = static_cast<LtGemm &>(prepared);
+  if (p.gemm.m == 0 || p.gemm.n == 0 || p.gemm.batch == 0)
+    return "";
+  if (bias)
+    if (std::string e = checkLt(cublasLtMatmulDescSetAttribute(
+                                    p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                    &bias, sizeof(bias)),
+                                "the bias");
+        !e.empty())
+      return e;
+  float alpha = p.gemm.alpha, beta = p.gemm.beta;
+  return checkLt(cublasLtMatmul(lt, p.desc, &alpha, b, p.a, a, p.b, &beta, y,
+                                p.y, y, p.y, &p.algo, ltWorkspace, kLtWorkspace,
+                                raw(s)),
+                 "cublasLtMatmul");
+}
+
+} // namespace
+} // namespace fsdprt::cuda
+
+/// The plugin's entry (devices.cpp): the GPU `ordinal`, or nullptr with
+/// `error` saying why not.
+extern "C" __attribute__((visibility("default"))) fsdprt::cuda::Device *
+fsdprt_cuda_open_device(int ordinal, std::string *error) {
+  try {
+    return new fsdprt::cuda::CudaDevice(ordinal);
+  } catch (const std::exception &e) {
+    *error = e.what();
+    return nullptr;
+  }
+}
