@@ -12,6 +12,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/data.h"
+#include "kernels/logic.h"
 #include "kernels/losses.h"
 
 #include <cuda_runtime_api.h>
@@ -26,6 +27,21 @@ cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n,
                          cudaStream_t stream);
+/// equal, less or greater of two F32, I64 or Bool operands (`dtype`), or
+/// and/or of two Bool ones, broadcast by `plan` (planBroadcast of the
+/// output and the two operands): n Bool (one byte, 0 or 1) outputs.
+/// Another dtype: cudaErrorInvalidValue.
+cudaError_t launchLogic(Logic op, fsdprt_dtype_t dtype, const Broadcast &plan,
+                        const void *a, const void *b, uint8_t *y, int64_t n,
+                        cudaStream_t stream);
+/// not of n Bool elements.
+cudaError_t launchNot(const uint8_t *x, uint8_t *y, int64_t n,
+                      cudaStream_t stream);
+/// where of n elements of `elementSize` bytes (1, 2, 4 or 8): plan is
+/// planBroadcast of the output and (cond, a, b), in that order.
+cudaError_t launchWhere(size_t elementSize, const Broadcast &plan,
+                        const uint8_t *cond, const void *a, const void *b,
+                        void *y, int64_t n, cudaStream_t stream);
 /// Softmax or log-softmax of rows [outer, n, inner].
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
                           int64_t n, int64_t inner, cudaStream_t stream);

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -174,9 +175,115 @@ template <typename T> struct DeviceArray {
     cudaMemcpy(&v, data + i, sizeof(T), cudaMemcpyDeviceToHost);
     return v;
   }
+  std::vector<T> readAll() const {
+    std::vector<T> host(n);
+    cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
   T *data = nullptr;
   size_t n;
 };
+
+/// Like expect, for outputs that must equal the host's bit for bit.
+template <typename T>
+void expectSame(const std::string &what, cudaError_t launched,
+                const DeviceArray<T> &got, const std::vector<T> &want) {
+  ++checks;
+  cudaError_t synced = cudaDeviceSynchronize();
+  if (launched != cudaSuccess || synced != cudaSuccess) {
+    std::fprintf(stderr, "FAIL: %s: %s\n", what.c_str(),
+                 cudaGetErrorString(launched != cudaSuccess ? launched : synced));
+    ++failures;
+    return;
+  }
+  std::vector<T> host = got.readAll();
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&host[i], &want[i], sizeof(T)) != 0) {
+      std::fprintf(stderr, "FAIL: %s: element %zu differs from the host's\n",
+                   what.c_str(), i);
+      ++failures;
+      return;
+    }
+}
+
+int64_t count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// n random bytes as elements of T.
+template <typename T> std::vector<T> randomBits(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<T> v(n);
+  for (T &x : v)
+    x = static_cast<T>(gen() % 3); // a few values: equal ones are common
+  return v;
+}
+
+template <cuda::Logic Op, typename T>
+void logic(fsdprt_dtype_t dtype, const std::vector<int64_t> &as,
+           const std::vector<int64_t> &bs, const std::vector<int64_t> &out,
+           unsigned seed) {
+  std::vector<T> a = randomBits<T>(count(as), seed), b = randomBits<T>(count(bs), seed + 1);
+  std::vector<uint8_t> want(count(out));
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::LogicBody<Op, T>{plan, a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<T> da(a), db(b);
+  DeviceArray<uint8_t> dy(want);
+  cudaError_t e = cuda::launchLogic(Op, dtype, plan, da.data, db.data, dy.data,
+                                    count(out), nullptr);
+  const char *type = dtype == FSDPRT_F32 ? "f32" : dtype == FSDPRT_I64 ? "i64" : "bool";
+  expectSame(std::string(cuda::logicName(Op)) + " of " + type +
+                 " n=" + std::to_string(count(out)),
+             e, dy, want);
+}
+
+template <cuda::Logic Op, typename T> void logics(fsdprt_dtype_t dtype, unsigned &seed) {
+  logic<Op, T>(dtype, {1}, {1}, {1}, seed++);
+  logic<Op, T>(dtype, {257}, {}, {257}, seed++);
+  logic<Op, T>(dtype, {64, 1025}, {1025}, {64, 1025}, seed++);
+  logic<Op, T>(dtype, {2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
+  logic<Op, T>(dtype, {5000000}, {5000000}, {5000000}, seed++);
+}
+
+void notOf(int64_t n, unsigned seed) {
+  std::vector<uint8_t> x = randomBits<uint8_t>(n, seed), want(n);
+  cuda::hostForEach(cuda::NotBody{x.data(), want.data()}, n);
+  DeviceArray<uint8_t> dx(x), dy(want);
+  expectSame("not n=" + std::to_string(n), cuda::launchNot(dx.data, dy.data, n, nullptr),
+             dy, want);
+}
+
+template <typename T>
+void where(const std::vector<int64_t> &cs, const std::vector<int64_t> &as,
+           const std::vector<int64_t> &bs, const std::vector<int64_t> &out,
+           unsigned seed) {
+  std::vector<uint8_t> cond = randomBits<uint8_t>(count(cs), seed);
+  std::vector<T> a = randomBits<T>(count(as), seed + 1),
+                 b = randomBits<T>(count(bs), seed + 2), want(count(out));
+  for (T &v : b)
+    v += 3; // unequal to every a
+  cuda::Broadcast plan = cuda::planBroadcast(out, {cs, as, bs});
+  cuda::hostForEach(cuda::WhereBody<T>{plan, cond.data(), a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<uint8_t> dc(cond);
+  DeviceArray<T> da(a), db(b), dy(want);
+  cudaError_t e = cuda::launchWhere(sizeof(T), plan, dc.data, da.data, db.data, dy.data,
+                                    count(out), nullptr);
+  expectSame("where of " + std::to_string(sizeof(T)) + "-byte elements n=" +
+                 std::to_string(count(out)),
+             e, dy, want);
+}
+
+template <typename T> void wheres(unsigned &seed) {
+  where<T>({1}, {1}, {1}, {1}, seed++);
+  where<T>({257}, {257}, {}, {257}, seed++);
+  where<T>({2, 1, 4}, {3, 1}, {4}, {2, 3, 4}, seed++);
+  where<T>({5000000}, {5000000}, {1}, {5000000}, seed++);
+}
 
 void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
                   unsigned seed) {
@@ -325,6 +432,23 @@ int main() {
   gather(1, 50257, 4096, 768, false, seed++);  // GPT-2's embedding
   gather(3, 257, 7, 5, false, seed++);
   gather(1, 64, 100, 32, true, seed++);
+  logics<cuda::Logic::Equal, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::Equal, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::Equal, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Less, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::Less, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::Less, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Greater, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::Greater, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::Greater, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::And, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Or, uint8_t>(FSDPRT_BOOL, seed);
+  for (int64_t n : {1, 257, 5000000})
+    notOf(n, seed++);
+  wheres<uint8_t>(seed);
+  wheres<uint16_t>(seed);
+  wheres<uint32_t>(seed);
+  wheres<uint64_t>(seed);
   std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
   return failures ? 1 : 0;
 }
