@@ -14,6 +14,7 @@
 #include "kernels/data.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
+#include "kernels/reduce.h"
 
 #include <cuda_runtime_api.h>
 
@@ -48,6 +49,11 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
 /// reduce_sum or reduce_mean of rows [outer, n, inner] into [outer, inner].
 cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
                       int64_t n, int64_t inner, cudaStream_t stream);
+/// reduce_sum, reduce_mean or reduce_max of x into y[plan.rows], over any
+/// axes (plan: planReduce of x's shape and the axes); also
+/// global_average_pool (reduce_mean over the spatial dims).
+cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
+                         float *y, cudaStream_t stream);
 /// Layer norm or RMS norm of `rows` contiguous rows of n elements.
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,

@@ -373,6 +373,32 @@ void stridedRead(const std::vector<int64_t> &out, const std::vector<int64_t> &st
   expect("strided read of " + std::to_string(n), e, dy.read(), want, 0);
 }
 
+template <cuda::Reduce Kind>
+void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
+            unsigned seed) {
+  std::vector<float> x = random(count(shape), seed);
+  if (Kind == cuda::Reduce::Max && x.size() > 1000)
+    x[x.size() / 3] = NAN; // one output is NaN
+  cuda::ReducePlan plan = cuda::planReduce(shape, axes);
+  std::vector<float> want(plan.rows);
+  cuda::hostForEachRow(cuda::ReduceBody<Kind>{plan, x.data(), want.data()}, plan.rows, 1);
+  DeviceBuffer dx(x), dy(want);
+  cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
+  expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
+             " into " + std::to_string(plan.rows),
+         e, dy.read(), want, Kind == cuda::Reduce::Max ? 0 : plan.count > 10000 ? 2e-4 : 2e-5);
+}
+
+template <cuda::Reduce Kind> void reductions(unsigned &seed) {
+  reduce<Kind>({1}, {0}, seed++);
+  reduce<Kind>({4, 6, 5, 7}, {0, 2}, seed++);
+  reduce<Kind>({4, 6, 5, 7}, {1, 3}, seed++);
+  reduce<Kind>({2, 100003}, {1}, seed++);
+  reduce<Kind>({100003, 3}, {0}, seed++);
+  reduce<Kind>({70000, 3, 2}, {1}, seed++); // more rows than blocks
+  reduce<Kind>({5000000}, {}, seed++);
+}
+
 } // namespace
 
 int main() {
@@ -449,6 +475,9 @@ int main() {
   wheres<uint16_t>(seed);
   wheres<uint32_t>(seed);
   wheres<uint64_t>(seed);
+  reductions<cuda::Reduce::Sum>(seed);
+  reductions<cuda::Reduce::Mean>(seed);
+  reductions<cuda::Reduce::Max>(seed);
   std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
   return failures ? 1 : 0;
 }
