@@ -10,8 +10,9 @@
 #ifndef FSDPRT_BACKENDS_CUDA_LAUNCH_H
 #define FSDPRT_BACKENDS_CUDA_LAUNCH_H
 
-#include "kernels/elementwise.h"
+#include "kernels/copy.h"
 #include "kernels/data.h"
+#include "kernels/elementwise.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/reduce.h"
@@ -71,6 +72,24 @@ cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
 cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
                               const void *x, void *y, int64_t offset, int64_t n,
                               cudaStream_t stream);
+
+/// concat of elements of `elementSize` bytes (1, 2, 4 or 8): pieces[k]
+/// into its place in `whole` (plan: planPieces of the whole's shape, the
+/// axis and the pieces' lengths along it). One kernel per piece.
+cudaError_t launchConcat(size_t elementSize, const void *const *pieces,
+                         void *whole, const std::vector<Piece> &plan,
+                         cudaStream_t stream);
+/// split: the inverse of launchConcat, the same plan.
+cudaError_t launchSplit(size_t elementSize, const void *whole,
+                        void *const *pieces, const std::vector<Piece> &plan,
+                        cudaStream_t stream);
+/// copy of n elements (x and y do not overlap, unless they are the same).
+cudaError_t launchCopy(size_t elementSize, const void *x, void *y, int64_t n,
+                       cudaStream_t stream);
+/// pack: members[i] into `flat` at its offset, zeros elsewhere (plan:
+/// planPack of the offsets, the members' sizes and the flat size).
+cudaError_t launchPack(size_t elementSize, const void *const *members,
+                       void *flat, const PackPlan &plan, cudaStream_t stream);
 
 /// softmax_cross_entropy over `positions` positions into y ([positions]
 /// for reduction none, else one value); `scratch` holds 2 * positions

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -399,6 +400,78 @@ template <cuda::Reduce Kind> void reductions(unsigned &seed) {
   reduce<Kind>({5000000}, {}, seed++);
 }
 
+/// concat then split back, on both sides, of elements of type T.
+template <typename T>
+void concatAndSplit(const std::vector<int64_t> &whole, int64_t axis,
+                    const std::vector<int64_t> &sizes, unsigned seed) {
+  std::vector<cuda::Piece> plan = cuda::planPieces(whole, axis, sizes);
+  std::vector<std::vector<T>> pieces;
+  std::vector<std::unique_ptr<DeviceArray<T>>> devicePieces;
+  std::vector<const T *> hostIn;
+  std::vector<const void *> deviceIn;
+  std::vector<void *> deviceOut;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    pieces.push_back(randomBits<T>(plan[k].rows * plan[k].width, seed + k));
+    hostIn.push_back(pieces.back().data());
+    devicePieces.push_back(std::make_unique<DeviceArray<T>>(pieces.back()));
+    deviceIn.push_back(devicePieces.back()->data);
+  }
+  std::vector<T> want(count(whole));
+  cuda::HostLauncher host;
+  cuda::concat(host, hostIn.data(), want.data(), plan);
+  DeviceArray<T> dw(std::vector<T>(want.size()));
+  std::string what = "concat of " + std::to_string(sizes.size()) + " along axis " +
+                     std::to_string(axis) + " into " + std::to_string(want.size());
+  expectSame(what, cuda::launchConcat(sizeof(T), deviceIn.data(), dw.data, plan, nullptr),
+             dw, want);
+  // Split the device's whole into zeroed pieces: the pieces come back.
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    devicePieces[k] = std::make_unique<DeviceArray<T>>(std::vector<T>(pieces[k].size()));
+    deviceOut.push_back(devicePieces[k]->data);
+  }
+  cudaError_t e = cuda::launchSplit(sizeof(T), dw.data, deviceOut.data(), plan, nullptr);
+  for (size_t k = 0; k < sizes.size(); ++k)
+    expectSame("split of " + what + ", piece " + std::to_string(k), e, *devicePieces[k],
+               pieces[k]);
+}
+
+template <typename T> void copyAndPack(unsigned seed) {
+  for (int64_t n : {1, 257, 5000000}) {
+    std::vector<T> x = randomBits<T>(n, seed++);
+    DeviceArray<T> dx(x), dy{std::vector<T>(n)};
+    expectSame("copy of " + std::to_string(n), cuda::launchCopy(sizeof(T), dx.data, dy.data, n, nullptr),
+               dy, x);
+  }
+  std::vector<int64_t> numels = {15, 1, 100003}, offsets = {1, 16, 32};
+  int64_t total = 100040;
+  cuda::PackPlan plan = cuda::planPack(offsets, numels, total);
+  std::vector<std::vector<T>> members;
+  std::vector<std::unique_ptr<DeviceArray<T>>> deviceMembers;
+  std::vector<const T *> hostIn;
+  std::vector<const void *> deviceIn;
+  for (int64_t n : numels) {
+    members.push_back(randomBits<T>(n, seed++));
+    hostIn.push_back(members.back().data());
+    deviceMembers.push_back(std::make_unique<DeviceArray<T>>(members.back()));
+    deviceIn.push_back(deviceMembers.back()->data);
+  }
+  std::vector<T> stale = randomBits<T>(total, seed++), want = stale;
+  cuda::HostLauncher host;
+  cuda::pack(host, hostIn.data(), want.data(), plan);
+  DeviceArray<T> dflat(stale);
+  expectSame("pack of " + std::to_string(sizeof(T)) + "-byte elements",
+             cuda::launchPack(sizeof(T), deviceIn.data(), dflat.data, plan, nullptr), dflat,
+             want);
+}
+
+template <typename T> void copies(unsigned &seed) {
+  concatAndSplit<T>({1}, 0, {1}, seed++);
+  concatAndSplit<T>({3, 257, 5}, 1, {100, 1, 156}, seed++);
+  concatAndSplit<T>({2, 100003}, 1, {50000, 50003}, seed++);
+  concatAndSplit<T>({4096, 768}, 0, {1024, 3072}, seed++);
+  copyAndPack<T>(seed++);
+}
+
 } // namespace
 
 int main() {
@@ -478,6 +551,10 @@ int main() {
   reductions<cuda::Reduce::Sum>(seed);
   reductions<cuda::Reduce::Mean>(seed);
   reductions<cuda::Reduce::Max>(seed);
+  copies<uint8_t>(seed);
+  copies<uint16_t>(seed);
+  copies<uint32_t>(seed);
+  copies<uint64_t>(seed);
   std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
   return failures ? 1 : 0;
 }
