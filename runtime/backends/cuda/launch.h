@@ -16,6 +16,7 @@
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/reduce.h"
+#include "kernels/scatter.h"
 
 #include <cuda_runtime_api.h>
 
@@ -67,6 +68,17 @@ cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
                          const void *indices, void *y, int64_t outer,
                          int64_t dim, int64_t count, int64_t inner,
                          ErrorSlot *error, cudaStream_t stream);
+
+/// gather_grad: y [outer, dim, inner] zero but for each g[o, k, :] (g
+/// [outer, count, inner]) added at row indices[k] (I64, or with indices32
+/// I32), summed in increasing k: the CPU backend's bits, every run.
+/// `scratch` holds gatherGradScratch(count, dim) int64s; bad indices go to
+/// `error`. 3 + ceil(log2 count) kernels.
+cudaError_t launchGatherGrad(bool indices32, const float *g,
+                             const void *indices, float *y, int64_t outer,
+                             int64_t dim, int64_t count, int64_t inner,
+                             int64_t *scratch, ErrorSlot *error,
+                             cudaStream_t stream);
 
 /// A strided read (kernels/data.h) of n elements of `elementSize` bytes.
 cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,

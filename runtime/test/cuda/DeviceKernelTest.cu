@@ -38,6 +38,14 @@ std::vector<float> random(size_t n, unsigned seed, float scale = 1) {
   return v;
 }
 
+/// n elements of all-ones bytes (NaN, 255, -1): what a kernel must
+/// overwrite, so that an output it left alone fails the comparison.
+template <typename T> std::vector<T> poison(size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), 0xff, n * sizeof(T));
+  return v;
+}
+
 /// A device copy of a host vector, freed at scope end.
 struct DeviceBuffer {
   explicit DeviceBuffer(const std::vector<float> &host) : n(host.size()) {
@@ -84,7 +92,7 @@ template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
     for (float &v : x)
       v = std::fabs(v) + 1e-3f;
   cuda::hostForEach(cuda::UnaryBody<Op>{x.data(), want.data()}, n);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchUnary(Op, dx.data, dy.data, n, nullptr);
   cudaDeviceSynchronize();
   expect(std::string(cuda::unaryName(Op)) + " n=" + std::to_string(n), e,
@@ -108,7 +116,7 @@ void binary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
   cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
   cuda::hostForEach(cuda::BinaryBody<Op>{plan, a.data(), b.data(), want.data()},
                     count(out));
-  DeviceBuffer da(a), db(b), dy(want);
+  DeviceBuffer da(a), db(b), dy(poison<float>(want.size()));
   cudaError_t e =
       cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
   expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy.read(), want, 1e-6);
@@ -128,7 +136,7 @@ void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   else
     cuda::hostForEachRow(cuda::SoftmaxBody<false>{x.data(), want.data(), n, inner},
                          outer * inner, 1);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchSoftmax(log, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(log ? "log_softmax" : "softmax") + " n=" + std::to_string(n) +
              " inner=" + std::to_string(inner),
@@ -143,7 +151,7 @@ void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   else
     cuda::hostForEachRow(cuda::SumRows<false>{x.data(), want.data(), n, inner},
                          outer * inner, 1);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchSum(mean, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(mean ? "reduce_mean" : "reduce_sum") + " n=" + std::to_string(n), e,
          dy.read(), want, n > 10000 ? 2e-4 : 2e-5);
@@ -157,7 +165,7 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     cuda::hostForEachRow(cuda::NormBody<true>{x.data(), s.data(), bias, want.data(), n, 1e-6f}, rows, 1);
   else
     cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, want.data(), n, 1e-5f}, rows, 1);
-  DeviceBuffer dx(x), ds(s), db(b), dy(want);
+  DeviceBuffer dx(x), ds(s), db(b), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchNorm(rms, dx.data, ds.data, rms ? nullptr : db.data,
                                    dy.data, rows, n, rms ? 1e-6f : 1e-5f, nullptr);
   expect(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n), e,
@@ -233,7 +241,7 @@ void logic(fsdprt_dtype_t dtype, const std::vector<int64_t> &as,
   cuda::hostForEach(cuda::LogicBody<Op, T>{plan, a.data(), b.data(), want.data()},
                     count(out));
   DeviceArray<T> da(a), db(b);
-  DeviceArray<uint8_t> dy(want);
+  DeviceArray<uint8_t> dy(poison<uint8_t>(want.size()));
   cudaError_t e = cuda::launchLogic(Op, dtype, plan, da.data, db.data, dy.data,
                                     count(out), nullptr);
   const char *type = dtype == FSDPRT_F32 ? "f32" : dtype == FSDPRT_I64 ? "i64" : "bool";
@@ -253,7 +261,7 @@ template <cuda::Logic Op, typename T> void logics(fsdprt_dtype_t dtype, unsigned
 void notOf(int64_t n, unsigned seed) {
   std::vector<uint8_t> x = randomBits<uint8_t>(n, seed), want(n);
   cuda::hostForEach(cuda::NotBody{x.data(), want.data()}, n);
-  DeviceArray<uint8_t> dx(x), dy(want);
+  DeviceArray<uint8_t> dx(x), dy(poison<uint8_t>(n));
   expectSame("not n=" + std::to_string(n), cuda::launchNot(dx.data, dy.data, n, nullptr),
              dy, want);
 }
@@ -271,7 +279,7 @@ void where(const std::vector<int64_t> &cs, const std::vector<int64_t> &as,
   cuda::hostForEach(cuda::WhereBody<T>{plan, cond.data(), a.data(), b.data(), want.data()},
                     count(out));
   DeviceArray<uint8_t> dc(cond);
-  DeviceArray<T> da(a), db(b), dy(want);
+  DeviceArray<T> da(a), db(b), dy(poison<T>(want.size()));
   cudaError_t e = cuda::launchWhere(sizeof(T), plan, dc.data, da.data, db.data, dy.data,
                                     count(out), nullptr);
   expectSame("where of " + std::to_string(sizeof(T)) + "-byte elements n=" +
@@ -304,7 +312,7 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
   cuda::crossEntropyGrad(host, in, n, g.data(), false, mean, hostScratch.data(),
                          wantGrad.data());
   // The device.
-  DeviceBuffer ds(scores), dg(g), dy(wantLoss), dgrad(wantGrad),
+  DeviceBuffer ds(scores), dg(g), dy(poison<float>(1)), dgrad(poison<float>(wantGrad.size())),
       scratch(std::vector<float>(2 * n + 1));
   DeviceArray<int64_t> dl(labels);
   DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
@@ -341,7 +349,7 @@ void gather(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
                         reinterpret_cast<uint32_t *>(want.data()), dim, count, inner,
                         &hostError},
                     outer * count * inner);
-  DeviceBuffer dd(data), dy(want);
+  DeviceBuffer dd(data), dy(poison<float>(want.size()));
   DeviceArray<int64_t> di(idx);
   DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
   std::string what = "gather dim=" + std::to_string(dim) + " count=" + std::to_string(count);
@@ -369,7 +377,7 @@ void stridedRead(const std::vector<int64_t> &out, const std::vector<int64_t> &st
                         plan, reinterpret_cast<const uint32_t *>(x.data()),
                         reinterpret_cast<uint32_t *>(want.data()), offset},
                     n);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchStridedRead(4, plan, dx.data, dy.data, offset, n, nullptr);
   expect("strided read of " + std::to_string(n), e, dy.read(), want, 0);
 }
@@ -383,7 +391,7 @@ void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
   cuda::ReducePlan plan = cuda::planReduce(shape, axes);
   std::vector<float> want(plan.rows);
   cuda::hostForEachRow(cuda::ReduceBody<Kind>{plan, x.data(), want.data()}, plan.rows, 1);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
   expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
              " into " + std::to_string(plan.rows),
@@ -419,14 +427,14 @@ void concatAndSplit(const std::vector<int64_t> &whole, int64_t axis,
   std::vector<T> want(count(whole));
   cuda::HostLauncher host;
   cuda::concat(host, hostIn.data(), want.data(), plan);
-  DeviceArray<T> dw(std::vector<T>(want.size()));
+  DeviceArray<T> dw(poison<T>(want.size()));
   std::string what = "concat of " + std::to_string(sizes.size()) + " along axis " +
                      std::to_string(axis) + " into " + std::to_string(want.size());
   expectSame(what, cuda::launchConcat(sizeof(T), deviceIn.data(), dw.data, plan, nullptr),
              dw, want);
   // Split the device's whole into zeroed pieces: the pieces come back.
   for (size_t k = 0; k < sizes.size(); ++k) {
-    devicePieces[k] = std::make_unique<DeviceArray<T>>(std::vector<T>(pieces[k].size()));
+    devicePieces[k] = std::make_unique<DeviceArray<T>>(poison<T>(pieces[k].size()));
     deviceOut.push_back(devicePieces[k]->data);
   }
   cudaError_t e = cuda::launchSplit(sizeof(T), dw.data, deviceOut.data(), plan, nullptr);
@@ -438,7 +446,7 @@ void concatAndSplit(const std::vector<int64_t> &whole, int64_t axis,
 template <typename T> void copyAndPack(unsigned seed) {
   for (int64_t n : {1, 257, 5000000}) {
     std::vector<T> x = randomBits<T>(n, seed++);
-    DeviceArray<T> dx(x), dy{std::vector<T>(n)};
+    DeviceArray<T> dx(x), dy(poison<T>(n));
     expectSame("copy of " + std::to_string(n), cuda::launchCopy(sizeof(T), dx.data, dy.data, n, nullptr),
                dy, x);
   }
@@ -470,6 +478,42 @@ template <typename T> void copies(unsigned &seed) {
   concatAndSplit<T>({2, 100003}, 1, {50000, 50003}, seed++);
   concatAndSplit<T>({4096, 768}, 0, {1024, 3072}, seed++);
   copyAndPack<T>(seed++);
+}
+
+/// gather_grad on the device: the host's bits, twice over (deterministic).
+void gatherGrad(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
+                unsigned seed) {
+  std::vector<float> g = random(outer * count * inner, seed), want(outer * dim * inner);
+  std::vector<int64_t> idx(count);
+  for (int64_t k = 0; k < count; ++k) // repeats: a Zipf-like head of rows
+    idx[k] = (k * 7919) % (k % 3 ? dim : std::min<int64_t>(dim, 8)) - (k % 5 ? 0 : dim);
+  if (bad)
+    idx[count / 2] = dim + 5;
+  cuda::ErrorSlot hostError{0, 0};
+  std::vector<int64_t> hostScratch(cuda::gatherGradScratch(count, dim));
+  cuda::HostLauncher host;
+  cuda::gatherGrad(host,
+                   cuda::GatherGradArgs<int64_t>{g.data(), idx.data(), want.data(), outer,
+                                                 dim, count, inner, &hostError},
+                   hostScratch.data());
+  DeviceBuffer dg(g);
+  DeviceArray<int64_t> di(idx), scratch(poison<int64_t>(hostScratch.size()));
+  DeviceArray<float> dy(poison<float>(want.size()));
+  DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
+  std::string what = "gather_grad dim=" + std::to_string(dim) + " count=" +
+                     std::to_string(count) + " inner=" + std::to_string(inner);
+  for (int run = 0; run < 2; ++run)
+    expectSame(what + " run " + std::to_string(run),
+               cuda::launchGatherGrad(false, dg.data, di.data, dy.data, outer, dim, count,
+                                      inner, scratch.data, error.data, nullptr),
+               dy, want);
+  cuda::ErrorSlot got = error.read(0);
+  ++checks;
+  if (got.code != hostError.code || got.detail != hostError.detail) {
+    std::fprintf(stderr, "FAIL: %s: error slot %d/%lld, the host's %d/%lld\n", what.c_str(),
+                 got.code, got.detail, hostError.code, hostError.detail);
+    ++failures;
+  }
 }
 
 } // namespace
@@ -551,6 +595,10 @@ int main() {
   reductions<cuda::Reduce::Sum>(seed);
   reductions<cuda::Reduce::Mean>(seed);
   reductions<cuda::Reduce::Max>(seed);
+  gatherGrad(1, 1, 1, 1, false, seed++);
+  gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
+  gatherGrad(3, 257, 1000, 5, false, seed++);
+  gatherGrad(1, 64, 100003, 3, true, seed++);
   copies<uint8_t>(seed);
   copies<uint16_t>(seed);
   copies<uint32_t>(seed);
