@@ -15,6 +15,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
+#include "kernels/pool.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -84,6 +85,23 @@ cudaError_t launchGatherGrad(bool indices32, const float *g,
 cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
                               const void *x, void *y, int64_t offset, int64_t n,
                               cudaStream_t stream);
+
+/// max_pool (max) or average_pool of x [planes, h, w] into y [planes, oh,
+/// ow] (planes: N * C; the window's sizes as the CPU's checks give them).
+cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
+                       float *y, int64_t planes, cudaStream_t stream);
+/// pool_grad (mode max, or average): dx [planes, h, w] from x and the
+/// gradient g [planes, oh, ow]; every element of dx is written.
+cudaError_t launchPoolGrad(bool max, const PoolWindow &window, const float *x,
+                           const float *g, float *dx, int64_t planes,
+                           cudaStream_t stream);
+/// batch_norm of x [n, channels, inner] with per-channel scale, bias, mean
+/// and var.
+cudaError_t launchBatchNorm(const float *x, const float *scale,
+                            const float *bias, const float *mean,
+                            const float *var, float *y, int64_t n,
+                            int64_t channels, int64_t inner, float eps,
+                            cudaStream_t stream);
 
 /// concat of elements of `elementSize` bytes (1, 2, 4 or 8): pieces[k]
 /// into its place in `whole` (plan: planPieces of the whole's shape, the

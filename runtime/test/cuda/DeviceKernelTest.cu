@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "host_launch.h"
+#include "kernels/pool.h"
 #include "kernels/rows.h"
 #include "launch.h"
 
@@ -516,6 +517,48 @@ void gatherGrad(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool b
   }
 }
 
+/// max or average pooling and its gradient over planes [planes, h, w].
+void pool(bool max, int64_t planes, const cuda::PoolWindow &w, unsigned seed) {
+  std::vector<float> x = random(planes * w.h * w.w, seed), g = random(planes * w.oh * w.ow, seed + 1);
+  std::vector<float> want(g.size()), wantGrad(x.size());
+  std::string what = std::string(max ? "max" : "average") + " pool of " + std::to_string(planes) +
+                     " planes " + std::to_string(w.h) + "x" + std::to_string(w.w);
+  if (max) {
+    cuda::hostForEach(cuda::PoolBody<true>{w, x.data(), want.data()}, want.size());
+    cuda::hostForEach(cuda::PoolGradBody<true>{w, x.data(), g.data(), wantGrad.data()}, x.size());
+  } else {
+    cuda::hostForEach(cuda::PoolBody<false>{w, x.data(), want.data()}, want.size());
+    cuda::hostForEach(cuda::PoolGradBody<false>{w, x.data(), g.data(), wantGrad.data()}, x.size());
+  }
+  DeviceBuffer dx(x), dg(g), dy(poison<float>(want.size())), ddx(poison<float>(x.size()));
+  expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy.read(), want, 1e-6);
+  expect(what + " grad", cuda::launchPoolGrad(max, w, dx.data, dg.data, ddx.data, planes, nullptr),
+         ddx.read(), wantGrad, 0);
+}
+
+cuda::PoolWindow window(int64_t k, int64_t stride, int64_t pad, int64_t h, int64_t w) {
+  cuda::PoolWindow win{{k, k}, {stride, stride}, {1, 1}, {pad, pad, pad, pad}, false, h, w, 0, 0};
+  win.oh = (h + 2 * pad - k) / stride + 1;
+  win.ow = (w + 2 * pad - k) / stride + 1;
+  return win;
+}
+
+void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
+  std::vector<float> x = random(n * channels * inner, seed), s = random(channels, seed + 1),
+                     b = random(channels, seed + 2), m = random(channels, seed + 3),
+                     v = random(channels, seed + 4), want(x.size());
+  for (float &var : v)
+    var = std::fabs(var) + 0.1f;
+  cuda::hostForEach(cuda::BatchNormBody{x.data(), s.data(), b.data(), m.data(), v.data(),
+                                        want.data(), channels, inner, 1e-5f},
+                    x.size());
+  DeviceBuffer dx(x), ds(s), db(b), dm(m), dv(v), dy(poison<float>(x.size()));
+  expect("batch_norm of " + std::to_string(x.size()),
+         cuda::launchBatchNorm(dx.data, ds.data, db.data, dm.data, dv.data, dy.data, n, channels,
+                               inner, 1e-5f, nullptr),
+         dy.read(), want, 1e-6);
+}
+
 } // namespace
 
 int main() {
@@ -599,6 +642,15 @@ int main() {
   gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
   gatherGrad(3, 257, 1000, 5, false, seed++);
   gatherGrad(1, 64, 100003, 3, true, seed++);
+  for (bool max : {true, false}) {
+    pool(max, 1, window(1, 1, 0, 1, 1), seed++);
+    pool(max, 6, window(2, 2, 0, 8, 8), seed++);
+    pool(max, 64, window(3, 2, 1, 112, 112), seed++); // ResNet's stem pool
+    pool(max, 3, window(3, 1, 1, 7, 257), seed++);
+  }
+  batchNorm(1, 1, 1, seed++);
+  batchNorm(32, 64, 112 * 112, seed++);
+  batchNorm(8, 32, 1, seed++);
   copies<uint8_t>(seed);
   copies<uint16_t>(seed);
   copies<uint32_t>(seed);
