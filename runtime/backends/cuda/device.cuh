@@ -1,4 +1,4 @@
-//===- device.cuh - Running kernel bodies on the device ----------*- CUDA -*-===//
+//===- device.cuh - Running kernel bodies on the device --------*- CUDA -*-===//
 //
 // What every translation unit of the device launchers shares: elementwise
 // bodies in a grid-stride loop, row bodies one row per block (a block is

@@ -79,7 +79,8 @@ template <typename T> void checkConcatAndSplit(plan::DType dtype) {
       outs.push_back({dtype, pieceShape(c, k)});
     }
     cuda::split(launch, whole.data(), out.data(), plan);
-    r = runOp("split", {valueOf(dtype, c.whole, whole)}, outs, {{"axis", c.axis}});
+    r = runOp("split", {valueOf(dtype, c.whole, whole)}, outs,
+              {{"axis", c.axis}});
     ASSERT_EQ(r.error, "");
     for (size_t k = 0; k < c.sizes.size(); ++k)
       EXPECT_EQ(pieces[k], r.outputs[k].as<T>()) << "piece " << k;
@@ -148,8 +149,10 @@ template <typename T> void checkPack(plan::DType dtype) {
     }
     std::vector<T> flat = randomBits<T>(c.total, seed++); // stale contents
     cuda::HostLauncher launch;
-    cuda::pack(launch, in.data(), flat.data(), cuda::planPack(c.offsets, numels, c.total));
-    Result r = runOp("pack", values, {{dtype, {c.total}}}, {{"offsets", c.offsets}});
+    cuda::pack(launch, in.data(), flat.data(),
+               cuda::planPack(c.offsets, numels, c.total));
+    Result r =
+        runOp("pack", values, {{dtype, {c.total}}}, {{"offsets", c.offsets}});
     ASSERT_EQ(r.error, "");
     EXPECT_EQ(flat, r.outputs[0].as<T>()) << c.total;
   }

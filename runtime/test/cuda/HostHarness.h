@@ -1,5 +1,4 @@
-//===- HostHarness.h - What the cuda-host tests share -------------*- C++
-//-*-===//
+//===- HostHarness.h - What the cuda-host tests share -----------*- C++ -*-===//
 //
 // The CPU backend as the oracle of the cuda-host tests: one kernel run
 // through the C API, and the comparison of a body's output with it.

@@ -54,8 +54,9 @@ template <cuda::Logic Op, typename T> void checkLogic(plan::DType dtype) {
       a[0] = NAN; // unequal to everything, ordered with nothing
     std::vector<uint8_t> y(numel(c.out));
     cuda::Broadcast plan = cuda::planBroadcast(c.out, {c.a, c.b});
-    cuda::hostForEach(cuda::LogicBody<Op, T>{plan, a.data(), b.data(), y.data()},
-                      numel(c.out));
+    cuda::hostForEach(
+        cuda::LogicBody<Op, T>{plan, a.data(), b.data(), y.data()},
+        numel(c.out));
     Result r = runOp(cuda::logicName(Op),
                      {valueOf(dtype, c.a, a), valueOf(dtype, c.b, b)},
                      {{plan::DType::Bool, c.out}});
@@ -119,16 +120,15 @@ template <typename T> void checkWhere(plan::DType dtype) {
       return v;
     };
     std::vector<uint8_t> cond = smallValues<uint8_t>(numel(c.cond), seed++);
-    std::vector<T> a = bits(numel(c.a)), b = bits(numel(c.b)),
-                   y(numel(c.out));
+    std::vector<T> a = bits(numel(c.a)), b = bits(numel(c.b)), y(numel(c.out));
     cuda::Broadcast plan = cuda::planBroadcast(c.out, {c.cond, c.a, c.b});
     cuda::hostForEach(
         cuda::WhereBody<T>{plan, cond.data(), a.data(), b.data(), y.data()},
         numel(c.out));
-    Result r = runOp("where",
-                     {boolean(c.cond, cond), valueOf(dtype, c.a, a),
-                      valueOf(dtype, c.b, b)},
-                     {{dtype, c.out}});
+    Result r = runOp(
+        "where",
+        {boolean(c.cond, cond), valueOf(dtype, c.a, a), valueOf(dtype, c.b, b)},
+        {{dtype, c.out}});
     ASSERT_EQ(r.error, "");
     EXPECT_EQ(y, r.outputs[0].as<T>());
   }

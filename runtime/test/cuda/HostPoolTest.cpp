@@ -26,7 +26,8 @@ struct PoolCase {
 
 const std::vector<PoolCase> kPools = {
     {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false},
-    {{2, 4, 17, 17}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false}, // ResNet
+    // ResNet's stem pool: 3x3, stride 2, padding 1
+    {{2, 4, 17, 17}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
     {{1, 2, 9, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {2, 2}, false, false},
     {{1, 3, 10, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},
     {{1, 3, 10, 11}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true},
@@ -86,11 +87,14 @@ TEST(CudaHost, PoolingEqualsTheCpuBackend) {
       Shape out = {c.x[0], c.x[1], w.oh, w.ow};
       std::vector<float> y(numel(out));
       if (max)
-        cuda::hostForEach(cuda::PoolBody<true>{w, x.data(), y.data()}, numel(out));
+        cuda::hostForEach(cuda::PoolBody<true>{w, x.data(), y.data()},
+                          numel(out));
       else
-        cuda::hostForEach(cuda::PoolBody<false>{w, x.data(), y.data()}, numel(out));
-      expectClose(y, cpu(max ? "max_pool" : "average_pool", {f32(c.x, x)}, out,
-                         attrsOf(c)),
+        cuda::hostForEach(cuda::PoolBody<false>{w, x.data(), y.data()},
+                          numel(out));
+      expectClose(y,
+                  cpu(max ? "max_pool" : "average_pool", {f32(c.x, x)}, out,
+                      attrsOf(c)),
                   max ? 0 : 1e-6);
       EXPECT_EQ(numel(out), planes * w.oh * w.ow);
     }
@@ -112,17 +116,20 @@ TEST(CudaHost, PoolGradEqualsTheCpuBackendBitForBit) {
       std::vector<float> g = randomFloats(numel(gShape), seed++);
       std::vector<float> dx(x.size(), NAN);
       if (max)
-        cuda::hostForEach(cuda::PoolGradBody<true>{w, x.data(), g.data(), dx.data()},
-                          numel(c.x));
+        cuda::hostForEach(
+            cuda::PoolGradBody<true>{w, x.data(), g.data(), dx.data()},
+            numel(c.x));
       else
-        cuda::hostForEach(cuda::PoolGradBody<false>{w, x.data(), g.data(), dx.data()},
-                          numel(c.x));
+        cuda::hostForEach(
+            cuda::PoolGradBody<false>{w, x.data(), g.data(), dx.data()},
+            numel(c.x));
       AttrList attrs = attrsOf(c);
       attrs.push_back({"mode", std::string(max ? "max" : "average")});
       std::vector<float> want =
           cpu("pool_grad", {f32(c.x, x), f32(gShape, g)}, c.x, attrs);
       ASSERT_EQ(dx.size(), want.size());
-      EXPECT_EQ(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)),
+                0);
     }
 }
 
@@ -131,14 +138,17 @@ TEST(CudaHost, BatchNormEqualsTheCpuBackend) {
        {Shape{2, 3, 5, 7}, Shape{8, 32}, Shape{1, 1, 1}, Shape{2, 4, 100003}}) {
     int64_t channels = shape[1], inner = numel(shape) / shape[0] / channels;
     std::vector<float> x = randomFloats(numel(shape), 3),
-                       s = randomFloats(channels, 4), b = randomFloats(channels, 5),
-                       m = randomFloats(channels, 6), v = randomFloats(channels, 7);
+                       s = randomFloats(channels, 4),
+                       b = randomFloats(channels, 5),
+                       m = randomFloats(channels, 6),
+                       v = randomFloats(channels, 7);
     for (float &var : v)
       var = std::fabs(var) + 0.1f;
     std::vector<float> y(x.size());
     float eps = 1e-3f;
-    cuda::hostForEach(cuda::BatchNormBody{x.data(), s.data(), b.data(), m.data(),
-                                          v.data(), y.data(), channels, inner, eps},
+    cuda::hostForEach(cuda::BatchNormBody{x.data(), s.data(), b.data(),
+                                          m.data(), v.data(), y.data(),
+                                          channels, inner, eps},
                       numel(shape));
     Shape c = {channels};
     expectClose(y,

@@ -26,16 +26,19 @@ std::vector<float> hostReduce(cuda::Reduce kind, const Shape &shape,
   std::vector<float> y(p.rows);
   switch (kind) {
   case cuda::Reduce::Sum:
-    cuda::hostForEachRow(cuda::ReduceBody<cuda::Reduce::Sum>{p, x.data(), y.data()},
-                         p.rows, lanes);
+    cuda::hostForEachRow(
+        cuda::ReduceBody<cuda::Reduce::Sum>{p, x.data(), y.data()}, p.rows,
+        lanes);
     break;
   case cuda::Reduce::Mean:
-    cuda::hostForEachRow(cuda::ReduceBody<cuda::Reduce::Mean>{p, x.data(), y.data()},
-                         p.rows, lanes);
+    cuda::hostForEachRow(
+        cuda::ReduceBody<cuda::Reduce::Mean>{p, x.data(), y.data()}, p.rows,
+        lanes);
     break;
   case cuda::Reduce::Max:
-    cuda::hostForEachRow(cuda::ReduceBody<cuda::Reduce::Max>{p, x.data(), y.data()},
-                         p.rows, lanes);
+    cuda::hostForEachRow(
+        cuda::ReduceBody<cuda::Reduce::Max>{p, x.data(), y.data()}, p.rows,
+        lanes);
     break;
   }
   return y;
@@ -48,15 +51,15 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
   };
   const std::vector<Case> cases = {
       {{1}, {0}},
-      {{}, {}},                     // a scalar
-      {{7}, {}},                    // every dim
-      {{4, 6, 5, 7}, {0, 2}},       // interleaved
+      {{}, {}},               // a scalar
+      {{7}, {}},              // every dim
+      {{4, 6, 5, 7}, {0, 2}}, // interleaved
       {{4, 6, 5, 7}, {1, 3}},
       {{4, 6, 5, 7}, {0, 3}},
       {{2, 257, 3}, {0, 2}},
-      {{3, 300, 5}, {1}},           // one run, as SumRows
-      {{2, 100003}, {1}},           // a long row
-      {{100003, 2}, {0}},           // a long column
+      {{3, 300, 5}, {1}},                             // one run, as SumRows
+      {{2, 100003}, {1}},                             // a long row
+      {{100003, 2}, {0}},                             // a long column
       {{2, 1, 3, 1, 2, 3, 2, 1, 2, 2}, {0, 2, 5, 8}}, // 10 dims
   };
   unsigned seed = 1300;
@@ -79,7 +82,9 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
           }
           std::vector<float> y = hostReduce(kind, c.x, c.axes, x, lanes);
           int64_t count = numel(c.x) / std::max<int64_t>(numel(out), 1);
-          double tol = kind == cuda::Reduce::Max ? 0 : count > 10000 ? 2e-4 : 2e-5;
+          double tol = kind == cuda::Reduce::Max ? 0
+                       : count > 10000           ? 2e-4
+                                                 : 2e-5;
           expectClose(y,
                       cpu(cuda::reduceName(kind), {f32(c.x, x)}, out,
                           {{"axes", c.axes}, {"keepdims", int64_t(keepdims)}}),
@@ -101,15 +106,17 @@ TEST(CudaHost, ReduceMaxPropagatesNaNAndKeepsInfinities) {
     EXPECT_TRUE(std::isnan(y[1]));
     EXPECT_EQ(y[2], INFINITY);
     EXPECT_EQ(y[5 + 3], -INFINITY);
-    expectClose(y,
-                cpu("reduce_max", {f32(shape, x)}, {3, 5},
-                    {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}),
-                0);
+    expectClose(
+        y,
+        cpu("reduce_max", {f32(shape, x)}, {3, 5},
+            {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}),
+        0);
   }
 }
 
 TEST(CudaHost, GlobalAveragePoolIsAMeanOverTheSpatialDims) {
-  for (const Shape &shape : {Shape{2, 3, 7, 9}, Shape{1, 1, 1}, Shape{2, 5, 3, 4, 5}})
+  for (const Shape &shape :
+       {Shape{2, 3, 7, 9}, Shape{1, 1, 1}, Shape{2, 5, 3, 4, 5}})
     for (int lanes : {1, 4}) {
       std::vector<float> x = randomFloats(numel(shape), 19);
       std::vector<int64_t> spatial;

@@ -33,8 +33,8 @@ std::vector<int64_t> hostGatherGrad(const std::vector<float> &g,
   std::vector<int64_t> scratch(cuda::gatherGradScratch(count, dim));
   cuda::HostLauncher launch;
   cuda::gatherGrad(launch,
-                   cuda::GatherGradArgs<I>{g.data(), indices.data(), y, outer, dim,
-                                           count, inner, error},
+                   cuda::GatherGradArgs<I>{g.data(), indices.data(), y, outer,
+                                           dim, count, inner, error},
                    scratch.data());
   return scratch;
 }
@@ -45,18 +45,19 @@ TEST(CudaHost, GatherGradEqualsTheCpuBackendBitForBit) {
     int64_t axis;
   };
   const std::vector<Case> cases = {
-      {{64, 32}, {4, 16}, 0},   // an embedding: repeats
-      {{5, 7}, {1000}, 0},      // few rows, many repeats
-      {{3, 257, 5}, {7}, 1},    // an inner axis
-      {{1}, {1}, 0},            // size 1: no merge pass
-      {{2, 9}, {3, 257}, 1},    // runs that are not powers of two
-      {{50, 3}, {100003}, 0},   // a long sort
+      {{64, 32}, {4, 16}, 0}, // an embedding: repeats
+      {{5, 7}, {1000}, 0},    // few rows, many repeats
+      {{3, 257, 5}, {7}, 1},  // an inner axis
+      {{1}, {1}, 0},          // size 1: no merge pass
+      {{2, 9}, {3, 257}, 1},  // runs that are not powers of two
+      {{50, 3}, {100003}, 0}, // a long sort
   };
   unsigned seed = 1500;
   for (const Case &c : cases)
     for (bool i32 : {false, true}) {
       SCOPED_TRACE(std::to_string(numel(c.indices)) + " indices into " +
-                   std::to_string(c.data[c.axis]) + (i32 ? ", int32" : ", int64"));
+                   std::to_string(c.data[c.axis]) +
+                   (i32 ? ", int32" : ", int64"));
       int64_t dim = c.data[c.axis], outer = 1, inner = 1;
       for (int64_t d = 0; d < static_cast<int64_t>(c.data.size()); ++d)
         (d < c.axis ? outer : inner) *= d == c.axis ? 1 : c.data[d];
@@ -75,13 +76,15 @@ TEST(CudaHost, GatherGradEqualsTheCpuBackendBitForBit) {
           i32 ? hostGatherGrad(g, idx32, y.data(), outer, dim, inner, &error)
               : hostGatherGrad(g, idx, y.data(), outer, dim, inner, &error);
       EXPECT_EQ(error.code, 0);
-      Value indices = i32 ? fsdprt::test::i32(c.indices, idx32) : i64(c.indices, idx);
-      Result r = runOp("gather_grad", {f32(gShape, g), indices}, {{F32, c.data}},
-                       {{"axis", c.axis}});
+      Value indices =
+          i32 ? fsdprt::test::i32(c.indices, idx32) : i64(c.indices, idx);
+      Result r = runOp("gather_grad", {f32(gShape, g), indices},
+                       {{F32, c.data}}, {{"axis", c.axis}});
       ASSERT_EQ(r.error, "");
       std::vector<float> want = r.outputs[0].as<float>();
       ASSERT_EQ(y.size(), want.size());
-      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)),
+                0);
       // The sorted order is std::stable_sort's of the positions by row.
       int64_t count = numel(c.indices);
       std::vector<int64_t> expected(count);
@@ -107,8 +110,8 @@ TEST(CudaHost, GatherGradRecordsABadIndex) {
   // The good indices' rows still hold their slices; the bad one is dropped.
   EXPECT_EQ(y[1 * 4], g[0]);
   EXPECT_EQ(y[2 * 4 + 3], g[2 * 4 + 3]);
-  Result r = runOp("gather_grad", {f32({3, 4}, g), i64({3}, idx)}, {{F32, {8, 4}}},
-                   {{"axis", int64_t(0)}});
+  Result r = runOp("gather_grad", {f32({3, 4}, g), i64({3}, idx)},
+                   {{F32, {8, 4}}}, {{"axis", int64_t(0)}});
   EXPECT_NE(r.error.find("index -9 is out of range for a dimension of size 8"),
             std::string::npos)
       << r.error;

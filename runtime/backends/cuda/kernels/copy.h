@@ -1,4 +1,4 @@
-//===- copy.h - concat, split, copy and pack as strided copies ---*- C++ -*-===//
+//===- copy.h - concat, split, copy and pack as strided copies --*- C++ -*-===//
 //
 // The CPU backend's data movement that is not a strided read (data.h):
 // concat and split along an axis, copy, and pack (a unit's members into

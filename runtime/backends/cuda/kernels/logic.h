@@ -1,4 +1,4 @@
-//===- logic.h - Comparison, logic and where kernel bodies -------*- C++ -*-===//
+//===- logic.h - Comparison, logic and where kernel bodies ------*- C++ -*-===//
 //
 // The CPU backend's comparisons (equal, less, greater: F32, I64 or Bool
 // operands, a Bool output), its logic (and, or, not: Bool throughout) and
@@ -61,7 +61,8 @@ template <typename T> struct WhereBody {
   const T *a, *b;
   T *y;
   FSDP_HD void operator()(int64_t i) const {
-    y[i] = cond[plan.offset(0, i)] ? a[plan.offset(1, i)] : b[plan.offset(2, i)];
+    y[i] =
+        cond[plan.offset(0, i)] ? a[plan.offset(1, i)] : b[plan.offset(2, i)];
   }
 };
 

@@ -1,4 +1,4 @@
-//===- pool.h - Pooling and batch norm kernel bodies -------------*- C++ -*-===//
+//===- pool.h - Pooling and batch norm kernel bodies ------------*- C++ -*-===//
 //
 // The convolutional nets' remaining ops as elementwise bodies (hd.h), as
 // the CPU backend computes them (runtime/backends/cpu/nn.cpp): 2-D max

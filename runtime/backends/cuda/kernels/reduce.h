@@ -1,4 +1,4 @@
-//===- reduce.h - Reductions over any axes -----------------------*- C++ -*-===//
+//===- reduce.h - Reductions over any axes ----------------------*- C++ -*-===//
 //
 // reduce_sum, reduce_mean and reduce_max over any set of axes, reduced
 // and kept dims interleaved or not, as a row body (hd.h): one row per
@@ -63,7 +63,8 @@ template <Reduce Kind> struct ReduceBody {
       acc = g.sum(acc);
     }
     if (g.lane() == 0)
-      y[row] = Kind == Reduce::Mean ? acc / static_cast<float>(plan.count) : acc;
+      y[row] =
+          Kind == Reduce::Mean ? acc / static_cast<float>(plan.count) : acc;
   }
 };
 

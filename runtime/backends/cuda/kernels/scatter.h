@@ -1,4 +1,4 @@
-//===- scatter.h - gather's gradient, deterministic --------------*- C++ -*-===//
+//===- scatter.h - gather's gradient, deterministic -------------*- C++ -*-===//
 //
 // gather_grad (the embedding gradient) as kernel bodies (hd.h): y [outer,
 // dim, inner] is zero but for each slice g[o, k, :] added at row
@@ -86,11 +86,10 @@ struct MergeRuns {
     int64_t right = left + width < count ? left + width : count;
     int64_t end = right + width < count ? right + width : count;
     int64_t key = keys[in[p]];
-    int64_t at = p < right
-                     ? p - left + searchKeys(keys, in, right, end, key, false) -
-                           right
-                     : p - right + searchKeys(keys, in, left, right, key, true) -
-                           left;
+    int64_t at =
+        p < right
+            ? p - left + searchKeys(keys, in, right, end, key, false) - right
+            : p - right + searchKeys(keys, in, left, right, key, true) - left;
     out[left + at] = in[p];
   }
 };
