@@ -1,85 +1,18 @@
 //===- kernels.cu - The CUDA backend's own kernels on the device ----------===//
 //
-// The device launchers (launch.h) of the kernel bodies (kernels/hd.h):
-// elementwise bodies in a grid-stride loop, row bodies one row per block
-// (a block is the body's group: lanes are its threads, reductions go
-// through warp shuffles and shared memory).
+// The device launchers (launch.h) of the unary, binary, cast, softmax,
+// norm, sum, gather, strided-read and cross-entropy bodies (kernels/),
+// run as device.cuh runs bodies.
 //
 //===----------------------------------------------------------------------===//
 
 #include "launch.h"
 
+#include "device.cuh"
 #include "kernels/rows.h"
-
-#include <algorithm>
 
 namespace fsdprt::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-
-template <class Body> __global__ void forEach(Body body, int64_t n) {
-  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < n; i += step)
-    body(i);
-}
-
-/// The threads of a block as a row body's group (blockDim.x: a multiple
-/// of 32).
-class BlockGroup {
-public:
-  __device__ explicit BlockGroup(float *scratch) : scratch(scratch) {}
-  __device__ int lane() const { return threadIdx.x; }
-  __device__ int size() const { return blockDim.x; }
-  __device__ float sum(float v) { return combine(v, false); }
-  __device__ float max(float v) { return combine(v, true); }
-
-private:
-  __device__ float combine(float v, bool isMax) {
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      float other = __shfl_xor_sync(0xffffffffu, v, offset);
-      v = isMax ? fmaxf(v, other) : v + other;
-    }
-    __syncthreads(); // the previous reduction has read the scratch
-    if (threadIdx.x % 32 == 0)
-      scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = scratch[0];
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-      v = isMax ? fmaxf(v, scratch[w]) : v + scratch[w];
-    return v;
-  }
-
-  float *scratch;
-};
-
-template <class Body> __global__ void forEachRow(Body body, int64_t rows) {
-  __shared__ float scratch[kThreads / 32];
-  BlockGroup group(scratch);
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
-    body(group, row);
-}
-
-template <class Body>
-cudaError_t elementwise(const Body &body, int64_t n, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
-  forEach<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(body, n);
-  return cudaGetLastError();
-}
-
-template <class Body>
-cudaError_t rowwise(const Body &body, int64_t rows, cudaStream_t stream) {
-  if (rows == 0)
-    return cudaSuccess;
-  int64_t blocks = std::min<int64_t>(rows, kMaxBlocks);
-  forEachRow<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(body,
-                                                                    rows);
-  return cudaGetLastError();
-}
 
 template <Unary Op>
 cudaError_t unaryOf(const float *x, float *y, int64_t n, cudaStream_t s) {
@@ -215,21 +148,6 @@ cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
   }
   return cudaErrorInvalidValue;
 }
-
-namespace {
-
-/// The device launchers as a launcher object, on one stream.
-struct DeviceLauncher {
-  cudaStream_t stream;
-  template <class Body> cudaError_t elementwise(const Body &body, int64_t n) {
-    return cuda::elementwise(body, n, stream);
-  }
-  template <class Body> cudaError_t rowwise(const Body &body, int64_t rows) {
-    return cuda::rowwise(body, rows, stream);
-  }
-};
-
-} // namespace
 
 cudaError_t launchCrossEntropy(const CrossEntropyInputs &in, int64_t positions,
                                bool none, bool mean, float *scratch, float *y,

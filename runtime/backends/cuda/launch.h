@@ -10,9 +10,14 @@
 #ifndef FSDPRT_BACKENDS_CUDA_LAUNCH_H
 #define FSDPRT_BACKENDS_CUDA_LAUNCH_H
 
-#include "kernels/elementwise.h"
+#include "kernels/copy.h"
 #include "kernels/data.h"
+#include "kernels/elementwise.h"
+#include "kernels/logic.h"
 #include "kernels/losses.h"
+#include "kernels/pool.h"
+#include "kernels/reduce.h"
+#include "kernels/scatter.h"
 
 #include <cuda_runtime_api.h>
 
@@ -26,12 +31,32 @@ cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n,
                          cudaStream_t stream);
+/// equal, less or greater of two F32, I64 or Bool operands (`dtype`), or
+/// and/or of two Bool ones, broadcast by `plan` (planBroadcast of the
+/// output and the two operands): n Bool (one byte, 0 or 1) outputs.
+/// Another dtype: cudaErrorInvalidValue.
+cudaError_t launchLogic(Logic op, fsdprt_dtype_t dtype, const Broadcast &plan,
+                        const void *a, const void *b, uint8_t *y, int64_t n,
+                        cudaStream_t stream);
+/// not of n Bool elements.
+cudaError_t launchNot(const uint8_t *x, uint8_t *y, int64_t n,
+                      cudaStream_t stream);
+/// where of n elements of `elementSize` bytes (1, 2, 4 or 8): plan is
+/// planBroadcast of the output and (cond, a, b), in that order.
+cudaError_t launchWhere(size_t elementSize, const Broadcast &plan,
+                        const uint8_t *cond, const void *a, const void *b,
+                        void *y, int64_t n, cudaStream_t stream);
 /// Softmax or log-softmax of rows [outer, n, inner].
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
                           int64_t n, int64_t inner, cudaStream_t stream);
 /// reduce_sum or reduce_mean of rows [outer, n, inner] into [outer, inner].
 cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
                       int64_t n, int64_t inner, cudaStream_t stream);
+/// reduce_sum, reduce_mean or reduce_max of x into y[plan.rows], over any
+/// axes (plan: planReduce of x's shape and the axes); also
+/// global_average_pool (reduce_mean over the spatial dims).
+cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
+                         float *y, cudaStream_t stream);
 /// Layer norm or RMS norm of `rows` contiguous rows of n elements.
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
@@ -45,10 +70,56 @@ cudaError_t launchGather(size_t elementSize, bool indices32, const void *data,
                          int64_t dim, int64_t count, int64_t inner,
                          ErrorSlot *error, cudaStream_t stream);
 
+/// gather_grad: y [outer, dim, inner] zero but for each g[o, k, :] (g
+/// [outer, count, inner]) added at row indices[k] (I64, or with indices32
+/// I32), summed in increasing k: the CPU backend's bits, every run.
+/// `scratch` holds gatherGradScratch(count, dim) int64s; bad indices go to
+/// `error`. 3 + ceil(log2 count) kernels.
+cudaError_t launchGatherGrad(bool indices32, const float *g,
+                             const void *indices, float *y, int64_t outer,
+                             int64_t dim, int64_t count, int64_t inner,
+                             int64_t *scratch, ErrorSlot *error,
+                             cudaStream_t stream);
+
 /// A strided read (kernels/data.h) of n elements of `elementSize` bytes.
 cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
                               const void *x, void *y, int64_t offset, int64_t n,
                               cudaStream_t stream);
+
+/// max_pool (max) or average_pool of x [planes, h, w] into y [planes, oh,
+/// ow] (planes: N * C; the window's sizes as the CPU's checks give them).
+cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
+                       float *y, int64_t planes, cudaStream_t stream);
+/// pool_grad (mode max, or average): dx [planes, h, w] from x and the
+/// gradient g [planes, oh, ow]; every element of dx is written.
+cudaError_t launchPoolGrad(bool max, const PoolWindow &window, const float *x,
+                           const float *g, float *dx, int64_t planes,
+                           cudaStream_t stream);
+/// batch_norm of x [n, channels, inner] with per-channel scale, bias, mean
+/// and var.
+cudaError_t launchBatchNorm(const float *x, const float *scale,
+                            const float *bias, const float *mean,
+                            const float *var, float *y, int64_t n,
+                            int64_t channels, int64_t inner, float eps,
+                            cudaStream_t stream);
+
+/// concat of elements of `elementSize` bytes (1, 2, 4 or 8): pieces[k]
+/// into its place in `whole` (plan: planPieces of the whole's shape, the
+/// axis and the pieces' lengths along it). One kernel per piece.
+cudaError_t launchConcat(size_t elementSize, const void *const *pieces,
+                         void *whole, const std::vector<Piece> &plan,
+                         cudaStream_t stream);
+/// split: the inverse of launchConcat, the same plan.
+cudaError_t launchSplit(size_t elementSize, const void *whole,
+                        void *const *pieces, const std::vector<Piece> &plan,
+                        cudaStream_t stream);
+/// copy of n elements (x and y do not overlap, unless they are the same).
+cudaError_t launchCopy(size_t elementSize, const void *x, void *y, int64_t n,
+                       cudaStream_t stream);
+/// pack: members[i] into `flat` at its offset, zeros elsewhere (plan:
+/// planPack of the offsets, the members' sizes and the flat size).
+cudaError_t launchPack(size_t elementSize, const void *const *members,
+                       void *flat, const PackPlan &plan, cudaStream_t stream);
 
 /// softmax_cross_entropy over `positions` positions into y ([positions]
 /// for reduction none, else one value); `scratch` holds 2 * positions

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "host_launch.h"
+#include "kernels/pool.h"
 #include "kernels/rows.h"
 #include "launch.h"
 
@@ -16,6 +17,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,6 +36,14 @@ std::vector<float> random(size_t n, unsigned seed, float scale = 1) {
   std::vector<float> v(n);
   for (float &x : v)
     x = dist(gen) * scale;
+  return v;
+}
+
+/// n elements of all-ones bytes (NaN, 255, -1): what a kernel must
+/// overwrite, so that an output it left alone fails the comparison.
+template <typename T> std::vector<T> poison(size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), 0xff, n * sizeof(T));
   return v;
 }
 
@@ -82,7 +93,7 @@ template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
     for (float &v : x)
       v = std::fabs(v) + 1e-3f;
   cuda::hostForEach(cuda::UnaryBody<Op>{x.data(), want.data()}, n);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchUnary(Op, dx.data, dy.data, n, nullptr);
   cudaDeviceSynchronize();
   expect(std::string(cuda::unaryName(Op)) + " n=" + std::to_string(n), e,
@@ -106,7 +117,7 @@ void binary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
   cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
   cuda::hostForEach(cuda::BinaryBody<Op>{plan, a.data(), b.data(), want.data()},
                     count(out));
-  DeviceBuffer da(a), db(b), dy(want);
+  DeviceBuffer da(a), db(b), dy(poison<float>(want.size()));
   cudaError_t e =
       cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
   expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy.read(), want, 1e-6);
@@ -126,7 +137,7 @@ void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   else
     cuda::hostForEachRow(cuda::SoftmaxBody<false>{x.data(), want.data(), n, inner},
                          outer * inner, 1);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchSoftmax(log, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(log ? "log_softmax" : "softmax") + " n=" + std::to_string(n) +
              " inner=" + std::to_string(inner),
@@ -141,7 +152,7 @@ void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   else
     cuda::hostForEachRow(cuda::SumRows<false>{x.data(), want.data(), n, inner},
                          outer * inner, 1);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchSum(mean, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(mean ? "reduce_mean" : "reduce_sum") + " n=" + std::to_string(n), e,
          dy.read(), want, n > 10000 ? 2e-4 : 2e-5);
@@ -155,7 +166,7 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     cuda::hostForEachRow(cuda::NormBody<true>{x.data(), s.data(), bias, want.data(), n, 1e-6f}, rows, 1);
   else
     cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, want.data(), n, 1e-5f}, rows, 1);
-  DeviceBuffer dx(x), ds(s), db(b), dy(want);
+  DeviceBuffer dx(x), ds(s), db(b), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchNorm(rms, dx.data, ds.data, rms ? nullptr : db.data,
                                    dy.data, rows, n, rms ? 1e-6f : 1e-5f, nullptr);
   expect(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n), e,
@@ -174,9 +185,115 @@ template <typename T> struct DeviceArray {
     cudaMemcpy(&v, data + i, sizeof(T), cudaMemcpyDeviceToHost);
     return v;
   }
+  std::vector<T> readAll() const {
+    std::vector<T> host(n);
+    cudaMemcpy(host.data(), data, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
   T *data = nullptr;
   size_t n;
 };
+
+/// Like expect, for outputs that must equal the host's bit for bit.
+template <typename T>
+void expectSame(const std::string &what, cudaError_t launched,
+                const DeviceArray<T> &got, const std::vector<T> &want) {
+  ++checks;
+  cudaError_t synced = cudaDeviceSynchronize();
+  if (launched != cudaSuccess || synced != cudaSuccess) {
+    std::fprintf(stderr, "FAIL: %s: %s\n", what.c_str(),
+                 cudaGetErrorString(launched != cudaSuccess ? launched : synced));
+    ++failures;
+    return;
+  }
+  std::vector<T> host = got.readAll();
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&host[i], &want[i], sizeof(T)) != 0) {
+      std::fprintf(stderr, "FAIL: %s: element %zu differs from the host's\n",
+                   what.c_str(), i);
+      ++failures;
+      return;
+    }
+}
+
+int64_t count(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// n random bytes as elements of T.
+template <typename T> std::vector<T> randomBits(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<T> v(n);
+  for (T &x : v)
+    x = static_cast<T>(gen() % 3); // a few values: equal ones are common
+  return v;
+}
+
+template <cuda::Logic Op, typename T>
+void logic(fsdprt_dtype_t dtype, const std::vector<int64_t> &as,
+           const std::vector<int64_t> &bs, const std::vector<int64_t> &out,
+           unsigned seed) {
+  std::vector<T> a = randomBits<T>(count(as), seed), b = randomBits<T>(count(bs), seed + 1);
+  std::vector<uint8_t> want(count(out));
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::LogicBody<Op, T>{plan, a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<T> da(a), db(b);
+  DeviceArray<uint8_t> dy(poison<uint8_t>(want.size()));
+  cudaError_t e = cuda::launchLogic(Op, dtype, plan, da.data, db.data, dy.data,
+                                    count(out), nullptr);
+  const char *type = dtype == FSDPRT_F32 ? "f32" : dtype == FSDPRT_I64 ? "i64" : "bool";
+  expectSame(std::string(cuda::logicName(Op)) + " of " + type +
+                 " n=" + std::to_string(count(out)),
+             e, dy, want);
+}
+
+template <cuda::Logic Op, typename T> void logics(fsdprt_dtype_t dtype, unsigned &seed) {
+  logic<Op, T>(dtype, {1}, {1}, {1}, seed++);
+  logic<Op, T>(dtype, {257}, {}, {257}, seed++);
+  logic<Op, T>(dtype, {64, 1025}, {1025}, {64, 1025}, seed++);
+  logic<Op, T>(dtype, {2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
+  logic<Op, T>(dtype, {5000000}, {5000000}, {5000000}, seed++);
+}
+
+void notOf(int64_t n, unsigned seed) {
+  std::vector<uint8_t> x = randomBits<uint8_t>(n, seed), want(n);
+  cuda::hostForEach(cuda::NotBody{x.data(), want.data()}, n);
+  DeviceArray<uint8_t> dx(x), dy(poison<uint8_t>(n));
+  expectSame("not n=" + std::to_string(n), cuda::launchNot(dx.data, dy.data, n, nullptr),
+             dy, want);
+}
+
+template <typename T>
+void where(const std::vector<int64_t> &cs, const std::vector<int64_t> &as,
+           const std::vector<int64_t> &bs, const std::vector<int64_t> &out,
+           unsigned seed) {
+  std::vector<uint8_t> cond = randomBits<uint8_t>(count(cs), seed);
+  std::vector<T> a = randomBits<T>(count(as), seed + 1),
+                 b = randomBits<T>(count(bs), seed + 2), want(count(out));
+  for (T &v : b)
+    v += 3; // unequal to every a
+  cuda::Broadcast plan = cuda::planBroadcast(out, {cs, as, bs});
+  cuda::hostForEach(cuda::WhereBody<T>{plan, cond.data(), a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<uint8_t> dc(cond);
+  DeviceArray<T> da(a), db(b), dy(poison<T>(want.size()));
+  cudaError_t e = cuda::launchWhere(sizeof(T), plan, dc.data, da.data, db.data, dy.data,
+                                    count(out), nullptr);
+  expectSame("where of " + std::to_string(sizeof(T)) + "-byte elements n=" +
+                 std::to_string(count(out)),
+             e, dy, want);
+}
+
+template <typename T> void wheres(unsigned &seed) {
+  where<T>({1}, {1}, {1}, {1}, seed++);
+  where<T>({257}, {257}, {}, {257}, seed++);
+  where<T>({2, 1, 4}, {3, 1}, {4}, {2, 3, 4}, seed++);
+  where<T>({5000000}, {5000000}, {1}, {5000000}, seed++);
+}
 
 void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
                   unsigned seed) {
@@ -196,7 +313,7 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
   cuda::crossEntropyGrad(host, in, n, g.data(), false, mean, hostScratch.data(),
                          wantGrad.data());
   // The device.
-  DeviceBuffer ds(scores), dg(g), dy(wantLoss), dgrad(wantGrad),
+  DeviceBuffer ds(scores), dg(g), dy(poison<float>(1)), dgrad(poison<float>(wantGrad.size())),
       scratch(std::vector<float>(2 * n + 1));
   DeviceArray<int64_t> dl(labels);
   DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
@@ -233,7 +350,7 @@ void gather(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
                         reinterpret_cast<uint32_t *>(want.data()), dim, count, inner,
                         &hostError},
                     outer * count * inner);
-  DeviceBuffer dd(data), dy(want);
+  DeviceBuffer dd(data), dy(poison<float>(want.size()));
   DeviceArray<int64_t> di(idx);
   DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
   std::string what = "gather dim=" + std::to_string(dim) + " count=" + std::to_string(count);
@@ -261,9 +378,185 @@ void stridedRead(const std::vector<int64_t> &out, const std::vector<int64_t> &st
                         plan, reinterpret_cast<const uint32_t *>(x.data()),
                         reinterpret_cast<uint32_t *>(want.data()), offset},
                     n);
-  DeviceBuffer dx(x), dy(want);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchStridedRead(4, plan, dx.data, dy.data, offset, n, nullptr);
   expect("strided read of " + std::to_string(n), e, dy.read(), want, 0);
+}
+
+template <cuda::Reduce Kind>
+void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
+            unsigned seed) {
+  std::vector<float> x = random(count(shape), seed);
+  if (Kind == cuda::Reduce::Max && x.size() > 1000)
+    x[x.size() / 3] = NAN; // one output is NaN
+  cuda::ReducePlan plan = cuda::planReduce(shape, axes);
+  std::vector<float> want(plan.rows);
+  cuda::hostForEachRow(cuda::ReduceBody<Kind>{plan, x.data(), want.data()}, plan.rows, 1);
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
+  cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
+  expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
+             " into " + std::to_string(plan.rows),
+         e, dy.read(), want, Kind == cuda::Reduce::Max ? 0 : plan.count > 10000 ? 2e-4 : 2e-5);
+}
+
+template <cuda::Reduce Kind> void reductions(unsigned &seed) {
+  reduce<Kind>({1}, {0}, seed++);
+  reduce<Kind>({4, 6, 5, 7}, {0, 2}, seed++);
+  reduce<Kind>({4, 6, 5, 7}, {1, 3}, seed++);
+  reduce<Kind>({2, 100003}, {1}, seed++);
+  reduce<Kind>({100003, 3}, {0}, seed++);
+  reduce<Kind>({70000, 3, 2}, {1}, seed++); // more rows than blocks
+  reduce<Kind>({5000000}, {}, seed++);
+}
+
+/// concat then split back, on both sides, of elements of type T.
+template <typename T>
+void concatAndSplit(const std::vector<int64_t> &whole, int64_t axis,
+                    const std::vector<int64_t> &sizes, unsigned seed) {
+  std::vector<cuda::Piece> plan = cuda::planPieces(whole, axis, sizes);
+  std::vector<std::vector<T>> pieces;
+  std::vector<std::unique_ptr<DeviceArray<T>>> devicePieces;
+  std::vector<const T *> hostIn;
+  std::vector<const void *> deviceIn;
+  std::vector<void *> deviceOut;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    pieces.push_back(randomBits<T>(plan[k].rows * plan[k].width, seed + k));
+    hostIn.push_back(pieces.back().data());
+    devicePieces.push_back(std::make_unique<DeviceArray<T>>(pieces.back()));
+    deviceIn.push_back(devicePieces.back()->data);
+  }
+  std::vector<T> want(count(whole));
+  cuda::HostLauncher host;
+  cuda::concat(host, hostIn.data(), want.data(), plan);
+  DeviceArray<T> dw(poison<T>(want.size()));
+  std::string what = "concat of " + std::to_string(sizes.size()) + " along axis " +
+                     std::to_string(axis) + " into " + std::to_string(want.size());
+  expectSame(what, cuda::launchConcat(sizeof(T), deviceIn.data(), dw.data, plan, nullptr),
+             dw, want);
+  // Split the device's whole into zeroed pieces: the pieces come back.
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    devicePieces[k] = std::make_unique<DeviceArray<T>>(poison<T>(pieces[k].size()));
+    deviceOut.push_back(devicePieces[k]->data);
+  }
+  cudaError_t e = cuda::launchSplit(sizeof(T), dw.data, deviceOut.data(), plan, nullptr);
+  for (size_t k = 0; k < sizes.size(); ++k)
+    expectSame("split of " + what + ", piece " + std::to_string(k), e, *devicePieces[k],
+               pieces[k]);
+}
+
+template <typename T> void copyAndPack(unsigned seed) {
+  for (int64_t n : {1, 257, 5000000}) {
+    std::vector<T> x = randomBits<T>(n, seed++);
+    DeviceArray<T> dx(x), dy(poison<T>(n));
+    expectSame("copy of " + std::to_string(n), cuda::launchCopy(sizeof(T), dx.data, dy.data, n, nullptr),
+               dy, x);
+  }
+  std::vector<int64_t> numels = {15, 1, 100003}, offsets = {1, 16, 32};
+  int64_t total = 100040;
+  cuda::PackPlan plan = cuda::planPack(offsets, numels, total);
+  std::vector<std::vector<T>> members;
+  std::vector<std::unique_ptr<DeviceArray<T>>> deviceMembers;
+  std::vector<const T *> hostIn;
+  std::vector<const void *> deviceIn;
+  for (int64_t n : numels) {
+    members.push_back(randomBits<T>(n, seed++));
+    hostIn.push_back(members.back().data());
+    deviceMembers.push_back(std::make_unique<DeviceArray<T>>(members.back()));
+    deviceIn.push_back(deviceMembers.back()->data);
+  }
+  std::vector<T> stale = randomBits<T>(total, seed++), want = stale;
+  cuda::HostLauncher host;
+  cuda::pack(host, hostIn.data(), want.data(), plan);
+  DeviceArray<T> dflat(stale);
+  expectSame("pack of " + std::to_string(sizeof(T)) + "-byte elements",
+             cuda::launchPack(sizeof(T), deviceIn.data(), dflat.data, plan, nullptr), dflat,
+             want);
+}
+
+template <typename T> void copies(unsigned &seed) {
+  concatAndSplit<T>({1}, 0, {1}, seed++);
+  concatAndSplit<T>({3, 257, 5}, 1, {100, 1, 156}, seed++);
+  concatAndSplit<T>({2, 100003}, 1, {50000, 50003}, seed++);
+  concatAndSplit<T>({4096, 768}, 0, {1024, 3072}, seed++);
+  copyAndPack<T>(seed++);
+}
+
+/// gather_grad on the device: the host's bits, twice over (deterministic).
+void gatherGrad(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
+                unsigned seed) {
+  std::vector<float> g = random(outer * count * inner, seed), want(outer * dim * inner);
+  std::vector<int64_t> idx(count);
+  for (int64_t k = 0; k < count; ++k) // repeats: a Zipf-like head of rows
+    idx[k] = (k * 7919) % (k % 3 ? dim : std::min<int64_t>(dim, 8)) - (k % 5 ? 0 : dim);
+  if (bad)
+    idx[count / 2] = dim + 5;
+  cuda::ErrorSlot hostError{0, 0};
+  std::vector<int64_t> hostScratch(cuda::gatherGradScratch(count, dim));
+  cuda::HostLauncher host;
+  cuda::gatherGrad(host,
+                   cuda::GatherGradArgs<int64_t>{g.data(), idx.data(), want.data(), outer,
+                                                 dim, count, inner, &hostError},
+                   hostScratch.data());
+  DeviceBuffer dg(g);
+  DeviceArray<int64_t> di(idx), scratch(poison<int64_t>(hostScratch.size()));
+  DeviceArray<float> dy(poison<float>(want.size()));
+  DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
+  std::string what = "gather_grad dim=" + std::to_string(dim) + " count=" +
+                     std::to_string(count) + " inner=" + std::to_string(inner);
+  for (int run = 0; run < 2; ++run)
+    expectSame(what + " run " + std::to_string(run),
+               cuda::launchGatherGrad(false, dg.data, di.data, dy.data, outer, dim, count,
+                                      inner, scratch.data, error.data, nullptr),
+               dy, want);
+  cuda::ErrorSlot got = error.read(0);
+  ++checks;
+  if (got.code != hostError.code || got.detail != hostError.detail) {
+    std::fprintf(stderr, "FAIL: %s: error slot %d/%lld, the host's %d/%lld\n", what.c_str(),
+                 got.code, got.detail, hostError.code, hostError.detail);
+    ++failures;
+  }
+}
+
+/// max or average pooling and its gradient over planes [planes, h, w].
+void pool(bool max, int64_t planes, const cuda::PoolWindow &w, unsigned seed) {
+  std::vector<float> x = random(planes * w.h * w.w, seed), g = random(planes * w.oh * w.ow, seed + 1);
+  std::vector<float> want(g.size()), wantGrad(x.size());
+  std::string what = std::string(max ? "max" : "average") + " pool of " + std::to_string(planes) +
+                     " planes " + std::to_string(w.h) + "x" + std::to_string(w.w);
+  if (max) {
+    cuda::hostForEach(cuda::PoolBody<true>{w, x.data(), want.data()}, want.size());
+    cuda::hostForEach(cuda::PoolGradBody<true>{w, x.data(), g.data(), wantGrad.data()}, x.size());
+  } else {
+    cuda::hostForEach(cuda::PoolBody<false>{w, x.data(), want.data()}, want.size());
+    cuda::hostForEach(cuda::PoolGradBody<false>{w, x.data(), g.data(), wantGrad.data()}, x.size());
+  }
+  DeviceBuffer dx(x), dg(g), dy(poison<float>(want.size())), ddx(poison<float>(x.size()));
+  expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy.read(), want, 1e-6);
+  expect(what + " grad", cuda::launchPoolGrad(max, w, dx.data, dg.data, ddx.data, planes, nullptr),
+         ddx.read(), wantGrad, 0);
+}
+
+cuda::PoolWindow window(int64_t k, int64_t stride, int64_t pad, int64_t h, int64_t w) {
+  cuda::PoolWindow win{{k, k}, {stride, stride}, {1, 1}, {pad, pad, pad, pad}, false, h, w, 0, 0};
+  win.oh = (h + 2 * pad - k) / stride + 1;
+  win.ow = (w + 2 * pad - k) / stride + 1;
+  return win;
+}
+
+void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
+  std::vector<float> x = random(n * channels * inner, seed), s = random(channels, seed + 1),
+                     b = random(channels, seed + 2), m = random(channels, seed + 3),
+                     v = random(channels, seed + 4), want(x.size());
+  for (float &var : v)
+    var = std::fabs(var) + 0.1f;
+  cuda::hostForEach(cuda::BatchNormBody{x.data(), s.data(), b.data(), m.data(), v.data(),
+                                        want.data(), channels, inner, 1e-5f},
+                    x.size());
+  DeviceBuffer dx(x), ds(s), db(b), dm(m), dv(v), dy(poison<float>(x.size()));
+  expect("batch_norm of " + std::to_string(x.size()),
+         cuda::launchBatchNorm(dx.data, ds.data, db.data, dm.data, dv.data, dy.data, n, channels,
+                               inner, 1e-5f, nullptr),
+         dy.read(), want, 1e-6);
 }
 
 } // namespace
@@ -325,6 +618,43 @@ int main() {
   gather(1, 50257, 4096, 768, false, seed++);  // GPT-2's embedding
   gather(3, 257, 7, 5, false, seed++);
   gather(1, 64, 100, 32, true, seed++);
+  logics<cuda::Logic::Equal, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::Equal, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::Equal, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Less, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::Less, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::Less, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Greater, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::Greater, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::Greater, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::And, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Or, uint8_t>(FSDPRT_BOOL, seed);
+  for (int64_t n : {1, 257, 5000000})
+    notOf(n, seed++);
+  wheres<uint8_t>(seed);
+  wheres<uint16_t>(seed);
+  wheres<uint32_t>(seed);
+  wheres<uint64_t>(seed);
+  reductions<cuda::Reduce::Sum>(seed);
+  reductions<cuda::Reduce::Mean>(seed);
+  reductions<cuda::Reduce::Max>(seed);
+  gatherGrad(1, 1, 1, 1, false, seed++);
+  gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
+  gatherGrad(3, 257, 1000, 5, false, seed++);
+  gatherGrad(1, 64, 100003, 3, true, seed++);
+  for (bool max : {true, false}) {
+    pool(max, 1, window(1, 1, 0, 1, 1), seed++);
+    pool(max, 6, window(2, 2, 0, 8, 8), seed++);
+    pool(max, 64, window(3, 2, 1, 112, 112), seed++); // ResNet's stem pool
+    pool(max, 3, window(3, 1, 1, 7, 257), seed++);
+  }
+  batchNorm(1, 1, 1, seed++);
+  batchNorm(32, 64, 112 * 112, seed++);
+  batchNorm(8, 32, 1, seed++);
+  copies<uint8_t>(seed);
+  copies<uint16_t>(seed);
+  copies<uint32_t>(seed);
+  copies<uint64_t>(seed);
   std::printf("%d of %d GPU kernel checks passed\n", checks - failures, checks);
   return failures ? 1 : 0;
 }

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../SessionHarness.h"
+#include "HostHarness.h"
 
 #include "../../backends/cuda/hazards.h"
 #include "../../backends/cuda/host_launch.h"
@@ -25,30 +25,6 @@ namespace cuda = fsdprt::cuda;
 namespace plan = fsdprt::plan;
 
 namespace {
-
-const auto F32 = plan::DType::F32;
-
-/// The CPU backend's output 0 of `op`.
-std::vector<float> cpu(const std::string &op, const std::vector<Value> &ins,
-                       const Shape &out, const AttrList &attrs = {}) {
-  Result r = runOp(op, ins, {{F32, out}}, attrs);
-  EXPECT_EQ(r.error, "");
-  return r.error.empty() ? r.outputs[0].as<float>() : std::vector<float>();
-}
-
-void expectClose(const std::vector<float> &got, const std::vector<float> &want,
-                 double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i])) {
-      ASSERT_TRUE(std::isnan(got[i])) << "at " << i;
-      continue;
-    }
-    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "at " << i;
-  }
-}
-
-const std::vector<int64_t> kSizes = {1, 7, 256, 257, 1000, 100003};
 
 template <cuda::Unary Op> void checkUnary(const AttrList &attrs = {}) {
   SCOPED_TRACE(cuda::unaryName(Op));

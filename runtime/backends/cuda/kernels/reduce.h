@@ -1,0 +1,103 @@
+//===- reduce.h - Reductions over any axes ----------------------*- C++ -*-===//
+//
+// reduce_sum, reduce_mean and reduce_max over any set of axes, reduced
+// and kept dims interleaved or not, as a row body (hd.h): one row per
+// output element, whose `count` reduced elements the group's lanes stride
+// over, accumulating in fp32. The read is planned on the host
+// (planReduce): the kept dims and the reduced dims, each collapsed as a
+// strided read (data.h), so the body needs no knowledge of the axes.
+// global_average_pool is reduce_mean over the spatial dims.
+//
+// reduce_max propagates NaN as the CPU backend (and PyTorch) do; the
+// lanes count the NaNs they met, since a group's max need not keep one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDPRT_BACKENDS_CUDA_KERNELS_REDUCE_H
+#define FSDPRT_BACKENDS_CUDA_KERNELS_REDUCE_H
+
+#include "data.h"
+
+namespace fsdprt::cuda {
+
+enum class Reduce { Sum, Mean, Max };
+
+inline const char *reduceName(Reduce kind) {
+  static const char *const names[] = {"reduce_sum", "reduce_mean",
+                                      "reduce_max"};
+  return names[static_cast<int>(kind)];
+}
+
+/// Output element `row` (of `rows`) reduces the `count` elements of x at
+/// kept.offset(0, row) + reduced.offset(0, j), j in [0, count).
+struct ReducePlan {
+  Broadcast kept, reduced;
+  int64_t rows = 1, count = 1;
+};
+
+/// y[row] = the reduction of row `row`'s elements (plan: planReduce).
+template <Reduce Kind> struct ReduceBody {
+  ReducePlan plan;
+  const float *x;
+  float *y;
+
+  FSDP_GROUP_BODY
+  template <class Group>
+  FSDP_HD void operator()(Group &g, int64_t row) const {
+    const float *px = x + plan.kept.offset(0, row);
+    float acc = Kind == Reduce::Max ? -INFINITY : 0.0f, nans = 0;
+    for (int64_t j = g.lane(); j < plan.count; j += g.size()) {
+      float v = px[plan.reduced.offset(0, j)];
+      if (Kind != Reduce::Max)
+        acc += v;
+      else if (v != v) // NaN
+        nans += 1;
+      else
+        acc = fmaxf(acc, v);
+    }
+    if (Kind == Reduce::Max) {
+      acc = g.max(acc);
+      if (g.sum(nans) > 0)
+        acc = NAN;
+    } else {
+      acc = g.sum(acc);
+    }
+    if (g.lane() == 0)
+      y[row] =
+          Kind == Reduce::Mean ? acc / static_cast<float>(plan.count) : acc;
+  }
+};
+
+/// Plans a reduction of a contiguous x of `shape` over `axes` (none: every
+/// dim, as the ops' attribute says). Throws std::invalid_argument for an
+/// axis out of range, or when the kept or the reduced dims need more than
+/// kMaxDims dims after collapsing.
+inline ReducePlan planReduce(const std::vector<int64_t> &shape,
+                             const std::vector<int64_t> &axes) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) {
+    if (a < 0 || a >= rank)
+      throw std::invalid_argument("axis " + std::to_string(a) +
+                                  " is out of range for rank " +
+                                  std::to_string(rank));
+    reduced[a] = true;
+  }
+  std::vector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  std::vector<int64_t> keptShape, keptStrides, redShape, redStrides;
+  ReducePlan plan;
+  for (int64_t d = 0; d < rank; ++d) {
+    (reduced[d] ? redShape : keptShape).push_back(shape[d]);
+    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+    (reduced[d] ? plan.count : plan.rows) *= shape[d];
+  }
+  plan.kept = planStrided(keptShape, keptStrides);
+  plan.reduced = planStrided(redShape, redStrides);
+  return plan;
+}
+
+} // namespace fsdprt::cuda
+
+#endif // FSDPRT_BACKENDS_CUDA_KERNELS_REDUCE_H

@@ -1,0 +1,40 @@
+//===- pool.cu - Pooling and batch norm on the device ---------------------===//
+//
+// The device launchers (launch.h) of kernels/pool.h's bodies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "launch.h"
+
+#include "device.cuh"
+
+namespace fsdprt::cuda {
+
+cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
+                       float *y, int64_t planes, cudaStream_t s) {
+  int64_t n = planes * window.oh * window.ow;
+  if (max)
+    return elementwise(PoolBody<true>{window, x, y}, n, s);
+  return elementwise(PoolBody<false>{window, x, y}, n, s);
+}
+
+cudaError_t launchPoolGrad(bool max, const PoolWindow &window, const float *x,
+                           const float *g, float *dx, int64_t planes,
+                           cudaStream_t s) {
+  int64_t n = planes * window.h * window.w;
+  if (max)
+    return elementwise(PoolGradBody<true>{window, x, g, dx}, n, s);
+  return elementwise(PoolGradBody<false>{window, x, g, dx}, n, s);
+}
+
+cudaError_t launchBatchNorm(const float *x, const float *scale,
+                            const float *bias, const float *mean,
+                            const float *var, float *y, int64_t n,
+                            int64_t channels, int64_t inner, float eps,
+                            cudaStream_t s) {
+  return elementwise(
+      BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
+      n * channels * inner, s);
+}
+
+} // namespace fsdprt::cuda

@@ -1,0 +1,162 @@
+//===- HostPoolTest.cpp - Pooling and batch norm on the host --------------===//
+//
+// cuda-host: kernels/pool.h's bodies against the CPU backend's max_pool,
+// average_pool, pool_grad (both modes: bit for bit, as both sum in the
+// same order) and batch_norm: strides, dilations, asymmetric padding,
+// count_include_pad, ceil_mode, planes of 1 element and rows of 257.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostHarness.h"
+
+#include "../../backends/cuda/host_launch.h"
+#include "../../backends/cuda/kernels/pool.h"
+
+using namespace fsdprt::test;
+namespace cuda = fsdprt::cuda;
+namespace plan = fsdprt::plan;
+
+namespace {
+
+struct PoolCase {
+  Shape x; // [N, C, H, W]
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool includePad, ceil;
+};
+
+const std::vector<PoolCase> kPools = {
+    {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false},
+    // ResNet's stem pool: 3x3, stride 2, padding 1
+    {{2, 4, 17, 17}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
+    {{1, 2, 9, 7}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {2, 2}, false, false},
+    {{1, 3, 10, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},
+    {{1, 3, 10, 11}, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, true},
+    {{2, 2, 7, 257}, {2, 3}, {1, 2}, {0, 1, 2, 0}, {1, 1}, true, false},
+    {{1, 1, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
+    {{2, 5, 6, 6}, {6, 6}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
+};
+
+/// ONNX's output size along one dim (the CPU backend's windowOutput).
+int64_t outputSize(int64_t in, int64_t padBegin, int64_t padEnd, int64_t k,
+                   int64_t stride, int64_t dilation, bool ceil) {
+  int64_t span = in + padBegin + padEnd - dilation * (k - 1) - 1;
+  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+cuda::PoolWindow windowOf(const PoolCase &c) {
+  cuda::PoolWindow w{};
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = c.kernel[d];
+    w.stride[d] = c.strides[d];
+    w.dilation[d] = c.dilations[d];
+  }
+  for (int d = 0; d < 4; ++d)
+    w.pads[d] = c.pads[d];
+  w.includePad = c.includePad;
+  w.h = c.x[2], w.w = c.x[3];
+  w.oh = outputSize(w.h, c.pads[0], c.pads[2], c.kernel[0], c.strides[0],
+                    c.dilations[0], c.ceil);
+  w.ow = outputSize(w.w, c.pads[1], c.pads[3], c.kernel[1], c.strides[1],
+                    c.dilations[1], c.ceil);
+  return w;
+}
+
+AttrList attrsOf(const PoolCase &c) {
+  return {{"kernel_shape", c.kernel},
+          {"strides", c.strides},
+          {"pads", c.pads},
+          {"dilations", c.dilations},
+          {"count_include_pad", int64_t(c.includePad)},
+          {"ceil_mode", int64_t(c.ceil)}};
+}
+
+TEST(CudaHost, PoolingEqualsTheCpuBackend) {
+  unsigned seed = 1700;
+  for (const PoolCase &c : kPools)
+    for (bool max : {true, false}) {
+      SCOPED_TRACE(std::string(max ? "max_pool" : "average_pool") + " of " +
+                   std::to_string(c.x[2]) + "x" + std::to_string(c.x[3]) +
+                   " kernel " + std::to_string(c.kernel[0]));
+      cuda::PoolWindow w = windowOf(c);
+      std::vector<float> x = randomFloats(numel(c.x), seed++);
+      x[x.size() / 2] = NAN; // max: the window holding it is NaN
+      int64_t planes = c.x[0] * c.x[1];
+      Shape out = {c.x[0], c.x[1], w.oh, w.ow};
+      std::vector<float> y(numel(out));
+      if (max)
+        cuda::hostForEach(cuda::PoolBody<true>{w, x.data(), y.data()},
+                          numel(out));
+      else
+        cuda::hostForEach(cuda::PoolBody<false>{w, x.data(), y.data()},
+                          numel(out));
+      expectClose(y,
+                  cpu(max ? "max_pool" : "average_pool", {f32(c.x, x)}, out,
+                      attrsOf(c)),
+                  max ? 0 : 1e-6);
+      EXPECT_EQ(numel(out), planes * w.oh * w.ow);
+    }
+}
+
+TEST(CudaHost, PoolGradEqualsTheCpuBackendBitForBit) {
+  unsigned seed = 1800;
+  for (const PoolCase &c : kPools)
+    for (bool max : {true, false}) {
+      SCOPED_TRACE(std::string(max ? "max" : "average") + " of " +
+                   std::to_string(c.x[2]) + "x" + std::to_string(c.x[3]) +
+                   " kernel " + std::to_string(c.kernel[0]));
+      cuda::PoolWindow w = windowOf(c);
+      std::vector<float> x = randomFloats(numel(c.x), seed++);
+      for (size_t i = 0; i < x.size(); i += 5)
+        x[i] = 0.5f; // ties: the first maximal element wins
+      x[x.size() / 3] = NAN;
+      Shape gShape = {c.x[0], c.x[1], w.oh, w.ow};
+      std::vector<float> g = randomFloats(numel(gShape), seed++);
+      std::vector<float> dx(x.size(), NAN);
+      if (max)
+        cuda::hostForEach(
+            cuda::PoolGradBody<true>{w, x.data(), g.data(), dx.data()},
+            numel(c.x));
+      else
+        cuda::hostForEach(
+            cuda::PoolGradBody<false>{w, x.data(), g.data(), dx.data()},
+            numel(c.x));
+      AttrList attrs = attrsOf(c);
+      attrs.push_back({"mode", std::string(max ? "max" : "average")});
+      std::vector<float> want =
+          cpu("pool_grad", {f32(c.x, x), f32(gShape, g)}, c.x, attrs);
+      ASSERT_EQ(dx.size(), want.size());
+      EXPECT_EQ(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)),
+                0);
+    }
+}
+
+TEST(CudaHost, BatchNormEqualsTheCpuBackend) {
+  for (const Shape &shape :
+       {Shape{2, 3, 5, 7}, Shape{8, 32}, Shape{1, 1, 1}, Shape{2, 4, 100003}}) {
+    int64_t channels = shape[1], inner = numel(shape) / shape[0] / channels;
+    std::vector<float> x = randomFloats(numel(shape), 3),
+                       s = randomFloats(channels, 4),
+                       b = randomFloats(channels, 5),
+                       m = randomFloats(channels, 6),
+                       v = randomFloats(channels, 7);
+    for (float &var : v)
+      var = std::fabs(var) + 0.1f;
+    std::vector<float> y(x.size());
+    float eps = 1e-3f;
+    cuda::hostForEach(cuda::BatchNormBody{x.data(), s.data(), b.data(),
+                                          m.data(), v.data(), y.data(),
+                                          channels, inner, eps},
+                      numel(shape));
+    Shape c = {channels};
+    expectClose(y,
+                cpu("batch_norm",
+                    {f32(shape, x), f32(c, s), f32(c, b), f32(c, m), f32(c, v)},
+                    shape, {{"epsilon", double(eps)}}),
+                2e-6);
+  }
+}
+
+} // namespace
