@@ -2,12 +2,18 @@
 # The whole GPU verification, in one call to a lent GPU machine.
 #
 #   scripts/gpu-check.sh pack [BUILD]    here: builds the CUDA tests (BUILD:
-#       default build/) and packs them into BUILD/gpu-bundle, under 64 MiB
-#       (what one device call carries); no weights.
+#       default build/), fsdp-run, libfsdprt and its CUDA backend, and packs
+#       them into BUILD/gpu-bundle, under 64 MiB (what one device call
+#       carries), with the libraries they need that the GPU machine's image
+#       lacks (OpenBLAS, Open MPI: xz) and the training job of
+#       test/gpu/gpu_job.py (plans, batch, the CPU's and torch's losses);
+#       no weights but the small corpus models' inside their plans.
 #   scripts/gpu-check.sh run [BUNDLE]    on the GPU machine: prints the
 #       device and library versions, runs every packed test and
-#       compute-sanitizer (memcheck, racecheck) on the kernel tests, and
-#       prints a summary table last, also written to $OUT/summary.md.
+#       compute-sanitizer (memcheck, racecheck) on the kernel tests, trains
+#       the job's plans on the GPU against the CPU's and torch's losses,
+#       runs memcheck on one training step, and prints a summary table
+#       last, also written to $OUT/summary.md.
 #
 # From a session with a GPU (docs/gpu.md):
 #   scripts/gpu-check.sh pack
@@ -33,13 +39,28 @@ pack() {
   done
   cp "$root/scripts/gpu-check.sh" "$bundle/"
   git -C "$root" rev-parse HEAD > "$bundle/commit" 2>/dev/null || true
+  # fsdp-run with libfsdprt and the CUDA backend, and the libraries they
+  # load that are not glibc's, libstdc++'s or CUDA's (the image has those).
+  cmake --build "$build" --target fsdp-run fsdprt fsdprt_cuda
+  local stage=$build/gpu-stage
+  rm -rf "$stage"
+  mkdir -p "$stage/bin" "$stage/lib"
+  cp "$build/bin/fsdp-run" "$stage/bin/"
+  cp -L "$build/lib/libfsdprt.so.0" "$build/lib/libfsdprt_cuda.so" "$stage/lib/"
+  ldd "$build/bin/fsdp-run" "$build/lib/libfsdprt.so.0" | awk '/=> \// {print $3}' |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    sort -u | xargs -r -I{} cp -L {} "$stage/lib/"
+  tar -C "$stage" -cJf "$bundle/runtime.tar.xz" bin lib
+  rm -rf "$stage"
+  "${FSDP_PYTHON:-/usr/bin/python3}" "$root/test/gpu/gpu_job.py" make "$build" "$bundle/job"
+  cp "$root/test/gpu/gpu_job.py" "$bundle/"
   local bytes
   bytes=$(du -sb "$bundle" | cut -f1)
   if (( bytes > limit )); then
     echo "gpu-check: the bundle is $bytes bytes, over the 64 MiB a call carries" >&2
     exit 1
   fi
-  echo "gpu-check: packed ${#tests[@]} tests into $bundle ($bytes bytes)"
+  echo "gpu-check: packed ${#tests[@]} tests, fsdp-run and the training job into $bundle ($bytes bytes)"
 }
 
 run() {
@@ -83,6 +104,28 @@ run() {
     esac
     echo "| $t | $result |" >> "$table"
   done
+  # Training on the GPU: the job's plans against the CPU's and torch's
+  # losses; then memcheck on one training step.
+  local runtime=/tmp/fsdp-gpu-runtime
+  rm -rf "$runtime" && mkdir -p "$runtime" && tar -C "$runtime" -xJf "$bundle/runtime.tar.xz"
+  export LD_LIBRARY_PATH=$runtime/lib:$LD_LIBRARY_PATH
+  local log=$out/training.log
+  python3 "$bundle/gpu_job.py" compare "$bundle/job" "$runtime/bin/fsdp-run" > "$log" 2>&1
+  local status=$?
+  while IFS= read -r line; do
+    echo "| training ${line%%:*} | ${line#*: } |" >> "$table"
+  done < <(grep -E '^[a-z0-9]+-(fp32|bf16):' "$log")
+  [ $status = 0 ] || { failed=1; grep -q -E '^[a-z0-9]+-(fp32|bf16):' "$log" ||
+    echo "| training | FAILED (exit $status): $(tail -1 "$log") |" >> "$table"; }
+  if command -v compute-sanitizer > /dev/null; then
+    local step=$out/sanitizer-training.log
+    (cd "$bundle/job" && compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$runtime/bin/fsdp-run" gpt2-fp32.plan --input input_ids=gpt2.input_ids.npy \
+      --input labels=gpt2.labels.npy --lr 0.01 --steps 1 --device cuda) > "$step" 2>&1
+    status=$?
+    echo "| compute-sanitizer memcheck, one GPT-2 step | $([ $status = 0 ] && echo clean || echo "FAILED (exit $status): $(grep -m1 -E 'ERROR|Invalid|error' "$step")") |" >> "$table"
+    [ $status = 0 ] || failed=1
+  fi
   if command -v compute-sanitizer > /dev/null; then
     for tool in memcheck racecheck; do
       local log=$out/sanitizer-$tool.log

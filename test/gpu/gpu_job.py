@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The training job gpu-check runs on a lent GPU, and what it must give.
+
+    gpu_job.py make BUILD_DIR JOB_DIR     here (Debian's torch 1.13): writes
+        the job: the corpus GPT-2 and LLaMA compiled into AdamW training
+        steps at world size 1 (fp32, and bf16 mixed precision), a batch,
+        and expected.json with each plan's 3 losses on the CPU backend and,
+        for fp32, in torch (AdamW on the same weights and batch).
+    gpu_job.py compare JOB_DIR FSDP_RUN   on the GPU machine (any Python 3,
+        no packages): runs each plan with --device cuda and compares its
+        losses with the CPU's and torch's; prints one line per plan and
+        exits 1 on a mismatch.
+
+The plans carry their weights (the corpus models are small); nothing else
+is needed there. Tolerances: fp32 kernels and cuBLASLt sum in another
+order than the CPU (1e-4 relative over 3 steps); bf16 plans round every
+activation (1e-2 relative, a few bf16 ulps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+STEPS = 3
+LR = 0.01
+MODELS = {"gpt2": "GPT2Block", "llama": "LlamaBlock"}
+RTOL = {"fp32": 1e-4, "bf16": 1e-2}
+
+
+def losses(out: str) -> list[float]:
+    return [float(line.split()[3]) for line in out.splitlines()
+            if line.startswith("step ") and " loss " in line]
+
+
+def make(build: Path, job: Path) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    import copy
+
+    import numpy as np
+    import torch
+
+    import check_grads
+    import check_optim
+
+    check_grads.ROOT_BUILD = build
+    bindir = build / "bin"
+    job.mkdir(parents=True, exist_ok=True)
+    expected = {}
+    for model_name, block in MODELS.items():
+        model, inputs, labels, loss_fn, onnx_path, names, label_name, autodiff = \
+            check_grads.prepare(model_name, job)
+        flags = []
+        for name, value in zip(names + [label_name], inputs + [labels]):
+            np.save(job / f"{model_name}.{name}.npy", value.numpy())
+            flags += ["--input", f"{name}={model_name}.{name}.npy"]
+        torch_losses, _ = check_optim.torch_steps(
+            copy.deepcopy(model), inputs, labels, loss_fn,
+            lambda p, lr: torch.optim.AdamW(p, lr), LR, 0, 1)
+        for precision in ("fp32", "bf16"):
+            tag = f"{model_name}-{precision}"
+            wrap = f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"
+            mixed = []
+            if precision == "bf16":
+                wrap += " param-dtype=bf16 reduce-dtype=f32"
+                mixed = ["--fsdp-mixed-precision"]
+            mlir = job / f"{tag}.mlir"
+            check_grads.run([bindir / "fsdp-opt", onnx_path,
+                             f"--batch-size={inputs[0].shape[0]}", wrap,
+                             f"--fsdp-autodiff{autodiff}", "--fsdp-flatten=world-size=1",
+                             "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard", *mixed,
+                             "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+            check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir,
+                             "-o", job / f"{tag}.plan"])
+            mlir.unlink()
+            cpu = losses(subprocess.run(
+                [str(bindir / "fsdp-run"), f"{tag}.plan", *flags, "--lr", str(LR),
+                 "--steps", str(STEPS)], cwd=job, check=True, capture_output=True,
+                text=True).stdout)
+            expected[tag] = {"plan": f"{tag}.plan", "flags": flags, "cpu": cpu,
+                             "torch": torch_losses if precision == "fp32" else None,
+                             "rtol": RTOL[precision]}
+            print(f"  {tag}: cpu {cpu}" + (f", torch {torch_losses}"
+                                           if precision == "fp32" else ""))
+    for f in job.glob("*.onnx*"):
+        f.unlink()
+    (job / "expected.json").write_text(json.dumps(expected, indent=1))
+    return 0
+
+
+def close(got: list[float], want: list[float], rtol: float) -> bool:
+    return len(got) == len(want) and all(
+        abs(g - w) <= rtol * abs(w) for g, w in zip(got, want))
+
+
+def compare(job: Path, fsdp_run: str, device: str) -> int:
+    expected = json.loads((job / "expected.json").read_text())
+    failures = 0
+    for tag, case in expected.items():
+        proc = subprocess.run([fsdp_run, case["plan"], *case["flags"], "--lr", str(LR),
+                               "--steps", str(STEPS), "--device", device],
+                              cwd=job, capture_output=True, text=True, timeout=300)
+        got = losses(proc.stdout)
+        if proc.returncode != 0:
+            error = [l for l in proc.stderr.splitlines() if "error" in l]
+            print(f"{tag}: FAILED (exit {proc.returncode}): "
+                  f"{(error or proc.stderr.splitlines() or [''])[-1][:300]}")
+            failures += 1
+            continue
+        verdicts = []
+        ok = close(got, case["cpu"], case["rtol"])
+        verdicts.append(f"cpu {'equal' if ok else 'DIFFERENT'}")
+        if case["torch"]:
+            same = close(got, case["torch"], case["rtol"])
+            verdicts.append(f"torch {'equal' if same else 'DIFFERENT'}")
+            ok &= same
+        print(f"{tag}: {device} {['%.6f' % v for v in got]} vs cpu "
+              f"{['%.6f' % v for v in case['cpu']]}: {', '.join(verdicts)}")
+        failures += not ok
+    return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("build", type=Path)
+    m.add_argument("job", type=Path)
+    c = sub.add_parser("compare")
+    c.add_argument("job", type=Path)
+    c.add_argument("fsdp_run")
+    c.add_argument("--device", default="cuda")
+    args = ap.parse_args(argv)
+    if args.mode == "make":
+        return make(args.build.resolve(), args.job.resolve())
+    fsdp_run = str(Path(args.fsdp_run).resolve()) if "/" in args.fsdp_run else args.fsdp_run
+    return compare(args.job.resolve(), fsdp_run, args.device)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
