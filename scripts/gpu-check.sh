@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The whole GPU verification, in one call to a lent GPU machine.
 #
-#   scripts/gpu-check.sh pack [BUILD]    here: builds the CUDA tests (BUILD:
+#   scripts/gpu-check.sh pack [BUILD] [--no-bench]    here: builds the CUDA tests (BUILD:
 #       default build/), fsdp-run, libfsdprt and its CUDA backend, and packs
 #       them into BUILD/gpu-bundle, under 64 MiB (what one device call
 #       carries), with the libraries they need that the GPU machine's image
 #       lacks (OpenBLAS, Open MPI: xz) and the training job of
 #       test/gpu/gpu_job.py (plans, batch, the CPU's and torch's losses);
-#       no weights but the small corpus models' inside their plans.
+#       no weights but the small corpus models' inside their plans; and,
+#       unless --no-bench, bench/gpu_train's plans (GPT-2 124M, LLaMA 1B:
+#       their weights are made on the GPU machine from the same seed).
 #   scripts/gpu-check.sh run [BUNDLE]    on the GPU machine: prints the
 #       device and library versions, runs every packed test and
 #       compute-sanitizer (memcheck, racecheck) on the kernel tests, trains
 #       the job's plans on the GPU against the CPU's and torch's losses,
-#       runs memcheck on one training step, and prints a summary table
+#       runs memcheck on one training step, runs bench/gpu_train against
+#       torch eager and torch.compile, and prints a summary table
 #       last, also written to $OUT/summary.md.
 #
 # From a session with a GPU (docs/gpu.md):
@@ -28,7 +31,13 @@ tests=(fsdp-cuda-smoke fsdprt-cuda-device-tests fsdp-cudnn-capture-device
        fsdprt-cudnn-deviceless-test)
 
 pack() {
-  local build=${1:-$root/build}
+  local build=$root/build bench=1
+  for arg in "$@"; do
+    case $arg in
+      --no-bench) bench=0 ;;
+      *) build=$arg ;;
+    esac
+  done
   set -e
   cmake --build "$build" --target "${tests[@]}"
   local bundle=$build/gpu-bundle
@@ -54,6 +63,9 @@ pack() {
   rm -rf "$stage"
   "${FSDP_PYTHON:-/usr/bin/python3}" "$root/test/gpu/gpu_job.py" make "$build" "$bundle/job"
   cp "$root/test/gpu/gpu_job.py" "$bundle/"
+  if (( bench )); then
+    "${FSDP_PYTHON:-/usr/bin/python3}" "$root/bench/gpu_train/run.py" prepare "$build" "$bundle/bench"
+  fi
   local bytes
   bytes=$(du -sb "$bundle" | cut -f1)
   if (( bytes > limit )); then
@@ -119,17 +131,23 @@ run() {
     echo "| training | FAILED (exit $status): $(tail -1 "$log") |" >> "$table"; }
   if command -v compute-sanitizer > /dev/null; then
     local step=$out/sanitizer-training.log
-    (cd "$bundle/job" && compute-sanitizer --tool memcheck --error-exitcode 9 \
+    (cd "$bundle/job" && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$runtime/bin/fsdp-run" gpt2-fp32.plan --input input_ids=gpt2.input_ids.npy \
       --input labels=gpt2.labels.npy --lr 0.01 --steps 1 --device cuda) > "$step" 2>&1
     status=$?
     echo "| compute-sanitizer memcheck, one GPT-2 step | $([ $status = 0 ] && echo clean || echo "FAILED (exit $status): $(grep -m1 -E 'ERROR|Invalid|error' "$step")") |" >> "$table"
     [ $status = 0 ] || failed=1
   fi
+  # The benchmark (bench/gpu_train): its own table, under the summary's.
+  if [ -f "$bundle/bench/models.json" ]; then
+    timeout 300 python3 "$root/bench/gpu_train/run.py" run "$bundle/bench" "$runtime/bin/fsdp-run" \
+      > "$out/bench.log" 2>&1
+    echo "| bench/gpu_train | $([ $? = 0 ] && echo "ran: its table follows" || echo "FAILED: $(tail -1 "$out/bench.log")") |" >> "$table"
+  fi
   if command -v compute-sanitizer > /dev/null; then
     for tool in memcheck racecheck; do
       local log=$out/sanitizer-$tool.log
-      compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$bundle/fsdprt-cuda-device-tests" > "$log" 2>&1
       local status=$?
       echo "| compute-sanitizer $tool | $([ $status = 0 ] && echo clean || echo "FAILED (exit $status): $(grep -m1 -E 'ERROR|Invalid|hazard' "$log")") |" >> "$table"
@@ -137,6 +155,9 @@ run() {
     done
   else
     echo "| compute-sanitizer | not found |" >> "$table"
+  fi
+  if [ -f "$out/bench.log" ]; then
+    { echo; sed -n '/^| model | side/,$p' "$out/bench.log"; } >> "$table"
   fi
   echo
   cat "$table"

@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""One bf16 mixed-precision AdamW training step on a GPU: fsdp-run against
+PyTorch eager and torch.compile, same model, batch and sequence length.
+
+    run.py prepare BUILD OUT [--tiny]   here (torch 1.13, fsdp-opt): builds
+        each model from the corpus classes (test/corpus/models.py), exports
+        it without its weights' data, compiles its training step (AdamW,
+        param-dtype=bf16 reduce-dtype=f32, world size 1) and writes
+        OUT/<model>.plan and OUT/models.json. --tiny: small shapes, for a
+        smoke run without a GPU.
+    run.py run OUT FSDP_RUN [--device cuda] [--torch-device cuda]   on the
+        GPU machine (torch 2.x): makes the same model from the same seed,
+        saves its weights (safetensors) for fsdp-run --load-full, and times
+        one training step of each side after warm-up steps; measures the
+        GPU's bf16 peak with a large GEMM in the same run; prints tokens/s,
+        MFU against that peak and peak memory, one row per model and side.
+
+Models: GPT-2 small (124M, sequence 1024) and a LLaMA-style model of about
+1B parameters (d 2048, 16 layers, SwiGLU 5632, sequence 1024). MFU counts
+6 * parameters * tokens plus attention's 12 * layers * d * sequence per
+token, the usual estimate. Torch runs the model under autocast(bf16) with
+fp32 parameters and AdamW (the same mixed precision as the plan: bf16
+compute, fp32 master weights and optimizer state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "test" / "corpus"))
+sys.path.insert(0, str(ROOT / "python-frontend"))
+
+LR = 1e-4
+FULL = {
+    "gpt2-124m": ("GPT2", dict(vocab=50257, d=768, n_layer=12, n_head=12, max_len=1024),
+                  "GPT2Block", 4, 1024),
+    "llama-1b": ("Llama", dict(vocab=32000, d=2048, n_layer=16, n_head=16, hidden=5632,
+                               max_len=1024), "LlamaBlock", 2, 1024),
+}
+TINY = {
+    "gpt2-tiny": ("GPT2", dict(vocab=256, d=64, n_layer=2, n_head=4, max_len=64),
+                  "GPT2Block", 2, 64),
+    "llama-tiny": ("Llama", dict(vocab=256, d=64, n_layer=2, n_head=4, hidden=128,
+                                 max_len=64), "LlamaBlock", 2, 64),
+}
+
+
+def build(cls: str, kwargs: dict):
+    import torch
+
+    import models
+
+    torch.manual_seed(0)
+    return getattr(models, cls)(**kwargs)
+
+
+def prepare(build_dir: Path, out: Path, tiny: bool) -> int:
+    import torch
+
+    import fsdp_mlir
+
+    out.mkdir(parents=True, exist_ok=True)
+    bindir = build_dir / "bin"
+    table = {}
+    for name, (cls, kwargs, block, batch, seq) in (TINY if tiny else FULL).items():
+        model = build(cls, kwargs)
+        ids = torch.zeros(batch, seq, dtype=torch.int64)
+        onnx = out / f"{name}.onnx"
+        start = time.time()
+        fsdp_mlir.export(model, (ids,), onnx, input_names=["input_ids"],
+                         external_data=True)
+        mlir = out / f"{name}.mlir"
+        subprocess.run([bindir / "fsdp-opt", onnx, f"--batch-size={batch}",
+                        f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"
+                        " param-dtype=bf16 reduce-dtype=f32",
+                        "--fsdp-autodiff=loss=cross-entropy", "--fsdp-flatten=world-size=1",
+                        "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard",
+                        "--fsdp-mixed-precision", "--fsdp-schedule",
+                        "--fsdp-inference-pipeline", "-o", mlir], check=True)
+        subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o",
+                        out / f"{name}.plan"], check=True)
+        for f in out.glob(f"{name}.onnx*"):
+            f.unlink()
+        mlir.unlink()
+        params = sum(p.numel() for p in model.parameters())
+        table[name] = dict(cls=cls, kwargs=kwargs, batch=batch, seq=seq, params=params)
+        print(f"  {name}: {params / 1e6:.1f}M parameters, plan in "
+              f"{time.time() - start:.0f} s", flush=True)
+    (out / "models.json").write_text(json.dumps(table, indent=1))
+    return 0
+
+
+def peak_tflops(torch, device: str) -> float:
+    """The bf16 GEMM rate of this GPU, measured now (8192^3, 10 runs)."""
+    if device == "cpu":
+        n, dtype = 512, torch.float32
+    else:
+        n, dtype = 8192, torch.bfloat16
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    sync(torch, device)
+    start = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    sync(torch, device)
+    return 2 * n**3 * 10 / (time.perf_counter() - start) / 1e12
+
+
+def sync(torch, device: str) -> None:
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+def torch_step_time(torch, model, ids, labels, device: str, compiled: bool,
+                    steps: int) -> tuple[float, int]:
+    """Median seconds of one AdamW step under autocast(bf16), and the peak
+    memory allocated (bytes; 0 on the CPU)."""
+    import torch.nn.functional as F
+
+    model = model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), LR)
+    forward = torch.compile(model) if compiled else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda" if device != "cpu" else "cpu",
+                            dtype=torch.bfloat16):
+            logits = forward(ids)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                               labels.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):  # warm-up (and compilation)
+        step()
+    sync(torch, device)
+    if device != "cpu":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        sync(torch, device)
+        times.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated() if device != "cpu" else 0
+    return statistics.median(times), peak
+
+
+def ours_step_time(fsdp_run: str, out: Path, name: str, device: str,
+                   steps: int) -> tuple[float, int, str]:
+    """Median seconds of one step of fsdp-run (after 2), the plan's bytes,
+    and an error ("" when it ran)."""
+    proc = subprocess.run([fsdp_run, f"{name}.plan", "--input", f"input_ids={name}.ids.npy",
+                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
+                           "--load-full", f"{name}.safetensors", "--steps", str(steps + 2),
+                           "--device", device, "--json"],
+                          cwd=out, capture_output=True, text=True, timeout=540)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if "error" in l] or \
+            proc.stderr.splitlines() or ["?"]
+        return 0.0, 0, lines[-1][:200]
+    report = json.loads(proc.stdout)
+    return statistics.median(report["run_seconds"][2:]), report["plan_bytes_per_rank"], ""
+
+
+def save_file(state: dict, path: str) -> None:
+    """safetensors' save_file, or where the package is missing (Debian's
+    torch 1.13 here) the format itself: a little-endian u64 header length,
+    the JSON header, then each tensor's bytes."""
+    try:
+        from safetensors.torch import save_file as save
+        return save(state, path)
+    except ImportError:
+        pass
+    names = {"torch.float32": "F32", "torch.bfloat16": "BF16", "torch.float16": "F16",
+             "torch.int64": "I64"}
+    header, blobs, offset = {}, [], 0
+    for fqn, t in state.items():
+        data = t.cpu().contiguous().view(-1).view(dtype=t.dtype).numpy().tobytes() \
+            if t.dtype != __import__("torch").bfloat16 else \
+            t.cpu().contiguous().view(__import__("torch").int16).numpy().tobytes()
+        header[fqn] = {"dtype": names[str(t.dtype)], "shape": list(t.shape),
+                       "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int) -> int:
+    import numpy as np
+    import torch
+
+    table = json.loads((out / "models.json").read_text())
+    peak = peak_tflops(torch, torch_device)
+    print(f"peak measured now: {peak:.1f} TFLOP/s "
+          f"({'bf16 8192^3 GEMM' if torch_device != 'cpu' else 'fp32 512^3 GEMM'})",
+          flush=True)
+    rows = []
+    for name, m in table.items():
+        model = build(m["cls"], m["kwargs"])
+        state, seen = {}, set()
+        for fqn, p in model.state_dict(keep_vars=True).items():
+            if id(p) not in seen and isinstance(p, torch.nn.Parameter):
+                seen.add(id(p))
+                state[fqn] = p.detach().contiguous()
+        save_file(state, str(out / f"{name}.safetensors"))
+        g = torch.Generator().manual_seed(1)
+        vocab = m["kwargs"]["vocab"]
+        ids = torch.randint(0, vocab, (m["batch"], m["seq"]), generator=g)
+        labels = torch.randint(0, vocab, (m["batch"], m["seq"]), generator=g)
+        np.save(out / f"{name}.ids.npy", ids.numpy())
+        np.save(out / f"{name}.labels.npy", labels.numpy())
+        tokens = m["batch"] * m["seq"]
+        k = m["kwargs"]
+        flops = 6 * m["params"] * tokens + 12 * k["n_layer"] * k["d"] * m["seq"] * tokens
+        results = []
+        seconds, plan_bytes, error = ours_step_time(fsdp_run, out, name, device, steps)
+        results.append(("fsdp-run", seconds, plan_bytes, error))
+        on = ids.to(torch_device), labels.to(torch_device)
+        for compiled in (False, True):
+            label = "torch.compile" if compiled else "torch eager"
+            if compiled and not hasattr(torch, "compile"):
+                results.append((label, 0.0, 0, "this torch has no torch.compile"))
+                continue
+            try:
+                s, mem = torch_step_time(torch, build(m["cls"], m["kwargs"]), *on,
+                                         torch_device, compiled, steps)
+                results.append((label, s, mem, ""))
+            except Exception as e:  # noqa: BLE001 (reported in the table)
+                results.append((label, 0.0, 0, f"{type(e).__name__}: {str(e)[:150]}"))
+            if torch_device != "cpu":
+                torch.cuda.empty_cache()
+        eager = results[1][1]
+        for label, s, mem, error in results:
+            if error:
+                rows.append(f"| {name} | {label} | {error} | | | | |")
+                continue
+            rows.append(f"| {name} | {label} | {tokens / s:,.0f} | "
+                        f"{100 * flops / s / 1e12 / peak:.1f}% | {mem / 2**30:.2f} | "
+                        f"{s * 1e3:.1f} | {s / eager if eager else 0:.2f} |")
+        print(f"  {name} done", flush=True)
+    print("\n| model | side | tokens/s | MFU | peak GiB | step ms | step time / torch eager |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print("\nfsdp-run's memory is its plan (arenas and workspace), torch's "
+          "max_memory_allocated.")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("build", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--tiny", action="store_true")
+    r = sub.add_parser("run")
+    r.add_argument("out", type=Path)
+    r.add_argument("fsdp_run")
+    r.add_argument("--device", default="cuda")
+    r.add_argument("--torch-device", default="cuda")
+    r.add_argument("--steps", type=int, default=5)
+    args = ap.parse_args(argv)
+    if args.mode == "prepare":
+        return prepare(args.build.resolve(), args.out.resolve(), args.tiny)
+    fsdp_run = str(Path(args.fsdp_run).resolve()) if "/" in args.fsdp_run else args.fsdp_run
+    return run(args.out.resolve(), fsdp_run, args.device, args.torch_device, args.steps)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
