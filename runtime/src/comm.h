@@ -82,6 +82,16 @@ std::unique_ptr<Communicator> createMpiCommunicator(int commF,
                                                     double timeoutSeconds,
                                                     std::string &error);
 
+/// The number of ranks of a local group.
+int localGroupSize(const fsdprt_local_group_s &group);
+/// Rank `rank` of local group `group` (local_comm.cpp), for a plan whose
+/// mesh is `mesh`; collectives move bytes through `backend`'s download and
+/// upload.
+std::unique_ptr<Communicator> createLocalCommunicator(fsdprt_local_group_s &group,
+                                                      int rank,
+                                                      std::vector<int64_t> mesh,
+                                                      Backend &backend);
+
 } // namespace fsdprt
 
 #endif // FSDPRT_SRC_COMM_H

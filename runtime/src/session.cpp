@@ -450,6 +450,9 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
                    std::to_string(options.num_threads));
   auto s = std::make_unique<fsdprt_session_s>();
   s->plan = plan;
+  if (options.mpi && options.local_group)
+    return invalid(std::string(api) +
+                   ": a session is an MPI rank or a local group's, not both");
   if (const fsdprt_mpi_options_t *mpi = options.mpi) {
     if (!std::isfinite(mpi->timeout_seconds) || mpi->timeout_seconds < 0)
       return invalid(std::string(api) +
@@ -479,6 +482,14 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
     if (!s->comm)
       return makeStatus(FSDPRT_INVALID_ARGUMENT,
                         std::string(api) + ": " + error);
+  } else if (options.local_group) {
+    int world = fsdprt::localGroupSize(*options.local_group);
+    if (world != static_cast<int>(plan->root->world_size()) ||
+        options.local_rank < 0 || options.local_rank >= world)
+      return invalid(std::string(api) + ": rank " + std::to_string(options.local_rank) +
+                     " of a local group of " + std::to_string(world) +
+                     " ranks, for a plan sharded over " +
+                     std::to_string(plan->root->world_size()));
   } else if (plan->root->world_size() > 1) {
     return makeStatus(
         FSDPRT_INCOMPATIBLE,
@@ -501,6 +512,15 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
       fsdprt::createBackend(options.device ? options.device : "", deviceError);
   if (!s->backend)
     return invalid(std::string(api) + ": " + deviceError);
+  if (options.local_group) {
+    std::vector<int64_t> mesh;
+    if (plan->root->mesh_shape())
+      mesh.assign(plan->root->mesh_shape()->begin(), plan->root->mesh_shape()->end());
+    if (mesh.empty())
+      mesh = {1};
+    s->comm = fsdprt::createLocalCommunicator(*options.local_group, options.local_rank,
+                                              mesh, *s->backend);
+  }
   s->threads = s->backend->resolveThreads(options.num_threads);
   s->stream = s->backend->createStream();
   if (s->comm)

@@ -38,6 +38,8 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <thread>
+
 namespace {
 
 namespace npy = fsdp::npy;
@@ -89,6 +91,12 @@ options:
                          cuda:N where the runtime has a CUDA backend;
                          fake-cuda (tests): the CUDA backend's host code on
                          host memory, with a stream hazard checker
+  --local-ranks N        run a plan sharded over N ranks as N threads of
+                         this process, one session each, whose collectives
+                         meet in memory (one device holds every rank: a
+                         GPU, the CPU or fake-cuda); not under mpirun.
+                         --timeout bounds each collective; a failed rank
+                         stops the others
   --memory-budget BYTES  refuse to start if the plan needs more than BYTES
                          per rank (suffixes K, M, G, T: powers of 1024); the
                          message names the plan's peak and its parts
@@ -304,8 +312,11 @@ struct Options {
   bool json = false, timing = false, describe = false;
   double timeout = 300;
   uint64_t memoryBudget = 0;
-  /// This process's place among the ranks mpirun started (0 of 1 alone).
+  /// This process's place among the ranks mpirun started (0 of 1 alone),
+  /// or, with --local-ranks, this thread's among the local group's.
   int rank = 0, world = 1;
+  int localRanks = 0;
+  fsdprt_local_group_t *group = nullptr;
   std::string lr, saveState, saveCheckpoint, resume, saveFull, loadFull;
 };
 
@@ -431,6 +442,8 @@ Options parse(int argc, char **argv) {
       o.memoryBudget = toBytes(flag, value());
     } else if (flag == "--device") {
       o.device = value();
+    } else if (flag == "--local-ranks") {
+      o.localRanks = toInt(flag, value(), 1, 4096);
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw Error("unknown option '" + arg + "' (see --help)");
     } else if (o.plan.empty()) {
@@ -751,10 +764,15 @@ int run(Options o) {
   if (o.describe)
     return describe(plan, o);
   int64_t planWorld = fsdprt_plan_world_size(plan);
+  if (o.localRanks && planWorld != o.world)
+    throw Error("the plan is for " + std::to_string(planWorld) +
+                " ranks; run it with --local-ranks " + std::to_string(planWorld) +
+                ", not " + std::to_string(o.world));
   if (planWorld > 1 && planWorld != o.world)
     throw Error(
         "the plan is for " + std::to_string(planWorld) +
         " ranks; launch it with mpirun -np " + std::to_string(planWorld) +
+        " or run it with --local-ranks " + std::to_string(planWorld) +
         (o.world > 1 ? " (this job has " + std::to_string(o.world) + " ranks)"
                      : ""));
 
@@ -835,8 +853,12 @@ int run(Options o) {
   options.memory_budget_bytes = o.memoryBudget;
   options.device = o.device.empty() ? nullptr : o.device.c_str();
   fsdprt_mpi_options_t mpi = {1, 0, o.timeout};
-  if (o.world > 1 || fsdprt_plan_world_size(plan) > 1)
+  if (o.group) {
+    options.local_group = o.group;
+    options.local_rank = o.rank;
+  } else if (o.world > 1 || fsdprt_plan_world_size(plan) > 1) {
     options.mpi = &mpi;
+  }
   check(fsdprt_session_create_with_options(plan, &options, &session),
         "cannot create a session");
   std::unique_ptr<fsdprt_session_t, void (*)(fsdprt_session_t *)> sessionOwner(
@@ -1061,6 +1083,53 @@ bool launchedByMpi() {
   return false;
 }
 
+/// One line on stderr for a failed rank (one write: ranks share stderr).
+void reportFailure(int rank, int world, const std::string &what) {
+  std::string line = "fsdp-run: " +
+                     (world > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) +
+                     "error: " + what + "\n";
+  std::cout.flush();
+  if (::write(STDERR_FILENO, line.data(), line.size()) < 0)
+    std::perror("fsdp-run");
+}
+
+/// --local-ranks N: the plan's N ranks as N threads of this process, one
+/// session each, in a local group (collectives in memory). A failed rank
+/// aborts the group, so the others stop too; the exit status is the
+/// first failure's.
+int runLocalRanks(Options o) {
+  fsdprt_local_group_t *group = nullptr;
+  if (fsdprt_status_t status = fsdprt_local_group_create(o.localRanks, o.timeout, &group)) {
+    reportFailure(0, 1, fsdprt_status_message(status));
+    fsdprt_status_free(status);
+    return 1;
+  }
+  std::vector<int> statuses(o.localRanks, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.localRanks; ++r)
+    threads.emplace_back([&, r]() {
+      Options mine = o;
+      mine.rank = r;
+      mine.world = o.localRanks;
+      mine.group = group;
+      try {
+        statuses[r] = run(mine);
+      } catch (const std::exception &e) {
+        reportFailure(r, o.localRanks, e.what());
+        statuses[r] = 1;
+      }
+      if (statuses[r] != 0)
+        fsdprt_local_group_abort(group, ("rank " + std::to_string(r) + " failed").c_str());
+    });
+  for (std::thread &t : threads)
+    t.join();
+  fsdprt_local_group_destroy(group);
+  for (int status : statuses)
+    if (status != 0)
+      return status;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   bool mpi = launchedByMpi();
   int rank = 0, world = 1;
@@ -1074,7 +1143,10 @@ int main(int argc, char **argv) {
     Options o = parse(argc, argv);
     o.rank = rank;
     o.world = world;
-    int status = run(o);
+    if (o.localRanks && mpi)
+      throw Error("--local-ranks runs every rank in this process; do not "
+                  "start it under mpirun");
+    int status = o.localRanks ? runLocalRanks(o) : run(o);
     if (mpi)
       MPI_Finalize();
     return status;

@@ -350,6 +350,27 @@ FSDPRT_API fsdprt_status_t fsdprt_session_create_mpi(
  *  fsdprt_session_options_init and set what differs: later versions add
  *  fields at the end, and `struct_size` tells the library which fields the
  *  host knows. */
+/** A local group: the ranks of one process, one session per thread, whose
+ *  collectives meet in host memory. It runs a sharded plan's N ranks
+ *  inside one process: on one GPU (where NCCL refuses two ranks per
+ *  device) or, in tests, on the CPU or the fake device. Each of the
+ *  group's sessions names it and its rank (fsdprt_session_options_t), and
+ *  they must run their steps at the same time, on their own threads. */
+typedef struct fsdprt_local_group_s fsdprt_local_group_t;
+
+/** A group of `world_size` ranks (1 to 4096) whose collectives wait at most
+ *  `timeout_seconds` (0: no deadline) for the other ranks; past it the
+ *  collective fails with FSDPRT_UNAVAILABLE naming it, and so does every
+ *  later one of the group. Destroy it after its sessions. */
+FSDPRT_API fsdprt_status_t fsdprt_local_group_create(
+    int world_size, double timeout_seconds, fsdprt_local_group_t **out_group);
+/** Fails every collective the group's sessions wait in, or will start,
+ *  with `reason`: a rank calls it when its own session failed, so that the
+ *  others stop instead of waiting for it. NULL arguments are ignored. */
+FSDPRT_API void fsdprt_local_group_abort(fsdprt_local_group_t *group,
+                                         const char *reason);
+FSDPRT_API void fsdprt_local_group_destroy(fsdprt_local_group_t *group);
+
 typedef struct fsdprt_session_options_s {
   /** sizeof(fsdprt_session_options_t) as the host was compiled. */
   size_t struct_size;
@@ -372,6 +393,10 @@ typedef struct fsdprt_session_options_s {
    *  FSDPRT_INVALID_ARGUMENT naming it. (Hosts compiled before this field
    *  existed pass a smaller struct_size: their device is "cpu".) */
   const char *device;
+  /** Non-NULL: this session is rank `local_rank` of a local group (above)
+   *  of the plan's world size; `mpi` must then be NULL. */
+  fsdprt_local_group_t *local_group;
+  int local_rank;
 } fsdprt_session_options_t;
 
 /** Fills `options` with the defaults: the plan's model_dir, one thread per
