@@ -59,6 +59,9 @@ public:
         const Tensor &in, const Tensor &out, Reduction reduction,
         const std::string &what, std::string &error) = 0;
   virtual std::string wait(Pending &pending) = 0;
+  /// Whether a started collective has completed, without waiting (MPI:
+  /// MPI_Test, which also progresses it). A failure is left for `wait`.
+  virtual bool test(Pending &pending) = 0;
   /// Rank 0 of the whole communicator sends `data` to every rank.
   virtual std::string broadcast(void *data, size_t bytes,
                                 const std::string &what) = 0;

@@ -46,7 +46,10 @@ struct fsdprt_session_s {
   /// The last completed run's seconds in compute kernels and in
   /// collectives (waits for peers included). Atomic: another thread may
   /// read them while a run is under way (it sees the previous run's).
-  std::atomic<double> computeSeconds{0}, communicationSeconds{0};
+  /// The last run's compute kernels, its collectives from start to
+  /// completion, and the part of them the run waited for (exposed).
+  std::atomic<double> computeSeconds{0}, communicationSeconds{0},
+      exposedSeconds{0};
   /// A multi-rank session's collective kernels, by kernel index: started
   /// nonblocking when reached, waited for where the plan's dependencies
   /// say.

@@ -901,7 +901,7 @@ int run(Options o) {
           "input '" + name + "'");
 
   std::vector<double> times, losses;
-  double computeTotal = 0, communicationTotal = 0;
+  double computeTotal = 0, communicationTotal = 0, exposedTotal = 0;
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
     if (stepInput) {
       npy::Array step = scalarArray(*stepInput, firstStep + i);
@@ -915,11 +915,12 @@ int run(Options o) {
     if (i >= o.warmup) {
       times.push_back(
           std::chrono::duration<double>(Clock::now() - begin).count());
-      double compute = 0, communication = 0;
-      check(fsdprt_session_timings(session, &compute, &communication),
-            "timings");
+      double compute = 0, communication = 0, exposed = 0;
+      check(fsdprt_session_timings(session, &compute, nullptr), "timings");
+      check(fsdprt_session_overlap(session, &communication, &exposed), "timings");
       computeTotal += compute;
       communicationTotal += communication;
+      exposedTotal += exposed;
     }
     if (o.steps) {
       float local;
@@ -945,10 +946,11 @@ int run(Options o) {
   if (!o.saveFull.empty())
     check(fsdprt_session_save_full_checkpoint(session, o.saveFull.c_str()),
           "cannot save '" + o.saveFull + "'");
-  double mean = 0, min = INFINITY;
+  double mean = 0, min = INFINITY, runTotal = 0;
   for (double t : times) {
     mean += t / times.size();
     min = std::min(min, t);
+    runTotal += t;
   }
 
   uint64_t activations = 0, weights = 0, constants = 0;
@@ -1033,6 +1035,9 @@ int run(Options o) {
        << ", \"samples_per_second\": " << number(perSecond)
        << ", \"compute_seconds\": " << number(computeTotal)
        << ", \"communication_seconds\": " << number(communicationTotal)
+       << ", \"exposed_communication_seconds\": " << number(exposedTotal)
+       << ", \"exposed_fraction\": "
+       << number(runTotal > 0 ? exposedTotal / runTotal : 0.0)
        << ", \"plan_bytes_per_rank\": " << perRank;
   json << ", \"load_seconds\": " << number(loadSeconds)
        << ", \"run_seconds\": [";
@@ -1066,7 +1071,8 @@ int run(Options o) {
     text << o.world << " rank(s): " << number(perSecond)
          << " samples/s over the global batch; compute "
          << number(computeTotal * 1e3) << " ms, communication "
-         << number(communicationTotal * 1e3) << " ms (rank 0); plan " << perRank
+         << number(communicationTotal * 1e3) << " ms, of which exposed "
+         << number(exposedTotal * 1e3) << " ms (rank 0); plan " << perRank
          << " B per rank\n";
   if (o.rank == 0)
     std::cout << (o.json ? json.str() : text.str());

@@ -543,6 +543,17 @@ FSDPRT_API fsdprt_status_t
 fsdprt_session_timings(const fsdprt_session_t *session, double *compute_seconds,
                        double *communication_seconds);
 
+/** How the last run's collectives overlapped its compute: the seconds its
+ *  collectives took, each from its start to its completion (seen by
+ *  polling the started ones after every compute kernel, or at its wait),
+ *  and the seconds the run waited for them (exposed: what
+ *  fsdprt_session_timings calls communication). Exposed over the run's
+ *  time is the fraction of the step communication cost. Any pointer may
+ *  be NULL. */
+FSDPRT_API fsdprt_status_t
+fsdprt_session_overlap(const fsdprt_session_t *session,
+                       double *communication_seconds, double *exposed_seconds);
+
 /** Memory the session holds, in bytes: its activations arena (the plan's
  *  peak activation memory), weights and constants. Any pointer may be NULL. */
 FSDPRT_API fsdprt_status_t fsdprt_session_memory(
