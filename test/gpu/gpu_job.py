@@ -52,7 +52,7 @@ def make(build: Path, job: Path) -> int:
     expected = {}
     for model_name, block in MODELS.items():
         model, inputs, labels, loss_fn, onnx_path, names, label_name, autodiff = \
-            check_grads.prepare(model_name, job)
+            check_grads.prepare(model_name, job, 4)  # 12 sequences: 1, 2 and 4 ranks divide it
         flags = []
         for name, value in zip(names + [label_name], inputs + [labels]):
             np.save(job / f"{model_name}.{name}.npy", value.numpy())
@@ -60,8 +60,8 @@ def make(build: Path, job: Path) -> int:
         torch_losses, _ = check_optim.torch_steps(
             copy.deepcopy(model), inputs, labels, loss_fn,
             lambda p, lr: torch.optim.AdamW(p, lr), LR, 0, 1)
-        for precision in ("fp32", "bf16"):
-            tag = f"{model_name}-{precision}"
+        for precision, ranks in (("fp32", 1), ("bf16", 1), ("fp32", 2), ("fp32", 4)):
+            tag = f"{model_name}-{precision}" + (f"-{ranks}ranks" if ranks > 1 else "")
             wrap = f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"
             mixed = []
             if precision == "bf16":
@@ -69,18 +69,22 @@ def make(build: Path, job: Path) -> int:
                 mixed = ["--fsdp-mixed-precision"]
             mlir = job / f"{tag}.mlir"
             check_grads.run([bindir / "fsdp-opt", onnx_path,
-                             f"--batch-size={inputs[0].shape[0]}", wrap,
-                             f"--fsdp-autodiff{autodiff}", "--fsdp-flatten=world-size=1",
+                             f"--batch-size={inputs[0].shape[0] // ranks}", wrap,
+                             f"--fsdp-autodiff{autodiff}", f"--fsdp-flatten=world-size={ranks}",
                              "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard", *mixed,
                              "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
             check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir,
                              "-o", job / f"{tag}.plan"])
             mlir.unlink()
+            # Several ranks: one process, a local group (on the GPU machine,
+            # every rank on its one GPU); the CPU's the same way, which
+            # equals mpirun (e2e.local-ranks).
+            local = ["--local-ranks", str(ranks)] if ranks > 1 else []
             cpu = losses(subprocess.run(
-                [str(bindir / "fsdp-run"), f"{tag}.plan", *flags, "--lr", str(LR),
+                [str(bindir / "fsdp-run"), f"{tag}.plan", *flags, *local, "--lr", str(LR),
                  "--steps", str(STEPS)], cwd=job, check=True, capture_output=True,
                 text=True).stdout)
-            expected[tag] = {"plan": f"{tag}.plan", "flags": flags, "cpu": cpu,
+            expected[tag] = {"plan": f"{tag}.plan", "flags": flags + local, "cpu": cpu,
                              "torch": torch_losses if precision == "fp32" else None,
                              "rtol": RTOL[precision]}
             print(f"  {tag}: cpu {cpu}" + (f", torch {torch_losses}"
