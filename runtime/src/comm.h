@@ -85,6 +85,16 @@ std::unique_ptr<Communicator> createMpiCommunicator(int commF,
                                                     double timeoutSeconds,
                                                     std::string &error);
 
+/// The NCCL communicator (from the CUDA plugin) of a multi-rank session on
+/// a GPU: its collectives ordered with `compute`, the unique id sent
+/// through `host` (MPI), which it keeps for collectives of host memory.
+/// nullptr with `error` saying why not.
+std::unique_ptr<Communicator>
+createNcclCommunicator(Backend &backend, Stream &compute,
+                       std::unique_ptr<Communicator> host,
+                       const std::vector<int64_t> &mesh, double timeout,
+                       std::string &error);
+
 /// The number of ranks of a local group.
 int localGroupSize(const fsdprt_local_group_s &group);
 /// Rank `rank` of local group `group` (local_comm.cpp), for a plan whose

@@ -11,6 +11,7 @@
 
 #include "../backends/cuda/device.h"
 #include "backend.h"
+#include "comm.h"
 
 #include <dlfcn.h>
 
@@ -23,6 +24,11 @@ namespace fsdprt {
 namespace {
 
 using OpenDevice = cuda::Device *(*)(int ordinal, std::string *error);
+using OpenNccl = Communicator *(*)(cuda::Device *, cuda::DeviceStream *,
+                                   std::unique_ptr<Communicator> *host, int rank,
+                                   int world, const std::vector<int64_t> *mesh,
+                                   double timeout, const char *store,
+                                   std::string *error);
 
 /// Where the plugin may be, in the order tried.
 std::vector<std::string> pluginPaths() {
@@ -36,15 +42,15 @@ std::vector<std::string> pluginPaths() {
   return {dir + "libfsdprt_cuda.so", dir + "../lib/libfsdprt_cuda.so"};
 }
 
-/// The plugin's entry, loaded once; nullptr with `error` saying why.
-OpenDevice openDevice(std::string &error) {
+/// The plugin, loaded once; nullptr with `error` saying why.
+void *plugin(std::string &error) {
   static std::mutex mutex;
-  static OpenDevice entry = nullptr;
+  static void *loaded = nullptr;
   static std::string failure;
   std::lock_guard<std::mutex> lock(mutex);
-  if (entry || !failure.empty()) {
+  if (loaded || !failure.empty()) {
     error = failure;
-    return entry;
+    return loaded;
   }
   std::vector<std::string> paths = pluginPaths();
   std::string tried;
@@ -53,26 +59,46 @@ OpenDevice openDevice(std::string &error) {
       tried += (tried.empty() ? "" : ", ") + path;
       continue;
     }
-    void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
+    loaded = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!loaded)
       failure = "cannot load the CUDA backend " + path + ": " + dlerror();
-      break;
-    }
-    entry = reinterpret_cast<OpenDevice>(dlsym(handle, "fsdprt_cuda_open_device"));
-    if (!entry)
+    else if (!dlsym(loaded, "fsdprt_cuda_open_device")) {
       failure = path + " is not this libfsdprt's CUDA backend (no "
                        "fsdprt_cuda_open_device)";
+      loaded = nullptr;
+    }
     break;
   }
-  if (!entry && failure.empty())
+  if (!loaded && failure.empty())
     failure = "this libfsdprt was built without the CUDA backend (no "
               "libfsdprt_cuda.so at " + tried + "; set FSDPRT_CUDA_PLUGIN to "
               "its path if it is elsewhere)";
   error = failure;
-  return entry;
+  return loaded;
 }
 
 } // namespace
+
+std::unique_ptr<Communicator>
+createNcclCommunicator(Backend &backend, Stream &compute,
+                       std::unique_ptr<Communicator> host,
+                       const std::vector<int64_t> &mesh, double timeout,
+                       std::string &error) {
+  cuda::Device *device = cuda::deviceOf(backend);
+  cuda::DeviceStream *stream = cuda::deviceStreamOf(compute);
+  void *loaded = device && stream ? plugin(error) : nullptr;
+  if (!device || !stream)
+    error = "NCCL needs the CUDA backend's device and stream";
+  auto open = loaded ? reinterpret_cast<OpenNccl>(dlsym(loaded, "fsdprt_cuda_open_nccl"))
+                     : nullptr;
+  if (loaded && !open)
+    error = "this libfsdprt's CUDA backend was built without NCCL; run the "
+            "ranks as a local group on one GPU, or on the CPU";
+  if (!open)
+    return nullptr;
+  Communicator *comm = open(device, stream, &host, 0, 0, &mesh, timeout, nullptr, &error);
+  return std::unique_ptr<Communicator>(comm);
+}
 
 std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error) {
@@ -95,7 +121,9 @@ std::unique_ptr<Backend> createBackend(const std::string &device,
     return nullptr;
   }
   std::string why;
-  OpenDevice open = openDevice(why);
+  void *loaded = plugin(why);
+  auto open = loaded ? reinterpret_cast<OpenDevice>(dlsym(loaded, "fsdprt_cuda_open_device"))
+                     : nullptr;
   cuda::Device *opened = open ? open(ordinal, &why) : nullptr;
   if (!opened) {
     error = "device '" + device + "': " + why;

@@ -523,6 +523,20 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
   }
   s->threads = s->backend->resolveThreads(options.num_threads);
   s->stream = s->backend->createStream();
+  // MPI ranks on GPUs: collectives over NCCL on the device (MPI stays for
+  // collectives of host memory and sends NCCL its id).
+  if (options.mpi && s->comm && std::string(s->backend->name()) == "cuda") {
+    std::vector<int64_t> mesh;
+    if (plan->root->mesh_shape())
+      mesh.assign(plan->root->mesh_shape()->begin(), plan->root->mesh_shape()->end());
+    if (mesh.empty())
+      mesh = {1};
+    std::string error;
+    s->comm = fsdprt::createNcclCommunicator(*s->backend, *s->stream, std::move(s->comm),
+                                             mesh, options.mpi->timeout_seconds, error);
+    if (!s->comm)
+      return makeStatus(FSDPRT_UNAVAILABLE, std::string(api) + ": NCCL: " + error);
+  }
   if (s->comm)
     if (fsdprt_status_t status = prepareGroups(*s))
       return status;

@@ -202,6 +202,8 @@ public:
     return {backend.takeFault(), true};
   }
 
+  DeviceStream &device() { return *stream; }
+
 private:
   CudaBackend &backend;
   std::unique_ptr<DeviceStream> stream;
@@ -742,6 +744,16 @@ KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
 
 std::unique_ptr<Backend> createCudaBackend(std::unique_ptr<Device> device) {
   return std::make_unique<CudaBackend>(std::move(device));
+}
+
+Device *deviceOf(Backend &backend) {
+  auto *cuda = dynamic_cast<CudaBackend *>(&backend);
+  return cuda ? &cuda->dev() : nullptr;
+}
+
+DeviceStream *deviceStreamOf(Stream &stream) {
+  auto *cuda = dynamic_cast<CudaStream *>(&stream);
+  return cuda ? &cuda->device() : nullptr;
 }
 
 } // namespace fsdprt::cuda

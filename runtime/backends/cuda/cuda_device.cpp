@@ -237,6 +237,8 @@ public:
   std::string gemm(DeviceStream &s, PreparedGemm &prepared, const void *a,
                    const void *b, const void *bias, void *y) override;
 
+  int index() const { return ordinal; }
+
 private:
   void use() const { cudaSetDevice(ordinal); }
 
@@ -356,6 +358,13 @@ std::string CudaDevice::gemm(DeviceStream &s, PreparedGemm &prepared,
 }
 
 } // namespace
+
+cudaStream_t nativeStream(DeviceStream &stream) { return raw(stream); }
+
+int deviceOrdinal(const Device &device) {
+  return static_cast<const CudaDevice &>(device).index();
+}
+
 } // namespace fsdprt::cuda
 
 /// The plugin's entry (devices.cpp): the GPU `ordinal`, or nullptr with

@@ -150,6 +150,9 @@ public:
 
 /// The CUDA backend on `device` (backend.cpp).
 std::unique_ptr<Backend> createCudaBackend(std::unique_ptr<Device> device);
+/// A CUDA backend's device and a stream's (nullptr for other backends).
+Device *deviceOf(Backend &backend);
+DeviceStream *deviceStreamOf(Stream &stream);
 
 } // namespace fsdprt::cuda
 

@@ -119,9 +119,9 @@ Watchdog::~Watchdog() {
     thread.join();
 }
 
-uint64_t Watchdog::begin(const std::string &what) {
+uint64_t Watchdog::begin(const std::string &what, std::function<bool()> finished) {
   std::lock_guard<std::mutex> lock(mutex);
-  inFlight[next] = {what, std::chrono::steady_clock::now()};
+  inFlight[next] = {what, std::chrono::steady_clock::now(), std::move(finished)};
   return next++;
 }
 
@@ -140,11 +140,13 @@ void Watchdog::watch() {
   while (!stopping && firedWith.empty()) {
     stop.wait_for(lock, std::chrono::duration<double>(period));
     auto now = std::chrono::steady_clock::now();
+    for (auto it = inFlight.begin(); it != inFlight.end();)
+      it = it->second.finished && it->second.finished() ? inFlight.erase(it) : std::next(it);
     for (const auto &[ticket, entry] : inFlight) {
-      double age = std::chrono::duration<double>(now - entry.second).count();
+      double age = std::chrono::duration<double>(now - entry.started).count();
       if (age <= timeout)
         continue;
-      firedWith = entry.first + " timed out after " + std::to_string(age) +
+      firedWith = entry.what + " timed out after " + std::to_string(age) +
                   " s (a peer died or stalled; the deadline is " +
                   std::to_string(timeout) + " s): the communicator is aborted";
       std::string message = firedWith;

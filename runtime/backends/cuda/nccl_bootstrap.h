@@ -72,8 +72,10 @@ public:
   Watchdog(const Watchdog &) = delete;
   Watchdog &operator=(const Watchdog &) = delete;
 
-  /// A collective `what` started; its ticket for end().
-  uint64_t begin(const std::string &what);
+  /// A collective `what` started; its ticket for end(). `finished`, when
+  /// given, is asked every period whether it completed (the device's
+  /// event), so a collective nobody waits for yet does not fire it.
+  uint64_t begin(const std::string &what, std::function<bool()> finished = nullptr);
   void end(uint64_t ticket);
   /// The message the watchdog aborted with, or "".
   std::string fired() const;
@@ -88,8 +90,12 @@ private:
   bool stopping = false;
   std::string firedWith;
   uint64_t next = 0;
-  std::map<uint64_t, std::pair<std::string, std::chrono::steady_clock::time_point>>
-      inFlight;
+  struct Entry {
+    std::string what;
+    std::chrono::steady_clock::time_point started;
+    std::function<bool()> finished;
+  };
+  std::map<uint64_t, Entry> inFlight;
   std::thread thread;
 };
 

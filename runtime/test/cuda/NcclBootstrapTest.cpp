@@ -161,6 +161,23 @@ TEST(CudaHost, TheNcclWatchdogAbortsOnceWhenACollectiveOutrunsTheDeadline) {
   EXPECT_EQ(dog.fired(), message);
 }
 
+TEST(CudaHost, TheNcclWatchdogForgetsCollectivesItSeesFinished) {
+  // Completion known only by polling (a device event nobody waited for
+  // yet): the watchdog asks, and a finished one never fires it.
+  std::atomic<int> aborts{0};
+  std::atomic<bool> finished{false};
+  Watchdog dog(0.2, [&](const std::string &) { ++aborts; }, 0.02);
+  dog.begin("all_gather", [&] { return finished.load(); });
+  finished = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(aborts.load(), 0);
+  // One whose probe never says finished fires it.
+  dog.begin("all_reduce", [] { return false; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(aborts.load(), 1);
+  EXPECT_NE(dog.fired().find("all_reduce timed out"), std::string::npos);
+}
+
 TEST(CudaHost, ANcclWatchdogWithoutADeadlineNeverFires) {
   int aborts = 0;
   {
