@@ -89,11 +89,14 @@ std::unique_ptr<Communicator> createMpiCommunicator(int commF,
 /// a GPU: its collectives ordered with `compute`, the unique id sent
 /// through `host` (MPI), which it keeps for collectives of host memory.
 /// nullptr with `error` saying why not.
+/// Without `host`, rank `rank` of `world` gets the id through `store`
+/// (file:PATH or env:NAME).
 std::unique_ptr<Communicator>
 createNcclCommunicator(Backend &backend, Stream &compute,
                        std::unique_ptr<Communicator> host,
                        const std::vector<int64_t> &mesh, double timeout,
-                       std::string &error);
+                       std::string &error, int rank = 0, int world = 0,
+                       const char *store = nullptr);
 
 /// The number of ranks of a local group.
 int localGroupSize(const fsdprt_local_group_s &group);

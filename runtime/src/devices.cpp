@@ -83,7 +83,7 @@ std::unique_ptr<Communicator>
 createNcclCommunicator(Backend &backend, Stream &compute,
                        std::unique_ptr<Communicator> host,
                        const std::vector<int64_t> &mesh, double timeout,
-                       std::string &error) {
+                       std::string &error, int rank, int world, const char *store) {
   cuda::Device *device = cuda::deviceOf(backend);
   cuda::DeviceStream *stream = cuda::deviceStreamOf(compute);
   void *loaded = device && stream ? plugin(error) : nullptr;
@@ -96,7 +96,8 @@ createNcclCommunicator(Backend &backend, Stream &compute,
             "ranks as a local group on one GPU, or on the CPU";
   if (!open)
     return nullptr;
-  Communicator *comm = open(device, stream, &host, 0, 0, &mesh, timeout, nullptr, &error);
+  Communicator *comm = open(device, stream, host ? &host : nullptr, rank, world,
+                            &mesh, timeout, store, &error);
   return std::unique_ptr<Communicator>(comm);
 }
 

@@ -450,9 +450,11 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
                    std::to_string(options.num_threads));
   auto s = std::make_unique<fsdprt_session_s>();
   s->plan = plan;
-  if (options.mpi && options.local_group)
-    return invalid(std::string(api) +
-                   ": a session is an MPI rank or a local group's, not both");
+  if ((options.mpi != nullptr) + (options.local_group != nullptr) +
+          (options.nccl_id_store != nullptr) > 1)
+    return invalid(std::string(api) + ": a session is an MPI rank, a local "
+                   "group's or an NCCL rank: one of mpi, local_group and "
+                   "nccl_id_store");
   if (const fsdprt_mpi_options_t *mpi = options.mpi) {
     if (!std::isfinite(mpi->timeout_seconds) || mpi->timeout_seconds < 0)
       return invalid(std::string(api) +
@@ -482,6 +484,15 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
     if (!s->comm)
       return makeStatus(FSDPRT_INVALID_ARGUMENT,
                         std::string(api) + ": " + error);
+  } else if (options.nccl_id_store) {
+    if (options.nccl_world_size != static_cast<int>(plan->root->world_size()) ||
+        options.nccl_rank < 0 || options.nccl_rank >= options.nccl_world_size)
+      return invalid(std::string(api) + ": NCCL rank " + std::to_string(options.nccl_rank) +
+                     " of " + std::to_string(options.nccl_world_size) +
+                     ", for a plan sharded over " + std::to_string(plan->root->world_size()));
+    if (!std::isfinite(options.nccl_timeout_seconds) || options.nccl_timeout_seconds < 0)
+      return invalid(std::string(api) + ": nccl_timeout_seconds must be a finite "
+                     "number >= 0 (0: no deadline)");
   } else if (options.local_group) {
     int world = fsdprt::localGroupSize(*options.local_group);
     if (world != static_cast<int>(plan->root->world_size()) ||
@@ -534,6 +545,21 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
     std::string error;
     s->comm = fsdprt::createNcclCommunicator(*s->backend, *s->stream, std::move(s->comm),
                                              mesh, options.mpi->timeout_seconds, error);
+    if (!s->comm)
+      return makeStatus(FSDPRT_UNAVAILABLE, std::string(api) + ": NCCL: " + error);
+  } else if (options.nccl_id_store) {
+    if (std::string(s->backend->name()) != "cuda")
+      return invalid(std::string(api) + ": nccl_id_store needs device cuda or cuda:N, "
+                     "not '" + std::string(s->backend->name()) + "'");
+    std::vector<int64_t> mesh;
+    if (plan->root->mesh_shape())
+      mesh.assign(plan->root->mesh_shape()->begin(), plan->root->mesh_shape()->end());
+    if (mesh.empty())
+      mesh = {1};
+    std::string error;
+    s->comm = fsdprt::createNcclCommunicator(
+        *s->backend, *s->stream, nullptr, mesh, options.nccl_timeout_seconds, error,
+        options.nccl_rank, options.nccl_world_size, options.nccl_id_store);
     if (!s->comm)
       return makeStatus(FSDPRT_UNAVAILABLE, std::string(api) + ": NCCL: " + error);
   }

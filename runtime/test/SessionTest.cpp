@@ -341,6 +341,25 @@ TEST(Sessions, TheDeviceIsAnOptionAndUnknownOnesAreNamed) {
   EXPECT_NE(take(fsdprt_session_create_with_options(p, &o, &s))
                 .find("unknown device 'cuda:x'"),
             std::string::npos);
+  // NCCL ranks without MPI: a GPU, the plan's world and one mode only.
+  o.device = "cpu";
+  o.nccl_id_store = "file:/tmp/none";
+  o.nccl_rank = 0;
+  o.nccl_world_size = 1;
+  EXPECT_NE(take(fsdprt_session_create_with_options(p, &o, &s))
+                .find("nccl_id_store needs device cuda or cuda:N, not 'cpu'"),
+            std::string::npos);
+  o.nccl_world_size = 2;
+  EXPECT_NE(take(fsdprt_session_create_with_options(p, &o, &s))
+                .find("NCCL rank 0 of 2, for a plan sharded over 1"),
+            std::string::npos);
+  fsdprt_mpi_options_t mpi = {1, 0, 10.0};
+  o.mpi = &mpi;
+  EXPECT_NE(take(fsdprt_session_create_with_options(p, &o, &s))
+                .find("one of mpi, local_group and nccl_id_store"),
+            std::string::npos);
+  o.mpi = nullptr;
+  o.nccl_id_store = nullptr;
   // A host compiled before the field existed: its device is the CPU.
   o.device = "tpu";
   o.struct_size = offsetof(fsdprt_session_options_t, device);

@@ -397,6 +397,23 @@ typedef struct fsdprt_session_options_s {
    *  of the plan's world size; `mpi` must then be NULL. */
   fsdprt_local_group_t *local_group;
   int local_rank;
+  /** Non-NULL: this session is rank `nccl_rank` of `nccl_world_size`
+   *  processes on GPUs that meet over NCCL without MPI, device "cuda" or
+   *  "cuda:N". NCCL's unique id goes through this store:
+   *    "file:PATH"  rank 0 writes it to PATH (atomically); the other ranks
+   *                 wait for the file, up to `nccl_timeout_seconds`;
+   *    "env:NAME"   every rank reads it from environment variable NAME,
+   *                 256 hex digits that the launcher made (NCCL's
+   *                 ncclGetUniqueId, as hex).
+   *  `nccl_timeout_seconds` is also every collective's deadline (0: none):
+   *  past it a watchdog aborts the communicator and the run fails with
+   *  FSDPRT_UNAVAILABLE naming the collective. With MPI
+   *  (fsdprt_session_create_mpi) on a GPU, NCCL is used the same way and
+   *  its id goes through MPI; leave this NULL. */
+  const char *nccl_id_store;
+  int nccl_rank;
+  int nccl_world_size;
+  double nccl_timeout_seconds;
 } fsdprt_session_options_t;
 
 /** Fills `options` with the defaults: the plan's model_dir, one thread per
