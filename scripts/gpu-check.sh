@@ -134,8 +134,8 @@ run() {
   local status=$?
   while IFS= read -r line; do
     echo "| training ${line%%:*} | ${line#*: } |" >> "$table"
-  done < <(grep -E '^[a-z0-9]+-(fp32|bf16):' "$log")
-  [ $status = 0 ] || { failed=1; grep -q -E '^[a-z0-9]+-(fp32|bf16):' "$log" ||
+  done < <(grep -E '^[a-z0-9]+-(fp32|bf16)[a-z0-9-]*:' "$log")
+  [ $status = 0 ] || { failed=1; grep -q -E '^[a-z0-9]+-(fp32|bf16)[a-z0-9-]*:' "$log" ||
     echo "| training | FAILED (exit $status): $(tail -1 "$log") |" >> "$table"; }
   if command -v compute-sanitizer > /dev/null; then
     local step=$out/sanitizer-training.log

@@ -97,6 +97,13 @@ options:
                          GPU, the CPU or fake-cuda); not under mpirun.
                          --timeout bounds each collective; a failed rank
                          stops the others
+  --nccl STORE --rank R --world-size W
+                         run rank R of W processes on GPUs (--device cuda:N)
+                         that meet over NCCL without MPI; NCCL's id goes
+                         through STORE: file:PATH (rank 0 writes it, the
+                         others wait for it) or env:NAME (256 hex digits the
+                         launcher set on every rank); --timeout is every
+                         collective's deadline
   --memory-budget BYTES  refuse to start if the plan needs more than BYTES
                          per rank (suffixes K, M, G, T: powers of 1024); the
                          message names the plan's peak and its parts
@@ -317,6 +324,9 @@ struct Options {
   int rank = 0, world = 1;
   int localRanks = 0;
   fsdprt_local_group_t *group = nullptr;
+  /// --nccl STORE --rank R --world-size W: an NCCL rank without MPI.
+  std::string ncclStore;
+  int ncclRank = -1, ncclWorld = 0;
   std::string lr, saveState, saveCheckpoint, resume, saveFull, loadFull;
 };
 
@@ -442,6 +452,12 @@ Options parse(int argc, char **argv) {
       o.memoryBudget = toBytes(flag, value());
     } else if (flag == "--device") {
       o.device = value();
+    } else if (flag == "--nccl") {
+      o.ncclStore = value();
+    } else if (flag == "--rank") {
+      o.ncclRank = toInt(flag, value(), 0, 1 << 20);
+    } else if (flag == "--world-size") {
+      o.ncclWorld = toInt(flag, value(), 1, 1 << 20);
     } else if (flag == "--local-ranks") {
       o.localRanks = toInt(flag, value(), 1, 4096);
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -856,6 +872,11 @@ int run(Options o) {
   if (o.group) {
     options.local_group = o.group;
     options.local_rank = o.rank;
+  } else if (!o.ncclStore.empty()) {
+    options.nccl_id_store = o.ncclStore.c_str();
+    options.nccl_rank = o.rank;
+    options.nccl_world_size = o.world;
+    options.nccl_timeout_seconds = o.timeout;
   } else if (o.world > 1 || fsdprt_plan_world_size(plan) > 1) {
     options.mpi = &mpi;
   }
@@ -1152,6 +1173,17 @@ int main(int argc, char **argv) {
     if (o.localRanks && mpi)
       throw Error("--local-ranks runs every rank in this process; do not "
                   "start it under mpirun");
+    if (!o.ncclStore.empty()) {
+      if (mpi || o.localRanks)
+        throw Error("--nccl starts an NCCL rank without MPI: not under mpirun, "
+                    "not with --local-ranks");
+      if (o.ncclRank < 0 || o.ncclWorld < 1 || o.ncclRank >= o.ncclWorld)
+        throw Error("--nccl needs --rank R and --world-size W with 0 <= R < W");
+      o.rank = o.ncclRank;
+      o.world = o.ncclWorld;
+    } else if (o.ncclRank >= 0 || o.ncclWorld > 0) {
+      throw Error("--rank and --world-size go with --nccl STORE");
+    }
     int status = o.localRanks ? runLocalRanks(o) : run(o);
     if (mpi)
       MPI_Finalize();
