@@ -112,9 +112,25 @@ struct StreamFailure {
   bool data = false;
 };
 
+/// A stream's work captured once and replayed as a whole (a CUDA graph).
+class Graph {
+public:
+  virtual ~Graph() = default;
+};
+
 class Stream {
 public:
   virtual ~Stream() = default;
+  /// Graphs: between beginCapture and endCapture, launches are recorded
+  /// into a graph instead of run; replay then runs the graph. A backend
+  /// without graphs (the CPU) says so with canCapture.
+  virtual bool canCapture() const { return false; }
+  virtual std::string beginCapture() { return "this backend has no graphs"; }
+  virtual std::unique_ptr<Graph> endCapture(std::string &error) {
+    error = "this backend has no graphs";
+    return nullptr;
+  }
+  virtual std::string replay(Graph &) { return "this backend has no graphs"; }
   /// Runs (or enqueues) `kernel`; a failure is returned as a message.
   virtual std::string launch(const KernelFn &kernel) = 0;
   virtual std::unique_ptr<Event> record() = 0;

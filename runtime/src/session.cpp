@@ -534,6 +534,7 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
   }
   s->threads = s->backend->resolveThreads(options.num_threads);
   s->stream = s->backend->createStream();
+  s->graphs = options.disable_graphs == 0;
   // MPI ranks on GPUs: collectives over NCCL on the device (MPI stays for
   // collectives of host memory and sends NCCL its id).
   if (options.mpi && s->comm && std::string(s->backend->name()) == "cuda") {
@@ -789,7 +790,35 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
           return error;
       return "";
     };
-    for (size_t i = 0; i < s->kernels.size(); ++i) {
+    // A single-rank session on a backend with graphs runs its first step
+    // directly (it checks, warms up and times the kernels), captures the
+    // second into a graph and from then on replays it: the arenas never
+    // move, so the same launches do the same work. Multi-rank sessions
+    // run their collectives from the host, between kernels: no graph.
+    bool replayed = false;
+    if (s->graphs && !s->comm && s->stream->canCapture() && s->directRuns > 0) {
+      std::string error;
+      if (!s->graph) {
+        error = s->stream->beginCapture();
+        for (size_t i = 0; error.empty() && i < s->kernels.size(); ++i)
+          if (std::string failed = s->stream->launch(s->kernels[i]); !failed.empty())
+            error = describeKernel(kernels->Get(i), i) + ": " + failed;
+        std::string ended;
+        std::unique_ptr<fsdprt::Graph> graph = s->stream->endCapture(ended);
+        if (error.empty() && !graph)
+          error = ended;
+        if (error.empty())
+          s->graph = std::move(graph);
+      }
+      auto start = Clock::now();
+      if (error.empty())
+        error = s->stream->replay(*s->graph);
+      computeSeconds = since(start);
+      if (!error.empty())
+        return makeStatus(FSDPRT_INTERNAL, "the step's graph: " + error);
+      replayed = true;
+    }
+    for (size_t i = 0; !replayed && i < s->kernels.size(); ++i) {
       const plan::Kernel *k = kernels->Get(i);
       auto start = std::chrono::steady_clock::now();
       std::string error;
@@ -840,6 +869,8 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     }
     if (std::string error = waitAll(); !error.empty())
       return makeStatus(FSDPRT_UNAVAILABLE, error);
+    if (!replayed)
+      ++s->directRuns;
     fsdprt::StreamFailure failed = s->stream->synchronize();
     if (!failed.message.empty())
       return makeStatus(failed.data ? FSDPRT_OUT_OF_RANGE : FSDPRT_INTERNAL,

@@ -43,6 +43,11 @@ struct fsdprt_session_s {
   std::vector<fsdprt::Tensor> buffers;
   std::vector<fsdprt::KernelFn> kernels;
   bool weightsLoaded = false;
+  /// Graphs (single-rank sessions on the CUDA backend): whether to use
+  /// them, the runs made directly so far, and the step once captured.
+  bool graphs = true;
+  int directRuns = 0;
+  std::unique_ptr<fsdprt::Graph> graph;
   /// The last completed run's seconds in compute kernels and in
   /// collectives (waits for peers included). Atomic: another thread may
   /// read them while a run is under way (it sees the previous run's).

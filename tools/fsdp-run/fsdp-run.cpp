@@ -91,6 +91,9 @@ options:
                          cuda:N where the runtime has a CUDA backend;
                          fake-cuda (tests): the CUDA backend's host code on
                          host memory, with a stream hazard checker
+  --no-cuda-graph        run every step directly: by default a single-rank
+                         plan on cuda (or fake-cuda) runs step 1 directly,
+                         captures step 2 into a CUDA graph and replays it
   --local-ranks N        run a plan sharded over N ranks as N threads of
                          this process, one session each, whose collectives
                          meet in memory (one device holds every rank: a
@@ -327,6 +330,7 @@ struct Options {
   /// --nccl STORE --rank R --world-size W: an NCCL rank without MPI.
   std::string ncclStore;
   int ncclRank = -1, ncclWorld = 0;
+  bool noGraph = false;
   std::string lr, saveState, saveCheckpoint, resume, saveFull, loadFull;
 };
 
@@ -452,6 +456,8 @@ Options parse(int argc, char **argv) {
       o.memoryBudget = toBytes(flag, value());
     } else if (flag == "--device") {
       o.device = value();
+    } else if (arg == "--no-cuda-graph") {
+      o.noGraph = true;
     } else if (flag == "--nccl") {
       o.ncclStore = value();
     } else if (flag == "--rank") {
@@ -868,6 +874,7 @@ int run(Options o) {
   options.num_threads = o.threads;
   options.memory_budget_bytes = o.memoryBudget;
   options.device = o.device.empty() ? nullptr : o.device.c_str();
+  options.disable_graphs = o.noGraph;
   fsdprt_mpi_options_t mpi = {1, 0, o.timeout};
   if (o.group) {
     options.local_group = o.group;

@@ -178,16 +178,69 @@ private:
   std::map<void *, void *> starts; // over-aligned blocks' starts
 };
 
+/// A captured step. On the GPU: the device's instantiated graph. On the
+/// fake device: the launches' functions, kept in order, with the work the
+/// direct step before the capture issued, which a replay must issue again.
+struct CudaGraph : Graph {
+  std::unique_ptr<DeviceGraph> device;
+  std::vector<KernelFn> kept;
+  std::vector<std::string> direct;
+};
+
 class CudaStream : public Stream {
 public:
   CudaStream(CudaBackend &backend)
       : backend(backend), stream(backend.dev().createStream()) {}
   std::string launch(const KernelFn &kernel) override {
     backend.makeSlots();
+    if (keeping) {
+      keeping->kept.push_back(kernel);
+      return "";
+    }
     current = stream.get();
     std::string error = kernel();
     current = nullptr;
     return error;
+  }
+
+  bool canCapture() const override { return true; }
+  std::string beginCapture() override {
+    backend.makeSlots();
+    Device &dev = backend.dev();
+    if (!dev.hostMemory())
+      return dev.beginCapture(*stream);
+    keeping = std::make_unique<CudaGraph>();
+    if (const std::vector<std::string> *step = dev.issued(/*previous=*/true))
+      keeping->direct = *step;
+    return "";
+  }
+  std::unique_ptr<Graph> endCapture(std::string &error) override {
+    if (keeping)
+      return std::move(keeping);
+    auto graph = std::make_unique<CudaGraph>();
+    graph->device = backend.dev().endCapture(*stream, error);
+    return graph->device ? std::move(graph) : nullptr;
+  }
+  std::string replay(Graph &base) override {
+    auto &graph = static_cast<CudaGraph &>(base);
+    if (graph.device)
+      return backend.dev().launchGraph(*stream, *graph.device);
+    for (const KernelFn &kernel : graph.kept)
+      if (std::string error = launch(kernel); !error.empty())
+        return error;
+    // The fake device: the replay issued what the direct step issued.
+    const std::vector<std::string> *now = backend.dev().issued(/*previous=*/false);
+    if (now && !graph.direct.empty() && *now != graph.direct) {
+      size_t i = 0;
+      while (i < now->size() && i < graph.direct.size() && (*now)[i] == graph.direct[i])
+        ++i;
+      auto at = [](const std::vector<std::string> &list, size_t i) {
+        return i < list.size() ? list[i] : std::string("nothing");
+      };
+      return "the replayed graph's launch " + std::to_string(i) + " is " + at(*now, i) +
+             " where the direct step's was " + at(graph.direct, i);
+    }
+    return "";
   }
   std::unique_ptr<Event> record() override {
     return std::make_unique<CudaEvent>(backend.dev(),
@@ -207,6 +260,7 @@ public:
 private:
   CudaBackend &backend;
   std::unique_ptr<DeviceStream> stream;
+  std::unique_ptr<CudaGraph> keeping; // capturing on the fake device
 };
 
 void CudaBackend::makeSlots() {

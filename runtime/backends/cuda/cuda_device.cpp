@@ -66,6 +66,15 @@ public:
 
 cudaStream_t raw(DeviceStream &s) { return static_cast<CudaStream &>(s).stream; }
 
+class CudaGraph : public DeviceGraph {
+public:
+  cudaGraphExec_t exec = nullptr;
+  ~CudaGraph() override {
+    if (exec)
+      cudaGraphExecDestroy(exec);
+  }
+};
+
 cudaDataType_t dataType(fsdprt_dtype_t dtype) {
   switch (dtype) {
   case FSDPRT_BF16: return CUDA_R_16BF;
@@ -230,6 +239,28 @@ public:
     return check(launchCrossEntropyGrad(in, positions, g, none, mean, scratch,
                                         y, raw(s)),
                  "cross-entropy gradient kernel");
+  }
+
+  std::string beginCapture(DeviceStream &s) override {
+    use();
+    return check(cudaStreamBeginCapture(raw(s), cudaStreamCaptureModeThreadLocal),
+                 "cudaStreamBeginCapture");
+  }
+  std::unique_ptr<DeviceGraph> endCapture(DeviceStream &s, std::string &error) override {
+    use();
+    cudaGraph_t graph = nullptr;
+    error = check(cudaStreamEndCapture(raw(s), &graph), "cudaStreamEndCapture");
+    if (!error.empty())
+      return nullptr;
+    auto captured = std::make_unique<CudaGraph>();
+    error = check(cudaGraphInstantiate(&captured->exec, graph, 0), "cudaGraphInstantiate");
+    cudaGraphDestroy(graph);
+    return error.empty() ? std::move(captured) : nullptr;
+  }
+  std::string launchGraph(DeviceStream &s, DeviceGraph &graph) override {
+    use();
+    return check(cudaGraphLaunch(static_cast<CudaGraph &>(graph).exec, raw(s)),
+                 "cudaGraphLaunch");
   }
 
   std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,

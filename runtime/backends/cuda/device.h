@@ -74,6 +74,12 @@ struct Gemm {
   GemmActivation activation = GemmActivation::None;
 };
 
+/// A stream's captured work (a CUDA graph, instantiated).
+class DeviceGraph {
+public:
+  virtual ~DeviceGraph() = default;
+};
+
 /// A Gemm the device has planned (cuBLASLt's descriptors and algorithm).
 class PreparedGemm {
 public:
@@ -106,6 +112,23 @@ public:
   /// Before `work` is launched on `stream`: "" or why it must not run
   /// (the fake device's hazard checker).
   virtual std::string admit(DeviceStream &, const Work &) { return ""; }
+
+  /// Graphs on the GPU: from beginCapture, launches on `stream` are
+  /// captured instead of run; endCapture instantiates them; launchGraph
+  /// runs them. (The fake device has no capture of its own: the backend
+  /// keeps the launches' functions and replays them.)
+  virtual std::string beginCapture(DeviceStream &) { return "no graphs"; }
+  virtual std::unique_ptr<DeviceGraph> endCapture(DeviceStream &, std::string &error) {
+    error = "no graphs";
+    return nullptr;
+  }
+  virtual std::string launchGraph(DeviceStream &, DeviceGraph &) { return "no graphs"; }
+  /// The fake device: the work admitted since the last synchronisation
+  /// (or, with `previous`, between the two before), as names and byte
+  /// ranges, so that a replay is checked against a direct step.
+  virtual const std::vector<std::string> *issued(bool /*previous*/) const {
+    return nullptr;
+  }
 
   // The launchers (launch.h has what each computes).
   virtual std::string unary(DeviceStream &s, Unary op, const float *x,

@@ -101,11 +101,22 @@ public:
   }
   std::string synchronize(DeviceStream &) override {
     idle();
+    std::lock_guard<std::mutex> lock(mutex);
+    previous = std::move(current);
+    current.clear();
     return "";
   }
   std::string admit(DeviceStream &s, const Work &work) override {
     std::lock_guard<std::mutex> lock(mutex);
+    std::string entry = work.name;
+    for (const auto *list : {&work.reads, &work.writes})
+      for (const Range &r : *list)
+        entry += " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ")";
+    current.push_back(std::move(entry));
     return checker.run(index(s), work);
+  }
+  const std::vector<std::string> *issued(bool last) const override {
+    return last ? &previous : &current;
   }
 
   std::string unary(DeviceStream &, Unary op, const float *x, float *y,
@@ -247,7 +258,8 @@ private:
   }
 
   HazardChecker checker;
-  std::mutex mutex;
+  mutable std::mutex mutex;
+  std::vector<std::string> current, previous; // work admitted (issued())
 };
 
 void run(const Gemm &g, const void *a, const void *b, const void *bias,

@@ -414,6 +414,11 @@ typedef struct fsdprt_session_options_s {
   int nccl_rank;
   int nccl_world_size;
   double nccl_timeout_seconds;
+  /** Nonzero: no graphs. By default a single-rank session on device cuda
+   *  (or fake-cuda) runs its first step directly, captures the second into
+   *  a CUDA graph and replays that graph from then on (the arenas never
+   *  move, so the same launches do the same work). */
+  int disable_graphs;
 } fsdprt_session_options_t;
 
 /** Fills `options` with the defaults: the plan's model_dir, one thread per
