@@ -147,9 +147,17 @@ public:
   /// A new ErrorSlot for the kernel at `where`, whose faults `text` puts
   /// in words with `bound`; its address is slot(index) once prepared.
   size_t addFault(const std::string &where, FaultText text, int64_t bound) {
+    if (replay < faults.size())
+      return replay++;
     faults.push_back({where, text, bound});
     return faults.size() - 1;
   }
+  size_t faultCount() const { return faults.size(); }
+  /// The next addFault calls return the slots from `first` on again: a
+  /// kernel prepared a second time (bound to its workspace) keeps the
+  /// slots it had; replayDone() ends that.
+  void replayFaults(size_t first) { replay = first; }
+  void replayDone() { replay = SIZE_MAX; }
   ErrorSlot *slot(size_t index) const { return slots + index; }
 
   /// After a synchronisation: the first fault the kernels recorded (then
@@ -175,6 +183,7 @@ private:
   std::vector<Fault> faults;
   ErrorSlot *slots = nullptr;
   size_t slotCount = 0;
+  size_t replay = SIZE_MAX;
   std::map<void *, void *> starts; // over-aligned blocks' starts
 };
 
@@ -935,9 +944,102 @@ KernelFn own(const std::string &op, Context &c) {
   return binaryOp(op, c);
 }
 
+bool hasHalf(const KernelArgs &args) {
+  for (const auto *list : {&args.in, &args.out})
+    for (const Tensor &t : *list)
+      if (isHalf(t.dtype))
+        return true;
+  return false;
+}
+
+/// An own fp32 kernel on bf16/f16 tensors, as the CPU backend's widened()
+/// runs its kernels: each half input cast into fp32 scratch, the fp32
+/// kernel, each half output cast back (the same roundings, so the same
+/// results as the CPU). The scratch lies in the session's workspace after
+/// the fp32 kernel's own, so the two never overlap. Prepared once on
+/// placeholder tensors (the checks run then), the kernel is prepared again
+/// on the scratch once the workspace's address is known, keeping its error
+/// slots. nullptr when there is no fp32 kernel either.
+KernelFn widened(const std::string &op, Context &c) {
+  struct Wide {
+    KernelArgs args;
+    Workspace own;
+    std::vector<uint64_t> at; // each tensor's scratch offset, or ~0
+    uint64_t ownBytes = 0;
+    void *base = nullptr;
+    size_t firstFault = 0;
+    KernelFn kernel;
+  };
+  auto wide = std::make_shared<Wide>(Wide{c.args, {}, {}, 0, nullptr, 0, {}});
+  wide->args.workspace = &wide->own;
+  uint64_t scratch = 0;
+  for (auto *list : {&wide->args.in, &wide->args.out})
+    for (Tensor &t : *list) {
+      if (!isHalf(t.dtype)) {
+        wide->at.push_back(~uint64_t(0));
+        continue;
+      }
+      t.dtype = FSDPRT_F32;
+      t.data = nullptr;
+      wide->at.push_back(scratch);
+      scratch += (t.numel * sizeof(float) + 255) / 256 * 256;
+    }
+  wide->firstFault = c.backend.faultCount();
+  Context inner{c.device, c.backend, wide->args};
+  try {
+    if (!own(op, inner))
+      return nullptr;
+  } catch (const KernelError &) {
+    return nullptr; // the CPU's check names what is wrong
+  }
+  wide->ownBytes = (wide->own.bytes() + 255) / 256 * 256;
+  Workspace *session = c.args.workspace;
+  session->reserve(wide->ownBytes + scratch);
+  std::vector<Tensor> in = c.args.in, out = c.args.out;
+  Device *device = &c.device;
+  CudaBackend *backend = &c.backend;
+  return [=]() -> std::string {
+    char *base = session->as<char>();
+    if (wide->base != base) {
+      size_t i = 0;
+      for (auto *list : {&wide->args.in, &wide->args.out})
+        for (Tensor &t : *list) {
+          if (wide->at[i] != ~uint64_t(0))
+            t.data = base + wide->ownBytes + wide->at[i];
+          ++i;
+        }
+      wide->own.bind(base);
+      backend->replayFaults(wide->firstFault);
+      Context bound{*device, *backend, wide->args};
+      wide->kernel = own(op, bound);
+      backend->replayDone();
+      wide->base = base;
+    }
+    DeviceStream &s = *current;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (isHalf(in[i].dtype))
+        if (std::string e = device->cast(s, false, in[i].dtype, in[i].data,
+                                         wide->args.in[i].data, in[i].numel);
+            !e.empty())
+          return e;
+    if (std::string e = wide->kernel(); !e.empty())
+      return e;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (isHalf(out[i].dtype))
+        if (std::string e = device->cast(s, true, out[i].dtype,
+                                         wide->args.out[i].data, out[i].data,
+                                         out[i].numel);
+            !e.empty())
+          return e;
+    return std::string();
+  };
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
   KernelFn body = own(op, context);
+  if (!body && hasHalf(args))
+    body = widened(op, context);
   if (!body && cpu)
     body = cpu->prepare(op, args); // the fake device: the CPU's kernel
   if (!body) {
