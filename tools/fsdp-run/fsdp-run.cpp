@@ -88,7 +88,9 @@ options:
   --device DEVICE        where the kernels run: cpu (default), cuda or
                          cuda:N where the runtime has a CUDA backend;
                          fake-cuda (tests): the CUDA backend's host code on
-                         host memory, with a stream hazard checker
+                         host memory, with a stream hazard checker (ops with
+                         no CUDA kernel run the CPU's); fake-cuda:strict: the
+                         same, refusing those ops as a GPU does
   --memory-budget BYTES  refuse to start if the plan needs more than BYTES
                          per rank (suffixes K, M, G, T: powers of 1024); the
                          message names the plan's peak and its parts

@@ -13,9 +13,12 @@
 // synchronised and reports the first fault (in kernel order) with the
 // kernel's op and location.
 //
+// bf16/f16: the kernels that take fp32 only run widened (fp32 scratch in
+// the workspace, casts around the kernel), as the CPU backend runs its own.
+//
 // An op with no own kernel: on the fake device (host memory), the CPU
-// backend's kernel on the same memory; on a GPU, refused when the session
-// is created, naming the op.
+// backend's kernel on the same memory; on a GPU and on
+// "fake-cuda:strict", refused when the session is created, naming the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,7 +103,8 @@ public:
   }
 
   const char *name() const override {
-    return device->hostMemory() ? "fake-cuda" : "cuda";
+    return device->describe().rfind("fake-cuda", 0) == 0 ? "fake-cuda"
+                                                         : "cuda";
   }
   /// Device allocations are 256-byte aligned; a larger alignment takes
   /// a larger block, freed by its start.

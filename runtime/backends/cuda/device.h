@@ -8,9 +8,10 @@
 //  - the real one (cuda_device.cpp, in the plugin libfsdprt_cuda.so, so
 //    that libfsdprt itself needs no CUDA library): cudart, cuBLASLt and the
 //    device launchers of launch.h;
-//  - the fake one (fake_device.cpp, device "fake-cuda"): host memory, the
-//    host launchers of the same kernel bodies, and a stream hazard checker
-//    (hazards.h) in front of every launch.
+//  - the fake one (fake_device.cpp, devices "fake-cuda" and
+//    "fake-cuda:strict"): host memory, the host launchers of the same
+//    kernel bodies, and a stream hazard checker (hazards.h) in front of
+//    every launch.
 // So CI runs everything the backend does but the device code itself.
 //
 // Launchers enqueue work on a stream and return "" or the launch's error;
@@ -91,7 +92,8 @@ public:
   /// "fake-cuda", or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
   virtual std::string describe() const = 0;
   /// Whether an op with no own kernel may run the CPU backend's kernel on
-  /// this device's memory (the fake device: it is host memory).
+  /// this device's memory (the fake device: it is host memory; not the
+  /// strict one, which refuses such ops as a GPU does).
   virtual bool hostMemory() const = 0;
 
   /// `bytes` of device memory, 256-byte aligned; nullptr when it runs out.

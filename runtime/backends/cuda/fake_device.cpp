@@ -8,7 +8,8 @@
 // kernels run their bodies (kernels/) with the host launchers, in groups
 // of 4 lanes; GEMMs run on OpenBLAS from the same Gemm description the
 // GPU's cuBLASLt gets. Ops with no own kernel yet run the CPU backend's
-// kernel on the same memory (a GPU refuses them).
+// kernel on the same memory; "fake-cuda:strict" refuses them when the
+// session is created, as a GPU does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,8 +93,12 @@ void run(const Gemm &g, const void *a, const void *b, const void *bias,
 
 class FakeDevice : public Device {
 public:
-  std::string describe() const override { return "fake-cuda"; }
-  bool hostMemory() const override { return true; }
+  explicit FakeDevice(bool strict) : strict(strict) {}
+  std::string describe() const override {
+    return strict ? "fake-cuda:strict" : "fake-cuda";
+  }
+  /// The strict device lends no CPU kernels: it refuses what a GPU does.
+  bool hostMemory() const override { return !strict; }
 
   void *allocate(uint64_t bytes) override {
     return std::aligned_alloc(256, std::max<uint64_t>((bytes + 255) / 256 * 256, 256));
@@ -396,6 +401,7 @@ private:
                 n);
   }
 
+  bool strict;
   HazardChecker checker;
   std::mutex mutex;
 };
@@ -446,8 +452,8 @@ void run(const Gemm &g, const void *a, const void *b, const void *bias,
 
 namespace fsdprt {
 
-std::unique_ptr<Backend> createFakeCudaBackend() {
-  return cuda::createCudaBackend(std::make_unique<cuda::FakeDevice>());
+std::unique_ptr<Backend> createFakeCudaBackend(bool strict) {
+  return cuda::createCudaBackend(std::make_unique<cuda::FakeDevice>(strict));
 }
 
 } // namespace fsdprt
