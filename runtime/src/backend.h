@@ -171,7 +171,8 @@ std::unique_ptr<Backend> createCpuBackend();
 std::unique_ptr<Backend> createFakeCudaBackend(bool strict = false);
 
 /// The backend for session option `device` ("cpu", "fake-cuda",
-/// "fake-cuda:strict", "cuda", "cuda:N"; empty: "cpu"), or nullptr with `error` saying why not.
+/// "fake-cuda:strict", "cuda", "cuda:N"; empty: "cpu"), or nullptr with
+/// `error` saying why not.
 std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error);
 

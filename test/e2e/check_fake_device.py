@@ -4,21 +4,21 @@
     check_fake_device.py BUILD_DIR [--keep DIR]
 
 `fsdp-run --device fake-cuda` runs a plan through the CUDA backend's host
-code on host memory (runtime/backends/cuda/backend.cpp on fake_device.cpp): the project's
-own kernel bodies where they exist, every launch through the stream hazard
-checker, memory reached only by upload/download/copy/fill. The corpus
-GPT-2 and LLaMA training plans (AdamW, one unit per block, FULL_SHARD) at
-1, 2 and 4 ranks must give the CPU backend's losses over 3 steps (within
-1e-6 relative: the bodies accumulate in fp32 where the CPU kernels use
-double), their bf16 mixed-precision plans at 1, 2 and 4 ranks within one
-bf16 ulp (1e-2), each on `fake-cuda` and on `fake-cuda:strict` (which
-refuses any op with no CUDA kernel, as a GPU does: so every op of these
-plans has its own kernel), and a sharded checkpoint saved on the fake device (downloaded, as
-from a GPU) must resume on the CPU with the uninterrupted run's losses. A
-label out of range (cross-entropy) and a token id out of range (the
-embedding's gather) are recorded in the kernel's error slot and reported,
-naming the kernel, as the CPU backend reports them (in the bf16 plan too,
-where the cross-entropy runs widened).
+code on host memory (runtime/backends/cuda/backend.cpp on fake_device.cpp):
+the project's own kernel bodies where they exist, every launch through the
+stream hazard checker, memory reached only by upload/download/copy/fill.
+The corpus GPT-2 and LLaMA training plans (AdamW, one unit per block,
+FULL_SHARD) at 1, 2 and 4 ranks must give the CPU backend's losses over 3
+steps (within 1e-6 relative: the bodies accumulate in fp32 where the CPU
+kernels use double), their bf16 mixed-precision plans at 1, 2 and 4 ranks
+within one bf16 ulp (1e-2), each on `fake-cuda` and on `fake-cuda:strict`
+(which refuses any op with no CUDA kernel, as a GPU does: so every op of
+these plans has its own kernel), and a sharded checkpoint saved on the fake
+device (downloaded, as from a GPU) must resume on the CPU with the
+uninterrupted run's losses. A label out of range (cross-entropy) and a
+token id out of range (the embedding's gather) are recorded in the
+kernel's error slot and reported, naming the kernel, as the CPU backend
+reports them (in the bf16 plan too, where the cross-entropy runs widened).
 Exit 1 on any failure.
 """
 

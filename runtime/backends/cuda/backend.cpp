@@ -103,8 +103,7 @@ public:
   }
 
   const char *name() const override {
-    return device->describe().rfind("fake-cuda", 0) == 0 ? "fake-cuda"
-                                                         : "cuda";
+    return device->describe().rfind("fake-cuda", 0) == 0 ? "fake-cuda" : "cuda";
   }
   /// Device allocations are 256-byte aligned; a larger alignment takes
   /// a larger block, freed by its start.
@@ -1030,9 +1029,9 @@ KernelFn widened(const std::string &op, Context &c) {
       return e;
     for (size_t i = 0; i < out.size(); ++i)
       if (isHalf(out[i].dtype))
-        if (std::string e = device->cast(s, true, out[i].dtype,
-                                         wide->args.out[i].data, out[i].data,
-                                         out[i].numel);
+        if (std::string e =
+                device->cast(s, true, out[i].dtype, wide->args.out[i].data,
+                             out[i].data, out[i].numel);
             !e.empty())
           return e;
     return std::string();

@@ -126,8 +126,8 @@ public:
                               float *y, int64_t outer, int64_t n,
                               int64_t inner) = 0;
   virtual std::string logic(DeviceStream &s, Logic op, fsdprt_dtype_t dtype,
-                            const Broadcast &plan, const void *a,
-                            const void *b, uint8_t *y, int64_t n) = 0;
+                            const Broadcast &plan, const void *a, const void *b,
+                            uint8_t *y, int64_t n) = 0;
   virtual std::string logicalNot(DeviceStream &s, const uint8_t *x, uint8_t *y,
                                  int64_t n) = 0;
   virtual std::string where(DeviceStream &s, size_t elementSize,

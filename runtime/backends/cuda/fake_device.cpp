@@ -188,7 +188,8 @@ public:
     switch (op) {
     case Logic::Equal: return compareOf<Logic::Equal>(dtype, plan, a, b, y, n);
     case Logic::Less: return compareOf<Logic::Less>(dtype, plan, a, b, y, n);
-    case Logic::Greater: return compareOf<Logic::Greater>(dtype, plan, a, b, y, n);
+    case Logic::Greater:
+      return compareOf<Logic::Greater>(dtype, plan, a, b, y, n);
     case Logic::And: return logicOf<Logic::And, uint8_t>(plan, a, b, y, n);
     case Logic::Or: return logicOf<Logic::Or, uint8_t>(plan, a, b, y, n);
     }
@@ -211,9 +212,12 @@ public:
   std::string reduce(DeviceStream &, Reduce kind, const ReducePlan &plan,
                      const float *x, float *y) override {
     switch (kind) {
-    case Reduce::Sum: return rows(ReduceBody<Reduce::Sum>{plan, x, y}, plan.rows);
-    case Reduce::Mean: return rows(ReduceBody<Reduce::Mean>{plan, x, y}, plan.rows);
-    case Reduce::Max: return rows(ReduceBody<Reduce::Max>{plan, x, y}, plan.rows);
+    case Reduce::Sum:
+      return rows(ReduceBody<Reduce::Sum>{plan, x, y}, plan.rows);
+    case Reduce::Mean:
+      return rows(ReduceBody<Reduce::Mean>{plan, x, y}, plan.rows);
+    case Reduce::Max:
+      return rows(ReduceBody<Reduce::Max>{plan, x, y}, plan.rows);
     }
     return "unknown reduction";
   }
@@ -243,15 +247,17 @@ public:
                          int64_t *scratch, ErrorSlot *error) override {
     HostLauncher launch{kLanes};
     if (indices32)
-      cuda::gatherGrad(launch,
-                       GatherGradArgs<int32_t>{g, static_cast<const int32_t *>(indices),
-                                               y, outer, dim, count, inner, error},
-                       scratch);
+      cuda::gatherGrad(
+          launch,
+          GatherGradArgs<int32_t>{g, static_cast<const int32_t *>(indices), y,
+                                  outer, dim, count, inner, error},
+          scratch);
     else
-      cuda::gatherGrad(launch,
-                       GatherGradArgs<int64_t>{g, static_cast<const int64_t *>(indices),
-                                               y, outer, dim, count, inner, error},
-                       scratch);
+      cuda::gatherGrad(
+          launch,
+          GatherGradArgs<int64_t>{g, static_cast<const int64_t *>(indices), y,
+                                  outer, dim, count, inner, error},
+          scratch);
     return "";
   }
   std::string pool(DeviceStream &, bool max, const PoolWindow &window,
@@ -273,8 +279,9 @@ public:
                         const float *bias, const float *mean, const float *var,
                         float *y, int64_t n, int64_t channels, int64_t inner,
                         float eps) override {
-    return each(BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
-                n * channels * inner);
+    return each(
+        BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
+        n * channels * inner);
   }
   std::string concat(DeviceStream &, size_t elementSize,
                      const void *const *pieces, void *whole,
@@ -302,9 +309,9 @@ public:
                            void *y, int64_t n) override {
     return bySize(elementSize, "copy", [&](auto zero) {
       using T = decltype(zero);
-      return each(CopyRows<T>{static_cast<const T *>(x), static_cast<T *>(y), n,
-                              0, 0},
-                  n);
+      return each(
+          CopyRows<T>{static_cast<const T *>(x), static_cast<T *>(y), n, 0, 0},
+          n);
     });
   }
   std::string pack(DeviceStream &, size_t elementSize,
@@ -375,7 +382,8 @@ private:
     case FSDPRT_F32: return logicOf<Op, float>(plan, a, b, y, n);
     case FSDPRT_I64: return logicOf<Op, int64_t>(plan, a, b, y, n);
     case FSDPRT_BOOL: return logicOf<Op, uint8_t>(plan, a, b, y, n);
-    default: break;
+    default:
+      break;
     }
     return std::string("no comparison of ") + fsdprt_dtype_name(dtype);
   }
