@@ -1014,8 +1014,14 @@ KernelFn widened(const std::string &op, Context &c) {
       wide->own.bind(base);
       backend->replayFaults(wide->firstFault);
       Context bound{*device, *backend, wide->args};
-      wide->kernel = own(op, bound);
+      try {
+        wide->kernel = own(op, bound);
+      } catch (const KernelError &) {
+        wide->kernel = nullptr;
+      }
       backend->replayDone();
+      if (!wide->kernel) // it was prepared with the same shapes: never
+        return "cannot bind the widened " + op + " kernel to its workspace";
       wide->base = base;
     }
     DeviceStream &s = *current;
