@@ -184,7 +184,10 @@ class Session:
         is refused with a message naming both. load_weights: read the
         model's weights now (False: load a checkpoint next). device: where
         the kernels run, "cpu", or "cuda" / "cuda:N" where the runtime has
-        a CUDA backend (refused, naming the device, where it has not)."""
+        a CUDA backend (refused, naming the device, where it has not);
+        for tests, "fake-cuda" (the CUDA backend's host code on host
+        memory, the CPU's kernel for an op with no CUDA kernel) and
+        "fake-cuda:strict" (the same, refusing such an op as a GPU does)."""
         if not isinstance(threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS:
             raise ValueError(f"threads must be an int from 0 to {MAX_THREADS}, not {threads!r}")
         if not math.isfinite(timeout) or timeout < 0:

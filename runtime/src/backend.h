@@ -181,11 +181,14 @@ public:
 std::unique_ptr<Backend> createCpuBackend();
 
 /// The CUDA backend's host code on host memory: device "fake-cuda", for
-/// tests (runtime/backends/cuda/fake_device.cpp).
-std::unique_ptr<Backend> createFakeCudaBackend();
+/// tests (runtime/backends/cuda/fake_device.cpp). Ops with no own kernel
+/// run the CPU backend's kernel, unless `strict` ("fake-cuda:strict"):
+/// then they are refused when the session is created, as on a GPU.
+std::unique_ptr<Backend> createFakeCudaBackend(bool strict = false);
 
-/// The backend for session option `device` ("cpu", "cuda", "cuda:N"; empty:
-/// "cpu"), or nullptr with `error` saying why not.
+/// The backend for session option `device` ("cpu", "fake-cuda",
+/// "fake-cuda:strict", "cuda", "cuda:N"; empty: "cpu"), or nullptr with
+/// `error` saying why not.
 std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error);
 

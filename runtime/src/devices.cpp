@@ -1,7 +1,8 @@
 //===- devices.cpp - The backend for a session's device option ------------===//
 //
 // "cpu" (or empty): the CPU backend. "fake-cuda": the CUDA backend's host
-// code on a device made of host memory (tests). "cuda" and "cuda:N": the
+// code on a device made of host memory (tests); "fake-cuda:strict" the same,
+// refusing ops with no own kernel as a GPU does. "cuda" and "cuda:N": the
 // CUDA backend on GPU N, whose device comes from the plugin
 // libfsdprt_cuda.so: $FSDPRT_CUDA_PLUGIN, else the file beside the
 // library (or, linked statically, beside the program or in ../lib), so
@@ -105,8 +106,8 @@ std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error) {
   if (device.empty() || device == "cpu")
     return createCpuBackend();
-  if (device == "fake-cuda")
-    return createFakeCudaBackend();
+  if (device == "fake-cuda" || device == "fake-cuda:strict")
+    return createFakeCudaBackend(device == "fake-cuda:strict");
   bool cuda = device == "cuda";
   int ordinal = 0;
   if (!cuda && device.rfind("cuda:", 0) == 0 && device.size() > 5 &&

@@ -27,11 +27,22 @@ struct Session {
   fsdprt_session_t *session = nullptr;
   std::string error;
 
+  /// `device`: the session's device option (nullptr: the CPU).
   explicit Session(const std::vector<uint8_t> &bytes, const char *dir = nullptr,
-                   int threads = 2) {
+                   int threads = 2, const char *device = nullptr) {
     error = take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &plan));
-    if (error.empty())
+    if (!error.empty())
+      return;
+    if (!device) {
       error = take(fsdprt_session_create(plan, dir, threads, &session));
+      return;
+    }
+    fsdprt_session_options_t options;
+    fsdprt_session_options_init(&options);
+    options.model_dir = dir;
+    options.num_threads = threads;
+    options.device = device;
+    error = take(fsdprt_session_create_with_options(plan, &options, &session));
   }
   ~Session() {
     fsdprt_session_destroy(session);
@@ -97,10 +108,12 @@ struct Result {
 };
 
 /// Runs one kernel `op` on `inputs` (named in0, in1, ...) producing outputs
-/// of the given dtypes and shapes (out0, ...), through the C API.
+/// of the given dtypes and shapes (out0, ...), through the C API, on
+/// `device` (nullptr: the CPU).
 inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
                     const std::vector<std::pair<plan::DType, Shape>> &outputs,
-                    const AttrList &attrs = {}, int threads = 2) {
+                    const AttrList &attrs = {}, int threads = 2,
+                    const char *device = nullptr) {
   PlanBuilder b;
   std::vector<uint32_t> ins, outs;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -111,7 +124,7 @@ inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
                             outputs[i].second));
   b.kernel(op, ins, outs, attrs);
   Result result;
-  Session s(b.finish(), nullptr, threads);
+  Session s(b.finish(), nullptr, threads, device);
   result.error = s.error;
   for (size_t i = 0; i < inputs.size() && result.error.empty(); ++i)
     result.error = s.set("in" + std::to_string(i), inputs[i].bytes);

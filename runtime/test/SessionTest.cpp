@@ -368,6 +368,42 @@ TEST(Sessions, TheDeviceIsAnOptionAndUnknownOnesAreNamed) {
   fsdprt_plan_destroy(p);
 }
 
+TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
+  // relu has a CUDA kernel; add of int64 has none: fake-cuda runs the
+  // CPU's, fake-cuda:strict refuses it when the session is created, naming
+  // the op, as a GPU does.
+  PlanBuilder b = reluPlan();
+  uint32_t i = b.input("i", I64, {4});
+  b.kernel("add", {i, i}, {b.output("j", I64, {4})}, {}, "n2");
+  auto bytes = b.finish();
+  fsdprt_plan_t *p = nullptr;
+  ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
+  fsdprt_session_options_t o;
+  fsdprt_session_options_init(&o);
+  fsdprt_session_t *s = nullptr;
+  o.device = "fake-cuda";
+  EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)), "");
+  fsdprt_session_destroy(s);
+  s = nullptr;
+  o.device = "fake-cuda:strict";
+  EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)),
+            "kernel 1 (add at 'n2'): has "
+            "no CUDA kernel yet for these dtypes and shapes (docs/gpu.md "
+            "lists the kernels the GPU has); run the plan with device 'cpu'");
+  fsdprt_plan_destroy(p);
+  // The relu plan alone runs on the strict device, as on the CPU.
+  auto relu = reluPlan().finish();
+  ASSERT_EQ(take(fsdprt_plan_load_memory(relu.data(), relu.size(), &p)), "");
+  ASSERT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)), "");
+  std::vector<float> x = {-1, 2, -3, 4}, y(4);
+  EXPECT_EQ(take(fsdprt_session_set_input(s, "x", x.data(), 16)), "");
+  EXPECT_EQ(take(fsdprt_session_run(s)), "");
+  EXPECT_EQ(take(fsdprt_session_get_output(s, "y", y.data(), 16)), "");
+  EXPECT_EQ(y, (std::vector<float>{0, 2, 0, 4}));
+  fsdprt_session_destroy(s);
+  fsdprt_plan_destroy(p);
+}
+
 TEST(Sessions, ThreadCountsAreCheckedAndGiveTheSameResults) {
   auto bytes = reluPlan().finish();
   fsdprt_plan_t *p = nullptr;

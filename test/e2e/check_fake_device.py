@@ -4,18 +4,21 @@
     check_fake_device.py BUILD_DIR [--keep DIR]
 
 `fsdp-run --device fake-cuda` runs a plan through the CUDA backend's host
-code on host memory (runtime/backends/cuda/backend.cpp on fake_device.cpp): the project's
-own kernel bodies where they exist, every launch through the stream hazard
-checker, memory reached only by upload/download/copy/fill. The corpus
-GPT-2 and LLaMA training plans (AdamW, one unit per block, FULL_SHARD) at
-1, 2 and 4 ranks must give the CPU backend's losses over 3 steps (within
-1e-6 relative: the bodies accumulate in fp32 where the CPU kernels use
-double), their bf16 mixed-precision plans at 1 and 2 ranks within one
-bf16 ulp (1e-2), and a sharded checkpoint saved on the fake device (downloaded, as
-from a GPU) must resume on the CPU with the uninterrupted run's losses. A
-label out of range (cross-entropy) and a token id out of range (the
-embedding's gather) are recorded in the kernel's error slot and reported,
-naming the kernel, as the CPU backend reports them.
+code on host memory (runtime/backends/cuda/backend.cpp on fake_device.cpp):
+the project's own kernel bodies where they exist, every launch through the
+stream hazard checker, memory reached only by upload/download/copy/fill.
+The corpus GPT-2 and LLaMA training plans (AdamW, one unit per block,
+FULL_SHARD) at 1, 2 and 4 ranks must give the CPU backend's losses over 3
+steps (within 1e-6 relative: the bodies accumulate in fp32 where the CPU
+kernels use double), their bf16 mixed-precision plans at 1, 2 and 4 ranks
+within one bf16 ulp (1e-2), each on `fake-cuda` and on `fake-cuda:strict`
+(which refuses any op with no CUDA kernel, as a GPU does: so every op of
+these plans has its own kernel), and a sharded checkpoint saved on the fake
+device (downloaded, as from a GPU) must resume on the CPU with the
+uninterrupted run's losses. A label out of range (cross-entropy) and a
+token id out of range (the embedding's gather) are recorded in the
+kernel's error slot and reported, naming the kernel, as the CPU backend
+reports them (in the bf16 plan too, where the cross-entropy runs widened).
 Exit 1 on any failure.
 """
 
@@ -35,6 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpt2_job  # noqa: E402
 
 MODELS = {"gpt2": "GPT2Block", "llama": "LlamaBlock"}
+# fake-cuda:strict refuses an op with no CUDA kernel (as a GPU does), so a
+# plan it runs runs on the backend's own kernels alone.
+DEVICES = ("fake-cuda", "fake-cuda:strict")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader")
 
@@ -66,20 +72,22 @@ def run(bindir: Path, work: Path, plan: Path, world: int, device: str, *flags) -
     return [float(v) for v in re.findall(r"^step \d+ loss (\S+)$", proc.stdout, re.M)]
 
 
-def refused(bindir: Path, work: Path, what: str, message: str, op: str) -> bool:
-    """Whether one GPT-2 step is refused on both devices with `message`,
+def refused(bindir: Path, work: Path, what: str, message: str, op: str,
+            plan: str = "gpt21.plan") -> bool:
+    """Whether one GPT-2 step is refused on every device with `message`,
     naming kernel `op`."""
     lines = {}
-    for device in ("cpu", "fake-cuda"):
+    for device in ("cpu",) + DEVICES:
         try:
-            run(bindir, work, work / "gpt21.plan", 1, device, "--steps", 1)
+            run(bindir, work, work / plan, 1, device, "--steps", 1)
             lines[device] = "NOT REFUSED"
         except RuntimeError as e:
             line = [l for l in str(e).splitlines() if "error:" in l]
             lines[device] = line[0] if line else str(e)[-300:]
     good = all(message in l and op in l for l in lines.values())
-    print(f"  {what}: fake-cuda: {lines['fake-cuda']} "
-          f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + lines['cpu']}")
+    for device in DEVICES:
+        print(f"  {what} ({plan}): {device}: {lines[device]} "
+              f"{'(as the CPU)' if good else 'MISMATCH: cpu: ' + lines['cpu']}")
     return good
 
 
@@ -96,24 +104,19 @@ def main(argv=None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         gpt2_job.write_batch(work)
         for model in MODELS:
-            for world in (1, 2, 4):
-                plan = compile_plan(bindir, corpus, work, model, world)
-                cpu = run(bindir, work, plan, world, "cpu", "--steps", 3)
-                fake = run(bindir, work, plan, world, "fake-cuda", "--steps", 3)
-                same = len(cpu) == 3 and np.allclose(fake, cpu, rtol=1e-6, atol=0)
-                print(f"  {model} at {world} rank(s): fake-cuda {fake}, cpu {cpu} "
-                      f"{'equal' if same else 'DIFFERENT'}")
-                failures += not same
-            # Mixed precision (bf16 parameters and compute, fp32 masters and
-            # reductions): the casts run their bodies bit for bit.
-            for world in (1, 2):
-                plan = compile_plan(bindir, corpus, work, model, world, bf16=True)
-                cpu = run(bindir, work, plan, world, "cpu", "--steps", 3)
-                fake = run(bindir, work, plan, world, "fake-cuda", "--steps", 3)
-                same = len(cpu) == 3 and np.allclose(fake, cpu, rtol=1e-2, atol=0)
-                print(f"  {model} bf16 at {world} rank(s): fake-cuda {fake}, cpu {cpu} "
-                      f"{'equal' if same else 'DIFFERENT'}")
-                failures += not same
+            # fp32, then mixed precision (bf16 parameters and compute, fp32
+            # masters and reductions: the casts run their bodies bit for
+            # bit, the other kernels widened as on the CPU).
+            for bf16, rtol in ((False, 1e-6), (True, 1e-2)):
+                for world in (1, 2, 4):
+                    plan = compile_plan(bindir, corpus, work, model, world, bf16)
+                    cpu = run(bindir, work, plan, world, "cpu", "--steps", 3)
+                    for device in DEVICES:
+                        fake = run(bindir, work, plan, world, device, "--steps", 3)
+                        same = len(cpu) == 3 and np.allclose(fake, cpu, rtol=rtol, atol=0)
+                        print(f"  {model}{' bf16' if bf16 else ''} at {world} rank(s): "
+                              f"{device} {fake}, cpu {cpu} {'equal' if same else 'DIFFERENT'}")
+                        failures += not same
             # Saved on the fake device, resumed on the CPU.
             plan = work / f"{model}2.plan"
             ck = work / f"{model}.ck"
@@ -132,8 +135,12 @@ def main(argv=None) -> int:
         bad = np.load(work / "labels.npy")
         bad[1, 3] = 70
         np.save(work / "labels.npy", bad)
-        failures += not refused(bindir, work, "a label out of range",
-                                "label 70 is outside [0, 64)", "softmax_cross_entropy")
+        # In the bf16 plan the cross-entropy runs widened: its error slot
+        # is the one it was given when prepared.
+        for plan in ("gpt21.plan", "gpt21-bf16.plan"):
+            failures += not refused(bindir, work, "a label out of range",
+                                    "label 70 is outside [0, 64)",
+                                    "softmax_cross_entropy", plan)
         np.save(work / "labels.npy", np.zeros((4, 16), np.int64))
         ids = np.load(work / "ids.npy")
         ids[2, 5] = 99

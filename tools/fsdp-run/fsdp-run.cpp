@@ -90,7 +90,9 @@ options:
   --device DEVICE        where the kernels run: cpu (default), cuda or
                          cuda:N where the runtime has a CUDA backend;
                          fake-cuda (tests): the CUDA backend's host code on
-                         host memory, with a stream hazard checker
+                         host memory, with a stream hazard checker (ops with
+                         no CUDA kernel run the CPU's); fake-cuda:strict: the
+                         same, refusing those ops as a GPU does
   --no-cuda-graph        run every step directly: by default a single-rank
                          plan on cuda (or fake-cuda) runs step 1 directly,
                          captures step 2 into a CUDA graph and replays it

@@ -5,6 +5,7 @@
 
 #include "../../src/backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -96,6 +97,42 @@ struct StridedRead {
 };
 bool isStridedRead(const std::string &op);
 StridedRead stridedRead(const std::string &op, const KernelArgs &args);
+
+/// A 2-D pooling window over x [N, C, H, W] giving [N, C, OH, OW]; `y` is
+/// the pooled tensor (the forward's output, or the gradient flowing into it).
+struct PoolWindow {
+  std::vector<int64_t> k, st, pads, dil;
+  bool includePad, ceil;
+  int64_t h, w, oh, ow;
+
+  /// Visits the input positions of output (i, j): `inside(ih * w + iw)` for
+  /// those in x, and returns how many count for an average.
+  template <typename Inside>
+  int64_t visit(int64_t i, int64_t j, bool max, Inside inside) const {
+    int64_t count = 0;
+    for (int64_t a = 0; a < k[0]; ++a)
+      for (int64_t b = 0; b < k[1]; ++b) {
+        int64_t ih = i * st[0] - pads[0] + a * dil[0];
+        int64_t iw = j * st[1] - pads[1] + b * dil[1];
+        if (ih < 0 || ih >= h || iw < 0 || iw >= w) {
+          // Padding never wins a max; it counts for an average only with
+          // count_include_pad, and only up to the padded edge (a ceil_mode
+          // window may reach past it).
+          if (!max && includePad && ih < h + pads[2] && iw < w + pads[3])
+            ++count;
+          continue;
+        }
+        inside(ih * w + iw);
+        ++count;
+      }
+    return std::max<int64_t>(count, 1);
+  }
+};
+
+/// The window of max_pool, average_pool or pool_grad over x (its
+/// attributes and the pooled shape `y` checked: KernelError); the CUDA
+/// backend plans its pooling kernels with it too.
+PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y);
 
 //===----------------------------------------------------------------------===//
 // Activations: one definition for the elementwise kernels and for linear's

@@ -204,36 +204,7 @@ KernelFn batchNorm(KernelArgs &args) {
   };
 }
 
-/// A 2-D pooling window over x [N, C, H, W] giving [N, C, OH, OW]; `y` is
-/// the pooled tensor (the forward's output, or the gradient flowing into it).
-struct PoolWindow {
-  std::vector<int64_t> k, st, pads, dil;
-  bool includePad, ceil;
-  int64_t h, w, oh, ow;
-
-  /// Visits the input positions of output (i, j): `inside(ih * w + iw)` for
-  /// those in x, and returns how many count for an average.
-  template <typename Inside>
-  int64_t visit(int64_t i, int64_t j, bool max, Inside inside) const {
-    int64_t count = 0;
-    for (int64_t a = 0; a < k[0]; ++a)
-      for (int64_t b = 0; b < k[1]; ++b) {
-        int64_t ih = i * st[0] - pads[0] + a * dil[0];
-        int64_t iw = j * st[1] - pads[1] + b * dil[1];
-        if (ih < 0 || ih >= h || iw < 0 || iw >= w) {
-          // Padding never wins a max; it counts for an average only with
-          // count_include_pad, and only up to the padded edge (a ceil_mode
-          // window may reach past it).
-          if (!max && includePad && ih < h + pads[2] && iw < w + pads[3])
-            ++count;
-          continue;
-        }
-        inside(ih * w + iw);
-        ++count;
-      }
-    return std::max<int64_t>(count, 1);
-  }
-};
+} // namespace
 
 PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
   require(x.shape.size() == 4 && y.shape.size() == 4,
@@ -263,6 +234,8 @@ PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
               " does not match the window over " + shapeString(x.shape));
   return p;
 }
+
+namespace {
 
 KernelFn pool(KernelArgs &args, bool max) {
   requireArity(args, 1, 1, 1);

@@ -13,9 +13,12 @@
 // synchronised and reports the first fault (in kernel order) with the
 // kernel's op and location.
 //
+// bf16/f16: the kernels that take fp32 only run widened (fp32 scratch in
+// the workspace, casts around the kernel), as the CPU backend runs its own.
+//
 // An op with no own kernel: on the fake device (host memory), the CPU
-// backend's kernel on the same memory; on a GPU, refused when the session
-// is created, naming the op.
+// backend's kernel on the same memory; on a GPU and on
+// "fake-cuda:strict", refused when the session is created, naming the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,7 +103,7 @@ public:
   }
 
   const char *name() const override {
-    return device->hostMemory() ? "fake-cuda" : "cuda";
+    return device->describe().rfind("fake-cuda", 0) == 0 ? "fake-cuda" : "cuda";
   }
   /// Device allocations are 256-byte aligned; a larger alignment takes
   /// a larger block, freed by its start.
@@ -147,9 +150,17 @@ public:
   /// A new ErrorSlot for the kernel at `where`, whose faults `text` puts
   /// in words with `bound`; its address is slot(index) once prepared.
   size_t addFault(const std::string &where, FaultText text, int64_t bound) {
+    if (replay < faults.size())
+      return replay++;
     faults.push_back({where, text, bound});
     return faults.size() - 1;
   }
+  size_t faultCount() const { return faults.size(); }
+  /// The next addFault calls return the slots from `first` on again: a
+  /// kernel prepared a second time (bound to its workspace) keeps the
+  /// slots it had; replayDone() ends that.
+  void replayFaults(size_t first) { replay = first; }
+  void replayDone() { replay = SIZE_MAX; }
   ErrorSlot *slot(size_t index) const { return slots + index; }
 
   /// After a synchronisation: the first fault the kernels recorded (then
@@ -175,6 +186,7 @@ private:
   std::vector<Fault> faults;
   ErrorSlot *slots = nullptr;
   size_t slotCount = 0;
+  size_t replay = SIZE_MAX;
   std::map<void *, void *> starts; // over-aligned blocks' starts
 };
 
@@ -381,6 +393,58 @@ KernelFn castKernel(Context &c) {
   });
 }
 
+/// equal, less, greater (F32, I64 or Bool operands) and and/or (Bool),
+/// broadcasting: Bool outputs.
+KernelFn logicKernel(const std::string &op, Context &c) {
+  static const std::map<std::string, Logic> ops = {{"equal", Logic::Equal},
+                                                   {"less", Logic::Less},
+                                                   {"greater", Logic::Greater},
+                                                   {"and", Logic::And},
+                                                   {"or", Logic::Or}};
+  checkLikeTheCpu(op, c.args);
+  const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
+  if (a.dtype != FSDPRT_F32 && a.dtype != FSDPRT_I64 && a.dtype != FSDPRT_BOOL)
+    return nullptr;
+  Logic kind = ops.at(op);
+  Broadcast plan;
+  try {
+    plan = planBroadcast(y.shape, {a.shape, b.shape});
+  } catch (const std::invalid_argument &) {
+    return nullptr;
+  }
+  fsdprt_dtype_t dtype = a.dtype;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.logic(s, kind, dtype, plan, a.data, b.data, y.as<uint8_t>(),
+                   y.numel);
+  });
+}
+
+KernelFn notKernel(Context &c) {
+  checkLikeTheCpu("not", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.logicalNot(s, x.as<uint8_t>(), y.as<uint8_t>(), y.numel);
+  });
+}
+
+/// where of any element size: cond, a and b broadcast to the output.
+KernelFn whereKernel(Context &c) {
+  checkLikeTheCpu("where", c.args);
+  const Tensor cond = c.args.in[0], a = c.args.in[1], b = c.args.in[2];
+  const Tensor y = c.args.out[0];
+  Broadcast plan;
+  try {
+    plan = planBroadcast(y.shape, {cond.shape, a.shape, b.shape});
+  } catch (const std::invalid_argument &) {
+    return nullptr;
+  }
+  size_t size = fsdprt_dtype_size(y.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.where(s, size, plan, cond.as<uint8_t>(), a.data, b.data, y.data,
+                   y.numel);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Rows: softmax, norms, sums, cross-entropy
 //===----------------------------------------------------------------------===//
@@ -435,33 +499,32 @@ KernelFn normKernel(const std::string &op, Context &c) {
   });
 }
 
-/// reduce_sum / reduce_mean over one run of reduced dims ([outer, n,
-/// inner] once size-1 dims are dropped and neighbours of one kind merged).
-KernelFn sumKernel(const std::string &op, Context &c) {
+/// reduce_sum, reduce_mean and reduce_max over any axes, and
+/// global_average_pool (the mean over the spatial dims): one row per
+/// output element (planReduce).
+KernelFn reduceKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
-  if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1)
-    return nullptr;
   checkLikeTheCpu(op, args);
-  const Tensor x = args.in[0], y = args.out[0];
-  std::vector<int64_t> axes = args.attrs.getInts("axes", {});
-  std::vector<bool> reduced(x.shape.size(), axes.empty());
-  for (int64_t a : axes)
-    reduced[a < 0 ? a + x.shape.size() : a] = true;
-  int64_t outer = 1, n = 1, inner = 1, runs = 0;
-  bool last = false;
-  for (size_t d = 0; d < x.shape.size(); ++d) {
-    if (x.shape[d] == 1)
-      continue;
-    if (reduced[d] && !last)
-      ++runs;
-    last = reduced[d];
-    (reduced[d] ? n : runs ? inner : outer) *= x.shape[d];
-  }
-  if (runs > 1)
+  if (!allF32(args))
     return nullptr;
-  bool mean = op == "reduce_mean";
+  const Tensor x = args.in[0], y = args.out[0];
+  std::vector<int64_t> axes;
+  if (op == "global_average_pool")
+    for (size_t d = 2; d < x.shape.size(); ++d)
+      axes.push_back(static_cast<int64_t>(d));
+  else
+    axes = args.attrs.getInts("axes", {});
+  Reduce kind = op == "reduce_sum"   ? Reduce::Sum
+                : op == "reduce_max" ? Reduce::Max
+                                     : Reduce::Mean;
+  ReducePlan plan;
+  try {
+    plan = planReduce(x.shape, axes);
+  } catch (const std::invalid_argument &) {
+    return nullptr; // more dims than a strided read takes
+  }
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.sum(s, mean, x.as<float>(), y.as<float>(), outer, n, inner);
+    return d.reduce(s, kind, plan, x.as<float>(), y.as<float>());
   });
 }
 
@@ -547,6 +610,155 @@ KernelFn stridedKernel(const std::string &op, Context &c) {
   int64_t offset = read.offset;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.stridedRead(s, size, plan, x.data, y.data, offset, y.numel);
+  });
+}
+
+/// gather_grad (kernels/scatter.h): its sort's scratch in the workspace, a
+/// bad index in its ErrorSlot.
+KernelFn gatherGradKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("gather_grad", args);
+  const Tensor g = args.in[0], indices = args.in[1], y = args.out[0];
+  if (g.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
+    return nullptr;
+  int64_t axis = args.attrs.getInt("axis", 0);
+  int64_t dim = y.shape[axis], outer = cpu::product(y.shape, 0, axis);
+  int64_t inner = cpu::product(y.shape, axis + 1, y.shape.size());
+  int64_t count = indices.numel;
+  bool indices32 = indices.dtype == FSDPRT_I32;
+  Workspace *workspace = args.workspace;
+  workspace->reserve(gatherGradScratch(count, dim) * sizeof(int64_t));
+  size_t slot = c.backend.addFault(args.where, badIndex, dim);
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.gatherGrad(s, indices32, g.as<float>(), indices.data,
+                        y.as<float>(), outer, dim, count, inner,
+                        workspace->as<int64_t>(), backend->slot(slot));
+  });
+}
+
+/// The tensors' data pointers, in order.
+template <typename P> std::vector<P> pointers(const std::vector<Tensor> &list) {
+  std::vector<P> out;
+  for (const Tensor &t : list)
+    out.push_back(t.data);
+  return out;
+}
+
+/// concat (pieces: the inputs) and split (pieces: the outputs) along an
+/// axis, any element size.
+KernelFn piecesKernel(const std::string &op, Context &c) {
+  checkLikeTheCpu(op, c.args);
+  bool concat = op == "concat";
+  const std::vector<Tensor> &parts = concat ? c.args.in : c.args.out;
+  const Tensor whole = concat ? c.args.out[0] : c.args.in[0];
+  int64_t axis = c.args.attrs.getInt("axis", 0);
+  std::vector<int64_t> sizes;
+  for (const Tensor &p : parts)
+    sizes.push_back(p.shape[axis]);
+  std::vector<Piece> plan = planPieces(whole.shape, axis, sizes);
+  size_t size = fsdprt_dtype_size(whole.dtype);
+  if (concat) {
+    std::vector<const void *> in = pointers<const void *>(parts);
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.concat(s, size, in.data(), whole.data, plan);
+    });
+  }
+  std::vector<void *> out = pointers<void *>(parts);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.split(s, size, whole.data, out.data(), plan);
+  });
+}
+
+/// copy, and the collectives of a group of one rank (a copy too).
+KernelFn copyKernel(const std::string &op, Context &c) {
+  checkLikeTheCpu(op, c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  size_t size = fsdprt_dtype_size(y.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.copyElements(s, size, x.data, y.data, y.numel);
+  });
+}
+
+/// pack: a unit's members into its flat buffer, zeros elsewhere.
+KernelFn packKernel(Context &c) {
+  checkLikeTheCpu("pack", c.args);
+  const Tensor flat = c.args.out[0];
+  std::vector<int64_t> numels;
+  for (const Tensor &t : c.args.in)
+    numels.push_back(t.numel);
+  PackPlan plan =
+      planPack(c.args.attrs.getInts("offsets", {}), numels, flat.numel);
+  std::vector<const void *> members = pointers<const void *>(c.args.in);
+  size_t size = fsdprt_dtype_size(flat.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.pack(s, size, members.data(), flat.data, plan);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutional nets: pooling, batch norm
+//===----------------------------------------------------------------------===//
+
+/// The CPU's window (its checks: cpu::poolWindow) as the bodies take it.
+PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
+  cpu::PoolWindow p = cpu::poolWindow(args, x, y);
+  PoolWindow w{};
+  for (int d = 0; d < 2; ++d) {
+    w.kernel[d] = p.k[d];
+    w.stride[d] = p.st[d];
+    w.dilation[d] = p.dil[d];
+  }
+  for (int d = 0; d < 4; ++d)
+    w.pads[d] = p.pads[d];
+  w.includePad = p.includePad;
+  w.h = p.h;
+  w.w = p.w;
+  w.oh = p.oh;
+  w.ow = p.ow;
+  return w;
+}
+
+/// max_pool, average_pool and pool_grad over planes [N * C, H, W].
+KernelFn poolKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  if (!allF32(args))
+    return nullptr;
+  const Tensor x = args.in[0], y = args.out[0];
+  int64_t planes = x.shape[0] * x.shape[1];
+  if (op == "pool_grad") {
+    const Tensor g = args.in[1];
+    bool max = args.attrs.getString("mode", "") == "max";
+    PoolWindow window = poolWindow(args, x, g);
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.poolGrad(s, max, window, x.as<float>(), g.as<float>(),
+                        y.as<float>(), planes);
+    });
+  }
+  bool max = op == "max_pool";
+  PoolWindow window = poolWindow(args, x, y);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.pool(s, max, window, x.as<float>(), y.as<float>(), planes);
+  });
+}
+
+/// batch_norm with given statistics, x [N, C, ...].
+KernelFn batchNormKernel(Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu("batch_norm", args);
+  if (!allF32(args))
+    return nullptr;
+  const Tensor x = args.in[0], y = args.out[0];
+  const Tensor scale = args.in[1], bias = args.in[2], mean = args.in[3],
+               var = args.in[4];
+  int64_t n = x.shape[0], channels = x.shape[1];
+  int64_t inner = cpu::product(x.shape, 2, x.shape.size());
+  float eps = static_cast<float>(args.attrs.getFloat("epsilon", 1e-5));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.batchNorm(s, x.as<float>(), scale.as<float>(), bias.as<float>(),
+                       mean.as<float>(), var.as<float>(), y.as<float>(), n,
+                       channels, inner, eps);
   });
 }
 
@@ -745,8 +957,29 @@ KernelFn linearKernel(Context &c) {
 
 /// The project's own kernel for `op`, or an empty function.
 KernelFn own(const std::string &op, Context &c) {
-  if (op == "reduce_sum" || op == "reduce_mean")
-    return sumKernel(op, c);
+  if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
+      op == "global_average_pool")
+    return reduceKernel(op, c);
+  if (op == "equal" || op == "less" || op == "greater" || op == "and" ||
+      op == "or")
+    return logicKernel(op, c);
+  if (op == "not")
+    return notKernel(c);
+  if (op == "where")
+    return whereKernel(c);
+  if (op == "gather_grad")
+    return gatherGradKernel(c);
+  if (op == "concat" || op == "split")
+    return piecesKernel(op, c);
+  if (op == "copy" || op == "all_gather" || op == "reduce_scatter" ||
+      op == "all_reduce")
+    return copyKernel(op, c);
+  if (op == "pack")
+    return packKernel(c);
+  if (op == "max_pool" || op == "average_pool" || op == "pool_grad")
+    return poolKernel(op, c);
+  if (op == "batch_norm")
+    return batchNormKernel(c);
   if (op == "cast")
     return castKernel(c);
   if (cpu::isStridedRead(op))
@@ -770,9 +1003,108 @@ KernelFn own(const std::string &op, Context &c) {
   return binaryOp(op, c);
 }
 
+bool hasHalf(const KernelArgs &args) {
+  for (const auto *list : {&args.in, &args.out})
+    for (const Tensor &t : *list)
+      if (isHalf(t.dtype))
+        return true;
+  return false;
+}
+
+/// An own fp32 kernel on bf16/f16 tensors, as the CPU backend's widened()
+/// runs its kernels: each half input cast into fp32 scratch, the fp32
+/// kernel, each half output cast back (the same roundings, so the same
+/// results as the CPU). The scratch lies in the session's workspace after
+/// the fp32 kernel's own, so the two never overlap. Prepared once on
+/// placeholder tensors (the checks run then), the kernel is prepared again
+/// on the scratch once the workspace's address is known, keeping its error
+/// slots. nullptr when there is no fp32 kernel either.
+KernelFn widened(const std::string &op, Context &c) {
+  struct Wide {
+    KernelArgs args;
+    Workspace own;
+    std::vector<uint64_t> at; // each tensor's scratch offset, or ~0
+    uint64_t ownBytes = 0;
+    void *base = nullptr;
+    size_t firstFault = 0;
+    KernelFn kernel;
+  };
+  auto wide = std::make_shared<Wide>(Wide{c.args, {}, {}, 0, nullptr, 0, {}});
+  wide->args.workspace = &wide->own;
+  uint64_t scratch = 0;
+  for (auto *list : {&wide->args.in, &wide->args.out})
+    for (Tensor &t : *list) {
+      if (!isHalf(t.dtype)) {
+        wide->at.push_back(~uint64_t(0));
+        continue;
+      }
+      t.dtype = FSDPRT_F32;
+      t.data = nullptr;
+      wide->at.push_back(scratch);
+      scratch += (t.numel * sizeof(float) + 255) / 256 * 256;
+    }
+  wide->firstFault = c.backend.faultCount();
+  Context inner{c.device, c.backend, wide->args};
+  try {
+    if (!own(op, inner))
+      return nullptr;
+  } catch (const KernelError &) {
+    return nullptr; // the CPU's check names what is wrong
+  }
+  wide->ownBytes = (wide->own.bytes() + 255) / 256 * 256;
+  Workspace *session = c.args.workspace;
+  session->reserve(wide->ownBytes + scratch);
+  std::vector<Tensor> in = c.args.in, out = c.args.out;
+  Device *device = &c.device;
+  CudaBackend *backend = &c.backend;
+  return [=]() -> std::string {
+    char *base = session->as<char>();
+    if (wide->base != base) {
+      size_t i = 0;
+      for (auto *list : {&wide->args.in, &wide->args.out})
+        for (Tensor &t : *list) {
+          if (wide->at[i] != ~uint64_t(0))
+            t.data = base + wide->ownBytes + wide->at[i];
+          ++i;
+        }
+      wide->own.bind(base);
+      backend->replayFaults(wide->firstFault);
+      Context bound{*device, *backend, wide->args};
+      try {
+        wide->kernel = own(op, bound);
+      } catch (const KernelError &) {
+        wide->kernel = nullptr;
+      }
+      backend->replayDone();
+      if (!wide->kernel) // it was prepared with the same shapes: never
+        return "cannot bind the widened " + op + " kernel to its workspace";
+      wide->base = base;
+    }
+    DeviceStream &s = *current;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (isHalf(in[i].dtype))
+        if (std::string e = device->cast(s, false, in[i].dtype, in[i].data,
+                                         wide->args.in[i].data, in[i].numel);
+            !e.empty())
+          return e;
+    if (std::string e = wide->kernel(); !e.empty())
+      return e;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (isHalf(out[i].dtype))
+        if (std::string e =
+                device->cast(s, true, out[i].dtype, wide->args.out[i].data,
+                             out[i].data, out[i].numel);
+            !e.empty())
+          return e;
+    return std::string();
+  };
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
   KernelFn body = own(op, context);
+  if (!body && hasHalf(args))
+    body = widened(op, context);
   if (!body && cpu)
     body = cpu->prepare(op, args); // the fake device: the CPU's kernel
   if (!body) {

@@ -203,9 +203,25 @@ public:
                       int64_t outer, int64_t n, int64_t inner) override {
     return check(launchSoftmax(log, x, y, outer, n, inner, raw(s)), "softmax kernel");
   }
-  std::string sum(DeviceStream &s, bool mean, const float *x, float *y,
-                  int64_t outer, int64_t n, int64_t inner) override {
-    return check(launchSum(mean, x, y, outer, n, inner, raw(s)), "sum kernel");
+  std::string logic(DeviceStream &s, Logic op, fsdprt_dtype_t dtype,
+                    const Broadcast &plan, const void *a, const void *b,
+                    uint8_t *y, int64_t n) override {
+    return check(launchLogic(op, dtype, plan, a, b, y, n, raw(s)),
+                 "comparison kernel");
+  }
+  std::string logicalNot(DeviceStream &s, const uint8_t *x, uint8_t *y,
+                         int64_t n) override {
+    return check(launchNot(x, y, n, raw(s)), "not kernel");
+  }
+  std::string where(DeviceStream &s, size_t elementSize, const Broadcast &plan,
+                    const uint8_t *cond, const void *a, const void *b, void *y,
+                    int64_t n) override {
+    return check(launchWhere(elementSize, plan, cond, a, b, y, n, raw(s)),
+                 "where kernel");
+  }
+  std::string reduce(DeviceStream &s, Reduce kind, const ReducePlan &plan,
+                     const float *x, float *y) override {
+    return check(launchReduce(kind, plan, x, y, raw(s)), "reduction kernel");
   }
   std::string norm(DeviceStream &s, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t rows, int64_t n,
@@ -220,6 +236,54 @@ public:
     return check(launchGather(elementSize, indices32, data, indices, y, outer,
                               dim, count, inner, error, raw(s)),
                  "gather kernel");
+  }
+  std::string gatherGrad(DeviceStream &s, bool indices32, const float *g,
+                         const void *indices, float *y, int64_t outer,
+                         int64_t dim, int64_t count, int64_t inner,
+                         int64_t *scratch, ErrorSlot *error) override {
+    return check(launchGatherGrad(indices32, g, indices, y, outer, dim, count,
+                                  inner, scratch, error, raw(s)),
+                 "gather gradient kernel");
+  }
+  std::string pool(DeviceStream &s, bool max, const PoolWindow &window,
+                   const float *x, float *y, int64_t planes) override {
+    return check(launchPool(max, window, x, y, planes, raw(s)), "pool kernel");
+  }
+  std::string poolGrad(DeviceStream &s, bool max, const PoolWindow &window,
+                       const float *x, const float *g, float *dx,
+                       int64_t planes) override {
+    return check(launchPoolGrad(max, window, x, g, dx, planes, raw(s)),
+                 "pool gradient kernel");
+  }
+  std::string batchNorm(DeviceStream &s, const float *x, const float *scale,
+                        const float *bias, const float *mean, const float *var,
+                        float *y, int64_t n, int64_t channels, int64_t inner,
+                        float eps) override {
+    return check(launchBatchNorm(x, scale, bias, mean, var, y, n, channels,
+                                 inner, eps, raw(s)),
+                 "batch norm kernel");
+  }
+  std::string concat(DeviceStream &s, size_t elementSize,
+                     const void *const *pieces, void *whole,
+                     const std::vector<Piece> &plan) override {
+    return check(launchConcat(elementSize, pieces, whole, plan, raw(s)),
+                 "concat kernel");
+  }
+  std::string split(DeviceStream &s, size_t elementSize, const void *whole,
+                    void *const *pieces,
+                    const std::vector<Piece> &plan) override {
+    return check(launchSplit(elementSize, whole, pieces, plan, raw(s)),
+                 "split kernel");
+  }
+  std::string copyElements(DeviceStream &s, size_t elementSize, const void *x,
+                           void *y, int64_t n) override {
+    return check(launchCopy(elementSize, x, y, n, raw(s)), "copy kernel");
+  }
+  std::string pack(DeviceStream &s, size_t elementSize,
+                   const void *const *members, void *flat,
+                   const PackPlan &plan) override {
+    return check(launchPack(elementSize, members, flat, plan, raw(s)),
+                 "pack kernel");
   }
   std::string stridedRead(DeviceStream &s, size_t elementSize,
                           const Broadcast &plan, const void *x, void *y,

@@ -8,9 +8,10 @@
 //  - the real one (cuda_device.cpp, in the plugin libfsdprt_cuda.so, so
 //    that libfsdprt itself needs no CUDA library): cudart, cuBLASLt and the
 //    device launchers of launch.h;
-//  - the fake one (fake_device.cpp, device "fake-cuda"): host memory, the
-//    host launchers of the same kernel bodies, and a stream hazard checker
-//    (hazards.h) in front of every launch.
+//  - the fake one (fake_device.cpp, devices "fake-cuda" and
+//    "fake-cuda:strict"): host memory, the host launchers of the same
+//    kernel bodies, and a stream hazard checker (hazards.h) in front of
+//    every launch.
 // So CI runs everything the backend does but the device code itself.
 //
 // Launchers enqueue work on a stream and return "" or the launch's error;
@@ -24,9 +25,14 @@
 
 #include "../../src/backend.h"
 #include "hazards.h"
+#include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
+#include "kernels/logic.h"
 #include "kernels/losses.h"
+#include "kernels/pool.h"
+#include "kernels/reduce.h"
+#include "kernels/scatter.h"
 
 #include <memory>
 #include <stdexcept>
@@ -92,7 +98,8 @@ public:
   /// "fake-cuda", or "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)".
   virtual std::string describe() const = 0;
   /// Whether an op with no own kernel may run the CPU backend's kernel on
-  /// this device's memory (the fake device: it is host memory).
+  /// this device's memory (the fake device: it is host memory; not the
+  /// strict one, which refuses such ops as a GPU does).
   virtual bool hostMemory() const = 0;
 
   /// `bytes` of device memory, 256-byte aligned; nullptr when it runs out.
@@ -141,8 +148,18 @@ public:
   virtual std::string softmax(DeviceStream &s, bool log, const float *x,
                               float *y, int64_t outer, int64_t n,
                               int64_t inner) = 0;
-  virtual std::string sum(DeviceStream &s, bool mean, const float *x, float *y,
-                          int64_t outer, int64_t n, int64_t inner) = 0;
+  virtual std::string logic(DeviceStream &s, Logic op, fsdprt_dtype_t dtype,
+                            const Broadcast &plan, const void *a, const void *b,
+                            uint8_t *y, int64_t n) = 0;
+  virtual std::string logicalNot(DeviceStream &s, const uint8_t *x, uint8_t *y,
+                                 int64_t n) = 0;
+  virtual std::string where(DeviceStream &s, size_t elementSize,
+                            const Broadcast &plan, const uint8_t *cond,
+                            const void *a, const void *b, void *y,
+                            int64_t n) = 0;
+  virtual std::string reduce(DeviceStream &s, Reduce kind,
+                             const ReducePlan &plan, const float *x,
+                             float *y) = 0;
   virtual std::string norm(DeviceStream &s, bool rms, const float *x,
                            const float *scale, const float *bias, float *y,
                            int64_t rows, int64_t n, float eps) = 0;
@@ -151,6 +168,33 @@ public:
                              const void *indices, void *y, int64_t outer,
                              int64_t dim, int64_t count, int64_t inner,
                              ErrorSlot *error) = 0;
+  virtual std::string gatherGrad(DeviceStream &s, bool indices32,
+                                 const float *g, const void *indices, float *y,
+                                 int64_t outer, int64_t dim, int64_t count,
+                                 int64_t inner, int64_t *scratch,
+                                 ErrorSlot *error) = 0;
+  virtual std::string pool(DeviceStream &s, bool max, const PoolWindow &window,
+                           const float *x, float *y, int64_t planes) = 0;
+  virtual std::string poolGrad(DeviceStream &s, bool max,
+                               const PoolWindow &window, const float *x,
+                               const float *g, float *dx, int64_t planes) = 0;
+  virtual std::string batchNorm(DeviceStream &s, const float *x,
+                                const float *scale, const float *bias,
+                                const float *mean, const float *var, float *y,
+                                int64_t n, int64_t channels, int64_t inner,
+                                float eps) = 0;
+  virtual std::string concat(DeviceStream &s, size_t elementSize,
+                             const void *const *pieces, void *whole,
+                             const std::vector<Piece> &plan) = 0;
+  virtual std::string split(DeviceStream &s, size_t elementSize,
+                            const void *whole, void *const *pieces,
+                            const std::vector<Piece> &plan) = 0;
+  /// launchCopy (not the synchronous copy above).
+  virtual std::string copyElements(DeviceStream &s, size_t elementSize,
+                                   const void *x, void *y, int64_t n) = 0;
+  virtual std::string pack(DeviceStream &s, size_t elementSize,
+                           const void *const *members, void *flat,
+                           const PackPlan &plan) = 0;
   virtual std::string stridedRead(DeviceStream &s, size_t elementSize,
                                   const Broadcast &plan, const void *x,
                                   void *y, int64_t offset, int64_t n) = 0;

@@ -8,7 +8,8 @@
 // kernels run their bodies (kernels/) with the host launchers, in groups
 // of 4 lanes; GEMMs run on OpenBLAS from the same Gemm description the
 // GPU's cuBLASLt gets. Ops with no own kernel yet run the CPU backend's
-// kernel on the same memory (a GPU refuses them).
+// kernel on the same memory; "fake-cuda:strict" refuses them when the
+// session is created, as a GPU does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,28 @@ template <class Body> std::string each(const Body &body, int64_t n) {
   return "";
 }
 
+/// f(T{}) with T the unsigned integer of `elementSize` bytes.
+template <class F>
+std::string bySize(size_t elementSize, const char *what, F f) {
+  switch (elementSize) {
+  case 1: return f(uint8_t{});
+  case 2: return f(uint16_t{});
+  case 4: return f(uint32_t{});
+  case 8: return f(uint64_t{});
+  }
+  return std::string("no ") + what + " of " + std::to_string(elementSize) +
+         "-byte elements";
+}
+
+/// The pointers (void or const void) as T pointers.
+template <typename T, typename P>
+std::vector<T *> typed(P *const *pointers, size_t n) {
+  std::vector<T *> out(n);
+  for (size_t k = 0; k < n; ++k)
+    out[k] = static_cast<T *>(pointers[k]);
+  return out;
+}
+
 /// Element `i` of a matrix of `dtype`, widened to fp32.
 float element(fsdprt_dtype_t dtype, const void *data, int64_t i) {
   if (dtype == FSDPRT_F32)
@@ -70,8 +93,12 @@ void run(const Gemm &g, const void *a, const void *b, const void *bias,
 
 class FakeDevice : public Device {
 public:
-  std::string describe() const override { return "fake-cuda"; }
-  bool hostMemory() const override { return true; }
+  explicit FakeDevice(bool strict) : strict(strict) {}
+  std::string describe() const override {
+    return strict ? "fake-cuda:strict" : "fake-cuda";
+  }
+  /// The strict device lends no CPU kernels: it refuses what a GPU does.
+  bool hostMemory() const override { return !strict; }
 
   void *allocate(uint64_t bytes) override {
     return std::aligned_alloc(256, std::max<uint64_t>((bytes + 255) / 256 * 256, 256));
@@ -166,11 +193,44 @@ public:
       return rows(SoftmaxBody<true>{x, y, n, inner}, outer * inner);
     return rows(SoftmaxBody<false>{x, y, n, inner}, outer * inner);
   }
-  std::string sum(DeviceStream &, bool mean, const float *x, float *y,
-                  int64_t outer, int64_t n, int64_t inner) override {
-    if (mean)
-      return rows(SumRows<true>{x, y, n, inner}, outer * inner);
-    return rows(SumRows<false>{x, y, n, inner}, outer * inner);
+  std::string logic(DeviceStream &, Logic op, fsdprt_dtype_t dtype,
+                    const Broadcast &plan, const void *a, const void *b,
+                    uint8_t *y, int64_t n) override {
+    switch (op) {
+    case Logic::Equal: return compareOf<Logic::Equal>(dtype, plan, a, b, y, n);
+    case Logic::Less: return compareOf<Logic::Less>(dtype, plan, a, b, y, n);
+    case Logic::Greater:
+      return compareOf<Logic::Greater>(dtype, plan, a, b, y, n);
+    case Logic::And: return logicOf<Logic::And, uint8_t>(plan, a, b, y, n);
+    case Logic::Or: return logicOf<Logic::Or, uint8_t>(plan, a, b, y, n);
+    }
+    return "unknown logic function";
+  }
+  std::string logicalNot(DeviceStream &, const uint8_t *x, uint8_t *y,
+                         int64_t n) override {
+    return each(NotBody{x, y}, n);
+  }
+  std::string where(DeviceStream &, size_t elementSize, const Broadcast &plan,
+                    const uint8_t *cond, const void *a, const void *b, void *y,
+                    int64_t n) override {
+    return bySize(elementSize, "where", [&](auto zero) {
+      using T = decltype(zero);
+      return each(WhereBody<T>{plan, cond, static_cast<const T *>(a),
+                               static_cast<const T *>(b), static_cast<T *>(y)},
+                  n);
+    });
+  }
+  std::string reduce(DeviceStream &, Reduce kind, const ReducePlan &plan,
+                     const float *x, float *y) override {
+    switch (kind) {
+    case Reduce::Sum:
+      return rows(ReduceBody<Reduce::Sum>{plan, x, y}, plan.rows);
+    case Reduce::Mean:
+      return rows(ReduceBody<Reduce::Mean>{plan, x, y}, plan.rows);
+    case Reduce::Max:
+      return rows(ReduceBody<Reduce::Max>{plan, x, y}, plan.rows);
+    }
+    return "unknown reduction";
   }
   std::string norm(DeviceStream &, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t count, int64_t n,
@@ -191,6 +251,90 @@ public:
     case 8: return gatherOf<uint64_t>(indices32, data, indices, y, n, dim, count, inner, error);
     }
     return "no gather of " + std::to_string(elementSize) + "-byte elements";
+  }
+  std::string gatherGrad(DeviceStream &, bool indices32, const float *g,
+                         const void *indices, float *y, int64_t outer,
+                         int64_t dim, int64_t count, int64_t inner,
+                         int64_t *scratch, ErrorSlot *error) override {
+    HostLauncher launch{kLanes};
+    if (indices32)
+      cuda::gatherGrad(
+          launch,
+          GatherGradArgs<int32_t>{g, static_cast<const int32_t *>(indices), y,
+                                  outer, dim, count, inner, error},
+          scratch);
+    else
+      cuda::gatherGrad(
+          launch,
+          GatherGradArgs<int64_t>{g, static_cast<const int64_t *>(indices), y,
+                                  outer, dim, count, inner, error},
+          scratch);
+    return "";
+  }
+  std::string pool(DeviceStream &, bool max, const PoolWindow &window,
+                   const float *x, float *y, int64_t planes) override {
+    int64_t n = planes * window.oh * window.ow;
+    if (max)
+      return each(PoolBody<true>{window, x, y}, n);
+    return each(PoolBody<false>{window, x, y}, n);
+  }
+  std::string poolGrad(DeviceStream &, bool max, const PoolWindow &window,
+                       const float *x, const float *g, float *dx,
+                       int64_t planes) override {
+    int64_t n = planes * window.h * window.w;
+    if (max)
+      return each(PoolGradBody<true>{window, x, g, dx}, n);
+    return each(PoolGradBody<false>{window, x, g, dx}, n);
+  }
+  std::string batchNorm(DeviceStream &, const float *x, const float *scale,
+                        const float *bias, const float *mean, const float *var,
+                        float *y, int64_t n, int64_t channels, int64_t inner,
+                        float eps) override {
+    return each(
+        BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
+        n * channels * inner);
+  }
+  std::string concat(DeviceStream &, size_t elementSize,
+                     const void *const *pieces, void *whole,
+                     const std::vector<Piece> &plan) override {
+    return bySize(elementSize, "concat", [&](auto zero) {
+      using T = decltype(zero);
+      HostLauncher launch{kLanes};
+      cuda::concat(launch, typed<const T>(pieces, plan.size()).data(),
+                   static_cast<T *>(whole), plan);
+      return std::string();
+    });
+  }
+  std::string split(DeviceStream &, size_t elementSize, const void *whole,
+                    void *const *pieces,
+                    const std::vector<Piece> &plan) override {
+    return bySize(elementSize, "split", [&](auto zero) {
+      using T = decltype(zero);
+      HostLauncher launch{kLanes};
+      cuda::split(launch, static_cast<const T *>(whole),
+                  typed<T>(pieces, plan.size()).data(), plan);
+      return std::string();
+    });
+  }
+  std::string copyElements(DeviceStream &, size_t elementSize, const void *x,
+                           void *y, int64_t n) override {
+    return bySize(elementSize, "copy", [&](auto zero) {
+      using T = decltype(zero);
+      return each(
+          CopyRows<T>{static_cast<const T *>(x), static_cast<T *>(y), n, 0, 0},
+          n);
+    });
+  }
+  std::string pack(DeviceStream &, size_t elementSize,
+                   const void *const *members, void *flat,
+                   const PackPlan &plan) override {
+    return bySize(elementSize, "pack", [&](auto zero) {
+      using T = decltype(zero);
+      HostLauncher launch{kLanes};
+      cuda::pack(launch, typed<const T>(members, plan.members.size()).data(),
+                 static_cast<T *>(flat), plan);
+      return std::string();
+    });
   }
   std::string stridedRead(DeviceStream &, size_t elementSize,
                           const Broadcast &plan, const void *x, void *y,
@@ -235,6 +379,25 @@ private:
     checker.synchronize();
   }
 
+  template <Logic Op, typename T>
+  std::string logicOf(const Broadcast &plan, const void *a, const void *b,
+                      uint8_t *y, int64_t n) {
+    return each(LogicBody<Op, T>{plan, static_cast<const T *>(a),
+                                 static_cast<const T *>(b), y},
+                n);
+  }
+  template <Logic Op>
+  std::string compareOf(fsdprt_dtype_t dtype, const Broadcast &plan,
+                        const void *a, const void *b, uint8_t *y, int64_t n) {
+    switch (dtype) {
+    case FSDPRT_F32: return logicOf<Op, float>(plan, a, b, y, n);
+    case FSDPRT_I64: return logicOf<Op, int64_t>(plan, a, b, y, n);
+    case FSDPRT_BOOL: return logicOf<Op, uint8_t>(plan, a, b, y, n);
+    default:
+      break;
+    }
+    return std::string("no comparison of ") + fsdprt_dtype_name(dtype);
+  }
   template <typename T>
   std::string gatherOf(bool indices32, const void *data, const void *indices,
                        void *y, int64_t n, int64_t dim, int64_t count,
@@ -257,6 +420,7 @@ private:
                 n);
   }
 
+  bool strict;
   HazardChecker checker;
   mutable std::mutex mutex;
   std::vector<std::string> current, previous; // work admitted (issued())
@@ -308,8 +472,8 @@ void run(const Gemm &g, const void *a, const void *b, const void *bias,
 
 namespace fsdprt {
 
-std::unique_ptr<Backend> createFakeCudaBackend() {
-  return cuda::createCudaBackend(std::make_unique<cuda::FakeDevice>());
+std::unique_ptr<Backend> createFakeCudaBackend(bool strict) {
+  return cuda::createCudaBackend(std::make_unique<cuda::FakeDevice>(strict));
 }
 
 } // namespace fsdprt

@@ -1,0 +1,178 @@
+//===- FakeDeviceTest.cpp - The backend's kernel table on the fake device -===//
+//
+// cuda-host: one-kernel plans run through the C API on "fake-cuda:strict"
+// (the CUDA backend's host code, own kernels only: an op without one is
+// refused) give the CPU backend's outputs: the comparisons, logic and
+// where; reductions over interleaved axes and global_average_pool;
+// pooling, its gradient and batch norm; concat, split, copy and pack;
+// gather_grad, and its bad index reported as the CPU reports it; and
+// bf16 through the fp32 kernels (widened), bit for bit, with a bad label
+// in a widened cross-entropy reported too.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../SessionHarness.h"
+
+#include "../../src/half.h"
+
+using namespace fsdprt::test;
+namespace plan = fsdprt::plan;
+
+namespace {
+
+const auto F32 = plan::DType::F32;
+const auto BF16 = plan::DType::BF16;
+const auto I64 = plan::DType::I64;
+const auto BOOL = plan::DType::Bool;
+
+constexpr const char *kStrict = "fake-cuda:strict";
+
+using Outputs = std::vector<std::pair<plan::DType, Shape>>;
+
+/// Runs `op` on the CPU and on the strict fake device: both succeed, and
+/// the outputs' bytes are equal (`tol` 0) or their floats within `tol`.
+void expectLikeTheCpu(const std::string &op, const std::vector<Value> &ins,
+                      const Outputs &outs, const AttrList &attrs = {},
+                      double tol = 0) {
+  SCOPED_TRACE(op);
+  Result cpu = runOp(op, ins, outs, attrs);
+  Result fake = runOp(op, ins, outs, attrs, 2, kStrict);
+  ASSERT_EQ(cpu.error, "");
+  ASSERT_EQ(fake.error, "");
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (tol == 0 || outs[i].first != F32) {
+      EXPECT_EQ(fake.outputs[i].bytes, cpu.outputs[i].bytes) << "output " << i;
+      continue;
+    }
+    std::vector<float> want = cpu.outputs[i].as<float>();
+    expectNear(fake.outputs[i].as<float>(),
+               std::vector<double>(want.begin(), want.end()), tol);
+  }
+}
+
+std::vector<uint8_t> randomBools(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<uint8_t> v(n);
+  for (uint8_t &b : v)
+    b = gen() % 2;
+  return v;
+}
+
+Value bf16(const Shape &shape, const std::vector<float> &v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    h[i] = fsdprt::floatToHalf(v[i], FSDPRT_BF16);
+  return valueOf(BF16, shape, h);
+}
+
+TEST(FakeDevice, ComparisonsLogicAndWhereBroadcast) {
+  std::vector<float> a = randomFloats(6 * 5, 1), b = randomFloats(5, 2);
+  b[1] = a[1]; // one equal pair
+  for (const char *op : {"equal", "less", "greater"})
+    expectLikeTheCpu(op, {f32({6, 5}, a), f32({5}, b)}, {{BOOL, {6, 5}}});
+  std::vector<int64_t> ia = {1, -2, 3, 4, 5, 6}, ib = {4, -2};
+  expectLikeTheCpu("less", {i64({3, 2}, ia), i64({2}, ib)}, {{BOOL, {3, 2}}});
+  Value p = boolean({4, 1, 3}, randomBools(12, 3));
+  Value q = boolean({5, 1}, randomBools(5, 4));
+  for (const char *op : {"and", "or"})
+    expectLikeTheCpu(op, {p, q}, {{BOOL, {4, 5, 3}}});
+  expectLikeTheCpu("not", {p}, {{BOOL, {4, 1, 3}}});
+  expectLikeTheCpu(
+      "where",
+      {q, f32({5, 7}, randomFloats(35, 5)), f32({7}, randomFloats(7, 6))},
+      {{F32, {5, 7}}});
+  expectLikeTheCpu(
+      "where", {boolean({2, 1}, {1, 0}), i64({3}, {7, 8, 9}), i64({1}, {-1})},
+      {{I64, {2, 3}}});
+}
+
+TEST(FakeDevice, ReductionsOverAnyAxesAndGlobalAveragePool) {
+  Value x = f32({3, 4, 5, 6}, randomFloats(360, 7));
+  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
+    expectLikeTheCpu(op, {x}, {{F32, {3, 1, 5, 1}}},
+                     {{"axes", Shape{1, 3}}, {"keepdims", int64_t(1)}}, 1e-6);
+    expectLikeTheCpu(op, {x}, {{F32, {4, 6}}},
+                     {{"axes", Shape{0, 2}}, {"keepdims", int64_t(0)}}, 1e-6);
+    expectLikeTheCpu(op, {x}, {{F32, {}}}, {{"keepdims", int64_t(0)}}, 1e-6);
+  }
+  expectLikeTheCpu("global_average_pool", {x}, {{F32, {3, 4, 1, 1}}}, {}, 1e-6);
+}
+
+TEST(FakeDevice, PoolingItsGradientAndBatchNorm) {
+  Value x = f32({2, 3, 9, 8}, randomFloats(2 * 3 * 9 * 8, 8));
+  AttrList window = {{"kernel_shape", Shape{3, 3}},
+                     {"strides", Shape{2, 2}},
+                     {"pads", Shape{1, 1, 1, 0}}};
+  Shape pooled = {2, 3, 5, 4};
+  expectLikeTheCpu("max_pool", {x}, {{F32, pooled}}, window);
+  AttrList average = window;
+  average.push_back({"count_include_pad", int64_t(1)});
+  expectLikeTheCpu("average_pool", {x}, {{F32, pooled}}, average, 1e-6);
+  Value g = f32(pooled, randomFloats(2 * 3 * 5 * 4, 9));
+  for (const char *mode : {"max", "average"}) {
+    AttrList grad = average;
+    grad.push_back({"mode", std::string(mode)});
+    expectLikeTheCpu("pool_grad", {x, g}, {{F32, {2, 3, 9, 8}}}, grad, 1e-6);
+  }
+  std::vector<float> var = randomFloats(3, 10);
+  for (float &v : var)
+    v = std::fabs(v);
+  expectLikeTheCpu("batch_norm",
+                   {x, f32({3}, randomFloats(3, 11)),
+                    f32({3}, randomFloats(3, 12)),
+                    f32({3}, randomFloats(3, 13)), f32({3}, var)},
+                   {{F32, {2, 3, 9, 8}}}, {}, 1e-6);
+}
+
+TEST(FakeDevice, ConcatSplitCopyAndPack) {
+  Value a = f32({2, 3, 4}, randomFloats(24, 14));
+  Value b = f32({2, 1, 4}, randomFloats(8, 15));
+  expectLikeTheCpu("concat", {a, b}, {{F32, {2, 4, 4}}},
+                   {{"axis", int64_t(1)}});
+  expectLikeTheCpu("split", {a}, {{F32, {2, 3, 1}}, {F32, {2, 3, 3}}},
+                   {{"axis", int64_t(2)}});
+  expectLikeTheCpu("copy", {bf16({5, 3}, randomFloats(15, 16))},
+                   {{BF16, {5, 3}}});
+  expectLikeTheCpu("pack", {a, b}, {{F32, {40}}}, {{"offsets", Shape{2, 30}}});
+}
+
+TEST(FakeDevice, GatherGradSumsRepeatsAndReportsABadIndex) {
+  Value g = f32({2, 6, 3}, randomFloats(36, 17));
+  Value idx = i64({6}, {4, 0, -1, 4, 2, 4});
+  expectLikeTheCpu("gather_grad", {g, idx}, {{F32, {2, 5, 3}}},
+                   {{"axis", int64_t(1)}});
+  Value bad = i64({6}, {4, 0, 9, 4, 2, 4});
+  Result cpu = runOp("gather_grad", {g, bad}, {{F32, {2, 5, 3}}},
+                     {{"axis", int64_t(1)}});
+  Result fake = runOp("gather_grad", {g, bad}, {{F32, {2, 5, 3}}},
+                      {{"axis", int64_t(1)}}, 2, kStrict);
+  EXPECT_NE(cpu.error.find("index 9 is out of range for a dimension of size 5"),
+            std::string::npos)
+      << cpu.error;
+  EXPECT_EQ(fake.error, cpu.error);
+}
+
+TEST(FakeDevice, HalfPrecisionRunsWidenedLikeTheCpu) {
+  Value x = bf16({4, 33}, randomFloats(132, 18));
+  Value y = bf16({33}, randomFloats(33, 19));
+  expectLikeTheCpu("softmax", {x}, {{BF16, {4, 33}}}, {{"axis", int64_t(1)}});
+  expectLikeTheCpu("mul", {x, y}, {{BF16, {4, 33}}});
+  expectLikeTheCpu("reduce_sum", {x}, {{BF16, {4, 1}}}, {{"axes", Shape{1}}});
+  expectLikeTheCpu("less", {x, y}, {{BOOL, {4, 33}}});
+  Value idx = i64({4}, {0, 2, 2, 1});
+  expectLikeTheCpu("gather_grad", {x, idx}, {{BF16, {3, 33}}});
+  // A label out of range in a widened cross-entropy: reported from the
+  // error slot it was given when prepared.
+  Value scores = bf16({4, 6}, randomFloats(24, 20));
+  expectLikeTheCpu("softmax_cross_entropy", {scores, i64({4}, {0, 5, 2, 1})},
+                   {{BF16, {}}});
+  Value labels = i64({4}, {0, 5, 7, 1});
+  Result cpu = runOp("softmax_cross_entropy", {scores, labels}, {{BF16, {}}});
+  Result fake = runOp("softmax_cross_entropy", {scores, labels}, {{BF16, {}}},
+                      {}, 2, kStrict);
+  EXPECT_NE(cpu.error.find("label 7 is outside [0, 6)"), std::string::npos)
+      << cpu.error;
+  EXPECT_EQ(fake.error, cpu.error);
+}
+
+} // namespace
