@@ -50,7 +50,13 @@ class _MpiOptions(ctypes.Structure):
 class _SessionOptions(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t), ("model_dir", ctypes.c_char_p),
                 ("num_threads", ctypes.c_int), ("memory_budget_bytes", ctypes.c_uint64),
-                ("mpi", ctypes.POINTER(_MpiOptions)), ("device", ctypes.c_char_p)]
+                ("mpi", ctypes.POINTER(_MpiOptions)), ("device", ctypes.c_char_p),
+                # fsdprt_session_options_init fills the whole struct of the
+                # library's header: every field up to the last must be here.
+                ("local_group", ctypes.c_void_p), ("local_rank", ctypes.c_int),
+                ("nccl_id_store", ctypes.c_char_p), ("nccl_rank", ctypes.c_int),
+                ("nccl_world_size", ctypes.c_int), ("nccl_timeout_seconds", ctypes.c_double),
+                ("disable_graphs", ctypes.c_int)]
 
 
 def _find_library() -> str:
@@ -199,8 +205,16 @@ class Session:
                f"cannot load the plan {self.plan_path}")
         self.world_size = lib.fsdprt_plan_world_size(self._plan)
         self._session = ctypes.c_void_p()
-        options = _SessionOptions()
-        lib.fsdprt_session_options_init(ctypes.byref(options))
+        # The library fills its own struct, which may be larger than this
+        # frontend's (a newer libfsdprt): into room enough, then checked.
+        room = (ctypes.c_char * 4096)()
+        lib.fsdprt_session_options_init(ctypes.cast(room, ctypes.POINTER(_SessionOptions)))
+        options = _SessionOptions.from_buffer_copy(room, 0)
+        if options.struct_size < ctypes.sizeof(_SessionOptions):
+            raise RuntimeError_(f"{_find_library()} has session options of "
+                                f"{options.struct_size} bytes, older than this "
+                                f"frontend's {ctypes.sizeof(_SessionOptions)}")
+        options.struct_size = ctypes.sizeof(_SessionOptions)
         options.model_dir = str(model_dir).encode() if model_dir else None
         options.num_threads = int(threads)
         options.memory_budget_bytes = memory_budget

@@ -423,7 +423,11 @@ typedef struct fsdprt_session_options_s {
 } fsdprt_session_options_t;
 
 /** Fills `options` with the defaults: the plan's model_dir, one thread per
- *  core, no memory budget, one rank. NULL is ignored. */
+ *  core, no memory budget, one rank, and struct_size. It writes this
+ *  header's whole fsdprt_session_options_t: a host built against an older
+ *  header (a smaller struct) or binding the struct itself (ctypes) calls it
+ *  on room enough, or sets struct_size and its fields without it. NULL is
+ *  ignored. */
 FSDPRT_API void fsdprt_session_options_init(fsdprt_session_options_t *options);
 
 /** Creates a session as fsdprt_session_create (or, with `options->mpi`,
