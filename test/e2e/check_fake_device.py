@@ -15,7 +15,9 @@ within one bf16 ulp (1e-2), each on `fake-cuda` and on `fake-cuda:strict`
 (which refuses any op with no CUDA kernel, as a GPU does: so every op of
 these plans has its own kernel), and a sharded checkpoint saved on the fake
 device (downloaded, as from a GPU) must resume on the CPU with the
-uninterrupted run's losses. A label out of range (cross-entropy) and a
+uninterrupted run's losses. Single-rank plans run through a CUDA graph
+(step 1 direct, step 2 captured, then replays) give the direct steps'
+losses bit for bit. A label out of range (cross-entropy) and a
 token id out of range (the embedding's gather) are recorded in the
 kernel's error slot and reported, naming the kernel, as the CPU backend
 reports them (in the bf16 plan too, where the cross-entropy runs widened).
@@ -117,6 +119,18 @@ def main(argv=None) -> int:
                         print(f"  {model}{' bf16' if bf16 else ''} at {world} rank(s): "
                               f"{device} {fake}, cpu {cpu} {'equal' if same else 'DIFFERENT'}")
                         failures += not same
+            # CUDA graphs (single rank): step 1 direct, step 2 captured and
+            # replayed, steps 3-4 replayed; the fake device fails a replay
+            # that issues other work, or in another order, than the direct
+            # step. Bit for bit the losses of every step run directly.
+            plan = work / f"{model}1.plan"
+            graphs = run(bindir, work, plan, 1, "fake-cuda:strict", "--steps", 4)
+            direct = run(bindir, work, plan, 1, "fake-cuda:strict", "--steps", 4,
+                         "--no-cuda-graph")
+            same = len(direct) == 4 and graphs == direct
+            print(f"  {model}: 4 steps through a graph {graphs}, directly {direct} "
+                  f"{'identical' if same else 'DIFFERENT'}")
+            failures += not same
             # Saved on the fake device, resumed on the CPU.
             plan = work / f"{model}2.plan"
             ck = work / f"{model}.ck"

@@ -219,7 +219,7 @@ public:
   std::string beginCapture() override {
     backend.makeSlots();
     Device &dev = backend.dev();
-    if (!dev.hostMemory())
+    if (dev.nativeGraphs())
       return dev.beginCapture(*stream);
     keeping = std::make_unique<CudaGraph>();
     if (const std::vector<std::string> *step = dev.issued(/*previous=*/true))

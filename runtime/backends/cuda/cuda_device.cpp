@@ -305,6 +305,7 @@ public:
                  "cross-entropy gradient kernel");
   }
 
+  bool nativeGraphs() const override { return true; }
   std::string beginCapture(DeviceStream &s) override {
     use();
     return check(cudaStreamBeginCapture(raw(s), cudaStreamCaptureModeThreadLocal),

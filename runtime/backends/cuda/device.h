@@ -120,10 +120,11 @@ public:
   /// (the fake device's hazard checker).
   virtual std::string admit(DeviceStream &, const Work &) { return ""; }
 
-  /// Graphs on the GPU: from beginCapture, launches on `stream` are
-  /// captured instead of run; endCapture instantiates them; launchGraph
-  /// runs them. (The fake device has no capture of its own: the backend
-  /// keeps the launches' functions and replays them.)
+  /// Graphs on the GPU (nativeGraphs): from beginCapture, launches on
+  /// `stream` are captured instead of run; endCapture instantiates them;
+  /// launchGraph runs them. The fake device has no capture of its own: the
+  /// backend keeps the launches' functions and replays them.
+  virtual bool nativeGraphs() const { return false; }
   virtual std::string beginCapture(DeviceStream &) { return "no graphs"; }
   virtual std::unique_ptr<DeviceGraph> endCapture(DeviceStream &, std::string &error) {
     error = "no graphs";
