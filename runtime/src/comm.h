@@ -24,6 +24,37 @@ namespace fsdprt {
 
 enum class Reduction { Sum, Avg };
 
+/// Where rank `rank` of a row-major `mesh` sits in the group of `axes`
+/// (the ranks that differ from it only along those axes): `color` numbers
+/// the group (the coordinates along the other axes), `key` the rank in it
+/// (its coordinates along the axes, in their order), `size` its ranks.
+/// Every communicator forms its groups from this (MPI_Comm_split,
+/// ncclCommSplit, a local group's meetings).
+struct GroupPlace {
+  int64_t color = 0, key = 0, size = 1;
+};
+inline GroupPlace groupPlace(const std::vector<int64_t> &mesh, int64_t rank,
+                             const std::vector<int64_t> &axes) {
+  std::vector<int64_t> coord(mesh.size());
+  for (size_t d = mesh.size(); d-- > 0;) {
+    coord[d] = rank % mesh[d];
+    rank /= mesh[d];
+  }
+  GroupPlace place;
+  for (size_t d = 0; d < mesh.size(); ++d) {
+    bool inGroup = false;
+    for (int64_t axis : axes)
+      inGroup |= axis == static_cast<int64_t>(d);
+    if (!inGroup)
+      place.color = place.color * mesh[d] + coord[d];
+  }
+  for (int64_t axis : axes) {
+    place.key = place.key * mesh[axis] + coord[axis];
+    place.size *= mesh[axis];
+  }
+  return place;
+}
+
 /// A started collective (see Communicator::start*); waited for once.
 struct Pending {
   virtual ~Pending() = default;

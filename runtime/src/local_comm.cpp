@@ -83,29 +83,16 @@ public:
   int size() const override { return group.world; }
 
   std::string addGroup(const std::vector<int64_t> &axes) override {
-    std::vector<int64_t> coord(mesh.size());
-    int64_t rest = rank_;
-    for (size_t d = mesh.size(); d-- > 0;) {
-      coord[d] = rest % mesh[d];
-      rest /= mesh[d];
-    }
-    Member m;
-    m.size = 1;
-    for (size_t d = 0; d < mesh.size(); ++d) {
-      bool inGroup = false;
-      for (int64_t axis : axes)
-        inGroup |= axis == static_cast<int64_t>(d);
-      if (!inGroup)
-        m.color = m.color * mesh[d] + coord[d];
-    }
-    for (int64_t axis : axes) {
+    for (int64_t axis : axes)
       if (axis < 0 || axis >= static_cast<int64_t>(mesh.size()))
         return "rank " + std::to_string(rank_) + ": mesh axis " +
                std::to_string(axis) + " is not one of the plan's " +
                std::to_string(mesh.size());
-      m.index = m.index * mesh[axis] + coord[axis];
-      m.size *= mesh[axis];
-    }
+    GroupPlace place = groupPlace(mesh, rank_, axes);
+    Member m;
+    m.color = place.color;
+    m.index = place.key;
+    m.size = place.size;
     members[axes] = m;
     return "";
   }

@@ -90,26 +90,10 @@ public:
   std::string addGroup(const std::vector<int64_t> &axes) override {
     if (groups.count(axes))
       return "";
-    // The caller's coordinates on the row-major mesh.
-    std::vector<int64_t> coord(mesh.size());
-    int64_t rest = rank_;
-    for (size_t d = mesh.size(); d-- > 0;) {
-      coord[d] = rest % mesh[d];
-      rest /= mesh[d];
-    }
-    int64_t color = 0, key = 0;
-    for (size_t d = 0; d < mesh.size(); ++d) {
-      bool inGroup = false;
-      for (int64_t axis : axes)
-        inGroup |= axis == static_cast<int64_t>(d);
-      if (!inGroup)
-        color = color * mesh[d] + coord[d];
-    }
-    for (int64_t axis : axes)
-      key = key * mesh[axis] + coord[axis];
+    GroupPlace place = groupPlace(mesh, rank_, axes);
     MPI_Comm comm = MPI_COMM_NULL;
-    int code = MPI_Comm_split(world, static_cast<int>(color),
-                              static_cast<int>(key), &comm);
+    int code = MPI_Comm_split(world, static_cast<int>(place.color),
+                              static_cast<int>(place.key), &comm);
     if (code != MPI_SUCCESS)
       return "rank " + std::to_string(rank_) +
              ": cannot make the group of mesh axes: " + mpiError(code);

@@ -112,32 +112,15 @@ public:
         return error;
     if (groups.count(axes))
       return "";
-    std::vector<int64_t> coord(mesh.size());
-    int64_t rest = rank_;
-    for (size_t d = mesh.size(); d-- > 0;) {
-      coord[d] = rest % mesh[d];
-      rest /= mesh[d];
-    }
-    int64_t color = 0, key = 0, members = 1;
-    for (size_t d = 0; d < mesh.size(); ++d) {
-      bool inGroup = false;
-      for (int64_t axis : axes)
-        inGroup |= axis == static_cast<int64_t>(d);
-      if (!inGroup)
-        color = color * mesh[d] + coord[d];
-    }
-    for (int64_t axis : axes) {
-      key = key * mesh[axis] + coord[axis];
-      members *= mesh[axis];
-    }
-    if (members == world) { // the whole world: its own communicator
+    GroupPlace place = groupPlace(mesh, rank_, axes);
+    if (place.size == world) { // the whole world: its own communicator
       groups[axes] = worldComm;
       return "";
     }
     ncclComm_t comm = nullptr;
     uint64_t ticket = dog.begin("ncclCommSplit on rank " + std::to_string(rank_));
-    ncclResult_t result = ncclCommSplit(worldComm, static_cast<int>(color),
-                                        static_cast<int>(key), &comm, nullptr);
+    ncclResult_t result = ncclCommSplit(worldComm, static_cast<int>(place.color),
+                                        static_cast<int>(place.key), &comm, nullptr);
     dog.end(ticket);
     if (result != ncclSuccess)
       return failure("ncclCommSplit", result);
