@@ -156,13 +156,14 @@ def torch_step_time(torch, model, ids, labels, device: str, compiled: bool,
 
 
 def ours_step_time(fsdp_run: str, out: Path, name: str, device: str,
-                   steps: int) -> tuple[float, int, str]:
+                   steps: int, graph: bool = True) -> tuple[float, int, str]:
     """Median seconds of one step of fsdp-run (after 2), the plan's bytes,
     and an error ("" when it ran)."""
     proc = subprocess.run([fsdp_run, f"{name}.plan", "--input", f"input_ids={name}.ids.npy",
                            "--input", f"labels={name}.labels.npy", "--lr", str(LR),
                            "--load-full", f"{name}.safetensors", "--steps", str(steps + 2),
-                           "--device", device, "--json"],
+                           "--device", device, "--json",
+                           *([] if graph else ["--no-cuda-graph"])],
                           cwd=out, capture_output=True, text=True, timeout=540)
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.splitlines() if "error" in l] or \
@@ -228,8 +229,11 @@ def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int) ->
         k = m["kwargs"]
         flops = 6 * m["params"] * tokens + 12 * k["n_layer"] * k["d"] * m["seq"] * tokens
         results = []
-        seconds, plan_bytes, error = ours_step_time(fsdp_run, out, name, device, steps)
-        results.append(("fsdp-run", seconds, plan_bytes, error))
+        for graph in (True, False):
+            seconds, plan_bytes, error = ours_step_time(fsdp_run, out, name, device, steps,
+                                                        graph)
+            results.append(("fsdp-run" + ("" if graph else " --no-cuda-graph"), seconds,
+                            plan_bytes, error))
         on = ids.to(torch_device), labels.to(torch_device)
         for compiled in (False, True):
             label = "torch.compile" if compiled else "torch eager"
@@ -244,7 +248,7 @@ def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int) ->
                 results.append((label, 0.0, 0, f"{type(e).__name__}: {str(e)[:150]}"))
             if torch_device != "cpu":
                 torch.cuda.empty_cache()
-        eager = results[1][1]
+        eager = next(s for label, s, _, _ in results if label == "torch eager")
         for label, s, mem, error in results:
             if error:
                 rows.append(f"| {name} | {label} | {error} | | | | |")
