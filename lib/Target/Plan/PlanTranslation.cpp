@@ -70,10 +70,6 @@ FailureOr<plan::DType> dtypeOf(Type type) {
   return failure();
 }
 
-int64_t elementBytes(Type type) {
-  return std::max<int64_t>(1, (type.getIntOrFloatBitWidth() + 7) / 8);
-}
-
 /// A kernel location's label: the ONNX node name the importer recorded.
 std::string labelOf(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
@@ -112,7 +108,7 @@ FailureOr<std::vector<uint8_t>> encodeConstant(onnxir::ConstantOp constant) {
     return bytes;
   }
   ArrayRef<char> raw = dense.getRawData();
-  int64_t size = elementBytes(element);
+  int64_t size = mlir::fsdp::elementBytes(element);
   if (dense.isSplat()) {
     bytes.reserve(count * size);
     for (int64_t i = 0; i < count; ++i)
@@ -418,7 +414,7 @@ FailureOr<uint32_t> PlanWriter::bufferOf(Value value, Operation *user) {
     auto [arena, offset] = placement[*source];
     auto sourceType = cast<RankedTensorType>(view.getInput().getType());
     offset += static_cast<int64_t>(view.getOffset()) *
-              elementBytes(sourceType.getElementType());
+              mlir::fsdp::elementBytes(sourceType.getElementType());
     id = addBuffer(def, arena, offset, value.getType());
   } else {
     return user->emitOpError()

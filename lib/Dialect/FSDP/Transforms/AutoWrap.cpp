@@ -255,19 +255,6 @@ int64_t AutoWrapPass::recursiveWrap(StringRef fqn, bool onlyWrapChildren) {
   return wrappedCount;
 }
 
-/// Checks a dtype option's value; returns the MLIR type or null for "".
-static FailureOr<Type> parseDtype(MLIRContext *context, StringRef name) {
-  if (name.empty())
-    return Type();
-  if (name == "f32" || name == "float32")
-    return Type(Float32Type::get(context));
-  if (name == "bf16" || name == "bfloat16")
-    return Type(BFloat16Type::get(context));
-  if (name == "f16" || name == "float16")
-    return Type(Float16Type::get(context));
-  return failure();
-}
-
 static bool isStrategy(StringRef name) {
   return name == "FULL_SHARD" || name == "SHARD_GRAD_OP" ||
          name == "NO_SHARD" || name == "HYBRID_SHARD";
@@ -287,7 +274,7 @@ LogicalResult AutoWrapPass::loadConfig() {
   for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
                             {"reduce_dtype", reduceDtype},
                             {"buffer_dtype", bufferDtype}}) {
-    FailureOr<Type> type = parseDtype(context, value);
+    FailureOr<Type> type = parseFloatDtype(context, value);
     if (failed(type))
       return emitError(module.getLoc()) << "fsdp-auto-wrap: " << key << " '" << value
                                 << "' is not one of f32, f16, bf16";
@@ -346,7 +333,7 @@ LogicalResult AutoWrapPass::loadConfig() {
         config.set("strategy", StringAttr::get(context, *text));
       } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
                  setting == "buffer_dtype") {
-        FailureOr<Type> type = parseDtype(context, *text);
+        FailureOr<Type> type = parseFloatDtype(context, *text);
         if (failed(type) || !*type)
           return fail("module '" + fqn + "': " + StringRef(setting) + " '" +
                       *text + "' is not one of f32, f16, bf16");
@@ -463,8 +450,9 @@ LogicalResult AutoWrapPass::chooseAuto() {
       cost.intraLatency < 0 || cost.interLatency < 0 || cost.ranksPerNode < 1)
     return fail("the cost model needs positive peaks and bandwidths, "
                 "non-negative latencies and ranks-per-node >= 1");
-  auto dtypeBytes = [](StringRef name) -> int64_t {
-    return name.empty() || name == "f32" || name == "float32" ? 4 : 2;
+  auto dtypeBytes = [&](StringRef name) -> int64_t {
+    FailureOr<Type> type = parseFloatDtype(&getContext(), name);
+    return succeeded(type) && *type ? elementBytes(*type) : 4;
   };
   options.paramBytes = dtypeBytes(paramDtype);
   options.reduceBytes =

@@ -248,8 +248,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     }
     int64_t alignment = 1;
     if (useOrigParams) {
-      int64_t bytes = std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
-      alignment = std::max<int64_t>(1, kOrigParamsAlignmentBytes / bytes);
+      alignment = std::max<int64_t>(1, kOrigParamsAlignmentBytes / elementBytes(element));
     }
 
     std::string name = "unit:" + unit.getModule().str();

@@ -88,15 +88,7 @@ int64_t aligned(int64_t bytes) {
   return (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-int64_t tensorBytes(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape() ||
-      !tensor.getElementType().isIntOrFloat())
-    return 0;
-  return aligned(tensor.getNumElements() *
-                 std::max<int64_t>(
-                     1, tensor.getElementType().getIntOrFloatBitWidth() / 8));
-}
+int64_t tensorBytes(Type type) { return aligned(modelledBytes(type)); }
 
 /// Ops whose derivative needs none of their inputs.
 bool derivativeIgnoresInputs(Operation *op) {
@@ -152,8 +144,7 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
     WrapProfile::Param p;
     p.name = param.getSymName().str();
     p.numel = param.getTensorType().getNumElements();
-    p.elementBytes = std::max<int64_t>(
-        1, param.getTensorType().getElementTypeBitWidth() / 8);
+    p.elementBytes = elementBytes(param.getTensorType().getElementType());
     p.trainable = param.requiresGrad();
     p.ignored = ignoredParam(p.name);
     profile.params.push_back(std::move(p));
