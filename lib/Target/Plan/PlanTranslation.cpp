@@ -2,8 +2,8 @@
 //
 /// Writes a lowered, memory-planned module as a FlatBuffers plan. Three
 /// arenas: activations (sized and placed by fsdp-plan-memory), weights
-/// (every fsdp.param and fsdp.buffer, in declaration order, 64-byte
-/// aligned, filled by the weight map) and constants (the graph's constants
+/// (every fsdp.param and fsdp.buffer, in declaration order, each at the
+/// layout library's tensor alignment, filled by the weight map) and constants (the graph's constants
 /// that kernels read, their bytes embedded in the plan). Views are buffers
 /// that share their source's bytes. A sharded program's flat units are
 /// stored once each (members and layout); the weights arena holds the
@@ -40,10 +40,10 @@ namespace plan = fsdprt::plan;
 namespace {
 
 constexpr uint32_t kActivations = 0, kWeights = 1, kConstants = 2;
-constexpr int64_t kAlignment = 64;
+constexpr int64_t kAlignment = ::fsdp::layout::kTensorAlignmentBytes;
 
 int64_t alignTo(int64_t value) {
-  return (value + kAlignment - 1) / kAlignment * kAlignment;
+  return ::fsdp::layout::alignTo(value, kAlignment);
 }
 
 FailureOr<plan::DType> dtypeOf(Type type) {

@@ -34,7 +34,6 @@ using namespace mlir::fsdp;
 namespace {
 
 constexpr StringLiteral kMeshName = "fsdp_world";
-constexpr int64_t kOrigParamsAlignmentBytes = 16;
 
 struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
   using FlattenBase::FlattenBase;
@@ -246,10 +245,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
                << "); a flat buffer holds one dtype";
       element = paramElement;
     }
-    int64_t alignment = 1;
-    if (useOrigParams) {
-      alignment = std::max<int64_t>(1, kOrigParamsAlignmentBytes / elementBytes(element));
-    }
+    int64_t alignment =
+        ::fsdp::layout::paramAlignment(elementBytes(element), useOrigParams);
 
     std::string name = "unit:" + unit.getModule().str();
     Location loc = NameLoc::get(b.getStringAttr(name), module.getLoc());

@@ -80,12 +80,10 @@ std::string mlir::fsdp::formatBytes(int64_t bytes) {
 
 namespace {
 
-/// Every tensor of a plan starts on a 64-byte boundary (fsdp-plan-memory's
-/// and the plan writer's alignment).
-constexpr int64_t kAlignment = 64;
-
+/// Every tensor of a plan starts on the layout library's tensor alignment.
 int64_t aligned(int64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  return ::fsdp::layout::alignTo(bytes,
+                                 ::fsdp::layout::kTensorAlignmentBytes);
 }
 
 int64_t tensorBytes(Type type) { return aligned(modelledBytes(type)); }

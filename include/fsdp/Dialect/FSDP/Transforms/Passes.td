@@ -906,8 +906,10 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
-           "Byte alignment of every activation">,
+    Option<"alignment", "alignment", "int64_t",
+           /*default=*/"::fsdp::layout::kTensorAlignmentBytes",
+           "Byte alignment of every activation (default: the plan's tensor "
+           "alignment, as for weights and constants)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the peak activation memory to stderr">,
     Option<"timeline", "timeline", "bool", /*default=*/"false",
