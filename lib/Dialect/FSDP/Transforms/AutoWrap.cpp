@@ -452,8 +452,9 @@ LogicalResult AutoWrapPass::chooseAuto() {
                 "non-negative latencies and ranks-per-node >= 1");
   auto dtypeBytes = [&](StringRef name) -> int64_t {
     FailureOr<Type> type = parseFloatDtype(&getContext(), name);
-    return succeeded(type) && *type ? elementBytes(*type) : 4;
+    return succeeded(type) && *type ? elementBytes(*type) : 0;
   };
+  options.useOrigParams = useOrigParams;
   options.paramBytes = dtypeBytes(paramDtype);
   options.reduceBytes =
       dtypeBytes(reduceDtype.empty() ? paramDtype : reduceDtype);
@@ -626,6 +627,8 @@ LogicalResult AutoWrapPass::chooseAuto() {
   if (!options.meshShape.empty())
     fields.push_back(b.getNamedAttr(
         "mesh_shape", b.getDenseI64ArrayAttr(options.meshShape)));
+  if (options.useOrigParams)
+    fields.push_back(b.getNamedAttr("use_orig_params", b.getUnitAttr()));
   module->setAttr("fsdp.auto_wrap", b.getDictionaryAttr(fields));
   cost.store(module);
   return success();

@@ -85,6 +85,16 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
             << "; give both the same ranks";
         return signalPassFailure();
       }
+      // Its memory model laid the units out with this alignment.
+      if (chosen.contains("use_orig_params") != useOrigParams) {
+        emitError(module.getLoc())
+            << "fsdp-flatten: fsdp-auto-wrap policy=auto chose the units "
+            << (useOrigParams ? "without" : "with")
+            << " use-orig-params but this pass lays them out "
+            << (useOrigParams ? "with" : "without")
+            << " it; give both the same use-orig-params";
+        return signalPassFailure();
+      }
     }
 
     OpBuilder b(module.getBodyRegion());

@@ -212,7 +212,9 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     ListOption<"ignoredParams", "ignored-params", "std::string",
                "Parameter FQNs left out of every unit (replicated)">,
     Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
-           "Allow units mixing frozen and trainable parameters (warns)">,
+           "Allow units mixing frozen and trainable parameters (warns); "
+           "policy=auto models fsdp-flatten's use-orig-params alignment, "
+           "which must then be given too">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"FULL_SHARD\"",
            "Sharding strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",

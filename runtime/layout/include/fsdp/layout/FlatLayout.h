@@ -36,9 +36,11 @@ constexpr int64_t alignTo(int64_t value, int64_t alignment) {
 }
 
 /// The alignment, in elements, of the parameters of a flat buffer whose
-/// elements take `elementBytes` bytes: 1 unless `useOrigParams`.
+/// elements take `elementBytes` bytes: 1 unless `useOrigParams` (and for a
+/// buffer without elements, `elementBytes` 0).
 constexpr int64_t paramAlignment(int64_t elementBytes, bool useOrigParams) {
-  if (!useOrigParams || elementBytes >= kOrigParamsAlignmentBytes)
+  if (!useOrigParams || elementBytes < 1 ||
+      elementBytes >= kOrigParamsAlignmentBytes)
     return 1;
   return kOrigParamsAlignmentBytes / elementBytes;
 }
