@@ -488,6 +488,8 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+Value ViewOp::getViewSource() { return getInput(); }
+
 LogicalResult ViewOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());
   auto out = cast<RankedTensorType>(getOutput().getType());

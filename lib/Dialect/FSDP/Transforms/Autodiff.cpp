@@ -388,8 +388,7 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.mul(g, y, yt));
         return success();
       })
-      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp,
-            mlir::fsdp::ViewOp>([&](auto) {
+      .Case<ViewLikeOpInterface>([&](auto) {
         give(0, bb.reshape(g, typeOf(operand(0))));
         return success();
       })

@@ -42,11 +42,9 @@ StringRef kindOf(Operation *op) {
 }
 
 bool isFree(Operation *op) {
-  return isa<ViewOp, GetParamOp, GetBufferOp, GetShardOp, GetFlatParamOp,
-             ReleaseOp, WaitOp, UnflattenOp, onnxir::ConstantOp,
-             onnxir::NoValueOp, onnxir::ReshapeOp, onnxir::FlattenOp,
-             onnxir::SqueezeOp, onnxir::UnsqueezeOp, onnxir::IdentityOp,
-             func::ReturnOp>(op) ||
+  return isa<ViewLikeOpInterface, GetParamOp, GetBufferOp, GetShardOp,
+             GetFlatParamOp, ReleaseOp, WaitOp, UnflattenOp,
+             onnxir::ConstantOp, onnxir::NoValueOp, func::ReturnOp>(op) ||
          isCollective(op);
 }
 

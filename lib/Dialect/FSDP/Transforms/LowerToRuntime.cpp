@@ -342,11 +342,8 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
             {l.ints("axes", axes), l.i64("keepdims", reduce.getKeepdims())});
       })
       // Shapes and data movement.
-      .Case<ReshapeOp>([&](ReshapeOp r) { return l.view(r.getData()); })
-      .Case<FlattenOp>([&](FlattenOp r) { return l.view(r.getInput()); })
-      .Case<SqueezeOp>([&](SqueezeOp r) { return l.view(r.getData()); })
-      .Case<UnsqueezeOp>([&](UnsqueezeOp r) { return l.view(r.getData()); })
-      .Case<IdentityOp>([&](IdentityOp r) { return l.view(r.getX()); })
+      .Case<ViewLikeOpInterface>(
+          [&](ViewLikeOpInterface v) { return l.view(v.getViewSource()); })
       .Case<TransposeOp>([&](TransposeOp t) {
         int64_t rank = rankOf(t.getData());
         SmallVector<int64_t> perm;

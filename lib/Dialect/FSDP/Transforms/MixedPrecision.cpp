@@ -86,9 +86,7 @@ Type promote(Type a, Type b) {
 /// Ops that only reinterpret (or transpose) a value: a parameter read
 /// through them is still that parameter.
 bool keepsParameter(Operation *op) {
-  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
-             onnxir::UnsqueezeOp, onnxir::IdentityOp, onnxir::TransposeOp,
-             ViewOp>(op);
+  return isa<ViewLikeOpInterface, onnxir::TransposeOp>(op);
 }
 
 bool isGradientMarker(Operation *op) {

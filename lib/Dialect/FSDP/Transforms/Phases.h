@@ -5,9 +5,9 @@
 /// of parameters and optimizer state, are the backward's (and the
 /// optimizer's); every other result (the loss, model outputs, BatchNorm's
 /// running statistics) is the forward's. Shared by fsdp-shard and
-/// fsdp-schedule; with which ops only re-view a value, by fsdp-shard and
-/// fsdp-auto-wrap policy=auto's profile; with what is made from a unit's
-/// parameters alone, by fsdp-shard and fsdp-check-reshard.
+/// fsdp-schedule; with what is made from a unit's parameters alone (views of
+/// them, ViewLikeOpInterface, included), by fsdp-shard and
+/// fsdp-check-reshard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +23,6 @@
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::fsdp {
-
-/// Whether `op`'s result is its first operand re-viewed (a reshape, an
-/// identity, a view): no new bytes, and a use of it is a use of the operand.
-inline bool isAlias(Operation *op) {
-  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
-             onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
-}
 
 /// The values computed only from some source values (one unit's gathered
 /// buffer, its views) and constants: aliases of them, and ops without memory

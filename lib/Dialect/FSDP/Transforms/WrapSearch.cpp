@@ -234,8 +234,8 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
       }
       continue;
     }
-    if (isAlias(&op) && op.getNumOperands() > 0) {
-      Value source = op.getOperand(0);
+    if (auto view = dyn_cast<ViewLikeOpInterface>(&op)) {
+      Value source = view.getViewSource();
       if (withGradient.contains(source))
         withGradient.insert(op.getResult(0));
       if (paramOf.count(source)) {
