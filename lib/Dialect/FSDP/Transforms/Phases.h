@@ -48,22 +48,32 @@ private:
   llvm::DenseMap<Value, bool> constant;
 };
 
+/// Whether result `index` of `func` is the backward's (or the optimizer's):
+/// a gradient, or the update of a parameter or of optimizer state. Every
+/// other result (the loss, model outputs, running statistics) is the
+/// forward's.
+inline bool isBackwardResult(func::FuncOp func, unsigned index,
+                             SymbolTableCollection &symbols) {
+  if (func.getResultAttr(index, "fsdp.grad_of") ||
+      func.getResultAttr(index, "fsdp.flat_grad_of"))
+    return true;
+  auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(index, "fsdp.update_of");
+  if (!of)
+    return false;
+  Operation *target =
+      symbols.lookupNearestSymbolFrom(func->getParentOfType<ModuleOp>(), of);
+  return isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
+         (target && target->hasAttr("fsdp.state_of"));
+}
+
 /// The forward ops of `func`; `training` says whether it has a backward.
 inline llvm::DenseSet<Operation *>
 forwardOps(func::FuncOp func, SymbolTableCollection &symbols, bool &training) {
-  auto module = func->getParentOfType<ModuleOp>();
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<Operation *> work;
   training = false;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    bool backward = func.getResultAttr(i, "fsdp.grad_of") ||
-                    func.getResultAttr(i, "fsdp.flat_grad_of");
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.update_of")) {
-      Operation *target = symbols.lookupNearestSymbolFrom(module, of);
-      backward |= isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
-                  (target && target->hasAttr("fsdp.state_of"));
-    }
+    bool backward = isBackwardResult(func, i, symbols);
     training |= backward;
     if (!backward)
       if (Operation *def = ret.getOperand(i).getDefiningOp())
