@@ -132,22 +132,18 @@ struct Window {
   SmallVector<int64_t> kernel, strides, pads, dilations;
 };
 
-FailureOr<Window> window(Lowering &l, StringRef autoPad,
-                         ArrayRef<int64_t> kernelShape,
-                         std::optional<ArrayRef<int64_t>> strides,
-                         std::optional<ArrayRef<int64_t>> pads,
-                         std::optional<ArrayRef<int64_t>> dilations) {
-  if (autoPad != "NOTSET")
-    return l.fail("auto_pad \"" + autoPad +
+template <typename WindowOp>
+FailureOr<Window> window(Lowering &l, WindowOp op,
+                         ArrayRef<int64_t> kernelShape) {
+  if (op.getAutoPad() != "NOTSET")
+    return l.fail("auto_pad \"" + op.getAutoPad() +
                   "\" is not supported; export with explicit pads");
   size_t n = kernelShape.size();
   Window w;
   w.kernel.assign(kernelShape.begin(), kernelShape.end());
-  w.strides =
-      strides ? SmallVector<int64_t>(*strides) : SmallVector<int64_t>(n, 1);
-  w.pads = pads ? SmallVector<int64_t>(*pads) : SmallVector<int64_t>(2 * n, 0);
-  w.dilations =
-      dilations ? SmallVector<int64_t>(*dilations) : SmallVector<int64_t>(n, 1);
+  w.strides = op.getStridesOrDefault();
+  w.pads = op.getPadsOrDefault();
+  w.dilations = op.getDilationsOrDefault();
   if (w.strides.size() != n || w.pads.size() != 2 * n ||
       w.dilations.size() != n)
     return l.fail("strides, pads or dilations do not match the kernel rank");
@@ -261,8 +257,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       .Case<ConvOp>([&](ConvOp conv) -> LogicalResult {
         ArrayRef<int64_t> w = shapeOf(conv.getW());
         FailureOr<Window> win =
-            window(l, conv.getAutoPad(), w.drop_front(2), conv.getStrides(),
-                   conv.getPads(), conv.getDilations());
+            window(l, conv, w.drop_front(2));
         if (failed(win))
           return failure();
         if (rankOf(conv.getX()) != 3 && rankOf(conv.getX()) != 4)
@@ -277,8 +272,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
         if (!pool.getIndices().use_empty())
           return l.fail("Indices output is not supported");
         FailureOr<Window> win =
-            window(l, pool.getAutoPad(), pool.getKernelShape(),
-                   pool.getStrides(), pool.getPads(), pool.getDilations());
+            window(l, pool, pool.getKernelShape());
         if (failed(win))
           return failure();
         return l.kernel("max_pool", pool.getX(),
@@ -290,8 +284,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       })
       .Case<AveragePoolOp>([&](AveragePoolOp pool) -> LogicalResult {
         FailureOr<Window> win =
-            window(l, pool.getAutoPad(), pool.getKernelShape(),
-                   pool.getStrides(), pool.getPads(), pool.getDilations());
+            window(l, pool, pool.getKernelShape());
         if (failed(win))
           return failure();
         if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
@@ -345,14 +338,8 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       .Case<ViewLikeOpInterface>(
           [&](ViewLikeOpInterface v) { return l.view(v.getViewSource()); })
       .Case<TransposeOp>([&](TransposeOp t) {
-        int64_t rank = rankOf(t.getData());
-        SmallVector<int64_t> perm;
-        if (t.getPerm())
-          perm.assign(t.getPerm()->begin(), t.getPerm()->end());
-        else
-          for (int64_t i = rank - 1; i >= 0; --i)
-            perm.push_back(i);
-        return l.kernel("transpose", t.getData(), {l.ints("perm", perm)});
+        return l.kernel("transpose", t.getData(),
+                        {l.ints("perm", t.getPermOrDefault())});
       })
       .Case<ConcatOp>([&](ConcatOp concat) -> LogicalResult {
         FailureOr<int64_t> axis =

@@ -235,7 +235,38 @@ def ONNX_DropoutOp : ONNX_OpBase<"Dropout", [MemoryEffects<[MemWrite]>]> {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-def ONNX_ConvOp : ONNX_Op<"Conv"> {
+// A convolution's or pooling's window, with ONNX's defaults for what the
+// node leaves out (strides and dilations 1, pads 0, one per spatial
+// dimension): every pass reads the window through these accessors.
+// `spatialRank` is C++ for the window's number of spatial dimensions.
+class ONNX_WindowOp<string mnemonic, code spatialRank> : ONNX_Op<mnemonic> {
+  let extraClassDeclaration = [{
+    /// The number of spatial dimensions of the window.
+    int64_t getSpatialRank();
+    /// `strides`, or ONNX's default: 1 in every spatial dimension.
+    ::llvm::SmallVector<int64_t> getStridesOrDefault();
+    /// `pads` (begins, then ends), or ONNX's default: no padding.
+    ::llvm::SmallVector<int64_t> getPadsOrDefault();
+    /// `dilations`, or ONNX's default: 1 in every spatial dimension.
+    ::llvm::SmallVector<int64_t> getDilationsOrDefault();
+  }];
+  let extraClassDefinition = [{
+    int64_t $cppClass::getSpatialRank() { }] # spatialRank # [{ }
+    ::llvm::SmallVector<int64_t> $cppClass::getStridesOrDefault() {
+      return valuesOrDefault(getStrides(), getSpatialRank(), 1);
+    }
+    ::llvm::SmallVector<int64_t> $cppClass::getPadsOrDefault() {
+      return valuesOrDefault(getPads(), 2 * getSpatialRank(), 0);
+    }
+    ::llvm::SmallVector<int64_t> $cppClass::getDilationsOrDefault() {
+      return valuesOrDefault(getDilations(), getSpatialRank(), 1);
+    }
+  }];
+}
+
+def ONNX_ConvOp : ONNX_WindowOp<"Conv", [{
+    return ::llvm::cast<::mlir::RankedTensorType>(getW().getType()).getRank() - 2;
+  }]> {
   let summary = "ONNX `Conv`";
   let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_OptTensor:$B,
                    DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
@@ -248,7 +279,8 @@ def ONNX_ConvOp : ONNX_Op<"Conv"> {
   let hasVerifier = 1;
 }
 
-class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic> {
+class ONNX_PoolOp<string mnemonic>
+    : ONNX_WindowOp<mnemonic, [{ return getKernelShape().size(); }]> {
   let summary = "ONNX `" # mnemonic # "`";
   let arguments = (ins ONNX_Tensor:$X,
                    DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
@@ -347,6 +379,10 @@ def ONNX_TransposeOp : ONNX_Op<"Transpose"> {
   let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs ONNX_Tensor:$transposed);
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `perm`, or ONNX's default: the dimensions reversed.
+    ::llvm::SmallVector<int64_t> getPermOrDefault();
+  }];
 }
 
 def ONNX_SqueezeOp : ONNX_ViewOp<"Squeeze"> {
