@@ -18,6 +18,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Target/Plan/RuntimeDType.h"
 #include "fsdprt/fsdprt.h"
 #include "fsdprt/plan_generated.h"
 
@@ -46,28 +47,13 @@ int64_t alignTo(int64_t value) {
   return ::fsdp::layout::alignTo(value, kAlignment);
 }
 
+/// plan.fbs's DType holds fsdprt_dtype_t's values (runtime/src/dtype.cpp
+/// checks that they agree).
 FailureOr<plan::DType> dtypeOf(Type type) {
-  if (type.isF32())
-    return plan::DType::F32;
-  if (type.isF16())
-    return plan::DType::F16;
-  if (type.isBF16())
-    return plan::DType::BF16;
-  if (type.isF64())
-    return plan::DType::F64;
-  if (type.isSignlessInteger(64))
-    return plan::DType::I64;
-  if (type.isSignlessInteger(32))
-    return plan::DType::I32;
-  if (type.isSignlessInteger(16))
-    return plan::DType::I16;
-  if (type.isSignlessInteger(8))
-    return plan::DType::I8;
-  if (type.isUnsignedInteger(8))
-    return plan::DType::U8;
-  if (type.isSignlessInteger(1))
-    return plan::DType::Bool;
-  return failure();
+  std::optional<fsdprt_dtype_t> dtype = mlir::fsdp::runtimeDType(type);
+  if (!dtype)
+    return failure();
+  return static_cast<plan::DType>(*dtype);
 }
 
 /// A kernel location's label: the ONNX node name the importer recorded.

@@ -12,6 +12,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+#include "fsdp/Target/Plan/RuntimeDType.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -527,11 +528,7 @@ bool isRuntimeType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return isa<NoneType>(type);
-  Type e = tensor.getElementType();
-  return e.isF32() || e.isF16() || e.isBF16() || e.isF64() ||
-         e.isSignlessInteger(64) || e.isSignlessInteger(32) ||
-         e.isSignlessInteger(16) || e.isSignlessInteger(8) ||
-         e.isUnsignedInteger(8) || e.isSignlessInteger(1);
+  return mlir::fsdp::runtimeDType(tensor.getElementType()).has_value();
 }
 
 LogicalResult checkTypes(Operation *op) {
