@@ -470,8 +470,6 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       });
 }
 
-/// Ops that stay as they are: state reads, constants and what the plan
-/// writer handles itself.
 /// Ops the plan writer takes as they are: state reads, the collectives
 /// (they keep their memory effects, so nothing merges or drops them) and
 /// the ends of gathered buffers' lives.

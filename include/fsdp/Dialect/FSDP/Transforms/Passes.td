@@ -888,7 +888,6 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
     of all activation sizes (what a planner-less runtime would hold) and
     their ratio.
 
-    ```
     In a sharded program a gathered unit (`fsdp.all_gather`, started or
     not) lives from its gather to its `fsdp.release`, and a started
     collective's input until its `fsdp.wait`, so prefetching and the
