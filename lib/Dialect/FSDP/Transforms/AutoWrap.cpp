@@ -697,7 +697,7 @@ void AutoWrapPass::runOnOperation() {
         if (std::optional<ArrayAttr> aliases = param.getAliases())
           for (StringAttr alias : aliases->getAsRange<StringAttr>())
             names.push_back("'" + alias.getValue().str() + "'");
-        emitError(module.getLoc())
+        emitError(param.getLoc())
             << "fsdp-auto-wrap: tied parameter " << llvm::join(names, " = ")
             << " would be in two units: " << quoted(holderUnit) << " and "
             << quoted(ownerUnit)
@@ -714,14 +714,21 @@ void AutoWrapPass::runOnOperation() {
     if (found == unitParams.end())
       continue;
     SmallVector<std::string> frozen, trainable;
-    for (ParamOp param : found->second)
+    ParamOp firstFrozen;
+    for (ParamOp param : found->second) {
       (param.requiresGrad() ? trainable : frozen)
           .push_back(param.getSymName().str() + " (" +
                      std::to_string(numel(param)) + ")");
+      if (!param.requiresGrad() && !firstFrozen)
+        firstFrozen = param;
+    }
     if (frozen.empty() || trainable.empty())
       continue;
+    // At the first frozen parameter: the one the unit cannot hold with the
+    // others.
+    Location loc = firstFrozen.getLoc();
     InFlightDiagnostic diag =
-        useOrigParams ? emitWarning(module.getLoc()) : emitError(module.getLoc());
+        useOrigParams ? emitWarning(loc) : emitError(loc);
     diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
          << " mixes frozen and trainable parameters; frozen: ["
          << llvm::join(frozen, ", ") << "], trainable: ["

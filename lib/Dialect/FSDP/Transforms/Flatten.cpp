@@ -99,9 +99,10 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     OpBuilder b(module.getBodyRegion());
     FlatSymbolRefAttr mesh;
     if (llvm::any_of(shape, [](int64_t size) { return size > 1; })) {
-      if (SymbolTable::lookupSymbolIn(module, kMeshName)) {
-        emitError(module.getLoc()) << "fsdp-flatten: the module already has a symbol @"
-                           << kMeshName << "; was it flattened before?";
+      if (Operation *existing = SymbolTable::lookupSymbolIn(module, kMeshName)) {
+        emitError(existing->getLoc())
+            << "fsdp-flatten: the module already has a symbol @" << kMeshName
+            << "; was it flattened before?";
         return signalPassFailure();
       }
       auto meshOp =
@@ -240,14 +241,15 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     Type element;
     for (FlatSymbolRefAttr ref :
          unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
-      auto param = symbols.lookup<ParamOp>(ref.getValue());
+      Operation *symbol = symbols.lookup(ref.getValue());
+      auto param = dyn_cast_or_null<ParamOp>(symbol);
       if (!param)
-        return emitError(module.getLoc())
+        return emitError(symbol ? symbol->getLoc() : module.getLoc())
                << "fsdp-flatten: unit '" << unit.getModule() << "' lists "
                << ref << ", which is not an fsdp.param";
       Type paramElement = param.getTensorType().getElementType();
       if (element && element != paramElement)
-        return emitError(module.getLoc())
+        return emitError(param.getLoc())
                << "fsdp-flatten: unit '" << unit.getModule()
                << "' mixes element types (" << element << " and "
                << paramElement << " for " << ref
@@ -266,10 +268,10 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
         b.getI64IntegerAttr(alignment),
         TypeAttr::get(RankedTensorType::get({0}, element)),
         b.getStringAttr(unit.getModule()));
-    if (symbols.lookup(name)) {
+    if (Operation *existing = symbols.lookup(name)) {
       flat.erase();
-      return emitError(module.getLoc()) << "fsdp-flatten: a symbol named '" << name
-                                << "' already exists";
+      return emitError(existing->getLoc())
+             << "fsdp-flatten: a symbol named '" << name << "' already exists";
     }
     symbols.insert(flat);
     SymbolTableCollection collection;
