@@ -189,12 +189,12 @@ FailureOr<uint32_t> PlanWriter::addBuffer(Operation *anchor, uint32_t arena,
     return anchor->emitOpError()
            << "has a value of type " << type
            << " that a plan cannot hold (static shapes of plan dtypes only)";
-  // Offsets and arena sizes are sums of these: each buffer must end (64-byte
-  // aligned) within int64, or the plan would describe a wrapped, small arena.
+  // Offsets and arena sizes are sums of these: each buffer must end
+  // (aligned) within int64, or the plan would describe a wrapped, small arena.
   std::optional<int64_t> bytes = mlir::fsdp::checkedByteSize(tensor);
   std::optional<int64_t> end =
       bytes && offset >= 0 ? llvm::checkedAdd(offset, *bytes) : std::nullopt;
-  if (!end || *end > std::numeric_limits<int64_t>::max() - 64)
+  if (!end || *end > std::numeric_limits<int64_t>::max() - kAlignment)
     return anchor->emitOpError()
            << "has a value of type " << type << (bytes ? " at offset " : "")
            << (bytes ? std::to_string(offset) : std::string())
