@@ -7,7 +7,7 @@
 // hands plan dtypes to hosts as they are, and the compiler writes
 // fsdprt_dtype_t values into plans (fsdp/Target/Plan/RuntimeDType.h).
 #define FSDPRT_SAME_DTYPE(plan_name, c_name)                                   \
-  static_assert(static_cast<int>(fsdprt::plan::DType::plan_name) == c_name,     \
+  static_assert(static_cast<int>(fsdprt::plan::DType::plan_name) == c_name,    \
                 "plan.fbs's DType::" #plan_name " differs from " #c_name)
 FSDPRT_SAME_DTYPE(F32, FSDPRT_F32);
 FSDPRT_SAME_DTYPE(F16, FSDPRT_F16);

@@ -118,8 +118,7 @@ TEST(FlatLayout, OrigParamsAlignTo16BytesOfTheDtype) {
   EXPECT_EQ(paramAlignment(16, /*useOrigParams=*/true), 1);
   EXPECT_EQ(fsdp::layout::alignTo(65, fsdp::layout::kTensorAlignmentBytes),
             128);
-  EXPECT_EQ(fsdp::layout::alignTo(64, fsdp::layout::kTensorAlignmentBytes),
-            64);
+  EXPECT_EQ(fsdp::layout::alignTo(64, fsdp::layout::kTensorAlignmentBytes), 64);
 }
 
 TEST(FlatLayout, EmptyParametersOwnNoElements) {

@@ -3,10 +3,10 @@
 /// Writes a lowered, memory-planned module as a FlatBuffers plan. Three
 /// arenas: activations (sized and placed by fsdp-plan-memory), weights
 /// (every fsdp.param and fsdp.buffer, in declaration order, each at the
-/// layout library's tensor alignment, filled by the weight map) and constants (the graph's constants
-/// that kernels read, their bytes embedded in the plan). Views are buffers
-/// that share their source's bytes. A sharded program's flat units are
-/// stored once each (members and layout); the weights arena holds the
+/// layout library's tensor alignment, filled by the weight map) and constants
+/// (the graph's constants that kernels read, their bytes embedded in the plan).
+/// Views are buffers that share their source's bytes. A sharded program's flat
+/// units are stored once each (members and layout); the weights arena holds the
 /// rank's shard of each. Collectives run on the communication stream; each
 /// kernel lists the kernels of the other stream it must wait for, derived
 /// from the bytes they share.

@@ -727,8 +727,7 @@ void AutoWrapPass::runOnOperation() {
     // At the first frozen parameter: the one the unit cannot hold with the
     // others.
     Location loc = firstFrozen.getLoc();
-    InFlightDiagnostic diag =
-        useOrigParams ? emitWarning(loc) : emitError(loc);
+    InFlightDiagnostic diag = useOrigParams ? emitWarning(loc) : emitError(loc);
     diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
          << " mixes frozen and trainable parameters; frozen: ["
          << llvm::join(frozen, ", ") << "], trainable: ["

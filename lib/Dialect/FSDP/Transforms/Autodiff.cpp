@@ -741,8 +741,8 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         SmallVector<NamedAttribute> window = {
             bb.b.getNamedAttr("strides", bb.b.getDenseI64ArrayAttr(
                                              conv.getStridesOrDefault())),
-            bb.b.getNamedAttr("pads", bb.b.getDenseI64ArrayAttr(
-                                          conv.getPadsOrDefault())),
+            bb.b.getNamedAttr(
+                "pads", bb.b.getDenseI64ArrayAttr(conv.getPadsOrDefault())),
             bb.b.getNamedAttr("dilations", bb.b.getDenseI64ArrayAttr(
                                                conv.getDilationsOrDefault())),
             bb.b.getNamedAttr("group",
@@ -772,24 +772,25 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
           return op->emitOpError("fsdp-autodiff: MaxPool storage_order 1 has "
                                  "no gradient rule");
         auto b = bb.b;
-        give(0,
-             bb.op<mlir::fsdp::PoolGradOp>(
-                 x.getType(), {x, g},
-                 {b.getNamedAttr("mode",
-                                 b.getStringAttr(max ? "max" : "average")),
-                  b.getNamedAttr("kernel_shape",
-                                 b.getDenseI64ArrayAttr(pool.getKernelShape())),
-                  b.getNamedAttr("strides", b.getDenseI64ArrayAttr(
-                                                pool.getStridesOrDefault())),
-                  b.getNamedAttr("pads", b.getDenseI64ArrayAttr(
-                                             pool.getPadsOrDefault())),
-                  b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(
-                                                  pool.getDilationsOrDefault())),
-                  b.getNamedAttr("ceil_mode",
-                                 b.getI64IntegerAttr(pool.getCeilMode())),
-                  b.getNamedAttr(
-                      "count_include_pad",
-                      b.getI64IntegerAttr(pool.getCountIncludePad()))}));
+        give(
+            0,
+            bb.op<mlir::fsdp::PoolGradOp>(
+                x.getType(), {x, g},
+                {b.getNamedAttr("mode",
+                                b.getStringAttr(max ? "max" : "average")),
+                 b.getNamedAttr("kernel_shape",
+                                b.getDenseI64ArrayAttr(pool.getKernelShape())),
+                 b.getNamedAttr("strides", b.getDenseI64ArrayAttr(
+                                               pool.getStridesOrDefault())),
+                 b.getNamedAttr(
+                     "pads", b.getDenseI64ArrayAttr(pool.getPadsOrDefault())),
+                 b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(
+                                                 pool.getDilationsOrDefault())),
+                 b.getNamedAttr("ceil_mode",
+                                b.getI64IntegerAttr(pool.getCeilMode())),
+                 b.getNamedAttr(
+                     "count_include_pad",
+                     b.getI64IntegerAttr(pool.getCountIncludePad()))}));
         return success();
       })
       .Case<GlobalAveragePoolOp>([&](auto) { // g / |spatial|, spread out

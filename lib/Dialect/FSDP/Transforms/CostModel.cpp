@@ -43,8 +43,8 @@ StringRef kindOf(Operation *op) {
 
 bool isFree(Operation *op) {
   return isa<ViewLikeOpInterface, GetParamOp, GetBufferOp, GetShardOp,
-             GetFlatParamOp, ReleaseOp, WaitOp, UnflattenOp,
-             onnxir::ConstantOp, onnxir::NoValueOp, func::ReturnOp>(op) ||
+             GetFlatParamOp, ReleaseOp, WaitOp, UnflattenOp, onnxir::ConstantOp,
+             onnxir::NoValueOp, func::ReturnOp>(op) ||
          isCollective(op);
 }
 

@@ -99,7 +99,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     OpBuilder b(module.getBodyRegion());
     FlatSymbolRefAttr mesh;
     if (llvm::any_of(shape, [](int64_t size) { return size > 1; })) {
-      if (Operation *existing = SymbolTable::lookupSymbolIn(module, kMeshName)) {
+      if (Operation *existing =
+              SymbolTable::lookupSymbolIn(module, kMeshName)) {
         emitError(existing->getLoc())
             << "fsdp-flatten: the module already has a symbol @" << kMeshName
             << "; was it flattened before?";

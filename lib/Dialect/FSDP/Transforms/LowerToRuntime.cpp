@@ -257,8 +257,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       // Convolution and pooling.
       .Case<ConvOp>([&](ConvOp conv) -> LogicalResult {
         ArrayRef<int64_t> w = shapeOf(conv.getW());
-        FailureOr<Window> win =
-            window(l, conv, w.drop_front(2));
+        FailureOr<Window> win = window(l, conv, w.drop_front(2));
         if (failed(win))
           return failure();
         if (rankOf(conv.getX()) != 3 && rankOf(conv.getX()) != 4)
@@ -272,8 +271,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       .Case<MaxPoolOp>([&](MaxPoolOp pool) -> LogicalResult {
         if (!pool.getIndices().use_empty())
           return l.fail("Indices output is not supported");
-        FailureOr<Window> win =
-            window(l, pool, pool.getKernelShape());
+        FailureOr<Window> win = window(l, pool, pool.getKernelShape());
         if (failed(win))
           return failure();
         return l.kernel("max_pool", pool.getX(),
@@ -284,8 +282,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
                          l.i64("ceil_mode", pool.getCeilMode())});
       })
       .Case<AveragePoolOp>([&](AveragePoolOp pool) -> LogicalResult {
-        FailureOr<Window> win =
-            window(l, pool, pool.getKernelShape());
+        FailureOr<Window> win = window(l, pool, pool.getKernelShape());
         if (failed(win))
           return failure();
         if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))

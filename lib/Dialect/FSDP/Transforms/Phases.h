@@ -57,7 +57,8 @@ inline bool isBackwardResult(func::FuncOp func, unsigned index,
   if (func.getResultAttr(index, "fsdp.grad_of") ||
       func.getResultAttr(index, "fsdp.flat_grad_of"))
     return true;
-  auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(index, "fsdp.update_of");
+  auto of =
+      func.getResultAttrOfType<FlatSymbolRefAttr>(index, "fsdp.update_of");
   if (!of)
     return false;
   Operation *target =

@@ -108,9 +108,8 @@ int64_t placeInOrder(ArrayRef<Interval *> order, int64_t alignment,
         if (firstFit)
           break;
       }
-      offset =
-          std::max(offset, ::fsdp::layout::alignTo(
-                                        other->offset + other->bytes, alignment));
+      offset = std::max(offset, ::fsdp::layout::alignTo(
+                                    other->offset + other->bytes, alignment));
     }
     interval->offset = best >= 0 ? best : offset;
     arena = std::max(arena, interval->offset + interval->bytes);
@@ -187,7 +186,8 @@ FailureOr<std::pair<int64_t, int64_t>> staticBytes(func::FuncOp func) {
     std::optional<int64_t> bytes = checkedByteSize(type);
     std::optional<int64_t> sum =
         bytes ? addAligned(total, *bytes / ranks,
-                               ::fsdp::layout::kTensorAlignmentBytes) : std::nullopt;
+                           ::fsdp::layout::kTensorAlignmentBytes)
+              : std::nullopt;
     if (!sum)
       return op->emitError() << "fsdp-plan-memory: " << type
                              << (bytes ? ": the state and constants up to it "

@@ -82,8 +82,7 @@ namespace {
 
 /// Every tensor of a plan starts on the layout library's tensor alignment.
 int64_t aligned(int64_t bytes) {
-  return ::fsdp::layout::alignTo(bytes,
-                                 ::fsdp::layout::kTensorAlignmentBytes);
+  return ::fsdp::layout::alignTo(bytes, ::fsdp::layout::kTensorAlignmentBytes);
 }
 
 int64_t tensorBytes(Type type) { return aligned(modelledBytes(type)); }
@@ -557,8 +556,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       continue;
     Collective g;
     g.unit = static_cast<int>(i);
-    g.bytes = u.padded * (options.paramBytes ? options.paramBytes
-                                              : u.elementBytes);
+    g.bytes =
+        u.padded * (options.paramBytes ? options.paramBytes : u.elementBytes);
     g.seconds =
         options.cost.ringSeconds(g.bytes, u.group, intra(u.group, true), false);
     g.bandwidthSeconds = options.cost.ringSeconds(
@@ -635,8 +634,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       Collective r;
       r.unit = static_cast<int>(i);
       r.issue = mirror(u.first);
-      r.bytes = u.padded * (options.reduceBytes ? options.reduceBytes
-                                                : u.elementBytes);
+      r.bytes = u.padded *
+                (options.reduceBytes ? options.reduceBytes : u.elementBytes);
       bool allReduce = u.strategy == Strategy::NoShard;
       int64_t ranks = allReduce ? options.worldSize : u.group;
       bool inner = allReduce ? options.meshShape.size() < 2 : true;
@@ -658,8 +657,7 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       for (int p : u.params) {
         const WrapProfile::Param &param = profile.params[p];
         if (param.lastUse >= 0)
-          add(mirror(param.lastUse), r.issue,
-              param.numel * param.elementBytes);
+          add(mirror(param.lastUse), r.issue, param.numel * param.elementBytes);
       }
       const int64_t shardBytes = u.padded / u.group * u.elementBytes;
       add(r.issue, optimizer, shardBytes);
