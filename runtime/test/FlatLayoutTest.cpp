@@ -109,6 +109,18 @@ TEST(FlatLayout, AlignmentInsertsGapsBetweenParameters) {
             (std::vector<ParamShard>{{1, {3, 5}, {0, 2}}, {2, {0, 2}, {5, 7}}}));
 }
 
+TEST(FlatLayout, OrigParamsAlignTo16BytesOfTheDtype) {
+  using fsdp::layout::paramAlignment;
+  EXPECT_EQ(paramAlignment(4, /*useOrigParams=*/false), 1);
+  EXPECT_EQ(paramAlignment(4, /*useOrigParams=*/true), 4);  // f32
+  EXPECT_EQ(paramAlignment(2, /*useOrigParams=*/true), 8);  // bf16, f16
+  EXPECT_EQ(paramAlignment(1, /*useOrigParams=*/true), 16); // i8
+  EXPECT_EQ(paramAlignment(16, /*useOrigParams=*/true), 1);
+  EXPECT_EQ(fsdp::layout::alignTo(65, fsdp::layout::kTensorAlignmentBytes),
+            128);
+  EXPECT_EQ(fsdp::layout::alignTo(64, fsdp::layout::kTensorAlignmentBytes), 64);
+}
+
 TEST(FlatLayout, EmptyParametersOwnNoElements) {
   FlatLayout layout = build({0, 4, 0, 2}, 2);
   EXPECT_EQ(layout.paddedNumel(), 6);

@@ -854,7 +854,7 @@ Importer::tensorValue(const onnx::TensorProto &tensor,
         values.push_back(c != 0);
       return ElementsAttr(DenseElementsAttr::get(type, values));
     }
-    int64_t width = element->getIntOrFloatBitWidth() / 8;
+    int64_t width = fsdpir::elementBytes(*element);
     if (static_cast<int64_t>(raw->size()) % width != 0)
       return error(what + " holds " + Twine(raw->size()) +
                    " bytes, not a whole number of " + Twine(width) +

@@ -2,11 +2,11 @@
 //
 /// Writes a lowered, memory-planned module as a FlatBuffers plan. Three
 /// arenas: activations (sized and placed by fsdp-plan-memory), weights
-/// (every fsdp.param and fsdp.buffer, in declaration order, 64-byte
-/// aligned, filled by the weight map) and constants (the graph's constants
-/// that kernels read, their bytes embedded in the plan). Views are buffers
-/// that share their source's bytes. A sharded program's flat units are
-/// stored once each (members and layout); the weights arena holds the
+/// (every fsdp.param and fsdp.buffer, in declaration order, each at the
+/// layout library's tensor alignment, filled by the weight map) and constants
+/// (the graph's constants that kernels read, their bytes embedded in the plan).
+/// Views are buffers that share their source's bytes. A sharded program's flat
+/// units are stored once each (members and layout); the weights arena holds the
 /// rank's shard of each. Collectives run on the communication stream; each
 /// kernel lists the kernels of the other stream it must wait for, derived
 /// from the bytes they share.
@@ -18,6 +18,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Target/Plan/RuntimeDType.h"
 #include "fsdprt/fsdprt.h"
 #include "fsdprt/plan_generated.h"
 
@@ -40,38 +41,19 @@ namespace plan = fsdprt::plan;
 namespace {
 
 constexpr uint32_t kActivations = 0, kWeights = 1, kConstants = 2;
-constexpr int64_t kAlignment = 64;
+constexpr int64_t kAlignment = ::fsdp::layout::kTensorAlignmentBytes;
 
 int64_t alignTo(int64_t value) {
-  return (value + kAlignment - 1) / kAlignment * kAlignment;
+  return ::fsdp::layout::alignTo(value, kAlignment);
 }
 
+/// plan.fbs's DType holds fsdprt_dtype_t's values (runtime/src/dtype.cpp
+/// checks that they agree).
 FailureOr<plan::DType> dtypeOf(Type type) {
-  if (type.isF32())
-    return plan::DType::F32;
-  if (type.isF16())
-    return plan::DType::F16;
-  if (type.isBF16())
-    return plan::DType::BF16;
-  if (type.isF64())
-    return plan::DType::F64;
-  if (type.isSignlessInteger(64))
-    return plan::DType::I64;
-  if (type.isSignlessInteger(32))
-    return plan::DType::I32;
-  if (type.isSignlessInteger(16))
-    return plan::DType::I16;
-  if (type.isSignlessInteger(8))
-    return plan::DType::I8;
-  if (type.isUnsignedInteger(8))
-    return plan::DType::U8;
-  if (type.isSignlessInteger(1))
-    return plan::DType::Bool;
-  return failure();
-}
-
-int64_t elementBytes(Type type) {
-  return std::max<int64_t>(1, (type.getIntOrFloatBitWidth() + 7) / 8);
+  std::optional<fsdprt_dtype_t> dtype = mlir::fsdp::runtimeDType(type);
+  if (!dtype)
+    return failure();
+  return static_cast<plan::DType>(*dtype);
 }
 
 /// A kernel location's label: the ONNX node name the importer recorded.
@@ -112,7 +94,7 @@ FailureOr<std::vector<uint8_t>> encodeConstant(onnxir::ConstantOp constant) {
     return bytes;
   }
   ArrayRef<char> raw = dense.getRawData();
-  int64_t size = elementBytes(element);
+  int64_t size = mlir::fsdp::elementBytes(element);
   if (dense.isSplat()) {
     bytes.reserve(count * size);
     for (int64_t i = 0; i < count; ++i)
@@ -207,12 +189,12 @@ FailureOr<uint32_t> PlanWriter::addBuffer(Operation *anchor, uint32_t arena,
     return anchor->emitOpError()
            << "has a value of type " << type
            << " that a plan cannot hold (static shapes of plan dtypes only)";
-  // Offsets and arena sizes are sums of these: each buffer must end (64-byte
-  // aligned) within int64, or the plan would describe a wrapped, small arena.
+  // Offsets and arena sizes are sums of these: each buffer must end
+  // (aligned) within int64, or the plan would describe a wrapped, small arena.
   std::optional<int64_t> bytes = mlir::fsdp::checkedByteSize(tensor);
   std::optional<int64_t> end =
       bytes && offset >= 0 ? llvm::checkedAdd(offset, *bytes) : std::nullopt;
-  if (!end || *end > std::numeric_limits<int64_t>::max() - 64)
+  if (!end || *end > std::numeric_limits<int64_t>::max() - kAlignment)
     return anchor->emitOpError()
            << "has a value of type " << type << (bytes ? " at offset " : "")
            << (bytes ? std::to_string(offset) : std::string())
@@ -418,7 +400,7 @@ FailureOr<uint32_t> PlanWriter::bufferOf(Value value, Operation *user) {
     auto [arena, offset] = placement[*source];
     auto sourceType = cast<RankedTensorType>(view.getInput().getType());
     offset += static_cast<int64_t>(view.getOffset()) *
-              elementBytes(sourceType.getElementType());
+              mlir::fsdp::elementBytes(sourceType.getElementType());
     id = addBuffer(def, arena, offset, value.getType());
   } else {
     return user->emitOpError()

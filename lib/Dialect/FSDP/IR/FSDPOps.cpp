@@ -28,26 +28,6 @@ std::string symbolList(ArrayRef<ParamOp> params) {
 
 } // namespace
 
-std::optional<int64_t> mlir::fsdp::checkedNumElements(ShapedType type) {
-  int64_t count = 1;
-  for (int64_t dim : type.getShape()) {
-    std::optional<int64_t> product = llvm::checkedMul(count, dim);
-    if (!product)
-      return std::nullopt;
-    count = *product;
-  }
-  return count;
-}
-
-std::optional<int64_t> mlir::fsdp::checkedByteSize(ShapedType type) {
-  std::optional<int64_t> numel = checkedNumElements(type);
-  if (!numel || !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  int64_t element = std::max<int64_t>(
-      1, (type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
-  return llvm::checkedMul(*numel, element);
-}
-
 //===----------------------------------------------------------------------===//
 // ParamOp
 //===----------------------------------------------------------------------===//
@@ -63,10 +43,7 @@ static LogicalResult verifyStorage(Operation *op, StringRef name,
     return op->emitOpError() << "@" << name << ": element type " << element
                              << " has no defined byte size, so it cannot be "
                                 "stored at a data reference";
-  int64_t elementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
-  std::optional<int64_t> numel = checkedNumElements(type);
-  std::optional<int64_t> bytes =
-      numel ? llvm::checkedMul(*numel, elementBytes) : std::nullopt;
+  std::optional<int64_t> bytes = checkedByteSize(type);
   if (!bytes)
     return op->emitOpError() << "@" << name << ": " << type
                              << " is larger than the largest file offset";
@@ -510,6 +487,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("a \"fill\" mask must be boolean (i1)");
   return success();
 }
+
+Value ViewOp::getViewSource() { return getInput(); }
 
 LogicalResult ViewOp::verify() {
   auto in = cast<RankedTensorType>(getInput().getType());

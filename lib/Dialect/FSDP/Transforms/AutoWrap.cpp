@@ -255,19 +255,6 @@ int64_t AutoWrapPass::recursiveWrap(StringRef fqn, bool onlyWrapChildren) {
   return wrappedCount;
 }
 
-/// Checks a dtype option's value; returns the MLIR type or null for "".
-static FailureOr<Type> parseDtype(MLIRContext *context, StringRef name) {
-  if (name.empty())
-    return Type();
-  if (name == "f32" || name == "float32")
-    return Type(Float32Type::get(context));
-  if (name == "bf16" || name == "bfloat16")
-    return Type(BFloat16Type::get(context));
-  if (name == "f16" || name == "float16")
-    return Type(Float16Type::get(context));
-  return failure();
-}
-
 static bool isStrategy(StringRef name) {
   return name == "FULL_SHARD" || name == "SHARD_GRAD_OP" ||
          name == "NO_SHARD" || name == "HYBRID_SHARD";
@@ -287,7 +274,7 @@ LogicalResult AutoWrapPass::loadConfig() {
   for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
                             {"reduce_dtype", reduceDtype},
                             {"buffer_dtype", bufferDtype}}) {
-    FailureOr<Type> type = parseDtype(context, value);
+    FailureOr<Type> type = parseFloatDtype(context, value);
     if (failed(type))
       return emitError(module.getLoc()) << "fsdp-auto-wrap: " << key << " '" << value
                                 << "' is not one of f32, f16, bf16";
@@ -346,7 +333,7 @@ LogicalResult AutoWrapPass::loadConfig() {
         config.set("strategy", StringAttr::get(context, *text));
       } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
                  setting == "buffer_dtype") {
-        FailureOr<Type> type = parseDtype(context, *text);
+        FailureOr<Type> type = parseFloatDtype(context, *text);
         if (failed(type) || !*type)
           return fail("module '" + fqn + "': " + StringRef(setting) + " '" +
                       *text + "' is not one of f32, f16, bf16");
@@ -463,9 +450,11 @@ LogicalResult AutoWrapPass::chooseAuto() {
       cost.intraLatency < 0 || cost.interLatency < 0 || cost.ranksPerNode < 1)
     return fail("the cost model needs positive peaks and bandwidths, "
                 "non-negative latencies and ranks-per-node >= 1");
-  auto dtypeBytes = [](StringRef name) -> int64_t {
-    return name.empty() || name == "f32" || name == "float32" ? 4 : 2;
+  auto dtypeBytes = [&](StringRef name) -> int64_t {
+    FailureOr<Type> type = parseFloatDtype(&getContext(), name);
+    return succeeded(type) && *type ? elementBytes(*type) : 0;
   };
+  options.useOrigParams = useOrigParams;
   options.paramBytes = dtypeBytes(paramDtype);
   options.reduceBytes =
       dtypeBytes(reduceDtype.empty() ? paramDtype : reduceDtype);
@@ -638,6 +627,8 @@ LogicalResult AutoWrapPass::chooseAuto() {
   if (!options.meshShape.empty())
     fields.push_back(b.getNamedAttr(
         "mesh_shape", b.getDenseI64ArrayAttr(options.meshShape)));
+  if (options.useOrigParams)
+    fields.push_back(b.getNamedAttr("use_orig_params", b.getUnitAttr()));
   module->setAttr("fsdp.auto_wrap", b.getDictionaryAttr(fields));
   cost.store(module);
   return success();
@@ -706,7 +697,7 @@ void AutoWrapPass::runOnOperation() {
         if (std::optional<ArrayAttr> aliases = param.getAliases())
           for (StringAttr alias : aliases->getAsRange<StringAttr>())
             names.push_back("'" + alias.getValue().str() + "'");
-        emitError(module.getLoc())
+        emitError(param.getLoc())
             << "fsdp-auto-wrap: tied parameter " << llvm::join(names, " = ")
             << " would be in two units: " << quoted(holderUnit) << " and "
             << quoted(ownerUnit)
@@ -723,14 +714,20 @@ void AutoWrapPass::runOnOperation() {
     if (found == unitParams.end())
       continue;
     SmallVector<std::string> frozen, trainable;
-    for (ParamOp param : found->second)
+    ParamOp firstFrozen;
+    for (ParamOp param : found->second) {
       (param.requiresGrad() ? trainable : frozen)
           .push_back(param.getSymName().str() + " (" +
                      std::to_string(numel(param)) + ")");
+      if (!param.requiresGrad() && !firstFrozen)
+        firstFrozen = param;
+    }
     if (frozen.empty() || trainable.empty())
       continue;
-    InFlightDiagnostic diag =
-        useOrigParams ? emitWarning(module.getLoc()) : emitError(module.getLoc());
+    // At the first frozen parameter: the one the unit cannot hold with the
+    // others.
+    Location loc = firstFrozen.getLoc();
+    InFlightDiagnostic diag = useOrigParams ? emitWarning(loc) : emitError(loc);
     diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
          << " mixes frozen and trainable parameters; frozen: ["
          << llvm::join(frozen, ", ") << "], trainable: ["

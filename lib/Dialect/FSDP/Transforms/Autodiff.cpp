@@ -56,14 +56,6 @@ std::optional<double> constantScalar(Value value) {
                               : double(v.getSExtValue());
 }
 
-/// A window attribute with ONNX's default (`fill`, `count` times) when
-/// absent.
-SmallVector<int64_t> orDefault(std::optional<ArrayRef<int64_t>> values,
-                               size_t count, int64_t fill) {
-  return values ? SmallVector<int64_t>(*values)
-                : SmallVector<int64_t>(count, fill);
-}
-
 class Autodiff {
 public:
   Autodiff(func::FuncOp func, ModuleOp module,
@@ -388,19 +380,13 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.mul(g, y, yt));
         return success();
       })
-      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp,
-            mlir::fsdp::ViewOp>([&](auto) {
+      .Case<ViewLikeOpInterface>([&](auto) {
         give(0, bb.reshape(g, typeOf(operand(0))));
         return success();
       })
       .Case<TransposeOp>([&](TransposeOp t) {
         int64_t rank = typeOf(operand(0)).getRank();
-        SmallVector<int64_t> perm;
-        if (t.getPerm())
-          perm.assign(t.getPerm()->begin(), t.getPerm()->end());
-        else
-          for (int64_t i = rank - 1; i >= 0; --i)
-            perm.push_back(i);
+        SmallVector<int64_t> perm = t.getPermOrDefault();
         SmallVector<int64_t> inverse(rank);
         for (int64_t i = 0; i < rank; ++i)
           inverse[perm[i]] = i;
@@ -752,15 +738,13 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         if (conv.getAutoPad() != "NOTSET")
           return op->emitOpError("fsdp-autodiff: Conv with auto_pad has no "
                                  "gradient rule; export with explicit pads");
-        size_t spatial = typeOf(conv.getX()).getRank() - 2;
         SmallVector<NamedAttribute> window = {
-            bb.b.getNamedAttr("strides", bb.b.getDenseI64ArrayAttr(orDefault(
-                                             conv.getStrides(), spatial, 1))),
-            bb.b.getNamedAttr("pads", bb.b.getDenseI64ArrayAttr(orDefault(
-                                          conv.getPads(), 2 * spatial, 0))),
-            bb.b.getNamedAttr("dilations",
-                              bb.b.getDenseI64ArrayAttr(
-                                  orDefault(conv.getDilations(), spatial, 1))),
+            bb.b.getNamedAttr("strides", bb.b.getDenseI64ArrayAttr(
+                                             conv.getStridesOrDefault())),
+            bb.b.getNamedAttr(
+                "pads", bb.b.getDenseI64ArrayAttr(conv.getPadsOrDefault())),
+            bb.b.getNamedAttr("dilations", bb.b.getDenseI64ArrayAttr(
+                                               conv.getDilationsOrDefault())),
             bb.b.getNamedAttr("group",
                               bb.b.getI64IntegerAttr(conv.getGroup()))};
         if (active(conv.getX()))
@@ -771,53 +755,42 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
                       conv.getW().getType(), {conv.getX(), g}, window));
         if (!isa<NoneType>(conv.getB().getType()) && active(conv.getB())) {
           SmallVector<int64_t> axes = {0};
-          for (size_t i = 0; i < spatial; ++i)
+          for (int64_t i = 0; i < conv.getSpatialRank(); ++i)
             axes.push_back(2 + i);
           give(2, bb.reshape(bb.reduce<ReduceSumOp>(g, axes),
                              typeOf(conv.getB())));
         }
         return success();
       })
-      .Case<MaxPoolOp, AveragePoolOp>([&](Operation *) -> LogicalResult {
-        auto attr = [&](StringRef name) { return op->getAttr(name); };
-        auto ints = [&](StringRef name) -> std::optional<ArrayRef<int64_t>> {
-          if (auto a = dyn_cast_or_null<DenseI64ArrayAttr>(attr(name)))
-            return a.asArrayRef();
-          return std::nullopt;
-        };
-        auto integer = [&](StringRef name) {
-          auto a = dyn_cast_or_null<IntegerAttr>(attr(name));
-          return a ? a.getInt() : 0;
-        };
-        auto autoPad = dyn_cast_or_null<StringAttr>(attr("auto_pad"));
+      .Case<MaxPoolOp, AveragePoolOp>([&](auto pool) -> LogicalResult {
         Value x = operand(0);
-        if (typeOf(x).getRank() != 4 ||
-            (autoPad && autoPad.getValue() != "NOTSET"))
+        if (typeOf(x).getRank() != 4 || pool.getAutoPad() != "NOTSET")
           return op->emitOpError("fsdp-autodiff: only 2-D pooling with "
                                  "explicit pads has a gradient rule");
         bool max = isa<MaxPoolOp>(op);
-        if (max && integer("storage_order") != 0)
+        if (max && pool.getStorageOrder() != 0)
           return op->emitOpError("fsdp-autodiff: MaxPool storage_order 1 has "
                                  "no gradient rule");
         auto b = bb.b;
-        give(0,
-             bb.op<mlir::fsdp::PoolGradOp>(
-                 x.getType(), {x, g},
-                 {b.getNamedAttr("mode",
-                                 b.getStringAttr(max ? "max" : "average")),
-                  b.getNamedAttr("kernel_shape",
-                                 b.getDenseI64ArrayAttr(*ints("kernel_shape"))),
-                  b.getNamedAttr("strides", b.getDenseI64ArrayAttr(orDefault(
-                                                ints("strides"), 2, 1))),
-                  b.getNamedAttr("pads", b.getDenseI64ArrayAttr(
-                                             orDefault(ints("pads"), 4, 0))),
-                  b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(orDefault(
-                                                  ints("dilations"), 2, 1))),
-                  b.getNamedAttr("ceil_mode",
-                                 b.getI64IntegerAttr(integer("ceil_mode"))),
-                  b.getNamedAttr(
-                      "count_include_pad",
-                      b.getI64IntegerAttr(integer("count_include_pad")))}));
+        give(
+            0,
+            bb.op<mlir::fsdp::PoolGradOp>(
+                x.getType(), {x, g},
+                {b.getNamedAttr("mode",
+                                b.getStringAttr(max ? "max" : "average")),
+                 b.getNamedAttr("kernel_shape",
+                                b.getDenseI64ArrayAttr(pool.getKernelShape())),
+                 b.getNamedAttr("strides", b.getDenseI64ArrayAttr(
+                                               pool.getStridesOrDefault())),
+                 b.getNamedAttr(
+                     "pads", b.getDenseI64ArrayAttr(pool.getPadsOrDefault())),
+                 b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(
+                                                 pool.getDilationsOrDefault())),
+                 b.getNamedAttr("ceil_mode",
+                                b.getI64IntegerAttr(pool.getCeilMode())),
+                 b.getNamedAttr(
+                     "count_include_pad",
+                     b.getI64IntegerAttr(pool.getCountIncludePad()))}));
         return success();
       })
       .Case<GlobalAveragePoolOp>([&](auto) { // g / |spatial|, spread out

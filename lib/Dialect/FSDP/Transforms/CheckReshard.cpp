@@ -126,7 +126,7 @@ LogicalResult Checker::check(Source source) {
     return diag;
   };
   for (Operation *op : derived.ops) {
-    if (isAlias(op) || isa<UnflattenOp>(op))
+    if (isa<ViewLikeOpInterface, UnflattenOp>(op))
       continue; // a view holds no bytes of its own
     for (Value result : op->getResults()) {
       Readers r = readers.lookup(result);

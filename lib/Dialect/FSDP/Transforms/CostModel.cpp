@@ -25,13 +25,7 @@ int64_t numelOf(Type type) {
 int64_t bytesOf(Type type) {
   if (auto future = dyn_cast<FutureType>(type))
     type = future.getValueType();
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape() ||
-      !tensor.getElementType().isIntOrFloat())
-    return 0;
-  return tensor.getNumElements() *
-         std::max<int64_t>(1,
-                           tensor.getElementType().getIntOrFloatBitWidth() / 8);
+  return modelledBytes(type);
 }
 
 ArrayRef<int64_t> shapeOf(Value value) {
@@ -48,11 +42,9 @@ StringRef kindOf(Operation *op) {
 }
 
 bool isFree(Operation *op) {
-  return isa<ViewOp, GetParamOp, GetBufferOp, GetShardOp, GetFlatParamOp,
-             ReleaseOp, WaitOp, UnflattenOp, onnxir::ConstantOp,
-             onnxir::NoValueOp, onnxir::ReshapeOp, onnxir::FlattenOp,
-             onnxir::SqueezeOp, onnxir::UnsqueezeOp, onnxir::IdentityOp,
-             func::ReturnOp>(op) ||
+  return isa<ViewLikeOpInterface, GetParamOp, GetBufferOp, GetShardOp,
+             GetFlatParamOp, ReleaseOp, WaitOp, UnflattenOp, onnxir::ConstantOp,
+             onnxir::NoValueOp, func::ReturnOp>(op) ||
          isCollective(op);
 }
 

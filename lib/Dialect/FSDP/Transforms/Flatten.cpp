@@ -16,7 +16,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
@@ -34,7 +33,6 @@ using namespace mlir::fsdp;
 namespace {
 
 constexpr StringLiteral kMeshName = "fsdp_world";
-constexpr int64_t kOrigParamsAlignmentBytes = 16;
 
 struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
   using FlattenBase::FlattenBase;
@@ -86,14 +84,26 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
             << "; give both the same ranks";
         return signalPassFailure();
       }
+      // Its memory model laid the units out with this alignment.
+      if (chosen.contains("use_orig_params") != useOrigParams) {
+        emitError(module.getLoc())
+            << "fsdp-flatten: fsdp-auto-wrap policy=auto chose the units "
+            << (useOrigParams ? "without" : "with")
+            << " use-orig-params but this pass lays them out "
+            << (useOrigParams ? "with" : "without")
+            << " it; give both the same use-orig-params";
+        return signalPassFailure();
+      }
     }
 
     OpBuilder b(module.getBodyRegion());
     FlatSymbolRefAttr mesh;
     if (llvm::any_of(shape, [](int64_t size) { return size > 1; })) {
-      if (SymbolTable::lookupSymbolIn(module, kMeshName)) {
-        emitError(module.getLoc()) << "fsdp-flatten: the module already has a symbol @"
-                           << kMeshName << "; was it flattened before?";
+      if (Operation *existing =
+              SymbolTable::lookupSymbolIn(module, kMeshName)) {
+        emitError(existing->getLoc())
+            << "fsdp-flatten: the module already has a symbol @" << kMeshName
+            << "; was it flattened before?";
         return signalPassFailure();
       }
       auto meshOp =
@@ -232,25 +242,23 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     Type element;
     for (FlatSymbolRefAttr ref :
          unit.getParams().getAsRange<FlatSymbolRefAttr>()) {
-      auto param = symbols.lookup<ParamOp>(ref.getValue());
+      Operation *symbol = symbols.lookup(ref.getValue());
+      auto param = dyn_cast_or_null<ParamOp>(symbol);
       if (!param)
-        return emitError(module.getLoc())
+        return emitError(symbol ? symbol->getLoc() : module.getLoc())
                << "fsdp-flatten: unit '" << unit.getModule() << "' lists "
                << ref << ", which is not an fsdp.param";
       Type paramElement = param.getTensorType().getElementType();
       if (element && element != paramElement)
-        return emitError(module.getLoc())
+        return emitError(param.getLoc())
                << "fsdp-flatten: unit '" << unit.getModule()
                << "' mixes element types (" << element << " and "
                << paramElement << " for " << ref
                << "); a flat buffer holds one dtype";
       element = paramElement;
     }
-    int64_t alignment = 1;
-    if (useOrigParams) {
-      int64_t bytes = std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
-      alignment = std::max<int64_t>(1, kOrigParamsAlignmentBytes / bytes);
-    }
+    int64_t alignment =
+        ::fsdp::layout::paramAlignment(elementBytes(element), useOrigParams);
 
     std::string name = "unit:" + unit.getModule().str();
     Location loc = NameLoc::get(b.getStringAttr(name), module.getLoc());
@@ -261,10 +269,10 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
         b.getI64IntegerAttr(alignment),
         TypeAttr::get(RankedTensorType::get({0}, element)),
         b.getStringAttr(unit.getModule()));
-    if (symbols.lookup(name)) {
+    if (Operation *existing = symbols.lookup(name)) {
       flat.erase();
-      return emitError(module.getLoc()) << "fsdp-flatten: a symbol named '" << name
-                                << "' already exists";
+      return emitError(existing->getLoc())
+             << "fsdp-flatten: a symbol named '" << name << "' already exists";
     }
     symbols.insert(flat);
     SymbolTableCollection collection;

@@ -12,6 +12,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+#include "fsdp/Target/Plan/RuntimeDType.h"
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -132,22 +133,18 @@ struct Window {
   SmallVector<int64_t> kernel, strides, pads, dilations;
 };
 
-FailureOr<Window> window(Lowering &l, StringRef autoPad,
-                         ArrayRef<int64_t> kernelShape,
-                         std::optional<ArrayRef<int64_t>> strides,
-                         std::optional<ArrayRef<int64_t>> pads,
-                         std::optional<ArrayRef<int64_t>> dilations) {
-  if (autoPad != "NOTSET")
-    return l.fail("auto_pad \"" + autoPad +
+template <typename WindowOp>
+FailureOr<Window> window(Lowering &l, WindowOp op,
+                         ArrayRef<int64_t> kernelShape) {
+  if (op.getAutoPad() != "NOTSET")
+    return l.fail("auto_pad \"" + op.getAutoPad() +
                   "\" is not supported; export with explicit pads");
   size_t n = kernelShape.size();
   Window w;
   w.kernel.assign(kernelShape.begin(), kernelShape.end());
-  w.strides =
-      strides ? SmallVector<int64_t>(*strides) : SmallVector<int64_t>(n, 1);
-  w.pads = pads ? SmallVector<int64_t>(*pads) : SmallVector<int64_t>(2 * n, 0);
-  w.dilations =
-      dilations ? SmallVector<int64_t>(*dilations) : SmallVector<int64_t>(n, 1);
+  w.strides = op.getStridesOrDefault();
+  w.pads = op.getPadsOrDefault();
+  w.dilations = op.getDilationsOrDefault();
   if (w.strides.size() != n || w.pads.size() != 2 * n ||
       w.dilations.size() != n)
     return l.fail("strides, pads or dilations do not match the kernel rank");
@@ -260,9 +257,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       // Convolution and pooling.
       .Case<ConvOp>([&](ConvOp conv) -> LogicalResult {
         ArrayRef<int64_t> w = shapeOf(conv.getW());
-        FailureOr<Window> win =
-            window(l, conv.getAutoPad(), w.drop_front(2), conv.getStrides(),
-                   conv.getPads(), conv.getDilations());
+        FailureOr<Window> win = window(l, conv, w.drop_front(2));
         if (failed(win))
           return failure();
         if (rankOf(conv.getX()) != 3 && rankOf(conv.getX()) != 4)
@@ -276,9 +271,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       .Case<MaxPoolOp>([&](MaxPoolOp pool) -> LogicalResult {
         if (!pool.getIndices().use_empty())
           return l.fail("Indices output is not supported");
-        FailureOr<Window> win =
-            window(l, pool.getAutoPad(), pool.getKernelShape(),
-                   pool.getStrides(), pool.getPads(), pool.getDilations());
+        FailureOr<Window> win = window(l, pool, pool.getKernelShape());
         if (failed(win))
           return failure();
         return l.kernel("max_pool", pool.getX(),
@@ -289,9 +282,7 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
                          l.i64("ceil_mode", pool.getCeilMode())});
       })
       .Case<AveragePoolOp>([&](AveragePoolOp pool) -> LogicalResult {
-        FailureOr<Window> win =
-            window(l, pool.getAutoPad(), pool.getKernelShape(),
-                   pool.getStrides(), pool.getPads(), pool.getDilations());
+        FailureOr<Window> win = window(l, pool, pool.getKernelShape());
         if (failed(win))
           return failure();
         if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
@@ -342,20 +333,11 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
             {l.ints("axes", axes), l.i64("keepdims", reduce.getKeepdims())});
       })
       // Shapes and data movement.
-      .Case<ReshapeOp>([&](ReshapeOp r) { return l.view(r.getData()); })
-      .Case<FlattenOp>([&](FlattenOp r) { return l.view(r.getInput()); })
-      .Case<SqueezeOp>([&](SqueezeOp r) { return l.view(r.getData()); })
-      .Case<UnsqueezeOp>([&](UnsqueezeOp r) { return l.view(r.getData()); })
-      .Case<IdentityOp>([&](IdentityOp r) { return l.view(r.getX()); })
+      .Case<ViewLikeOpInterface>(
+          [&](ViewLikeOpInterface v) { return l.view(v.getViewSource()); })
       .Case<TransposeOp>([&](TransposeOp t) {
-        int64_t rank = rankOf(t.getData());
-        SmallVector<int64_t> perm;
-        if (t.getPerm())
-          perm.assign(t.getPerm()->begin(), t.getPerm()->end());
-        else
-          for (int64_t i = rank - 1; i >= 0; --i)
-            perm.push_back(i);
-        return l.kernel("transpose", t.getData(), {l.ints("perm", perm)});
+        return l.kernel("transpose", t.getData(),
+                        {l.ints("perm", t.getPermOrDefault())});
       })
       .Case<ConcatOp>([&](ConcatOp concat) -> LogicalResult {
         FailureOr<int64_t> axis =
@@ -485,8 +467,6 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
       });
 }
 
-/// Ops that stay as they are: state reads, constants and what the plan
-/// writer handles itself.
 /// Ops the plan writer takes as they are: state reads, the collectives
 /// (they keep their memory effects, so nothing merges or drops them) and
 /// the ends of gathered buffers' lives.
@@ -543,11 +523,7 @@ bool isRuntimeType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor)
     return isa<NoneType>(type);
-  Type e = tensor.getElementType();
-  return e.isF32() || e.isF16() || e.isBF16() || e.isF64() ||
-         e.isSignlessInteger(64) || e.isSignlessInteger(32) ||
-         e.isSignlessInteger(16) || e.isSignlessInteger(8) ||
-         e.isUnsignedInteger(8) || e.isSignlessInteger(1);
+  return mlir::fsdp::runtimeDType(tensor.getElementType()).has_value();
 }
 
 LogicalResult checkTypes(Operation *op) {

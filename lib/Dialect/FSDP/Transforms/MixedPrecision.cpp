@@ -19,6 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Phases.h"
+
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -86,9 +88,7 @@ Type promote(Type a, Type b) {
 /// Ops that only reinterpret (or transpose) a value: a parameter read
 /// through them is still that parameter.
 bool keepsParameter(Operation *op) {
-  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
-             onnxir::UnsqueezeOp, onnxir::IdentityOp, onnxir::TransposeOp,
-             ViewOp>(op);
+  return isa<ViewLikeOpInterface, onnxir::TransposeOp>(op);
 }
 
 bool isGradientMarker(Operation *op) {
@@ -272,15 +272,7 @@ void Caster::findModelInputs(SmallVectorImpl<BlockArgument> &inputs) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<Value> work;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    bool backward = func.getResultAttr(i, "fsdp.grad_of") ||
-                    func.getResultAttr(i, "fsdp.flat_grad_of");
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.update_of")) {
-      Operation *target = symbols.lookupNearestSymbolFrom(module, of);
-      backward |= isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
-                  (target && target->hasAttr("fsdp.state_of"));
-    }
-    if (!backward)
+    if (!isBackwardResult(func, i, symbols))
       work.push_back(ret.getOperand(i));
   }
   llvm::DenseSet<Value> seen;

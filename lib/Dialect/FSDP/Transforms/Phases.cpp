@@ -76,8 +76,8 @@ void DerivedValues::collect(ValueRange sources) {
     Operation *op = queue.top();
     queue.pop();
     bool derived = false;
-    if (isAlias(op) && op->getNumOperands() > 0) {
-      derived = values.contains(op->getOperand(0));
+    if (auto view = dyn_cast<ViewLikeOpInterface>(op)) {
+      derived = values.contains(view.getViewSource());
     } else if (computesOnly(op)) {
       derived = llvm::all_of(op->getOperands(), [&](Value operand) {
         return values.contains(operand) || isConstant(operand);

@@ -5,9 +5,9 @@
 /// of parameters and optimizer state, are the backward's (and the
 /// optimizer's); every other result (the loss, model outputs, BatchNorm's
 /// running statistics) is the forward's. Shared by fsdp-shard and
-/// fsdp-schedule; with which ops only re-view a value, by fsdp-shard and
-/// fsdp-auto-wrap policy=auto's profile; with what is made from a unit's
-/// parameters alone, by fsdp-shard and fsdp-check-reshard.
+/// fsdp-schedule; with what is made from a unit's parameters alone (views of
+/// them, ViewLikeOpInterface, included), by fsdp-shard and
+/// fsdp-check-reshard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +23,6 @@
 #include "llvm/ADT/DenseSet.h"
 
 namespace mlir::fsdp {
-
-/// Whether `op`'s result is its first operand re-viewed (a reshape, an
-/// identity, a view): no new bytes, and a use of it is a use of the operand.
-inline bool isAlias(Operation *op) {
-  return isa<onnxir::ReshapeOp, onnxir::FlattenOp, onnxir::SqueezeOp,
-             onnxir::UnsqueezeOp, onnxir::IdentityOp, ViewOp>(op);
-}
 
 /// The values computed only from some source values (one unit's gathered
 /// buffer, its views) and constants: aliases of them, and ops without memory
@@ -55,22 +48,33 @@ private:
   llvm::DenseMap<Value, bool> constant;
 };
 
+/// Whether result `index` of `func` is the backward's (or the optimizer's):
+/// a gradient, or the update of a parameter or of optimizer state. Every
+/// other result (the loss, model outputs, running statistics) is the
+/// forward's.
+inline bool isBackwardResult(func::FuncOp func, unsigned index,
+                             SymbolTableCollection &symbols) {
+  if (func.getResultAttr(index, "fsdp.grad_of") ||
+      func.getResultAttr(index, "fsdp.flat_grad_of"))
+    return true;
+  auto of =
+      func.getResultAttrOfType<FlatSymbolRefAttr>(index, "fsdp.update_of");
+  if (!of)
+    return false;
+  Operation *target =
+      symbols.lookupNearestSymbolFrom(func->getParentOfType<ModuleOp>(), of);
+  return isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
+         (target && target->hasAttr("fsdp.state_of"));
+}
+
 /// The forward ops of `func`; `training` says whether it has a backward.
 inline llvm::DenseSet<Operation *>
 forwardOps(func::FuncOp func, SymbolTableCollection &symbols, bool &training) {
-  auto module = func->getParentOfType<ModuleOp>();
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<Operation *> work;
   training = false;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    bool backward = func.getResultAttr(i, "fsdp.grad_of") ||
-                    func.getResultAttr(i, "fsdp.flat_grad_of");
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.update_of")) {
-      Operation *target = symbols.lookupNearestSymbolFrom(module, of);
-      backward |= isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
-                  (target && target->hasAttr("fsdp.state_of"));
-    }
+    bool backward = isBackwardResult(func, i, symbols);
     training |= backward;
     if (!backward)
       if (Operation *def = ret.getOperand(i).getDefiningOp())

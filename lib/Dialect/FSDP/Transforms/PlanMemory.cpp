@@ -74,17 +74,13 @@ bool producesActivations(Operation *op) {
              mlir::fsdp::AllReduceOp>(op);
 }
 
-int64_t alignTo(int64_t value, int64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
-
 /// `total` + `bytes` rounded up to `alignment`, or nothing on overflow.
 std::optional<int64_t> addAligned(int64_t total, int64_t bytes,
                                   int64_t alignment) {
   std::optional<int64_t> end = llvm::checkedAdd(total, bytes);
   if (!end || *end > std::numeric_limits<int64_t>::max() - alignment)
     return std::nullopt;
-  return alignTo(*end, alignment);
+  return ::fsdp::layout::alignTo(*end, alignment);
 }
 
 /// One greedy placement: `intervals` in `order`, each in the gap between
@@ -112,14 +108,14 @@ int64_t placeInOrder(ArrayRef<Interval *> order, int64_t alignment,
         if (firstFit)
           break;
       }
-      offset =
-          std::max(offset, alignTo(other->offset + other->bytes, alignment));
+      offset = std::max(offset, ::fsdp::layout::alignTo(
+                                    other->offset + other->bytes, alignment));
     }
     interval->offset = best >= 0 ? best : offset;
     arena = std::max(arena, interval->offset + interval->bytes);
     placed.push_back(interval);
   }
-  return alignTo(arena, alignment);
+  return ::fsdp::layout::alignTo(arena, alignment);
 }
 
 /// Greedy by size (TFLite's arena planner), and by size x lifetime, each
@@ -175,7 +171,7 @@ Kind kindOf(Value value) {
 }
 
 /// Bytes that live the whole step in the weights and constants arenas, as
-/// the plan writer lays them out (each 64-byte aligned): the rank's shards,
+/// the plan writer lays them out (each tensor-aligned): the rank's shards,
 /// replicated parameters, buffers and optimizer state; the constants
 /// kernels read. Fails, with an error naming the tensor, when a size or the
 /// sum overflows int64.
@@ -189,7 +185,9 @@ FailureOr<std::pair<int64_t, int64_t>> staticBytes(func::FuncOp func) {
                 int64_t &total) -> LogicalResult {
     std::optional<int64_t> bytes = checkedByteSize(type);
     std::optional<int64_t> sum =
-        bytes ? addAligned(total, *bytes / ranks, 64) : std::nullopt;
+        bytes ? addAligned(total, *bytes / ranks,
+                           ::fsdp::layout::kTensorAlignmentBytes)
+              : std::nullopt;
     if (!sum)
       return op->emitError() << "fsdp-plan-memory: " << type
                              << (bytes ? ": the state and constants up to it "

@@ -102,10 +102,7 @@ Operation *later(Operation *a, Operation *b) {
 }
 
 int64_t bytesOf(Value value) {
-  auto tensor = cast<RankedTensorType>(collectiveValueType(value));
-  return tensor.getNumElements() *
-         std::max<int64_t>(1,
-                           tensor.getElementType().getIntOrFloatBitWidth() / 8);
+  return modelledBytes(collectiveValueType(value));
 }
 
 struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {

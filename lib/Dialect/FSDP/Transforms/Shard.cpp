@@ -95,7 +95,7 @@ LogicalResult Sharder::collectUnits() {
   }
   for (auto meshOp : module.getOps<mesh::MeshOp>()) {
     if (mesh)
-      return module.emitError("fsdp-shard: the module has several "
+      return meshOp.emitError("fsdp-shard: the module has several "
                               "mesh.mesh; expected the one fsdp-flatten "
                               "creates");
     mesh = meshOp;

@@ -80,23 +80,12 @@ std::string mlir::fsdp::formatBytes(int64_t bytes) {
 
 namespace {
 
-/// Every tensor of a plan starts on a 64-byte boundary (fsdp-plan-memory's
-/// and the plan writer's alignment).
-constexpr int64_t kAlignment = 64;
-
+/// Every tensor of a plan starts on the layout library's tensor alignment.
 int64_t aligned(int64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  return ::fsdp::layout::alignTo(bytes, ::fsdp::layout::kTensorAlignmentBytes);
 }
 
-int64_t tensorBytes(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape() ||
-      !tensor.getElementType().isIntOrFloat())
-    return 0;
-  return aligned(tensor.getNumElements() *
-                 std::max<int64_t>(
-                     1, tensor.getElementType().getIntOrFloatBitWidth() / 8));
-}
+int64_t tensorBytes(Type type) { return aligned(modelledBytes(type)); }
 
 /// Ops whose derivative needs none of their inputs.
 bool derivativeIgnoresInputs(Operation *op) {
@@ -152,8 +141,7 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
     WrapProfile::Param p;
     p.name = param.getSymName().str();
     p.numel = param.getTensorType().getNumElements();
-    p.elementBytes = std::max<int64_t>(
-        1, param.getTensorType().getElementTypeBitWidth() / 8);
+    p.elementBytes = elementBytes(param.getTensorType().getElementType());
     p.trainable = param.requiresGrad();
     p.ignored = ignoredParam(p.name);
     profile.params.push_back(std::move(p));
@@ -245,8 +233,8 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
       }
       continue;
     }
-    if (isAlias(&op) && op.getNumOperands() > 0) {
-      Value source = op.getOperand(0);
+    if (auto view = dyn_cast<ViewLikeOpInterface>(&op)) {
+      Value source = view.getViewSource();
       if (withGradient.contains(source))
         withGradient.insert(op.getResult(0));
       if (paramOf.count(source)) {
@@ -401,6 +389,7 @@ struct Unit {
   int module = 0;
   Strategy strategy = Strategy::FullShard;
   int64_t numel = 0, padded = 0, group = 1;
+  int64_t elementBytes = 0; // its parameters' dtype (one per flat buffer)
   int first = INT_MAX, last = -1;
   bool trainable = false, frozen = false;
   std::vector<int> params;
@@ -516,6 +505,12 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
             "the tied parameter '" + param.name + "' would be in two units";
         return result;
       }
+    if (u.elementBytes && u.elementBytes != param.elementBytes) {
+      result.invalid = "unit '" + profile.modules[u.module].fqn +
+                       "' would mix element types ('" + param.name + "')";
+      return result;
+    }
+    u.elementBytes = param.elementBytes;
     u.params.push_back(static_cast<int>(p));
     u.numel += param.numel;
     (param.trainable ? u.trainable : u.frozen) = true;
@@ -535,11 +530,16 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     numels.clear();
     for (int p : u.params)
       numels.push_back(profile.params[p].numel);
+    // The layout fsdp-flatten will build: its alignment and dtype.
     std::string error;
     std::optional<::fsdp::layout::FlatLayout> layout =
-        ::fsdp::layout::FlatLayout::create(numels, u.group, 1, error);
+        ::fsdp::layout::FlatLayout::create(
+            numels, u.group,
+            ::fsdp::layout::paramAlignment(u.elementBytes,
+                                           options.useOrigParams),
+            error);
     u.padded = layout ? layout->paddedNumel() : u.numel;
-    int64_t shard = aligned(u.padded / u.group * 4);
+    int64_t shard = aligned(u.padded / u.group * u.elementBytes);
     state += shard * (1 + (u.trainable && training ? states : 0));
   }
   result.units = static_cast<int>(units.size());
@@ -556,7 +556,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       continue;
     Collective g;
     g.unit = static_cast<int>(i);
-    g.bytes = u.padded * options.paramBytes;
+    g.bytes =
+        u.padded * (options.paramBytes ? options.paramBytes : u.elementBytes);
     g.seconds =
         options.cost.ringSeconds(g.bytes, u.group, intra(u.group, true), false);
     g.bandwidthSeconds = options.cost.ringSeconds(
@@ -633,7 +634,8 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       Collective r;
       r.unit = static_cast<int>(i);
       r.issue = mirror(u.first);
-      r.bytes = u.padded * options.reduceBytes;
+      r.bytes = u.padded *
+                (options.reduceBytes ? options.reduceBytes : u.elementBytes);
       bool allReduce = u.strategy == Strategy::NoShard;
       int64_t ranks = allReduce ? options.worldSize : u.group;
       bool inner = allReduce ? options.meshShape.size() < 2 : true;
@@ -655,14 +657,15 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       for (int p : u.params) {
         const WrapProfile::Param &param = profile.params[p];
         if (param.lastUse >= 0)
-          add(mirror(param.lastUse), r.issue, param.numel * 4);
+          add(mirror(param.lastUse), r.issue, param.numel * param.elementBytes);
       }
-      add(r.issue, optimizer, u.padded / u.group * 4);
+      const int64_t shardBytes = u.padded / u.group * u.elementBytes;
+      add(r.issue, optimizer, shardBytes);
       // The optimizer's results (the new shard and state) are new values
       // until the step ends, beside the update's temporaries (about two
       // shard-sized values of the unit being updated).
-      add(optimizer, optimizer, u.padded / u.group * 4 * (1 + states));
-      largestShard = std::max(largestShard, u.padded / u.group * 4);
+      add(optimizer, optimizer, shardBytes * (1 + states));
+      largestShard = std::max(largestShard, shardBytes);
     }
     add(optimizer, optimizer, 2 * largestShard);
     llvm::stable_sort(reductions, [](const Collective &a, const Collective &b) {
@@ -752,11 +755,11 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
   if (training) {
     // The optimizer: elementwise over each unit's shard (parameter,
     // gradient, states read; parameter and states written).
-    int64_t elements = 0;
+    int64_t bytes = 0;
     for (const Unit &u : units)
       if (u.trainable)
-        elements += u.padded / u.group;
-    compute += static_cast<double>(elements) * 4 * (3 + 2 * states) /
+        bytes += u.padded / u.group * u.elementBytes;
+    compute += static_cast<double>(bytes) * (3 + 2 * states) /
                options.cost.memoryBandwidth;
     // Clipping: each sharded unit's sum of squares, all-reduced at once.
     if (options.clipping)

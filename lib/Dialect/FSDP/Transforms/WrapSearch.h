@@ -137,7 +137,11 @@ struct WrapSearchOptions {
   bool training = true;
   int64_t optimizerStates = 2; // per parameter element (AdamW: 2)
   bool clipping = false;       // global-norm clipping: a sum per unit
-  int64_t paramBytes = 4, reduceBytes = 4;     // mixed precision's dtypes
+  /// Mixed precision's element bytes for gathers and reductions; 0: the
+  /// parameters' own.
+  int64_t paramBytes = 0, reduceBytes = 0;
+  /// fsdp-flatten's use-orig-params: units aligned as it will lay them out.
+  bool useOrigParams = false;
   std::vector<Strategy> strategies;            // the ones to try
   Strategy baseStrategy = Strategy::FullShard; // the hand policies'
   CostModel cost;

@@ -183,15 +183,19 @@ LogicalResult FlattenOp::verify() {
   return success();
 }
 
+SmallVector<int64_t> TransposeOp::getPermOrDefault() {
+  if (std::optional<ArrayRef<int64_t>> given = getPerm())
+    return SmallVector<int64_t>(*given);
+  SmallVector<int64_t> perm;
+  for (int64_t i = tensorType(getData()).getRank() - 1; i >= 0; --i)
+    perm.push_back(i);
+  return perm;
+}
+
 LogicalResult TransposeOp::verify() {
   RankedTensorType in = tensorType(getData());
   int64_t rank = in.getRank();
-  SmallVector<int64_t> perm;
-  if (std::optional<ArrayRef<int64_t>> given = getPerm())
-    perm.assign(given->begin(), given->end());
-  else
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
+  SmallVector<int64_t> perm = getPermOrDefault();
   if (static_cast<int64_t>(perm.size()) != rank)
     return emitOpError() << "perm has " << perm.size() << " entries for rank "
                          << rank;

@@ -4,12 +4,14 @@
 #define FSDP_DIALECT_FSDP_IR_FSDPOPS_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Support/Types.h"
 #include "fsdp/layout/FlatLayout.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
@@ -40,15 +42,6 @@ Type collectiveValueType(Value result);
 /// Computes `unit`'s layout with the project's layout library.
 FailureOr<::fsdp::layout::FlatLayout>
 computeLayout(FlatParamOp unit, SymbolTableCollection &symbols);
-
-/// The element count of a static shape, or nothing if it overflows int64.
-std::optional<int64_t> checkedNumElements(ShapedType type);
-
-/// The bytes of a static tensor of integer or float elements (one byte per
-/// i1, as plans store them), or nothing if the count overflows int64. Every
-/// size the compiler derives from a type starts here, so a huge batch size
-/// is an error rather than a wrapped, small plan.
-std::optional<int64_t> checkedByteSize(ShapedType type);
 
 } // namespace mlir::fsdp
 

@@ -9,6 +9,7 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 //===----------------------------------------------------------------------===//
 // Types
@@ -771,7 +772,8 @@ def FSDP_KernelOp : FSDP_Op<"kernel", [Pure]> {
   }];
 }
 
-def FSDP_ViewOp : FSDP_Op<"view", [Pure]> {
+def FSDP_ViewOp : FSDP_Op<"view", [Pure,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
   let summary = "the same bytes with another static shape";
   let description = [{
     What `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze` and `Identity` lower

@@ -3,6 +3,8 @@
 #ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 
+#include "fsdp/layout/FlatLayout.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

@@ -212,7 +212,9 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     ListOption<"ignoredParams", "ignored-params", "std::string",
                "Parameter FQNs left out of every unit (replicated)">,
     Option<"useOrigParams", "use-orig-params", "bool", /*default=*/"false",
-           "Allow units mixing frozen and trainable parameters (warns)">,
+           "Allow units mixing frozen and trainable parameters (warns); "
+           "policy=auto models fsdp-flatten's use-orig-params alignment, "
+           "which must then be given too">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"FULL_SHARD\"",
            "Sharding strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
@@ -886,7 +888,6 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
     of all activation sizes (what a planner-less runtime would hold) and
     their ratio.
 
-    ```
     In a sharded program a gathered unit (`fsdp.all_gather`, started or
     not) lives from its gather to its `fsdp.release`, and a started
     collective's input until its `fsdp.wait`, so prefetching and the
@@ -906,8 +907,10 @@ def PlanMemory : Pass<"fsdp-plan-memory", "ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
-           "Byte alignment of every activation">,
+    Option<"alignment", "alignment", "int64_t",
+           /*default=*/"::fsdp::layout::kTensorAlignmentBytes",
+           "Byte alignment of every activation (default: the plan's tensor "
+           "alignment, as for weights and constants)">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the peak activation memory to stderr">,
     Option<"timeline", "timeline", "bool", /*default=*/"false",

@@ -11,8 +11,20 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "fsdp/Dialect/ONNX/IR/ONNXOpsDialect.h.inc"
+
+namespace mlir::onnxir {
+/// `values`, or `count` times `fill` when the attribute is absent: how the
+/// ops' accessors apply ONNX's defaults.
+inline llvm::SmallVector<int64_t>
+valuesOrDefault(std::optional<llvm::ArrayRef<int64_t>> values, size_t count,
+                int64_t fill) {
+  return values ? llvm::SmallVector<int64_t>(*values)
+                : llvm::SmallVector<int64_t>(count, fill);
+}
+} // namespace mlir::onnxir
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h.inc"

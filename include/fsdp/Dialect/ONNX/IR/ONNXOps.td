@@ -16,6 +16,7 @@ include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 def ONNX_Dialect : Dialect {
   let name = "onnx";
@@ -51,6 +52,20 @@ class ONNX_OpBase<string mnemonic, list<Trait> traits = []>
 class ONNX_Op<string mnemonic, list<Trait> traits = []>
     : ONNX_OpBase<mnemonic, !listconcat([Pure], traits)>;
 
+// An op whose result is its first operand's bytes under another shape (no
+// new values: it lowers to fsdp.view, its gradient is a reshape, a
+// parameter read through it is still that parameter). Passes ask for
+// ViewLikeOpInterface, never for a list of ops.
+class ONNX_ViewOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat(traits,
+                                    [DeclareOpInterfaceMethods<ViewLikeOpInterface>])> {
+  let extraClassDefinition = [{
+    ::mlir::Value $cppClass::getViewSource() {
+      return (*this)->getOperand(0);
+    }
+  }];
+}
+
 def ONNX_NoValueOp : ONNX_Op<"NoValue", [ConstantLike]> {
   let summary = "the absent value of an omitted optional input";
   let results = (outs NoneType:$none);
@@ -85,8 +100,15 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
 
 foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log", "Neg",
                 "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus", "Sqrt",
-                "Tanh", "Not", "Identity"] in
+                "Tanh", "Not"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+def ONNX_IdentityOp : ONNX_ViewOp<"Identity", [SameOperandsAndResultShape,
+                                               SameOperandsAndResultElementType]> {
+  let summary = "ONNX `Identity`, elementwise";
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+}
 
 def ONNX_IsNaNOp : ONNX_UnaryOp<"IsNaN">;
 
@@ -213,7 +235,38 @@ def ONNX_DropoutOp : ONNX_OpBase<"Dropout", [MemoryEffects<[MemWrite]>]> {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-def ONNX_ConvOp : ONNX_Op<"Conv"> {
+// A convolution's or pooling's window, with ONNX's defaults for what the
+// node leaves out (strides and dilations 1, pads 0, one per spatial
+// dimension): every pass reads the window through these accessors.
+// `spatialRank` is C++ for the window's number of spatial dimensions.
+class ONNX_WindowOp<string mnemonic, code spatialRank> : ONNX_Op<mnemonic> {
+  let extraClassDeclaration = [{
+    /// The number of spatial dimensions of the window.
+    int64_t getSpatialRank();
+    /// `strides`, or ONNX's default: 1 in every spatial dimension.
+    ::llvm::SmallVector<int64_t> getStridesOrDefault();
+    /// `pads` (begins, then ends), or ONNX's default: no padding.
+    ::llvm::SmallVector<int64_t> getPadsOrDefault();
+    /// `dilations`, or ONNX's default: 1 in every spatial dimension.
+    ::llvm::SmallVector<int64_t> getDilationsOrDefault();
+  }];
+  let extraClassDefinition = [{
+    int64_t $cppClass::getSpatialRank() { }] # spatialRank # [{ }
+    ::llvm::SmallVector<int64_t> $cppClass::getStridesOrDefault() {
+      return valuesOrDefault(getStrides(), getSpatialRank(), 1);
+    }
+    ::llvm::SmallVector<int64_t> $cppClass::getPadsOrDefault() {
+      return valuesOrDefault(getPads(), 2 * getSpatialRank(), 0);
+    }
+    ::llvm::SmallVector<int64_t> $cppClass::getDilationsOrDefault() {
+      return valuesOrDefault(getDilations(), getSpatialRank(), 1);
+    }
+  }];
+}
+
+def ONNX_ConvOp : ONNX_WindowOp<"Conv", [{
+    return ::llvm::cast<::mlir::RankedTensorType>(getW().getType()).getRank() - 2;
+  }]> {
   let summary = "ONNX `Conv`";
   let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_OptTensor:$B,
                    DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
@@ -226,7 +279,8 @@ def ONNX_ConvOp : ONNX_Op<"Conv"> {
   let hasVerifier = 1;
 }
 
-class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic> {
+class ONNX_PoolOp<string mnemonic>
+    : ONNX_WindowOp<mnemonic, [{ return getKernelShape().size(); }]> {
   let summary = "ONNX `" # mnemonic # "`";
   let arguments = (ins ONNX_Tensor:$X,
                    DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
@@ -304,7 +358,7 @@ def ONNX_SizeOp : ONNX_Op<"Size"> {
   let hasVerifier = 1;
 }
 
-def ONNX_ReshapeOp : ONNX_Op<"Reshape"> {
+def ONNX_ReshapeOp : ONNX_ViewOp<"Reshape"> {
   let summary = "ONNX `Reshape`";
   let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$shape,
                    DefaultValuedAttr<I64Attr, "0">:$allowzero);
@@ -313,7 +367,7 @@ def ONNX_ReshapeOp : ONNX_Op<"Reshape"> {
   let hasFolder = 1;
 }
 
-def ONNX_FlattenOp : ONNX_Op<"Flatten"> {
+def ONNX_FlattenOp : ONNX_ViewOp<"Flatten"> {
   let summary = "ONNX `Flatten`: to 2-D at `axis`";
   let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
   let results = (outs ONNX_Tensor:$output);
@@ -325,9 +379,13 @@ def ONNX_TransposeOp : ONNX_Op<"Transpose"> {
   let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs ONNX_Tensor:$transposed);
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `perm`, or ONNX's default: the dimensions reversed.
+    ::llvm::SmallVector<int64_t> getPermOrDefault();
+  }];
 }
 
-def ONNX_SqueezeOp : ONNX_Op<"Squeeze"> {
+def ONNX_SqueezeOp : ONNX_ViewOp<"Squeeze"> {
   let summary = "ONNX `Squeeze`";
   let arguments = (ins ONNX_Tensor:$data, ONNX_OptTensor:$axes);
   let results = (outs ONNX_Tensor:$squeezed);
@@ -335,7 +393,7 @@ def ONNX_SqueezeOp : ONNX_Op<"Squeeze"> {
   let hasVerifier = 1;
 }
 
-def ONNX_UnsqueezeOp : ONNX_Op<"Unsqueeze"> {
+def ONNX_UnsqueezeOp : ONNX_ViewOp<"Unsqueeze"> {
   let summary = "ONNX `Unsqueeze`";
   let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$axes);
   let results = (outs ONNX_Tensor:$expanded);

@@ -19,6 +19,32 @@
 
 namespace fsdp::layout {
 
+/// Every tensor of a plan starts on a multiple of this many bytes: the plan
+/// writer's weights and constants, fsdp-plan-memory's activations (its
+/// default), the arenas the runtime allocates, and the memory the wrap
+/// search models.
+inline constexpr int64_t kTensorAlignmentBytes = 64;
+
+/// `use_orig_params` (PyTorch 2.x) starts every parameter of a flat buffer
+/// on a multiple of this many bytes; torch 1.13 does not align.
+inline constexpr int64_t kOrigParamsAlignmentBytes = 16;
+
+/// `value` rounded up to a multiple of `alignment` (> 0). The caller keeps
+/// `value + alignment - 1` within int64.
+constexpr int64_t alignTo(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+/// The alignment, in elements, of the parameters of a flat buffer whose
+/// elements take `elementBytes` bytes: 1 unless `useOrigParams` (and for a
+/// buffer without elements, `elementBytes` 0).
+constexpr int64_t paramAlignment(int64_t elementBytes, bool useOrigParams) {
+  if (!useOrigParams || elementBytes < 1 ||
+      elementBytes >= kOrigParamsAlignmentBytes)
+    return 1;
+  return kOrigParamsAlignmentBytes / elementBytes;
+}
+
 /// A half-open range [begin, end) of element indices.
 struct Range {
   int64_t begin = 0;
