@@ -79,7 +79,8 @@ fsdprt_status_t allocateArenas(fsdprt_session_s &s) {
     const plan::Arena *a = arenas->Get(i);
     std::string name = "plan arena " + std::to_string(i) +
                        (a->name() ? " ('" + a->name()->str() + "')" : "");
-    uint64_t alignment = a->alignment() ? a->alignment() : 64;
+    constexpr uint64_t tensorAlignment = fsdp::layout::kTensorAlignmentBytes;
+    uint64_t alignment = a->alignment() ? a->alignment() : tensorAlignment;
     if (alignment & (alignment - 1))
       return invalid(name + " has alignment " + std::to_string(alignment) +
                      ", not a power of two");
@@ -87,7 +88,7 @@ fsdprt_status_t allocateArenas(fsdprt_session_s &s) {
       return invalid(name + " has an unknown kind " +
                      std::to_string(static_cast<int>(a->kind())));
     void *memory =
-        s.backend->allocate(a->bytes(), std::max<uint64_t>(alignment, 64));
+        s.backend->allocate(a->bytes(), std::max<uint64_t>(alignment, tensorAlignment));
     if (!memory)
       return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
                         "cannot allocate " + name + " of " +
@@ -327,7 +328,8 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
     }
   }
   if (s.workspace.bytes()) {
-    s.workspaceMemory = s.backend->allocate(s.workspace.bytes(), 64);
+    s.workspaceMemory =
+        s.backend->allocate(s.workspace.bytes(), fsdp::layout::kTensorAlignmentBytes);
     if (!s.workspaceMemory)
       return makeStatus(FSDPRT_RESOURCE_EXHAUSTED,
                         "cannot allocate a kernel workspace of " +
