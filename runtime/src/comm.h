@@ -72,17 +72,30 @@ public:
   /// The collectives, on a group added before; "" or a message naming the
   /// operation, the rank and what went wrong (a timeout says after how
   /// long). `what` names the operation in messages.
-  virtual std::string allGather(const std::vector<int64_t> &axes,
-                                const Tensor &in, const Tensor &out,
-                                const std::string &what) = 0;
-  virtual std::string reduceScatter(const std::vector<int64_t> &axes,
-                                    const Tensor &in, const Tensor &out,
-                                    Reduction reduction,
-                                    const std::string &what) = 0;
-  virtual std::string allReduce(const std::vector<int64_t> &axes,
-                                const Tensor &in, const Tensor &out,
-                                Reduction reduction,
-                                const std::string &what) = 0;
+  std::string allGather(const std::vector<int64_t> &axes, const Tensor &in,
+                        const Tensor &out, const std::string &what) {
+    return collective("all_gather", axes, in, out, Reduction::Sum, what);
+  }
+  std::string reduceScatter(const std::vector<int64_t> &axes, const Tensor &in,
+                            const Tensor &out, Reduction reduction,
+                            const std::string &what) {
+    return collective("reduce_scatter", axes, in, out, reduction, what);
+  }
+  std::string allReduce(const std::vector<int64_t> &axes, const Tensor &in,
+                        const Tensor &out, Reduction reduction,
+                        const std::string &what) {
+    return collective("all_reduce", axes, in, out, reduction, what);
+  }
+  /// Collective `op` ("all_gather", "reduce_scatter", "all_reduce"),
+  /// blocking: by default started, then waited for.
+  virtual std::string collective(const std::string &op,
+                                 const std::vector<int64_t> &axes,
+                                 const Tensor &in, const Tensor &out,
+                                 Reduction reduction, const std::string &what) {
+    std::string error;
+    std::unique_ptr<Pending> pending = start(op, axes, in, out, reduction, what, error);
+    return pending ? wait(*pending) : error;
+  }
   /// The same collectives started nonblocking: the result is defined once
   /// `wait` returned "". Started collectives complete in start order.
   virtual std::unique_ptr<Pending>

@@ -97,20 +97,6 @@ public:
     return "";
   }
 
-  std::string allGather(const std::vector<int64_t> &axes, const Tensor &in,
-                        const Tensor &out, const std::string &what) override {
-    return meet("all_gather", axes, in, out, Reduction::Sum, what);
-  }
-  std::string reduceScatter(const std::vector<int64_t> &axes, const Tensor &in,
-                            const Tensor &out, Reduction reduction,
-                            const std::string &what) override {
-    return meet("reduce_scatter", axes, in, out, reduction, what);
-  }
-  std::string allReduce(const std::vector<int64_t> &axes, const Tensor &in,
-                        const Tensor &out, Reduction reduction,
-                        const std::string &what) override {
-    return meet("all_reduce", axes, in, out, reduction, what);
-  }
   std::unique_ptr<Pending> start(const std::string &op,
                                  const std::vector<int64_t> &axes,
                                  const Tensor &in, const Tensor &out,

@@ -101,23 +101,6 @@ public:
     return "";
   }
 
-  std::string allGather(const std::vector<int64_t> &axes, const Tensor &in,
-                        const Tensor &out, const std::string &what) override {
-    return run("all_gather", axes, in, out, Reduction::Sum, what);
-  }
-
-  std::string reduceScatter(const std::vector<int64_t> &axes, const Tensor &in,
-                            const Tensor &out, Reduction reduction,
-                            const std::string &what) override {
-    return run("reduce_scatter", axes, in, out, reduction, what);
-  }
-
-  std::string allReduce(const std::vector<int64_t> &axes, const Tensor &in,
-                        const Tensor &out, Reduction reduction,
-                        const std::string &what) override {
-    return run("all_reduce", axes, in, out, reduction, what);
-  }
-
   std::unique_ptr<Pending> start(const std::string &op,
                                  const std::vector<int64_t> &axes,
                                  const Tensor &in, const Tensor &out,
@@ -186,16 +169,6 @@ public:
   }
 
 private:
-  /// A blocking collective: started, then waited for.
-  std::string run(const std::string &op, const std::vector<int64_t> &axes,
-                  const Tensor &in, const Tensor &out, Reduction reduction,
-                  const std::string &what) {
-    std::string error;
-    std::unique_ptr<Pending> pending =
-        start(op, axes, in, out, reduction, what, error);
-    return pending ? wait(*pending) : error;
-  }
-
   std::string prepare(const std::vector<int64_t> &axes, const Tensor &in,
                       MPI_Comm &comm, MPI_Datatype &type,
                       const std::string &what) {

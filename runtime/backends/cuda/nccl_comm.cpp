@@ -128,21 +128,6 @@ public:
     return "";
   }
 
-  std::string allGather(const std::vector<int64_t> &axes, const Tensor &in,
-                        const Tensor &out, const std::string &what) override {
-    return run("all_gather", axes, in, out, Reduction::Sum, what);
-  }
-  std::string reduceScatter(const std::vector<int64_t> &axes, const Tensor &in,
-                            const Tensor &out, Reduction reduction,
-                            const std::string &what) override {
-    return run("reduce_scatter", axes, in, out, reduction, what);
-  }
-  std::string allReduce(const std::vector<int64_t> &axes, const Tensor &in,
-                        const Tensor &out, Reduction reduction,
-                        const std::string &what) override {
-    return run("all_reduce", axes, in, out, reduction, what);
-  }
-
   std::unique_ptr<Pending> start(const std::string &op,
                                  const std::vector<int64_t> &axes,
                                  const Tensor &in, const Tensor &out,
@@ -223,9 +208,9 @@ public:
 private:
   /// A collective, waited for; tensors in host memory go through the host
   /// communicator.
-  std::string run(const std::string &op, const std::vector<int64_t> &axes,
-                  const Tensor &in, const Tensor &out, Reduction reduction,
-                  const std::string &what) {
+  std::string collective(const std::string &op, const std::vector<int64_t> &axes,
+                         const Tensor &in, const Tensor &out, Reduction reduction,
+                         const std::string &what) override {
     bool inOnDevice = onDevice(in.data), outOnDevice = onDevice(out.data);
     if (!inOnDevice || !outOnDevice) {
       if (!host)
@@ -245,18 +230,13 @@ private:
         outCopy.resize(out.bytes());
         hostOut.data = outCopy.data();
       }
-      std::string error =
-          op == "all_gather"       ? host->allGather(axes, hostIn, hostOut, what)
-          : op == "reduce_scatter" ? host->reduceScatter(axes, hostIn, hostOut, reduction, what)
-                                   : host->allReduce(axes, hostIn, hostOut, reduction, what);
+      std::string error = host->collective(op, axes, hostIn, hostOut, reduction, what);
       if (error.empty() && outOnDevice &&
           cudaMemcpy(out.data, outCopy.data(), out.bytes(), cudaMemcpyHostToDevice) != cudaSuccess)
         error = what + ": " + cudaGetErrorString(cudaGetLastError());
       return error;
     }
-    std::string error;
-    std::unique_ptr<Pending> pending = start(op, axes, in, out, reduction, what, error);
-    return pending ? wait(*pending) : error;
+    return Communicator::collective(op, axes, in, out, reduction, what);
   }
 
   std::string failure(const char *call, ncclResult_t result) {
