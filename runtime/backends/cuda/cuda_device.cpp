@@ -20,7 +20,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <mutex>
+
+#ifdef FSDP_HAVE_CUDNN
+#include <cudnn.h>
+#endif
 
 namespace fsdprt::cuda {
 namespace {
@@ -127,6 +132,11 @@ public:
     cudaDeviceSynchronize();
     cudaFree(ltWorkspace);
     cublasLtDestroy(lt);
+#ifdef FSDP_HAVE_CUDNN
+    description.reset();
+    if (cudnn)
+      cudnnDestroy(cudnn);
+#endif
   }
 
   std::string describe() const override { return name; }
@@ -330,6 +340,13 @@ public:
 
   std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
                                             std::string &error) override;
+#ifdef FSDP_HAVE_CUDNN
+  std::shared_ptr<PreparedGraph>
+  prepareAttention(const cudnn::SdpaShape &shape, std::string &why) override;
+  std::string runGraph(DeviceStream &s, PreparedGraph &graph,
+                       const std::vector<void *> &tensors,
+                       void *workspace) override;
+#endif
   std::string gemm(DeviceStream &s, PreparedGemm &prepared, const void *a,
                    const void *b, const void *bias, void *y) override;
 
@@ -342,7 +359,85 @@ private:
   std::string name;
   cublasLtHandle_t lt = nullptr;
   void *ltWorkspace = nullptr;
+#ifdef FSDP_HAVE_CUDNN
+  /// cuDNN's handle and its description of this GPU, made at the first
+  /// graph; `cudnnError` says why there are none.
+  bool cudnnTried = false;
+  cudnnHandle_t cudnn = nullptr;
+  std::unique_ptr<cudnn::DeviceDescription> description;
+  std::string cudnnError;
+  bool startCudnn();
+#endif
 };
+
+#ifdef FSDP_HAVE_CUDNN
+/// A compiled cuDNN graph and its arguments, bound at the first launch
+/// (the workspace's address is known then) and again if they move.
+struct CudnnGraph : PreparedGraph {
+  std::unique_ptr<cudnn::Executable> exe;
+  std::shared_ptr<cudnn::Executable::Arguments> args;
+  std::vector<void *> tensors;
+  void *workspace = nullptr;
+  int64_t workspaceBytes() const override { return exe->workspaceBytes(); }
+};
+
+bool CudaDevice::startCudnn() {
+  if (cudnnTried)
+    return cudnn != nullptr;
+  cudnnTried = true;
+  if (const char *env = std::getenv("FSDPRT_CUDNN");
+      env && std::string(env) == "off") {
+    cudnnError = "cuDNN is turned off (FSDPRT_CUDNN=off)";
+    return false;
+  }
+  use();
+  cudnnHandle_t handle = nullptr;
+  if (cudnnStatus_t s = cudnnCreate(&handle); s != CUDNN_STATUS_SUCCESS) {
+    cudnnError = name + ": cudnnCreate: " + cudnnGetErrorString(s);
+    return false;
+  }
+  description = cudnn::DeviceDescription::fromHandle(handle, cudnnError);
+  if (!description) {
+    cudnnDestroy(handle);
+    return false;
+  }
+  cudnn = handle;
+  return true;
+}
+
+std::shared_ptr<PreparedGraph>
+CudaDevice::prepareAttention(const cudnn::SdpaShape &shape, std::string &why) {
+  if (!startCudnn()) {
+    why = cudnnError;
+    return nullptr;
+  }
+  use();
+  auto graph = std::make_shared<CudnnGraph>();
+  graph->exe = cudnn::Executable::compile(shape, *description, why);
+  if (!graph->exe)
+    return nullptr;
+  return graph;
+}
+
+std::string CudaDevice::runGraph(DeviceStream &s, PreparedGraph &prepared,
+                                 const std::vector<void *> &tensors,
+                                 void *workspace) {
+  use();
+  auto &graph = static_cast<CudnnGraph &>(prepared);
+  if (!graph.args || graph.tensors != tensors || graph.workspace != workspace) {
+    std::string error;
+    graph.args = graph.exe->bind(tensors, workspace, error);
+    if (!graph.args)
+      return error;
+    graph.tensors = tensors;
+    graph.workspace = workspace;
+  }
+  if (cudnnStatus_t st = cudnnSetStream(cudnn, raw(s));
+      st != CUDNN_STATUS_SUCCESS)
+    return graph.exe->name() + ": cudnnSetStream: " + cudnnGetErrorString(st);
+  return graph.exe->run(cudnn, *graph.args);
+}
+#endif
 
 /// A column-major layout of `rows` x `cols` at `ld`, batched.
 std::string layout(cublasLtMatrixLayout_t *out, cudaDataType_t type,

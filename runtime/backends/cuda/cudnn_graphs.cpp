@@ -101,6 +101,11 @@ public:
       cudnnBackendDestroyDescriptor(d_);
   }
   Desc(Desc &&o) noexcept : d_(o.d_), status_(o.status_) { o.d_ = nullptr; }
+  Desc &operator=(Desc &&o) noexcept {
+    std::swap(d_, o.d_);
+    std::swap(status_, o.status_);
+    return *this;
+  }
   Desc(const Desc &) = delete;
   Desc &operator=(const Desc &) = delete;
   cudnnBackendDescriptor_t get() const { return d_; }
@@ -109,6 +114,17 @@ public:
 private:
   cudnnBackendDescriptor_t d_ = nullptr;
   cudnnStatus_t status_ = CUDNN_STATUS_SUCCESS;
+};
+
+/// A tensor a launch binds: the caller's memory, a by-value scalar or an
+/// internal intermediate in the workspace.
+struct BoundTensor {
+  std::string name;
+  int64_t uid = 0;
+  bool byValue = false;
+  float value = 0;
+  int64_t bytes = 0;
+  bool internal = false;
 };
 
 /// A graph under construction. Every descriptor it makes is kept alive until
@@ -157,13 +173,23 @@ public:
   }
 
   /// A tensor; `virt` ones live only inside the fused graph, `byValue` ones
-  /// are scalars passed with the launch.
+  /// are scalars passed with the launch. Every other one is bound to memory
+  /// at a launch, and recorded (tensors()) in the order it is made.
   cudnnBackendDescriptor_t tensor(const char *what, std::vector<int64_t> dims,
                                   std::vector<int64_t> strides,
                                   cudnnDataType_t type, bool virt = false,
-                                  bool byValue = false) {
+                                  bool byValue = false, float value = 0) {
     cudnnBackendDescriptor_t t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
     int64_t uid = ++uid_, alignment = 16;
+    if (!virt) {
+      int64_t elements = 1;
+      for (int64_t d : dims)
+        elements *= d;
+      int64_t size = type == CUDNN_DATA_FLOAT || type == CUDNN_DATA_INT32 ? 4
+                     : type == CUDNN_DATA_BOOLEAN                        ? 1
+                                                                         : 2;
+      tensors_.push_back({what, uid, byValue, value, elements * size, false});
+    }
     bool v = virt, bv = byValue;
     set(t, what, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
     set(t, what, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
@@ -187,10 +213,22 @@ public:
       strides[i - 1] = strides[i] * dims[i];
     return tensor(what, dims, strides, type, virt);
   }
-  cudnnBackendDescriptor_t scalar(const char *what) {
+  /// A float passed by value with every launch.
+  cudnnBackendDescriptor_t scalar(const char *what, float value = 0) {
     return tensor(what, {1, 1, 1, 1}, {1, 1, 1, 1}, CUDNN_DATA_FLOAT, false,
-                  true);
+                  true, value);
   }
+  /// An fp32 intermediate the graph writes to memory of its own (cuDNN's
+  /// attention keeps its softmax sum and dQ accumulator so): it lives in
+  /// the launch's workspace, after cuDNN's.
+  cudnnBackendDescriptor_t internal(const char *what,
+                                    std::vector<int64_t> dims) {
+    cudnnBackendDescriptor_t t = packed(what, std::move(dims), CUDNN_DATA_FLOAT);
+    if (!failed())
+      tensors_.back().internal = true;
+    return t;
+  }
+  const std::vector<BoundTensor> &tensors() const { return tensors_; }
 
   /// y = mode(x[, b[, t]]) computed in `prec`; `axis` for GEN_INDEX.
   void pointwise(const char *what, cudnnPointwiseMode_t mode,
@@ -277,6 +315,7 @@ private:
   std::string graph_;
   std::vector<std::unique_ptr<Desc>> descs_;
   std::vector<cudnnBackendDescriptor_t> ops_;
+  std::vector<BoundTensor> tensors_;
   std::string error_;
   int64_t uid_ = 0;
 };
@@ -289,13 +328,14 @@ Support unsupported(const Builder &b, const std::string &step,
   return s;
 }
 
-/// The steps after the ops: operation graph, heuristics (A, then FALLBACK)
-/// with the device description, and each engine config's needs.
-Support finish(Builder &b, const DeviceDescription &device) {
+/// Builds the operation graph into `graph` and keeps the engine configs
+/// that fit `device` in `fitting`.
+Support find(Builder &b, const DeviceDescription &device, Desc &graph,
+             std::vector<Desc> &fitting) {
   if (b.failed())
     return unsupported(b, "build", b.error());
   lastMessage(); // Start the steps below with no stale message.
-  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   cudnnStatus_t s = graph.status();
   if (s == CUDNN_STATUS_SUCCESS)
     s = cudnnBackendSetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_OPS,
@@ -376,6 +416,7 @@ Support finish(Builder &b, const DeviceDescription &device) {
         continue;
       }
       ++result.configs;
+      fitting.push_back(std::move(configs[i]));
     }
   }
   if (result.configs > 0) {
@@ -397,6 +438,12 @@ Support finish(Builder &b, const DeviceDescription &device) {
   return unsupported(b, "heuristics", reason);
 }
 
+/// The steps after the ops: is there an engine config for the graph?
+Support finish(Builder &b, const DeviceDescription &device) {
+  Desc graph;
+  std::vector<Desc> fitting;
+  return find(b, device, graph, fitting);
+}
 std::vector<int64_t> transposedStrides(int64_t h, int64_t rows, int64_t cols) {
   // [b, h, cols, rows] viewing a contiguous [b, h, rows, cols].
   return {h * rows * cols, rows * cols, 1, cols};
@@ -417,7 +464,7 @@ auto scaledScores(Builder &g, cudnnBackendDescriptor_t q,
 /// `scores` with -inf above the diagonal (row < col): the causal mask.
 auto causalMask(Builder &g, cudnnBackendDescriptor_t scores,
                 const std::vector<int64_t> &dims) {
-  auto negInf = g.scalar("-inf");
+  auto negInf = g.scalar("-inf", -std::numeric_limits<float>::infinity());
   auto row = g.packed("row", dims, CUDNN_DATA_INT32, true);
   auto col = g.packed("col", dims, CUDNN_DATA_INT32, true);
   auto keep = g.packed("row>=col", dims, CUDNN_DATA_BOOLEAN, true);
@@ -441,7 +488,7 @@ void buildSdpaForward(Builder &g, const SdpaShape &x) {
   auto v = g.packed("V", {b, h, skv, d}, io);
   auto o = g.packed("O", {b, h, sq, d}, io);
   auto stats = g.packed("stats", {b, h, sq, 1}, f32);
-  auto scale = g.scalar("scale");
+  auto scale = g.scalar("scale", x.scale);
 
   auto scaled = scaledScores(g, q, kt, scale, {b, h, sq, skv});
   auto masked = x.causal ? causalMask(g, scaled, {b, h, sq, skv}) : scaled;
@@ -473,15 +520,15 @@ void buildSdpaBackward(Builder &g, const SdpaShape &x) {
   auto dQ = g.packed("dQ", {b, h, sq, d}, io);
   auto dK = g.packed("dK", {b, h, skv, d}, io);
   auto dV = g.packed("dV", {b, h, skv, d}, io);
-  auto scale = g.scalar("scale");
-  auto one = g.scalar("one");
+  auto scale = g.scalar("scale", x.scale);
+  auto one = g.scalar("one", 1.0f);
 
   // softmax_sum = rowsum(dO * O), kept in workspace-backed fp32.
   auto dOO = g.packed("dO*O", {b, h, sq, d}, f32, true);
   g.pointwise("dO*O", CUDNN_POINTWISE_MUL, dO, o, nullptr, dOO);
   auto rowSum = g.packed("rowsum(dO*O)", {b, h, sq, 1}, f32, true);
   g.reduction("rowsum(dO*O)", CUDNN_REDUCE_TENSOR_ADD, dOO, rowSum);
-  auto softmaxSum = g.packed("softmax sum", {b, h, sq, 1}, f32);
+  auto softmaxSum = g.internal("softmax sum", {b, h, sq, 1});
   g.pointwise("softmax sum", CUDNN_POINTWISE_MUL, rowSum, one, nullptr,
               softmaxSum);
 
@@ -518,7 +565,7 @@ void buildSdpaBackward(Builder &g, const SdpaShape &x) {
   // dQ = dS @ K, accumulated in fp32.
   auto k = g.packed("K", {b, h, skv, d}, io, true);
   g.reshape("K", kt, k);
-  auto dQacc = g.packed("dQ accum", {b, h, sq, d}, f32);
+  auto dQacc = g.internal("dQ accum", {b, h, sq, d});
   g.matmul("dS@K", dS, k, dQacc);
   g.pointwise("dQ", CUDNN_POINTWISE_IDENTITY, dQacc, nullptr, nullptr, dQ);
 }
@@ -615,7 +662,7 @@ void buildNorm(Builder &g, const NormShape &x) {
   if (!x.backward) {
     auto yt = g.tensor("y", dims, strides, io);
     auto bias = hasBias ? g.packed("bias", paramDims, f32) : nullptr;
-    auto eps = g.scalar("epsilon");
+    auto eps = g.scalar("epsilon", x.epsilon);
     cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
     auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, what);
     g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
@@ -632,7 +679,7 @@ void buildNorm(Builder &g, const NormShape &x) {
     g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC,
               invVar);
     if (batch) {
-      auto factor = g.scalar("momentum");
+      auto factor = g.scalar("momentum", x.momentum);
       auto inMean = g.packed("running mean", paramDims, f32);
       auto inVar = g.packed("running var", paramDims, f32);
       auto outMean = g.packed("next running mean", paramDims, f32);
@@ -800,6 +847,210 @@ Choice chooseNorm(const NormShape &shape, const DeviceDescription &device) {
                              std::to_string(s.configs) + " engine configs)"};
   return {Impl::Own,
           s.reason + "; the backend's own normalization kernel runs it"};
+}
+
+//===----------------------------------------------------------------------===//
+// Executables: a graph's execution plan, its arguments and its launch
+//===----------------------------------------------------------------------===//
+
+struct Executable::State {
+  std::unique_ptr<Builder> builder;
+  Desc graph;
+  std::vector<Desc> configs;
+  Desc plan;
+  /// Each bound tensor's workspace offset when it is internal, else -1.
+  std::vector<int64_t> offsets;
+  int64_t workspace = 0;
+};
+
+struct Executable::Arguments {
+  Desc pack;
+  std::vector<int64_t> uids;
+  std::vector<void *> pointers;
+};
+
+namespace {
+
+constexpr int64_t kWorkspaceAlignment = 256;
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+         kWorkspaceAlignment;
+}
+
+/// The first fitting engine config whose execution plan finalizes on
+/// `device`, and the workspace layout: cuDNN's, then the internal tensors.
+std::unique_ptr<Executable> compileGraph(std::unique_ptr<Builder> b,
+                                         const DeviceDescription &device,
+                                         std::string &error) {
+  auto state = std::make_unique<Executable::State>();
+  Support support = find(*b, device, state->graph, state->configs);
+  if (!support.supported) {
+    error = support.reason;
+    return nullptr;
+  }
+  std::string planError;
+  int64_t cudnnWorkspace = -1;
+  cudnnBackendDescriptor_t dev = device.descriptor();
+  for (Desc &config : state->configs) {
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cudnnBackendDescriptor_t c = config.get();
+    cudnnStatus_t s = plan.status();
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendSetAttribute(plan.get(),
+                                   CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendSetAttribute(plan.get(),
+                                   CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dev);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendFinalize(plan.get());
+    int64_t n = 0, bytes = 0;
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnBackendGetAttribute(plan.get(),
+                                   CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                   CUDNN_TYPE_INT64, 1, &n, &bytes);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      if (planError.empty())
+        planError = cudnnReason(s);
+      continue;
+    }
+    state->plan = std::move(plan);
+    cudnnWorkspace = bytes;
+    break;
+  }
+  if (cudnnWorkspace < 0) {
+    error = b->graph() + ": no execution plan finalizes (" +
+            std::to_string(state->configs.size()) +
+            " engine configs tried): " + planError;
+    return nullptr;
+  }
+  int64_t at = alignUp(cudnnWorkspace);
+  for (const BoundTensor &t : b->tensors()) {
+    state->offsets.push_back(t.internal ? at : -1);
+    if (t.internal)
+      at += alignUp(t.bytes);
+  }
+  state->workspace = at;
+  state->builder = std::move(b);
+  return std::make_unique<Executable>(std::move(state));
+}
+
+} // namespace
+
+Executable::Executable(std::unique_ptr<State> state)
+    : state_(std::move(state)) {}
+Executable::~Executable() = default;
+
+std::unique_ptr<Executable> Executable::compile(const SdpaShape &shape,
+                                                const DeviceDescription &device,
+                                                std::string &error) {
+  auto b = std::make_unique<Builder>(describe(shape) + " on " + device.name());
+  if (shape.backward)
+    buildSdpaBackward(*b, shape);
+  else
+    buildSdpaForward(*b, shape);
+  return compileGraph(std::move(b), device, error);
+}
+
+std::unique_ptr<Executable> Executable::compile(const ConvShape &shape,
+                                                const DeviceDescription &device,
+                                                std::string &error) {
+  auto b = std::make_unique<Builder>(describe(shape) + " on " + device.name());
+  buildConv(*b, shape);
+  return compileGraph(std::move(b), device, error);
+}
+
+const std::string &Executable::name() const { return state_->builder->graph(); }
+
+std::vector<std::string> Executable::tensors() const {
+  std::vector<std::string> names;
+  for (const BoundTensor &t : state_->builder->tensors())
+    if (!t.byValue && !t.internal)
+      names.push_back(t.name);
+  return names;
+}
+
+int64_t Executable::workspaceBytes() const { return state_->workspace; }
+
+std::shared_ptr<Executable::Arguments>
+Executable::bind(const std::vector<void *> &pointers, void *workspace,
+                 std::string &error) const {
+  auto args = std::make_shared<Arguments>();
+  const std::vector<BoundTensor> &tensors = state_->builder->tensors();
+  size_t next = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const BoundTensor &t = tensors[i];
+    void *p;
+    if (t.byValue)
+      p = const_cast<float *>(&t.value);
+    else if (t.internal)
+      p = static_cast<char *>(workspace) + state_->offsets[i];
+    else if (next < pointers.size())
+      p = pointers[next++];
+    else
+      break;
+    args->uids.push_back(t.uid);
+    args->pointers.push_back(p);
+  }
+  if (args->uids.size() != tensors.size() || next != pointers.size()) {
+    error = name() + ": " + std::to_string(pointers.size()) +
+            " tensors bound, the graph has " + std::to_string(this->tensors().size());
+    return nullptr;
+  }
+  args->pack = Desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  cudnnStatus_t s = args->pack.status();
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendSetAttribute(
+        args->pack.get(), CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+        (int64_t)args->uids.size(), args->uids.data());
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendSetAttribute(args->pack.get(),
+                                 CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                 CUDNN_TYPE_VOID_PTR,
+                                 (int64_t)args->pointers.size(),
+                                 args->pointers.data());
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendSetAttribute(args->pack.get(),
+                                 CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                 CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendFinalize(args->pack.get());
+  if (s != CUDNN_STATUS_SUCCESS) {
+    error = name() + ": variant pack: " + cudnnReason(s);
+    return nullptr;
+  }
+  return args;
+}
+
+std::string Executable::run(void *handle, const Arguments &arguments) const {
+  cudnnStatus_t s =
+      cudnnBackendExecute(static_cast<cudnnHandle_t>(handle),
+                          state_->plan.get(), arguments.pack.get());
+  if (s != CUDNN_STATUS_SUCCESS)
+    return name() + ": " + cudnnReason(s);
+  return "";
+}
+
+std::unique_ptr<DeviceDescription>
+DeviceDescription::fromHandle(void *handle, std::string &error) {
+  cudnnBackendDescriptor_t d = nullptr;
+  cudnnHandle_t h = static_cast<cudnnHandle_t>(handle);
+  cudnnStatus_t s =
+      cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &d);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendSetAttribute(d, CUDNN_ATTR_DEVICEPROP_HANDLE,
+                                 CUDNN_TYPE_HANDLE, 1, &h);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBackendFinalize(d);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    error = "cuDNN's description of the device: " + cudnnReason(s);
+    if (d)
+      cudnnBackendDestroyDescriptor(d);
+    return nullptr;
+  }
+  return std::unique_ptr<DeviceDescription>(new DeviceDescription(d, "this GPU"));
 }
 
 int64_t cudnnVersion() { return (int64_t)cudnnGetVersion(); }

@@ -19,16 +19,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace fsdprt::cudnn {
 
 enum class DType { F32, F16, BF16 };
 
 /// Scaled dot-product attention on [batch, heads, seq, head_dim] tensors
-/// (contiguous), scale 1/sqrt(head_dim), fp32 softmax statistics. Forward
+/// (contiguous; K and V as stored, not transposed), fp32 softmax statistics
+/// (the row log-sum-exp). Forward
 /// writes O and the statistics; backward reads them and writes dQ, dK, dV.
 struct SdpaShape {
   int64_t batch = 1, heads = 1, seqQ = 1, seqKv = 1, headDim = 64;
+  /// The scores' scale (the plan's, usually 1/sqrt(headDim)).
+  float scale = 0.125f;
   DType dtype = DType::BF16;
   bool causal = true;
   bool backward = false;
@@ -66,6 +70,9 @@ struct NormShape {
   /// NHWC strides (channels innermost) instead of NCHW.
   bool channelsLast = false;
   bool backward = false;
+  float epsilon = 1e-5f;
+  /// Batch norm's running-statistics factor.
+  float momentum = 0.1f;
 };
 
 /// "sdpa forward bf16 b4 h12 sq1024 skv1024 d64 causal" and the like: every
@@ -83,6 +90,9 @@ public:
   static std::unique_ptr<DeviceDescription> fromJson(const std::string &json,
                                                      const std::string &name,
                                                      std::string &error);
+  /// The GPU a cuDNN handle (a cudnnHandle_t) runs on.
+  static std::unique_ptr<DeviceDescription> fromHandle(void *handle,
+                                                       std::string &error);
   /// Reads the JSON from a file; errors name the file.
   static std::unique_ptr<DeviceDescription> fromFile(const std::string &path,
                                                      std::string &error);
@@ -126,6 +136,53 @@ struct Support {
 Support check(const SdpaShape &shape, const DeviceDescription &device);
 Support check(const ConvShape &shape, const DeviceDescription &device);
 Support check(const NormShape &shape, const DeviceDescription &device);
+
+/// A graph compiled for one device: cuDNN's execution plan (the first
+/// engine config, in heuristics' order, whose plan finalizes) and what a
+/// launch binds. Compiling needs no GPU (cuDNN >= 9.8 finalizes plans
+/// against a description); running does.
+class Executable {
+public:
+  /// nullptr, with `error` naming the graph and cuDNN's reason, when cuDNN
+  /// has no plan for it on `device`.
+  static std::unique_ptr<Executable> compile(const SdpaShape &shape,
+                                             const DeviceDescription &device,
+                                             std::string &error);
+  static std::unique_ptr<Executable> compile(const ConvShape &shape,
+                                             const DeviceDescription &device,
+                                             std::string &error);
+  ~Executable();
+  Executable(const Executable &) = delete;
+  Executable &operator=(const Executable &) = delete;
+
+  /// The graph ("sdpa forward bf16 ...").
+  const std::string &name() const;
+  /// The device memory a launch binds, in order. Attention forward: Q, K^T
+  /// (a view of K [b, h, skv, d]), V, O, stats; backward: Q, K^T, V^T (a
+  /// view of V), O, dO, stats, dQ, dK, dV (K, V, dK and dV as
+  /// [b, h, skv, d]). Convolution: x, w, y (fprop), dx, w, dy (dgrad),
+  /// x, dw, dy (wgrad).
+  std::vector<std::string> tensors() const;
+  /// Bytes of device workspace a launch needs (cuDNN's, then the graph's
+  /// own fp32 intermediates), 256-byte aligned.
+  int64_t workspaceBytes() const;
+  /// The launch's arguments (cuDNN's variant pack), made once: one device
+  /// pointer per tensors() entry and the workspace. nullptr with `error`
+  /// on a wrong count or cuDNN's refusal.
+  struct Arguments;
+  std::shared_ptr<Arguments> bind(const std::vector<void *> &pointers,
+                                  void *workspace, std::string &error) const;
+  /// Runs on `handle` (a cudnnHandle_t, its stream set): "" or cuDNN's
+  /// error naming the graph.
+  std::string run(void *handle, const Arguments &arguments) const;
+
+  /// What cudnn_graphs.cpp keeps (opaque here: no cuDNN header).
+  struct State;
+  explicit Executable(std::unique_ptr<State> state);
+
+private:
+  std::unique_ptr<State> state_;
+};
 
 /// Which implementation the backend runs for a graph.
 enum class Impl { Cudnn, Own };

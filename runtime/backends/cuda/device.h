@@ -24,6 +24,7 @@
 #define FSDPRT_BACKENDS_CUDA_DEVICE_H
 
 #include "../../src/backend.h"
+#include "cudnn_graphs.h"
 #include "hazards.h"
 #include "kernels/copy.h"
 #include "kernels/data.h"
@@ -90,6 +91,15 @@ public:
 class PreparedGemm {
 public:
   virtual ~PreparedGemm() = default;
+};
+
+/// A cuDNN graph the device compiled for itself (cudnn_graphs.h's
+/// Executable).
+class PreparedGraph {
+public:
+  virtual ~PreparedGraph() = default;
+  /// Device workspace a launch needs, bytes.
+  virtual int64_t workspaceBytes() const = 0;
 };
 
 class Device {
@@ -211,6 +221,20 @@ public:
   /// saying why, when the device cannot run it.
   virtual std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
                                                     std::string &error) = 0;
+  /// Compiles attention on cuDNN for this device: nullptr, with `why`,
+  /// when the device has no cuDNN (the fake one), cuDNN is turned off
+  /// (FSDPRT_CUDNN=off) or has no plan for the shape.
+  virtual std::shared_ptr<PreparedGraph>
+  prepareAttention(const cudnn::SdpaShape &, std::string &why) {
+    why = describe() + " runs no cuDNN";
+    return nullptr;
+  }
+  /// Runs a prepared graph on `s` over `tensors` (in the order of
+  /// cudnn::Executable::tensors()) with `workspace`.
+  virtual std::string runGraph(DeviceStream &, PreparedGraph &,
+                               const std::vector<void *> &, void *) {
+    return describe() + " runs no cuDNN";
+  }
   /// A prepared GEMM over a, b (and bias: [n], or null) into y.
   virtual std::string gemm(DeviceStream &s, PreparedGemm &gemm, const void *a,
                            const void *b, const void *bias, void *y) = 0;

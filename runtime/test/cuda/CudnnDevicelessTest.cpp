@@ -241,6 +241,85 @@ TEST(CudnnDeviceless, FallbackToOwnKernelSaysWhy) {
   EXPECT_EQ(chooseConv(conv(2, 64, 8, 64, 3, 1, 1), h100()).impl, Impl::Cudnn);
 }
 
+/// Binds `exe` with one distinct, aligned, never dereferenced address per
+/// tensor (cuDNN's variant pack finalizes), and refuses one pointer short.
+void expectBinds(const Executable &exe) {
+  std::vector<void *> pointers;
+  for (size_t i = 0; i < exe.tensors().size(); ++i)
+    pointers.push_back(reinterpret_cast<void *>((i + 1) << 20));
+  void *workspace = reinterpret_cast<void *>(uintptr_t(1) << 32);
+  std::string error;
+  EXPECT_NE(exe.bind(pointers, workspace, error), nullptr) << error;
+  pointers.pop_back();
+  EXPECT_EQ(exe.bind(pointers, workspace, error), nullptr);
+  EXPECT_EQ(error, exe.name() + ": " + std::to_string(pointers.size()) +
+                       " tensors bound, the graph has " +
+                       std::to_string(exe.tensors().size()));
+}
+
+// Execution plans finalize without a GPU (cuDNN >= 9.8, against the
+// description) for precompiled engines: ResNet's convolutions compile in
+// each pass, name the tensors a launch binds, and bind.
+TEST(CudnnDeviceless, ConvolutionPlansCompileAndBind) {
+  ConvShape x = conv(2, 64, 8, 128, 3, 2, 1);
+  const std::vector<std::vector<std::string>> tensors = {
+      {"x", "w", "y"}, {"x", "w", "y"}, {"x", "w", "y"}};
+  for (ConvPass pass : {ConvPass::Fprop, ConvPass::Dgrad, ConvPass::Wgrad}) {
+    x.pass = pass;
+    std::string error;
+    auto exe = Executable::compile(x, h100(), error);
+    ASSERT_NE(exe, nullptr) << describe(x) << ": " << error;
+    EXPECT_EQ(exe->tensors(), tensors[(int)pass]) << describe(x);
+    EXPECT_EQ(exe->workspaceBytes() % 256, 0);
+    expectBinds(*exe);
+  }
+}
+
+// Attention's engines are compiled at run time, and loading what they
+// compile needs the CUDA driver: with the stub (here) the plan cannot
+// finalize and this test says so and skips; on a lent GPU (gpu-check runs
+// this binary there) the corpus's forward and backward compile, name their
+// tensors, hold their fp32 intermediates in the workspace, and bind.
+TEST(CudnnDeviceless, AttentionPlansCompileAndBind) {
+  struct Case {
+    SdpaShape shape;
+    std::vector<std::string> tensors;
+    int64_t internalBytes;
+  };
+  std::vector<std::string> backward = {"Q",     "K^T", "V^T", "O", "dO",
+                                       "stats", "dQ",  "dK",  "dV"};
+  std::vector<Case> cases = {
+      {sdpa(2, 4, 16, 8, false), {"Q", "K^T", "V", "O", "stats"}, 0},
+      // softmax sum [2,4,16,1] and dQ accum [2,4,16,8], fp32, each aligned.
+      {sdpa(2, 4, 16, 8, true), backward, 512 + 4096},
+      {sdpa(4, 12, 1024, 64, true), backward,
+       4 * 12 * 1024 * 4 + 4 * 12 * 1024 * 64 * 4}};
+  for (const Case &c : cases) {
+    std::string error;
+    auto exe = Executable::compile(c.shape, h100(), error);
+    if (!exe && error.find("CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER") !=
+                    std::string::npos)
+      GTEST_SKIP() << "attention plans need the CUDA driver to finalize: "
+                   << error;
+    ASSERT_NE(exe, nullptr) << describe(c.shape) << ": " << error;
+    EXPECT_EQ(exe->name(), describe(c.shape) + " on " + devicePath());
+    EXPECT_EQ(exe->tensors(), c.tensors) << describe(c.shape);
+    EXPECT_GE(exe->workspaceBytes(), c.internalBytes) << describe(c.shape);
+    EXPECT_EQ(exe->workspaceBytes() % 256, 0);
+    std::printf("  compiled   %-60s workspace %lld bytes\n",
+                describe(c.shape).c_str(), (long long)exe->workspaceBytes());
+    expectBinds(*exe);
+  }
+}
+
+// What cuDNN cannot run does not compile, and the error is check()'s.
+TEST(CudnnDeviceless, ExecutionPlanRefusedWithTheReason) {
+  SdpaShape x = sdpa(4, 12, 1024, 64, true, DType::F32);
+  std::string error;
+  EXPECT_EQ(Executable::compile(x, h100(), error), nullptr);
+  EXPECT_EQ(error, check(x, h100()).reason);
+}
+
 int main(int argc, char **argv) {
   // Without libcuda.so.1 cuDNN silently drops its attention engines; a
   // rejection then would be this machine's, not the H100's.
