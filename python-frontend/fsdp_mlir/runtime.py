@@ -193,7 +193,9 @@ class Session:
         a CUDA backend (refused, naming the device, where it has not);
         for tests, "fake-cuda" (the CUDA backend's host code on host
         memory, the CPU's kernel for an op with no CUDA kernel) and
-        "fake-cuda:strict" (the same, refusing such an op as a GPU does)."""
+        "fake-cuda:strict" (the same, refusing such an op as a GPU does)
+        and "fake-cuda:cudnn" (strict, attention through the cuDNN path on
+        a host model of cuDNN)."""
         if not isinstance(threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS:
             raise ValueError(f"threads must be an int from 0 to {MAX_THREADS}, not {threads!r}")
         if not math.isfinite(timeout) or timeout < 0:

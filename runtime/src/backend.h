@@ -183,11 +183,15 @@ std::unique_ptr<Backend> createCpuBackend();
 /// The CUDA backend's host code on host memory: device "fake-cuda", for
 /// tests (runtime/backends/cuda/fake_device.cpp). Ops with no own kernel
 /// run the CPU backend's kernel, unless `strict` ("fake-cuda:strict"):
-/// then they are refused when the session is created, as on a GPU.
-std::unique_ptr<Backend> createFakeCudaBackend(bool strict = false);
+/// then they are refused when the session is created, as on a GPU. With
+/// `cudnn` ("fake-cuda:cudnn", strict too) attention runs through the
+/// backend's cuDNN path on a host model of cuDNN's graphs.
+std::unique_ptr<Backend> createFakeCudaBackend(bool strict = false,
+                                               bool cudnn = false);
 
 /// The backend for session option `device` ("cpu", "fake-cuda",
-/// "fake-cuda:strict", "cuda", "cuda:N"; empty: "cpu"), or nullptr with
+/// "fake-cuda:strict", "fake-cuda:cudnn", "cuda", "cuda:N"; empty: "cpu"),
+/// or nullptr with
 /// `error` saying why not.
 std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error);

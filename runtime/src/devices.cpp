@@ -2,7 +2,8 @@
 //
 // "cpu" (or empty): the CPU backend. "fake-cuda": the CUDA backend's host
 // code on a device made of host memory (tests); "fake-cuda:strict" the same,
-// refusing ops with no own kernel as a GPU does. "cuda" and "cuda:N": the
+// refusing ops with no own kernel as a GPU does; "fake-cuda:cudnn" strict,
+// with a host model of cuDNN's attention. "cuda" and "cuda:N": the
 // CUDA backend on GPU N, whose device comes from the plugin
 // libfsdprt_cuda.so: $FSDPRT_CUDA_PLUGIN, else the file beside the
 // library (or, linked statically, beside the program or in ../lib), so
@@ -106,8 +107,10 @@ std::unique_ptr<Backend> createBackend(const std::string &device,
                                        std::string &error) {
   if (device.empty() || device == "cpu")
     return createCpuBackend();
-  if (device == "fake-cuda" || device == "fake-cuda:strict")
-    return createFakeCudaBackend(device == "fake-cuda:strict");
+  if (device == "fake-cuda" || device == "fake-cuda:strict" ||
+      device == "fake-cuda:cudnn")
+    return createFakeCudaBackend(device == "fake-cuda:strict",
+                                 device == "fake-cuda:cudnn");
   bool cuda = device == "cuda";
   int ordinal = 0;
   if (!cuda && device.rfind("cuda:", 0) == 0 && device.size() > 5 &&

@@ -92,7 +92,9 @@ options:
                          fake-cuda (tests): the CUDA backend's host code on
                          host memory, with a stream hazard checker (ops with
                          no CUDA kernel run the CPU's); fake-cuda:strict: the
-                         same, refusing those ops as a GPU does
+                         same, refusing those ops as a GPU does;
+                         fake-cuda:cudnn: strict, with attention through the
+                         backend's cuDNN path on a host model of cuDNN
   --no-cuda-graph        run every step directly: by default a single-rank
                          plan on cuda (or fake-cuda) runs step 1 directly,
                          captures step 2 into a CUDA graph and replays it

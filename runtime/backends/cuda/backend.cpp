@@ -1100,9 +1100,113 @@ KernelFn widened(const std::string &op, Context &c) {
   };
 }
 
+//===----------------------------------------------------------------------===//
+// Attention on cuDNN
+//===----------------------------------------------------------------------===//
+
+/// attention and attention_grad on cuDNN's fused flash attention where the
+/// device has cuDNN and cuDNN has a plan for the shape: bf16 or f16, no
+/// mask or the causal one, equal head dims of q and v. The plan stores keys
+/// transposed (k_t [..., D, S]) and cuDNN reads K [..., S, D]: k_t is
+/// transposed into the workspace first, and the backward's dK back into
+/// dk_t after, O(S D) beside attention's O(S^2 D). nullptr otherwise (the
+/// backend's own kernel runs it).
+KernelFn cudnnAttention(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  bool backward = op == "attention_grad";
+  std::string kind = args.attrs.getString("mask_kind", "none");
+  size_t inputs = backward ? 6 : 3;
+  if ((kind != "none" && kind != "causal") || args.in.size() != inputs ||
+      args.out.size() != (backward ? 3u : 2u))
+    return nullptr;
+  const Tensor &q = args.in[0], &kt = args.in[1], &v = args.in[2];
+  fsdprt_dtype_t dtype = q.dtype;
+  if (!isHalf(dtype))
+    return nullptr;
+  size_t rank = q.shape.size();
+  if (rank < 2 || kt.shape.size() != rank || v.shape.size() != rank)
+    return nullptr;
+  for (size_t i = 0; i < args.in.size(); ++i) {
+    // lse (the forward's second output, the backward's fifth input) is f32.
+    bool stats = backward && i == 4;
+    if (args.in[i].dtype != (stats ? FSDPRT_F32 : dtype))
+      return nullptr;
+  }
+  for (size_t i = 0; i < args.out.size(); ++i)
+    if (args.out[i].dtype != (!backward && i == 1 ? FSDPRT_F32 : dtype))
+      return nullptr;
+  int64_t l = q.shape[rank - 2], d = q.shape[rank - 1];
+  int64_t sk = kt.shape[rank - 1];
+  if (kt.shape[rank - 2] != d || v.shape[rank - 2] != sk ||
+      v.shape[rank - 1] != d)
+    return nullptr;
+  cudnn::SdpaShape shape;
+  shape.heads = rank >= 3 ? q.shape[rank - 3] : 1;
+  shape.batch = 1;
+  for (size_t i = 0; i + 3 < rank; ++i)
+    shape.batch *= q.shape[i];
+  if (shape.batch * shape.heads * l * d != q.numel)
+    return nullptr;
+  shape.seqQ = l;
+  shape.seqKv = sk;
+  shape.headDim = d;
+  shape.dtype =
+      dtype == FSDPRT_BF16 ? cudnn::DType::BF16 : cudnn::DType::F16;
+  shape.causal = kind == "causal";
+  shape.backward = backward;
+  shape.scale = args.attrs.getFloat("scale", 1.0);
+  std::string why;
+  std::shared_ptr<PreparedGraph> graph = c.device.prepareAttention(shape, why);
+  if (!graph)
+    return nullptr;
+
+  // The workspace: K (and dK), then cuDNN's.
+  uint64_t keys = (kt.numel * fsdprt_dtype_size(dtype) + 255) / 256 * 256;
+  uint64_t cudnnAt = backward ? 2 * keys : keys;
+  args.workspace->reserve(cudnnAt + graph->workspaceBytes());
+  Workspace *workspace = args.workspace;
+  int64_t batches = shape.batch * shape.heads;
+  // [B, D, S] -> [B, S, D], and back.
+  Broadcast toK, toKt;
+  toK.rank = toKt.rank = 3;
+  int64_t kShape[3] = {batches, sk, d}, ktShape[3] = {batches, d, sk};
+  int64_t kRead[3] = {d * sk, 1, sk}, ktRead[3] = {sk * d, 1, d};
+  for (int i = 0; i < 3; ++i) {
+    toK.shape[i] = kShape[i];
+    toK.strides[0][i] = kRead[i];
+    toKt.shape[i] = ktShape[i];
+    toKt.strides[0][i] = ktRead[i];
+  }
+  size_t size = fsdprt_dtype_size(dtype);
+  std::vector<Tensor> in = args.in, out = args.out;
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) -> std::string {
+    char *base = workspace->as<char>();
+    void *k = base, *dk = base + keys, *rest = base + cudnnAt;
+    if (std::string e = dev.stridedRead(s, size, toK, in[1].data, k, 0, kt.numel);
+        !e.empty())
+      return e;
+    if (!backward)
+      return dev.runGraph(s, *graph,
+                          {in[0].data, k, in[2].data, out[0].data, out[1].data},
+                          rest);
+    if (std::string e = dev.runGraph(s, *graph,
+                                     {in[0].data, k, in[2].data, in[3].data,
+                                      in[5].data, in[4].data, out[0].data, dk,
+                                      out[2].data},
+                                     rest);
+        !e.empty())
+      return e;
+    return dev.stridedRead(s, size, toKt, dk, out[1].data, 0, kt.numel);
+  });
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
-  KernelFn body = own(op, context);
+  KernelFn body;
+  if (op == "attention" || op == "attention_grad")
+    body = cudnnAttention(op, context);
+  if (!body)
+    body = own(op, context);
   if (!body && hasHalf(args))
     body = widened(op, context);
   if (!body && cpu)

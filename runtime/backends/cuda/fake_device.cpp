@@ -9,7 +9,11 @@
 // of 4 lanes; GEMMs run on OpenBLAS from the same Gemm description the
 // GPU's cuBLASLt gets. Ops with no own kernel yet run the CPU backend's
 // kernel on the same memory; "fake-cuda:strict" refuses them when the
-// session is created, as a GPU does.
+// session is created, as a GPU does. "fake-cuda:cudnn" is the strict
+// device with a host model of the cuDNN attention graphs the GPU device
+// runs (cudnn_graphs.h: the same tensors, in the same order, the same
+// workspace), so that the backend's routing to cuDNN (the transposes of
+// the keys, the bindings) runs in CI too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +84,101 @@ float element(fsdprt_dtype_t dtype, const void *data, int64_t i) {
   return halfToFloat(static_cast<const uint16_t *>(data)[i], dtype);
 }
 
+/// An attention graph as cuDNN computes it, on the host: fp32 arithmetic
+/// on the stored dtype's values, the workspace holding the graph's fp32
+/// intermediates (the softmax sum, the dQ accumulator) as cuDNN's does.
+struct FakeCudnnGraph : PreparedGraph {
+  explicit FakeCudnnGraph(const cudnn::SdpaShape &shape) : shape(shape) {}
+  int64_t workspaceBytes() const override {
+    if (!shape.backward)
+      return 0;
+    int64_t rows = shape.batch * shape.heads * shape.seqQ;
+    return (rows * 4 + 255) / 256 * 256 + rows * shape.headDim * 4;
+  }
+  std::string run(const std::vector<void *> &t, void *workspace) const;
+  cudnn::SdpaShape shape;
+};
+
+std::string FakeCudnnGraph::run(const std::vector<void *> &t,
+                                void *workspace) const {
+  const cudnn::SdpaShape &x = shape;
+  if (t.size() != (x.backward ? 9u : 5u))
+    return "fake cuDNN: " + std::to_string(t.size()) + " tensors bound";
+  fsdprt_dtype_t dtype =
+      x.dtype == cudnn::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
+  int64_t bh = x.batch * x.heads, l = x.seqQ, s = x.seqKv, d = x.headDim;
+  auto get = [&](size_t k, int64_t i) { return element(dtype, t[k], i); };
+  auto put = [&](size_t k, int64_t i, float v) {
+    static_cast<uint16_t *>(t[k])[i] = floatToHalf(v, dtype);
+  };
+  std::vector<float> p(s);
+  float *sum = static_cast<float *>(workspace);
+  float *dqAcc = reinterpret_cast<float *>(
+      static_cast<char *>(workspace) + (bh * l * 4 + 255) / 256 * 256);
+  // Stats: the forward's 4th tensor, the backward's 5th.
+  float *stats = static_cast<float *>(t[x.backward ? 5 : 4]);
+  if (x.backward)
+    for (int64_t k = 0; k < bh * s * d; ++k) {
+      put(7, k, 0); // dK
+      put(8, k, 0); // dV
+    }
+  std::vector<float> dk(bh * s * d, 0), dv(bh * s * d, 0);
+  for (int64_t b = 0; b < bh; ++b)
+    for (int64_t i = 0; i < l; ++i) {
+      int64_t row = b * l + i;
+      // Scaled scores of row i, causal columns j > i excluded.
+      int64_t cols = x.causal ? std::min(s, i + 1) : s;
+      float max = -INFINITY;
+      for (int64_t j = 0; j < cols; ++j) {
+        float dot = 0;
+        for (int64_t e = 0; e < d; ++e)
+          dot += get(0, row * d + e) * get(1, (b * s + j) * d + e);
+        p[j] = dot * x.scale;
+        max = std::max(max, p[j]);
+      }
+      if (!x.backward) {
+        float total = 0;
+        for (int64_t j = 0; j < cols; ++j)
+          total += p[j] = std::exp(p[j] - max);
+        stats[row] = max + std::log(total);
+        for (int64_t e = 0; e < d; ++e) {
+          float o = 0;
+          for (int64_t j = 0; j < cols; ++j)
+            o += p[j] / total * get(2, (b * s + j) * d + e);
+          put(3, row * d + e, o);
+        }
+        continue;
+      }
+      for (int64_t j = 0; j < cols; ++j)
+        p[j] = std::exp(p[j] - stats[row]);
+      sum[row] = 0;
+      for (int64_t e = 0; e < d; ++e)
+        sum[row] += get(4, row * d + e) * get(3, row * d + e);
+      for (int64_t e = 0; e < d; ++e)
+        dqAcc[row * d + e] = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        float dp = 0;
+        for (int64_t e = 0; e < d; ++e) {
+          dp += get(4, row * d + e) * get(2, (b * s + j) * d + e);
+          dv[(b * s + j) * d + e] += p[j] * get(4, row * d + e);
+        }
+        float ds = p[j] * (dp - sum[row]) * x.scale;
+        for (int64_t e = 0; e < d; ++e) {
+          dqAcc[row * d + e] += ds * get(1, (b * s + j) * d + e);
+          dk[(b * s + j) * d + e] += ds * get(0, row * d + e);
+        }
+      }
+      for (int64_t e = 0; e < d; ++e)
+        put(6, row * d + e, dqAcc[row * d + e]);
+    }
+  if (x.backward)
+    for (int64_t k = 0; k < bh * s * d; ++k) {
+      put(7, k, dk[k]);
+      put(8, k, dv[k]);
+    }
+  return "";
+}
+
 struct FakeGemm : PreparedGemm {
   explicit FakeGemm(const Gemm &gemm) : gemm(gemm) {}
   Gemm gemm;
@@ -93,9 +192,10 @@ void run(const Gemm &g, const void *a, const void *b, const void *bias,
 
 class FakeDevice : public Device {
 public:
-  explicit FakeDevice(bool strict) : strict(strict) {}
+  FakeDevice(bool strict, bool cudnn)
+      : strict(strict || cudnn), cudnn(cudnn) {}
   std::string describe() const override {
-    return strict ? "fake-cuda:strict" : "fake-cuda";
+    return cudnn ? "fake-cuda:cudnn" : strict ? "fake-cuda:strict" : "fake-cuda";
   }
   /// The strict device lends no CPU kernels: it refuses what a GPU does.
   bool hostMemory() const override { return !strict; }
@@ -365,6 +465,17 @@ public:
                                             std::string &) override {
     return std::make_shared<FakeGemm>(gemm);
   }
+  std::shared_ptr<PreparedGraph>
+  prepareAttention(const cudnn::SdpaShape &shape, std::string &why) override {
+    if (!cudnn)
+      return Device::prepareAttention(shape, why);
+    return std::make_shared<FakeCudnnGraph>(shape);
+  }
+  std::string runGraph(DeviceStream &, PreparedGraph &graph,
+                       const std::vector<void *> &tensors,
+                       void *workspace) override {
+    return static_cast<FakeCudnnGraph &>(graph).run(tensors, workspace);
+  }
   std::string gemm(DeviceStream &, PreparedGemm &gemm, const void *a,
                    const void *b, const void *bias, void *y) override {
     run(static_cast<FakeGemm &>(gemm).gemm, a, b, bias, y);
@@ -420,7 +531,7 @@ private:
                 n);
   }
 
-  bool strict;
+  bool strict, cudnn;
   HazardChecker checker;
   mutable std::mutex mutex;
   std::vector<std::string> current, previous; // work admitted (issued())
@@ -472,8 +583,9 @@ void run(const Gemm &g, const void *a, const void *b, const void *bias,
 
 namespace fsdprt {
 
-std::unique_ptr<Backend> createFakeCudaBackend(bool strict) {
-  return cuda::createCudaBackend(std::make_unique<cuda::FakeDevice>(strict));
+std::unique_ptr<Backend> createFakeCudaBackend(bool strict, bool cudnn) {
+  return cuda::createCudaBackend(
+      std::make_unique<cuda::FakeDevice>(strict, cudnn));
 }
 
 } // namespace fsdprt

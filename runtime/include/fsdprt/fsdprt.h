@@ -389,7 +389,8 @@ typedef struct fsdprt_session_options_s {
   const fsdprt_mpi_options_t *mpi;
   /** The device the kernels run on: "cpu" (NULL or "" too: the default),
    *  or "cuda" / "cuda:N" (GPU N) where this library has a CUDA backend;
-   *  for tests, "fake-cuda" and "fake-cuda:strict" (docs/gpu.md).
+   *  for tests, "fake-cuda", "fake-cuda:strict" and "fake-cuda:cudnn"
+   *  (docs/gpu.md).
    *  Anything else, or a device this build cannot run on, is refused with
    *  FSDPRT_INVALID_ARGUMENT naming it. (Hosts compiled before this field
    *  existed pass a smaller struct_size: their device is "cpu".) */
