@@ -8,8 +8,9 @@
         for fp32, in torch (AdamW on the same weights and batch).
     gpu_job.py compare JOB_DIR FSDP_RUN   on the GPU machine (any Python 3,
         no packages): runs each plan with --device cuda and compares its
-        losses with the CPU's and torch's; prints one line per plan and
-        exits 1 on a mismatch.
+        losses with the CPU's and torch's (the bf16 plans also with
+        FSDPRT_CUDNN=off: attention on the backend's own kernel instead of
+        cuDNN's); prints one line per plan and exits 1 on a mismatch.
 
 The plans carry their weights (the corpus models are small); nothing else
 is needed there. Tolerances: fp32 kernels and cuBLASLt sum in another
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +91,11 @@ def make(build: Path, job: Path) -> int:
                              "rtol": RTOL[precision]}
             print(f"  {tag}: cpu {cpu}" + (f", torch {torch_losses}"
                                            if precision == "fp32" else ""))
+            if precision == "bf16" and ranks == 1:
+                # Attention on the backend's own kernel instead of cuDNN's:
+                # both must give the CPU's losses.
+                expected[f"{tag}-no-cudnn"] = dict(expected[tag], gpu_only=True,
+                                                   env={"FSDPRT_CUDNN": "off"})
             if precision == "fp32" and ranks == 1:
                 # NCCL with a real communicator at world size 1 (one GPU),
                 # its id through a file store: on a GPU only.
@@ -116,7 +123,8 @@ def compare(job: Path, fsdp_run: str, device: str) -> int:
             continue
         proc = subprocess.run([fsdp_run, case["plan"], *case["flags"], "--lr", str(LR),
                                "--steps", str(STEPS), "--device", device],
-                              cwd=job, capture_output=True, text=True, timeout=300)
+                              cwd=job, capture_output=True, text=True, timeout=300,
+                              env=dict(os.environ, **case.get("env", {})))
         got = losses(proc.stdout)
         if proc.returncode != 0:
             error = [l for l in proc.stderr.splitlines() if "error" in l]
