@@ -25,6 +25,8 @@
 #include "../cpu/kernels.h"
 #include "device.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -1157,6 +1159,13 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   shape.scale = args.attrs.getFloat("scale", 1.0);
   std::string why;
   std::shared_ptr<PreparedGraph> graph = c.device.prepareAttention(shape, why);
+  // FSDPRT_PROFILE (docs/runtime.md) also says which implementation runs.
+  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
+  if (profile)
+    std::fprintf(stderr, "fsdprt: %s: %s\n",
+                 (args.where.empty() ? op : args.where).c_str(),
+                 graph ? ("cuDNN, " + graph->name()).c_str()
+                       : ("the backend's own kernel: " + why).c_str());
   if (!graph)
     return nullptr;
 

@@ -379,6 +379,7 @@ struct CudnnGraph : PreparedGraph {
   std::vector<void *> tensors;
   void *workspace = nullptr;
   int64_t workspaceBytes() const override { return exe->workspaceBytes(); }
+  std::string name() const override { return exe->name(); }
 };
 
 bool CudaDevice::startCudnn() {

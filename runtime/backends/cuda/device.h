@@ -100,6 +100,9 @@ public:
   virtual ~PreparedGraph() = default;
   /// Device workspace a launch needs, bytes.
   virtual int64_t workspaceBytes() const = 0;
+  /// The graph and the device, for messages ("sdpa forward bf16 ... on
+  /// this GPU").
+  virtual std::string name() const = 0;
 };
 
 class Device {

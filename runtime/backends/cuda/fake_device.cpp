@@ -95,6 +95,14 @@ struct FakeCudnnGraph : PreparedGraph {
     int64_t rows = shape.batch * shape.heads * shape.seqQ;
     return (rows * 4 + 255) / 256 * 256 + rows * shape.headDim * 4;
   }
+  std::string name() const override {
+    return std::string("sdpa ") + (shape.backward ? "backward" : "forward") +
+           " b" + std::to_string(shape.batch) + " h" +
+           std::to_string(shape.heads) + " sq" + std::to_string(shape.seqQ) +
+           " skv" + std::to_string(shape.seqKv) + " d" +
+           std::to_string(shape.headDim) + (shape.causal ? " causal" : "") +
+           " on fake-cuda:cudnn's host model";
+  }
   std::string run(const std::vector<void *> &t, void *workspace) const;
   cudnn::SdpaShape shape;
 };
