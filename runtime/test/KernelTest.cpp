@@ -11,8 +11,11 @@
 #include "../src/half.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 
 using namespace fsdprt::test;
 namespace plan = fsdprt::plan;
@@ -270,13 +273,16 @@ TEST(Kernels, HalfPrecisionKernelsComputeInFp32AndRound) {
       {"matmul", {{3, 17, 40}, {40, 9}}, {3, 17, 9}, {}},
       {"softmax", {{6, 300}}, {6, 300}, {{"axis", int64_t(1)}}},
       {"gelu", {{1000}}, {1000}, {}},
-      {"reduce_sum", {{8, 512}}, {8}, {{"axes", std::vector<int64_t>{1}},
-                                       {"keepdims", int64_t(0)}}},
+      {"reduce_sum",
+       {{8, 512}},
+       {8},
+       {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}},
   };
   unsigned seed = 40;
   for (plan::DType half : {plan::DType::BF16, plan::DType::F16})
     for (const Case &c : cases) {
-      fsdprt_dtype_t dtype = half == plan::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
+      fsdprt_dtype_t dtype =
+          half == plan::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
       SCOPED_TRACE(c.op + (dtype == FSDPRT_BF16 ? " bf16" : " f16"));
       std::vector<Value> halves, widened;
       for (const Shape &shape : c.ins) {
@@ -532,6 +538,214 @@ TEST(Kernels, AttentionOfOneHeadWithoutMask) {
             {{F32, {L, DV}}}, {{"mask_kind", std::string("add")}});
   EXPECT_NE(r.error.find("mask_kind add needs mask"), std::string::npos)
       << r.error;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention against torch: forward with lse, and attention_grad
+//===----------------------------------------------------------------------===//
+
+/// One case of gen_attention_ref.py's file: the inputs (q, k_t, v, mask?,
+/// dy) and torch's y, lse, dq, dk_t and dv.
+struct AttentionCase {
+  std::string name, kind;
+  double scale = 1, fill = 0;
+  std::map<std::string, Value> inputs;
+  std::map<std::string, std::pair<Shape, std::vector<double>>> refs;
+  AttrList attrs() const {
+    return {{"scale", scale}, {"mask_kind", kind}, {"fill_value", fill}};
+  }
+};
+
+std::vector<AttentionCase> readAttentionCases() {
+  std::ifstream in(FSDP_ATTENTION_REF);
+  EXPECT_TRUE(in) << "cannot read " << FSDP_ATTENTION_REF;
+  std::vector<AttentionCase> cases;
+  std::string word;
+  auto number = [&] {
+    in >> word;
+    return std::strtod(word.c_str(), nullptr); // also nan, inf, -inf
+  };
+  while (in >> word) {
+    EXPECT_EQ(word, "case");
+    AttentionCase c;
+    in >> c.name >> c.kind;
+    c.scale = number();
+    c.fill = number();
+    std::string name, dtype;
+    while (in >> name && name != "end") {
+      int rank;
+      in >> dtype >> rank;
+      Shape shape(rank);
+      for (int64_t &d : shape)
+        in >> d;
+      std::vector<double> values(numel(shape));
+      for (double &x : values)
+        x = number();
+      bool isRef = name == "y" || name == "lse" || name == "dq" ||
+                   name == "dk_t" || name == "dv";
+      if (isRef) {
+        c.refs[name] = {shape, values};
+      } else if (dtype == "bool") {
+        c.inputs[name] =
+            boolean(shape, std::vector<uint8_t>(values.begin(), values.end()));
+      } else {
+        c.inputs[name] =
+            f32(shape, std::vector<float>(values.begin(), values.end()));
+      }
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+/// expectNear, where an infinite reference must be met exactly.
+void expectNearTorch(const Value &got, const std::vector<double> &want,
+                     double tol) {
+  std::vector<float> values = got.as<float>();
+  std::vector<double> finite = want;
+  for (size_t i = 0; i < want.size() && i < values.size(); ++i)
+    if (std::isinf(want[i])) {
+      EXPECT_EQ(values[i], want[i]) << "at " << i;
+      finite[i] = values[i] = 0;
+    }
+  expectNear(values, finite, tol);
+}
+
+/// The forward's inputs and, for attention_grad, y, lse and dy after them.
+std::vector<Value> attentionInputs(const AttentionCase &c) {
+  std::vector<Value> ins = {c.inputs.at("q"), c.inputs.at("k_t"),
+                            c.inputs.at("v")};
+  if (c.inputs.count("mask"))
+    ins.push_back(c.inputs.at("mask"));
+  return ins;
+}
+
+TEST(Kernels, AttentionAndItsGradientEqualTorchAutograd) {
+  std::vector<AttentionCase> cases = readAttentionCases();
+  ASSERT_GE(cases.size(), 10u);
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<Value> ins = attentionInputs(c);
+    const Shape &yShape = c.refs.at("y").first,
+                &lseShape = c.refs.at("lse").first;
+    Result fwd =
+        runOp("attention", ins, {{F32, yShape}, {F32, lseShape}}, c.attrs());
+    ASSERT_EQ(fwd.error, "");
+    expectNearTorch(fwd.outputs[0], c.refs.at("y").second, 1e-5);
+    expectNearTorch(fwd.outputs[1], c.refs.at("lse").second, 1e-5);
+    // Without the lse output, y is the same.
+    Result yOnly = runOp("attention", ins, {{F32, yShape}}, c.attrs());
+    ASSERT_EQ(yOnly.error, "");
+    EXPECT_EQ(yOnly.outputs[0].bytes, fwd.outputs[0].bytes);
+
+    // The gradient from the kernel's own y and lse, as a training plan runs.
+    std::vector<Value> gradIns = ins;
+    gradIns.push_back(fwd.outputs[0]);
+    gradIns.push_back(fwd.outputs[1]);
+    gradIns.push_back(c.inputs.at("dy"));
+    std::vector<std::pair<plan::DType, Shape>> gradOuts = {
+        {F32, c.refs.at("dq").first},
+        {F32, c.refs.at("dk_t").first},
+        {F32, c.refs.at("dv").first}};
+    Result grad = runOp("attention_grad", gradIns, gradOuts, c.attrs());
+    ASSERT_EQ(grad.error, "");
+    expectNearTorch(grad.outputs[0], c.refs.at("dq").second, 1e-4);
+    expectNearTorch(grad.outputs[1], c.refs.at("dk_t").second, 1e-4);
+    expectNearTorch(grad.outputs[2], c.refs.at("dv").second, 1e-4);
+    // Every output element is computed by one tile: the same bits on one
+    // thread as on two.
+    Result serial =
+        runOp("attention_grad", gradIns, gradOuts, c.attrs(), /*threads=*/1);
+    ASSERT_EQ(serial.error, "");
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(serial.outputs[i].bytes, grad.outputs[i].bytes)
+          << "output " << i;
+  }
+}
+
+/// In bf16 and f16 (mixed precision) attention_grad computes in fp32 from
+/// the widened tensors, lse stays f32, and each gradient is rounded once.
+TEST(Kernels, HalfPrecisionAttentionGradComputesInFp32) {
+  const int64_t B = 2, L = 9, D = 4, S = 11, DV = 3;
+  std::vector<Shape> shapes = {
+      {B, L, D}, {B, D, S}, {B, S, DV}, {B, L, DV}, {B, L, DV}};
+  for (plan::DType half : {plan::DType::BF16, plan::DType::F16}) {
+    fsdprt_dtype_t dtype = half == plan::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
+    SCOPED_TRACE(dtype == FSDPRT_BF16 ? "bf16" : "f16");
+    std::vector<Value> halves, widened;
+    unsigned seed = 70;
+    for (const Shape &shape : shapes) {
+      std::vector<float> v = randomFloats(numel(shape), seed++);
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        h[i] = fsdprt::floatToHalf(v[i], dtype);
+        v[i] = fsdprt::halfToFloat(h[i], dtype);
+      }
+      halves.push_back(valueOf(half, shape, h));
+      widened.push_back(f32(shape, v));
+    }
+    AttrList attrs = {{"scale", 0.5}, {"mask_kind", std::string("causal")}};
+    // lse from the fp32 forward on the same (rounded) inputs.
+    Result fwd = runOp("attention", {widened[0], widened[1], widened[2]},
+                       {{F32, {B, L, DV}}, {F32, {B, L}}}, attrs);
+    ASSERT_EQ(fwd.error, "");
+    Result got = runOp(
+        "attention_grad",
+        {halves[0], halves[1], halves[2], halves[3], fwd.outputs[1], halves[4]},
+        {{half, {B, L, D}}, {half, {B, D, S}}, {half, {B, S, DV}}}, attrs);
+    ASSERT_EQ(got.error, "");
+    Result want =
+        runOp("attention_grad",
+              {widened[0], widened[1], widened[2], widened[3], fwd.outputs[1],
+               widened[4]},
+              {{F32, {B, L, D}}, {F32, {B, D, S}}, {F32, {B, S, DV}}}, attrs);
+    ASSERT_EQ(want.error, "");
+    for (int k = 0; k < 3; ++k) {
+      std::vector<uint16_t> h = got.outputs[k].as<uint16_t>();
+      std::vector<float> w = want.outputs[k].as<float>();
+      ASSERT_EQ(h.size(), w.size());
+      for (size_t i = 0; i < h.size(); ++i)
+        ASSERT_EQ(h[i], fsdprt::floatToHalf(w[i], dtype))
+            << "output " << k << " at " << i;
+    }
+  }
+}
+
+TEST(Kernels, AttentionGradRejectsBadOperands) {
+  const int64_t L = 3, D = 2, S = 4, DV = 2;
+  Value q = f32({L, D}, randomFloats(L * D, 1)),
+        kt = f32({D, S}, randomFloats(D * S, 2)),
+        v = f32({S, DV}, randomFloats(S * DV, 3)),
+        y = f32({L, DV}, randomFloats(L * DV, 4)),
+        lse = f32({L}, randomFloats(L, 5)),
+        mask = boolean({L, S}, std::vector<uint8_t>(L * S, 0));
+  std::vector<std::pair<plan::DType, Shape>> outs = {
+      {F32, {L, D}}, {F32, {D, S}}, {F32, {S, DV}}};
+  auto error = [&](const std::vector<Value> &ins, const std::string &kind,
+                   std::vector<std::pair<plan::DType, Shape>> o) {
+    return runOp("attention_grad", ins, o, {{"mask_kind", kind}}).error;
+  };
+  EXPECT_NE(error({q, kt, v, mask, y, lse, y}, "causal", outs)
+                .find("mask_kind causal takes no mask"),
+            std::string::npos);
+  EXPECT_NE(error({q, kt, v, y, lse, y}, "fill", outs)
+                .find("mask_kind fill needs mask"),
+            std::string::npos);
+  EXPECT_NE(error({q, kt, v, y, f32({L, 1}, {0, 0, 0}), y}, "none", outs)
+                .find("lse [3, 1] should be [3]"),
+            std::string::npos);
+  auto badDk = outs;
+  badDk[1].second = {S, D};
+  EXPECT_NE(error({q, kt, v, y, lse, y}, "none", badDk)
+                .find("dk_t [4, 2] should be [2, 4]"),
+            std::string::npos);
+  EXPECT_NE(error({q, kt, v, y, lse, y}, "tril", outs)
+                .find("mask_kind must be none, add, fill or causal, not tril"),
+            std::string::npos);
+  Result r =
+      runOp("attention", {q, kt, v}, {{F32, {L, DV}}, {F32, {L}}, {F32, {L}}},
+            {{"mask_kind", std::string("none")}});
+  EXPECT_NE(r.error.find("has 3 outputs"), std::string::npos) << r.error;
 }
 
 //===----------------------------------------------------------------------===//

@@ -2,9 +2,10 @@
 //
 // matmul, gemm, linear (the bias accumulated by the GEMM itself, the
 // activation applied to each block of the output by the thread that
-// computed it, while it is still in cache), attention (tiles of
-// query rows: scores by GEMM into a per-thread scratch tile, scale, mask and
-// softmax in place, GEMM with the values), conv (im2col + GEMM) and its
+// computed it, while it is still in cache), attention and its gradient
+// (tiles of scores by GEMM into a per-thread scratch tile, masked and
+// normalised in place, GEMM with the values; the gradient recomputes the
+// probabilities from the forward's log-sum-exp), conv (im2col + GEMM) and its
 // gradients (GEMM + col2im; im2col + GEMM).
 //
 //===----------------------------------------------------------------------===//
@@ -212,86 +213,193 @@ KernelFn linear(KernelArgs &args) {
   };
 }
 
-/// Scores one thread holds at a time (floats): a tile of query rows by S.
-/// Short sequences make one tile per head; long ones tiles of fewer rows,
-/// never fewer than kAttentionMinRows.
+/// Scores one thread holds at a time (floats): a tile of query rows by S
+/// (attention's forward and its gradient's dq pass) or all L rows by a tile
+/// of key columns (the gradient's dk_t and dv pass). Short sequences make
+/// one tile per head; long ones tiles of fewer rows (columns), never fewer
+/// than kAttentionMinRows.
 constexpr int64_t kAttentionTile = 1 << 16;
 constexpr int64_t kAttentionMinRows = 16;
 
-KernelFn attention(KernelArgs &args) {
-  requireArity(args, 3, 4, 1);
-  Tensor q = args.in[0], kt = args.in[1], v = args.in[2], y = args.out[0];
-  for (const Tensor &t : {q, kt, v, y})
-    requireDtype(t, FSDPRT_F32, "q, k_t, v and the output");
-  size_t rank = q.shape.size();
-  require(rank >= 2 && kt.shape.size() == rank && v.shape.size() == rank &&
-              y.shape.size() == rank,
-          "q, k_t, v and the output must have one rank >= 2");
-  int64_t l = q.shape[rank - 2], d = q.shape[rank - 1];
-  int64_t s = kt.shape[rank - 1], dv = v.shape[rank - 1];
-  require(kt.shape[rank - 2] == d && v.shape[rank - 2] == s &&
-              y.shape[rank - 2] == l && y.shape[rank - 1] == dv,
-          "shapes do not chain: q " + shapeString(q.shape) + ", k_t " +
-              shapeString(kt.shape) + ", v " + shapeString(v.shape) +
-              ", output " + shapeString(y.shape));
-  std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - 2);
-  for (const Tensor &t : {kt, v, y})
-    require(std::equal(batch.begin(), batch.end(), t.shape.begin()),
-            "q, k_t, v and the output must have equal batch dimensions");
-  float scale = args.attrs.getFloat("scale", 1.0);
-  std::string kind = args.attrs.getString("mask_kind", "none");
-  float fill = args.attrs.getFloat("fill_value", 0.0);
-  require(kind == "none" || kind == "add" || kind == "fill",
-          "mask_kind must be none, add or fill, not " + kind);
-  require((kind == "none") == (args.in.size() == 3),
-          "mask_kind " + kind + (args.in.size() == 3 ? " needs" : " takes no") +
-              " mask");
-  int mode = kind == "none" ? 0 : kind == "add" ? 1 : 2;
-  Tensor mask = mode ? args.in[3] : Tensor();
-  std::vector<int64_t> maskStrides;
-  if (mode) {
-    requireDtype(mask, mode == 2 ? FSDPRT_BOOL : FSDPRT_F32, "the mask");
-    std::vector<int64_t> scores = batch;
-    scores.push_back(l);
-    scores.push_back(s);
-    maskStrides = broadcastStrides(mask.shape, scores, "the mask");
+/// The shapes, attributes and mask that attention and attention_grad share
+/// (plan-format.md), checked once when the kernel is prepared.
+struct AttentionGeometry {
+  Tensor q, kt, v, mask;
+  std::vector<int64_t> batch, maskStrides;
+  int64_t count, l, d, s, dv;
+  float scale, fill;
+  enum Mode { None, Add, Fill, Causal } mode;
+
+  /// Scores of row `i` of head `b`, columns [c0, c0 + n), masked in place:
+  /// excluded entries become -inf (causal) or fill_value (fill).
+  void maskRow(float *row, int64_t b, int64_t i, int64_t c0, int64_t n) const {
+    if (mode == Causal) {
+      for (int64_t j = std::max<int64_t>(i + 1 - c0, 0); j < n; ++j)
+        row[j] = -std::numeric_limits<float>::infinity();
+      return;
+    }
+    if (mode == None)
+      return;
+    size_t nb = batch.size();
+    int64_t at = offsetOf(b, batch, maskStrides) + i * maskStrides[nb] +
+                 c0 * maskStrides[nb + 1];
+    int64_t step = maskStrides[nb + 1];
+    if (mode == Add)
+      for (int64_t j = 0; j < n; ++j)
+        row[j] += mask.as<float>()[at + j * step];
+    else
+      for (int64_t j = 0; j < n; ++j)
+        if (mask.as<uint8_t>()[at + j * step])
+          row[j] = fill;
   }
-  int64_t count = product(batch);
-  int64_t tile = std::min(
-      l, std::max(kAttentionMinRows, kAttentionTile / std::max<int64_t>(s, 1)));
+
+  /// Zeroes the score gradients of row `i`, columns [c0, c0 + n), that the
+  /// mask replaced by a constant: no gradient flows through them (a fill
+  /// with a finite value still has a probability there).
+  void clearReplaced(float *row, int64_t b, int64_t i, int64_t c0,
+                     int64_t n) const {
+    if (mode == Causal) {
+      for (int64_t j = std::max<int64_t>(i + 1 - c0, 0); j < n; ++j)
+        row[j] = 0.0f;
+    } else if (mode == Fill) {
+      size_t nb = batch.size();
+      int64_t at = offsetOf(b, batch, maskStrides) + i * maskStrides[nb] +
+                   c0 * maskStrides[nb + 1];
+      int64_t step = maskStrides[nb + 1];
+      for (int64_t j = 0; j < n; ++j)
+        if (mask.as<uint8_t>()[at + j * step])
+          row[j] = 0.0f;
+    }
+  }
+};
+
+/// Checks q, k_t, v, the mask (when `mask` is not null) and the attributes.
+AttentionGeometry attentionGeometry(const KernelArgs &args, const Tensor &q,
+                                    const Tensor &kt, const Tensor &v,
+                                    const Tensor *mask) {
+  AttentionGeometry g;
+  g.q = q, g.kt = kt, g.v = v;
+  for (const Tensor &t : {q, kt, v})
+    requireDtype(t, FSDPRT_F32, "q, k_t and v");
+  size_t rank = q.shape.size();
+  require(rank >= 2 && kt.shape.size() == rank && v.shape.size() == rank,
+          "q, k_t and v must have one rank >= 2");
+  g.l = q.shape[rank - 2], g.d = q.shape[rank - 1];
+  g.s = kt.shape[rank - 1], g.dv = v.shape[rank - 1];
+  require(kt.shape[rank - 2] == g.d && v.shape[rank - 2] == g.s,
+          "shapes do not chain: q " + shapeString(q.shape) + ", k_t " +
+              shapeString(kt.shape) + ", v " + shapeString(v.shape));
+  g.batch.assign(q.shape.begin(), q.shape.end() - 2);
+  for (const Tensor &t : {kt, v})
+    require(std::equal(g.batch.begin(), g.batch.end(), t.shape.begin()),
+            "q, k_t and v must have equal batch dimensions");
+  g.count = product(g.batch);
+  g.scale = args.attrs.getFloat("scale", 1.0);
+  g.fill = args.attrs.getFloat("fill_value", 0.0);
+  std::string kind = args.attrs.getString("mask_kind", "none");
+  require(kind == "none" || kind == "add" || kind == "fill" || kind == "causal",
+          "mask_kind must be none, add, fill or causal, not " + kind);
+  g.mode = kind == "none"   ? AttentionGeometry::None
+           : kind == "add"  ? AttentionGeometry::Add
+           : kind == "fill" ? AttentionGeometry::Fill
+                            : AttentionGeometry::Causal;
+  bool needsMask =
+      g.mode == AttentionGeometry::Add || g.mode == AttentionGeometry::Fill;
+  require(needsMask == (mask != nullptr),
+          "mask_kind " + kind + (mask ? " takes no" : " needs") + " mask");
+  if (needsMask) {
+    g.mask = *mask;
+    requireDtype(g.mask,
+                 g.mode == AttentionGeometry::Fill ? FSDPRT_BOOL : FSDPRT_F32,
+                 "the mask");
+    std::vector<int64_t> scores = g.batch;
+    scores.push_back(g.l);
+    scores.push_back(g.s);
+    g.maskStrides = broadcastStrides(g.mask.shape, scores, "the mask");
+  }
+  return g;
+}
+
+/// Checks that `t` is F32 of shape batch + `tail`.
+void requireShape(const AttentionGeometry &g, const Tensor &t,
+                  std::vector<int64_t> tail, const char *what) {
+  std::vector<int64_t> want = g.batch;
+  want.insert(want.end(), tail.begin(), tail.end());
+  requireDtype(t, FSDPRT_F32, what);
+  require(t.shape == want, std::string(what) + " " + shapeString(t.shape) +
+                               " should be " + shapeString(want));
+}
+
+/// Splits `extent` rows into tiles of at most kAttentionTile / `width`
+/// rows (at least kAttentionMinRows), balanced: returns {tile, tiles}.
+std::pair<int64_t, int64_t> attentionTiles(int64_t extent, int64_t width) {
+  int64_t tile =
+      std::min(extent, std::max(kAttentionMinRows,
+                                kAttentionTile / std::max<int64_t>(width, 1)));
   tile = std::max<int64_t>(tile, 1);
-  int64_t tiles = (l + tile - 1) / tile;
+  int64_t tiles = (extent + tile - 1) / tile;
   if (tiles)
-    tile = (l + tiles - 1) / tiles; // balance the tiles
-  int64_t items = count * tiles;
-  // Tiles run side by side when there are enough of them (and enough
-  // work); otherwise one after the other, each GEMM split across threads.
-  bool sideBySide =
-      items >= args.threads && items * tile * s * (d + dv) >= kParallelGrain;
+    tile = (extent + tiles - 1) / tiles;
+  return {tile, tiles};
+}
+
+/// Runs `one(item, scratch)` for items [0, items), side by side when there
+/// are enough of them (each thread its own `perThread` floats of the
+/// workspace), otherwise one after the other, each GEMM split across
+/// threads. Each item writes its own outputs: the result does not depend
+/// on the thread count.
+template <typename One>
+void forEachTile(int threads, int64_t items, Workspace *workspace,
+                 int64_t perThread, One one) {
+  if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+    {
+      float *scratch =
+          workspace->as<float>() + omp_get_thread_num() * perThread;
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < items; ++item)
+        one(item, scratch);
+    }
+  } else {
+    for (int64_t item = 0; item < items; ++item)
+      one(item, workspace->as<float>());
+  }
+}
+
+/// attention(q, k_t, v, mask?) -> y, lse?: per tile of query rows, the
+/// scores by GEMM into the thread's scratch tile, scale, mask and softmax
+/// in place, GEMM with the values. The optional lse output keeps each
+/// row's log-sum-exp for attention_grad (-inf for a fully masked row, whose
+/// y is NaN, as torch's softmax gives).
+KernelFn attention(KernelArgs &args) {
+  requireArity(args, 3, 4, args.out.size() == 2 ? 2 : 1);
+  AttentionGeometry g =
+      attentionGeometry(args, args.in[0], args.in[1], args.in[2],
+                        args.in.size() == 4 ? &args.in[3] : nullptr);
+  Tensor y = args.out[0];
+  bool hasLse = args.out.size() == 2;
+  Tensor lse = hasLse ? args.out[1] : Tensor();
+  requireShape(g, y, {g.l, g.dv}, "the output");
+  if (hasLse)
+    requireShape(g, lse, {g.l}, "lse");
+  auto [tile, tiles] = attentionTiles(g.l, g.s);
+  int64_t items = g.count * tiles;
+  bool sideBySide = items >= args.threads &&
+                    items * tile * g.s * (g.d + g.dv) >= kParallelGrain;
   int threads = sideBySide ? args.threads : 1;
   Workspace *workspace = args.workspace;
-  workspace->reserve(threads * tile * s * sizeof(float));
-  size_t nb = batch.size();
+  workspace->reserve(threads * tile * g.s * sizeof(float));
   return [=]() {
+    int64_t l = g.l, d = g.d, s = g.s, dv = g.dv;
     auto one = [&](int64_t item, float *scores) {
       int64_t b = item / tiles, r0 = item % tiles * tile;
       int64_t rows = std::min(tile, l - r0);
-      sgemm(false, false, rows, s, d, scale, q.as<float>() + (b * l + r0) * d,
-            d, kt.as<float>() + b * d * s, s, 0.0f, scores, s);
-      int64_t base = mode ? offsetOf(b, batch, maskStrides) : 0;
+      sgemm(false, false, rows, s, d, g.scale,
+            g.q.as<float>() + (b * l + r0) * d, d, g.kt.as<float>() + b * d * s,
+            s, 0.0f, scores, s);
       for (int64_t i = 0; i < rows; ++i) {
         float *row = scores + i * s;
-        if (mode) {
-          int64_t at = base + (r0 + i) * maskStrides[nb];
-          int64_t step = maskStrides[nb + 1];
-          if (mode == 1)
-            for (int64_t j = 0; j < s; ++j)
-              row[j] += mask.as<float>()[at + j * step];
-          else
-            for (int64_t j = 0; j < s; ++j)
-              if (mask.as<uint8_t>()[at + j * step])
-                row[j] = fill;
-        }
+        g.maskRow(row, b, r0 + i, 0, s);
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < s; ++j)
           max = std::max(max, row[j]);
@@ -303,24 +411,106 @@ KernelFn attention(KernelArgs &args) {
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < s; ++j)
           row[j] *= inv;
+        if (hasLse)
+          lse.as<float>()[b * l + r0 + i] =
+              std::isinf(max) && max < 0 ? max : max + std::log(sum);
       }
       sgemm(false, false, rows, dv, s, 1.0f, scores, s,
-            v.as<float>() + b * s * dv, dv, 0.0f,
+            g.v.as<float>() + b * s * dv, dv, 0.0f,
             y.as<float>() + (b * l + r0) * dv, dv);
     };
-    if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-      {
-        float *scores =
-            workspace->as<float>() + omp_get_thread_num() * tile * s;
-#pragma omp for schedule(static)
-        for (int64_t item = 0; item < items; ++item)
-          one(item, scores);
+    forEachTile(threads, items, workspace, tile * s, one);
+    return std::string();
+  };
+}
+
+/// attention_grad(q, k_t, v, mask?, y, lse, dy) -> dq, dk_t, dv. The
+/// probabilities are recomputed from lse (P = exp(z - lse)) a tile at a
+/// time, never a whole head's [L, S]; with dP = dy v^T and
+/// dS = P * (dP - rowsum(dy * y)):
+///   pass 1, per tile of query rows:  dq = scale * dS k
+///   pass 2, per tile of key columns: dv = P^T dy, dk_t = scale * q^T dS
+/// Each output element is written by one tile, so no tile waits for or adds
+/// into another's (deterministic, whatever the thread count); the price is
+/// computing the scores and dP twice.
+KernelFn attentionGrad(KernelArgs &args) {
+  requireArity(args, 6, 7, 3);
+  bool hasMask = args.in.size() == 7;
+  AttentionGeometry g =
+      attentionGeometry(args, args.in[0], args.in[1], args.in[2],
+                        hasMask ? &args.in[3] : nullptr);
+  size_t at = hasMask ? 4 : 3;
+  Tensor y = args.in[at], lse = args.in[at + 1], dy = args.in[at + 2];
+  Tensor dq = args.out[0], dkt = args.out[1], dvOut = args.out[2];
+  requireShape(g, y, {g.l, g.dv}, "y");
+  requireShape(g, lse, {g.l}, "lse");
+  requireShape(g, dy, {g.l, g.dv}, "dy");
+  requireShape(g, dq, {g.l, g.d}, "dq");
+  requireShape(g, dkt, {g.d, g.s}, "dk_t");
+  requireShape(g, dvOut, {g.s, g.dv}, "dv");
+  auto [rowTile, rowTiles] = attentionTiles(g.l, g.s);
+  auto [colTile, colTiles] = attentionTiles(g.s, g.l);
+  int64_t rowItems = g.count * rowTiles, colItems = g.count * colTiles;
+  int64_t work = g.count * g.l * g.s * (g.d + g.dv);
+  auto threadsFor = [&](int64_t items) {
+    return items >= args.threads && work >= kParallelGrain ? args.threads : 1;
+  };
+  int rowThreads = threadsFor(rowItems), colThreads = threadsFor(colItems);
+  // Scratch: P and dS (dP first) per tile, and each row's rowsum(dy * y).
+  int64_t rowScratch = 2 * rowTile * g.s + rowTile;
+  int64_t colScratch = 2 * g.l * colTile + g.l;
+  Workspace *workspace = args.workspace;
+  workspace->reserve(
+      std::max(rowThreads * rowScratch, colThreads * colScratch) *
+      sizeof(float));
+  return [=]() {
+    int64_t l = g.l, d = g.d, s = g.s, dv = g.dv;
+    // P and dS of rows [r0, r0 + rows) by columns [c0, c0 + n) of head b.
+    auto probabilities = [&](int64_t b, int64_t r0, int64_t rows, int64_t c0,
+                             int64_t n, float *p, float *ds, float *delta) {
+      const float *kt = g.kt.as<float>() + b * d * s + c0;
+      sgemm(false, false, rows, n, d, g.scale,
+            g.q.as<float>() + (b * l + r0) * d, d, kt, s, 0.0f, p, n);
+      sgemm(false, true, rows, n, dv, 1.0f, dy.as<float>() + (b * l + r0) * dv,
+            dv, g.v.as<float>() + (b * s + c0) * dv, dv, 0.0f, ds, n);
+      for (int64_t i = 0; i < rows; ++i) {
+        int64_t row = b * l + r0 + i;
+        float dot = 0;
+        for (int64_t c = 0; c < dv; ++c)
+          dot += dy.as<float>()[row * dv + c] * y.as<float>()[row * dv + c];
+        delta[i] = dot;
+        float *pi = p + i * n, *dsi = ds + i * n;
+        g.maskRow(pi, b, r0 + i, c0, n);
+        float rowLse = lse.as<float>()[row];
+        for (int64_t j = 0; j < n; ++j) {
+          pi[j] = std::exp(pi[j] - rowLse);
+          dsi[j] = pi[j] * (dsi[j] - dot);
+        }
+        g.clearReplaced(dsi, b, r0 + i, c0, n);
       }
-    } else {
-      for (int64_t item = 0; item < items; ++item)
-        one(item, workspace->as<float>());
-    }
+    };
+    forEachTile(rowThreads, rowItems, workspace, rowScratch,
+                [&](int64_t item, float *scratch) {
+                  int64_t b = item / rowTiles, r0 = item % rowTiles * rowTile;
+                  int64_t rows = std::min(rowTile, l - r0);
+                  float *p = scratch, *ds = p + rowTile * s;
+                  probabilities(b, r0, rows, 0, s, p, ds, ds + rowTile * s);
+                  sgemm(false, true, rows, d, s, g.scale, ds, s,
+                        g.kt.as<float>() + b * d * s, s, 0.0f,
+                        dq.as<float>() + (b * l + r0) * d, d);
+                });
+    forEachTile(
+        colThreads, colItems, workspace, colScratch,
+        [&](int64_t item, float *scratch) {
+          int64_t b = item / colTiles, c0 = item % colTiles * colTile;
+          int64_t n = std::min(colTile, s - c0);
+          float *p = scratch, *ds = p + l * n;
+          probabilities(b, 0, l, c0, n, p, ds, ds + l * n);
+          sgemm(true, false, n, dv, l, 1.0f, p, n, dy.as<float>() + b * l * dv,
+                dv, 0.0f, dvOut.as<float>() + (b * s + c0) * dv, dv);
+          sgemm(true, false, d, n, l, g.scale, g.q.as<float>() + b * l * d, d,
+                ds, n, 0.0f, dkt.as<float>() + b * d * s + c0, s);
+        });
     return std::string();
   };
 }
@@ -542,6 +732,7 @@ void registerLinalg(Registry &r) {
   r["gemm"] = gemm;
   r["linear"] = linear;
   r["attention"] = attention;
+  r["attention_grad"] = attentionGrad;
   r["conv"] = conv;
   r["conv_grad_input"] = convGradInput;
   r["conv_grad_weight"] = convGradWeight;
