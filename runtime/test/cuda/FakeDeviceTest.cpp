@@ -7,7 +7,10 @@
 // pooling, its gradient and batch norm; concat, split, copy and pack;
 // gather_grad, and its bad index reported as the CPU reports it; and
 // bf16 through the fp32 kernels (widened), bit for bit, with a bad label
-// in a widened cross-entropy reported too.
+// in a widened cross-entropy reported too. On "fake-cuda:cudnn", bf16
+// attention and attention_grad run through the backend's cuDNN path (keys
+// transposed through the workspace, the graph's bindings) on the host
+// model of cuDNN's graphs, and give the CPU's results.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +66,57 @@ Value bf16(const Shape &shape, const std::vector<float> &v) {
   for (size_t i = 0; i < v.size(); ++i)
     h[i] = fsdprt::floatToHalf(v[i], FSDPRT_BF16);
   return valueOf(BF16, shape, h);
+}
+
+/// bf16 values of `v` as floats (what a bf16 tensor holds).
+std::vector<float> bf16Floats(const Value &v) {
+  std::vector<float> out(v.bytes.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, &v.bytes[2 * i], 2);
+    out[i] = fsdprt::halfToFloat(h, FSDPRT_BF16);
+  }
+  return out;
+}
+
+TEST(FakeDevice, AttentionThroughTheCudnnPath) {
+  // [batch 2, heads 3, L, D] against S keys, with and without the causal
+  // mask, L == S and L != S.
+  for (auto [l, s, kind] : std::vector<std::tuple<int64_t, int64_t, std::string>>{
+           {5, 5, "causal"}, {4, 7, "none"}, {6, 3, "causal"}}) {
+    SCOPED_TRACE(kind + " L " + std::to_string(l) + " S " + std::to_string(s));
+    int64_t d = 8;
+    Shape qs = {2, 3, l, d}, kts = {2, 3, d, s}, vs = {2, 3, s, d},
+          lses = {2, 3, l};
+    Value q = bf16(qs, randomFloats(2 * 3 * l * d, 21));
+    Value kt = bf16(kts, randomFloats(2 * 3 * d * s, 22));
+    Value v = bf16(vs, randomFloats(2 * 3 * s * d, 23));
+    AttrList attrs = {{"scale", 0.35f}, {"mask_kind", kind}};
+    Outputs fwdOuts = {{BF16, qs}, {F32, lses}};
+    Result cpu = runOp("attention", {q, kt, v}, fwdOuts, attrs);
+    Result fake =
+        runOp("attention", {q, kt, v}, fwdOuts, attrs, 2, "fake-cuda:cudnn");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    std::vector<float> y = bf16Floats(cpu.outputs[0]);
+    expectNear(bf16Floats(fake.outputs[0]), {y.begin(), y.end()}, 1e-2);
+    std::vector<float> lse = cpu.outputs[1].as<float>();
+    expectNear(fake.outputs[1].as<float>(), {lse.begin(), lse.end()}, 1e-5);
+
+    Value dy = bf16(qs, randomFloats(2 * 3 * l * d, 24));
+    std::vector<Value> gradIns = {q, kt, v, cpu.outputs[0], cpu.outputs[1], dy};
+    Outputs gradOuts = {{BF16, qs}, {BF16, kts}, {BF16, vs}};
+    Result cpuGrad = runOp("attention_grad", gradIns, gradOuts, attrs);
+    Result fakeGrad = runOp("attention_grad", gradIns, gradOuts, attrs, 2,
+                            "fake-cuda:cudnn");
+    ASSERT_EQ(cpuGrad.error, "");
+    ASSERT_EQ(fakeGrad.error, "");
+    for (size_t i = 0; i < 3; ++i) {
+      std::vector<float> want = bf16Floats(cpuGrad.outputs[i]);
+      expectNear(bf16Floats(fakeGrad.outputs[i]), {want.begin(), want.end()},
+                 2e-2);
+    }
+  }
 }
 
 TEST(FakeDevice, ComparisonsLogicAndWhereBroadcast) {
