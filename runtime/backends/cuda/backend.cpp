@@ -25,6 +25,7 @@
 #include "../cpu/kernels.h"
 #include "device.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1209,11 +1210,96 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   });
 }
 
+/// conv, conv_grad_input and conv_grad_weight on cuDNN where the device has
+/// a plan: 2-D, one group, square and symmetric strides, padding and
+/// dilation (cudnn::ConvShape), and a bias only in fp32 (added after, by
+/// the broadcast kernel). nullptr otherwise (the own kernels run it).
+KernelFn cudnnConv(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  cudnn::ConvShape shape;
+  shape.pass = op == "conv"                ? cudnn::ConvPass::Fprop
+               : op == "conv_grad_input" ? cudnn::ConvPass::Dgrad
+                                         : cudnn::ConvPass::Wgrad;
+  bool bias = args.in.size() == 3;
+  if (args.out.size() != 1 || args.in.size() < 2 ||
+      (bias && shape.pass != cudnn::ConvPass::Fprop))
+    return nullptr;
+  checkLikeTheCpu(op, args); // a mismatch is named as on the CPU
+  // x, w and y as the graph binds them: dgrad's x is its output and y its
+  // first input; wgrad's w is its output.
+  const Tensor *x = &args.in[0], *w = &args.in[1], *y = &args.out[0];
+  if (shape.pass == cudnn::ConvPass::Dgrad)
+    x = &args.out[0], y = &args.in[0];
+  else if (shape.pass == cudnn::ConvPass::Wgrad)
+    w = &args.out[0], y = &args.in[1];
+  fsdprt_dtype_t dtype = x->dtype;
+  for (const Tensor *t : {x, w, y})
+    if (t->dtype != dtype || t->shape.size() != 4)
+      return nullptr;
+  if (bias && (dtype != FSDPRT_F32 || args.in[2].dtype != FSDPRT_F32))
+    return nullptr;
+  if (args.attrs.getInt("group", 1) != 1)
+    return nullptr;
+  auto square = [&](const char *name, size_t n, int64_t fallback,
+                    int64_t &out) {
+    std::vector<int64_t> v = args.attrs.getInts(name, {});
+    if (v.empty())
+      v.assign(n, fallback);
+    out = v[0];
+    return v.size() == n && std::all_of(v.begin(), v.end(),
+                                        [&](int64_t e) { return e == v[0]; });
+  };
+  if (!square("strides", 2, 1, shape.stride) ||
+      !square("pads", 4, 0, shape.pad) ||
+      !square("dilations", 2, 1, shape.dilation))
+    return nullptr;
+  shape.n = x->shape[0], shape.c = x->shape[1];
+  shape.h = x->shape[2], shape.w = x->shape[3];
+  shape.k = w->shape[0], shape.r = w->shape[2], shape.s = w->shape[3];
+  if (dtype == FSDPRT_F32)
+    shape.dtype = cudnn::DType::F32;
+  else if (dtype == FSDPRT_BF16)
+    shape.dtype = cudnn::DType::BF16;
+  else if (dtype == FSDPRT_F16)
+    shape.dtype = cudnn::DType::F16;
+  else
+    return nullptr;
+  std::string why;
+  std::shared_ptr<PreparedGraph> graph = c.device.prepareConv(shape, why);
+  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
+  if (profile)
+    std::fprintf(stderr, "fsdprt: %s: %s\n",
+                 (args.where.empty() ? op : args.where).c_str(),
+                 graph ? ("cuDNN, " + graph->name()).c_str()
+                       : ("the backend's own kernel: " + why).c_str());
+  if (!graph)
+    return nullptr;
+  args.workspace->reserve(graph->workspaceBytes());
+  Workspace *workspace = args.workspace;
+  void *px = x->data, *pw = w->data, *py = y->data;
+  Tensor b = bias ? args.in[2] : Tensor();
+  Broadcast plan;
+  if (bias)
+    plan = planBroadcast(y->shape, {y->shape, {1, shape.k, 1, 1}});
+  int64_t n = y->numel;
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) -> std::string {
+    std::string error =
+        dev.runGraph(s, *graph, {px, pw, py}, workspace->data());
+    if (error.empty() && bias)
+      error = dev.binary(s, Binary::Add, plan, static_cast<float *>(py),
+                         b.as<float>(), static_cast<float *>(py), n);
+    return error;
+  });
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
   KernelFn body;
   if (op == "attention" || op == "attention_grad")
     body = cudnnAttention(op, context);
+  else if (op == "conv" || op == "conv_grad_input" ||
+           op == "conv_grad_weight")
+    body = cudnnConv(op, context);
   if (!body)
     body = own(op, context);
   if (!body && hasHalf(args))

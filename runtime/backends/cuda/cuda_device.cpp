@@ -343,6 +343,8 @@ public:
 #ifdef FSDP_HAVE_CUDNN
   std::shared_ptr<PreparedGraph>
   prepareAttention(const cudnn::SdpaShape &shape, std::string &why) override;
+  std::shared_ptr<PreparedGraph> prepareConv(const cudnn::ConvShape &shape,
+                                             std::string &why) override;
   std::string runGraph(DeviceStream &s, PreparedGraph &graph,
                        const std::vector<void *> &tensors,
                        void *workspace) override;
@@ -367,6 +369,10 @@ private:
   std::unique_ptr<cudnn::DeviceDescription> description;
   std::string cudnnError;
   bool startCudnn();
+  /// `shape`'s graph compiled for this GPU, or nullptr and why not.
+  template <class Shape>
+  std::shared_ptr<PreparedGraph> compileOnCudnn(const Shape &shape,
+                                                std::string &why);
 #endif
 };
 
@@ -406,8 +412,9 @@ bool CudaDevice::startCudnn() {
   return true;
 }
 
-std::shared_ptr<PreparedGraph>
-CudaDevice::prepareAttention(const cudnn::SdpaShape &shape, std::string &why) {
+template <class Shape>
+std::shared_ptr<PreparedGraph> CudaDevice::compileOnCudnn(const Shape &shape,
+                                                          std::string &why) {
   if (!startCudnn()) {
     why = cudnnError;
     return nullptr;
@@ -418,6 +425,16 @@ CudaDevice::prepareAttention(const cudnn::SdpaShape &shape, std::string &why) {
   if (!graph->exe)
     return nullptr;
   return graph;
+}
+
+std::shared_ptr<PreparedGraph>
+CudaDevice::prepareAttention(const cudnn::SdpaShape &shape, std::string &why) {
+  return compileOnCudnn(shape, why);
+}
+
+std::shared_ptr<PreparedGraph>
+CudaDevice::prepareConv(const cudnn::ConvShape &shape, std::string &why) {
+  return compileOnCudnn(shape, why);
 }
 
 std::string CudaDevice::runGraph(DeviceStream &s, PreparedGraph &prepared,

@@ -232,6 +232,12 @@ public:
     why = describe() + " runs no cuDNN";
     return nullptr;
   }
+  /// The same for a convolution (any pass).
+  virtual std::shared_ptr<PreparedGraph>
+  prepareConv(const cudnn::ConvShape &, std::string &why) {
+    why = describe() + " runs no cuDNN";
+    return nullptr;
+  }
   /// Runs a prepared graph on `s` over `tensors` (in the order of
   /// cudnn::Executable::tensors()) with `workspace`.
   virtual std::string runGraph(DeviceStream &, PreparedGraph &,

@@ -187,6 +187,67 @@ std::string FakeCudnnGraph::run(const std::vector<void *> &t,
   return "";
 }
 
+/// A convolution graph as cuDNN computes it, on the host: the direct sum
+/// over the window in fp32, x, w and y bound as the GPU device binds them.
+struct FakeConvGraph : PreparedGraph {
+  explicit FakeConvGraph(const cudnn::ConvShape &shape) : shape(shape) {}
+  int64_t workspaceBytes() const override { return 0; }
+  std::string name() const override {
+    static const char *passes[] = {"fprop", "dgrad", "wgrad"};
+    return std::string("conv ") + passes[(int)shape.pass] +
+           " on fake-cuda:cudnn's host model";
+  }
+  std::string run(const std::vector<void *> &t) const;
+  cudnn::ConvShape shape;
+};
+
+std::string FakeConvGraph::run(const std::vector<void *> &t) const {
+  const cudnn::ConvShape &x = shape;
+  if (t.size() != 3)
+    return "fake cuDNN: " + std::to_string(t.size()) + " tensors bound";
+  fsdprt_dtype_t dtype = x.dtype == cudnn::DType::F32    ? FSDPRT_F32
+                         : x.dtype == cudnn::DType::BF16 ? FSDPRT_BF16
+                                                         : FSDPRT_F16;
+  int64_t oh = x.outH(), ow = x.outW();
+  int64_t sizes[3] = {x.n * x.c * x.h * x.w, x.k * x.c * x.r * x.s,
+                      x.n * x.k * oh * ow};
+  // The pass's output (x, w or y) accumulates; the other two are read.
+  int out = x.pass == cudnn::ConvPass::Fprop   ? 2
+            : x.pass == cudnn::ConvPass::Dgrad ? 0
+                                               : 1;
+  std::vector<float> v[3];
+  for (int k = 0; k < 3; ++k) {
+    v[k].assign(sizes[k], 0.0f);
+    if (k != out)
+      for (int64_t i = 0; i < sizes[k]; ++i)
+        v[k][i] = element(dtype, t[k], i);
+  }
+  for (int64_t n = 0; n < x.n; ++n)
+    for (int64_t k = 0; k < x.k; ++k)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j)
+          for (int64_t c = 0; c < x.c; ++c)
+            for (int64_t r = 0; r < x.r; ++r)
+              for (int64_t s = 0; s < x.s; ++s) {
+                int64_t ih = i * x.stride - x.pad + r * x.dilation;
+                int64_t iw = j * x.stride - x.pad + s * x.dilation;
+                if (ih < 0 || ih >= x.h || iw < 0 || iw >= x.w)
+                  continue;
+                int64_t at[3] = {((n * x.c + c) * x.h + ih) * x.w + iw,
+                                 ((k * x.c + c) * x.r + r) * x.s + s,
+                                 ((n * x.k + k) * oh + i) * ow + j};
+                int a = out == 0 ? 1 : 0, b = out == 2 ? 1 : 2;
+                v[out][at[out]] += v[a][at[a]] * v[b][at[b]];
+              }
+  for (int64_t i = 0; i < sizes[out]; ++i) {
+    if (dtype == FSDPRT_F32)
+      static_cast<float *>(t[out])[i] = v[out][i];
+    else
+      static_cast<uint16_t *>(t[out])[i] = floatToHalf(v[out][i], dtype);
+  }
+  return "";
+}
+
 struct FakeGemm : PreparedGemm {
   explicit FakeGemm(const Gemm &gemm) : gemm(gemm) {}
   Gemm gemm;
@@ -479,9 +540,17 @@ public:
       return Device::prepareAttention(shape, why);
     return std::make_shared<FakeCudnnGraph>(shape);
   }
+  std::shared_ptr<PreparedGraph> prepareConv(const cudnn::ConvShape &shape,
+                                             std::string &why) override {
+    if (!cudnn)
+      return Device::prepareConv(shape, why);
+    return std::make_shared<FakeConvGraph>(shape);
+  }
   std::string runGraph(DeviceStream &, PreparedGraph &graph,
                        const std::vector<void *> &tensors,
                        void *workspace) override {
+    if (auto *conv = dynamic_cast<FakeConvGraph *>(&graph))
+      return conv->run(tensors);
     return static_cast<FakeCudnnGraph &>(graph).run(tensors, workspace);
   }
   std::string gemm(DeviceStream &, PreparedGemm &gemm, const void *a,

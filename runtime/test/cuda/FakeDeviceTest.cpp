@@ -10,7 +10,8 @@
 // in a widened cross-entropy reported too. On "fake-cuda:cudnn", bf16
 // attention and attention_grad run through the backend's cuDNN path (keys
 // transposed through the workspace, the graph's bindings) on the host
-// model of cuDNN's graphs, and give the CPU's results.
+// model of cuDNN's graphs, and give the CPU's results; so do fp32 and bf16
+// convolutions and their gradients.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,6 +118,45 @@ TEST(FakeDevice, AttentionThroughTheCudnnPath) {
                  2e-2);
     }
   }
+}
+
+TEST(FakeDevice, ConvolutionsThroughTheCudnnPath) {
+  // 3x3, stride 2, padding 1 over [2, 3, 7, 6] into 4 channels; with a bias
+  // (fp32: cuDNN, then the broadcast add), its gradients, and bf16.
+  Shape xs = {2, 3, 7, 6}, ws = {4, 3, 3, 3}, ys = {2, 4, 4, 3};
+  AttrList window = {{"strides", Shape{2, 2}},
+                     {"pads", Shape{1, 1, 1, 1}},
+                     {"kernel_shape", Shape{3, 3}}};
+  std::vector<float> x = randomFloats(2 * 3 * 7 * 6, 31),
+                     w = randomFloats(4 * 3 * 3 * 3, 32),
+                     dy = randomFloats(2 * 4 * 4 * 3, 33);
+  struct Case {
+    std::string op;
+    std::vector<Value> ins;
+    Shape out;
+  };
+  std::vector<Case> cases = {
+      {"conv", {f32(xs, x), f32(ws, w), f32({4}, randomFloats(4, 34))}, ys},
+      {"conv", {f32(xs, x), f32(ws, w)}, ys},
+      {"conv_grad_input", {f32(ys, dy), f32(ws, w)}, xs},
+      {"conv_grad_weight", {f32(xs, x), f32(ys, dy)}, ws}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.op + " with " + std::to_string(c.ins.size()) + " inputs");
+    Result cpu = runOp(c.op, c.ins, {{F32, c.out}}, window);
+    Result fake =
+        runOp(c.op, c.ins, {{F32, c.out}}, window, 2, "fake-cuda:cudnn");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    std::vector<float> want = cpu.outputs[0].as<float>();
+    expectNear(fake.outputs[0].as<float>(), {want.begin(), want.end()}, 1e-5);
+  }
+  Result cpu = runOp("conv", {bf16(xs, x), bf16(ws, w)}, {{BF16, ys}}, window);
+  Result fake = runOp("conv", {bf16(xs, x), bf16(ws, w)}, {{BF16, ys}}, window,
+                      2, "fake-cuda:cudnn");
+  ASSERT_EQ(cpu.error, "");
+  ASSERT_EQ(fake.error, "");
+  std::vector<float> want = bf16Floats(cpu.outputs[0]);
+  expectNear(bf16Floats(fake.outputs[0]), {want.begin(), want.end()}, 1e-2);
 }
 
 TEST(FakeDevice, ComparisonsLogicAndWhereBroadcast) {
