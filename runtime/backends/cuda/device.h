@@ -25,6 +25,7 @@
 
 #include "../../src/backend.h"
 #include "hazards.h"
+#include "kernels/attention.h"
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
@@ -90,6 +91,13 @@ public:
 class PreparedGemm {
 public:
   virtual ~PreparedGemm() = default;
+};
+
+/// An attention or attention_grad a library on the device runs instead of
+/// the own kernels (cuDNN's SDPA on a GPU), planned for its shape.
+class PreparedAttention {
+public:
+  virtual ~PreparedAttention() = default;
 };
 
 class Device {
@@ -211,6 +219,27 @@ public:
   /// saying why, when the device cannot run it.
   virtual std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
                                                     std::string &error) = 0;
+  /// attention (kernels/attention.h): y and, when args.lse is set, lse.
+  virtual std::string attention(DeviceStream &s, const AttentionArgs &args) = 0;
+  /// attention_grad: dq, dk_t and dv.
+  virtual std::string attentionGrad(DeviceStream &s,
+                                    const AttentionArgs &args) = 0;
+  /// Plans attention (or, with `grad`, attention_grad) of `shape` on
+  /// `dtype` (f32, bf16 or f16) tensors with a library of the device, when
+  /// it has one that runs it: nullptr otherwise (the fake device, always),
+  /// and the backend runs its own kernels.
+  virtual std::shared_ptr<PreparedAttention>
+  prepareAttention(const AttentionShape &, fsdprt_dtype_t, bool /*grad*/) {
+    return nullptr;
+  }
+  /// A prepared attention over the kernel's inputs and outputs, in the
+  /// plan's order (their data pointers; the mask's among them when it has
+  /// one).
+  virtual std::string runAttention(DeviceStream &, PreparedAttention &,
+                                   const std::vector<const void *> &,
+                                   const std::vector<void *> &) {
+    return "this device has no attention library";
+  }
   /// A prepared GEMM over a, b (and bias: [n], or null) into y.
   virtual std::string gemm(DeviceStream &s, PreparedGemm &gemm, const void *a,
                            const void *b, const void *bias, void *y) = 0;
