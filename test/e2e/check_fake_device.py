@@ -55,10 +55,9 @@ def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, world: int,
     subprocess.run([bindir / "fsdp-opt", corpus / f"{model}.onnx", f"--batch-size={4 // world}",
                     f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}"
                     + precision[0],
-                    # Decomposed attention until the CUDA backend has
-                    # attention and attention_grad kernels: fake-cuda:strict
-                    # refuses an op without one.
-                    "--fsdp-autodiff=fuse-attention=false",
+                    # Fused attention: the CUDA backend's own attention and
+                    # attention_grad kernels (kernels/attention.h).
+                    "--fsdp-autodiff",
                     f"--fsdp-flatten=world-size={world}",
                     "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard"]
                    + (["--fsdp-mixed-precision"] if bf16 else [])
