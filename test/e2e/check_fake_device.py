@@ -55,7 +55,10 @@ def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, world: int,
     subprocess.run([bindir / "fsdp-opt", corpus / f"{model}.onnx", f"--batch-size={4 // world}",
                     f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}"
                     + precision[0],
-                    "--fsdp-autodiff", f"--fsdp-flatten=world-size={world}",
+                    # Fused attention: the CUDA backend's own attention and
+                    # attention_grad kernels (kernels/attention.h).
+                    "--fsdp-autodiff",
+                    f"--fsdp-flatten=world-size={world}",
                     "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard"]
                    + (["--fsdp-mixed-precision"] if bf16 else [])
                    + ["--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir], check=True)

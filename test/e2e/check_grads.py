@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -176,6 +177,14 @@ CHECKPOINTED = {
                          "checkpoint-classes=LlamaMLP"),
     "resnet18+checkpoint": ("resnet18", "BasicBlock", "checkpoint-units=true"),
 }
+# fsdp-autodiff fuses attention in training: each case's training plan
+# holds this many attention and attention_grad kernels (GPT-2 and LLaMA
+# causal, no mask tensor; BERT's and ViT's without a mask). Checkpointed
+# GPT-2 blocks run their attention forward again in the backward.
+FUSED_ATTENTION = {"gpt2": (2, 2, "causal"), "gpt2_external": (2, 2, "causal"),
+                   "llama": (2, 2, "causal"), "bert": (2, 2, "none"),
+                   "vit": (2, 2, "none"), "gpt2+checkpoint": (4, 2, "causal"),
+                   "llama+checkpoint": (2, 2, "causal")}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}
 VERBOSE = False
@@ -255,6 +264,7 @@ def prepare(name: str, work: Path, micro: int = 1):
 
 
 def check(name: str, bindir: Path, work: Path) -> bool:
+    case = name
     wrap = []
     if name in CHECKPOINTED:  # units from auto-wrap, recomputed in backward
         name, classes, checkpoint = CHECKPOINTED[name]
@@ -268,6 +278,8 @@ def check(name: str, bindir: Path, work: Path) -> bool:
          f"--fsdp-autodiff{options}", "--fsdp-inference-pipeline",
          "--mlir-print-debuginfo", "-o", work / "m.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "m.mlir", "-o", work / "m.plan"])
+    if not check_fused_attention(case, (work / "m.mlir").read_text()):
+        return False
     flags = []
     for input_name, value in zip(names + [label_name], inputs + [labels]):
         np.save(work / f"{input_name}.npy", value.numpy())
@@ -303,6 +315,23 @@ def check(name: str, bindir: Path, work: Path) -> bool:
             worst = (key, float(err.max()))
         ok &= good
     print(f"  {len(t32)} values compared, worst |diff| {worst[1]:.2e} ({worst[0]})")
+    return ok
+
+
+def check_fused_attention(name: str, plan_mlir: str) -> bool:
+    """The lowered training step runs attention fused, forward and backward."""
+    if name not in FUSED_ATTENTION:
+        return True
+    forward, backward, kind = FUSED_ATTENTION[name]
+    ok = True
+    for kernel, count in (("attention", forward), ("attention_grad", backward)):
+        found = re.findall(r'fsdp\.kernel "' + kernel + r'"\(.*mask_kind = "(\w+)"',
+                           plan_mlir)
+        if found != [kind] * count:
+            print(f"  expected {count} {kernel} kernels ({kind}), found {found}")
+            ok = False
+    if ok:
+        print(f"  {forward} attention + {backward} attention_grad kernels ({kind})")
     return ok
 
 

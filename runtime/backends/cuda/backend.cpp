@@ -766,6 +766,88 @@ KernelFn batchNormKernel(Context &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+/// attention's shape, attributes and mask strides (the CPU's checks have
+/// passed); false when the batch has more dims than the bodies index.
+bool attentionShape(const KernelArgs &args, bool hasMask, AttentionShape &g) {
+  const Tensor &q = args.in[0], &kt = args.in[1], &v = args.in[2];
+  size_t rank = q.shape.size();
+  std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - 2);
+  if (batch.size() > static_cast<size_t>(kMaxDims))
+    return false;
+  g.batch = cpu::product(batch);
+  g.l = q.shape[rank - 2], g.d = q.shape[rank - 1];
+  g.s = kt.shape[rank - 1], g.dv = v.shape[rank - 1];
+  g.scale = static_cast<float>(args.attrs.getFloat("scale", 1.0));
+  g.fill = static_cast<float>(args.attrs.getFloat("fill_value", 0.0));
+  std::string kind = args.attrs.getString("mask_kind", "none");
+  g.mask = kind == "add"      ? MaskKind::Add
+           : kind == "fill"   ? MaskKind::Fill
+           : kind == "causal" ? MaskKind::Causal
+                              : MaskKind::None;
+  g.batchDims = static_cast<int>(batch.size());
+  for (size_t k = 0; k < batch.size(); ++k)
+    g.batchSize[k] = batch[k];
+  if (hasMask) {
+    std::vector<int64_t> scores = batch;
+    scores.push_back(g.l);
+    scores.push_back(g.s);
+    std::vector<int64_t> strides =
+        cpu::broadcastStrides(args.in[3].shape, scores, "the mask");
+    for (size_t k = 0; k < batch.size(); ++k)
+      g.maskStride[k] = strides[k];
+    g.maskStrideL = strides[batch.size()];
+    g.maskStrideS = strides[batch.size() + 1];
+  }
+  return true;
+}
+
+/// attention and attention_grad (kernels/attention.h), checked as the CPU
+/// checks them: the own flash-style kernels on fp32 tensors (bf16/f16 run
+/// widened through them) where cuDNN does not run them (cudnnAttention).
+KernelFn attentionKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  bool grad = op == "attention_grad";
+  std::string kind = args.attrs.getString("mask_kind", "none");
+  bool hasMask = kind == "add" || kind == "fill";
+  AttentionShape shape;
+  if (!attentionShape(args, hasMask, shape))
+    return nullptr;
+  for (size_t i = 0; i < args.in.size(); ++i)
+    if (!(hasMask && i == 3) && args.in[i].dtype != FSDPRT_F32)
+      return nullptr; // bf16/f16: widened through this kernel
+  for (const Tensor &t : args.out)
+    if (t.dtype != FSDPRT_F32)
+      return nullptr;
+  if (!planAttentionTiles(shape.d, shape.dv).fits)
+    throw KernelError("head dims " + std::to_string(shape.d) + " and " +
+                      std::to_string(shape.dv) +
+                      " are too large for the CUDA attention kernels' tiles "
+                      "in 48 KiB of shared memory");
+  std::vector<Tensor> in = args.in, out = args.out;
+  size_t at = hasMask ? 4 : 3; // attention_grad's y, lse and dy
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    AttentionArgs a;
+    a.shape = shape;
+    a.q = in[0].as<float>(), a.kt = in[1].as<float>(), a.v = in[2].as<float>();
+    a.mask = hasMask ? in[3].data : nullptr;
+    if (!grad) {
+      a.y = out[0].as<float>();
+      a.lse = out.size() == 2 ? out[1].as<float>() : nullptr;
+      return d.attention(s, a);
+    }
+    a.y = in[at].as<float>(), a.lse = in[at + 1].as<float>();
+    a.dy = in[at + 2].as<float>();
+    a.dq = out[0].as<float>(), a.dkt = out[1].as<float>();
+    a.dv = out[2].as<float>();
+    return d.attentionGrad(s, a);
+  });
+}
+
+//===----------------------------------------------------------------------===//
 // GEMMs: matmul, gemm, linear (cuBLASLt on a GPU)
 //===----------------------------------------------------------------------===//
 
@@ -983,6 +1065,8 @@ KernelFn own(const std::string &op, Context &c) {
     return poolKernel(op, c);
   if (op == "batch_norm")
     return batchNormKernel(c);
+  if (op == "attention" || op == "attention_grad")
+    return attentionKernel(op, c);
   if (op == "cast")
     return castKernel(c);
   if (cpu::isStridedRead(op))

@@ -314,6 +314,14 @@ public:
                                         y, raw(s)),
                  "cross-entropy gradient kernel");
   }
+  std::string attention(DeviceStream &s, const AttentionArgs &args) override {
+    return check(launchAttention(args, raw(s)), "attention kernel");
+  }
+  std::string attentionGrad(DeviceStream &s,
+                            const AttentionArgs &args) override {
+    return check(launchAttentionGrad(args, raw(s)),
+                 "attention gradient kernels");
+  }
 
   bool nativeGraphs() const override { return true; }
   std::string beginCapture(DeviceStream &s) override {

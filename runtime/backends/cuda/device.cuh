@@ -68,6 +68,31 @@ template <class Body> __global__ void forEachRow(Body body, int64_t rows) {
     body(group, row);
 }
 
+/// The threads of a block as a tile body's block (kernels/attention.h):
+/// a barrier and the block's dynamic shared memory.
+class TileBlock {
+public:
+  __device__ explicit TileBlock(float *memory) : memory(memory) {}
+  __device__ int lane() const { return threadIdx.x; }
+  __device__ int size() const { return blockDim.x; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ float *shared() const { return memory; }
+
+private:
+  float *memory;
+};
+
+template <class Body> __global__ void forEachTile(Body body, int64_t tiles) {
+  extern __shared__ float tileMemory[];
+  TileBlock block(tileMemory);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+    body(block, tile);
+}
+
+/// Threads of a tile body's block: fewer than a row body's, as a tile's
+/// loops have a few thousand iterations and the bodies sync often.
+constexpr int kTileThreads = 128;
+
 template <class Body>
 cudaError_t elementwise(const Body &body, int64_t n, cudaStream_t stream) {
   if (n == 0)
@@ -87,6 +112,19 @@ cudaError_t rowwise(const Body &body, int64_t rows, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+/// A tile body over its tiles, with its sharedFloats() of shared memory
+/// (within the 48 KiB a block gets without opting in).
+template <class Body> cudaError_t tiled(const Body &body, cudaStream_t stream) {
+  int64_t tiles = body.tiles();
+  if (tiles == 0)
+    return cudaSuccess;
+  int64_t blocks = std::min<int64_t>(tiles, kMaxBlocks);
+  size_t bytes = static_cast<size_t>(body.sharedFloats()) * sizeof(float);
+  forEachTile<<<static_cast<unsigned>(blocks), kTileThreads, bytes, stream>>>(
+      body, tiles);
+  return cudaGetLastError();
+}
+
 /// The device launchers as a launcher object (kernels/losses.h's
 /// sequences), on one stream.
 struct DeviceLauncher {
@@ -96,6 +134,9 @@ struct DeviceLauncher {
   }
   template <class Body> cudaError_t rowwise(const Body &body, int64_t rows) {
     return cuda::rowwise(body, rows, stream);
+  }
+  template <class Body> cudaError_t tiled(const Body &body) {
+    return cuda::tiled(body, stream);
   }
 };
 

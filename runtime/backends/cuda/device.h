@@ -26,6 +26,7 @@
 #include "../../src/backend.h"
 #include "cudnn_graphs.h"
 #include "hazards.h"
+#include "kernels/attention.h"
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
@@ -224,6 +225,11 @@ public:
   /// saying why, when the device cannot run it.
   virtual std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
                                                     std::string &error) = 0;
+  /// attention (kernels/attention.h): y and, when args.lse is set, lse.
+  virtual std::string attention(DeviceStream &s, const AttentionArgs &args) = 0;
+  /// attention_grad: dq, dk_t and dv.
+  virtual std::string attentionGrad(DeviceStream &s,
+                                    const AttentionArgs &args) = 0;
   /// Compiles attention on cuDNN for this device: nullptr, with `why`,
   /// when the device has no cuDNN (the fake one), cuDNN is turned off
   /// (FSDPRT_CUDNN=off) or has no plan for the shape.

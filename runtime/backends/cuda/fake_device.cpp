@@ -530,6 +530,23 @@ public:
     cuda::crossEntropyGrad(launch, in, positions, g, none, mean, scratch, y);
     return "";
   }
+  std::string attention(DeviceStream &, const AttentionArgs &args) override {
+    AttentionTiles tiles = planAttentionTiles(args.shape.d, args.shape.dv);
+    if (!tiles.fits)
+      return "attention's head dims leave no tile in shared memory";
+    HostLauncher launch{kLanes};
+    cuda::attentionForward(launch, args, tiles);
+    return "";
+  }
+  std::string attentionGrad(DeviceStream &,
+                            const AttentionArgs &args) override {
+    AttentionTiles tiles = planAttentionTiles(args.shape.d, args.shape.dv);
+    if (!tiles.fits)
+      return "attention's head dims leave no tile in shared memory";
+    HostLauncher launch{kLanes};
+    cuda::attentionGrad(launch, args, tiles);
+    return "";
+  }
   std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
                                             std::string &) override {
     return std::make_shared<FakeGemm>(gemm);

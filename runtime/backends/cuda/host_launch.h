@@ -96,8 +96,46 @@ void hostForEachRow(const Body &body, int64_t rows, int lanes) {
     t.join();
 }
 
-/// The host launchers as a launcher object (kernels/losses.h's sequences):
-/// row bodies in groups of `lanes`; errors are never returned (0).
+/// The lanes of one host block of a tile body (kernels/attention.h): a
+/// barrier and the block's shared floats.
+class HostBlock {
+public:
+  HostBlock(HostGroup::Shared &group, float *memory, int lane)
+      : group(group), memory(memory), lane_(lane) {}
+  int lane() const { return lane_; }
+  int size() const { return group.lanes; }
+  void sync() const { group.barrier(); }
+  float *shared() const { return memory; }
+
+private:
+  HostGroup::Shared &group;
+  float *memory;
+  int lane_;
+};
+
+/// Runs a tile body over its tiles with blocks of `lanes` lanes, its
+/// shared memory filled with NaN first (a body that reads what it did not
+/// write shows it).
+template <class Body> void hostForEachTile(const Body &body, int lanes) {
+  HostGroup::Shared group(lanes);
+  std::vector<float> memory(static_cast<size_t>(body.sharedFloats()), NAN);
+  int64_t tiles = body.tiles();
+  auto run = [&](int lane) {
+    HostBlock block(group, memory.data(), lane);
+    for (int64_t tile = 0; tile < tiles; ++tile)
+      body(block, tile);
+  };
+  std::vector<std::thread> threads;
+  for (int lane = 1; lane < lanes; ++lane)
+    threads.emplace_back(run, lane);
+  run(0);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+/// The host launchers as a launcher object (kernels/losses.h's and
+/// kernels/attention.h's sequences): row and tile bodies with `lanes` lanes;
+/// errors are never returned (0).
 struct HostLauncher {
   int lanes = 1;
   template <class Body> int elementwise(const Body &body, int64_t n) {
@@ -106,6 +144,10 @@ struct HostLauncher {
   }
   template <class Body> int rowwise(const Body &body, int64_t rows) {
     hostForEachRow(body, rows, lanes);
+    return 0;
+  }
+  template <class Body> int tiled(const Body &body) {
+    hostForEachTile(body, lanes);
     return 0;
   }
 };

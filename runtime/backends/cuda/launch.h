@@ -10,6 +10,7 @@
 #ifndef FSDPRT_BACKENDS_CUDA_LAUNCH_H
 #define FSDPRT_BACKENDS_CUDA_LAUNCH_H
 
+#include "kernels/attention.h"
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
@@ -132,6 +133,13 @@ cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
                                    int64_t positions, const float *g, bool none,
                                    bool mean, float *scratch, float *y,
                                    cudaStream_t stream);
+
+/// attention: y and (when args.lse is set) lse from q, k_t, v and the mask
+/// (kernels/attention.h), in tiles of planAttentionTiles. Head dims whose
+/// tiles do not fit in shared memory: cudaErrorInvalidValue.
+cudaError_t launchAttention(const AttentionArgs &args, cudaStream_t stream);
+/// attention_grad: dq, then dk_t and dv (two kernels).
+cudaError_t launchAttentionGrad(const AttentionArgs &args, cudaStream_t stream);
 
 } // namespace fsdprt::cuda
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "host_launch.h"
+#include "kernels/attention.h"
 #include "kernels/pool.h"
 #include "kernels/rows.h"
 #include "launch.h"
@@ -559,6 +560,67 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
          dy.read(), want, 1e-6);
 }
 
+/// attention and attention_grad of `batch` heads ([batch, L, S] masks of
+/// `kind`, an f32 add mask or a bool fill mask with its first `padded`
+/// keys masked in every row), against the tile bodies on one host lane
+/// (the same bits as on more: the cuda-host tests check it).
+void attention(cuda::MaskKind kind, int64_t batch, int64_t l, int64_t s,
+               int64_t d, int64_t dv, int64_t padded, unsigned seed) {
+  cuda::AttentionShape g;
+  g.batch = batch, g.l = l, g.s = s, g.d = d, g.dv = dv;
+  g.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  g.fill = -INFINITY;
+  g.mask = kind;
+  g.batchDims = 1;
+  g.batchSize[0] = batch;
+  g.maskStride[0] = l * s, g.maskStrideL = s, g.maskStrideS = 1;
+  std::vector<float> q = random(batch * l * d, seed),
+                     kt = random(batch * d * s, seed + 1),
+                     v = random(batch * s * dv, seed + 2),
+                     dy = random(batch * l * dv, seed + 3),
+                     mask = random(batch * l * s, seed + 4);
+  // A fill mask as bytes in a float buffer (its first batch * l * s bytes).
+  if (kind == cuda::MaskKind::Fill) {
+    std::vector<uint8_t> bytes(mask.size());
+    for (size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = mask[i] > 0.8f || static_cast<int64_t>(i) % s < padded;
+    std::memcpy(mask.data(), bytes.data(), bytes.size());
+  }
+  cuda::AttentionTiles tiles = cuda::planAttentionTiles(d, dv);
+  std::vector<float> y(batch * l * dv), lse(batch * l), dq(q.size()),
+      dkt(kt.size()), dvs(v.size());
+  cuda::AttentionArgs a;
+  a.shape = g;
+  a.q = q.data(), a.kt = kt.data(), a.v = v.data(), a.mask = mask.data();
+  a.y = y.data(), a.lse = lse.data(), a.dy = dy.data();
+  a.dq = dq.data(), a.dkt = dkt.data(), a.dv = dvs.data();
+  cuda::HostLauncher host{1};
+  cuda::attentionForward(host, a, tiles);
+  cuda::attentionGrad(host, a, tiles);
+
+  std::string what = "attention of " + std::to_string(batch) + " heads " +
+                     std::to_string(l) + "x" + std::to_string(s) + " d" +
+                     std::to_string(d) + " dv" + std::to_string(dv);
+  DeviceBuffer bq(q), bkt(kt), bv(v), bdy(dy), bmask(mask),
+      by(poison<float>(y.size())), blse(poison<float>(lse.size())),
+      bdq(poison<float>(dq.size())), bdkt(poison<float>(dkt.size())),
+      bdv(poison<float>(dvs.size()));
+  cuda::AttentionArgs da = a;
+  da.q = bq.data, da.kt = bkt.data, da.v = bv.data, da.mask = bmask.data;
+  da.y = by.data, da.lse = blse.data, da.dy = bdy.data;
+  cudaError_t e = cuda::launchAttention(da, nullptr);
+  expect(what, e, by.read(), y, 2e-5);
+  expect(what + " lse", e, blse.read(), lse, 2e-5);
+  // The gradient from the host's y and lse, so that only it is compared.
+  DeviceBuffer hy(y), hlse(lse);
+  da.y = hy.data, da.lse = hlse.data;
+  da.dq = bdq.data, da.dkt = bdkt.data, da.dv = bdv.data;
+  e = cuda::launchAttentionGrad(da, nullptr);
+  expect(what + " dq", e, bdq.read(), dq, 1e-4);
+  expect(what + " dk_t", e, bdkt.read(), dkt, 1e-4);
+  expect(what + " dv", e, bdv.read(), dvs, 1e-4);
+}
+
 } // namespace
 
 int main() {
@@ -651,6 +713,14 @@ int main() {
   batchNorm(1, 1, 1, seed++);
   batchNorm(32, 64, 112 * 112, seed++);
   batchNorm(8, 32, 1, seed++);
+  using Mask = cuda::MaskKind;
+  attention(Mask::None, 1, 1, 1, 1, 1, 0, seed++);
+  attention(Mask::Causal, 6, 257, 257, 64, 64, 0, seed++);
+  attention(Mask::Causal, 2, 100, 37, 80, 80, 0, seed++); // L > S
+  attention(Mask::Add, 3, 100, 300, 128, 128, 0, seed++);
+  attention(Mask::Fill, 2, 65, 200, 8, 80, 70, seed++); // left padding
+  attention(Mask::None, 1, 64, 4096, 128, 128, 0, seed++); // long rows
+  attention(Mask::Causal, 40000, 33, 33, 8, 8, 0, seed++); // > 65535 tiles
   copies<uint8_t>(seed);
   copies<uint16_t>(seed);
   copies<uint32_t>(seed);

@@ -316,3 +316,80 @@ func.func @wrapped_gather(%s: tensor<4611686018427387904xf32>) -> tensor<0xf32> 
   %g = fsdp.all_gather %s on @world axes [0] : tensor<4611686018427387904xf32> -> tensor<0xf32>
   return %g : tensor<0xf32>
 }
+
+// -----
+
+func.func @attention_causal_mask(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %m: tensor<4x4xi1>) {
+  // expected-error @+1 {{'fsdp.attention' op mask_kind "causal" takes no mask}}
+  %y = fsdp.attention %q, %kt, %q, %m {scale = 1.0 : f32, mask_kind = "causal"}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x4xi1>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_unknown_kind(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op mask_kind must be none, add, fill or causal, not "tril"}}
+  %y = fsdp.attention %q, %kt, %q {scale = 1.0 : f32, mask_kind = "tril"}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse_type(%q: tensor<2x4x8xbf16>, %kt: tensor<2x8x4xbf16>) {
+  // expected-error @+1 {{'fsdp.attention' op lse must be 'tensor<2x4xf32>', not 'tensor<2x4xbf16>'}}
+  %y, %lse = fsdp.attention %q, %kt, %q {scale = 1.0 : f32}
+      : (tensor<2x4x8xbf16>, tensor<2x8x4xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xbf16>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_needs_mask(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %lse: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op mask_kind "add" needs a mask}}
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %q, %lse, %q {scale = 1.0 : f32, mask_kind = "add"}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_chain(%q: tensor<4x8xf32>, %kt: tensor<6x4xf32>, %lse: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op shapes do not chain: query 'tensor<4x8xf32>', key_t 'tensor<6x4xf32>', value 'tensor<4x8xf32>'}}
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %q, %lse, %q {scale = 1.0 : f32}
+      : (tensor<4x8xf32>, tensor<6x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<6x4xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_output(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %v: tensor<4x2xf32>, %lse: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op output and grad must be 'tensor<4x2xf32>', not 'tensor<4x8xf32>' and 'tensor<4x2xf32>'}}
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %v, %q, %lse, %v {scale = 1.0 : f32}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4x2xf32>)
+      -> (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x2xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %lse: tensor<4x1xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op lse must be 'tensor<4xf32>', not 'tensor<4x1xf32>'}}
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %q, %lse, %q {scale = 1.0 : f32}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_results(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %lse: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op results must have the types of query, key_t and value}}
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %q, %lse, %q {scale = 1.0 : f32}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}

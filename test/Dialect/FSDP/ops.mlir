@@ -66,3 +66,27 @@ func.func @read_buffer() -> tensor<4xf32> {
   %m = fsdp.get_buffer @"bn.running_mean" : tensor<4xf32>
   return %m : tensor<4xf32>
 }
+
+// Fused attention in inference form (one result), with the lse result
+// fsdp-autodiff asks for (causal: no mask operand), and its gradient.
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x8x12xbf16>,
+                     %v: tensor<2x4x12x6xbf16>, %m: tensor<1x1x16x12xi1>,
+                     %g: tensor<2x4x16x6xbf16>)
+    -> (tensor<2x4x16x6xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>) {
+  // CHECK: fsdp.attention %arg0, %arg1, %arg2, %arg3 {fill_value = 0xFF800000 : f32, mask_kind = "fill", scale = 5.000000e-01 : f32} : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>, tensor<1x1x16x12xi1>) -> tensor<2x4x16x6xbf16>
+  %y0 = fsdp.attention %q, %kt, %v, %m {scale = 0.5 : f32, mask_kind = "fill", fill_value = 0xFF800000 : f32}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>, tensor<1x1x16x12xi1>) -> tensor<2x4x16x6xbf16>
+  // CHECK: %[[Y:.*]], %[[LSE:.*]] = fsdp.attention %arg0, %arg1, %arg2 {mask_kind = "causal", scale = 5.000000e-01 : f32} : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
+  %y, %lse = fsdp.attention %q, %kt, %v {scale = 0.5 : f32, mask_kind = "causal"}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>) -> (tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>)
+  // CHECK: fsdp.attention_grad %arg0, %arg1, %arg2, %[[Y]], %[[LSE]], %arg4 {mask_kind = "causal", scale = 5.000000e-01 : f32} : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x6xbf16>) -> (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>)
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %v, %y, %lse, %g {scale = 0.5 : f32, mask_kind = "causal"}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x6xbf16>)
+      -> (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>)
+  // CHECK: fsdp.attention_grad %arg0, %arg1, %arg2, %arg3, %[[Y]], %[[LSE]], %arg4 {fill_value = -1.000000e+04 : f32, mask_kind = "fill", scale = 5.000000e-01 : f32}
+  %dq2, %dkt2, %dv2 = fsdp.attention_grad %q, %kt, %v, %m, %y, %lse, %g {scale = 0.5 : f32, mask_kind = "fill", fill_value = -1.0e4 : f32}
+      : (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>, tensor<1x1x16x12xi1>, tensor<2x4x16x6xbf16>, tensor<2x4x16xf32>, tensor<2x4x16x6xbf16>)
+      -> (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>)
+  return %y0, %dq, %dkt, %dv : tensor<2x4x16x6xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>
+}

@@ -451,40 +451,84 @@ LogicalResult LinearOp::verify() {
   return verifyLastDimVector(*this, getBias(), n, "bias");
 }
 
-LogicalResult AttentionOp::verify() {
-  StringRef kind = getMaskKind();
-  if (kind != "none" && kind != "add" && kind != "fill")
-    return emitOpError() << "mask_kind must be none, add or fill, not \""
-                         << kind << "\"";
-  if ((kind == "none") != !getMask())
-    return emitOpError() << "mask_kind \"" << kind << "\" "
-                         << (getMask() ? "takes no mask" : "needs a mask");
-  auto q = cast<RankedTensorType>(getQuery().getType());
-  auto kt = cast<RankedTensorType>(getKeyT().getType());
-  auto v = cast<RankedTensorType>(getValue().getType());
-  auto out = cast<RankedTensorType>(getOutput().getType());
+/// The checks fsdp.attention and fsdp.attention_grad share: the mask kind
+/// and operand, and shapes q [..., L, D], k_t [..., D, S], v [..., S, Dv].
+static LogicalResult verifyAttentionInputs(Operation *op, StringRef kind,
+                                           Value mask, RankedTensorType q,
+                                           RankedTensorType kt,
+                                           RankedTensorType v) {
+  if (kind != "none" && kind != "add" && kind != "fill" && kind != "causal")
+    return op->emitOpError()
+           << "mask_kind must be none, add, fill or causal, not \"" << kind
+           << "\"";
+  bool needsMask = kind == "add" || kind == "fill";
+  if (needsMask != bool(mask))
+    return op->emitOpError() << "mask_kind \"" << kind << "\" "
+                             << (mask ? "takes no mask" : "needs a mask");
   int64_t rank = q.getRank();
-  if (rank < 2 || kt.getRank() != rank || v.getRank() != rank ||
-      out.getRank() != rank)
-    return emitOpError(
-        "query, key_t, value and result must have one rank >= 2");
+  if (rank < 2 || kt.getRank() != rank || v.getRank() != rank)
+    return op->emitOpError("query, key_t and value must have one rank >= 2");
   if (q.getShape().drop_back(2) != kt.getShape().drop_back(2) ||
       q.getShape().drop_back(2) != v.getShape().drop_back(2))
-    return emitOpError(
+    return op->emitOpError(
         "query, key_t and value must have equal batch dimensions");
   if (q.getDimSize(rank - 1) != kt.getDimSize(rank - 2) ||
       kt.getDimSize(rank - 1) != v.getDimSize(rank - 2))
-    return emitOpError() << "shapes do not chain: query " << q << ", key_t "
-                         << kt << ", value " << v;
-  if (out.getShape().drop_back() != q.getShape().drop_back() ||
+    return op->emitOpError() << "shapes do not chain: query " << q << ", key_t "
+                             << kt << ", value " << v;
+  if (mask && kind == "fill" &&
+      !cast<RankedTensorType>(mask.getType()).getElementType().isInteger(1))
+    return op->emitOpError("a \"fill\" mask must be boolean (i1)");
+  return success();
+}
+
+/// The type of lse for `q` [..., L, D]: [..., L] in f32.
+static RankedTensorType lseTypeOf(RankedTensorType q) {
+  return RankedTensorType::get(q.getShape().drop_back(),
+                               Float32Type::get(q.getContext()));
+}
+
+LogicalResult AttentionOp::verify() {
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto kt = cast<RankedTensorType>(getKeyT().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  if (failed(verifyAttentionInputs(*this, getMaskKind(), getMask(), q, kt, v)))
+    return failure();
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  int64_t rank = q.getRank();
+  if (out.getRank() != rank ||
+      out.getShape().drop_back() != q.getShape().drop_back() ||
       out.getDimSize(rank - 1) != v.getDimSize(rank - 1))
     return emitOpError() << "result type " << out << " should be query's with "
                          << "value's last dimension";
-  if (getMask() && kind == "fill" &&
-      !cast<RankedTensorType>(getMask().getType())
-           .getElementType()
-           .isInteger(1))
-    return emitOpError("a \"fill\" mask must be boolean (i1)");
+  if (getLse() && getLse().getType() != lseTypeOf(q))
+    return emitOpError() << "lse must be " << lseTypeOf(q) << ", not "
+                         << getLse().getType();
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto kt = cast<RankedTensorType>(getKeyT().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  if (failed(verifyAttentionInputs(*this, getMaskKind(), getMask(), q, kt, v)))
+    return failure();
+  SmallVector<int64_t> yShape(q.getShape().drop_back());
+  yShape.push_back(v.getShape().back());
+  auto yType = RankedTensorType::get(yShape, v.getElementType());
+  if (q.getElementType() != kt.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOpError("query, key_t and value must have one element type");
+  if (getOutput().getType() != yType || getGrad().getType() != yType)
+    return emitOpError() << "output and grad must be " << yType << ", not "
+                         << getOutput().getType() << " and "
+                         << getGrad().getType();
+  if (getLse().getType() != lseTypeOf(q))
+    return emitOpError() << "lse must be " << lseTypeOf(q) << ", not "
+                         << getLse().getType();
+  if (getGradQuery().getType() != q || getGradKeyT().getType() != kt ||
+      getGradValue().getType() != v)
+    return emitOpError("results must have the types of query, key_t and value");
   return success();
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionChain.h"
 #include "OnnxBuilder.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -18,6 +19,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -78,6 +80,7 @@ private:
   LogicalResult prepare();
   FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
+  void fuseAttention();
   LogicalResult backward(Operation *op, Value g);
 
   func::FuncOp func;
@@ -275,6 +278,59 @@ LogicalResult Autodiff::prepare() {
     }
   }
   return success();
+}
+
+/// Differentiated attention chains become fsdp.attention with its lse
+/// result (differentiated by fsdp.attention_grad), so that the backward keeps
+/// one f32 per query row instead of the scores and probabilities. Runs after
+/// the activity analysis: a chain nothing trainable reaches is left to
+/// fsdp-fuse, and one whose mask is active stays decomposed (the fused
+/// gradient gives the mask none).
+void Autodiff::fuseAttention() {
+  SmallVector<MatMulOp> roots;
+  for (Operation &op : func.getBody().front())
+    if (auto matmul = dyn_cast<MatMulOp>(op);
+        matmul && active(matmul.getResult()))
+      roots.push_back(matmul);
+  for (MatMulOp root : roots) {
+    std::string why;
+    FailureOr<mlir::fsdp::detail::AttentionChain> chain =
+        mlir::fsdp::detail::matchAttention(root, why);
+    if (failed(chain) || (chain->mask && active(chain->mask)))
+      continue;
+    Value oldMask = chain->mask;
+    mlir::fsdp::detail::makeCausal(*chain);
+    OpBuilder b(root);
+    auto attention =
+        mlir::fsdp::detail::buildAttention(b, *chain, /*withLse=*/true);
+    // The fused op belongs to the chain's module and FSDP unit (activation
+    // checkpointing recomputes it with the unit).
+    for (StringRef name : {"fsdp.module", "fsdp.unit"})
+      if (Attribute mark = root->getAttr(name))
+        attention->setAttr(name, mark);
+    root.getResult().replaceAllUsesWith(attention.getOutput());
+    activeValues.insert(attention.getOutput());
+    for (Operation *op : chain->ops) {
+      for (Value result : op->getResults())
+        activeValues.erase(result);
+      op->erase();
+    }
+    // A causal mask's constant computation has no reader left.
+    SmallVector<Value> dead;
+    if (oldMask && !chain->mask)
+      dead.push_back(oldMask);
+    while (!dead.empty()) {
+      Value value = dead.pop_back_val();
+      Operation *def = value.getDefiningOp();
+      if (!def || !value.use_empty() || !isMemoryEffectFree(def) ||
+          !llvm::all_of(def->getResults(),
+                        [](Value r) { return r.use_empty(); }))
+        continue;
+      SmallVector<Value> operands(def->getOperands());
+      def->erase();
+      dead.append(operands.begin(), operands.end());
+    }
+  }
 }
 
 LogicalResult Autodiff::backward(Operation *op, Value g) {
@@ -801,6 +857,30 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         give(0, bb.op<ExpandOp>(in, {scaled, bb.ints(in.getShape())}));
         return success();
       })
+      .Case<mlir::fsdp::AttentionOp>(
+          [&](mlir::fsdp::AttentionOp attention) -> LogicalResult {
+            if (!attention.getLse())
+              return op->emitOpError(
+                  "fsdp-autodiff: fsdp.attention needs its lse result to be "
+                  "differentiated");
+            if (attention.getMask() && active(attention.getMask()))
+              return op->emitOpError("fsdp-autodiff: fsdp.attention gives "
+                                     "its mask no gradient, but the mask "
+                                     "depends on a trainable parameter");
+            auto grad = bb.b.create<mlir::fsdp::AttentionGradOp>(
+                op->getLoc(),
+                TypeRange{attention.getQuery().getType(),
+                          attention.getKeyT().getType(),
+                          attention.getValue().getType()},
+                attention.getQuery(), attention.getKeyT(), attention.getValue(),
+                attention.getMask(), attention.getOutput(), attention.getLse(),
+                g, attention.getScaleAttr(), attention.getMaskKindAttr(),
+                attention.getFillValueAttr());
+            give(0, grad.getGradQuery());
+            give(1, grad.getGradKeyT());
+            give(2, grad.getGradValue());
+            return success();
+          })
       .Default([&](Operation *) {
         return op->emitOpError()
                << "fsdp-autodiff: no gradient rule for '"
@@ -847,6 +927,9 @@ LogicalResult Autodiff::run() {
             type && isa<FloatType>(type.getElementType()))
           activeValues.insert(result); // integers and masks carry none
   }
+
+  if (options.fuseAttention)
+    fuseAttention();
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
@@ -1047,6 +1130,7 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
     options.checkpointClasses = checkpointClasses;
     options.checkpointMinNumParams = checkpointMinNumParams;
     options.checkpointPattern = checkpointPattern;
+    options.fuseAttention = fuseAttention;
     if (failed(Autodiff(func, module, std::move(options)).run()))
       signalPassFailure();
   }

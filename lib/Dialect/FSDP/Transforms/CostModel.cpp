@@ -83,15 +83,14 @@ void CostModel::store(ModuleOp module) const {
   };
   module->setAttr(
       "fsdp.cost_model",
-      b.getDictionaryAttr({f("peak_flops", peakFlops),
-                           f("memory_bandwidth", memoryBandwidth),
-                           f("intra_bandwidth", intraBandwidth),
-                           f("intra_latency", intraLatency),
-                           f("inter_bandwidth", interBandwidth),
-                           f("inter_latency", interLatency),
-                           b.getNamedAttr("ranks_per_node",
-                                          b.getI64IntegerAttr(ranksPerNode)),
-                           b.getNamedAttr("cpu_runtime", b.getBoolAttr(cpuRuntime))}));
+      b.getDictionaryAttr(
+          {f("peak_flops", peakFlops), f("memory_bandwidth", memoryBandwidth),
+           f("intra_bandwidth", intraBandwidth),
+           f("intra_latency", intraLatency),
+           f("inter_bandwidth", interBandwidth),
+           f("inter_latency", interLatency),
+           b.getNamedAttr("ranks_per_node", b.getI64IntegerAttr(ranksPerNode)),
+           b.getNamedAttr("cpu_runtime", b.getBoolAttr(cpuRuntime))}));
 }
 
 double CostModel::flops(Operation *op) const {
@@ -138,15 +137,24 @@ double CostModel::flops(Operation *op) const {
     llvm::for_each(op->getResults(), consider);
     return 2 * activation * perOutput;
   }
-  if (kind == "attention") {
-    // Q [.., S, D], K [.., T, D]: scores and the weighted sum, 2 S T D each.
+  if (kind == "attention" || kind == "attention_grad") {
+    // q [.., L, D], k_t [.., D, S], v [.., S, Dv]. The forward: scores and
+    // the weighted sum, 2 L S (D + Dv). The gradient recomputes the scores
+    // (2 L S D) and makes dP (2 L S Dv), dq and dk_t (2 L S D each) and dv
+    // (2 L S Dv): 2 L S (3 D + 2 Dv).
     ArrayRef<int64_t> q = shapeOf(op->getOperand(0)),
-                      k = shapeOf(op->getOperand(1));
-    if (q.size() < 2 || k.size() < 2)
+                      kt = shapeOf(op->getOperand(1)),
+                      v = shapeOf(op->getOperand(2));
+    if (q.size() < 2 || kt.size() < 2 || v.size() < 2)
       return out;
-    double heads = static_cast<double>(numelOf(op->getOperand(0).getType())) /
-                   (q[q.size() - 2] * q.back());
-    return 4 * heads * q[q.size() - 2] * k[k.size() - 2] * q.back();
+    double l = q[q.size() - 2], d = q.back(), s = kt.back(), dv = v.back();
+    double heads =
+        l * d == 0 ? 0
+                   : static_cast<double>(numelOf(op->getOperand(0).getType())) /
+                         (l * d);
+    double perHead = kind == "attention" ? 2 * l * s * (d + dv)
+                                         : 2 * l * s * (3 * d + 2 * dv);
+    return heads * perHead;
   }
   return out;
 }

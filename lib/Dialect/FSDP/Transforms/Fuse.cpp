@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionChain.h"
+
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
@@ -26,23 +28,15 @@ namespace mlir::fsdp {
 
 using namespace mlir;
 using namespace mlir::onnxir;
+using mlir::fsdp::detail::defOnce;
+using mlir::fsdp::detail::scalarOf;
 
 namespace {
 
-/// The value of a one-element floating-point constant.
-std::optional<double> scalarOf(Value value) {
-  auto constant = value.getDefiningOp<ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
-  if (!dense || dense.getNumElements() != 1)
-    return std::nullopt;
-  return (*dense.getValues<APFloat>().begin()).convertToDouble();
-}
-
 bool isScalar(Value value, double expected) {
   std::optional<double> v = scalarOf(value);
-  return v && std::abs(*v - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
+  return v &&
+         std::abs(*v - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
 }
 
 /// Of a binary op's operands, the one that is not `known` (or nullptr).
@@ -72,12 +66,6 @@ template <typename OpTy> OpTy soleUser(Value value) {
   return dyn_cast<OpTy>(*value.getUsers().begin());
 }
 
-template <typename OpTy> OpTy defOnce(Value value) {
-  if (!value || !value.hasOneUse())
-    return nullptr;
-  return value.getDefiningOp<OpTy>();
-}
-
 int64_t lastDim(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape().back();
 }
@@ -102,11 +90,12 @@ struct GeluErf : OpRewritePattern<MulOp> {
     for (int side = 0; side < 2; ++side) {
       Value x = product->getOperand(side);
       auto plus = defOnce<AddOp>(product->getOperand(1 - side));
-      auto erf = plus ? defOnce<ErfOp>(operandBesideScalar(plus, 1.0)) : nullptr;
+      auto erf =
+          plus ? defOnce<ErfOp>(operandBesideScalar(plus, 1.0)) : nullptr;
       if (!erf)
         continue;
-      Operation *scaled = erf.getX().hasOneUse() ? erf.getX().getDefiningOp()
-                                                 : nullptr;
+      Operation *scaled =
+          erf.getX().hasOneUse() ? erf.getX().getDefiningOp() : nullptr;
       bool byDiv = isa_and_nonnull<DivOp>(scaled) &&
                    scaled->getOperand(0) == x &&
                    isScalar(scaled->getOperand(1), M_SQRT2);
@@ -133,14 +122,17 @@ struct GeluTanh : OpRewritePattern<MulOp> {
     for (int side = 0; side < 2; ++side) {
       Value x = product->getOperand(side);
       auto plus = defOnce<AddOp>(product->getOperand(1 - side));
-      auto tanh = plus ? defOnce<TanhOp>(operandBesideScalar(plus, 1.0)) : nullptr;
+      auto tanh =
+          plus ? defOnce<TanhOp>(operandBesideScalar(plus, 1.0)) : nullptr;
       auto scaled = tanh ? defOnce<MulOp>(tanh.getX()) : nullptr;
-      auto inner = scaled ? defOnce<AddOp>(operandBesideScalar(
-                                scaled, 0.7978845608028654))
-                          : nullptr;
+      auto inner =
+          scaled
+              ? defOnce<AddOp>(operandBesideScalar(scaled, 0.7978845608028654))
+              : nullptr;
       Value cubeTerm = inner ? otherOperand(inner, x) : nullptr;
       auto cubeScaled = defOnce<MulOp>(cubeTerm);
-      Value cube = cubeScaled ? operandBesideScalar(cubeScaled, 0.044715) : nullptr;
+      Value cube =
+          cubeScaled ? operandBesideScalar(cubeScaled, 0.044715) : nullptr;
       if (!cube || !cube.hasOneUse())
         continue;
       bool isCube = false;
@@ -274,7 +266,8 @@ struct LayerNorm : OpRewritePattern<DivOp> {
     auto var = eps ? defOnce<ReduceMeanOp>(varValue) : nullptr;
     if (!var || !isMeanOverLast(var) || !var.getData().hasOneUse() ||
         !isSquareOf(var.getData(), centered.getResult()))
-      return rewriter.notifyMatchFailure(root, "no variance over the last axis");
+      return rewriter.notifyMatchFailure(root,
+                                         "no variance over the last axis");
     Operation *square = var.getData().getDefiningOp();
     for (Operation *user : centered->getUsers())
       if (user != root && user != square)
@@ -304,8 +297,8 @@ struct LayerNorm : OpRewritePattern<DivOp> {
     if (!scale) {
       auto ones = RankedTensorType::get({lastDim(x)}, type.getElementType());
       scale = rewriter.create<ConstantOp>(
-          loc, DenseElementsAttr::get(ones, rewriter.getFloatAttr(
-                                                type.getElementType(), 1.0)));
+          loc, DenseElementsAttr::get(
+                   ones, rewriter.getFloatAttr(type.getElementType(), 1.0)));
     }
     if (!bias)
       bias = rewriter.create<NoValueOp>(loc);
@@ -324,81 +317,22 @@ struct LayerNorm : OpRewritePattern<DivOp> {
 // Attention
 //===----------------------------------------------------------------------===//
 
-/// MatMul(Softmax(mask(MatMul(q, kt) * s)), v) -> fsdp.attention.
+/// MatMul(Softmax(mask(MatMul(q, kt) * s)), v) -> fsdp.attention (the
+/// matcher fsdp-autodiff shares). The mask stays as exported: inference
+/// plans keep their `fill` masks.
 struct Attention : OpRewritePattern<MatMulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatMulOp root,
                                 PatternRewriter &rewriter) const override {
-    auto softmax = defOnce<SoftmaxOp>(root.getA());
-    if (!softmax || !isLastAxis(softmax.getAxis(), softmax.getInput()))
-      return rewriter.notifyMatchFailure(root, "not softmax(...) @ v");
-    Value scores = softmax.getInput();
-    Value mask;
-    StringRef kind = "none";
-    double fill = 0.0;
-    if (auto where = defOnce<WhereOp>(scores)) {
-      std::optional<double> value = scalarOf(where.getX());
-      if (!value)
-        return rewriter.notifyMatchFailure(root, "Where without a fill scalar");
-      mask = where.getCondition();
-      kind = "fill";
-      fill = *value;
-      scores = where.getY();
-    } else if (auto add = defOnce<AddOp>(scores)) {
-      // The side that is a (scaled) q @ kt product is the scores.
-      for (int side = 0; side < 2; ++side) {
-        Operation *def = add->getOperand(side).getDefiningOp();
-        if (isa_and_nonnull<MulOp, DivOp, MatMulOp>(def)) {
-          scores = add->getOperand(side);
-          mask = add->getOperand(1 - side);
-          kind = "add";
-          break;
-        }
-      }
-      if (kind != "add")
-        return rewriter.notifyMatchFailure(root, "Add is not a mask");
-    }
-    double scale = 1.0;
-    if (!scores.hasOneUse())
-      return rewriter.notifyMatchFailure(root, "scores have other users");
-    if (auto mul = scores.getDefiningOp<MulOp>()) {
-      for (int side = 0; side < 2; ++side)
-        if (std::optional<double> s = scalarOf(mul->getOperand(side))) {
-          scale = *s;
-          scores = mul->getOperand(1 - side);
-          break;
-        }
-    } else if (auto div = scores.getDefiningOp<DivOp>()) {
-      std::optional<double> d = scalarOf(div.getB());
-      if (!d || *d == 0.0)
-        return rewriter.notifyMatchFailure(root, "scaling is not a scalar");
-      scale = 1.0 / *d;
-      scores = div.getA();
-    }
-    auto product = defOnce<MatMulOp>(scores);
-    if (!product)
-      return rewriter.notifyMatchFailure(root, "no q @ k_t product");
-    Value q = product.getA(), kt = product.getB(), v = root.getB();
-    auto qt = cast<RankedTensorType>(q.getType());
-    auto ktt = cast<RankedTensorType>(kt.getType());
-    auto vt = cast<RankedTensorType>(v.getType());
-    int64_t rank = qt.getRank();
-    if (rank < 2 || ktt.getRank() != rank || vt.getRank() != rank ||
-        qt.getShape().drop_back(2) != ktt.getShape().drop_back(2) ||
-        qt.getShape().drop_back(2) != vt.getShape().drop_back(2))
-      return rewriter.notifyMatchFailure(root, "batch dimensions differ");
-    if (mask) {
-      auto mt = cast<RankedTensorType>(mask.getType());
-      bool boolean = mt.getElementType().isInteger(1);
-      if (mt.getRank() > rank || boolean != (kind == "fill") ||
-          (!boolean && mt.getElementType() != qt.getElementType()))
-        return rewriter.notifyMatchFailure(root, "unsupported mask");
-    }
-    auto attention = rewriter.create<mlir::fsdp::AttentionOp>(
-        root.getLoc(), root.getType(), q, kt, v, mask,
-        rewriter.getF32FloatAttr(scale), rewriter.getStringAttr(kind),
-        rewriter.getF32FloatAttr(fill));
-    rewriter.replaceOp(root, attention.getResult());
+    std::string why;
+    FailureOr<mlir::fsdp::detail::AttentionChain> chain =
+        mlir::fsdp::detail::matchAttention(root, why);
+    if (failed(chain))
+      return rewriter.notifyMatchFailure(root, why);
+    rewriter.setInsertionPoint(root);
+    auto attention = mlir::fsdp::detail::buildAttention(rewriter, *chain,
+                                                        /*withLse=*/false);
+    rewriter.replaceOp(root, attention.getOutput());
     return success();
   }
 };
@@ -520,11 +454,13 @@ struct FusePass : mlir::fsdp::impl::FuseBase<FusePass> {
     chains.add<GeluErf, GeluTanh, Silu, RMSNorm, LayerNorm, Attention>(
         &getContext());
     RewritePatternSet epilogues(&getContext());
-    epilogues.add<LinearFromMatMul, LinearFromGemm, LinearBias,
-                  LinearActivation>(&getContext());
-    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(chains))) ||
-        failed(applyPatternsAndFoldGreedily(getOperation(),
-                                            std::move(epilogues))))
+    epilogues
+        .add<LinearFromMatMul, LinearFromGemm, LinearBias, LinearActivation>(
+            &getContext());
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(chains))) ||
+        failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(epilogues))))
       signalPassFailure();
   }
 };

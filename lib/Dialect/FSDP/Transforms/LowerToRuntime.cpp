@@ -210,13 +210,20 @@ LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
                         {l.i64("trans_w", linear.getTransposeWeight()),
                          l.str("activation", linear.getActivation())});
       })
-      .Case<mlir::fsdp::AttentionOp>([&](mlir::fsdp::AttentionOp attention) {
-        return l.kernel(
-            "attention", op->getOperands(),
-            {l.f32("scale", attention.getScale().convertToDouble()),
-             l.str("mask_kind", attention.getMaskKind()),
-             l.f32("fill_value", attention.getFillValue().convertToDouble())});
-      })
+      .Case<mlir::fsdp::AttentionOp, mlir::fsdp::AttentionGradOp>(
+          [&](auto attention) {
+            // Both kernels take the forward's operands in op order (the
+            // mask only for add and fill); attention's lse is its second
+            // output when asked for.
+            return l.kernel(
+                isa<mlir::fsdp::AttentionOp>(op) ? "attention"
+                                                 : "attention_grad",
+                op->getOperands(),
+                {l.f32("scale", attention.getScale().convertToDouble()),
+                 l.str("mask_kind", attention.getMaskKind()),
+                 l.f32("fill_value",
+                       attention.getFillValue().convertToDouble())});
+          })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto softmax) {
         FailureOr<int64_t> axis =
             l.axis(softmax.getAxis(), rankOf(softmax.getInput()));

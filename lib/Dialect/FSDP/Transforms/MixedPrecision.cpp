@@ -441,6 +441,18 @@ Type Caster::computeType(Operation *op, ArrayRef<Type> strong) {
   return widest;
 }
 
+/// Attention's row log-sum-exp stays f32 whatever dtype attention computes
+/// in (the precision its gradient recomputes the probabilities from).
+static bool isAttentionLse(Value value) {
+  if (auto attention = value.getDefiningOp<AttentionOp>())
+    return value == attention.getLse();
+  return false;
+}
+static bool isAttentionLse(OpOperand &operand) {
+  auto grad = dyn_cast<AttentionGradOp>(operand.getOwner());
+  return grad && operand.get() == grad.getLse();
+}
+
 /// One op of the compute: its float operands cast to the dtype it computes
 /// in, its float results retyped.
 LogicalResult Caster::retype(Operation *op) {
@@ -454,9 +466,10 @@ LogicalResult Caster::retype(Operation *op) {
     return success(); // the model's own casts keep their `to`
   }
   SmallVector<Type> strong;
-  for (Value operand : op->getOperands())
-    if (floatTensor(operand.getType()) && !weak.contains(operand))
-      strong.push_back(elementOf(operand));
+  for (OpOperand &operand : op->getOpOperands())
+    if (floatTensor(operand.get().getType()) && !weak.contains(operand.get()) &&
+        !isAttentionLse(operand))
+      strong.push_back(elementOf(operand.get()));
   if (strong.empty()) {
     // Floats from constants only (or a constant fill): nothing to adapt
     // to. Other ops without float operands (reads of state) are sources.
@@ -471,20 +484,22 @@ LogicalResult Caster::retype(Operation *op) {
     return success();
   }
   Type element = computeType(op, strong);
-  bool changes =
-      llvm::any_of(op->getOperands(),
-                   [&](Value v) {
-                     return floatTensor(v.getType()) && elementOf(v) != element;
-                   }) ||
-      llvm::any_of(op->getResults(), [&](Value v) {
-        return floatTensor(v.getType()) && elementOf(v) != element;
-      });
+  bool changes = llvm::any_of(op->getOpOperands(),
+                              [&](OpOperand &o) {
+                                return floatTensor(o.get().getType()) &&
+                                       !isAttentionLse(o) &&
+                                       elementOf(o.get()) != element;
+                              }) ||
+                 llvm::any_of(op->getResults(), [&](Value v) {
+                   return floatTensor(v.getType()) && !isAttentionLse(v) &&
+                          elementOf(v) != element;
+                 });
   if (changes && op->getNumRegions())
     return op->emitOpError("fsdp-mixed-precision: cannot recast an op with "
                            "regions to ")
            << element;
   for (OpOperand &operand : op->getOpOperands()) {
-    if (!floatTensor(operand.get().getType()))
+    if (!floatTensor(operand.get().getType()) || isAttentionLse(operand))
       continue;
     FailureOr<Value> cast = castTo(operand.get(), element);
     if (failed(cast))
@@ -492,7 +507,8 @@ LogicalResult Caster::retype(Operation *op) {
     operand.set(*cast);
   }
   for (Value result : op->getResults())
-    if (auto type = floatTensor(result.getType()))
+    if (auto type = floatTensor(result.getType());
+        type && !isAttentionLse(result))
       result.setType(type.clone(element));
   if (keepsParameter(op))
     if (const Precision *p = parameterOf.lookup(op->getOperand(0)))

@@ -594,14 +594,24 @@ def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
     `[..., S, Dv]` (equal batch dimensions). With `mask_kind = "add"` the
     optional `mask` (broadcastable to `[..., L, S]`) is added to the scores;
     with `"fill"` it is boolean and the scores where it is true become
-    `fill_value` (PyTorch's `masked_fill`, usually `-inf`). `fsdp-fuse` forms
+    `fill_value` (PyTorch's `masked_fill`, usually `-inf`); with `"causal"`
+    there is no mask operand and score `(i, j)` is excluded (`-inf`) where
+    `j > i` (top-left aligned: torch's `tril(ones(L, S))`). `fsdp-fuse` forms
     it from `MatMul, Mul/Div, [Add | Where], Softmax, MatMul`.
+
+    The optional second result `lse` (`[..., L]`, always f32) is each query
+    row's log-sum-exp of the scaled, masked scores (`-inf` for a fully
+    masked row): what `fsdp.attention_grad` recomputes the probabilities
+    from. `fsdp-autodiff` asks for it when it fuses attention in training.
 
     ```mlir
     %y = fsdp.attention %q, %kt, %v, %m
         {scale = 0.353553385 : f32, mask_kind = "fill", fill_value = 0xFF800000 : f32}
         : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>,
            tensor<1x1x16x16xi1>) -> tensor<2x4x16x8xf32>
+    %y2, %lse = fsdp.attention %q, %kt, %v {scale = 0.353553385 : f32, mask_kind = "causal"}
+        : (tensor<2x4x16x8xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x16x8xbf16>)
+        -> (tensor<2x4x16x8xbf16>, tensor<2x4x16xf32>)
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_t,
@@ -609,7 +619,46 @@ def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
                    F32Attr:$scale,
                    DefaultValuedStrAttr<StrAttr, "none">:$mask_kind,
                    DefaultValuedAttr<F32Attr, "0.0">:$fill_value);
-  let results = (outs AnyRankedTensor:$output);
+  let results = (outs AnyRankedTensor:$output,
+                 Optional<AnyRankedTensor>:$lse);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_AttentionGradOp : FSDP_Op<"attention_grad", [Pure]> {
+  let summary = "gradients of fused attention from its saved log-sum-exp";
+  let description = [{
+    What `fsdp-autodiff` emits for `fsdp.attention`: the gradients of its
+    `query`, `key_t` and `value` given the forward's `output` (`y`), its
+    row log-sum-exp `lse` and the output gradient `grad`, FlashAttention
+    style: the probabilities are recomputed a tile at a time as
+    `P = exp(z - lse)` from the scaled, masked scores `z`, never stored.
+    With `dP = grad @ value^T` and `dS = P * (dP - rowsum(grad * y))`
+    (zero where the mask replaced a score): `grad_query = scale * dS @ k`,
+    `grad_key_t = scale * (dS^T @ query)^T`, `grad_value = P^T @ grad`.
+    `mask`, `scale`, `mask_kind` and `fill_value` are the forward's; the
+    mask gets no gradient. The results have the types of `query`, `key_t`
+    and `value`; `lse` is f32.
+
+    ```mlir
+    %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %v, %y, %lse, %g
+        {scale = 0.353553385 : f32, mask_kind = "causal"}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>,
+           tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_t,
+                   AnyRankedTensor:$value, Optional<AnyRankedTensor>:$mask,
+                   AnyRankedTensor:$output, AnyRankedTensor:$lse,
+                   AnyRankedTensor:$grad,
+                   F32Attr:$scale,
+                   DefaultValuedStrAttr<StrAttr, "none">:$mask_kind,
+                   DefaultValuedAttr<F32Attr, "0.0">:$fill_value);
+  let results = (outs AnyRankedTensor:$grad_query,
+                 AnyRankedTensor:$grad_key_t, AnyRankedTensor:$grad_value);
   let assemblyFormat = [{
     operands attr-dict `:` functional-type(operands, results)
   }];

@@ -680,7 +680,8 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     (`fsdp.conv_grad_input`, `fsdp.conv_grad_weight`), `MaxPool` and
     `AveragePool` (`fsdp.pool_grad`), `GlobalAveragePool` and
     `SoftmaxCrossEntropyLoss` (any rank, class weights, every reduction,
-    via `fsdp.softmax_cross_entropy_grad`). Integer and boolean values
+    via `fsdp.softmax_cross_entropy_grad`) and `fsdp.attention` (with its
+    `lse` result, via `fsdp.attention_grad`). Integer and boolean values
     carry no gradient. A differentiated op without a rule is an error
     naming it and its ONNX node.
 
@@ -697,6 +698,20 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     without their last dimension) and returns the mean softmax
     cross-entropy over every position, as
     `F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))`.
+
+    Attention (`fuse-attention`, on by default): before the sweep, each
+    differentiated `MatMul(Softmax(mask(MatMul(q, kᵀ) * s)), v)` chain whose
+    intermediates nothing else reads (fsdp-fuse's matcher) becomes
+    `fsdp.attention` with its `lse` result, and its gradient one
+    `fsdp.attention_grad`, FlashAttention style: the backward keeps q, k, v,
+    the output and one f32 per query row instead of the `[B, H, L, S]`
+    scores and probabilities, and recomputes the probabilities a tile at a
+    time. A constant boolean mask that is true exactly where `j > i`, filled
+    with `-inf` (torch's `masked_fill(~tril(ones(L, L)), -inf)`, as GPT-2
+    and LLaMA export it), becomes `mask_kind = "causal"` without a mask
+    operand. A chain whose mask depends on a trainable parameter stays
+    decomposed (fsdp.attention_grad gives the mask no gradient), as does
+    every chain with `fuse-attention=false`.
 
     Activation checkpointing (after `fsdp-auto-wrap`): a checkpointed FSDP
     unit's forward ops are run again at the start of that unit's backward
@@ -740,7 +755,11 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
            "(0: off)">,
     Option<"checkpointPattern", "checkpoint-pattern", "std::string",
            /*default=*/"\"\"",
-           "Checkpoint the FSDP units whose FQN matches this regex">
+           "Checkpoint the FSDP units whose FQN matches this regex">,
+    Option<"fuseAttention", "fuse-attention", "bool", /*default=*/"true",
+           "Differentiate softmax attention as fsdp.attention (saving each "
+           "row's log-sum-exp) and fsdp.attention_grad instead of its "
+           "decomposed ops (false: keep the scores and probabilities)">
   ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];

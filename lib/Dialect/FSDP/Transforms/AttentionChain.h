@@ -1,0 +1,66 @@
+//===- AttentionChain.h - Attention as torch exports it ---------*- C++ -*-===//
+//
+/// The one matcher of decomposed attention, shared by fsdp-fuse (inference
+/// and the lowering) and fsdp-autodiff (training, before the reverse sweep),
+/// and the small matching helpers fsdp-fuse's other patterns use too.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_ATTENTIONCHAIN_H
+#define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_ATTENTIONCHAIN_H
+
+#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::fsdp {
+class AttentionOp;
+} // namespace mlir::fsdp
+
+namespace mlir::fsdp::detail {
+
+/// The value of a one-element floating-point constant.
+std::optional<double> scalarOf(Value value);
+
+/// `value`'s defining op when it is an `OpTy` and `value` has no other use.
+template <typename OpTy> OpTy defOnce(Value value) {
+  if (!value || !value.hasOneUse())
+    return nullptr;
+  return value.getDefiningOp<OpTy>();
+}
+
+/// MatMul(Softmax(mask(MatMul(q, kt) * s)), v): what fsdp.attention needs.
+struct AttentionChain {
+  Value q, kt, v;
+  /// The mask operand: null for `none` (and for `causal`).
+  Value mask;
+  StringRef kind = "none";
+  double scale = 1.0, fill = 0.0;
+  /// Every op of the chain, the final MatMul first; each one's result is
+  /// used only by the next (the final MatMul's by anything).
+  SmallVector<Operation *> ops;
+};
+
+/// The chain ending at `root`, each intermediate used only inside it; on
+/// failure, `why` says what did not match.
+FailureOr<AttentionChain> matchAttention(onnxir::MatMulOp root,
+                                         std::string &why);
+
+/// Turns a `fill` chain into `causal` (dropping its mask operand) when its
+/// mask is a constant, possibly computed by Not, Slice and reshapes of
+/// constants, that is true exactly where j > i over [..., L, L] and its fill
+/// value is -inf: torch's `masked_fill(~tril(ones(L, L)), -inf)`. Returns
+/// whether it did.
+bool makeCausal(AttentionChain &chain);
+
+/// Builds the fused op for `chain` at `root`'s position, with the lse result
+/// when `withLse`.
+AttentionOp buildAttention(OpBuilder &b, const AttentionChain &chain,
+                           bool withLse);
+
+} // namespace mlir::fsdp::detail
+
+#endif // FSDP_LIB_DIALECT_FSDP_TRANSFORMS_ATTENTIONCHAIN_H
