@@ -1017,8 +1017,9 @@ ConvPlan convPlan(const KernelArgs &args, const Tensor &x, const Tensor &w,
   p.kdim = w.shape[1] * win.kernel[0] * win.kernel[1];
   p.spatial = win.oh * win.ow;
   p.direct = win.kernel[0] == 1 && win.kernel[1] == 1 && win.stride[0] == 1 &&
-             win.stride[1] == 1 && win.pad[0] == 0 && win.pad[1] == 0 &&
-             pads == std::vector<int64_t>(2 * sp, 0);
+             win.stride[1] == 1 &&
+             std::all_of(pads.begin(), pads.end(),
+                         [](int64_t pad) { return pad == 0; });
   uint64_t perImage = std::max<uint64_t>(p.colImage() * sizeof(float), 1);
   p.chunk = p.direct ? p.images
                      : std::clamp<int64_t>(kColumnBytes / perImage, 1,
