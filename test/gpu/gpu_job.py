@@ -2,7 +2,7 @@
 """The training job gpu-check runs on a lent GPU, and what it must give.
 
     gpu_job.py make BUILD_DIR JOB_DIR     here (Debian's torch 1.13): writes
-        the job: the corpus GPT-2 and LLaMA compiled into AdamW training
+        the job: the corpus GPT-2, LLaMA and ViT compiled into AdamW training
         steps at world size 1 (fp32, and bf16 mixed precision), a batch,
         and expected.json with each plan's 3 losses on the CPU backend and,
         for fp32, in torch (AdamW on the same weights and batch).
@@ -29,7 +29,9 @@ from pathlib import Path
 
 STEPS = 3
 LR = 0.01
-MODELS = {"gpt2": "GPT2Block", "llama": "LlamaBlock"}
+# The ViT: its patch convolution and weight gradient run on the backend's
+# own convolutions (im2col and cuBLASLt) on the GPU.
+MODELS = {"gpt2": "GPT2Block", "llama": "LlamaBlock", "vit": "EncoderBlock"}
 RTOL = {"fp32": 1e-4, "bf16": 1e-2}
 
 
@@ -54,7 +56,7 @@ def make(build: Path, job: Path) -> int:
     expected = {}
     for model_name, block in MODELS.items():
         model, inputs, labels, loss_fn, onnx_path, names, label_name, autodiff = \
-            check_grads.prepare(model_name, job, 4)  # 12 sequences: 1, 2 and 4 ranks divide it
+            check_grads.prepare(model_name, job, 4)  # 12 samples: 1, 2 and 4 ranks divide it
         flags = []
         for name, value in zip(names + [label_name], inputs + [labels]):
             np.save(job / f"{model_name}.{name}.npy", value.numpy())

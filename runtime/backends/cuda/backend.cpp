@@ -97,7 +97,11 @@ class CudaBackend : public Backend {
 public:
   explicit CudaBackend(std::unique_ptr<Device> device)
       : device(std::move(device)) {
-    if (this->device->hostMemory())
+    // Both fake devices run their GEMMs on OpenBLAS on the host: the CPU
+    // backend's execution scope bounds its threads to the session's (else
+    // OpenMP's and OpenBLAS's pools oversubscribe the cores); only the
+    // non-strict one lends its kernels.
+    if (this->device->describe().rfind("fake-cuda", 0) == 0)
       cpu = createCpuBackend();
   }
   ~CudaBackend() override {
@@ -185,7 +189,7 @@ private:
     int64_t bound;
   };
   std::unique_ptr<Device> device;
-  std::unique_ptr<Backend> cpu; // the fake device's fallback kernels
+  std::unique_ptr<Backend> cpu; // the fake devices' threads, fallback kernels
   std::vector<Fault> faults;
   ErrorSlot *slots = nullptr;
   size_t slotCount = 0;
@@ -1037,6 +1041,290 @@ KernelFn linearKernel(Context &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Convolutions: im2col, GEMMs, col2im (kernels/conv.h)
+//===----------------------------------------------------------------------===//
+
+/// The most im2col scratch a convolution takes: as many whole images as
+/// fit (at least one), so that one GEMM launch covers several.
+constexpr uint64_t kColumnBytes = 64ull << 20;
+
+/// A 1-D or 2-D convolution after the CPU's checks (checkLikeTheCpu), as a
+/// 2-D one (a 1-D one has height 1): x [images, C, h, w], w [M, C/group,
+/// kh, kw], y [images, M, oh, ow].
+struct ConvPlan {
+  ConvWindow win;
+  int64_t images, group, m;
+  int64_t mg, kdim, spatial; // outputs and column rows of a group; oh * ow
+  int64_t chunk;             // images per im2col
+  /// A 1x1 window with unit strides and no padding: x is its own column
+  /// matrix (and dx the col2im of nothing), as on the CPU.
+  bool direct;
+
+  int64_t colImage() const { return win.rows() * spatial; }
+  int64_t xImage() const { return win.channels * win.h * win.w; }
+  int64_t yImage() const { return m * spatial; }
+  /// Shapes a GEMM takes (cuBLASLt refuses empty ones).
+  bool gemmable() const { return images && kdim && spatial && mg; }
+};
+
+ConvPlan convPlan(const KernelArgs &args, const Tensor &x, const Tensor &w,
+                  const Tensor &y) {
+  size_t sp = x.shape.size() - 2;
+  auto ints = [&](const char *name, size_t n, int64_t fallback) {
+    std::vector<int64_t> v = args.attrs.getInts(name, {});
+    return v.empty() ? std::vector<int64_t>(n, fallback) : v;
+  };
+  std::vector<int64_t> strides = ints("strides", sp, 1);
+  std::vector<int64_t> dilations = ints("dilations", sp, 1);
+  std::vector<int64_t> pads = ints("pads", 2 * sp, 0);
+  ConvPlan p{};
+  ConvWindow &win = p.win;
+  win.channels = x.shape[1];
+  // The leading dim of a 2-D window; a 1-D one's is one row, unpadded.
+  int two = sp == 2;
+  win.h = two ? x.shape[2] : 1;
+  win.w = x.shape.back();
+  win.kernel[0] = two ? w.shape[2] : 1;
+  win.kernel[1] = w.shape.back();
+  win.stride[0] = two ? strides[0] : 1;
+  win.stride[1] = strides.back();
+  win.dilation[0] = two ? dilations[0] : 1;
+  win.dilation[1] = dilations.back();
+  win.pad[0] = two ? pads[0] : 0;
+  win.pad[1] = pads[sp - 1];
+  win.oh = two ? y.shape[2] : 1;
+  win.ow = y.shape.back();
+  p.images = x.shape[0];
+  p.group = args.attrs.getInt("group", 1);
+  p.m = w.shape[0];
+  p.mg = p.m / p.group;
+  p.kdim = w.shape[1] * win.kernel[0] * win.kernel[1];
+  p.spatial = win.oh * win.ow;
+  p.direct = win.kernel[0] == 1 && win.kernel[1] == 1 && win.stride[0] == 1 &&
+             win.stride[1] == 1 &&
+             std::all_of(pads.begin(), pads.end(),
+                         [](int64_t pad) { return pad == 0; });
+  uint64_t perImage = std::max<uint64_t>(p.colImage() * sizeof(float), 1);
+  p.chunk = p.direct ? p.images
+                     : std::clamp<int64_t>(kColumnBytes / perImage, 1,
+                                           std::max<int64_t>(p.images, 1));
+  return p;
+}
+
+/// Element strides of a convolution GEMM's operand between images and
+/// between groups.
+struct Strides {
+  int64_t image, group;
+};
+
+/// The GEMMs of a chunk of images, one product per (image, group): batched
+/// over the images (a launch per group) when a chunk has at least as many
+/// images as there are groups, else over the groups (a launch per image):
+/// depthwise convolutions take few launches, ungrouped ones one.
+struct ConvGemms {
+  Strides a, b, y;
+  int64_t groups;
+  std::map<int64_t, std::shared_ptr<PreparedGemm>> byImages; // by count
+  std::shared_ptr<PreparedGemm> byGroups;
+
+  /// The products of `images` images whose operands start at pa, pb, py.
+  std::string run(Device &d, DeviceStream &s, const float *pa, const float *pb,
+                  float *py, int64_t images) const {
+    auto it = byImages.find(images);
+    bool overImages = it != byImages.end();
+    int64_t launches = overImages ? groups : images;
+    for (int64_t i = 0; i < launches; ++i) {
+      auto at = [&](const Strides &o) {
+        return i * (overImages ? o.group : o.image);
+      };
+      std::string error = d.gemm(s, overImages ? *it->second : *byGroups,
+                                 pa + at(a), pb + at(b), nullptr, py + at(y));
+      if (!error.empty())
+        return error;
+    }
+    return "";
+  }
+};
+
+/// The GEMMs of chunks of `counts` images (`one`: a single product).
+ConvGemms planGemms(Context &c, const Gemm &one, Strides a, Strides b,
+                    Strides y, int64_t groups,
+                    std::initializer_list<int64_t> counts) {
+  ConvGemms plan{a, b, y, groups, {}, nullptr};
+  for (int64_t count : counts) {
+    if (count == 0 || plan.byImages.count(count))
+      continue;
+    bool overImages = count >= groups;
+    if (!overImages && plan.byGroups)
+      continue;
+    Gemm g = one;
+    g.batch = overImages ? count : groups;
+    g.strideA = overImages ? a.image : a.group;
+    g.strideB = overImages ? b.image : b.group;
+    g.strideY = overImages ? y.image : y.group;
+    (overImages ? plan.byImages[count] : plan.byGroups) = prepareGemm(c, g);
+  }
+  return plan;
+}
+
+/// A kernel with nothing to compute (an empty output).
+KernelFn nothing(Context &c) {
+  return onStream(c.device,
+                  [](Device &, DeviceStream &) { return std::string(); });
+}
+
+/// conv(x, w[, bias]) -> y: per chunk of images, im2col (not for a direct
+/// one), then y = w col per group; the bias added after the GEMMs, as the
+/// CPU adds it after its.
+KernelFn convKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("conv", args);
+  if (!allF32(args))
+    return nullptr;
+  const Tensor x = args.in[0], w = args.in[1], y = args.out[0];
+  ConvPlan p = convPlan(args, x, w, y);
+  if (y.numel == 0)
+    return nothing(c);
+  if (!p.gemmable())
+    return nullptr; // an empty reduction: the CPU's kernel only
+  Gemm one;
+  one.m = p.mg;
+  one.n = p.spatial;
+  one.k = p.kdim;
+  one.lda = p.kdim;
+  one.ldb = one.ldy = p.spatial;
+  ConvGemms gemms = planGemms(
+      c, one, {0, p.mg * p.kdim}, {p.colImage(), p.kdim * p.spatial},
+      {p.yImage(), p.mg * p.spatial}, p.group, {p.chunk, p.images % p.chunk});
+  bool hasBias = args.in.size() == 3;
+  const Tensor bias = hasBias ? args.in[2] : Tensor();
+  Broadcast addBias;
+  if (hasBias) {
+    std::vector<int64_t> perChannel(y.shape.size() - 1, 1);
+    perChannel[0] = p.m;
+    addBias = planBroadcast(y.shape, {y.shape, perChannel});
+  }
+  Workspace *workspace = args.workspace;
+  if (!p.direct)
+    workspace->reserve(p.chunk * p.colImage() * sizeof(float));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    float *col = workspace->as<float>();
+    for (int64_t b0 = 0; b0 < p.images; b0 += p.chunk) {
+      int64_t count = std::min(p.chunk, p.images - b0);
+      const float *xb = x.as<float>() + b0 * p.xImage();
+      if (!p.direct)
+        if (std::string e = d.im2col(s, p.win, xb, col, count); !e.empty())
+          return e;
+      if (std::string e = gemms.run(d, s, w.as<float>(), p.direct ? xb : col,
+                                    y.as<float>() + b0 * p.yImage(), count);
+          !e.empty())
+        return e;
+    }
+    if (!hasBias)
+      return std::string();
+    return d.binary(s, Binary::Add, addBias, y.as<float>(), bias.as<float>(),
+                    y.as<float>(), y.numel);
+  });
+}
+
+/// conv_grad_input(dy, w) -> dx: per chunk of images, the window gradients
+/// col = w^T dy per group, folded onto dx by col2im (a direct one's GEMM
+/// writes dx itself).
+KernelFn convGradInputKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("conv_grad_input", args);
+  if (!allF32(args))
+    return nullptr;
+  const Tensor dy = args.in[0], w = args.in[1], dx = args.out[0];
+  ConvPlan p = convPlan(args, dx, w, dy);
+  if (dx.numel == 0)
+    return nothing(c);
+  if (!p.gemmable())
+    return nullptr;
+  Gemm one;
+  one.transA = true;
+  one.m = p.kdim;
+  one.n = p.spatial;
+  one.k = p.mg;
+  one.lda = p.kdim;
+  one.ldb = one.ldy = p.spatial;
+  ConvGemms gemms =
+      planGemms(c, one, {0, p.mg * p.kdim}, {p.yImage(), p.mg * p.spatial},
+                {p.colImage(), p.kdim * p.spatial}, p.group,
+                {p.chunk, p.images % p.chunk});
+  Workspace *workspace = args.workspace;
+  if (!p.direct)
+    workspace->reserve(p.chunk * p.colImage() * sizeof(float));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    float *col = workspace->as<float>();
+    for (int64_t b0 = 0; b0 < p.images; b0 += p.chunk) {
+      int64_t count = std::min(p.chunk, p.images - b0);
+      float *xb = dx.as<float>() + b0 * p.xImage();
+      if (std::string e =
+              gemms.run(d, s, w.as<float>(), dy.as<float>() + b0 * p.yImage(),
+                        p.direct ? xb : col, count);
+          !e.empty())
+        return e;
+      if (!p.direct)
+        if (std::string e = d.col2im(s, p.win, col, xb, count); !e.empty())
+          return e;
+    }
+    return std::string();
+  });
+}
+
+/// conv_grad_weight(x, dy) -> dw: per group, the sum over images of
+/// dy im2col(x)^T, one GEMM per image (batched over the groups) adding
+/// onto the images before it, in the CPU's order.
+KernelFn convGradWeightKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("conv_grad_weight", args);
+  if (!allF32(args))
+    return nullptr;
+  const Tensor x = args.in[0], dy = args.in[1], dw = args.out[0];
+  ConvPlan p = convPlan(args, x, dw, dy);
+  if (dw.numel == 0)
+    return nothing(c);
+  if (!p.gemmable())
+    return nullptr; // dw is zeros: the CPU's kernel only
+  Gemm one;
+  one.transB = true;
+  one.m = p.mg;
+  one.n = p.kdim;
+  one.k = p.spatial;
+  one.lda = one.ldb = p.spatial;
+  one.ldy = p.kdim;
+  one.batch = p.group;
+  one.strideA = p.mg * p.spatial;
+  one.strideB = p.kdim * p.spatial;
+  one.strideY = p.mg * p.kdim;
+  std::shared_ptr<PreparedGemm> first = prepareGemm(c, one);
+  one.beta = 1;
+  std::shared_ptr<PreparedGemm> add = prepareGemm(c, one);
+  Workspace *workspace = args.workspace;
+  if (!p.direct)
+    workspace->reserve(p.chunk * p.colImage() * sizeof(float));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    float *col = workspace->as<float>();
+    for (int64_t b0 = 0; b0 < p.images; b0 += p.chunk) {
+      int64_t count = std::min(p.chunk, p.images - b0);
+      const float *xb = x.as<float>() + b0 * p.xImage();
+      if (!p.direct)
+        if (std::string e = d.im2col(s, p.win, xb, col, count); !e.empty())
+          return e;
+      const float *cols = p.direct ? xb : col;
+      for (int64_t i = 0; i < count; ++i)
+        if (std::string e = d.gemm(s, b0 + i == 0 ? *first : *add,
+                                   dy.as<float>() + (b0 + i) * p.yImage(),
+                                   cols + i * p.colImage(), nullptr, dw.data);
+            !e.empty())
+          return e;
+    }
+    return std::string();
+  });
+}
+
+//===----------------------------------------------------------------------===//
 // The kernel table
 //===----------------------------------------------------------------------===//
 
@@ -1075,6 +1363,12 @@ KernelFn own(const std::string &op, Context &c) {
     return crossEntropyKernel(op, c);
   if (op == "gather")
     return gatherKernel(c);
+  if (op == "conv")
+    return convKernel(c);
+  if (op == "conv_grad_input")
+    return convGradInputKernel(c);
+  if (op == "conv_grad_weight")
+    return convGradWeightKernel(c);
   if (op == "matmul")
     return matmulKernel(c);
   if (op == "gemm")
@@ -1388,7 +1682,7 @@ KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
     body = own(op, context);
   if (!body && hasHalf(args))
     body = widened(op, context);
-  if (!body && cpu)
+  if (!body && cpu && device->hostMemory())
     body = cpu->prepare(op, args); // the fake device: the CPU's kernel
   if (!body) {
     checkLikeTheCpu(op, args); // a mismatch is named as on the CPU

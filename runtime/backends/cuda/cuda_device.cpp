@@ -273,6 +273,14 @@ public:
                                  inner, eps, raw(s)),
                  "batch norm kernel");
   }
+  std::string im2col(DeviceStream &s, const ConvWindow &window, const float *x,
+                     float *col, int64_t images) override {
+    return check(launchIm2col(window, x, col, images, raw(s)), "im2col kernel");
+  }
+  std::string col2im(DeviceStream &s, const ConvWindow &window,
+                     const float *col, float *x, int64_t images) override {
+    return check(launchCol2im(window, col, x, images, raw(s)), "col2im kernel");
+  }
   std::string concat(DeviceStream &s, size_t elementSize,
                      const void *const *pieces, void *whole,
                      const std::vector<Piece> &plan) override {

@@ -27,6 +27,7 @@
 #include "cudnn_graphs.h"
 #include "hazards.h"
 #include "kernels/attention.h"
+#include "kernels/conv.h"
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
@@ -198,6 +199,10 @@ public:
                                 const float *mean, const float *var, float *y,
                                 int64_t n, int64_t channels, int64_t inner,
                                 float eps) = 0;
+  virtual std::string im2col(DeviceStream &s, const ConvWindow &window,
+                             const float *x, float *col, int64_t images) = 0;
+  virtual std::string col2im(DeviceStream &s, const ConvWindow &window,
+                             const float *col, float *x, int64_t images) = 0;
   virtual std::string concat(DeviceStream &s, size_t elementSize,
                              const void *const *pieces, void *whole,
                              const std::vector<Piece> &plan) = 0;

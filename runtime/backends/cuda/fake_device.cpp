@@ -463,6 +463,16 @@ public:
         BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
         n * channels * inner);
   }
+  std::string im2col(DeviceStream &, const ConvWindow &window, const float *x,
+                     float *col, int64_t images) override {
+    return each(Im2colBody{window, x, col},
+                images * window.rows() * window.oh * window.ow);
+  }
+  std::string col2im(DeviceStream &, const ConvWindow &window, const float *col,
+                     float *x, int64_t images) override {
+    return each(Col2imBody{window, col, x},
+                images * window.channels * window.h * window.w);
+  }
   std::string concat(DeviceStream &, size_t elementSize,
                      const void *const *pieces, void *whole,
                      const std::vector<Piece> &plan) override {

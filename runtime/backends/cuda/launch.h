@@ -11,6 +11,7 @@
 #define FSDPRT_BACKENDS_CUDA_LAUNCH_H
 
 #include "kernels/attention.h"
+#include "kernels/conv.h"
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
@@ -103,6 +104,15 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *var, float *y, int64_t n,
                             int64_t channels, int64_t inner, float eps,
                             cudaStream_t stream);
+
+/// im2col of `images` images x [images, channels, h, w] into col [images,
+/// window.rows(), oh * ow] (zero in the padding).
+cudaError_t launchIm2col(const ConvWindow &window, const float *x, float *col,
+                         int64_t images, cudaStream_t stream);
+/// col2im: every element of x [images, channels, h, w] set to the sum of
+/// the entries of col that read it (gathered: no atomics, the CPU's sums).
+cudaError_t launchCol2im(const ConvWindow &window, const float *col, float *x,
+                         int64_t images, cudaStream_t stream);
 
 /// concat of elements of `elementSize` bytes (1, 2, 4 or 8): pieces[k]
 /// into its place in `whole` (plan: planPieces of the whole's shape, the

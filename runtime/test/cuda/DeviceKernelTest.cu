@@ -10,6 +10,7 @@
 
 #include "host_launch.h"
 #include "kernels/attention.h"
+#include "kernels/conv.h"
 #include "kernels/pool.h"
 #include "kernels/rows.h"
 #include "launch.h"
@@ -544,6 +545,40 @@ cuda::PoolWindow window(int64_t k, int64_t stride, int64_t pad, int64_t h, int64
   return win;
 }
 
+/// im2col and col2im of `images` images (col2im: the host's sums in the
+/// host's order, bit for bit).
+void conv(int64_t images, const cuda::ConvWindow &w, unsigned seed) {
+  int64_t cols = images * w.rows() * w.oh * w.ow;
+  std::vector<float> x = random(images * w.channels * w.h * w.w, seed),
+                     c = random(cols, seed + 1);
+  std::vector<float> wantCol(cols), wantX(x.size());
+  cuda::hostForEach(cuda::Im2colBody{w, x.data(), wantCol.data()}, cols);
+  cuda::hostForEach(cuda::Col2imBody{w, c.data(), wantX.data()}, x.size());
+  DeviceBuffer dx(x), dc(c), dcol(poison<float>(cols)),
+      ddx(poison<float>(x.size()));
+  std::string what =
+      "conv of " + std::to_string(images) + "x" + std::to_string(w.channels) +
+      "x" + std::to_string(w.h) + "x" + std::to_string(w.w) + " kernel " +
+      std::to_string(w.kernel[0]) + "x" + std::to_string(w.kernel[1]);
+  expect(what + " im2col",
+         cuda::launchIm2col(w, dx.data, dcol.data, images, nullptr),
+         dcol.read(), wantCol, 0);
+  expect(what + " col2im",
+         cuda::launchCol2im(w, dc.data, ddx.data, images, nullptr), ddx.read(),
+         wantX, 0);
+}
+
+/// A square window of k x k, stride and padding on every side, over h x w.
+cuda::ConvWindow convWindow(int64_t channels, int64_t h, int64_t w, int64_t k,
+                            int64_t stride, int64_t pad, int64_t dilation) {
+  cuda::ConvWindow win{
+      channels,   h, w, {k, k}, {stride, stride}, {dilation, dilation},
+      {pad, pad}, 0, 0};
+  win.oh = (h + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  win.ow = (w + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  return win;
+}
+
 void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
   std::vector<float> x = random(n * channels * inner, seed), s = random(channels, seed + 1),
                      b = random(channels, seed + 2), m = random(channels, seed + 3),
@@ -709,6 +744,21 @@ int main() {
     pool(max, 6, window(2, 2, 0, 8, 8), seed++);
     pool(max, 64, window(3, 2, 1, 112, 112), seed++); // ResNet's stem pool
     pool(max, 3, window(3, 1, 1, 7, 257), seed++);
+  }
+  conv(1, convWindow(1, 1, 1, 1, 1, 0, 1), seed++);
+  conv(2, convWindow(3, 32, 32, 7, 2, 3, 1),
+       seed++); // ResNet's stem (corpus size)
+  conv(32, convWindow(64, 56, 56, 3, 1, 1, 1),
+       seed++); // ResNet's 3x3 (ImageNet size)
+  conv(3, convWindow(5, 17, 257, 3, 2, 2, 2),
+       seed++); // dilated, no multiple of a block
+  conv(2, convWindow(3, 224, 224, 16, 16, 0, 1), seed++); // ViT-B/16's patches
+  {
+    cuda::ConvWindow oneD =
+        convWindow(4, 1, 33, 1, 1, 0, 1); // a 1-D one: one row
+    oneD.kernel[1] = 5, oneD.pad[1] = 2, oneD.dilation[1] = 3,
+    oneD.ow = 33 + 4 - 12;
+    conv(2, oneD, seed++);
   }
   batchNorm(1, 1, 1, seed++);
   batchNorm(32, 64, 112 * 112, seed++);
