@@ -41,3 +41,35 @@ module {
     return %2 : tensor<f32>
   }
 }
+
+// -----
+
+// An fsdp.attention written without its lse result (fsdp-fuse's inference
+// form) cannot be differentiated: the gradient recomputes from lse.
+// CHECK: error: 'fsdp.attention' op fsdp-autodiff: fsdp.attention needs its lse result to be differentiated
+module {
+  fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
+  func.func @forward(%x: tensor<4x4xf32>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %w = fsdp.get_param @w : tensor<4x4xf32>
+    %h = onnx.MatMul %x, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %y = fsdp.attention %h, %h, %h {scale = 1.0 : f32} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %l = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<4x4xf32>, none) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// CHECK: error: 'fsdp.attention' op fsdp-autodiff: fsdp.attention gives its mask no gradient, but the mask depends on a trainable parameter
+module {
+  fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
+  func.func @forward(%x: tensor<4x4xf32>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %w = fsdp.get_param @w : tensor<4x4xf32>
+    %h = onnx.MatMul %x, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %y, %lse = fsdp.attention %h, %h, %h, %w {scale = 1.0 : f32, mask_kind = "add"} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>)
+    %l = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<4x4xf32>, none) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -91,3 +91,18 @@ func.func @fused(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>, %q
   %a = fsdp.attention %q, %kt, %q, %mask {scale = 0.5 : f32, mask_kind = "fill", fill_value = 0xFF800000 : f32} : (tensor<2x3x4xf32>, tensor<2x4x3xf32>, tensor<2x3x4xf32>, tensor<1x3x3xi1>) -> tensor<2x3x4xf32>
   return %g, %a : tensor<2x8xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// Attention in training: the forward with its lse as the kernel's second
+// output, and attention_grad on (q, k_t, v, mask?, y, lse, dy).
+// CHECK-LABEL: func.func @attention_training
+// CHECK: %[[A:.*]]:2 = fsdp.kernel "attention"(%arg0, %arg1, %arg2) params {fill_value = 0.000000e+00 : f32, mask_kind = "causal", scale = 5.000000e-01 : f32} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>) -> (tensor<2x3x6xf32>, tensor<2x3xf32>)
+// CHECK: fsdp.kernel "attention_grad"(%arg0, %arg1, %arg2, %[[A]]#0, %[[A]]#1, %arg3) params {fill_value = 0.000000e+00 : f32, mask_kind = "causal", scale = 5.000000e-01 : f32} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<2x3x6xf32>, tensor<2x3xf32>, tensor<2x3x6xf32>) -> (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>)
+// CHECK: fsdp.kernel "attention_grad"(%arg0, %arg1, %arg2, %arg4, %[[A]]#0, %[[A]]#1, %arg3) params {fill_value = -1.000000e+04 : f32, mask_kind = "fill", scale = 5.000000e-01 : f32}
+func.func @attention_training(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x5xf32>, %v: tensor<2x5x6xf32>, %g: tensor<2x3x6xf32>, %m: tensor<3x5xi1>) -> (tensor<2x3x6xf32>, tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<2x3x4xf32>) {
+  %y, %lse = fsdp.attention %q, %kt, %v {scale = 0.5 : f32, mask_kind = "causal"} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>) -> (tensor<2x3x6xf32>, tensor<2x3xf32>)
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %v, %y, %lse, %g {scale = 0.5 : f32, mask_kind = "causal"} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<2x3x6xf32>, tensor<2x3xf32>, tensor<2x3x6xf32>) -> (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>)
+  %dq2, %dkt2, %dv2 = fsdp.attention_grad %q, %kt, %v, %m, %y, %lse, %g {scale = 0.5 : f32, mask_kind = "fill", fill_value = -1.0e4 : f32} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<3x5xi1>, tensor<2x3x6xf32>, tensor<2x3xf32>, tensor<2x3x6xf32>) -> (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>)
+  return %y, %dq, %dkt, %dv, %dq2 : tensor<2x3x6xf32>, tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<2x3x4xf32>
+}

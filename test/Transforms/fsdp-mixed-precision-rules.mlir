@@ -72,3 +72,31 @@ module {
     return %y, %u : tensor<3x2xf32>, tensor<4xf32>
   }
 }
+
+// -----
+
+// Fused attention computes in the unit's bf16, but its row log-sum-exp stays
+// f32 from the forward into attention_grad (never cast, never retyped), and
+// an additive mask computed in bf16 is cast to f32 (the kernels' contract).
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[Y:.*]], %[[LSE:.*]] = fsdp.attention %{{.*}} : (tensor<2x4x8xbf16>, tensor<2x8x4xbf16>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
+// CHECK-NOT: onnx.Cast %[[LSE]]
+// CHECK: fsdp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[Y]], %[[LSE]], %{{.*}} {fsdp.unit = "", mask_kind = "causal", scale = 5.000000e-01 : f32} : (tensor<2x4x8xbf16>, tensor<2x8x4xbf16>, tensor<2x4x8xbf16>, tensor<2x4x8xbf16>, tensor<2x4xf32>, tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<2x8x4xbf16>, tensor<2x4x8xbf16>)
+// CHECK: %[[M:.*]] = onnx.MatMul {{.*}} -> tensor<2x4x4xbf16>
+// CHECK-NEXT: %[[M32:.*]] = onnx.Cast %[[M]] {to = 1 : i64} : (tensor<2x4x4xbf16>) -> tensor<2x4x4xf32>
+// CHECK-NEXT: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M32]] {{.*}} : (tensor<2x4x8xbf16>, tensor<2x8x4xbf16>, tensor<2x4x8xbf16>, tensor<2x4x4xf32>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
+module {
+  fsdp.param @w : tensor<8x8xf32>
+  fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<64xf32>
+  func.func @attention(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x8x4xf32>) {
+    %s = fsdp.get_shard @"unit:" : tensor<64xf32>
+    %w = fsdp.unflatten %s of @"unit:" : tensor<64xf32> -> tensor<8x8xf32>
+    %q = onnx.MatMul %x, %w {fsdp.unit = ""} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %kt = onnx.Transpose %q {fsdp.unit = "", perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+    %y, %lse = fsdp.attention %q, %kt, %q {fsdp.unit = "", scale = 0.5 : f32, mask_kind = "causal"} : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %y, %lse, %g {fsdp.unit = "", scale = 0.5 : f32, mask_kind = "causal"} : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>)
+    %m = onnx.MatMul %q, %kt {fsdp.unit = ""} : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+    %y2, %lse2 = fsdp.attention %q, %kt, %q, %m {fsdp.unit = "", scale = 0.5 : f32, mask_kind = "add"} : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x4xf32>) -> (tensor<2x4x8xf32>, tensor<2x4xf32>)
+    return %y2, %dkt : tensor<2x4x8xf32>, tensor<2x8x4xf32>
+  }
+}

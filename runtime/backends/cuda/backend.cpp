@@ -820,9 +820,13 @@ KernelFn attentionKernel(const std::string &op, Context &c) {
   AttentionShape shape;
   if (!attentionShape(args, hasMask, shape))
     return nullptr;
-  for (size_t i = 0; i < args.in.size(); ++i)
-    if (!(hasMask && i == 3) && args.in[i].dtype != FSDPRT_F32)
-      return nullptr; // bf16/f16: widened through this kernel
+  // The bodies read f32 tensors, an f32 add mask and a bool fill mask; a
+  // bf16/f16 tensor (the mask too) runs widened through this kernel.
+  for (size_t i = 0; i < args.in.size(); ++i) {
+    bool fillMask = hasMask && i == 3 && kind == "fill";
+    if (args.in[i].dtype != (fillMask ? FSDPRT_BOOL : FSDPRT_F32))
+      return nullptr;
+  }
   for (const Tensor &t : args.out)
     if (t.dtype != FSDPRT_F32)
       return nullptr;

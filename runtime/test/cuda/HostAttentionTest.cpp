@@ -350,6 +350,31 @@ TEST(CudaHost, Bf16AttentionRunsWidenedOnTheStrictFakeDevice) {
   }
 }
 
+TEST(CudaHost, AttentionWithABf16AddMaskRunsWidened) {
+  // f32 q, k_t and v with a bf16 additive mask: the mask is widened, not
+  // read as f32.
+  AttentionCase c = kCases[4];
+  std::vector<Value> in = inputsOf(c, 4650);
+  std::vector<float> mask = in[3].as<float>();
+  std::vector<uint16_t> half(mask.size());
+  for (size_t i = 0; i < mask.size(); ++i) {
+    half[i] = fsdprt::floatToHalf(mask[i], FSDPRT_BF16);
+    mask[i] = fsdprt::halfToFloat(half[i], FSDPRT_BF16);
+  }
+  std::vector<Value> halfIn = in, wideIn = in;
+  halfIn[3] = valueOf(plan::DType::BF16, c.mask, half);
+  wideIn[3] = f32(c.mask, mask);
+  Shapes sh = shapesOf(c);
+  Result got = runOp("attention", halfIn, {{F32, sh.y}, {F32, sh.lse}},
+                     attrsOf(c), 2, kStrict);
+  ASSERT_EQ(got.error, "");
+  Result want =
+      runOp("attention", wideIn, {{F32, sh.y}, {F32, sh.lse}}, attrsOf(c));
+  ASSERT_EQ(want.error, "");
+  for (size_t k = 0; k < 2; ++k)
+    expectClose(got.outputs[k].as<float>(), want.outputs[k].as<float>(), 2e-5);
+}
+
 TEST(CudaHost, AttentionErrorsNameTheOp) {
   AttentionCase c = kCases[0];
   std::vector<Value> in = inputsOf(c, 4700);

@@ -393,3 +393,45 @@ func.func @attention_grad_results(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %ls
       -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
   return
 }
+
+// -----
+
+func.func @attention_rank(%q: tensor<8xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op query, key_t and value must have one rank >= 2}}
+  %y = fsdp.attention %q, %q, %q {scale = 1.0 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x4x8xf32>, %kt: tensor<3x8x4xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op query, key_t and value must have equal batch dimensions}}
+  %y = fsdp.attention %q, %kt, %q {scale = 1.0 : f32} : (tensor<2x4x8xf32>, tensor<3x8x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_fill_mask(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %m: tensor<4x4xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op a "fill" mask must be boolean (i1)}}
+  %y = fsdp.attention %q, %kt, %q, %m {scale = 1.0 : f32, mask_kind = "fill"} : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op result type 'tensor<4x4xf32>' should be query's with value's last dimension}}
+  %y = fsdp.attention %q, %kt, %q {scale = 1.0 : f32} : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_dtypes(%q: tensor<4x8xf32>, %kt: tensor<8x4xbf16>, %lse: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op query, key_t and value must have one element type}}
+  %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %q, %lse, %q {scale = 1.0 : f32}
+      : (tensor<4x8xf32>, tensor<8x4xbf16>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      -> (tensor<4x8xf32>, tensor<8x4xbf16>, tensor<4x8xf32>)
+  return
+}

@@ -1,6 +1,7 @@
 """Summarises a Chrome trace written by fsdp-opt --fsdp-timeline for
-FileCheck: thread names, event counts per stream, the collectives, and
-whether any stream overlaps itself."""
+FileCheck: thread names, event counts per stream, the collectives (with
+--compute, the compute ops' FLOPs and bytes too), and whether any stream
+overlaps itself."""
 import json
 import sys
 
@@ -11,6 +12,8 @@ spans = [e for e in events if e["ph"] == "X"]
 counts = [sum(e["tid"] == t for e in spans) for t in (0, 1)]
 print(f"compute events {counts[0]}, communication events {counts[1]}")
 for e in spans:
+    if e["tid"] == 0 and "--compute" in sys.argv[2:]:
+        print(f"{e['name']} flops {e['args']['flops']} bytes {e['args']['bytes']}")
     if e["tid"] == 1:
         name = e["name"].split(" (")[0]
         print(f"{name} tid {e['tid']} ts {e['ts']:.3f} dur {e['dur']:.3f}")

@@ -12,8 +12,10 @@
 
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::onnxir;
@@ -35,10 +37,10 @@ namespace {
 /// a 2048-token context has 4M; the check is one pass over them).
 constexpr int64_t kMaxMaskElements = int64_t(1) << 24;
 
-/// A boolean constant's values in row-major order, for the shape of
-/// `value`'s (static) type.
+/// A boolean tensor's values in row-major order.
 using BoolValues = std::vector<bool>;
 
+/// The values of a constant integer tensor.
 std::optional<SmallVector<int64_t>> constantInts(Value value) {
   auto constant = value.getDefiningOp<ConstantOp>();
   auto dense =
@@ -51,6 +53,9 @@ std::optional<SmallVector<int64_t>> constantInts(Value value) {
   return out;
 }
 
+/// The values of a boolean tensor computed from constants by Not, Slice
+/// and reshapes (what the importer leaves of torch's `~mask[:, :, :T, :T]`),
+/// or nothing when it is not one.
 std::optional<BoolValues> evaluateMask(Value value);
 
 /// Slice with constant starts, ends, axes and steps, any rank.

@@ -442,15 +442,20 @@ Type Caster::computeType(Operation *op, ArrayRef<Type> strong) {
 }
 
 /// Attention's row log-sum-exp stays f32 whatever dtype attention computes
-/// in (the precision its gradient recomputes the probabilities from).
-static bool isAttentionLse(Value value) {
-  if (auto attention = value.getDefiningOp<AttentionOp>())
-    return value == attention.getLse();
+/// in (the precision its gradient recomputes the probabilities from), and
+/// so does an additive mask (the runtime's attention contract).
+static bool isF32Only(Value result) {
+  if (auto attention = result.getDefiningOp<AttentionOp>())
+    return result == attention.getLse();
   return false;
 }
-static bool isAttentionLse(OpOperand &operand) {
-  auto grad = dyn_cast<AttentionGradOp>(operand.getOwner());
-  return grad && operand.get() == grad.getLse();
+static bool isF32Only(OpOperand &operand) {
+  Value value = operand.get();
+  if (auto attention = dyn_cast<AttentionOp>(operand.getOwner()))
+    return value == attention.getMask();
+  if (auto grad = dyn_cast<AttentionGradOp>(operand.getOwner()))
+    return value == grad.getLse() || value == grad.getMask();
+  return false;
 }
 
 /// One op of the compute: its float operands cast to the dtype it computes
@@ -468,7 +473,7 @@ LogicalResult Caster::retype(Operation *op) {
   SmallVector<Type> strong;
   for (OpOperand &operand : op->getOpOperands())
     if (floatTensor(operand.get().getType()) && !weak.contains(operand.get()) &&
-        !isAttentionLse(operand))
+        !isF32Only(operand))
       strong.push_back(elementOf(operand.get()));
   if (strong.empty()) {
     // Floats from constants only (or a constant fill): nothing to adapt
@@ -487,11 +492,11 @@ LogicalResult Caster::retype(Operation *op) {
   bool changes = llvm::any_of(op->getOpOperands(),
                               [&](OpOperand &o) {
                                 return floatTensor(o.get().getType()) &&
-                                       !isAttentionLse(o) &&
+                                       !isF32Only(o) &&
                                        elementOf(o.get()) != element;
                               }) ||
                  llvm::any_of(op->getResults(), [&](Value v) {
-                   return floatTensor(v.getType()) && !isAttentionLse(v) &&
+                   return floatTensor(v.getType()) && !isF32Only(v) &&
                           elementOf(v) != element;
                  });
   if (changes && op->getNumRegions())
@@ -499,16 +504,17 @@ LogicalResult Caster::retype(Operation *op) {
                            "regions to ")
            << element;
   for (OpOperand &operand : op->getOpOperands()) {
-    if (!floatTensor(operand.get().getType()) || isAttentionLse(operand))
+    if (!floatTensor(operand.get().getType()))
       continue;
-    FailureOr<Value> cast = castTo(operand.get(), element);
+    FailureOr<Value> cast = castTo(
+        operand.get(),
+        isF32Only(operand) ? Float32Type::get(op->getContext()) : element);
     if (failed(cast))
       return failure();
     operand.set(*cast);
   }
   for (Value result : op->getResults())
-    if (auto type = floatTensor(result.getType());
-        type && !isAttentionLse(result))
+    if (auto type = floatTensor(result.getType()); type && !isF32Only(result))
       result.setType(type.clone(element));
   if (keepsParameter(op))
     if (const Precision *p = parameterOf.lookup(op->getOperand(0)))
