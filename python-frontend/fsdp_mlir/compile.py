@@ -96,8 +96,6 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
         raise ValueError("HYBRID_SHARD needs mesh_shape=(replicas, shards) with "
                          f"replicas x shards = world_size ({world_size})")
     policy = policy or no_wrap()
-    if wrap_frozen is None:
-        wrap_frozen = policy.kind == "none"
     for name, fqns in (("ignored_modules", ignored_modules),
                        ("ignored_params", ignored_params)):
         if isinstance(fqns, str) or not all(isinstance(f, str) and f and " " not in f
@@ -107,6 +105,8 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     if not isinstance(policy, Policy):
         raise PolicyError(f"policy must come from fsdp_mlir.size_based, "
                           f"transformer_layers, by_fqn, no_wrap or auto, not {policy!r}")
+    if wrap_frozen is None:
+        wrap_frozen = policy.kind == "none"
     out = Path(out) if out else onnx_path.with_suffix(f".w{world_size}.plan")
     work = Path(tempfile.mkdtemp(prefix="fsdp-compile-", dir=out.parent))
     try:

@@ -240,6 +240,23 @@ class CompileAndRunTest(unittest.TestCase):
             with self.assertRaises(fsdp_mlir.ToolNotFoundError):
                 fsdp_mlir.compile(self.onnx, batch_size=8)
 
+    def test_fsdp_run_reports_its_own_peak_not_its_launchers(self):
+        # getrusage's peak survives exec: a large Python parent's was
+        # reported as fsdp-run's (1.4 GB for SqueezeNet).
+        ballast = np.ones(64 << 20)  # 512 MiB, touched
+        np.save(self.work / "ids.npy", self.batch["input_ids"])
+        np.save(self.work / "labels.npy", self.batch["labels"])
+        report = json.loads(fsdp_mlir.run_tool("fsdp-run", [
+            self.plan1, "--input", f"input_ids={self.work / 'ids.npy'}",
+            "--input", f"labels={self.work / 'labels.npy'}", "--steps", "1", "--lr", "1e-3",
+            "--threads", "1", "--json"]))
+        memory = report["memory"]
+        self.assertGreater(ballast.nbytes, 500 << 20)
+        self.assertLess(memory["peak_rss_bytes"], 256 << 20, memory)
+        self.assertGreaterEqual(memory["peak_rss_bytes"], memory["rss_before_session_bytes"])
+        self.assertGreaterEqual(memory["peak_rss_bytes"],
+                                memory["weight_bytes"] + memory["activation_bytes"])
+
     def test_fsdp_compile_command(self):
         out = self.work / "cli.plan"
         result = subprocess.run([sys.executable, "-m", "fsdp_mlir.cli", str(self.onnx),
