@@ -419,6 +419,10 @@ def export(
         named_params = list(model.named_parameters())
         named_buffers = list(model.named_buffers())
         persistent = _buffer_persistence(model)
+        counters = {f"{fqn}.num_batches_tracked" if fqn else "num_batches_tracked"
+                    for fqn, m in model.named_modules()
+                    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                    and getattr(m, "num_batches_tracked", None) is not None}
 
     exported = model if loss_fn is None else _make_loss_wrapper(model, loss_fn)
     prefix = "" if loss_fn is None else _WRAPPER_PREFIX
@@ -505,6 +509,22 @@ def export(
                             init = matcher.by_value(t)  # value after the trace
                         if init is not None:
                             row["initializer"] = init.name
+                from onnx import numpy_helper
+
+                # BatchNorm's num_batches_tracked is read by no training-mode
+                # node, so the exporter drops it; it gets an initializer of
+                # its own, which makes it a buffer that fsdp-autodiff counts
+                # and state dicts carry.
+                for row, t, saved in pending:
+                    if row["initializer"] is None and row["fqn"] in counters:
+                        name = prefix + row["fqn"]
+                        if name in matcher.by_name:
+                            raise ValueError(f"an initializer is already called {name!r}")
+                        init = numpy_helper.from_array(saved.detach().cpu().numpy(), name)
+                        proto.graph.initializer.append(init)
+                        matcher.by_name[name] = init
+                        matcher.claimed.add(name)
+                        row["initializer"] = name
                 # torch 1.13 serializes the buffers as the tracing forward left
                 # them (BatchNorm stats one momentum step on): store the values
                 # from before the call.

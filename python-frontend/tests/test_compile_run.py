@@ -416,5 +416,46 @@ class FrozenParametersTest(unittest.TestCase):
             fsdp_mlir.compile(self.onnx, batch_size=8, ignored_modules="backbone")
 
 
+class BatchNormCounterTest(unittest.TestCase):
+    """num_batches_tracked is counted by the training plan and returned by
+    state_dict(), so load_state_dict does not reset it."""
+
+    def test_counter_round_trips(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                                        torch.nn.ReLU(), torch.nn.Linear(8, 3))
+            model[1].num_batches_tracked.fill_(5)  # a model trained before
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            onnx_path = fsdp_mlir.export(model, (x[:2], y[:2]), work / "bn.onnx",
+                                         loss_fn=frozen_loss, input_names=["x", "y"])
+            train = fsdp_mlir.compile(onnx_path, batch_size=8,
+                                      optimizer={"optimizer": "sgd"}, out=work / "t.plan")
+            batch = {"x": x.numpy(), "y": y.numpy()}
+            with fsdp_mlir.Session(train, threads=1) as session:
+                for _ in range(3):
+                    session.step(batch, lr=0.1)
+                state = session.state_dict()
+            ref = copy.deepcopy(model)
+            opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+            for _ in range(3):
+                opt.zero_grad()
+                frozen_loss(ref(x), y).backward()
+                opt.step()
+            self.assertEqual(state["1.num_batches_tracked"].dtype, torch.int64)
+            self.assertEqual(int(state["1.num_batches_tracked"]), 8)
+            loaded = copy.deepcopy(model)
+            loaded.load_state_dict(state, strict=True)
+            for name, tensor in ref.state_dict().items():
+                np.testing.assert_allclose(loaded.state_dict()[name].numpy(), tensor.numpy(),
+                                           rtol=1e-4, atol=1e-5, err_msg=name)
+            # A forward (inference) plan reads the running statistics and
+            # leaves the counter as exported.
+            infer = fsdp_mlir.compile(onnx_path, batch_size=8, out=work / "i.plan")
+            with fsdp_mlir.Session(infer, threads=1) as session:
+                self.assertEqual(int(session.state_dict()["1.num_batches_tracked"]), 5)
+
+
 if __name__ == "__main__":
     unittest.main()

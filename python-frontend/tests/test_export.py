@@ -305,7 +305,12 @@ class InferenceExportTest(ExportTestBase):
         self.assertTrue(self.buffers["bn.running_mean"]["persistent"])
         nbt = self.buffers["bn.num_batches_tracked"]
         self.assertEqual((nbt["dtype"], nbt["shape"], nbt["persistent"]), ("int64", [], True))
-        self.assertIsNone(nbt["initializer"])  # unused by the graph
+        # No node reads it; export adds its initializer so the plan counts it.
+        self.assertEqual(nbt["initializer"], "bn.num_batches_tracked")
+        init = next(i for i in self.proto.graph.initializer
+                    if i.name == "bn.num_batches_tracked")
+        self.assertEqual(numpy_helper.to_array(init).item(),
+                         int(self.model.bn.num_batches_tracked))
         scratch = self.buffers["scratch"]
         self.assertEqual((scratch["dtype"], scratch["persistent"], scratch["initializer"]),
                          ("bfloat16", False, None))

@@ -80,6 +80,7 @@ private:
   LogicalResult prepare();
   FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
+  void countBatch(BatchNormalizationOp norm, OnnxBuilder &bb);
   LogicalResult backward(Operation *op, Value g);
   FailureOr<Value> withoutPaddingRow(GatherOp gather, Value grad);
 
@@ -226,9 +227,34 @@ LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
     };
     update(norm.getInputMean(), mean, 1.0, norm.getRunningMean());
     update(norm.getInputVar(), var, unbias, norm.getRunningVar());
+    countBatch(norm, bb);
   }
   norm.erase();
   return success();
+}
+
+/// A training-mode BatchNorm adds 1 to its module's num_batches_tracked, as
+/// torch's forward does. No node reads the counter (the exporter keeps it
+/// only as an initializer), so it is found as the buffer beside the running
+/// mean: `<module>.num_batches_tracked`.
+void Autodiff::countBatch(BatchNormalizationOp norm, OnnxBuilder &bb) {
+  auto mean = norm.getInputMean().getDefiningOp<mlir::fsdp::GetBufferOp>();
+  if (!mean)
+    return;
+  StringRef owner = mlir::fsdp::parentOf(mean.getBuffer());
+  std::string name = owner.empty() ? std::string("num_batches_tracked")
+                                   : (owner + ".num_batches_tracked").str();
+  auto counter = module.lookupSymbol<mlir::fsdp::BufferOp>(name);
+  auto type = counter ? dyn_cast<RankedTensorType>(counter.getType())
+                      : RankedTensorType();
+  if (!type || type.getNumElements() != 1 ||
+      !type.getElementType().isInteger(64))
+    return;
+  auto symbol = FlatSymbolRefAttr::get(counter.getSymNameAttr());
+  Value now = bb.b.create<mlir::fsdp::GetBufferOp>(norm.getLoc(), type, symbol);
+  Value one = bb.b.create<ConstantOp>(
+      norm.getLoc(), DenseElementsAttr::get(type, static_cast<int64_t>(1)));
+  updates.emplace_back(symbol, bb.add(now, one));
 }
 
 /// Rewrites what trains differently from how it runs: BatchNorm (always
