@@ -654,7 +654,10 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
     ```
 
     A training graph that reads the updated running statistics cannot be
-    turned into inference and is an error naming the node.
+    turned into inference and is an error naming the node. So is a Dropout
+    whose `training_mode` is decided at run time (a graph input, or computed
+    from one) and whose ratio is not 0: the plan never drops, and would
+    ignore a true value.
   }];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
