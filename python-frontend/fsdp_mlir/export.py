@@ -279,9 +279,10 @@ def _make_loss_wrapper(model, loss_fn):
 # torch.onnx warnings about what export() itself takes care of, one per
 # module (53 for ResNet-50's BatchNorms): padding_idx, which the metadata
 # carries to fsdp-autodiff; and the num_batches_tracked increment the tracer
-# drops, which only a BatchNorm with momentum=None reads (its cumulative
-# average), so the warning stays when the model has one. export() stores
-# the counter from before the call. Every other warning is shown.
+# drops, which the plan counts itself (export() stores the counter from
+# before the call as an initializer). A BatchNorm with momentum=None reads
+# the counter (its cumulative average), which the trace freezes, so the
+# warning stays when the model has one. Every other warning is shown.
 _PADDING_WARNING = r"Warning: ONNX export of embedding with padding_idx >= 0 for training mode"
 _COUNTER_WARNING = (r"ONNX Preprocess - Removing mutation from node aten::add_ on block "
                     r"input: '[^']*num_batches_tracked'")
