@@ -404,6 +404,25 @@ class FrozenParametersTest(unittest.TestCase):
                       str(caught.exception))
         shutil.rmtree(self.work / self.leftovers()[0])
 
+    def test_fsdp_compile_command_options(self):
+        cli = [sys.executable, "-m", "fsdp_mlir.cli", str(self.onnx), "--batch-size", "8",
+               "--optimizer", "sgd"]
+        ok = subprocess.run(cli + ["-o", str(self.work / "cli.plan")],
+                            capture_output=True, text=True)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        bad = subprocess.run(cli + ["--no-wrap-frozen", "-o", str(self.work / "cli2.plan")],
+                             capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("mixes frozen and trainable parameters", bad.stderr)
+        self.assertIn("intermediate files kept in", bad.stderr)
+        for kept in self.leftovers():
+            shutil.rmtree(self.work / kept)
+        ignored = subprocess.run(cli + ["--no-wrap-frozen", "--ignored-modules", "backbone",
+                                        "-o", str(self.work / "cli3.plan")],
+                                 capture_output=True, text=True)
+        self.assertEqual(ignored.returncode, 0, ignored.stderr)
+        self.assertEqual(self.leftovers(), [])
+
     def test_ignored_modules_pass_through(self):
         plan = fsdp_mlir.compile(self.onnx, batch_size=8, world_size=2,
                                  ignored_modules=["backbone"], out=self.work / "ignored.plan")
