@@ -301,7 +301,27 @@ def _handled_warnings_filtered(model):
     with warnings.catch_warnings():
         for pattern in patterns:
             warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+        # F.embedding asserts padding_idx < num_embeddings on the weight's
+        # size, which the tracer calls data-dependent; the weight's shape is
+        # fixed, so the check holds for every batch.
+        for line in _embedding_bound_checks():
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
+                                    module=r"torch\.nn\.functional$", lineno=line)
         yield
+
+
+def _embedding_bound_checks() -> list[int]:
+    """The lines of F.embedding's padding_idx bound assertions."""
+    import inspect
+
+    import torch.nn.functional as F
+
+    try:
+        lines, start = inspect.getsourcelines(F.embedding)
+    except (OSError, TypeError):  # no source: nothing to filter
+        return []
+    return [start + i for i, text in enumerate(lines)
+            if "Padding_idx must be within num_embeddings" in text]
 
 
 @contextlib.contextmanager
