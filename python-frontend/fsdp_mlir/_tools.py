@@ -23,15 +23,18 @@ class ToolError(RuntimeError):
     `returncode`, `stdout` and `stderr` are what the tool returned.
     """
 
-    def __init__(self, command: str, returncode: int, stdout: str, stderr: str):
+    def __init__(self, command: str, returncode: int, stdout: str, stderr: str,
+                 note: str = ""):
         self.command = command
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
+        self.note = note
         detail = stderr.strip() or stdout.strip() or "(no output)"
         super().__init__(
             f"{Path(shlex.split(command)[0]).name} failed with exit code "
             f"{returncode}:\n{detail}\nreproduce with:\n  {command}"
+            + (f"\n{note}" if note else "")
         )
 
 

@@ -31,6 +31,12 @@ def main(argv=None) -> int:
                     help="compile a training step (default: a forward)")
     ap.add_argument("--max-grad-norm", type=float)
     ap.add_argument("--loss", help="attach a loss to a logits model: cross-entropy")
+    ap.add_argument("--use-orig-params", action="store_true",
+                    help="units may mix frozen and trainable parameters (16-byte aligned)")
+    ap.add_argument("--ignored-modules", help="comma-separated module FQNs left unsharded")
+    ap.add_argument("--ignored-params", help="comma-separated parameter FQNs left unsharded")
+    ap.add_argument("--no-wrap-frozen", action="store_true",
+                    help="without a policy, keep frozen submodules in the root unit")
     ap.add_argument("-o", "--out", help="the plan (default: beside the model)")
     opts = ap.parse_args(argv)
     policy = (size_based(opts.min_num_params) if opts.min_num_params is not None
@@ -48,7 +54,13 @@ def main(argv=None) -> int:
     try:
         plan = compile(opts.model, batch_size=opts.batch_size, world_size=opts.world_size,
                        policy=policy, strategy=opts.strategy, mesh_shape=mesh,
-                       mixed_precision=mp, optimizer=optimizer, loss=opts.loss, out=opts.out)
+                       mixed_precision=mp, optimizer=optimizer, loss=opts.loss,
+                       use_orig_params=opts.use_orig_params,
+                       ignored_modules=opts.ignored_modules.split(",") if opts.ignored_modules
+                       else (),
+                       ignored_params=opts.ignored_params.split(",") if opts.ignored_params
+                       else (),
+                       wrap_frozen=False if opts.no_wrap_frozen else None, out=opts.out)
     except (ToolError, ToolNotFoundError, PolicyError, ValueError, FileNotFoundError) as e:
         print(f"fsdp-compile: error: {e}", file=sys.stderr)
         return 1

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from fsdp_mlir._tools import run_tool
+from fsdp_mlir._tools import ToolError, run_tool
 from fsdp_mlir.policy import Policy, PolicyError, no_wrap
 
 STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD")
@@ -53,7 +54,9 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
             strategy: str = "FULL_SHARD", mesh_shape: tuple[int, int] | None = None,
             mixed_precision: MixedPrecision | None = None,
             optimizer: dict[str, Any] | None = None, loss: str | None = None,
-            schedule: dict[str, Any] | None = None, out=None) -> Path:
+            schedule: dict[str, Any] | None = None, use_orig_params: bool = False,
+            ignored_modules: Sequence[str] = (), ignored_params: Sequence[str] = (),
+            wrap_frozen: bool | None = None, out=None) -> Path:
     """Compiles the exported model at `onnx_path` into a plan and returns
     its path (`out`, default beside the model: <name>.w<world>.plan).
 
@@ -64,6 +67,18 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     "max_grad_norm": 1.0} (fsdp-optimizer's options); None: a forward
     (inference) plan. loss: for a model returning logits, "cross-entropy".
     schedule: fsdp-schedule options (prefetch, limits, cost model).
+    use_orig_params: torch's FSDP(use_orig_params=True): every parameter
+    starts 16-byte aligned in its flat buffer, and a unit mixing frozen and
+    trainable parameters is a warning at auto-wrap, not an error; one flat
+    buffer still cannot hold both, so such a unit fails at fsdp-flatten
+    (wrap_frozen is the way). ignored_modules / ignored_params:
+    FQNs left out of every unit (replicated on every rank).
+    wrap_frozen: every largest frozen submodule below trainable ones becomes
+    a unit of its own, so a frozen backbone needs no policy; default: on
+    without a policy (or with no_wrap()), off otherwise.
+    The tools' intermediate files go to a fsdp-compile-XXXXXXXX directory
+    beside `out`, removed on success and kept on failure (the ToolError
+    names it).
     Raises ToolError, carrying the command line that reproduces it, when a
     tool fails, and PolicyError / ValueError for bad arguments.
     """
@@ -81,12 +96,24 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
         raise ValueError("HYBRID_SHARD needs mesh_shape=(replicas, shards) with "
                          f"replicas x shards = world_size ({world_size})")
     policy = policy or no_wrap()
+    for name, fqns in (("ignored_modules", ignored_modules),
+                       ("ignored_params", ignored_params)):
+        if isinstance(fqns, str) or not all(isinstance(f, str) and f and " " not in f
+                                            and "," not in f for f in fqns):
+            raise ValueError(f"{name} must be a list of FQNs (no spaces or commas), "
+                             f"not {fqns!r}")
     if not isinstance(policy, Policy):
         raise PolicyError(f"policy must come from fsdp_mlir.size_based, "
                           f"transformer_layers, by_fqn, no_wrap or auto, not {policy!r}")
+    if wrap_frozen is None:
+        wrap_frozen = policy.kind == "none"
     out = Path(out) if out else onnx_path.with_suffix(f".w{world_size}.plan")
     work = Path(tempfile.mkdtemp(prefix="fsdp-compile-", dir=out.parent))
-    wrap = policy.options(_modules(onnx_path), work)
+    try:
+        wrap = policy.options(_modules(onnx_path), work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     if policy.kind == "auto":  # what the search models: the mesh and the step
         wrap.append(f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}" if mesh_shape
                     else f"world-size={world_size}")
@@ -101,6 +128,14 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
                 wrap.append("clipping=true")
     if strategy != "FULL_SHARD":
         wrap.append(f"strategy={strategy}")
+    if use_orig_params:
+        wrap.append("use-orig-params=true")
+    if wrap_frozen:
+        wrap.append("wrap-frozen=true")
+    if ignored_modules:
+        wrap.append("ignored-modules=" + ",".join(ignored_modules))
+    if ignored_params:
+        wrap.append("ignored-params=" + ",".join(ignored_params))
     mp = mixed_precision or MixedPrecision()
     for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
         if getattr(mp, key):
@@ -109,7 +144,8 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     if optimizer is not None:
         args.append("--fsdp-autodiff" + (f"=loss={loss}" if loss else ""))
     args.append("--fsdp-flatten=" + (f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}"
-                                     if mesh_shape else f"world-size={world_size}"))
+                                     if mesh_shape else f"world-size={world_size}")
+                + (" use-orig-params=true" if use_orig_params else ""))
     if optimizer is not None:
         args.append("--fsdp-optimizer=" + _option_text(optimizer))
     args.append("--fsdp-shard")
@@ -118,6 +154,12 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     args.append("--fsdp-schedule" + (f"={_option_text(schedule)}" if schedule else ""))
     mlir = work / "step.mlir"
     args += ["--fsdp-inference-pipeline", "-o", mlir]
-    run_tool("fsdp-opt", args)
-    run_tool("fsdp-translate", ["--mlir-to-plan", mlir, "-o", out])
+    try:
+        run_tool("fsdp-opt", args)
+        run_tool("fsdp-translate", ["--mlir-to-plan", mlir, "-o", out])
+    except ToolError as e:
+        # The command line reads the policy file and writes step.mlir there.
+        raise ToolError(e.command, e.returncode, e.stdout, e.stderr,
+                        note=f"intermediate files kept in {work}") from None
+    shutil.rmtree(work, ignore_errors=True)
     return out

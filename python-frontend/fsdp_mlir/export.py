@@ -102,6 +102,44 @@ def _module_table(model) -> list[dict]:
     return table
 
 
+def _embedding_table(model) -> list[dict]:
+    """Every nn.Embedding's padding_idx, which ONNX's Gather drops: the
+    compiler zeroes that row's gradient from the module's own lookup, as
+    torch does. The other torch semantics an ONNX Gather cannot carry are
+    refused here, naming the module."""
+    import torch
+
+    table = []
+    for fqn, m in model.named_modules():
+        if not isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            continue
+        kind = type(m).__name__
+        where = f"{kind} '{fqn or '<root>'}'"
+        if m.max_norm is not None:
+            raise ValueError(
+                f"{where} has max_norm={m.max_norm}: torch renormalizes the looked-up "
+                "rows of the weight in place during forward, which ONNX cannot express; "
+                "construct it without max_norm (or clip the weight in the training loop)")
+        if m.scale_grad_by_freq:
+            raise ValueError(
+                f"{where} has scale_grad_by_freq=True: ONNX cannot scale the gradient "
+                "by the frequency of the indices in the batch; construct it with "
+                "scale_grad_by_freq=False")
+        if m.sparse:
+            raise ValueError(
+                f"{where} has sparse=True: FSDP-MLIR gives every parameter a dense "
+                "gradient; construct it with sparse=False")
+        if m.padding_idx is None:
+            continue
+        if isinstance(m, torch.nn.EmbeddingBag):
+            raise ValueError(
+                f"{where} has padding_idx={m.padding_idx}: its export has no Gather "
+                "whose gradient the compiler could mask; construct it without padding_idx")
+        table.append({"module": fqn, "weight": f"{fqn}.weight" if fqn else "weight",
+                      "padding_idx": int(m.padding_idx)})
+    return table
+
+
 def _buffer_persistence(model) -> dict[str, bool]:
     out = {}
     for mfqn, m in _walk_modules(model):
@@ -238,6 +276,54 @@ def _make_loss_wrapper(model, loss_fn):
     return LossWrapper()
 
 
+# torch.onnx warnings about what export() itself takes care of, one per
+# module (53 for ResNet-50's BatchNorms): padding_idx, which the metadata
+# carries to fsdp-autodiff; and the num_batches_tracked increment the tracer
+# drops, which the plan counts itself (export() stores the counter from
+# before the call as an initializer). A BatchNorm with momentum=None reads
+# the counter (its cumulative average), which the trace freezes, so the
+# warning stays when the model has one. Every other warning is shown.
+_PADDING_WARNING = r"Warning: ONNX export of embedding with padding_idx >= 0 for training mode"
+_COUNTER_WARNING = (r"ONNX Preprocess - Removing mutation from node aten::add_ on block "
+                    r"input: '[^']*num_batches_tracked'")
+
+
+@contextlib.contextmanager
+def _handled_warnings_filtered(model):
+    import warnings
+
+    import torch
+
+    patterns = [_PADDING_WARNING]
+    if not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.momentum is None
+               for m in model.modules()):
+        patterns.append(_COUNTER_WARNING)
+    with warnings.catch_warnings():
+        for pattern in patterns:
+            warnings.filterwarnings("ignore", message=pattern, category=UserWarning)
+        # F.embedding asserts padding_idx < num_embeddings on the weight's
+        # size, which the tracer calls data-dependent; the weight's shape is
+        # fixed, so the check holds for every batch.
+        for line in _embedding_bound_checks():
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning,
+                                    module=r"torch\.nn\.functional$", lineno=line)
+        yield
+
+
+def _embedding_bound_checks() -> list[int]:
+    """The lines of F.embedding's padding_idx bound assertions."""
+    import inspect
+
+    import torch.nn.functional as F
+
+    try:
+        lines, start = inspect.getsourcelines(F.embedding)
+    except (OSError, TypeError):  # no source: nothing to filter
+        return []
+    return [start + i for i, text in enumerate(lines)
+            if "Padding_idx must be within num_embeddings" in text]
+
+
 @contextlib.contextmanager
 def _preserved_state(model):
     """Restores the model's buffers (BatchNorm running statistics,
@@ -347,12 +433,17 @@ def export(
 
     with _step("reading the model's parameters and buffers"):
         modules = _module_table(model)
+        embeddings = _embedding_table(model)
         aliases: dict[int, list[str]] = {}
         for fqn, p in _all_named_parameters(model):
             aliases.setdefault(id(p), []).append(fqn)
         named_params = list(model.named_parameters())
         named_buffers = list(model.named_buffers())
         persistent = _buffer_persistence(model)
+        counters = {f"{fqn}.num_batches_tracked" if fqn else "num_batches_tracked"
+                    for fqn, m in model.named_modules()
+                    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                    and getattr(m, "num_batches_tracked", None) is not None}
 
     exported = model if loss_fn is None else _make_loss_wrapper(model, loss_fn)
     prefix = "" if loss_fn is None else _WRAPPER_PREFIX
@@ -383,7 +474,7 @@ def export(
                         dynamic_axes[n] = {0: BATCH_DIM_PARAM}
 
         with tempfile.TemporaryDirectory(prefix=".fsdp_mlir_export_", dir=path.parent) as tmp:
-            with _step("torch.onnx.export"):
+            with _step("torch.onnx.export"), _handled_warnings_filtered(model):
                 raw = Path(tmp) / "torch.onnx"
                 torch.onnx.export(
                     exported,
@@ -439,6 +530,22 @@ def export(
                             init = matcher.by_value(t)  # value after the trace
                         if init is not None:
                             row["initializer"] = init.name
+                from onnx import numpy_helper
+
+                # BatchNorm's num_batches_tracked is read by no training-mode
+                # node, so the exporter drops it; it gets an initializer of
+                # its own, which makes it a buffer that fsdp-autodiff counts
+                # and state dicts carry.
+                for row, t, saved in pending:
+                    if row["initializer"] is None and row["fqn"] in counters:
+                        name = prefix + row["fqn"]
+                        if name in matcher.by_name:
+                            raise ValueError(f"an initializer is already called {name!r}")
+                        init = numpy_helper.from_array(saved.detach().cpu().numpy(), name)
+                        proto.graph.initializer.append(init)
+                        matcher.by_name[name] = init
+                        matcher.claimed.add(name)
+                        row["initializer"] = name
                 # torch 1.13 serializes the buffers as the tracing forward left
                 # them (BatchNorm stats one momentum step on): store the values
                 # from before the call.
@@ -457,6 +564,7 @@ def export(
                 meta = {
                     "version": METADATA_VERSION,
                     "modules": modules,
+                    "embeddings": embeddings,
                     "params": param_rows,
                     "buffers": buffer_rows,
                     "inputs": [i.name for i in proto.graph.input],

@@ -6,6 +6,7 @@ sets, or the repository's build/bin)."""
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -239,6 +240,23 @@ class CompileAndRunTest(unittest.TestCase):
             with self.assertRaises(fsdp_mlir.ToolNotFoundError):
                 fsdp_mlir.compile(self.onnx, batch_size=8)
 
+    def test_fsdp_run_reports_its_own_peak_not_its_launchers(self):
+        # getrusage's peak survives exec: a large Python parent's was
+        # reported as fsdp-run's (1.4 GB for SqueezeNet).
+        ballast = np.ones(64 << 20)  # 512 MiB, touched
+        np.save(self.work / "ids.npy", self.batch["input_ids"])
+        np.save(self.work / "labels.npy", self.batch["labels"])
+        report = json.loads(fsdp_mlir.run_tool("fsdp-run", [
+            self.plan1, "--input", f"input_ids={self.work / 'ids.npy'}",
+            "--input", f"labels={self.work / 'labels.npy'}", "--steps", "1", "--lr", "1e-3",
+            "--threads", "1", "--json"]))
+        memory = report["memory"]
+        self.assertGreater(ballast.nbytes, 500 << 20)
+        self.assertLess(memory["peak_rss_bytes"], 256 << 20, memory)
+        self.assertGreaterEqual(memory["peak_rss_bytes"], memory["rss_before_session_bytes"])
+        self.assertGreaterEqual(memory["peak_rss_bytes"],
+                                memory["weight_bytes"] + memory["activation_bytes"])
+
     def test_fsdp_compile_command(self):
         out = self.work / "cli.plan"
         result = subprocess.run([sys.executable, "-m", "fsdp_mlir.cli", str(self.onnx),
@@ -252,6 +270,210 @@ class CompileAndRunTest(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(bad.returncode, 1)
         self.assertIn("no module of class Nope", bad.stderr)
+
+
+class FrozenBackbone(torch.nn.Module):
+    """A frozen two-layer backbone under a trainable head."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                            torch.nn.Linear(16, 16))
+        self.backbone.requires_grad_(False)
+        self.head = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.backbone(x)))
+
+
+def frozen_loss(logits, labels):
+    return torch.nn.functional.cross_entropy(logits, labels)
+
+
+class FrozenParametersTest(unittest.TestCase):
+    """compile() without a policy on a model with frozen parameters: the
+    frozen backbone is a unit of its own, trains as torch does and does not
+    change; the work directory goes away on success and stays on failure."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.work = Path(cls.tmp.name)
+        torch.manual_seed(0)
+        cls.model = FrozenBackbone()
+        cls.x = torch.randn(8, 6)
+        cls.y = torch.randint(0, 3, (8,))
+        cls.onnx = fsdp_mlir.export(cls.model, (cls.x[:1], cls.y[:1]), cls.work / "frozen.onnx",
+                                    loss_fn=frozen_loss, input_names=["x", "y"])
+        cls.batch = {"x": cls.x.numpy(), "y": cls.y.numpy()}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def leftovers(self):
+        return sorted(p.name for p in self.work.iterdir() if p.name.startswith("fsdp-compile-"))
+
+    def torch_steps(self, steps):
+        model = copy.deepcopy(self.model)
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = frozen_loss(model(self.x), self.y)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+        return losses, model
+
+    def test_trains_as_torch_with_the_frozen_backbone_unchanged(self):
+        plan = fsdp_mlir.compile(self.onnx, batch_size=8, optimizer={"optimizer": "adamw"},
+                                 out=self.work / "train.plan")
+        self.assertEqual(self.leftovers(), [])
+        described = json.loads(fsdp_mlir.run_tool("fsdp-run", [plan, "--describe", "--json"]))
+        self.assertEqual(sorted(u["module"] for u in described["units"]), ["", "backbone"])
+        with fsdp_mlir.Session(plan, threads=1) as session:
+            losses = [session.step(self.batch, lr=1e-2) for _ in range(3)]
+            state = session.state_dict()
+        want, trained = self.torch_steps(3)
+        np.testing.assert_allclose(losses, want, rtol=1e-4, atol=1e-5)
+        for name, tensor in trained.state_dict().items():
+            if name.startswith("backbone."):  # frozen: bit for bit the start
+                self.assertTrue(torch.equal(state[name], self.model.state_dict()[name]), name)
+            np.testing.assert_allclose(state[name].numpy(), tensor.numpy(),
+                                       rtol=1e-4, atol=1e-5, err_msg=name)
+        self.assertFalse(torch.equal(state["head.weight"], self.model.head.weight.detach()))
+
+    def test_two_ranks_through_the_launcher(self):
+        plan = fsdp_mlir.compile(self.onnx, batch_size=4, world_size=2,
+                                 optimizer={"optimizer": "adamw"}, out=self.work / "train2.plan")
+        np.save(self.work / "x.npy", self.batch["x"])
+        np.save(self.work / "y.npy", self.batch["y"])
+        script = self.work / "frozen2.py"
+        script.write_text(textwrap.dedent(f"""
+            import json, numpy as np, fsdp_mlir
+            session = fsdp_mlir.Session({str(plan)!r}, threads=1)
+            batch = {{"x": np.load({str(self.work / 'x.npy')!r}),
+                      "y": np.load({str(self.work / 'y.npy')!r})}}
+            losses = [session.step(batch, lr=1e-2) for _ in range(3)]
+            state = session.state_dict()
+            if session.rank == 0:
+                print(json.dumps({{"losses": losses, "state": {{
+                    k: v.numpy().tolist() for k, v in state.items()}}}}))
+        """))
+        result = subprocess.run([sys.executable, "-m", "fsdp_mlir.launch", "-n", "2",
+                                 str(script)], capture_output=True, text=True, timeout=300,
+                                env=dict(os.environ))
+        self.assertEqual(result.returncode, 0, (result.stdout + result.stderr)[-3000:])
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        want, trained = self.torch_steps(3)
+        np.testing.assert_allclose(report["losses"], want, rtol=1e-4, atol=1e-5)
+        for name, tensor in trained.state_dict().items():
+            np.testing.assert_allclose(np.array(report["state"][name], np.float32),
+                                       tensor.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+            if name.startswith("backbone."):
+                np.testing.assert_array_equal(np.array(report["state"][name], np.float32),
+                                              self.model.state_dict()[name].numpy())
+
+    def test_inference_at_world_size_one(self):
+        plan = fsdp_mlir.compile(self.onnx, batch_size=8, out=self.work / "infer.plan")
+        with fsdp_mlir.Session(plan, threads=1) as session:
+            loss = float(session.forward(self.batch)["loss"])
+        with torch.no_grad():
+            want = float(frozen_loss(self.model(self.x), self.y))
+        self.assertAlmostEqual(loss, want, places=5)
+
+    def test_without_wrap_frozen_the_error_names_the_kept_work_directory(self):
+        with self.assertRaises(fsdp_mlir.ToolError) as caught:
+            fsdp_mlir.compile(self.onnx, batch_size=8, wrap_frozen=False,
+                              out=self.work / "mixed.plan")
+        message = str(caught.exception)
+        self.assertIn("mixes frozen and trainable parameters", message)
+        kept = self.leftovers()
+        self.assertEqual(len(kept), 1, kept)
+        self.assertIn(f"intermediate files kept in {self.work / kept[0]}", message)
+        shutil.rmtree(self.work / kept[0])
+        # use_orig_params reaches fsdp-auto-wrap (the mix is a warning there)
+        # and fsdp-flatten, whose one flat buffer cannot hold the mix.
+        with self.assertRaises(fsdp_mlir.ToolError) as caught:
+            fsdp_mlir.compile(self.onnx, batch_size=8, wrap_frozen=False,
+                              use_orig_params=True, out=self.work / "orig.plan")
+        self.assertIn("use-orig-params=true", caught.exception.command)
+        self.assertIn("warning: fsdp-auto-wrap: unit (root) mixes frozen", str(caught.exception))
+        self.assertIn("'fsdp.flat_param' op mixes frozen and trainable parameters",
+                      str(caught.exception))
+        shutil.rmtree(self.work / self.leftovers()[0])
+
+    def test_fsdp_compile_command_options(self):
+        cli = [sys.executable, "-m", "fsdp_mlir.cli", str(self.onnx), "--batch-size", "8",
+               "--optimizer", "sgd"]
+        ok = subprocess.run(cli + ["-o", str(self.work / "cli.plan")],
+                            capture_output=True, text=True)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        bad = subprocess.run(cli + ["--no-wrap-frozen", "-o", str(self.work / "cli2.plan")],
+                             capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("mixes frozen and trainable parameters", bad.stderr)
+        self.assertIn("intermediate files kept in", bad.stderr)
+        for kept in self.leftovers():
+            shutil.rmtree(self.work / kept)
+        ignored = subprocess.run(cli + ["--no-wrap-frozen", "--ignored-modules", "backbone",
+                                        "-o", str(self.work / "cli3.plan")],
+                                 capture_output=True, text=True)
+        self.assertEqual(ignored.returncode, 0, ignored.stderr)
+        self.assertEqual(self.leftovers(), [])
+
+    def test_ignored_modules_pass_through(self):
+        plan = fsdp_mlir.compile(self.onnx, batch_size=8, world_size=2,
+                                 ignored_modules=["backbone"], out=self.work / "ignored.plan")
+        described = json.loads(fsdp_mlir.run_tool("fsdp-run", [plan, "--describe", "--json"]))
+        members = [m["fqn"] if isinstance(m, dict) else m
+                   for u in described["units"] for m in u.get("members", u.get("params", []))]
+        self.assertEqual([u["module"] for u in described["units"]], [""])
+        self.assertFalse(any(str(m).startswith("backbone.") for m in members), members)
+        with self.assertRaisesRegex(ValueError, "ignored_modules must be a list of FQNs"):
+            fsdp_mlir.compile(self.onnx, batch_size=8, ignored_modules="backbone")
+
+
+class BatchNormCounterTest(unittest.TestCase):
+    """num_batches_tracked is counted by the training plan and returned by
+    state_dict(), so load_state_dict does not reset it."""
+
+    def test_counter_round_trips(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                                        torch.nn.ReLU(), torch.nn.Linear(8, 3))
+            model[1].num_batches_tracked.fill_(5)  # a model trained before
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            onnx_path = fsdp_mlir.export(model, (x[:2], y[:2]), work / "bn.onnx",
+                                         loss_fn=frozen_loss, input_names=["x", "y"])
+            train = fsdp_mlir.compile(onnx_path, batch_size=8,
+                                      optimizer={"optimizer": "sgd"}, out=work / "t.plan")
+            batch = {"x": x.numpy(), "y": y.numpy()}
+            with fsdp_mlir.Session(train, threads=1) as session:
+                for _ in range(3):
+                    session.step(batch, lr=0.1)
+                state = session.state_dict()
+            ref = copy.deepcopy(model)
+            opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+            for _ in range(3):
+                opt.zero_grad()
+                frozen_loss(ref(x), y).backward()
+                opt.step()
+            self.assertEqual(state["1.num_batches_tracked"].dtype, torch.int64)
+            self.assertEqual(int(state["1.num_batches_tracked"]), 8)
+            loaded = copy.deepcopy(model)
+            loaded.load_state_dict(state, strict=True)
+            for name, tensor in ref.state_dict().items():
+                np.testing.assert_allclose(loaded.state_dict()[name].numpy(), tensor.numpy(),
+                                           rtol=1e-4, atol=1e-5, err_msg=name)
+            # A forward (inference) plan reads the running statistics and
+            # leaves the counter as exported.
+            infer = fsdp_mlir.compile(onnx_path, batch_size=8, out=work / "i.plan")
+            with fsdp_mlir.Session(infer, threads=1) as session:
+                self.assertEqual(int(session.state_dict()["1.num_batches_tracked"]), 5)
 
 
 if __name__ == "__main__":

@@ -162,8 +162,10 @@ class LossExportTest(ExportTestBase):
 
     def test_schema(self):
         self.assertEqual(self.meta["version"], 1)
-        self.assertEqual(set(self.meta), {"version", "modules", "params", "buffers",
-                                          "inputs", "outputs", "batch_dim", "loss"})
+        self.assertEqual(set(self.meta), {"version", "modules", "embeddings", "params",
+                                          "buffers", "inputs", "outputs", "batch_dim",
+                                          "loss"})
+        self.assertEqual(self.meta["embeddings"], [])  # no padding_idx
         self.assertEqual(set(self.meta["modules"][0]),
                          {"fqn", "class", "qualname", "children", "params", "buffers"})
         self.assertEqual(set(self.meta["params"][0]),
@@ -303,7 +305,12 @@ class InferenceExportTest(ExportTestBase):
         self.assertTrue(self.buffers["bn.running_mean"]["persistent"])
         nbt = self.buffers["bn.num_batches_tracked"]
         self.assertEqual((nbt["dtype"], nbt["shape"], nbt["persistent"]), ("int64", [], True))
-        self.assertIsNone(nbt["initializer"])  # unused by the graph
+        # No node reads it; export adds its initializer so the plan counts it.
+        self.assertEqual(nbt["initializer"], "bn.num_batches_tracked")
+        init = next(i for i in self.proto.graph.initializer
+                    if i.name == "bn.num_batches_tracked")
+        self.assertEqual(numpy_helper.to_array(init).item(),
+                         int(self.model.bn.num_batches_tracked))
         scratch = self.buffers["scratch"]
         self.assertEqual((scratch["dtype"], scratch["persistent"], scratch["initializer"]),
                          ("bfloat16", False, None))
@@ -431,6 +438,67 @@ class ErrorTest(ExportTestBase):
         self.assertExportFails(r"loss_fn must return one scalar tensor",
                                model, (x, torch.zeros(4, 3)), self.tmp / "bad.onnx",
                                loss_fn=lambda out, y: out[0] - y)
+
+
+class PaddedLM(nn.Module):
+    def __init__(self, padding_idx=0, **embedding):
+        super().__init__()
+        self.tok = nn.Embedding(10, 4, padding_idx=padding_idx, **embedding)
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, ids):
+        return self.head(self.tok(ids))
+
+
+class EmbeddingTest(ExportTestBase):
+    """What ONNX's Gather drops: padding_idx goes into the metadata, the
+    rest is refused naming the module."""
+
+    def test_padding_idx_is_recorded_normalised(self):
+        ids = torch.tensor([[1, 0, 9]])
+        for given, recorded in ((0, 0), (-1, 9)):
+            path = fsdp_mlir.export(PaddedLM(given), ids, self.tmp / "lm.onnx")
+            self.assertEqual(metadata(onnx.load(str(path)))["embeddings"],
+                             [{"module": "tok", "weight": "tok.weight",
+                               "padding_idx": recorded}])
+
+    def test_refused_options_name_the_module(self):
+        ids = torch.tensor([[1, 0, 9]])
+        for options, text in (({"max_norm": 1.0}, "Embedding 'tok' has max_norm=1.0"),
+                              ({"scale_grad_by_freq": True},
+                               "Embedding 'tok' has scale_grad_by_freq=True"),
+                              ({"sparse": True}, "Embedding 'tok' has sparse=True")):
+            with self.assertRaises(fsdp_mlir.ExportError) as cm:
+                fsdp_mlir.export(PaddedLM(None, **options), ids, self.tmp / "lm.onnx")
+            self.assertIn("reading the model's parameters and buffers failed", str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+        self.assertEqual(list(self.tmp.iterdir()), [])
+
+
+class WarningsTest(ExportTestBase):
+    """torch's warnings about what export() handles are filtered; others
+    are not."""
+
+    def export_warnings(self, model, x):
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fsdp_mlir.export(model, x, self.tmp / "m.onnx")
+        return [str(w.message) for w in caught]
+
+    def test_handled_warnings_are_filtered(self):
+        model, x = _bn()
+        self.assertEqual([w for w in self.export_warnings(model, x)
+                          if "num_batches_tracked" in w], [])
+        for padding_idx in (0, 3):
+            shown = self.export_warnings(PaddedLM(padding_idx), torch.tensor([[1, 0]]))
+            self.assertEqual(shown, [])
+
+    def test_other_warnings_stay(self):
+        # momentum=None reads num_batches_tracked, which the trace freezes.
+        model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8, momentum=None))
+        shown = self.export_warnings(model, torch.randn(4, 6))
+        self.assertTrue(any("num_batches_tracked" in w for w in shown), shown)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@
 // Wrapping their common parent keeps them together.
 // TOGETHER: #fsdp.unit<"pair", params = [@pair.enc.weight, @pair.dec.bias]>
 
-// FROZEN: error: fsdp-auto-wrap: unit (root) mixes frozen and trainable parameters; frozen: [frozen.weight (6)], trainable: [pair.enc.weight (4), pair.dec.bias (2)]; wrap the frozen modules separately, or use use-orig-params
+// FROZEN: error: fsdp-auto-wrap: unit (root) mixes frozen and trainable parameters; frozen: [frozen.weight (6)], trainable: [pair.enc.weight (4), pair.dec.bias (2)]; wrap the frozen modules separately (wrap-frozen=true wraps every frozen submodule)
 // WARN: warning: fsdp-auto-wrap: unit (root) mixes frozen and trainable parameters; frozen: [frozen.weight (6)], trainable: [pair.enc.weight (4), pair.dec.bias (2)]
 // WARN: fsdp.units = [#fsdp.unit<""
 

@@ -8,9 +8,23 @@
 // CHECK-NOT: onnx.Dropout
 // CHECK: %[[ONES:.*]] = onnx.Constant dense<true> : tensor<4xi1>
 // CHECK: return %arg0, %[[ONES]]
-func.func @dropout(%x: tensor<4xf32>, %ratio: tensor<f32>, %train: tensor<i1>) -> (tensor<4xf32>, tensor<4xi1>) {
+func.func @dropout(%x: tensor<4xf32>, %ratio: tensor<f32>) -> (tensor<4xf32>, tensor<4xi1>) {
+  %train = onnx.Constant dense<true> : tensor<i1>
   %y, %mask = onnx.Dropout %x, %ratio, %train : (tensor<4xf32>, tensor<f32>, tensor<i1>) -> (tensor<4xf32>, tensor<4xi1>)
   return %y, %mask : tensor<4xf32>, tensor<4xi1>
+}
+
+// -----
+
+// A ratio of 0 drops nothing in either mode: a run-time training_mode is
+// harmless.
+// CHECK-LABEL: func.func @dropout_ratio_zero
+// CHECK-NOT: onnx.Dropout
+// CHECK: return %arg0
+func.func @dropout_ratio_zero(%x: tensor<4xf32>, %train: tensor<i1>) -> tensor<4xf32> {
+  %ratio = onnx.Constant dense<0.0> : tensor<f32>
+  %y, %mask = onnx.Dropout %x, %ratio, %train : (tensor<4xf32>, tensor<f32>, tensor<i1>) -> (tensor<4xf32>, none)
+  return %y : tensor<4xf32>
 }
 
 // -----

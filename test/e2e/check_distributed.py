@@ -233,7 +233,9 @@ def check_against_fsdp(case, world, steps, lr, model, inputs, labels, report, ou
         for key, expect in buffers.items():
             path = state / f"rank{r}" / f"{key}.npy"
             if not path.exists():
-                continue  # num_batches_tracked: not in the exported graph
+                print(f"  rank {r} {key:26s} not saved")
+                ok = False
+                continue
             mine = np.load(path)
             stats += 1
             err = np.abs(mine.astype(np.float64) - expect.astype(np.float64))
@@ -241,7 +243,7 @@ def check_against_fsdp(case, world, steps, lr, model, inputs, labels, report, ou
                 print(f"  rank {r} {key:26s} max |diff| {float(err.max()):.2e} MISMATCH")
                 ok = False
     print(f"    {len(want)} parameters, worst |diff| {worst[1]:.1e} ({worst[0]}); "
-          f"{stats} per-rank BatchNorm statistics compared")
+          f"{stats} per-rank BatchNorm statistics and counters compared")
     return ok
 
 

@@ -22,6 +22,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -127,7 +128,9 @@ and RSS before the session). With --json it prints one object with the
 keys plan, inputs, outputs (name, dtype, shape, min, max, mean),
 load_seconds, run_seconds, run_seconds_mean, run_seconds_min, threads and
 memory (activation_bytes, weight_bytes, constant_bytes, workspace_bytes,
-rss_before_session_bytes, peak_rss_bytes), and with --steps the losses.
+rss_before_session_bytes, peak_rss_bytes: this process's own peak, VmHWM
+of /proc/self/status, not a launching parent's), and with --steps the
+losses.
 
 Under mpirun (mpirun -np N fsdp-run PLAN ...) every rank runs its part of
 a plan sharded over N ranks: each loads only its shards, an input file
@@ -254,7 +257,6 @@ std::vector<int64_t> shapeOf(const fsdprt_tensor_desc_t &desc) {
   return std::vector<int64_t>(desc.shape, desc.shape + desc.rank);
 }
 
-/// A number as JSON (and the summary) print it; NaN and infinities as
 /// The process's resident bytes now (/proc/self/statm), 0 if unknown.
 uint64_t residentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -264,6 +266,23 @@ uint64_t residentBytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+/// This process's own peak resident bytes since it started: VmHWM of
+/// /proc/self/status, which starts afresh with the address space exec
+/// made. getrusage's ru_maxrss is kept across exec, so a launcher's peak
+/// (a 1.4 GB Python process) would be reported as ours; it is only the
+/// fallback where /proc is missing.
+uint64_t peakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024; // kB
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024; // KiB on Linux
+}
+
+/// A number as JSON (and the summary) print it; NaN and infinities as
 /// Python's json module writes them.
 std::string number(double v) {
   if (std::isnan(v))
@@ -990,9 +1009,7 @@ int run(Options o) {
         "memory");
   uint64_t workspace = 0;
   check(fsdprt_session_workspace_bytes(session, &workspace), "memory");
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  uint64_t rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024; // KiB on Linux
+  uint64_t rss = peakResidentBytes();
 
   // Under mpirun each rank's outputs are its slice's: DIR/rank<r>/.
   std::string outputDir = o.outputDir.empty() || o.world == 1

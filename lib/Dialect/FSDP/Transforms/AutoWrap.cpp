@@ -74,6 +74,7 @@ private:
   llvm::SetVector<Operation *> subtreeParams(StringRef fqn);
   int64_t subtreeNumel(StringRef fqn);
   int64_t recursiveWrap(StringRef fqn, bool onlyWrapChildren);
+  void wrapFrozenModules();
   bool isIgnoredModule(StringRef fqn) const;
 
   LogicalResult loadConfig();
@@ -230,6 +231,26 @@ llvm::SetVector<Operation *> AutoWrapPass::subtreeParams(StringRef fqn) {
       stack.push_back(child);
   }
   return result;
+}
+
+/// `wrap-frozen`: a frozen backbone (or any frozen submodule) next to
+/// trainable modules would make its unit mix the two, which one flat buffer
+/// cannot hold; the largest frozen subtrees become units of their own.
+void AutoWrapPass::wrapFrozenModules() {
+  auto allFrozen = [&](StringRef fqn) {
+    llvm::SetVector<Operation *> params = subtreeParams(fqn);
+    return !params.empty() && llvm::none_of(params, [](Operation *param) {
+      return cast<ParamOp>(param).requiresGrad();
+    });
+  };
+  // A frozen subtree's parent holds trainable parameters exactly when the
+  // subtree is a largest frozen one.
+  for (ModuleAttr moduleAttr : model.modules) {
+    StringRef fqn = moduleAttr.getFqn();
+    if (!fqn.empty() && !isIgnoredModule(fqn) && allFrozen(fqn) &&
+        !allFrozen(parentOf(fqn)))
+      wrapped.insert(fqn);
+  }
 }
 
 int64_t AutoWrapPass::subtreeNumel(StringRef fqn) {
@@ -661,6 +682,8 @@ void AutoWrapPass::runOnOperation() {
              !overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
     recursiveWrap("", /*onlyWrapChildren=*/true);
   wrapped.insert("");
+  if (wrapFrozen)
+    wrapFrozenModules();
 
   // Units take their parameters children-first (post-order), as PyTorch
   // builds the nested FSDP instances.
@@ -733,7 +756,11 @@ void AutoWrapPass::runOnOperation() {
          << llvm::join(frozen, ", ") << "], trainable: ["
          << llvm::join(trainable, ", ") << "]";
     if (!useOrigParams) {
-      diag << "; wrap the frozen modules separately, or use use-orig-params";
+      // use-orig-params only turns this into a warning: one flat buffer
+      // still cannot hold both (fsdp.flat_param refuses), so point at the
+      // way that compiles.
+      diag << "; wrap the frozen modules separately (wrap-frozen=true wraps "
+              "every frozen submodule)";
       return signalPassFailure();
     }
   }

@@ -16,6 +16,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
+#include "fsdp/Support/JSON.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -25,6 +26,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
@@ -81,7 +83,9 @@ private:
   FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
   void fuseAttention();
+  void countBatch(BatchNormalizationOp norm, OnnxBuilder &bb);
   LogicalResult backward(Operation *op, Value g);
+  FailureOr<Value> withoutPaddingRow(GatherOp gather, Value grad);
 
   func::FuncOp func;
   ModuleOp module;
@@ -91,6 +95,9 @@ private:
   DenseMap<Value, Value> cotangents;
   /// New values of buffers (BatchNorm's running statistics), in op order.
   SmallVector<std::pair<FlatSymbolRefAttr, Value>> updates;
+  /// nn.Embedding(padding_idx) from the frontend's metadata: weight FQN ->
+  /// (embedding module FQN, padding row); read on the first Gather.
+  std::optional<llvm::StringMap<std::pair<std::string, int64_t>>> paddingRows;
 };
 
 /// `--loss=cross-entropy`: the model returns logits [..., classes]; the
@@ -223,9 +230,34 @@ LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
     };
     update(norm.getInputMean(), mean, 1.0, norm.getRunningMean());
     update(norm.getInputVar(), var, unbias, norm.getRunningVar());
+    countBatch(norm, bb);
   }
   norm.erase();
   return success();
+}
+
+/// A training-mode BatchNorm adds 1 to its module's num_batches_tracked, as
+/// torch's forward does. No node reads the counter (the exporter keeps it
+/// only as an initializer), so it is found as the buffer beside the running
+/// mean: `<module>.num_batches_tracked`.
+void Autodiff::countBatch(BatchNormalizationOp norm, OnnxBuilder &bb) {
+  auto mean = norm.getInputMean().getDefiningOp<mlir::fsdp::GetBufferOp>();
+  if (!mean)
+    return;
+  StringRef owner = mlir::fsdp::parentOf(mean.getBuffer());
+  std::string name = owner.empty() ? std::string("num_batches_tracked")
+                                   : (owner + ".num_batches_tracked").str();
+  auto counter = module.lookupSymbol<mlir::fsdp::BufferOp>(name);
+  auto type = counter ? dyn_cast<RankedTensorType>(counter.getType())
+                      : RankedTensorType();
+  if (!type || type.getNumElements() != 1 ||
+      !type.getElementType().isInteger(64))
+    return;
+  auto symbol = FlatSymbolRefAttr::get(counter.getSymNameAttr());
+  Value now = bb.b.create<mlir::fsdp::GetBufferOp>(norm.getLoc(), type, symbol);
+  Value one = bb.b.create<ConstantOp>(
+      norm.getLoc(), DenseElementsAttr::get(type, static_cast<int64_t>(1)));
+  updates.emplace_back(symbol, bb.add(now, one));
 }
 
 /// Rewrites what trains differently from how it runs: BatchNorm (always
@@ -623,9 +655,14 @@ LogicalResult Autodiff::backward(Operation *op, Value g) {
         int64_t axis = gather.getAxis();
         if (axis < 0)
           axis += typeOf(gather.getData()).getRank();
-        give(0, bb.op<mlir::fsdp::GatherGradOp>(
-                    gather.getData().getType(), {g, gather.getIndices()},
-                    {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))}));
+        FailureOr<Value> grad = withoutPaddingRow(
+            gather,
+            bb.op<mlir::fsdp::GatherGradOp>(
+                gather.getData().getType(), {g, gather.getIndices()},
+                {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))}));
+        if (failed(grad))
+          return failure();
+        give(0, *grad);
         return success();
       })
       .Case<LayerNormalizationOp>([&](LayerNormalizationOp norm) {
@@ -1055,6 +1092,90 @@ LogicalResult Autodiff::run() {
       FunctionType::get(func.getContext(), func.getArgumentTypes(), types));
   func.setAllResultAttrs(resultAttrs);
   return success();
+}
+
+/// torch's embedding backward skips the positions whose index is the
+/// module's padding_idx, so the lookup never updates that row (a tied LM
+/// head still does). ONNX's Gather has no such attribute: the frontend
+/// records every nn.Embedding's padding_idx in its metadata ("embeddings"),
+/// and the gradient an embedding's own lookup gives its weight is multiplied
+/// by a mask that is 0 on that row. A Gather of the same weight from another
+/// module's scope (`self.emb.weight[ids]`) keeps its whole gradient, as in
+/// torch.
+FailureOr<Value> Autodiff::withoutPaddingRow(GatherOp gather, Value grad) {
+  if (!paddingRows) {
+    paddingRows.emplace();
+    auto json = module->getAttrOfType<StringAttr>("fsdp.torch_metadata");
+    if (json) {
+      if (std::string why = mlir::fsdp::checkJSONBounds(json.getValue());
+          !why.empty())
+        return module.emitError("fsdp-autodiff: fsdp.torch_metadata ") << why;
+      llvm::Expected<llvm::json::Value> parsed =
+          llvm::json::parse(json.getValue());
+      if (!parsed)
+        return module.emitError("fsdp-autodiff: fsdp.torch_metadata is not "
+                                "valid JSON: ")
+               << llvm::toString(parsed.takeError());
+      llvm::json::Object *root = parsed->getAsObject();
+      llvm::json::Array none;
+      llvm::json::Array *list = root ? root->getArray("embeddings") : nullptr;
+      for (llvm::json::Value &item : list ? *list : none) {
+        llvm::json::Object *entry = item.getAsObject();
+        std::optional<StringRef> name =
+            entry ? entry->getString("module") : std::nullopt;
+        std::optional<StringRef> weight =
+            entry ? entry->getString("weight") : std::nullopt;
+        std::optional<int64_t> row =
+            entry ? entry->getInteger("padding_idx") : std::nullopt;
+        if (!name || !weight || !row)
+          return module.emitError(
+              "fsdp-autodiff: fsdp.torch_metadata: an 'embeddings' entry "
+              "needs 'module', 'weight' and an integer 'padding_idx'");
+        (*paddingRows)[*weight] = {name->str(), *row};
+      }
+    }
+  }
+  auto get = gather.getData().getDefiningOp<mlir::fsdp::GetParamOp>();
+  auto param =
+      get ? module.lookupSymbol<mlir::fsdp::ParamOp>(get.getParamAttr())
+          : nullptr;
+  if (!param || paddingRows->empty() || gather.getAxis() != 0)
+    return grad;
+  SmallVector<StringRef> names = {param.getSymName()};
+  if (std::optional<ArrayAttr> aliases = param.getAliases())
+    llvm::append_range(names, mlir::fsdp::stringsOf(*aliases));
+  const std::pair<std::string, int64_t> *found = nullptr;
+  for (StringRef name : names)
+    if (auto it = paddingRows->find(name); it != paddingRows->end())
+      found = &it->second;
+  if (!found)
+    return grad;
+  auto [embedding, row] = *found;
+  FailureOr<SmallVector<mlir::fsdp::ModuleAttr>> tree =
+      mlir::fsdp::getModuleTree(module);
+  if (failed(tree))
+    return failure();
+  std::optional<std::string> scope =
+      mlir::fsdp::ScopeResolver(module, *tree).moduleOf(gather);
+  if (scope && *scope != embedding)
+    return grad;
+  auto type = cast<RankedTensorType>(grad.getType());
+  int64_t rows = type.getDimSize(0);
+  if (row < 0 || row >= rows)
+    return gather.emitOpError("fsdp-autodiff: padding_idx ")
+           << row << " of embedding '" << embedding << "' is outside its "
+           << rows << " rows";
+  SmallVector<int64_t> maskShape(type.getRank(), 1);
+  maskShape[0] = rows;
+  auto maskType = RankedTensorType::get(maskShape, type.getElementType());
+  SmallVector<APFloat> values(
+      rows, APFloat::getOne(
+                cast<FloatType>(type.getElementType()).getFloatSemantics()));
+  values[row] = APFloat::getZero(values[row].getSemantics());
+  OnnxBuilder bb(*builder, gather.getLoc());
+  Value mask = builder->create<ConstantOp>(
+      gather.getLoc(), DenseElementsAttr::get(maskType, values));
+  return bb.mul(grad, mask, type);
 }
 
 /// The non-root FSDP units whose forward is recomputed in their backward:

@@ -8,6 +8,7 @@
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -19,6 +20,48 @@ namespace mlir::fsdp {
 using namespace mlir;
 
 namespace {
+
+/// Whether `value` is a one-element constant equal to `expected`.
+bool isConstant(Value value, double expected) {
+  auto constant = value.getDefiningOp<onnxir::ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || dense.getNumElements() != 1)
+    return false;
+  if (auto floats = dyn_cast<DenseFPElementsAttr>(dense))
+    return (*floats.getValues<APFloat>().begin()).convertToDouble() == expected;
+  APInt v = *cast<DenseIntElementsAttr>(dense).getValues<APInt>().begin();
+  return (v.getBitWidth() == 1 ? double(v.getBoolValue())
+                               : double(v.getSExtValue())) == expected;
+}
+
+/// An inference plan never drops, so a Dropout whose training_mode is
+/// decided at run time (a graph input, or computed from one) would ignore
+/// a true value silently; refuse it, unless its ratio is 0 (nothing is
+/// dropped in either mode). A constant mode is what export fixed: TRAINING
+/// exports are rewritten, as eval() does.
+LogicalResult checkFixedMode(onnxir::DropoutOp dropout) {
+  Value mode = dropout.getTrainingMode();
+  if (isa<NoneType>(mode.getType()) ||
+      mode.getDefiningOp<onnxir::ConstantOp>() ||
+      (!isa<NoneType>(dropout.getRatio().getType()) &&
+       isConstant(dropout.getRatio(), 0.0)))
+    return success();
+  std::string source = "a value computed at run time";
+  if (auto arg = dyn_cast<BlockArgument>(mode)) {
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                         "fsdp.name")
+                     : nullptr;
+    source = name ? ("the run-time input '" + name.getValue() + "'").str()
+                  : ("run-time input #" + Twine(arg.getArgNumber())).str();
+  }
+  return dropout.emitOpError("fsdp-inference: training_mode is ")
+         << source
+         << "; an inference plan never drops, so it would ignore a true "
+            "value. Export with the mode fixed (torch.onnx.TrainingMode."
+            "TRAINING, as fsdp_mlir.export does) or give the Dropout ratio 0";
+}
 
 struct InferencePass : mlir::fsdp::impl::InferenceBase<InferencePass> {
   void runOnOperation() override {
@@ -33,6 +76,8 @@ struct InferencePass : mlir::fsdp::impl::InferenceBase<InferencePass> {
     });
 
     for (onnxir::DropoutOp dropout : dropouts) {
+      if (failed(checkFixedMode(dropout)))
+        return signalPassFailure();
       Value mask = dropout.getMask();
       if (!isa<NoneType>(mask.getType()) && !mask.use_empty()) {
         // Nothing is dropped: the mask is all true.

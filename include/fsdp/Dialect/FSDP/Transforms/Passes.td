@@ -181,6 +181,10 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     `fsdp.module` (the module FQN) and `fsdp.unit` (the FQN of the unit that
     manages it), PyTorch's `_is_fsdp_managed_module` made visible.
 
+    `wrap-frozen` (not PyTorch's, which leaves this to the policy) wraps
+    each largest frozen subtree below a module with trainable parameters as
+    its own unit, so a model with a frozen backbone needs no policy.
+
     Errors, as PyTorch's rules: a unit mixing frozen and trainable
     parameters (both FQN lists with numels; a warning with
     `use-orig-params`), a tied parameter whose holders would land in two
@@ -215,6 +219,10 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
            "Allow units mixing frozen and trainable parameters (warns); "
            "policy=auto models fsdp-flatten's use-orig-params alignment, "
            "which must then be given too">,
+    Option<"wrapFrozen", "wrap-frozen", "bool", /*default=*/"false",
+           "Wrap each largest module whose parameters are all frozen, and "
+           "whose parent holds trainable ones, as a unit of its own "
+           "(fsdp_mlir.compile's default without a policy)">,
     Option<"strategy", "strategy", "std::string", /*default=*/"\"FULL_SHARD\"",
            "Sharding strategy: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
@@ -646,7 +654,10 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
     ```
 
     A training graph that reads the updated running statistics cannot be
-    turned into inference and is an error naming the node.
+    turned into inference and is an error naming the node. So is a Dropout
+    whose `training_mode` is decided at run time (a graph input, or computed
+    from one) and whose ratio is not 0: the plan never drops, and would
+    ignore a true value.
   }];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
