@@ -357,7 +357,8 @@ KernelFn unaryOp(const std::string &op, Context &c) {
   return it == unary.end() ? nullptr : it->second(c);
 }
 
-template <Binary Op> KernelFn binaryKernel(Context &c) {
+/// add, sub, mul, div on T (float or int64_t), pow on float only.
+template <Binary Op, typename T> KernelFn binaryKernel(Context &c) {
   const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
   Broadcast plan;
   try {
@@ -366,20 +367,38 @@ template <Binary Op> KernelFn binaryKernel(Context &c) {
     return nullptr; // the CPU kernel names what is wrong
   }
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.binary(s, Op, plan, a.as<float>(), b.as<float>(), y.as<float>(),
-                    y.numel);
+    return d.binary(s, Op, plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
   });
 }
 
+bool allI64(const KernelArgs &args) {
+  for (const auto *list : {&args.in, &args.out})
+    for (const Tensor &t : *list)
+      if (t.dtype != FSDPRT_I64)
+        return false;
+  return true;
+}
+
 KernelFn binaryOp(const std::string &op, Context &c) {
-  if (!allF32(c.args) || c.args.in.size() != 2 || c.args.out.size() != 1)
+  if (c.args.in.size() != 2 || c.args.out.size() != 1)
+    return nullptr;
+  if (allI64(c.args)) {
+    static const std::map<std::string, Factory> integer = {
+        {"add", binaryKernel<Binary::Add, int64_t>},
+        {"sub", binaryKernel<Binary::Sub, int64_t>},
+        {"mul", binaryKernel<Binary::Mul, int64_t>},
+        {"div", binaryKernel<Binary::Div, int64_t>}};
+    auto it = integer.find(op);
+    return it == integer.end() ? nullptr : it->second(c);
+  }
+  if (!allF32(c.args))
     return nullptr;
   static const std::map<std::string, Factory> binary = {
-      {"add", binaryKernel<Binary::Add>},
-      {"sub", binaryKernel<Binary::Sub>},
-      {"mul", binaryKernel<Binary::Mul>},
-      {"div", binaryKernel<Binary::Div>},
-      {"pow", binaryKernel<Binary::Pow>}};
+      {"add", binaryKernel<Binary::Add, float>},
+      {"sub", binaryKernel<Binary::Sub, float>},
+      {"mul", binaryKernel<Binary::Mul, float>},
+      {"div", binaryKernel<Binary::Div, float>},
+      {"pow", binaryKernel<Binary::Pow, float>}};
   auto it = binary.find(op);
   return it == binary.end() ? nullptr : it->second(c);
 }

@@ -209,6 +209,12 @@ public:
                      int64_t n) override {
     return check(launchBinary(op, plan, a, b, y, n, raw(s)), "binary kernel");
   }
+  std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
+                     const int64_t *a, const int64_t *b, int64_t *y,
+                     int64_t n) override {
+    return check(launchBinary(op, plan, a, b, y, n, raw(s)),
+                 "int64 binary kernel");
+  }
   std::string softmax(DeviceStream &s, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
     return check(launchSoftmax(log, x, y, outer, n, inner, raw(s)), "softmax kernel");

@@ -161,6 +161,9 @@ public:
   virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                              const float *a, const float *b, float *y,
                              int64_t n) = 0;
+  virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
+                             const int64_t *a, const int64_t *b, int64_t *y,
+                             int64_t n) = 0;
   virtual std::string softmax(DeviceStream &s, bool log, const float *x,
                               float *y, int64_t outer, int64_t n,
                               int64_t inner) = 0;

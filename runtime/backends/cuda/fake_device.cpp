@@ -347,14 +347,14 @@ public:
   std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,
                      int64_t n) override {
-    switch (op) {
-    case Binary::Add: return each(BinaryBody<Binary::Add>{plan, a, b, y}, n);
-    case Binary::Sub: return each(BinaryBody<Binary::Sub>{plan, a, b, y}, n);
-    case Binary::Mul: return each(BinaryBody<Binary::Mul>{plan, a, b, y}, n);
-    case Binary::Div: return each(BinaryBody<Binary::Div>{plan, a, b, y}, n);
-    case Binary::Pow: return each(BinaryBody<Binary::Pow>{plan, a, b, y}, n);
-    }
-    return "unknown binary function";
+    return binaryOf(op, plan, a, b, y, n);
+  }
+  std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
+                     const int64_t *a, const int64_t *b, int64_t *y,
+                     int64_t n) override {
+    if (op == Binary::Pow)
+      return "no int64 pow kernel";
+    return binaryOf(op, plan, a, b, y, n);
   }
   std::string softmax(DeviceStream &, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
@@ -626,6 +626,18 @@ private:
     return each(GatherBody<T, int64_t>{d, static_cast<const int64_t *>(indices),
                                        out, dim, count, inner, error},
                 n);
+  }
+  template <typename T>
+  std::string binaryOf(Binary op, const Broadcast &plan, const T *a,
+                       const T *b, T *y, int64_t n) {
+    switch (op) {
+    case Binary::Add: return each(BinaryBody<Binary::Add, T>{plan, a, b, y}, n);
+    case Binary::Sub: return each(BinaryBody<Binary::Sub, T>{plan, a, b, y}, n);
+    case Binary::Mul: return each(BinaryBody<Binary::Mul, T>{plan, a, b, y}, n);
+    case Binary::Div: return each(BinaryBody<Binary::Div, T>{plan, a, b, y}, n);
+    case Binary::Pow: return each(BinaryBody<Binary::Pow, T>{plan, a, b, y}, n);
+    }
+    return "unknown binary function";
   }
   template <typename T>
   std::string stridedOf(const Broadcast &plan, const void *x, void *y,

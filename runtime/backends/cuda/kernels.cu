@@ -19,10 +19,10 @@ cudaError_t unaryOf(const float *x, float *y, int64_t n, cudaStream_t s) {
   return elementwise(UnaryBody<Op>{x, y}, n, s);
 }
 
-template <Binary Op>
-cudaError_t binaryOf(const Broadcast &plan, const float *a, const float *b,
-                     float *y, int64_t n, cudaStream_t s) {
-  return elementwise(BinaryBody<Op>{plan, a, b, y}, n, s);
+template <Binary Op, typename T>
+cudaError_t binaryOf(const Broadcast &plan, const T *a, const T *b, T *y,
+                     int64_t n, cudaStream_t s) {
+  return elementwise(BinaryBody<Op, T>{plan, a, b, y}, n, s);
 }
 
 } // namespace
@@ -66,6 +66,19 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
   case Binary::Mul: return binaryOf<Binary::Mul>(plan, a, b, y, n, s);
   case Binary::Div: return binaryOf<Binary::Div>(plan, a, b, y, n, s);
   case Binary::Pow: return binaryOf<Binary::Pow>(plan, a, b, y, n, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
+                         const int64_t *b, int64_t *y, int64_t n,
+                         cudaStream_t s) {
+  switch (op) {
+  case Binary::Add: return binaryOf<Binary::Add>(plan, a, b, y, n, s);
+  case Binary::Sub: return binaryOf<Binary::Sub>(plan, a, b, y, n, s);
+  case Binary::Mul: return binaryOf<Binary::Mul>(plan, a, b, y, n, s);
+  case Binary::Div: return binaryOf<Binary::Div>(plan, a, b, y, n, s);
+  case Binary::Pow: break;
   }
   return cudaErrorInvalidValue;
 }

@@ -33,6 +33,10 @@ cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n,
                          cudaStream_t stream);
+/// The same on int64 (add, sub, mul, div; Pow: cudaErrorInvalidValue).
+cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
+                         const int64_t *b, int64_t *y, int64_t n,
+                         cudaStream_t stream);
 /// equal, less or greater of two F32, I64 or Bool operands (`dtype`), or
 /// and/or of two Bool ones, broadcast by `plan` (planBroadcast of the
 /// output and the two operands): n Bool (one byte, 0 or 1) outputs.

@@ -11,13 +11,16 @@
 // attention and attention_grad run through the backend's cuDNN path (keys
 // transposed through the workspace, the graph's bindings) on the host
 // model of cuDNN's graphs, and give the CPU's results; so do fp32 and bf16
-// convolutions and their gradients.
+// convolutions and their gradients. int64 arithmetic wraps and truncates
+// as the CPU's does.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../SessionHarness.h"
 
 #include "../../src/half.h"
+
+#include <limits>
 
 using namespace fsdprt::test;
 namespace plan = fsdprt::plan;
@@ -157,6 +160,19 @@ TEST(FakeDevice, ConvolutionsThroughTheCudnnPath) {
   ASSERT_EQ(fake.error, "");
   std::vector<float> want = bf16Floats(cpu.outputs[0]);
   expectNear(bf16Floats(fake.outputs[0]), {want.begin(), want.end()}, 1e-2);
+}
+
+TEST(FakeDevice, Int64ArithmeticWrapsAndTruncatesAsTheCpu) {
+  // Overflow wraps, division truncates toward zero, x / 0 is 0 and
+  // INT64_MIN / -1 wraps, broadcasting a row against a column.
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  const int64_t hi = std::numeric_limits<int64_t>::max();
+  Value a = i64({6, 1}, {7, -7, hi, lo, 0, 123456789012});
+  Value b = i64({4}, {2, -1, 0, 3});
+  for (const char *op : {"add", "sub", "mul", "div"})
+    expectLikeTheCpu(op, {a, b}, {{I64, {6, 4}}});
+  // num_batches_tracked += 1, as a training step counts it.
+  expectLikeTheCpu("add", {i64({}, {5}), i64({}, {1})}, {{I64, {}}});
 }
 
 TEST(FakeDevice, ComparisonsLogicAndWhereBroadcast) {

@@ -118,6 +118,23 @@ template <Binary Op> FSDP_HD inline float binary(float a, float b) {
     return b == 2.0f ? a * a : powf(a, b);
 }
 
+/// int64 arithmetic as the CPU backend's: wrapping on overflow (through
+/// uint64), division truncating toward zero, x / 0 = 0 and INT64_MIN / -1
+/// wrapping, never a trap. Pow has no int64 kernel.
+template <Binary Op> FSDP_HD inline int64_t binary(int64_t a, int64_t b) {
+  uint64_t p = static_cast<uint64_t>(a), q = static_cast<uint64_t>(b);
+  if constexpr (Op == Binary::Add)
+    return static_cast<int64_t>(p + q);
+  else if constexpr (Op == Binary::Sub)
+    return static_cast<int64_t>(p - q);
+  else if constexpr (Op == Binary::Mul)
+    return static_cast<int64_t>(p * q);
+  else if constexpr (Op == Binary::Div)
+    return b == 0 ? 0 : b == -1 ? static_cast<int64_t>(0 - p) : a / b;
+  else
+    return 0;
+}
+
 /// How an output of `rank` collapsed dims reads up to 3 operands.
 struct Broadcast {
   int rank = 0;
@@ -141,11 +158,11 @@ struct Broadcast {
 Broadcast planBroadcast(const std::vector<int64_t> &out,
                         const std::vector<std::vector<int64_t>> &operands);
 
-/// y[i] = a[.] op b[.], broadcasting.
-template <Binary Op> struct BinaryBody {
+/// y[i] = a[.] op b[.], broadcasting; T is float or int64_t.
+template <Binary Op, typename T = float> struct BinaryBody {
   Broadcast plan;
-  const float *a, *b;
-  float *y;
+  const T *a, *b;
+  T *y;
   FSDP_HD void operator()(int64_t i) const {
     y[i] = binary<Op>(a[plan.offset(0, i)], b[plan.offset(1, i)]);
   }
