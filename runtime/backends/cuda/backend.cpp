@@ -332,6 +332,15 @@ template <Unary Op> KernelFn unaryKernel(Context &c) {
 
 KernelFn unaryOp(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
+  if ((op == "neg" || op == "abs") && args.in.size() == 1 &&
+      args.out.size() == 1 && args.in[0].dtype == FSDPRT_I64 &&
+      args.out[0].dtype == FSDPRT_I64 && args.in[0].shape == args.out[0].shape) {
+    const Tensor x = args.in[0], y = args.out[0];
+    bool abs = op == "abs";
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.negAbs64(s, abs, x.as<int64_t>(), y.as<int64_t>(), y.numel);
+    });
+  }
   if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1 ||
       args.in[0].shape != args.out[0].shape)
     return nullptr;
@@ -403,7 +412,8 @@ KernelFn binaryOp(const std::string &op, Context &c) {
   return it == binary.end() ? nullptr : it->second(c);
 }
 
-/// cast between fp32 and bf16/f16; other casts have no own kernel.
+/// cast: between fp32 and bf16/f16 (the mixed-precision casts, their own
+/// body), and between any other two dtypes AnyCast takes.
 KernelFn castKernel(Context &c) {
   const KernelArgs &args = c.args;
   if (args.in.size() != 1 || args.out.size() != 1 ||
@@ -411,11 +421,16 @@ KernelFn castKernel(Context &c) {
     return nullptr;
   const Tensor x = args.in[0], y = args.out[0];
   bool toHalf = x.dtype == FSDPRT_F32 && isHalf(y.dtype);
-  if (!toHalf && !(isHalf(x.dtype) && y.dtype == FSDPRT_F32))
+  if (toHalf || (isHalf(x.dtype) && y.dtype == FSDPRT_F32)) {
+    fsdprt_dtype_t half = toHalf ? y.dtype : x.dtype;
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.cast(s, toHalf, half, x.data, y.data, y.numel);
+    });
+  }
+  if (!AnyCast::takes(x.dtype) || !AnyCast::takes(y.dtype))
     return nullptr;
-  fsdprt_dtype_t half = toHalf ? y.dtype : x.dtype;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.cast(s, toHalf, half, x.data, y.data, y.numel);
+    return d.anyCast(s, x.dtype, y.dtype, x.data, y.data, y.numel);
   });
 }
 

@@ -204,6 +204,14 @@ public:
                    const void *x, void *y, int64_t n) override {
     return check(launchCast(toHalf, half, x, y, n, raw(s)), "cast kernel");
   }
+  std::string anyCast(DeviceStream &s, fsdprt_dtype_t from, fsdprt_dtype_t to,
+                      const void *x, void *y, int64_t n) override {
+    return check(launchAnyCast(from, to, x, y, n, raw(s)), "cast kernel");
+  }
+  std::string negAbs64(DeviceStream &s, bool abs, const int64_t *x,
+                       int64_t *y, int64_t n) override {
+    return check(launchNegAbs64(abs, x, y, n, raw(s)), "int64 neg/abs kernel");
+  }
   std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,
                      int64_t n) override {

@@ -344,6 +344,14 @@ public:
                              static_cast<float *>(y), half},
                 n);
   }
+  std::string anyCast(DeviceStream &, fsdprt_dtype_t from, fsdprt_dtype_t to,
+                      const void *x, void *y, int64_t n) override {
+    return each(AnyCast{x, y, from, to}, n);
+  }
+  std::string negAbs64(DeviceStream &, bool abs, const int64_t *x, int64_t *y,
+                       int64_t n) override {
+    return each(NegAbs64{abs, x, y}, n);
+  }
   std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,
                      int64_t n) override {

@@ -70,6 +70,16 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
   return cudaErrorInvalidValue;
 }
 
+cudaError_t launchAnyCast(fsdprt_dtype_t from, fsdprt_dtype_t to,
+                          const void *x, void *y, int64_t n, cudaStream_t s) {
+  return elementwise(AnyCast{x, y, from, to}, n, s);
+}
+
+cudaError_t launchNegAbs64(bool abs, const int64_t *x, int64_t *y, int64_t n,
+                           cudaStream_t s) {
+  return elementwise(NegAbs64{abs, x, y}, n, s);
+}
+
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
                          const int64_t *b, int64_t *y, int64_t n,
                          cudaStream_t s) {

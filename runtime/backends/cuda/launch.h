@@ -33,6 +33,13 @@ cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n,
                          cudaStream_t stream);
+/// ONNX Cast of n elements between any two dtypes AnyCast takes.
+cudaError_t launchAnyCast(fsdprt_dtype_t from, fsdprt_dtype_t to,
+                          const void *x, void *y, int64_t n,
+                          cudaStream_t stream);
+/// int64 neg (or, with `abs`, abs) of n elements, wrapping.
+cudaError_t launchNegAbs64(bool abs, const int64_t *x, int64_t *y, int64_t n,
+                           cudaStream_t stream);
 /// The same on int64 (add, sub, mul, div; Pow: cudaErrorInvalidValue).
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
                          const int64_t *b, int64_t *y, int64_t n,

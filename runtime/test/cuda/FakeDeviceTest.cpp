@@ -173,6 +173,29 @@ TEST(FakeDevice, Int64ArithmeticWrapsAndTruncatesAsTheCpu) {
     expectLikeTheCpu(op, {a, b}, {{I64, {6, 4}}});
   // num_batches_tracked += 1, as a training step counts it.
   expectLikeTheCpu("add", {i64({}, {5}), i64({}, {1})}, {{I64, {}}});
+  for (const char *op : {"neg", "abs"})
+    expectLikeTheCpu(op, {i64({5}, {3, -4, 0, lo, hi})}, {{I64, {5}}});
+}
+
+TEST(FakeDevice, CastsBetweenAnyTwoDtypesAsTheCpu) {
+  // Values every dtype holds: fractions and negatives truncate toward zero
+  // into integers, wrap into narrower ones (300 into u8 and i8), zero and
+  // non-zero into bool; halves round to nearest-even.
+  std::vector<float> values = {0.0f, 1.0f, -2.75f, 3.5f, 300.0f, -129.0f,
+                               1e-3f, 65504.0f};
+  const plan::DType all[] = {F32, plan::DType::F64, plan::DType::F16, BF16,
+                             I64, plan::DType::I32, plan::DType::I8,
+                             plan::DType::U8, BOOL};
+  Shape shape = {int64_t(values.size())};
+  for (plan::DType from : all) {
+    // The values in `from`, made by the CPU's own cast.
+    Result source = runOp("cast", {f32(shape, values)}, {{from, shape}});
+    ASSERT_EQ(source.error, "");
+    for (plan::DType to : all) {
+      SCOPED_TRACE(std::to_string(int(from)) + " to " + std::to_string(int(to)));
+      expectLikeTheCpu("cast", {source.outputs[0]}, {{to, shape}});
+    }
+  }
 }
 
 TEST(FakeDevice, ComparisonsLogicAndWhereBroadcast) {

@@ -98,6 +98,90 @@ struct CastFromHalf {
   FSDP_HD void operator()(int64_t i) const { y[i] = halfToFloat(x[i], half); }
 };
 
+/// ONNX Cast between any two of f64, f32, f16, bf16, i64, i32, i8, u8 and
+/// bool, as the CPU backend's: to bool is `x != 0`; floats to integers
+/// truncate toward zero, then wrap to the narrower type; halves go through
+/// fp32, rounded to nearest-even. (A float out of an integer's range, or
+/// NaN, has no defined result: the GPU saturates where the CPU wraps.)
+struct AnyCast {
+  const void *x;
+  void *y;
+  fsdprt_dtype_t from, to;
+
+  /// Whether `d` is one of the dtypes above.
+  static bool takes(fsdprt_dtype_t d) {
+    switch (d) {
+    case FSDPRT_F64: case FSDPRT_F32: case FSDPRT_F16: case FSDPRT_BF16:
+    case FSDPRT_I64: case FSDPRT_I32: case FSDPRT_I8: case FSDPRT_U8:
+    case FSDPRT_BOOL:
+      return true;
+    default:
+      return false;
+    }
+  }
+  FSDP_HD static bool isFloat(fsdprt_dtype_t d) {
+    return d == FSDPRT_F64 || d == FSDPRT_F32 || d == FSDPRT_F16 ||
+           d == FSDPRT_BF16;
+  }
+  FSDP_HD void operator()(int64_t i) const {
+    // The element as a double (floats: exact) or an int64 (integers).
+    double f = 0;
+    int64_t n = 0;
+    switch (from) {
+    case FSDPRT_F64: f = static_cast<const double *>(x)[i]; break;
+    case FSDPRT_F32: f = static_cast<const float *>(x)[i]; break;
+    case FSDPRT_F16:
+    case FSDPRT_BF16:
+      f = halfToFloat(static_cast<const uint16_t *>(x)[i], from);
+      break;
+    case FSDPRT_I64: n = static_cast<const int64_t *>(x)[i]; break;
+    case FSDPRT_I32: n = static_cast<const int32_t *>(x)[i]; break;
+    case FSDPRT_I8: n = static_cast<const int8_t *>(x)[i]; break;
+    default: n = static_cast<const uint8_t *>(x)[i]; break; // u8, bool
+    }
+    bool real = isFloat(from);
+    int64_t whole = real ? static_cast<int64_t>(f) : n;
+    switch (to) {
+    case FSDPRT_F64:
+      static_cast<double *>(y)[i] = real ? f : static_cast<double>(n);
+      break;
+    case FSDPRT_F32:
+      static_cast<float *>(y)[i] =
+          real ? static_cast<float>(f) : static_cast<float>(n);
+      break;
+    case FSDPRT_F16:
+    case FSDPRT_BF16:
+      static_cast<uint16_t *>(y)[i] = floatToHalf(
+          real ? static_cast<float>(f) : static_cast<float>(n), to);
+      break;
+    case FSDPRT_I64: static_cast<int64_t *>(y)[i] = whole; break;
+    case FSDPRT_I32:
+      static_cast<int32_t *>(y)[i] = static_cast<int32_t>(whole);
+      break;
+    case FSDPRT_I8: static_cast<int8_t *>(y)[i] = static_cast<int8_t>(whole); break;
+    case FSDPRT_U8:
+      static_cast<uint8_t *>(y)[i] = static_cast<uint8_t>(whole);
+      break;
+    default: // bool
+      static_cast<uint8_t *>(y)[i] = real ? f != 0 : n != 0;
+      break;
+    }
+  }
+};
+
+/// int64 neg and abs, wrapping as the CPU's: -INT64_MIN and
+/// abs(INT64_MIN) are INT64_MIN.
+struct NegAbs64 {
+  bool abs;
+  const int64_t *x;
+  int64_t *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t v = x[i];
+    y[i] = !abs || v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v))
+                         : v;
+  }
+};
+
 enum class Binary { Add, Sub, Mul, Div, Pow };
 
 inline const char *binaryName(Binary op) {
