@@ -369,12 +369,12 @@ TEST(Sessions, TheDeviceIsAnOptionAndUnknownOnesAreNamed) {
 }
 
 TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
-  // relu has a CUDA kernel; add of int64 has none: fake-cuda runs the
+  // relu has a CUDA kernel; a cast to int16 has none: fake-cuda runs the
   // CPU's, fake-cuda:strict refuses it when the session is created, naming
   // the op, as a GPU does.
   PlanBuilder b = reluPlan();
   uint32_t i = b.input("i", I64, {4});
-  b.kernel("add", {i, i}, {b.output("j", I64, {4})}, {}, "n2");
+  b.kernel("cast", {i}, {b.output("j", plan::DType::I16, {4})}, {}, "n2");
   auto bytes = b.finish();
   fsdprt_plan_t *p = nullptr;
   ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
@@ -387,7 +387,7 @@ TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
   s = nullptr;
   o.device = "fake-cuda:strict";
   EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)),
-            "kernel 1 (add at 'n2'): has "
+            "kernel 1 (cast at 'n2'): has "
             "no CUDA kernel yet for these dtypes and shapes (docs/gpu.md "
             "lists the kernels the GPU has); run the plan with device 'cpu'");
   fsdprt_plan_destroy(p);
