@@ -135,6 +135,13 @@ public:
   virtual std::string launch(const KernelFn &kernel) = 0;
   virtual std::unique_ptr<Event> record() = 0;
   virtual void wait(const Event &event) = 0;
+  /// Device time, for a stream whose launches return before their work is
+  /// done (the CUDA backend): an event the device can time, and the
+  /// seconds between two of them once the stream is synchronised. A
+  /// stream that runs its work as it is launched (the CPU) has none
+  /// (nullptr, -1): the host's clock times it.
+  virtual std::unique_ptr<Event> recordTimed() { return nullptr; }
+  virtual double elapsed(const Event &, const Event &) { return -1; }
   /// Waits for everything launched so far; returns the first failure.
   virtual StreamFailure synchronize() = 0;
 };

@@ -103,6 +103,10 @@ public:
         const Tensor &in, const Tensor &out, Reduction reduction,
         const std::string &what, std::string &error) = 0;
   virtual std::string wait(Pending &pending) = 0;
+  /// A completed collective's time on the device (NCCL: between events on
+  /// its stream), once the compute stream is synchronised; -1 where only
+  /// the host's clock knows it (MPI, local groups).
+  virtual double deviceSeconds(const Pending &) { return -1; }
   /// Whether a started collective has completed, without waiting (MPI:
   /// MPI_Test, which also progresses it). A failure is left for `wait`.
   virtual bool test(Pending &pending) = 0;

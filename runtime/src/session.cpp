@@ -735,6 +735,42 @@ fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *s, const char *name,
   });
 }
 
+/// The step's figures from the device's clock (docs/runtime.md,
+/// "Measured overlap"): compute, the sum of the compute kernels' spans;
+/// communication, each collective's device time where the communicator
+/// has it (else the host's), plus the blocking ones; exposed (several
+/// ranks), the step's span less its compute: the time the stream waited,
+/// for collectives and for the host's launches. A span the device cannot
+/// time keeps the host's figures.
+static void deviceTimes(
+    fsdprt_session_t &s, fsdprt::Event *begin, fsdprt::Event *end,
+    const std::vector<std::pair<std::unique_ptr<fsdprt::Event>,
+                                std::unique_ptr<fsdprt::Event>>> &spans,
+    const std::vector<std::pair<std::unique_ptr<fsdprt::Pending>, double>>
+        &finished,
+    double blockingSeconds, double &compute, double &communication,
+    double &exposed) {
+  double busy = 0;
+  for (const auto &[a, b] : spans) {
+    double t = s.stream->elapsed(*a, *b);
+    if (t < 0)
+      return;
+    busy += t;
+  }
+  compute = busy;
+  if (!s.comm)
+    return;
+  double total = blockingSeconds;
+  for (const auto &[pending, host] : finished) {
+    double t = s.comm->deviceSeconds(*pending);
+    total += t >= 0 ? t : host;
+  }
+  communication = total;
+  double step = s.stream->elapsed(*begin, *end);
+  if (step >= 0)
+    exposed = std::max(0.0, step - busy);
+}
+
 fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
   return guarded(__func__, [&]() -> fsdprt_status_t {
     if (!s)
@@ -756,6 +792,29 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       return std::chrono::duration<double>(Clock::now() - t).count();
     };
     double computeSeconds = 0, communicationSeconds = 0, exposedSeconds = 0;
+    // A backend whose launches return before their work is done (CUDA)
+    // times the step on the device instead: each compute kernel between
+    // two events, the whole step between two more, each collective on its
+    // own stream where the communicator can (NCCL). Read once the stream
+    // is synchronised.
+    std::unique_ptr<fsdprt::Event> stepBegin = s->stream->recordTimed();
+    bool deviceTimed = stepBegin != nullptr;
+    std::vector<std::pair<std::unique_ptr<fsdprt::Event>,
+                          std::unique_ptr<fsdprt::Event>>>
+        spans;
+    auto timed = [&](auto &&run) {
+      std::unique_ptr<fsdprt::Event> begin;
+      if (deviceTimed)
+        begin = s->stream->recordTimed();
+      std::string error = run();
+      if (deviceTimed)
+        spans.emplace_back(std::move(begin), s->stream->recordTimed());
+      return error;
+    };
+    // Collectives seen complete, kept until then for their device time;
+    // and the host's figure for each.
+    std::vector<std::pair<std::unique_ptr<fsdprt::Pending>, double>> finished;
+    double blockingSeconds = 0;
     // Multi-rank: collectives start where the plan has them and are waited
     // for only where a kernel depends on them (Kernel.deps) or the next
     // collective starts (the communication stream runs in order), so they
@@ -782,6 +841,8 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       exposedSeconds += since(begin);
       if (!it->second.done)
         communicationSeconds += since(it->second.started);
+      finished.emplace_back(std::move(it->second.pending),
+                            since(it->second.started));
       pending.erase(it);
       return error.empty() ? ""
                            : describeKernel(kernels->Get(j), j) + ": " + error;
@@ -814,7 +875,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       }
       auto start = Clock::now();
       if (error.empty())
-        error = s->stream->replay(*s->graph);
+        error = timed([&] { return s->stream->replay(*s->graph); });
       computeSeconds = since(start);
       if (!error.empty())
         return makeStatus(FSDPRT_INTERNAL, "the step's graph: " + error);
@@ -847,13 +908,17 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
           if (std::string failed = waitFor(dep); !failed.empty())
             return makeStatus(FSDPRT_UNAVAILABLE, failed);
       start = std::chrono::steady_clock::now();
-      error = s->stream->launch(s->kernels[i]);
+      if (k->stream() == 1)
+        error = s->stream->launch(s->kernels[i]);
+      else
+        error = timed([&] { return s->stream->launch(s->kernels[i]); });
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
       if (k->stream() == 1) { // a blocking collective: all of it exposed
         communicationSeconds += seconds;
         exposedSeconds += seconds;
+        blockingSeconds += seconds;
       } else {
         computeSeconds += seconds;
         poll();
@@ -873,10 +938,16 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       return makeStatus(FSDPRT_UNAVAILABLE, error);
     if (!replayed)
       ++s->directRuns;
+    std::unique_ptr<fsdprt::Event> stepEnd =
+        deviceTimed ? s->stream->recordTimed() : nullptr;
     fsdprt::StreamFailure failed = s->stream->synchronize();
     if (!failed.message.empty())
       return makeStatus(failed.data ? FSDPRT_OUT_OF_RANGE : FSDPRT_INTERNAL,
                         failed.message);
+    if (deviceTimed)
+      deviceTimes(*s, stepBegin.get(), stepEnd.get(), spans, finished,
+                  blockingSeconds, computeSeconds, communicationSeconds,
+                  exposedSeconds);
     // The step's new parameters and state, once every kernel has read the
     // old ones.
     if (const auto *updates = s->plan->root->updates())

@@ -268,6 +268,14 @@ public:
   void wait(const Event &event) override {
     backend.dev().wait(*stream, *static_cast<const CudaEvent &>(event).event);
   }
+  std::unique_ptr<Event> recordTimed() override {
+    return std::make_unique<CudaEvent>(backend.dev(),
+                                       backend.dev().recordTimed(*stream));
+  }
+  double elapsed(const Event &a, const Event &b) override {
+    return backend.dev().elapsed(*static_cast<const CudaEvent &>(a).event,
+                                 *static_cast<const CudaEvent &>(b).event);
+  }
   StreamFailure synchronize() override {
     if (std::string error = backend.dev().synchronize(*stream); !error.empty())
       return {error, false};

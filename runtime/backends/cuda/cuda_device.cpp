@@ -186,6 +186,23 @@ public:
     require(cudaEventRecord(e->event, raw(s)), "cudaEventRecord");
     return e;
   }
+  std::unique_ptr<DeviceEvent> recordTimed(DeviceStream &s) override {
+    use();
+    auto e = std::make_unique<CudaEvent>();
+    require(cudaEventCreate(&e->event), "cudaEventCreate");
+    require(cudaEventRecord(e->event, raw(s)), "cudaEventRecord");
+    return e;
+  }
+  double elapsed(const DeviceEvent &a, const DeviceEvent &b) override {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, static_cast<const CudaEvent &>(a).event,
+                             static_cast<const CudaEvent &>(b).event) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return ms / 1e3;
+  }
   void wait(DeviceStream &s, const DeviceEvent &event) override {
     use();
     require(cudaStreamWaitEvent(raw(s), static_cast<const CudaEvent &>(event).event, 0),

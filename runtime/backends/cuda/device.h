@@ -128,6 +128,14 @@ public:
 
   virtual std::unique_ptr<DeviceStream> createStream() = 0;
   virtual std::unique_ptr<DeviceEvent> record(DeviceStream &stream) = 0;
+  /// An event that can be timed (GPU events are made without timing
+  /// otherwise: cheaper), and the seconds between two once both completed.
+  virtual std::unique_ptr<DeviceEvent> recordTimed(DeviceStream &stream) {
+    return record(stream);
+  }
+  virtual double elapsed(const DeviceEvent &, const DeviceEvent &) {
+    return -1;
+  }
   virtual void wait(DeviceStream &stream, const DeviceEvent &event) = 0;
   /// Waits for `stream`'s work: "" or the device's error.
   virtual std::string synchronize(DeviceStream &stream) = 0;

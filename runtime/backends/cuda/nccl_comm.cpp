@@ -11,7 +11,8 @@
 //  - Streams: collectives run on a high-priority stream of their own.
 //    A collective starts after an event recorded on the compute stream
 //    (everything the plan computed before it). Its wait is an event the
-//    compute stream waits for, so the host never blocks on it.
+//    compute stream waits for, so the host never blocks on it. Timed
+//    events around it on its stream give its device time (deviceSeconds).
 //  - Deadlines: a watchdog thread asks each collective's event whether it
 //    finished. When one outruns the deadline, it aborts every communicator
 //    (ncclCommAbort), and every later call fails with its message, naming
@@ -42,11 +43,14 @@ int deviceOrdinal(const Device &device);          // cuda_device.cpp
 namespace {
 
 struct NcclPending : Pending {
-  cudaEvent_t done = nullptr;
+  /// On the collective's stream: when it could start (after the compute
+  /// before it) and when it ended; timed, for deviceSeconds.
+  cudaEvent_t begun = nullptr, done = nullptr;
   std::string what;
   ~NcclPending() override {
-    if (done)
-      cudaEventDestroy(done);
+    for (cudaEvent_t e : {begun, done})
+      if (e)
+        cudaEventDestroy(e);
   }
 };
 
@@ -159,7 +163,9 @@ public:
     // After everything the compute stream has before it.
     if (cudaEventRecord(ready, compute) != cudaSuccess ||
         cudaStreamWaitEvent(stream, ready, 0) != cudaSuccess ||
-        cudaEventCreateWithFlags(&pending->done, cudaEventDisableTiming) != cudaSuccess) {
+        cudaEventCreate(&pending->begun) != cudaSuccess ||
+        cudaEventCreate(&pending->done) != cudaSuccess ||
+        cudaEventRecord(pending->begun, stream) != cudaSuccess) {
       error = what + " on rank " + std::to_string(rank_) + ": " +
               cudaGetErrorString(cudaGetLastError());
       return nullptr;
@@ -193,6 +199,17 @@ public:
       return pending.what + " on rank " + std::to_string(rank_) + ": " +
              cudaGetErrorString(cudaGetLastError());
     return "";
+  }
+
+  double deviceSeconds(const Pending &base) override {
+    const auto &pending = static_cast<const NcclPending &>(base);
+    float ms = 0;
+    cudaSetDevice(ordinal);
+    if (cudaEventElapsedTime(&ms, pending.begun, pending.done) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return ms / 1e3;
   }
 
   bool test(Pending &base) override {
