@@ -25,6 +25,12 @@ def GradientOpInterface : OpInterface<"GradientOpInterface"> {
     For example, `%y = onnx.Mul(%a, %b)` with cotangent `%g` gives
     `onnx.Mul(%g, %b)` to `%a` and `onnx.Mul(%g, %a)` to `%b` (each summed
     over the dimensions broadcasting stretched), but only to the active ones.
+
+    The rules are external models in `lib/Dialect/FSDP/Transforms/Gradients`,
+    one `backward(XOp, GradientContext &)` per op in its family's file,
+    which attaches it with `attachGradient<XOp, backward>`; every
+    `ViewLikeOpInterface` op of the onnx and fsdp dialects gets the view
+    rule (a reshape back to its source's shape).
   }];
   let cppNamespace = "::mlir::fsdp";
 
