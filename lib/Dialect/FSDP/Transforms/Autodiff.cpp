@@ -61,7 +61,7 @@ std::optional<double> constantScalar(Value value) {
 /// One function's differentiation. The sweep is here; each op's rule is
 /// its GradientOpInterface (Gradients/), which reaches the sweep's state
 /// through this class as its GradientContext.
-class Autodiff : public mlir::fsdp::GradientContext {
+class Autodiff final : public mlir::fsdp::GradientContext {
 public:
   Autodiff(func::FuncOp func, ModuleOp module,
            mlir::fsdp::AutodiffOptions options)
