@@ -2,7 +2,8 @@
 # generated from ODS (and the C API reference from fsdprt.h). Run with
 # -DGENERATED=<dir> -DCOMMITTED=<dir>.
 set(stale "")
-foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md fsdprt-api.md)
+foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md FSDPInterfaces.md
+             fsdprt-api.md)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files --ignore-eol
                           ${GENERATED}/${page} ${COMMITTED}/${page}
                   RESULT_VARIABLE differs)

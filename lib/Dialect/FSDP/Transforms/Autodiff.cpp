@@ -3,20 +3,24 @@
 /// The classic reverse sweep on SSA: values that depend on a trainable
 /// parameter are "active"; walking the forward ops backwards, each active
 /// op turns the cotangent of its results into cotangents of its active
-/// operands (summed when a value has several uses). Backward ops are built
-/// from the same onnx ops as the forward, so every later pass (fuse,
-/// lowering, memory planning) and the runtime treat them like any other.
+/// operands (summed when a value has several uses). That turn is the op's
+/// GradientOpInterface rule (Gradients/, one function per op); this file
+/// owns the sweep: activity, order, accumulation and checkpointing.
+/// Backward ops are built from the same onnx ops as the forward, so every
+/// later pass (fuse, lowering, memory planning) and the runtime treat them
+/// like any other.
 //
 //===----------------------------------------------------------------------===//
 
 #include "AttentionChain.h"
+#include "Gradients/Gradients.h"
 #include "OnnxBuilder.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/IR/GradientOpInterface.h"
 #include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
-#include "fsdp/Support/JSON.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -25,13 +29,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Regex.h"
-
-#include <algorithm>
-#include <numeric>
-#include <type_traits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_AUTODIFF
@@ -60,7 +58,10 @@ std::optional<double> constantScalar(Value value) {
                               : double(v.getSExtValue());
 }
 
-class Autodiff {
+/// One function's differentiation. The sweep is here; each op's rule is
+/// its GradientOpInterface (Gradients/), which reaches the sweep's state
+/// through this class as its GradientContext.
+class Autodiff final : public mlir::fsdp::GradientContext {
 public:
   Autodiff(func::FuncOp func, ModuleOp module,
            mlir::fsdp::AutodiffOptions options)
@@ -68,24 +69,35 @@ public:
 
   LogicalResult run();
 
-private:
-  /// Adds `g` to the cotangent of `value`.
-  void accumulate(Value value, Value g) {
+  Value getCotangent(Value value) const override {
+    return cotangents.lookup(value);
+  }
+  bool isActive(Value value) const override {
+    return activeValues.contains(value);
+  }
+  void accumulate(Value value, Value g) override {
     auto [it, inserted] = cotangents.try_emplace(value, g);
     if (!inserted) {
       OnnxBuilder bb(*builder, value.getLoc());
       it->second = bb.add(it->second, g);
     }
   }
-  bool active(Value value) const { return activeValues.contains(value); }
+  OpBuilder &getBuilder() override { return *builder; }
+
+private:
+  bool active(Value value) const { return isActive(value); }
   LogicalResult attachLoss();
   LogicalResult prepare();
   FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
   void fuseAttention();
   void countBatch(BatchNormalizationOp norm, OnnxBuilder &bb);
-  LogicalResult backward(Operation *op, Value g);
-  FailureOr<Value> withoutPaddingRow(GatherOp gather, Value grad);
+  SmallVector<mlir::fsdp::ParamOp>
+  markActive(llvm::StringMap<SmallVector<Value>> &reads);
+  LogicalResult differentiate(Operation *op);
+  LogicalResult sweep(func::ReturnOp ret);
+  void returnGradients(func::ReturnOp ret, ArrayRef<mlir::fsdp::ParamOp> params,
+                       const llvm::StringMap<SmallVector<Value>> &reads);
 
   func::FuncOp func;
   ModuleOp module;
@@ -95,9 +107,6 @@ private:
   DenseMap<Value, Value> cotangents;
   /// New values of buffers (BatchNorm's running statistics), in op order.
   SmallVector<std::pair<FlatSymbolRefAttr, Value>> updates;
-  /// nn.Embedding(padding_idx) from the frontend's metadata: weight FQN ->
-  /// (embedding module FQN, padding row); read on the first Gather.
-  std::optional<llvm::StringMap<std::pair<std::string, int64_t>>> paddingRows;
 };
 
 /// `--loss=cross-entropy`: the model returns logits [..., classes]; the
@@ -365,567 +374,6 @@ void Autodiff::fuseAttention() {
   }
 }
 
-LogicalResult Autodiff::backward(Operation *op, Value g) {
-  OnnxBuilder bb(*builder, op->getLoc());
-  auto operand = [&](unsigned i) { return op->getOperand(i); };
-  auto give = [&](unsigned i, Value grad) {
-    if (active(operand(i)))
-      accumulate(operand(i), bb.sumTo(grad, typeOf(operand(i))));
-  };
-  Value y = op->getResult(0);
-  Type yt = y.getType();
-  Type element = typeOf(y).getElementType();
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<AddOp>([&](auto) {
-        give(0, g);
-        give(1, g);
-        return success();
-      })
-      .Case<SubOp>([&](auto) {
-        give(0, g);
-        if (active(operand(1)))
-          give(1, bb.op<NegOp>(yt, {g}));
-        return success();
-      })
-      .Case<MulOp>([&](auto) {
-        if (active(operand(0)))
-          give(0, bb.mul(g, operand(1), yt));
-        if (active(operand(1)))
-          give(1, bb.mul(g, operand(0), yt));
-        return success();
-      })
-      .Case<DivOp>([&](auto) {
-        if (active(operand(0)))
-          give(0, bb.op<DivOp>(yt, {g, operand(1)}));
-        if (active(operand(1))) // -g * y / b
-          give(1, bb.op<NegOp>(
-                      yt, {bb.op<DivOp>(yt, {bb.mul(g, y, yt), operand(1)})}));
-        return success();
-      })
-      .Case<NegOp>([&](auto) {
-        give(0, bb.op<NegOp>(yt, {g}));
-        return success();
-      })
-      .Case<ReluOp>([&](auto) {
-        auto mask =
-            RankedTensorType::get(typeOf(y).getShape(), bb.b.getI1Type());
-        Value positive =
-            bb.op<GreaterOp>(mask, {operand(0), bb.scalar(0, element)});
-        give(0, bb.op<WhereOp>(yt, {positive, g, bb.scalar(0, element)}));
-        return success();
-      })
-      .Case<TanhOp>([&](auto) { // g * (1 - y^2)
-        Value oneMinus =
-            bb.op<SubOp>(yt, {bb.scalar(1, element), bb.mul(y, y, yt)});
-        give(0, bb.mul(g, oneMinus, yt));
-        return success();
-      })
-      .Case<SigmoidOp>([&](auto) { // g * y * (1 - y)
-        Value oneMinus = bb.op<SubOp>(yt, {bb.scalar(1, element), y});
-        give(0, bb.mul(bb.mul(g, y, yt), oneMinus, yt));
-        return success();
-      })
-      .Case<LogOp>([&](auto) {
-        give(0, bb.op<DivOp>(yt, {g, operand(0)}));
-        return success();
-      })
-      .Case<AbsOp>([&](auto) { // g * sign(x), 0 at 0 (as torch)
-        Value x = operand(0), zero = bb.scalar(0, element);
-        auto mask =
-            RankedTensorType::get(typeOf(y).getShape(), bb.b.getI1Type());
-        Value negative = bb.op<WhereOp>(
-            yt, {bb.op<LessOp>(mask, {x, zero}), bb.op<NegOp>(yt, {g}), zero});
-        give(0, bb.op<WhereOp>(
-                    yt, {bb.op<GreaterOp>(mask, {x, zero}), g, negative}));
-        return success();
-      })
-      .Case<CastOp>([&](CastOp) -> LogicalResult {
-        // Between float types: the cotangent cast back (ONNX's type codes).
-        Type from = typeOf(operand(0)).getElementType();
-        if (from == element) {
-          give(0, g);
-          return success();
-        }
-        int64_t code = from.isF32()    ? 1
-                       : from.isF16()  ? 10
-                       : from.isF64()  ? 11
-                       : from.isBF16() ? 16
-                                       : 0;
-        if (!code || !isa<FloatType>(element))
-          return op->emitOpError("fsdp-autodiff: only casts between float "
-                                 "types have a gradient rule");
-        give(0, bb.op<CastOp>(
-                    operand(0).getType(), {g},
-                    {bb.b.getNamedAttr("to", bb.b.getI64IntegerAttr(code))}));
-        return success();
-      })
-      .Case<SumOp>([&](auto) {
-        for (unsigned i = 0; i < op->getNumOperands(); ++i)
-          give(i, g);
-        return success();
-      })
-      .Case<ExpOp>([&](auto) {
-        give(0, bb.mul(g, y, yt));
-        return success();
-      })
-      .Case<ViewLikeOpInterface>([&](auto) {
-        give(0, bb.reshape(g, typeOf(operand(0))));
-        return success();
-      })
-      .Case<TransposeOp>([&](TransposeOp t) {
-        int64_t rank = typeOf(operand(0)).getRank();
-        SmallVector<int64_t> perm = t.getPermOrDefault();
-        SmallVector<int64_t> inverse(rank);
-        for (int64_t i = 0; i < rank; ++i)
-          inverse[perm[i]] = i;
-        give(0, bb.transpose(g, inverse));
-        return success();
-      })
-      .Case<MatMulOp>([&](MatMulOp) {
-        // dA = g @ B^T, dB = A^T @ g, summed over broadcast batch dims. A
-        // 1-D A is a [1, K] matrix and a 1-D B a [K, 1] one, as in numpy;
-        // the product drops those dims, so g gets them back first.
-        Value a = operand(0), b = operand(1);
-        auto aType = typeOf(a), bType = typeOf(b);
-        SmallVector<int64_t> gShape(typeOf(g).getShape());
-        if (bType.getRank() == 1)
-          gShape.push_back(1);
-        if (aType.getRank() == 1)
-          gShape.insert(gShape.end() - 1, 1);
-        auto promote = [&](Value v, ArrayRef<int64_t> shape) {
-          return bb.reshape(v, RankedTensorType::get(shape, element));
-        };
-        Value a2 =
-            aType.getRank() == 1 ? promote(a, {1, aType.getDimSize(0)}) : a;
-        Value b2 =
-            bType.getRank() == 1 ? promote(b, {bType.getDimSize(0), 1}) : b;
-        Value g2 = promote(g, gShape);
-        if (active(a)) {
-          SmallVector<int64_t> shape(gShape);
-          shape.back() = typeOf(a2).getShape().back();
-          Value d = bb.op<MatMulOp>(RankedTensorType::get(shape, element),
-                                    {g2, bb.swapLast(b2)});
-          give(0, bb.reshape(bb.sumTo(d, typeOf(a2)), aType));
-        }
-        if (active(b) && typeOf(b2).getRank() == 2 &&
-            typeOf(a2).getRank() > 2) {
-          // One B for every batch element (a Linear's weight): the batch
-          // folds into the contraction, dB = A'^T g' with A' = [rows, K],
-          // never a per-element [.., K, N] product summed afterwards.
-          int64_t k = typeOf(a2).getShape().back(), n = gShape.back();
-          int64_t rows = typeOf(a2).getNumElements() / std::max<int64_t>(k, 1);
-          Value aRows = promote(a2, {rows, k});
-          Value gRows = promote(g2, {rows, n});
-          Value d = bb.op<MatMulOp>(RankedTensorType::get({k, n}, element),
-                                    {bb.transpose(aRows, {1, 0}), gRows});
-          give(1, bb.reshape(d, bType));
-        } else if (active(b)) {
-          SmallVector<int64_t> shape(gShape);
-          shape[shape.size() - 2] = typeOf(b2).getShape().drop_back().back();
-          Value d = bb.op<MatMulOp>(RankedTensorType::get(shape, element),
-                                    {bb.swapLast(a2), g2});
-          give(1, bb.reshape(bb.sumTo(d, typeOf(b2)), bType));
-        }
-        return success();
-      })
-      .Case<GemmOp>([&](GemmOp gemm) -> LogicalResult {
-        // Y = alpha * op(A) op(B) + beta * C.
-        double alpha = gemm.getAlpha().convertToDouble();
-        Value ga = g;
-        if (alpha != 1.0)
-          ga = bb.mul(g, bb.scalar(alpha, element), yt);
-        Value a = operand(0), b = operand(1);
-        Value opA = gemm.getTransA() ? bb.transpose(a, {1, 0}) : a;
-        Value opB = gemm.getTransB() ? bb.transpose(b, {1, 0}) : b;
-        if (active(a)) { // d op(A) = g op(B)^T
-          Value d =
-              bb.op<MatMulOp>(typeOf(opA), {ga, bb.transpose(opB, {1, 0})});
-          give(0, gemm.getTransA() ? bb.transpose(d, {1, 0}) : d);
-        }
-        if (active(b)) { // d op(B) = op(A)^T g
-          Value d =
-              bb.op<MatMulOp>(typeOf(opB), {bb.transpose(opA, {1, 0}), ga});
-          give(1, gemm.getTransB() ? bb.transpose(d, {1, 0}) : d);
-        }
-        if (!isa<NoneType>(operand(2).getType()) && active(operand(2))) {
-          double beta = gemm.getBeta().convertToDouble();
-          give(2, beta == 1.0 ? g : bb.mul(g, bb.scalar(beta, element), yt));
-        }
-        return success();
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *)
-                                                        -> LogicalResult {
-        // Broadcast g back over the reduced axes (divided by the count for
-        // a mean; for a max, shared evenly by the maximal elements, as
-        // torch's amax).
-        auto in = typeOf(operand(0));
-        SmallVector<int64_t> axes;
-        if (auto mean = dyn_cast<ReduceMeanOp>(op)) {
-          if (mean.getAxes())
-            axes.assign(mean.getAxes()->begin(), mean.getAxes()->end());
-        } else if (auto max = dyn_cast<ReduceMaxOp>(op)) {
-          if (max.getAxes())
-            axes.assign(max.getAxes()->begin(), max.getAxes()->end());
-        } else {
-          auto sum = cast<ReduceSumOp>(op);
-          DenseIntElementsAttr attr;
-          if (!isa<NoneType>(sum.getAxes().getType())) {
-            auto constant = sum.getAxes().getDefiningOp<ConstantOp>();
-            auto dense =
-                constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
-                         : nullptr;
-            if (!dense)
-              return op->emitOpError(
-                  "fsdp-autodiff: ReduceSum axes must be constant");
-            for (const APInt &v : dense.getValues<APInt>())
-              axes.push_back(v.getSExtValue());
-          }
-        }
-        if (axes.empty())
-          for (int64_t i = 0; i < in.getRank(); ++i)
-            axes.push_back(i);
-        SmallVector<int64_t> kept(in.getShape());
-        int64_t count = 1;
-        for (int64_t &axis : axes) {
-          if (axis < 0)
-            axis += in.getRank();
-          count *= in.getDimSize(axis);
-          kept[axis] = 1;
-        }
-        auto keptType = RankedTensorType::get(kept, element);
-        Value gk = bb.reshape(g, keptType);
-        if (isa<ReduceMeanOp>(op))
-          gk = bb.mul(gk, bb.scalar(1.0 / count, element), gk.getType());
-        if (isa<ReduceMaxOp>(op)) {
-          Value zero = bb.scalar(0, element);
-          Value isMax = bb.op<EqualOp>(
-              RankedTensorType::get(in.getShape(), bb.b.getI1Type()),
-              {operand(0), bb.reshape(y, keptType)});
-          Value ties = bb.reduce<ReduceSumOp>(
-              bb.op<WhereOp>(in, {isMax, bb.scalar(1, element), zero}), axes);
-          give(0, bb.op<WhereOp>(
-                      in, {isMax, bb.op<DivOp>(keptType, {gk, ties}), zero}));
-          return success();
-        }
-        give(0, bb.op<ExpandOp>(in, {gk, bb.ints(in.getShape())}));
-        return success();
-      })
-      .Case<SoftmaxOp>([&](SoftmaxOp softmax) {
-        // dx = y * (g - sum(g * y, axis))
-        int64_t axis = softmax.getAxis();
-        if (axis < 0)
-          axis += typeOf(y).getRank();
-        SmallVector<int64_t> kept(typeOf(y).getShape());
-        kept[axis] = 1;
-        Value gy = bb.mul(g, y, yt);
-        Value sum = bb.op<ReduceSumOp>(
-            RankedTensorType::get(kept, element), {gy, bb.ints({axis})},
-            {bb.b.getNamedAttr("keepdims", bb.b.getI64IntegerAttr(1))});
-        give(0, bb.mul(y, bb.op<SubOp>(yt, {g, sum}), yt));
-        return success();
-      })
-      .Case<SoftmaxCrossEntropyLossOp>([&](SoftmaxCrossEntropyLossOp loss)
-                                           -> LogicalResult {
-        if (active(loss.getLabels()))
-          return op->emitOpError(
-              "fsdp-autodiff: labels cannot be differentiated");
-        if (active(loss.getWeights()))
-          return op->emitOpError(
-              "fsdp-autodiff: class weights cannot be differentiated");
-        if (op->getNumResults() > 1 && !op->getResult(1).use_empty())
-          return op->emitOpError(
-              "fsdp-autodiff: SoftmaxCrossEntropyLoss's log_prob "
-              "output has no gradient rule");
-        SmallVector<NamedAttribute> attrs = {bb.b.getNamedAttr(
-            "reduction", bb.b.getStringAttr(loss.getReduction()))};
-        if (loss.getIgnoreIndex())
-          attrs.push_back(bb.b.getNamedAttr(
-              "ignore_index", bb.b.getI64IntegerAttr(*loss.getIgnoreIndex())));
-        SmallVector<Value> operands = {loss.getScores(), loss.getLabels(), g};
-        if (!isa<NoneType>(loss.getWeights().getType()))
-          operands.push_back(loss.getWeights());
-        give(0, bb.op<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
-                    loss.getScores().getType(), operands, attrs));
-        return success();
-      })
-      .Case<GatherOp>([&](GatherOp gather) -> LogicalResult {
-        if (active(gather.getIndices()))
-          return op->emitOpError(
-              "fsdp-autodiff: indices cannot be differentiated");
-        int64_t axis = gather.getAxis();
-        if (axis < 0)
-          axis += typeOf(gather.getData()).getRank();
-        FailureOr<Value> grad = withoutPaddingRow(
-            gather,
-            bb.op<mlir::fsdp::GatherGradOp>(
-                gather.getData().getType(), {g, gather.getIndices()},
-                {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))}));
-        if (failed(grad))
-          return failure();
-        give(0, *grad);
-        return success();
-      })
-      .Case<LayerNormalizationOp>([&](LayerNormalizationOp norm) {
-        // Recompute the statistics, then
-        // dx = rstd * (gs - mean(gs) - xhat * mean(gs * xhat)), gs = g * scale.
-        Value x = norm.getX(), scale = norm.getScale();
-        int64_t rank = typeOf(x).getRank(), axis = norm.getAxis();
-        if (axis < 0)
-          axis += rank;
-        SmallVector<int64_t> axes;
-        for (int64_t i = axis; i < rank; ++i)
-          axes.push_back(i);
-        Type xt = x.getType();
-        Value mean = bb.reduce<ReduceMeanOp>(x, axes);
-        Value centered = bb.op<SubOp>(xt, {x, mean});
-        Value var =
-            bb.reduce<ReduceMeanOp>(bb.mul(centered, centered, xt), axes);
-        Value eps = bb.scalar(norm.getEpsilon().convertToDouble(), element);
-        Value rstd = bb.op<ReciprocalOp>(
-            var.getType(),
-            {bb.op<SqrtOp>(var.getType(),
-                           {bb.op<AddOp>(var.getType(), {var, eps})})});
-        Value xhat = bb.mul(centered, rstd, xt);
-        if (active(x)) {
-          Value gs = bb.mul(g, scale, xt);
-          Value a = bb.reduce<ReduceMeanOp>(gs, axes);
-          Value c = bb.reduce<ReduceMeanOp>(bb.mul(gs, xhat, xt), axes);
-          Value inner = bb.op<SubOp>(
-              xt, {bb.op<SubOp>(xt, {gs, a}), bb.mul(xhat, c, xt)});
-          give(0, bb.mul(rstd, inner, xt));
-        }
-        if (active(scale))
-          give(1, bb.mul(g, xhat, xt));
-        if (!isa<NoneType>(norm.getB().getType()) && active(norm.getB()))
-          give(2, g);
-        return success();
-      })
-      .Case<WhereOp>([&](WhereOp where) {
-        Value zero = bb.scalar(0, element);
-        if (active(operand(1)))
-          give(1, bb.op<WhereOp>(yt, {where.getCondition(), g, zero}));
-        if (active(operand(2)))
-          give(2, bb.op<WhereOp>(yt, {where.getCondition(), zero, g}));
-        return success();
-      })
-      .Case<ConcatOp>([&](ConcatOp concat) {
-        int64_t axis = concat.getAxis();
-        int64_t rank = typeOf(y).getRank();
-        if (axis < 0)
-          axis += rank;
-        int64_t offset = 0;
-        for (auto [i, input] : llvm::enumerate(concat.getInputs())) {
-          int64_t size = typeOf(input).getDimSize(axis);
-          if (active(input))
-            give(i,
-                 bb.op<SliceOp>(input.getType(),
-                                {g, bb.ints({offset}), bb.ints({offset + size}),
-                                 bb.ints({axis}), bb.ints({1})}));
-          offset += size;
-        }
-        return success();
-      })
-      .Case<SliceOp>([&](SliceOp slice) -> LogicalResult {
-        // Per sliced axis, g goes back to the positions it was read from:
-        // padded with zeros for step 1, scattered (fsdp.gather_grad with
-        // the constant positions) for any other step.
-        auto constants = [&](Value v) -> std::optional<SmallVector<int64_t>> {
-          auto constant = v.getDefiningOp<ConstantOp>();
-          auto dense = constant
-                           ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
-                           : nullptr;
-          if (!dense)
-            return std::nullopt;
-          SmallVector<int64_t> values;
-          for (const APInt &value : dense.getValues<APInt>())
-            values.push_back(value.getSExtValue());
-          return values;
-        };
-        auto starts = constants(slice.getStarts());
-        auto in = typeOf(slice.getData());
-        int64_t rank = in.getRank();
-        std::optional<SmallVector<int64_t>> axes = SmallVector<int64_t>();
-        if (isa<NoneType>(slice.getAxes().getType()))
-          for (int64_t i = 0;
-               starts && i < static_cast<int64_t>(starts->size()); ++i)
-            axes->push_back(i);
-        else
-          axes = constants(slice.getAxes());
-        std::optional<SmallVector<int64_t>> steps;
-        if (isa<NoneType>(slice.getSteps().getType()))
-          steps = SmallVector<int64_t>(axes ? axes->size() : 0, 1);
-        else
-          steps = constants(slice.getSteps());
-        if (!starts || !axes || !steps || axes->size() != starts->size() ||
-            steps->size() != starts->size() || llvm::is_contained(*steps, 0))
-          return op->emitOpError("fsdp-autodiff: only Slices with constant "
-                                 "starts, axes and steps have a gradient rule");
-        Value grad = g;
-        for (auto [axisValue, startValue, step] :
-             llvm::zip(*axes, *starts, *steps)) {
-          int64_t axis = axisValue < 0 ? axisValue + rank : axisValue;
-          int64_t dim = in.getDimSize(axis);
-          int64_t size = typeOf(y).getDimSize(axis);
-          // ONNX clamps starts to [0, dim] ([0, dim - 1] going backwards).
-          int64_t start = startValue < 0 ? startValue + dim : startValue;
-          start = std::clamp<int64_t>(start, 0, step > 0 ? dim : dim - 1);
-          if (step == 1) {
-            grad = bb.padAxis(grad, axis, start, dim - start - size);
-            continue;
-          }
-          SmallVector<int64_t> positions, shape(typeOf(grad).getShape());
-          for (int64_t k = 0; k < size; ++k)
-            positions.push_back(start + k * step);
-          shape[axis] = dim;
-          grad = bb.op<mlir::fsdp::GatherGradOp>(
-              RankedTensorType::get(shape, element), {grad, bb.ints(positions)},
-              {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))});
-        }
-        give(0, grad);
-        return success();
-      })
-      .Case<ErfOp>([&](auto) { // g * 2/sqrt(pi) * exp(-x^2)
-        Value x = operand(0);
-        Value e = bb.op<ExpOp>(yt, {bb.op<NegOp>(yt, {bb.mul(x, x, yt)})});
-        give(0, bb.mul(g, bb.mul(e, bb.scalar(1.1283791670955126, element), yt),
-                       yt));
-        return success();
-      })
-      .Case<PowOp>([&](PowOp pow) -> LogicalResult {
-        auto constant = pow.getB().getDefiningOp<ConstantOp>();
-        auto dense = constant
-                         ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
-                         : nullptr;
-        if (!dense || dense.getNumElements() != 1 || active(pow.getB()))
-          return op->emitOpError("fsdp-autodiff: only Pow by a constant scalar "
-                                 "has a gradient rule yet");
-        double c = (*dense.getValues<APFloat>().begin()).convertToDouble();
-        Value x = operand(0);
-        Value d = c == 2.0
-                      ? x
-                      : bb.op<PowOp>(typeOf(x), {x, bb.scalar(c - 1, element)});
-        give(0, bb.mul(g, bb.mul(d, bb.scalar(c, element), typeOf(x)), yt));
-        return success();
-      })
-      .Case<SqrtOp>([&](auto) { // g / (2 y)
-        give(0, bb.op<DivOp>(yt, {g, bb.mul(y, bb.scalar(2, element), yt)}));
-        return success();
-      })
-      .Case<ReciprocalOp>([&](auto) { // -g y^2
-        give(0, bb.op<NegOp>(yt, {bb.mul(g, bb.mul(y, y, yt), yt)}));
-        return success();
-      })
-      .Case<ExpandOp>([&](auto) {
-        give(0, g);
-        return success();
-      })
-      .Case<LogSoftmaxOp>([&](LogSoftmaxOp softmax) { // g - exp(y) sum(g)
-        int64_t axis = softmax.getAxis();
-        if (axis < 0)
-          axis += typeOf(y).getRank();
-        Value sum = bb.reduce<ReduceSumOp>(g, {axis});
-        give(0, bb.op<SubOp>(yt, {g, bb.mul(bb.op<ExpOp>(yt, {y}), sum, yt)}));
-        return success();
-      })
-      .Case<ConvOp>([&](ConvOp conv) -> LogicalResult {
-        if (conv.getAutoPad() != "NOTSET")
-          return op->emitOpError("fsdp-autodiff: Conv with auto_pad has no "
-                                 "gradient rule; export with explicit pads");
-        SmallVector<NamedAttribute> window = {
-            bb.b.getNamedAttr("strides", bb.b.getDenseI64ArrayAttr(
-                                             conv.getStridesOrDefault())),
-            bb.b.getNamedAttr(
-                "pads", bb.b.getDenseI64ArrayAttr(conv.getPadsOrDefault())),
-            bb.b.getNamedAttr("dilations", bb.b.getDenseI64ArrayAttr(
-                                               conv.getDilationsOrDefault())),
-            bb.b.getNamedAttr("group",
-                              bb.b.getI64IntegerAttr(conv.getGroup()))};
-        if (active(conv.getX()))
-          give(0, bb.op<mlir::fsdp::ConvGradInputOp>(conv.getX().getType(),
-                                                     {g, conv.getW()}, window));
-        if (active(conv.getW()))
-          give(1, bb.op<mlir::fsdp::ConvGradWeightOp>(
-                      conv.getW().getType(), {conv.getX(), g}, window));
-        if (!isa<NoneType>(conv.getB().getType()) && active(conv.getB())) {
-          SmallVector<int64_t> axes = {0};
-          for (int64_t i = 0; i < conv.getSpatialRank(); ++i)
-            axes.push_back(2 + i);
-          give(2, bb.reshape(bb.reduce<ReduceSumOp>(g, axes),
-                             typeOf(conv.getB())));
-        }
-        return success();
-      })
-      .Case<MaxPoolOp, AveragePoolOp>([&](auto pool) -> LogicalResult {
-        Value x = operand(0);
-        if (typeOf(x).getRank() != 4 || pool.getAutoPad() != "NOTSET")
-          return op->emitOpError("fsdp-autodiff: only 2-D pooling with "
-                                 "explicit pads has a gradient rule");
-        bool max = isa<MaxPoolOp>(op);
-        if (max && pool.getStorageOrder() != 0)
-          return op->emitOpError("fsdp-autodiff: MaxPool storage_order 1 has "
-                                 "no gradient rule");
-        auto b = bb.b;
-        give(
-            0,
-            bb.op<mlir::fsdp::PoolGradOp>(
-                x.getType(), {x, g},
-                {b.getNamedAttr("mode",
-                                b.getStringAttr(max ? "max" : "average")),
-                 b.getNamedAttr("kernel_shape",
-                                b.getDenseI64ArrayAttr(pool.getKernelShape())),
-                 b.getNamedAttr("strides", b.getDenseI64ArrayAttr(
-                                               pool.getStridesOrDefault())),
-                 b.getNamedAttr(
-                     "pads", b.getDenseI64ArrayAttr(pool.getPadsOrDefault())),
-                 b.getNamedAttr("dilations", b.getDenseI64ArrayAttr(
-                                                 pool.getDilationsOrDefault())),
-                 b.getNamedAttr("ceil_mode",
-                                b.getI64IntegerAttr(pool.getCeilMode())),
-                 b.getNamedAttr(
-                     "count_include_pad",
-                     b.getI64IntegerAttr(pool.getCountIncludePad()))}));
-        return success();
-      })
-      .Case<GlobalAveragePoolOp>([&](auto) { // g / |spatial|, spread out
-        auto in = typeOf(operand(0));
-        int64_t count =
-            in.getNumElements() / (in.getDimSize(0) * in.getDimSize(1));
-        Value scaled = bb.mul(g, bb.scalar(1.0 / count, element), yt);
-        give(0, bb.op<ExpandOp>(in, {scaled, bb.ints(in.getShape())}));
-        return success();
-      })
-      .Case<mlir::fsdp::AttentionOp>(
-          [&](mlir::fsdp::AttentionOp attention) -> LogicalResult {
-            if (!attention.getLse())
-              return op->emitOpError(
-                  "fsdp-autodiff: fsdp.attention needs its lse result to be "
-                  "differentiated");
-            if (attention.getMask() && active(attention.getMask()))
-              return op->emitOpError("fsdp-autodiff: fsdp.attention gives "
-                                     "its mask no gradient, but the mask "
-                                     "depends on a trainable parameter");
-            auto grad = bb.b.create<mlir::fsdp::AttentionGradOp>(
-                op->getLoc(),
-                TypeRange{attention.getQuery().getType(),
-                          attention.getKeyT().getType(),
-                          attention.getValue().getType()},
-                attention.getQuery(), attention.getKeyT(), attention.getValue(),
-                attention.getMask(), attention.getOutput(), attention.getLse(),
-                g, attention.getScaleAttr(), attention.getMaskKindAttr(),
-                attention.getFillValueAttr());
-            give(0, grad.getGradQuery());
-            give(1, grad.getGradKeyT());
-            give(2, grad.getGradValue());
-            return success();
-          })
-      .Default([&](Operation *) {
-        return op->emitOpError()
-               << "fsdp-autodiff: no gradient rule for '"
-               << op->getName().getStringRef()
-               << "' on the path from a trainable parameter to the loss";
-      });
-}
-
 LogicalResult Autodiff::run() {
   if (failed(attachLoss()))
     return failure();
@@ -941,15 +389,36 @@ LogicalResult Autodiff::run() {
            << func.getResultTypes()[0];
   if (failed(prepare()))
     return failure();
+  llvm::StringMap<SmallVector<Value>> reads;
+  SmallVector<mlir::fsdp::ParamOp> params = markActive(reads);
+  if (options.fuseAttention)
+    fuseAttention();
 
-  // Trainable parameters, in declaration order, and their reads.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  OpBuilder b(ret);
+  builder = &b;
+  Value loss = ret.getOperand(0);
+  if (active(loss)) {
+    OnnxBuilder bb(b, func.getLoc());
+    cotangents[loss] =
+        bb.reshape(bb.scalar(1.0, lossType.getElementType()), lossType);
+  }
+  if (failed(sweep(ret)))
+    return failure();
+  returnGradients(ret, params, reads);
+  return success();
+}
+
+/// The trainable parameters, in declaration order. Their reads (collected
+/// in `reads`) are active, and so is every float value computed from an
+/// active one (integers and masks carry no cotangent).
+SmallVector<mlir::fsdp::ParamOp>
+Autodiff::markActive(llvm::StringMap<SmallVector<Value>> &reads) {
   SmallVector<mlir::fsdp::ParamOp> params;
   for (auto param : module.getOps<mlir::fsdp::ParamOp>())
     if (!param.getFrozen())
       params.push_back(param);
-  llvm::StringMap<SmallVector<Value>> reads;
-  Block &body = func.getBody().front();
-  for (Operation &op : body) {
+  for (Operation &op : func.getBody().front()) {
     if (auto get = dyn_cast<mlir::fsdp::GetParamOp>(op)) {
       auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(get.getParamAttr());
       if (param && !param.getFrozen()) {
@@ -962,23 +431,47 @@ LogicalResult Autodiff::run() {
       for (Value result : op.getResults())
         if (auto type = dyn_cast<RankedTensorType>(result.getType());
             type && isa<FloatType>(type.getElementType()))
-          activeValues.insert(result); // integers and masks carry none
+          activeValues.insert(result);
   }
+  return params;
+}
 
-  if (options.fuseAttention)
-    fuseAttention();
+/// Whether the sweep runs `op`'s rule: when its first result has a
+/// cotangent (or any result, for a rule that differentiates every result).
+/// Fails for an op whose other results are active and used, which no such
+/// rule reads.
+FailureOr<bool> reached(Operation *op, const Autodiff &state) {
+  auto rule = dyn_cast<mlir::fsdp::GradientOpInterface>(op);
+  if (rule && rule.differentiatesEveryResult())
+    return llvm::any_of(op->getResults(),
+                        [&](Value r) { return bool(state.getCotangent(r)); });
+  Value y = op->getResult(0);
+  if (!state.getCotangent(y) || !state.isActive(y))
+    return false;
+  for (Value other : op->getResults().drop_front())
+    if (!isa<NoneType>(other.getType()) && !other.use_empty() &&
+        state.isActive(other))
+      return op->emitOpError("fsdp-autodiff: ops whose secondary results are "
+                             "used have no gradient rule yet");
+  return true;
+}
 
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  Value loss = ret.getOperand(0);
-  OpBuilder b(ret);
-  builder = &b;
-  OnnxBuilder bb(b, func.getLoc());
-  if (active(loss))
-    cotangents[loss] =
-        bb.reshape(bb.scalar(1.0, lossType.getElementType()), lossType);
-  // The reverse sweep over the forward ops (not the ones it adds).
+/// Builds `op`'s rule before the return.
+LogicalResult Autodiff::differentiate(Operation *op) {
+  auto rule = dyn_cast<mlir::fsdp::GradientOpInterface>(op);
+  if (!rule)
+    return op->emitOpError()
+           << "fsdp-autodiff: no gradient rule for '"
+           << op->getName().getStringRef()
+           << "' on the path from a trainable parameter to the loss";
+  return rule.backward(*this);
+}
+
+/// The reverse sweep over the forward ops (not the ones it adds), each op's
+/// rule turning its results' cotangents into its operands'.
+LogicalResult Autodiff::sweep(func::ReturnOp ret) {
   SmallVector<Operation *> forward;
-  for (Operation &op : body)
+  for (Operation &op : func.getBody().front())
     if (&op != ret.getOperation())
       forward.push_back(&op);
   // Activation checkpointing: each non-root FSDP unit's forward ops, run
@@ -1001,46 +494,21 @@ LogicalResult Autodiff::run() {
   for (Operation *op : llvm::reverse(forward)) {
     if (isa<mlir::fsdp::GetParamOp>(op) || op->getNumResults() == 0)
       continue;
-    if (auto split = dyn_cast<SplitOp>(op)) {
-      // The pieces' cotangents (zeros where a piece has none), concatenated.
-      if (!active(split.getInput()) ||
-          llvm::none_of(split.getResults(),
-                        [&](Value r) { return cotangents.count(r); }))
-        continue;
-      OnnxBuilder sb(b, op->getLoc());
-      SmallVector<Value> pieces;
-      for (Value piece : split.getResults()) {
-        Value c = cotangents.lookup(piece);
-        pieces.push_back(c ? c : sb.zeros(typeOf(piece)));
-      }
-      int64_t axis = split.getAxis();
-      if (axis < 0)
-        axis += typeOf(split.getInput()).getRank();
-      accumulate(
-          split.getInput(),
-          sb.op<ConcatOp>(split.getInput().getType(), pieces,
-                          {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}));
+    FailureOr<bool> differentiated = reached(op, *this);
+    if (failed(differentiated))
+      return failure();
+    if (!*differentiated)
       continue;
-    }
-    Value y = op->getResult(0);
-    auto it = cotangents.find(y);
-    if (it == cotangents.end() || !active(y))
-      continue;
-    for (Value other : op->getResults().drop_front())
-      if (!isa<NoneType>(other.getType()) && !other.use_empty() &&
-          active(other))
-        return op->emitOpError("fsdp-autodiff: ops whose secondary results are "
-                               "used have no gradient rule yet");
     IRMapping *copy = nullptr;
     if (unitOps.count(unitOf(op))) {
       auto [entry, fresh] = recomputed.try_emplace(unitOf(op));
       copy = &entry->second;
       if (fresh)
         for (Operation *original : unitOps[unitOf(op)])
-          copies.push_back(b.clone(*original, *copy));
+          copies.push_back(builder->clone(*original, *copy));
     }
     Operation *last = ret->getPrevNode();
-    if (failed(backward(op, it->second)))
+    if (failed(differentiate(op)))
       return failure();
     if (copy) // the rule's ops read the recomputed values
       for (Operation *n = last->getNextNode(); n != ret.getOperation();
@@ -1053,8 +521,16 @@ LogicalResult Autodiff::run() {
   for (Operation *again : llvm::reverse(copies))
     if (again->use_empty())
       again->erase();
+  return success();
+}
 
-  // One gradient per trainable parameter: the sum over its reads.
+/// The function returns the loss, one gradient per trainable parameter (the
+/// sum over its reads) and then the buffers' new values.
+void Autodiff::returnGradients(
+    func::ReturnOp ret, ArrayRef<mlir::fsdp::ParamOp> params,
+    const llvm::StringMap<SmallVector<Value>> &reads) {
+  OpBuilder &b = *builder;
+  OnnxBuilder bb(b, func.getLoc());
   SmallVector<Value> results(ret.getOperands());
   SmallVector<Type> types(func.getResultTypes());
   for (mlir::fsdp::ParamOp param : params) {
@@ -1077,7 +553,6 @@ LogicalResult Autodiff::run() {
                         FlatSymbolRefAttr::get(param.getSymNameAttr())),
          b.getNamedAttr("fsdp.name",
                         b.getStringAttr("grad." + param.getSymName()))}));
-  // Then the buffers' new values (BatchNorm's running statistics).
   for (auto [buffer, value] : updates) {
     results.push_back(value);
     types.push_back(value.getType());
@@ -1091,91 +566,6 @@ LogicalResult Autodiff::run() {
   func.setFunctionType(
       FunctionType::get(func.getContext(), func.getArgumentTypes(), types));
   func.setAllResultAttrs(resultAttrs);
-  return success();
-}
-
-/// torch's embedding backward skips the positions whose index is the
-/// module's padding_idx, so the lookup never updates that row (a tied LM
-/// head still does). ONNX's Gather has no such attribute: the frontend
-/// records every nn.Embedding's padding_idx in its metadata ("embeddings"),
-/// and the gradient an embedding's own lookup gives its weight is multiplied
-/// by a mask that is 0 on that row. A Gather of the same weight from another
-/// module's scope (`self.emb.weight[ids]`) keeps its whole gradient, as in
-/// torch.
-FailureOr<Value> Autodiff::withoutPaddingRow(GatherOp gather, Value grad) {
-  if (!paddingRows) {
-    paddingRows.emplace();
-    auto json = module->getAttrOfType<StringAttr>("fsdp.torch_metadata");
-    if (json) {
-      if (std::string why = mlir::fsdp::checkJSONBounds(json.getValue());
-          !why.empty())
-        return module.emitError("fsdp-autodiff: fsdp.torch_metadata ") << why;
-      llvm::Expected<llvm::json::Value> parsed =
-          llvm::json::parse(json.getValue());
-      if (!parsed)
-        return module.emitError("fsdp-autodiff: fsdp.torch_metadata is not "
-                                "valid JSON: ")
-               << llvm::toString(parsed.takeError());
-      llvm::json::Object *root = parsed->getAsObject();
-      llvm::json::Array none;
-      llvm::json::Array *list = root ? root->getArray("embeddings") : nullptr;
-      for (llvm::json::Value &item : list ? *list : none) {
-        llvm::json::Object *entry = item.getAsObject();
-        std::optional<StringRef> name =
-            entry ? entry->getString("module") : std::nullopt;
-        std::optional<StringRef> weight =
-            entry ? entry->getString("weight") : std::nullopt;
-        std::optional<int64_t> row =
-            entry ? entry->getInteger("padding_idx") : std::nullopt;
-        if (!name || !weight || !row)
-          return module.emitError(
-              "fsdp-autodiff: fsdp.torch_metadata: an 'embeddings' entry "
-              "needs 'module', 'weight' and an integer 'padding_idx'");
-        (*paddingRows)[*weight] = {name->str(), *row};
-      }
-    }
-  }
-  auto get = gather.getData().getDefiningOp<mlir::fsdp::GetParamOp>();
-  auto param =
-      get ? module.lookupSymbol<mlir::fsdp::ParamOp>(get.getParamAttr())
-          : nullptr;
-  if (!param || paddingRows->empty() || gather.getAxis() != 0)
-    return grad;
-  SmallVector<StringRef> names = {param.getSymName()};
-  if (std::optional<ArrayAttr> aliases = param.getAliases())
-    llvm::append_range(names, mlir::fsdp::stringsOf(*aliases));
-  const std::pair<std::string, int64_t> *found = nullptr;
-  for (StringRef name : names)
-    if (auto it = paddingRows->find(name); it != paddingRows->end())
-      found = &it->second;
-  if (!found)
-    return grad;
-  auto [embedding, row] = *found;
-  FailureOr<SmallVector<mlir::fsdp::ModuleAttr>> tree =
-      mlir::fsdp::getModuleTree(module);
-  if (failed(tree))
-    return failure();
-  std::optional<std::string> scope =
-      mlir::fsdp::ScopeResolver(module, *tree).moduleOf(gather);
-  if (scope && *scope != embedding)
-    return grad;
-  auto type = cast<RankedTensorType>(grad.getType());
-  int64_t rows = type.getDimSize(0);
-  if (row < 0 || row >= rows)
-    return gather.emitOpError("fsdp-autodiff: padding_idx ")
-           << row << " of embedding '" << embedding << "' is outside its "
-           << rows << " rows";
-  SmallVector<int64_t> maskShape(type.getRank(), 1);
-  maskShape[0] = rows;
-  auto maskType = RankedTensorType::get(maskShape, type.getElementType());
-  SmallVector<APFloat> values(
-      rows, APFloat::getOne(
-                cast<FloatType>(type.getElementType()).getFloatSemantics()));
-  values[row] = APFloat::getZero(values[row].getSemantics());
-  OnnxBuilder bb(*builder, gather.getLoc());
-  Value mask = builder->create<ConstantOp>(
-      gather.getLoc(), DenseElementsAttr::get(maskType, values));
-  return bb.mul(grad, mask, type);
 }
 
 /// The non-root FSDP units whose forward is recomputed in their backward:
@@ -1235,6 +625,11 @@ FailureOr<llvm::StringSet<>> Autodiff::checkpointedUnits() {
 
 struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
+  void getDependentDialects(DialectRegistry &registry) const override {
+    AutodiffBase::getDependentDialects(registry);
+    // The ops' rules (Gradients/), attached when their dialects load.
+    mlir::fsdp::detail::registerGradientModels(registry);
+  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("forward");

@@ -1,0 +1,217 @@
+//===- Elementwise.cpp - Gradients of elementwise onnx ops ----------------===//
+//
+/// Arithmetic and activations: each operand's cotangent is g times the
+/// partial derivative, summed back over broadcast dimensions (Rule::give).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gradients.h"
+
+using namespace mlir;
+using namespace mlir::onnxir;
+using mlir::fsdp::GradientContext;
+using mlir::fsdp::detail::attachGradient;
+using mlir::fsdp::detail::OnnxBuilder;
+using mlir::fsdp::detail::Rule;
+using mlir::fsdp::detail::typeOf;
+
+namespace {
+
+LogicalResult backward(AddOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.g);
+  r.give(1, r.g);
+  return success();
+}
+
+LogicalResult backward(SubOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.g);
+  if (r.active(op.getB()))
+    r.give(1, r.bb.op<NegOp>(r.yt, {r.g}));
+  return success();
+}
+
+LogicalResult backward(MulOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  if (r.active(op.getA()))
+    r.give(0, r.bb.mul(r.g, op.getB(), r.yt));
+  if (r.active(op.getB()))
+    r.give(1, r.bb.mul(r.g, op.getA(), r.yt));
+  return success();
+}
+
+LogicalResult backward(DivOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  if (r.active(op.getA()))
+    r.give(0, bb.op<DivOp>(r.yt, {r.g, op.getB()}));
+  if (r.active(op.getB())) // -g * y / b
+    r.give(1, bb.op<NegOp>(r.yt, {bb.op<DivOp>(r.yt, {bb.mul(r.g, r.y, r.yt),
+                                                      op.getB()})}));
+  return success();
+}
+
+LogicalResult backward(NegOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.bb.op<NegOp>(r.yt, {r.g}));
+  return success();
+}
+
+LogicalResult backward(ReluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  auto mask = RankedTensorType::get(typeOf(r.y).getShape(), bb.b.getI1Type());
+  Value positive = bb.op<GreaterOp>(mask, {op.getX(), bb.scalar(0, r.element)});
+  r.give(0, bb.op<WhereOp>(r.yt, {positive, r.g, bb.scalar(0, r.element)}));
+  return success();
+}
+
+LogicalResult backward(TanhOp op, GradientContext &ctx) { // g * (1 - y^2)
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value oneMinus =
+      bb.op<SubOp>(r.yt, {bb.scalar(1, r.element), bb.mul(r.y, r.y, r.yt)});
+  r.give(0, bb.mul(r.g, oneMinus, r.yt));
+  return success();
+}
+
+LogicalResult backward(SigmoidOp op, GradientContext &ctx) { // g y (1 - y)
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value oneMinus = bb.op<SubOp>(r.yt, {bb.scalar(1, r.element), r.y});
+  r.give(0, bb.mul(bb.mul(r.g, r.y, r.yt), oneMinus, r.yt));
+  return success();
+}
+
+LogicalResult backward(LogOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.bb.op<DivOp>(r.yt, {r.g, op.getX()}));
+  return success();
+}
+
+LogicalResult backward(AbsOp op, GradientContext &ctx) {
+  // g * sign(x), 0 at 0 (as torch).
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX(), zero = bb.scalar(0, r.element);
+  auto mask = RankedTensorType::get(typeOf(r.y).getShape(), bb.b.getI1Type());
+  Value negative = bb.op<WhereOp>(
+      r.yt, {bb.op<LessOp>(mask, {x, zero}), bb.op<NegOp>(r.yt, {r.g}), zero});
+  r.give(0, bb.op<WhereOp>(r.yt,
+                           {bb.op<GreaterOp>(mask, {x, zero}), r.g, negative}));
+  return success();
+}
+
+LogicalResult backward(CastOp op, GradientContext &ctx) {
+  // Between float types: the cotangent cast back (ONNX's type codes).
+  Rule r(op, ctx);
+  Type from = typeOf(op.getInput()).getElementType();
+  if (from == r.element) {
+    r.give(0, r.g);
+    return success();
+  }
+  int64_t code = from.isF32()    ? 1
+                 : from.isF16()  ? 10
+                 : from.isF64()  ? 11
+                 : from.isBF16() ? 16
+                                 : 0;
+  if (!code || !isa<FloatType>(r.element))
+    return op->emitOpError("fsdp-autodiff: only casts between float "
+                           "types have a gradient rule");
+  OpBuilder &b = r.bb.b;
+  r.give(0, r.bb.op<CastOp>(op.getInput().getType(), {r.g},
+                            {b.getNamedAttr("to", b.getI64IntegerAttr(code))}));
+  return success();
+}
+
+LogicalResult backward(SumOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    r.give(i, r.g);
+  return success();
+}
+
+LogicalResult backward(ExpOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.bb.mul(r.g, r.y, r.yt));
+  return success();
+}
+
+LogicalResult backward(ErfOp op, GradientContext &ctx) {
+  // g * 2/sqrt(pi) * exp(-x^2)
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX();
+  Value e = bb.op<ExpOp>(r.yt, {bb.op<NegOp>(r.yt, {bb.mul(x, x, r.yt)})});
+  r.give(0,
+         bb.mul(r.g, bb.mul(e, bb.scalar(1.1283791670955126, r.element), r.yt),
+                r.yt));
+  return success();
+}
+
+LogicalResult backward(PowOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  auto constant = op.getB().getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || dense.getNumElements() != 1 || r.active(op.getB()))
+    return op->emitOpError("fsdp-autodiff: only Pow by a constant scalar "
+                           "has a gradient rule yet");
+  double c = (*dense.getValues<APFloat>().begin()).convertToDouble();
+  Value x = op.getA();
+  Value d =
+      c == 2.0 ? x : bb.op<PowOp>(typeOf(x), {x, bb.scalar(c - 1, r.element)});
+  r.give(0, bb.mul(r.g, bb.mul(d, bb.scalar(c, r.element), typeOf(x)), r.yt));
+  return success();
+}
+
+LogicalResult backward(SqrtOp op, GradientContext &ctx) { // g / (2 y)
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  r.give(0,
+         bb.op<DivOp>(r.yt, {r.g, bb.mul(r.y, bb.scalar(2, r.element), r.yt)}));
+  return success();
+}
+
+LogicalResult backward(ReciprocalOp op, GradientContext &ctx) { // -g y^2
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  r.give(0, bb.op<NegOp>(r.yt, {bb.mul(r.g, bb.mul(r.y, r.y, r.yt), r.yt)}));
+  return success();
+}
+
+LogicalResult backward(WhereOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value zero = bb.scalar(0, r.element);
+  if (r.active(op->getOperand(1)))
+    r.give(1, bb.op<WhereOp>(r.yt, {op.getCondition(), r.g, zero}));
+  if (r.active(op->getOperand(2)))
+    r.give(2, bb.op<WhereOp>(r.yt, {op.getCondition(), zero, r.g}));
+  return success();
+}
+
+} // namespace
+
+void mlir::fsdp::detail::attachElementwiseGradients(MLIRContext &ctx) {
+  attachGradient<AddOp, backward>(ctx);
+  attachGradient<SubOp, backward>(ctx);
+  attachGradient<MulOp, backward>(ctx);
+  attachGradient<DivOp, backward>(ctx);
+  attachGradient<NegOp, backward>(ctx);
+  attachGradient<ReluOp, backward>(ctx);
+  attachGradient<TanhOp, backward>(ctx);
+  attachGradient<SigmoidOp, backward>(ctx);
+  attachGradient<LogOp, backward>(ctx);
+  attachGradient<AbsOp, backward>(ctx);
+  attachGradient<CastOp, backward>(ctx);
+  attachGradient<SumOp, backward>(ctx);
+  attachGradient<ExpOp, backward>(ctx);
+  attachGradient<ErfOp, backward>(ctx);
+  attachGradient<PowOp, backward>(ctx);
+  attachGradient<SqrtOp, backward>(ctx);
+  attachGradient<ReciprocalOp, backward>(ctx);
+  attachGradient<WhereOp, backward>(ctx);
+}

@@ -1,0 +1,47 @@
+//===- Fused.cpp - Gradients of fsdp's fused ops --------------------------===//
+//
+/// fsdp-autodiff fuses differentiated attention chains into fsdp.attention
+/// (keeping its lse), whose gradient is one fsdp.attention_grad.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gradients.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+using namespace mlir;
+using mlir::fsdp::AttentionGradOp;
+using mlir::fsdp::AttentionOp;
+using mlir::fsdp::GradientContext;
+using mlir::fsdp::detail::attachGradient;
+using mlir::fsdp::detail::Rule;
+
+namespace {
+
+LogicalResult backward(AttentionOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  if (!op.getLse())
+    return op->emitOpError("fsdp-autodiff: fsdp.attention needs its lse "
+                           "result to be differentiated");
+  if (op.getMask() && r.active(op.getMask()))
+    return op->emitOpError("fsdp-autodiff: fsdp.attention gives its mask no "
+                           "gradient, but the mask depends on a trainable "
+                           "parameter");
+  auto grad = r.bb.b.create<AttentionGradOp>(
+      op->getLoc(),
+      TypeRange{op.getQuery().getType(), op.getKeyT().getType(),
+                op.getValue().getType()},
+      op.getQuery(), op.getKeyT(), op.getValue(), op.getMask(), op.getOutput(),
+      op.getLse(), r.g, op.getScaleAttr(), op.getMaskKindAttr(),
+      op.getFillValueAttr());
+  r.give(0, grad.getGradQuery());
+  r.give(1, grad.getGradKeyT());
+  r.give(2, grad.getGradValue());
+  return success();
+}
+
+} // namespace
+
+void mlir::fsdp::detail::attachFusedGradients(MLIRContext &ctx) {
+  attachGradient<AttentionOp, backward>(ctx);
+}

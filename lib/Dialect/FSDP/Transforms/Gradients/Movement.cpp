@@ -1,0 +1,287 @@
+//===- Movement.cpp - Gradients of shape and data-movement ops ------------===//
+//
+/// Ops that move values without computing new ones: each sends the
+/// cotangent back to the positions its values were read from (a reshape,
+/// an inverse transpose, a slice, padding, a scatter).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gradients.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Support/JSON.h"
+
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::onnxir;
+using mlir::fsdp::GradientContext;
+using mlir::fsdp::GradientOpInterface;
+using mlir::fsdp::detail::attachGradient;
+using mlir::fsdp::detail::OnnxBuilder;
+using mlir::fsdp::detail::Rule;
+using mlir::fsdp::detail::typeOf;
+
+namespace {
+
+/// A view's cotangent is the cotangent reshaped to its source's shape; one
+/// model for every ViewLikeOpInterface op, so that view-ness stays declared
+/// in ODS alone.
+struct ViewGradient : GradientOpInterface::FallbackModel<ViewGradient> {
+  LogicalResult backward(Operation *op, GradientContext &ctx) const {
+    Rule r(op, ctx);
+    r.give(0, r.bb.reshape(r.g, typeOf(r.operand(0))));
+    return success();
+  }
+  bool differentiatesEveryResult(Operation *) const { return false; }
+};
+
+LogicalResult backward(TransposeOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  int64_t rank = typeOf(op.getData()).getRank();
+  SmallVector<int64_t> perm = op.getPermOrDefault();
+  SmallVector<int64_t> inverse(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    inverse[perm[i]] = i;
+  r.give(0, r.bb.transpose(r.g, inverse));
+  return success();
+}
+
+LogicalResult backward(ExpandOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.g);
+  return success();
+}
+
+LogicalResult backward(ConcatOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  int64_t axis = op.getAxis();
+  int64_t rank = typeOf(r.y).getRank();
+  if (axis < 0)
+    axis += rank;
+  int64_t offset = 0;
+  for (auto [i, input] : llvm::enumerate(op.getInputs())) {
+    int64_t size = typeOf(input).getDimSize(axis);
+    if (r.active(input))
+      r.give(i,
+             bb.op<SliceOp>(input.getType(),
+                            {r.g, bb.ints({offset}), bb.ints({offset + size}),
+                             bb.ints({axis}), bb.ints({1})}));
+    offset += size;
+  }
+  return success();
+}
+
+/// The pieces' cotangents (zeros where a piece has none), concatenated.
+LogicalResult backward(SplitOp op, GradientContext &ctx) {
+  OnnxBuilder bb(ctx.getBuilder(), op->getLoc());
+  SmallVector<Value> pieces;
+  for (Value piece : op.getResults()) {
+    Value c = ctx.getCotangent(piece);
+    pieces.push_back(c ? c : bb.zeros(typeOf(piece)));
+  }
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += typeOf(op.getInput()).getRank();
+  ctx.accumulate(op.getInput(),
+                 bb.op<ConcatOp>(op.getInput().getType(), pieces,
+                                 {bb.b.getNamedAttr(
+                                     "axis", bb.b.getI64IntegerAttr(axis))}));
+  return success();
+}
+
+/// The values of a constant integer tensor, if `value` is one.
+std::optional<SmallVector<int64_t>> constantInts(Value value) {
+  auto constant = value.getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense)
+    return std::nullopt;
+  SmallVector<int64_t> values;
+  for (const APInt &v : dense.getValues<APInt>())
+    values.push_back(v.getSExtValue());
+  return values;
+}
+
+LogicalResult backward(SliceOp op, GradientContext &ctx) {
+  // Per sliced axis, g goes back to the positions it was read from: padded
+  // with zeros for step 1, scattered (fsdp.gather_grad with the constant
+  // positions) for any other step.
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  auto starts = constantInts(op.getStarts());
+  auto in = typeOf(op.getData());
+  int64_t rank = in.getRank();
+  std::optional<SmallVector<int64_t>> axes = SmallVector<int64_t>();
+  if (isa<NoneType>(op.getAxes().getType()))
+    for (int64_t i = 0; starts && i < static_cast<int64_t>(starts->size()); ++i)
+      axes->push_back(i);
+  else
+    axes = constantInts(op.getAxes());
+  std::optional<SmallVector<int64_t>> steps;
+  if (isa<NoneType>(op.getSteps().getType()))
+    steps = SmallVector<int64_t>(axes ? axes->size() : 0, 1);
+  else
+    steps = constantInts(op.getSteps());
+  if (!starts || !axes || !steps || axes->size() != starts->size() ||
+      steps->size() != starts->size() || llvm::is_contained(*steps, 0))
+    return op->emitOpError("fsdp-autodiff: only Slices with constant "
+                           "starts, axes and steps have a gradient rule");
+  Value grad = r.g;
+  for (auto [axisValue, startValue, step] : llvm::zip(*axes, *starts, *steps)) {
+    int64_t axis = axisValue < 0 ? axisValue + rank : axisValue;
+    int64_t dim = in.getDimSize(axis);
+    int64_t size = typeOf(r.y).getDimSize(axis);
+    // ONNX clamps starts to [0, dim] ([0, dim - 1] going backwards).
+    int64_t start = startValue < 0 ? startValue + dim : startValue;
+    start = std::clamp<int64_t>(start, 0, step > 0 ? dim : dim - 1);
+    if (step == 1) {
+      grad = bb.padAxis(grad, axis, start, dim - start - size);
+      continue;
+    }
+    SmallVector<int64_t> positions, shape(typeOf(grad).getShape());
+    for (int64_t k = 0; k < size; ++k)
+      positions.push_back(start + k * step);
+    shape[axis] = dim;
+    grad = bb.op<mlir::fsdp::GatherGradOp>(
+        RankedTensorType::get(shape, r.element), {grad, bb.ints(positions)},
+        {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))});
+  }
+  r.give(0, grad);
+  return success();
+}
+
+/// nn.Embedding(padding_idx) from the frontend's metadata ("embeddings"):
+/// weight FQN -> (embedding module FQN, padding row).
+FailureOr<llvm::StringMap<std::pair<std::string, int64_t>>>
+paddingRowsOf(ModuleOp module) {
+  llvm::StringMap<std::pair<std::string, int64_t>> rows;
+  auto json = module->getAttrOfType<StringAttr>("fsdp.torch_metadata");
+  if (!json)
+    return rows;
+  if (std::string why = mlir::fsdp::checkJSONBounds(json.getValue());
+      !why.empty())
+    return module.emitError("fsdp-autodiff: fsdp.torch_metadata ") << why;
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
+  if (!parsed)
+    return module.emitError("fsdp-autodiff: fsdp.torch_metadata is not "
+                            "valid JSON: ")
+           << llvm::toString(parsed.takeError());
+  llvm::json::Object *root = parsed->getAsObject();
+  llvm::json::Array none;
+  llvm::json::Array *list = root ? root->getArray("embeddings") : nullptr;
+  for (llvm::json::Value &item : list ? *list : none) {
+    llvm::json::Object *entry = item.getAsObject();
+    std::optional<StringRef> name =
+        entry ? entry->getString("module") : std::nullopt;
+    std::optional<StringRef> weight =
+        entry ? entry->getString("weight") : std::nullopt;
+    std::optional<int64_t> row =
+        entry ? entry->getInteger("padding_idx") : std::nullopt;
+    if (!name || !weight || !row)
+      return module.emitError(
+          "fsdp-autodiff: fsdp.torch_metadata: an 'embeddings' entry "
+          "needs 'module', 'weight' and an integer 'padding_idx'");
+    rows[*weight] = {name->str(), *row};
+  }
+  return rows;
+}
+
+/// torch's embedding backward skips the positions whose index is the
+/// module's padding_idx, so the lookup never updates that row (a tied LM
+/// head still does). ONNX's Gather has no such attribute: the frontend
+/// records every nn.Embedding's padding_idx in its metadata, and the
+/// gradient an embedding's own lookup gives its weight is multiplied by a
+/// mask that is 0 on that row. A Gather of the same weight from another
+/// module's scope (`self.emb.weight[ids]`) keeps its whole gradient, as in
+/// torch.
+FailureOr<Value> withoutPaddingRow(GatherOp gather, Value grad,
+                                   OnnxBuilder &bb) {
+  auto module = gather->getParentOfType<ModuleOp>();
+  auto paddingRows = paddingRowsOf(module);
+  if (failed(paddingRows))
+    return failure();
+  auto get = gather.getData().getDefiningOp<mlir::fsdp::GetParamOp>();
+  auto param =
+      get ? module.lookupSymbol<mlir::fsdp::ParamOp>(get.getParamAttr())
+          : nullptr;
+  if (!param || paddingRows->empty() || gather.getAxis() != 0)
+    return grad;
+  SmallVector<StringRef> names = {param.getSymName()};
+  if (std::optional<ArrayAttr> aliases = param.getAliases())
+    llvm::append_range(names, mlir::fsdp::stringsOf(*aliases));
+  const std::pair<std::string, int64_t> *found = nullptr;
+  for (StringRef name : names)
+    if (auto it = paddingRows->find(name); it != paddingRows->end())
+      found = &it->second;
+  if (!found)
+    return grad;
+  auto [embedding, row] = *found;
+  FailureOr<SmallVector<mlir::fsdp::ModuleAttr>> tree =
+      mlir::fsdp::getModuleTree(module);
+  if (failed(tree))
+    return failure();
+  std::optional<std::string> scope =
+      mlir::fsdp::ScopeResolver(module, *tree).moduleOf(gather);
+  if (scope && *scope != embedding)
+    return grad;
+  auto type = cast<RankedTensorType>(grad.getType());
+  int64_t rows = type.getDimSize(0);
+  if (row < 0 || row >= rows)
+    return gather.emitOpError("fsdp-autodiff: padding_idx ")
+           << row << " of embedding '" << embedding << "' is outside its "
+           << rows << " rows";
+  SmallVector<int64_t> maskShape(type.getRank(), 1);
+  maskShape[0] = rows;
+  auto maskType = RankedTensorType::get(maskShape, type.getElementType());
+  SmallVector<APFloat> values(
+      rows, APFloat::getOne(
+                cast<FloatType>(type.getElementType()).getFloatSemantics()));
+  values[row] = APFloat::getZero(values[row].getSemantics());
+  Value mask = bb.b.create<ConstantOp>(
+      gather.getLoc(), DenseElementsAttr::get(maskType, values));
+  return bb.mul(grad, mask, type);
+}
+
+LogicalResult backward(GatherOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  if (r.active(op.getIndices()))
+    return op->emitOpError("fsdp-autodiff: indices cannot be differentiated");
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += typeOf(op.getData()).getRank();
+  FailureOr<Value> grad = withoutPaddingRow(
+      op,
+      r.bb.op<mlir::fsdp::GatherGradOp>(
+          op.getData().getType(), {r.g, op.getIndices()},
+          {r.bb.b.getNamedAttr("axis", r.bb.b.getI64IntegerAttr(axis))}),
+      r.bb);
+  if (failed(grad))
+    return failure();
+  r.give(0, *grad);
+  return success();
+}
+
+} // namespace
+
+void mlir::fsdp::detail::attachViewGradients(Dialect &dialect) {
+  for (RegisteredOperationName name :
+       dialect.getContext()->getRegisteredOperations())
+    if (&name.getDialect() == &dialect &&
+        name.hasInterface<ViewLikeOpInterface>())
+      name.attachInterface<ViewGradient>();
+}
+
+void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
+  attachGradient<TransposeOp, backward>(ctx);
+  attachGradient<ExpandOp, backward>(ctx);
+  attachGradient<ConcatOp, backward>(ctx);
+  attachGradient<SplitOp, backward, /*everyResult=*/true>(ctx);
+  attachGradient<SliceOp, backward>(ctx);
+  attachGradient<GatherOp, backward>(ctx);
+}

@@ -1,0 +1,110 @@
+//===- Window.cpp - Gradients of convolutions and pooling -----------------===//
+//
+/// Windowed ops: their gradients are fsdp ops carrying the forward's window
+/// (fsdp.conv_grad_input, fsdp.conv_grad_weight, fsdp.pool_grad), except
+/// the bias's and global pooling's, which are sums and broadcasts.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gradients.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+using namespace mlir;
+using namespace mlir::onnxir;
+using mlir::fsdp::GradientContext;
+using mlir::fsdp::detail::attachGradient;
+using mlir::fsdp::detail::OnnxBuilder;
+using mlir::fsdp::detail::Rule;
+using mlir::fsdp::detail::typeOf;
+
+namespace {
+
+LogicalResult backward(ConvOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  OpBuilder &b = bb.b;
+  if (op.getAutoPad() != "NOTSET")
+    return op->emitOpError("fsdp-autodiff: Conv with auto_pad has no "
+                           "gradient rule; export with explicit pads");
+  SmallVector<NamedAttribute> window = {
+      b.getNamedAttr("strides",
+                     b.getDenseI64ArrayAttr(op.getStridesOrDefault())),
+      b.getNamedAttr("pads", b.getDenseI64ArrayAttr(op.getPadsOrDefault())),
+      b.getNamedAttr("dilations",
+                     b.getDenseI64ArrayAttr(op.getDilationsOrDefault())),
+      b.getNamedAttr("group", b.getI64IntegerAttr(op.getGroup()))};
+  if (r.active(op.getX()))
+    r.give(0, bb.op<mlir::fsdp::ConvGradInputOp>(op.getX().getType(),
+                                                 {r.g, op.getW()}, window));
+  if (r.active(op.getW()))
+    r.give(1, bb.op<mlir::fsdp::ConvGradWeightOp>(op.getW().getType(),
+                                                  {op.getX(), r.g}, window));
+  if (!isa<NoneType>(op.getB().getType()) && r.active(op.getB())) {
+    SmallVector<int64_t> axes = {0};
+    for (int64_t i = 0; i < op.getSpatialRank(); ++i)
+      axes.push_back(2 + i);
+    r.give(2, bb.reshape(bb.reduce<ReduceSumOp>(r.g, axes), typeOf(op.getB())));
+  }
+  return success();
+}
+
+/// MaxPool's and AveragePool's: fsdp.pool_grad with the forward's window.
+template <typename PoolOp>
+LogicalResult poolBackward(PoolOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  Value x = op.getX();
+  if (typeOf(x).getRank() != 4 || op.getAutoPad() != "NOTSET")
+    return op->emitOpError("fsdp-autodiff: only 2-D pooling with "
+                           "explicit pads has a gradient rule");
+  bool max = isa<MaxPoolOp>(op);
+  if (max && op.getStorageOrder() != 0)
+    return op->emitOpError("fsdp-autodiff: MaxPool storage_order 1 has "
+                           "no gradient rule");
+  OpBuilder &b = r.bb.b;
+  r.give(
+      0,
+      r.bb.op<mlir::fsdp::PoolGradOp>(
+          x.getType(), {x, r.g},
+          {b.getNamedAttr("mode", b.getStringAttr(max ? "max" : "average")),
+           b.getNamedAttr("kernel_shape",
+                          b.getDenseI64ArrayAttr(op.getKernelShape())),
+           b.getNamedAttr("strides",
+                          b.getDenseI64ArrayAttr(op.getStridesOrDefault())),
+           b.getNamedAttr("pads",
+                          b.getDenseI64ArrayAttr(op.getPadsOrDefault())),
+           b.getNamedAttr("dilations",
+                          b.getDenseI64ArrayAttr(op.getDilationsOrDefault())),
+           b.getNamedAttr("ceil_mode", b.getI64IntegerAttr(op.getCeilMode())),
+           b.getNamedAttr("count_include_pad",
+                          b.getI64IntegerAttr(op.getCountIncludePad()))}));
+  return success();
+}
+
+LogicalResult backward(MaxPoolOp op, GradientContext &ctx) {
+  return poolBackward(op, ctx);
+}
+
+LogicalResult backward(AveragePoolOp op, GradientContext &ctx) {
+  return poolBackward(op, ctx);
+}
+
+LogicalResult backward(GlobalAveragePoolOp op, GradientContext &ctx) {
+  // g / |spatial|, spread out.
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  auto in = typeOf(op.getX());
+  int64_t count = in.getNumElements() / (in.getDimSize(0) * in.getDimSize(1));
+  Value scaled = bb.mul(r.g, bb.scalar(1.0 / count, r.element), r.yt);
+  r.give(0, bb.op<ExpandOp>(in, {scaled, bb.ints(in.getShape())}));
+  return success();
+}
+
+} // namespace
+
+void mlir::fsdp::detail::attachWindowGradients(MLIRContext &ctx) {
+  attachGradient<ConvOp, backward>(ctx);
+  attachGradient<MaxPoolOp, backward>(ctx);
+  attachGradient<AveragePoolOp, backward>(ctx);
+  attachGradient<GlobalAveragePoolOp, backward>(ctx);
+}
