@@ -125,17 +125,11 @@ bool derivativeNeedsInput(Operation *op, unsigned index,
   return true;
 }
 
-} // namespace
-
-FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
-    ModuleOp module, ArrayRef<ModuleAttr> tree,
-    const std::function<bool(StringRef)> &ignoredParam,
-    const std::function<bool(StringRef)> &ignoredModule,
-    const std::function<bool(StringRef)> &eligibleClass,
-    const std::function<bool(StringRef)> &forceLeafClass,
-    const CostModel &model) {
-  WrapProfile profile;
-  llvm::StringMap<int> paramIndex, moduleIndex;
+/// The parameters (each alias naming its parameter's index in
+/// `paramIndex`) and the buffers' bytes.
+void profileParams(ModuleOp module,
+                   const std::function<bool(StringRef)> &ignoredParam,
+                   WrapProfile &profile, llvm::StringMap<int> &paramIndex) {
   for (ParamOp param : module.getOps<ParamOp>()) {
     int index = static_cast<int>(profile.params.size());
     WrapProfile::Param p;
@@ -152,7 +146,14 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
   }
   for (BufferOp buffer : module.getOps<BufferOp>())
     profile.staticBytes += tensorBytes(buffer.getTensorType());
+}
 
+/// The module tree: each module's parent, children and parameters (and
+/// each parameter's holders); fails when it has no root.
+LogicalResult profileModules(ModuleOp module, ArrayRef<ModuleAttr> tree,
+                             const llvm::StringMap<int> &paramIndex,
+                             WrapProfile &profile) {
+  llvm::StringMap<int> moduleIndex;
   for (ModuleAttr attr : tree) {
     WrapProfile::Module m;
     m.fqn = attr.getFqn().str();
@@ -179,6 +180,15 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
         holders.push_back(static_cast<int>(i));
     }
   }
+  return success();
+}
+
+/// Each module's subtree size (its parameters not ignored) and whether it
+/// may be wrapped.
+void markEligible(WrapProfile &profile,
+                  const std::function<bool(StringRef)> &ignoredModule,
+                  const std::function<bool(StringRef)> &eligibleClass,
+                  const std::function<bool(StringRef)> &forceLeafClass) {
   // Subtree sizes, post-order (children follow their parent in the list).
   std::vector<std::set<int>> subtree(profile.modules.size());
   for (size_t i = profile.modules.size(); i-- > 0;) {
@@ -199,15 +209,13 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
     m.eligible = !underLeaf && m.subtreeNumel > 0 && !ignoredModule(m.fqn) &&
                  eligibleClass(m.className);
   }
+}
 
-  // The forward: the function named forward, else the only one.
-  func::FuncOp func;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (!f.isExternal() && (!func || f.getName() == "forward"))
-      func = f;
-  if (!func)
-    return module.emitError("fsdp-auto-wrap: policy=auto needs a function "
-                            "to model");
+/// The forward as stretches (a new one at each op reading parameters):
+/// their compute and transients, each parameter's first and last use, and
+/// each activation's life and whether the backward keeps it.
+void profileForward(func::FuncOp func, const llvm::StringMap<int> &paramIndex,
+                    const CostModel &model, WrapProfile &profile) {
   for (BlockArgument arg : func.getArguments())
     profile.staticBytes += tensorBytes(arg.getType());
 
@@ -303,6 +311,33 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
   }
   if (profile.stretches.empty())
     profile.stretches.emplace_back();
+}
+
+} // namespace
+
+FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
+    ModuleOp module, ArrayRef<ModuleAttr> tree,
+    const std::function<bool(StringRef)> &ignoredParam,
+    const std::function<bool(StringRef)> &ignoredModule,
+    const std::function<bool(StringRef)> &eligibleClass,
+    const std::function<bool(StringRef)> &forceLeafClass,
+    const CostModel &model) {
+  WrapProfile profile;
+  llvm::StringMap<int> paramIndex;
+  profileParams(module, ignoredParam, profile, paramIndex);
+  if (failed(profileModules(module, tree, paramIndex, profile)))
+    return failure();
+  markEligible(profile, ignoredModule, eligibleClass, forceLeafClass);
+
+  // The forward: the function named forward, else the only one.
+  func::FuncOp func;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f.isExternal() && (!func || f.getName() == "forward"))
+      func = f;
+  if (!func)
+    return module.emitError("fsdp-auto-wrap: policy=auto needs a function "
+                            "to model");
+  profileForward(func, paramIndex, model, profile);
   return profile;
 }
 
