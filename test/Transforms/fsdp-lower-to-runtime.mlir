@@ -106,3 +106,22 @@ func.func @attention_training(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x5xf32>, %v:
   %dq2, %dkt2, %dv2 = fsdp.attention_grad %q, %kt, %v, %m, %y, %lse, %g {scale = 0.5 : f32, mask_kind = "fill", fill_value = -1.0e4 : f32} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<3x5xi1>, tensor<2x3x6xf32>, tensor<2x3xf32>, tensor<2x3x6xf32>) -> (tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>)
   return %y, %dq, %dkt, %dv, %dq2 : tensor<2x3x6xf32>, tensor<2x3x4xf32>, tensor<2x4x5xf32>, tensor<2x5x6xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// Ops on constants run as kernels: the lowering computes nothing at compile
+// time (the dialect conversion's folding is undone, see
+// addLoweredLegality).
+// CHECK-LABEL: func.func @constant_operands
+// CHECK:      %[[A:.*]] = onnx.Constant dense<[1.000000e+00, 2.000000e+00]>
+// CHECK-NEXT: %[[B:.*]] = onnx.Constant dense<[3.000000e+00, 4.000000e+00]>
+// CHECK-NEXT: %[[S:.*]] = fsdp.kernel "add"(%[[A]], %[[B]])
+// CHECK-NEXT: %[[M:.*]] = fsdp.kernel "mul"(%[[S]], %arg0)
+// CHECK-NEXT: return %[[S]], %[[M]]
+func.func @constant_operands(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  %a = onnx.Constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %b = onnx.Constant dense<[3.0, 4.0]> : tensor<2xf32>
+  %s = onnx.Add %a, %b : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %m = onnx.Mul %s, %x : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %s, %m : tensor<2xf32>, tensor<2xf32>
+}

@@ -6,6 +6,10 @@
 /// runtime never re-derives ONNX defaults: axes are non-negative, defaults
 /// explicit, constant operands (Slice bounds, ReduceSum axes) are
 /// parameters, and absent optional operands are dropped from the end.
+///
+/// A dialect conversion: one pattern per op (or per family of ops that lower
+/// alike), registered with its kernel's name in populateLoweringPatterns;
+/// the target says what a lowered function body holds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,9 +21,9 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Transforms/DialectConversion.h"
 
-#include <limits>
+#include <algorithm>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_LOWERTORUNTIME
@@ -82,6 +86,8 @@ public:
     return success();
   }
 
+  /// The user's error, not a pattern that merely did not apply: a model the
+  /// runtime cannot run must say which node and why.
   LogicalResult fail(const Twine &why) { return op->emitOpError() << why; }
 
   NamedAttribute i64(StringRef name, int64_t value) {
@@ -89,6 +95,9 @@ public:
   }
   NamedAttribute f32(StringRef name, double value) {
     return b.getNamedAttr(name, b.getF32FloatAttr(value));
+  }
+  NamedAttribute f32(StringRef name, const APFloat &value) {
+    return f32(name, value.convertToDouble());
   }
   NamedAttribute str(StringRef name, StringRef value) {
     return b.getNamedAttr(name, b.getStringAttr(value));
@@ -105,6 +114,18 @@ public:
     return axis < 0 ? axis + rank : axis;
   }
 
+  /// Every entry of `axes` made non-negative for a tensor of `rank`.
+  FailureOr<SmallVector<int64_t>> axes(ArrayRef<int64_t> axes, int64_t rank) {
+    SmallVector<int64_t> normal;
+    for (int64_t value : axes) {
+      FailureOr<int64_t> a = axis(value, rank);
+      if (failed(a))
+        return failure();
+      normal.push_back(*a);
+    }
+    return normal;
+  }
+
   /// The integer values of a constant operand.
   FailureOr<SmallVector<int64_t>> constantInts(Value value, StringRef what) {
     DenseIntElementsAttr attr;
@@ -113,6 +134,15 @@ public:
     return llvm::to_vector(
         llvm::map_range(attr.getValues<APInt>(),
                         [](const APInt &v) { return v.getSExtValue(); }));
+  }
+
+  /// The values of an optional constant operand, or `fallback` when absent.
+  FailureOr<SmallVector<int64_t>>
+  optionalConstantInts(Value value, StringRef what,
+                       ArrayRef<int64_t> fallback) {
+    if (isa<NoneType>(value.getType()))
+      return SmallVector<int64_t>(fallback);
+    return constantInts(value, what);
   }
 
   Operation *op;
@@ -127,6 +157,215 @@ int64_t rankOf(Value value) {
 ArrayRef<int64_t> shapeOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape();
 }
+
+/// Element types the runtime has (plan.fbs's DType).
+bool isRuntimeType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return isa<NoneType>(type);
+  return mlir::fsdp::runtimeDType(tensor.getElementType()).has_value();
+}
+
+/// Every value of an op the runtime runs has a runtime dtype and a static
+/// shape.
+LogicalResult checkTypes(Operation *op) {
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  for (Type type : types) {
+    if (!isRuntimeType(type))
+      return op->emitOpError() << "has a value of type " << type
+                               << ", which the runtime does not support";
+    if (auto tensor = dyn_cast<RankedTensorType>(type);
+        tensor && !tensor.hasStaticShape())
+      return op->emitOpError()
+             << "has a dynamic shape " << type
+             << "; import with --batch-size (and --dim) to make it static";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+/// The lowering of one op kind to the runtime kernel `kernel`: checks the
+/// runtime can hold the op's values, then `lower` builds the replacement
+/// from the converted operands.
+template <typename SourceOp>
+class KernelPattern : public OpConversionPattern<SourceOp> {
+public:
+  using OpAdaptor = typename OpConversionPattern<SourceOp>::OpAdaptor;
+
+  KernelPattern(MLIRContext *context, StringRef kernel = "")
+      : OpConversionPattern<SourceOp>(context), kernel(kernel) {}
+
+  LogicalResult
+  matchAndRewrite(SourceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const final {
+    if (failed(checkTypes(op)))
+      return failure();
+    Lowering l(op, rewriter);
+    return lower(op, adaptor, l);
+  }
+
+protected:
+  virtual LogicalResult lower(SourceOp op, OpAdaptor adaptor,
+                              Lowering &l) const = 0;
+
+  StringRef kernel;
+};
+
+/// Ops whose kernel reads their operands as they are, with no parameters
+/// (elementwise ops, GlobalAveragePool).
+template <typename SourceOp> struct PlainKernel : KernelPattern<SourceOp> {
+  using KernelPattern<SourceOp>::KernelPattern;
+  LogicalResult lower(SourceOp, typename SourceOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(this->kernel, adaptor.getOperands());
+  }
+};
+
+/// Sum of one input is that input; of two, `add`.
+struct LowerSum : KernelPattern<SumOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(SumOp sum, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (sum.getNumOperands() == 1)
+      return l.view(adaptor.getOperands()[0]);
+    if (sum.getNumOperands() != 2)
+      return l.fail("with more than two inputs is not supported");
+    return l.kernel(kernel, adaptor.getOperands());
+  }
+};
+
+/// Expand reads only its input: the result type carries the shape.
+struct LowerExpand : KernelPattern<ExpandOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ExpandOp, OpAdaptor adaptor, Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getInput());
+  }
+};
+
+struct LowerGelu : KernelPattern<mlir::fsdp::GeluOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::GeluOp gelu, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getInput(),
+                    {l.str("approximate", gelu.getApproximate())});
+  }
+};
+
+// Linear algebra and normalisation.
+
+/// MatMul is the matmul kernel with an untransposed right operand.
+struct LowerMatMul : KernelPattern<MatMulOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(MatMulOp, OpAdaptor adaptor, Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(), {l.i64("trans_b", 0)});
+  }
+};
+
+struct LowerGemm : KernelPattern<GemmOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(GemmOp gemm, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.f32("alpha", gemm.getAlpha()),
+                     l.f32("beta", gemm.getBeta()),
+                     l.i64("trans_a", gemm.getTransA()),
+                     l.i64("trans_b", gemm.getTransB())});
+  }
+};
+
+struct LowerLinear : KernelPattern<mlir::fsdp::LinearOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::LinearOp linear, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.i64("trans_w", linear.getTransposeWeight()),
+                     l.str("activation", linear.getActivation())});
+  }
+};
+
+/// Attention and its gradient: both kernels take the forward's operands in
+/// op order (the mask only for add and fill); attention's lse is its second
+/// output when asked for.
+template <typename AttentionOp>
+struct LowerAttention : KernelPattern<AttentionOp> {
+  using KernelPattern<AttentionOp>::KernelPattern;
+  LogicalResult lower(AttentionOp attention,
+                      typename AttentionOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(this->kernel, adaptor.getOperands(),
+                    {l.f32("scale", attention.getScale()),
+                     l.str("mask_kind", attention.getMaskKind()),
+                     l.f32("fill_value", attention.getFillValue())});
+  }
+};
+
+/// Softmax and LogSoftmax along one normalised axis.
+template <typename SoftmaxLikeOp>
+struct LowerSoftmax : KernelPattern<SoftmaxLikeOp> {
+  using KernelPattern<SoftmaxLikeOp>::KernelPattern;
+  LogicalResult lower(SoftmaxLikeOp softmax,
+                      typename SoftmaxLikeOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(softmax.getAxis(), rankOf(softmax.getInput()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(this->kernel, adaptor.getInput(), {l.i64("axis", *axis)});
+  }
+};
+
+struct LowerLayerNorm : KernelPattern<LayerNormalizationOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(LayerNormalizationOp norm, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (!norm.getMean().use_empty() || !norm.getInvStdDev().use_empty())
+      return l.fail("Mean and InvStdDev outputs are not supported");
+    FailureOr<int64_t> axis = l.axis(norm.getAxis(), rankOf(norm.getX()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(
+        kernel, {adaptor.getX(), adaptor.getScale(), adaptor.getB()},
+        {l.i64("axis", *axis), l.f32("epsilon", norm.getEpsilon())});
+  }
+};
+
+struct LowerRMSNorm : KernelPattern<mlir::fsdp::RMSNormOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::RMSNormOp norm, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.f32("epsilon", norm.getEpsilon())});
+  }
+};
+
+/// BatchNormalization in inference form (running statistics).
+struct LowerBatchNorm : KernelPattern<BatchNormalizationOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(BatchNormalizationOp norm, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (norm.getTrainingMode() != 0)
+      return l.fail("in training mode cannot run as inference; run "
+                    "--fsdp-inference first");
+    return l.kernel(kernel,
+                    {adaptor.getX(), adaptor.getScale(), adaptor.getB(),
+                     adaptor.getInputMean(), adaptor.getInputVar()},
+                    {l.f32("epsilon", norm.getEpsilon())});
+  }
+};
+
+/// Dropout has no kernel: fsdp-inference removes it.
+struct RejectDropout : KernelPattern<DropoutOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(DropoutOp, OpAdaptor, Lowering &l) const override {
+    return l.fail("is a training-mode Dropout; run --fsdp-inference first");
+  }
+};
+
+// Convolution and pooling.
 
 /// Spatial attributes of Conv and the pools with ONNX's defaults filled in.
 struct Window {
@@ -151,457 +390,533 @@ FailureOr<Window> window(Lowering &l, WindowOp op,
   return w;
 }
 
-LogicalResult lowerOp(Operation *op, RewriterBase &rewriter) {
-  Lowering l(op, rewriter);
-  rewriter.setInsertionPoint(op);
-  auto elementwise = [&](StringRef name) {
-    return l.kernel(name, op->getOperands());
-  };
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      // Elementwise.
-      .Case<AddOp>([&](auto) { return elementwise("add"); })
-      .Case<SubOp>([&](auto) { return elementwise("sub"); })
-      .Case<MulOp>([&](auto) { return elementwise("mul"); })
-      .Case<DivOp>([&](auto) { return elementwise("div"); })
-      .Case<PowOp>([&](auto) { return elementwise("pow"); })
-      .Case<EqualOp>([&](auto) { return elementwise("equal"); })
-      .Case<LessOp>([&](auto) { return elementwise("less"); })
-      .Case<GreaterOp>([&](auto) { return elementwise("greater"); })
-      .Case<AndOp>([&](auto) { return elementwise("and"); })
-      .Case<OrOp>([&](auto) { return elementwise("or"); })
-      .Case<WhereOp>([&](auto) { return elementwise("where"); })
-      .Case<NegOp>([&](auto) { return elementwise("neg"); })
-      .Case<ExpOp>([&](auto) { return elementwise("exp"); })
-      .Case<LogOp>([&](auto) { return elementwise("log"); })
-      .Case<SqrtOp>([&](auto) { return elementwise("sqrt"); })
-      .Case<ReciprocalOp>([&](auto) { return elementwise("reciprocal"); })
-      .Case<AbsOp>([&](auto) { return elementwise("abs"); })
-      .Case<TanhOp>([&](auto) { return elementwise("tanh"); })
-      .Case<SigmoidOp>([&](auto) { return elementwise("sigmoid"); })
-      .Case<ReluOp>([&](auto) { return elementwise("relu"); })
-      .Case<ErfOp>([&](auto) { return elementwise("erf"); })
-      .Case<NotOp>([&](auto) { return elementwise("not"); })
-      .Case<CastOp>([&](auto) { return l.kernel("cast", op->getOperand(0)); })
-      .Case<SumOp>([&](SumOp sum) {
-        if (sum.getNumOperands() == 1)
-          return l.view(sum.getOperand(0));
-        if (sum.getNumOperands() != 2)
-          return l.fail("with more than two inputs is not supported");
-        return elementwise("add");
-      })
-      .Case<mlir::fsdp::GeluOp>([&](mlir::fsdp::GeluOp gelu) {
-        return l.kernel("gelu", gelu.getInput(),
-                        {l.str("approximate", gelu.getApproximate())});
-      })
-      .Case<mlir::fsdp::SiluOp>([&](auto) { return elementwise("silu"); })
-      // Linear algebra and normalisation.
-      .Case<MatMulOp>([&](auto) {
-        return l.kernel("matmul", op->getOperands(), {l.i64("trans_b", 0)});
-      })
-      .Case<GemmOp>([&](GemmOp gemm) {
-        return l.kernel("gemm", op->getOperands(),
-                        {l.f32("alpha", gemm.getAlpha().convertToDouble()),
-                         l.f32("beta", gemm.getBeta().convertToDouble()),
-                         l.i64("trans_a", gemm.getTransA()),
-                         l.i64("trans_b", gemm.getTransB())});
-      })
-      .Case<mlir::fsdp::LinearOp>([&](mlir::fsdp::LinearOp linear) {
-        return l.kernel("linear", op->getOperands(),
-                        {l.i64("trans_w", linear.getTransposeWeight()),
-                         l.str("activation", linear.getActivation())});
-      })
-      .Case<mlir::fsdp::AttentionOp, mlir::fsdp::AttentionGradOp>(
-          [&](auto attention) {
-            // Both kernels take the forward's operands in op order (the
-            // mask only for add and fill); attention's lse is its second
-            // output when asked for.
-            return l.kernel(
-                isa<mlir::fsdp::AttentionOp>(op) ? "attention"
-                                                 : "attention_grad",
-                op->getOperands(),
-                {l.f32("scale", attention.getScale().convertToDouble()),
-                 l.str("mask_kind", attention.getMaskKind()),
-                 l.f32("fill_value",
-                       attention.getFillValue().convertToDouble())});
-          })
-      .Case<SoftmaxOp, LogSoftmaxOp>([&](auto softmax) {
-        FailureOr<int64_t> axis =
-            l.axis(softmax.getAxis(), rankOf(softmax.getInput()));
-        if (failed(axis))
-          return failure();
-        return l.kernel(isa<SoftmaxOp>(op) ? "softmax" : "log_softmax",
-                        softmax.getInput(), {l.i64("axis", *axis)});
-      })
-      .Case<LayerNormalizationOp>([&](LayerNormalizationOp norm) {
-        if (!norm.getMean().use_empty() || !norm.getInvStdDev().use_empty())
-          return l.fail("Mean and InvStdDev outputs are not supported");
-        FailureOr<int64_t> axis = l.axis(norm.getAxis(), rankOf(norm.getX()));
-        if (failed(axis))
-          return failure();
-        return l.kernel(
-            "layer_norm", {norm.getX(), norm.getScale(), norm.getB()},
-            {l.i64("axis", *axis),
-             l.f32("epsilon", norm.getEpsilon().convertToDouble())});
-      })
-      .Case<mlir::fsdp::RMSNormOp>([&](mlir::fsdp::RMSNormOp norm) {
-        return l.kernel(
-            "rms_norm", op->getOperands(),
-            {l.f32("epsilon", norm.getEpsilon().convertToDouble())});
-      })
-      .Case<BatchNormalizationOp>([&](BatchNormalizationOp norm) {
-        if (norm.getTrainingMode() != 0)
-          return l.fail("in training mode cannot run as inference; run "
-                        "--fsdp-inference first");
-        return l.kernel(
-            "batch_norm",
-            {norm.getX(), norm.getScale(), norm.getB(), norm.getInputMean(),
-             norm.getInputVar()},
-            {l.f32("epsilon", norm.getEpsilon().convertToDouble())});
-      })
-      .Case<DropoutOp>([&](auto) {
-        return l.fail("is a training-mode Dropout; run --fsdp-inference first");
-      })
-      // Convolution and pooling.
-      .Case<ConvOp>([&](ConvOp conv) -> LogicalResult {
-        ArrayRef<int64_t> w = shapeOf(conv.getW());
-        FailureOr<Window> win = window(l, conv, w.drop_front(2));
-        if (failed(win))
-          return failure();
-        if (rankOf(conv.getX()) != 3 && rankOf(conv.getX()) != 4)
-          return l.fail("only 1-D and 2-D convolutions are supported");
-        return l.kernel("conv", op->getOperands(),
-                        {l.ints("strides", win->strides),
-                         l.ints("pads", win->pads),
-                         l.ints("dilations", win->dilations),
-                         l.i64("group", conv.getGroup())});
-      })
-      .Case<MaxPoolOp>([&](MaxPoolOp pool) -> LogicalResult {
-        if (!pool.getIndices().use_empty())
-          return l.fail("Indices output is not supported");
-        FailureOr<Window> win = window(l, pool, pool.getKernelShape());
-        if (failed(win))
-          return failure();
-        return l.kernel("max_pool", pool.getX(),
-                        {l.ints("kernel_shape", win->kernel),
-                         l.ints("strides", win->strides),
-                         l.ints("pads", win->pads),
-                         l.ints("dilations", win->dilations),
-                         l.i64("ceil_mode", pool.getCeilMode())});
-      })
-      .Case<AveragePoolOp>([&](AveragePoolOp pool) -> LogicalResult {
-        FailureOr<Window> win = window(l, pool, pool.getKernelShape());
-        if (failed(win))
-          return failure();
-        if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
-          return l.fail("dilations are not supported");
-        return l.kernel("average_pool", pool.getX(),
-                        {l.ints("kernel_shape", win->kernel),
-                         l.ints("strides", win->strides),
-                         l.ints("pads", win->pads),
-                         l.i64("count_include_pad", pool.getCountIncludePad()),
-                         l.i64("ceil_mode", pool.getCeilMode())});
-      })
-      .Case<GlobalAveragePoolOp>(
-          [&](auto) { return elementwise("global_average_pool"); })
-      // Reductions.
-      .Case<ReduceMeanOp, ReduceMaxOp>([&](auto reduce) -> LogicalResult {
-        SmallVector<int64_t> axes;
-        int64_t rank = rankOf(reduce.getData());
-        for (int64_t axis : reduce.getAxes().value_or(ArrayRef<int64_t>{})) {
-          FailureOr<int64_t> normal = l.axis(axis, rank);
-          if (failed(normal))
-            return failure();
-          axes.push_back(*normal);
-        }
-        return l.kernel(
-            isa<ReduceMeanOp>(op) ? "reduce_mean" : "reduce_max",
-            reduce.getData(),
-            {l.ints("axes", axes), l.i64("keepdims", reduce.getKeepdims())});
-      })
-      .Case<ReduceSumOp>([&](ReduceSumOp reduce) -> LogicalResult {
-        SmallVector<int64_t> axes;
-        int64_t rank = rankOf(reduce.getData());
-        if (!isa<NoneType>(reduce.getAxes().getType())) {
-          FailureOr<SmallVector<int64_t>> values =
-              l.constantInts(reduce.getAxes(), "axes");
-          if (failed(values))
-            return failure();
-          for (int64_t axis : *values) {
-            FailureOr<int64_t> normal = l.axis(axis, rank);
-            if (failed(normal))
-              return failure();
-            axes.push_back(*normal);
-          }
-        }
-        if (axes.empty() && reduce.getNoopWithEmptyAxes())
-          return l.view(reduce.getData());
-        return l.kernel(
-            "reduce_sum", reduce.getData(),
-            {l.ints("axes", axes), l.i64("keepdims", reduce.getKeepdims())});
-      })
-      // Shapes and data movement.
-      .Case<ViewLikeOpInterface>(
-          [&](ViewLikeOpInterface v) { return l.view(v.getViewSource()); })
-      .Case<TransposeOp>([&](TransposeOp t) {
-        return l.kernel("transpose", t.getData(),
-                        {l.ints("perm", t.getPermOrDefault())});
-      })
-      .Case<ConcatOp>([&](ConcatOp concat) -> LogicalResult {
-        FailureOr<int64_t> axis =
-            l.axis(concat.getAxis(), rankOf(concat.getResult()));
-        if (failed(axis))
-          return failure();
-        return l.kernel("concat", concat.getInputs(), {l.i64("axis", *axis)});
-      })
-      .Case<SplitOp>([&](SplitOp split) -> LogicalResult {
-        FailureOr<int64_t> axis =
-            l.axis(split.getAxis(), rankOf(split.getInput()));
-        if (failed(axis))
-          return failure();
-        return l.kernel("split", split.getInput(), {l.i64("axis", *axis)});
-      })
-      .Case<SliceOp>([&](SliceOp slice) -> LogicalResult {
-        ArrayRef<int64_t> shape = shapeOf(slice.getData());
-        int64_t rank = shape.size();
-        FailureOr<SmallVector<int64_t>> starts =
-            l.constantInts(slice.getStarts(), "starts");
-        if (failed(starts))
-          return failure();
-        SmallVector<int64_t> axes, steps;
-        if (!isa<NoneType>(slice.getAxes().getType())) {
-          FailureOr<SmallVector<int64_t>> values =
-              l.constantInts(slice.getAxes(), "axes");
-          if (failed(values))
-            return failure();
-          axes = *values;
-        } else {
-          for (int64_t i = 0, e = starts->size(); i < e; ++i)
-            axes.push_back(i);
-        }
-        if (!isa<NoneType>(slice.getSteps().getType())) {
-          FailureOr<SmallVector<int64_t>> values =
-              l.constantInts(slice.getSteps(), "steps");
-          if (failed(values))
-            return failure();
-          steps = *values;
-        } else {
-          steps.assign(starts->size(), 1);
-        }
-        if (axes.size() != starts->size() || steps.size() != starts->size())
-          return l.fail("starts, axes and steps differ in length");
-        SmallVector<int64_t> allStarts(rank, 0), allSteps(rank, 1);
-        for (auto [axisValue, start, step] : llvm::zip(axes, *starts, steps)) {
-          FailureOr<int64_t> axis = l.axis(axisValue, rank);
-          if (failed(axis))
-            return failure();
-          if (step == 0)
-            return l.fail("has a zero step");
-          int64_t dim = shape[*axis];
-          int64_t s = start < 0 ? start + dim : start;
-          // ONNX clamps starts to [0, dim] (forward) or [0, dim - 1] (back).
-          s = step > 0 ? std::clamp<int64_t>(s, 0, dim)
-                       : std::clamp<int64_t>(s, 0, dim - 1);
-          allStarts[*axis] = s;
-          allSteps[*axis] = step;
-        }
-        return l.kernel(
-            "slice", slice.getData(),
-            {l.ints("starts", allStarts), l.ints("steps", allSteps)});
-      })
-      .Case<GatherOp>([&](GatherOp gather) -> LogicalResult {
-        FailureOr<int64_t> axis =
-            l.axis(gather.getAxis(), rankOf(gather.getData()));
-        if (failed(axis))
-          return failure();
-        return l.kernel("gather", {gather.getData(), gather.getIndices()},
-                        {l.i64("axis", *axis)});
-      })
-      .Case<ExpandOp>([&](ExpandOp expand) {
-        return l.kernel("expand", expand.getInput());
-      })
-      // Losses.
-      .Case<SoftmaxCrossEntropyLossOp>(
-          [&](SoftmaxCrossEntropyLossOp loss) -> LogicalResult {
-            if (!loss.getLogProb().use_empty())
-              return l.fail("log_prob output is not supported");
-            SmallVector<NamedAttribute> params = {
-                l.str("reduction", loss.getReduction())};
-            if (loss.getIgnoreIndex())
-              params.push_back(l.i64("ignore_index", *loss.getIgnoreIndex()));
-            return l.kernel(
-                "softmax_cross_entropy",
-                {loss.getScores(), loss.getLabels(), loss.getWeights()},
-                params);
-          })
-      .Case<mlir::fsdp::GatherGradOp>([&](mlir::fsdp::GatherGradOp grad) {
-        return l.kernel("gather_grad", op->getOperands(),
-                        {l.i64("axis", grad.getAxis())});
-      })
-      .Case<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
-          [&](mlir::fsdp::SoftmaxCrossEntropyGradOp grad) {
-            SmallVector<NamedAttribute> params = {
-                l.str("reduction", grad.getReduction())};
-            if (grad.getIgnoreIndex())
-              params.push_back(l.i64("ignore_index", *grad.getIgnoreIndex()));
-            return l.kernel("softmax_cross_entropy_grad", op->getOperands(),
-                            params);
-          })
-      .Case<mlir::fsdp::ConvGradInputOp, mlir::fsdp::ConvGradWeightOp>(
-          [&](auto grad) {
-            return l.kernel(isa<mlir::fsdp::ConvGradInputOp>(op)
-                                ? "conv_grad_input"
-                                : "conv_grad_weight",
-                            op->getOperands(),
-                            {l.ints("strides", grad.getStrides()),
-                             l.ints("pads", grad.getPads()),
-                             l.ints("dilations", grad.getDilations()),
-                             l.i64("group", grad.getGroup())});
-          })
-      .Case<mlir::fsdp::PoolGradOp>([&](mlir::fsdp::PoolGradOp grad) {
-        return l.kernel(
-            "pool_grad", op->getOperands(),
-            {l.str("mode", grad.getMode()),
-             l.ints("kernel_shape", grad.getKernelShape()),
-             l.ints("strides", grad.getStrides()),
-             l.ints("pads", grad.getPads()),
-             l.ints("dilations", grad.getDilations()),
-             l.i64("ceil_mode", grad.getCeilMode()),
-             l.i64("count_include_pad", grad.getCountIncludePad())});
-      })
-      .Default([&](Operation *) {
-        return l.fail("has no runtime kernel (docs/plan-format.md lists the "
-                      "supported ops)");
-      });
+struct LowerConv : KernelPattern<ConvOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ConvOp conv, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<Window> win = window(l, conv, shapeOf(conv.getW()).drop_front(2));
+    if (failed(win))
+      return failure();
+    if (rankOf(conv.getX()) != 3 && rankOf(conv.getX()) != 4)
+      return l.fail("only 1-D and 2-D convolutions are supported");
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.ints("strides", win->strides), l.ints("pads", win->pads),
+                     l.ints("dilations", win->dilations),
+                     l.i64("group", conv.getGroup())});
+  }
+};
+
+struct LowerMaxPool : KernelPattern<MaxPoolOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(MaxPoolOp pool, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (!pool.getIndices().use_empty())
+      return l.fail("Indices output is not supported");
+    FailureOr<Window> win = window(l, pool, pool.getKernelShape());
+    if (failed(win))
+      return failure();
+    return l.kernel(kernel, adaptor.getX(),
+                    {l.ints("kernel_shape", win->kernel),
+                     l.ints("strides", win->strides), l.ints("pads", win->pads),
+                     l.ints("dilations", win->dilations),
+                     l.i64("ceil_mode", pool.getCeilMode())});
+  }
+};
+
+struct LowerAveragePool : KernelPattern<AveragePoolOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(AveragePoolOp pool, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<Window> win = window(l, pool, pool.getKernelShape());
+    if (failed(win))
+      return failure();
+    if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
+      return l.fail("dilations are not supported");
+    return l.kernel(kernel, adaptor.getX(),
+                    {l.ints("kernel_shape", win->kernel),
+                     l.ints("strides", win->strides), l.ints("pads", win->pads),
+                     l.i64("count_include_pad", pool.getCountIncludePad()),
+                     l.i64("ceil_mode", pool.getCeilMode())});
+  }
+};
+
+// Reductions.
+
+/// ReduceMean and ReduceMax: axes are an attribute.
+template <typename ReduceOp>
+struct LowerReduceByAttr : KernelPattern<ReduceOp> {
+  using KernelPattern<ReduceOp>::KernelPattern;
+  LogicalResult lower(ReduceOp reduce, typename ReduceOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<SmallVector<int64_t>> axes =
+        l.axes(reduce.getAxes().value_or(ArrayRef<int64_t>{}),
+               rankOf(reduce.getData()));
+    if (failed(axes))
+      return failure();
+    return l.kernel(
+        this->kernel, adaptor.getData(),
+        {l.ints("axes", *axes), l.i64("keepdims", reduce.getKeepdims())});
+  }
+};
+
+/// ReduceSum: axes are a constant operand; none and noop_with_empty_axes
+/// make it a view.
+struct LowerReduceSum : KernelPattern<ReduceSumOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ReduceSumOp reduce, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<SmallVector<int64_t>> values =
+        l.optionalConstantInts(adaptor.getAxes(), "axes", {});
+    if (failed(values))
+      return failure();
+    FailureOr<SmallVector<int64_t>> axes =
+        l.axes(*values, rankOf(reduce.getData()));
+    if (failed(axes))
+      return failure();
+    if (axes->empty() && reduce.getNoopWithEmptyAxes())
+      return l.view(adaptor.getData());
+    return l.kernel(
+        kernel, adaptor.getData(),
+        {l.ints("axes", *axes), l.i64("keepdims", reduce.getKeepdims())});
+  }
+};
+
+// Shapes and data movement.
+
+/// Reshape, Flatten, Squeeze, Unsqueeze, Identity: the same bytes.
+struct LowerViewLike : OpInterfaceConversionPattern<ViewLikeOpInterface> {
+  using OpInterfaceConversionPattern::OpInterfaceConversionPattern;
+  LogicalResult
+  matchAndRewrite(ViewLikeOpInterface op, ArrayRef<Value>,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (failed(checkTypes(op)))
+      return failure();
+    return Lowering(op, rewriter)
+        .view(rewriter.getRemappedValue(op.getViewSource()));
+  }
+};
+
+struct LowerTranspose : KernelPattern<TransposeOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(TransposeOp transpose, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getData(),
+                    {l.ints("perm", transpose.getPermOrDefault())});
+  }
+};
+
+struct LowerConcat : KernelPattern<ConcatOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ConcatOp concat, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(concat.getAxis(), rankOf(concat.getResult()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, adaptor.getInputs(), {l.i64("axis", *axis)});
+  }
+};
+
+struct LowerSplit : KernelPattern<SplitOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(SplitOp split, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis = l.axis(split.getAxis(), rankOf(split.getInput()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, adaptor.getInput(), {l.i64("axis", *axis)});
+  }
+};
+
+/// Slice with constant bounds: a start and a step for every axis, starts
+/// clamped as ONNX does; the result type carries the sizes.
+struct LowerSlice : KernelPattern<SliceOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(SliceOp slice, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    ArrayRef<int64_t> shape = shapeOf(slice.getData());
+    int64_t rank = shape.size();
+    FailureOr<SmallVector<int64_t>> starts =
+        l.constantInts(adaptor.getStarts(), "starts");
+    if (failed(starts))
+      return failure();
+    SmallVector<int64_t> allAxes = llvm::to_vector(
+        llvm::seq<int64_t>(0, static_cast<int64_t>(starts->size())));
+    FailureOr<SmallVector<int64_t>> axes =
+        l.optionalConstantInts(adaptor.getAxes(), "axes", allAxes);
+    if (failed(axes))
+      return failure();
+    FailureOr<SmallVector<int64_t>> steps = l.optionalConstantInts(
+        adaptor.getSteps(), "steps", SmallVector<int64_t>(starts->size(), 1));
+    if (failed(steps))
+      return failure();
+    if (axes->size() != starts->size() || steps->size() != starts->size())
+      return l.fail("starts, axes and steps differ in length");
+    SmallVector<int64_t> allStarts(rank, 0), allSteps(rank, 1);
+    for (auto [axisValue, start, step] : llvm::zip(*axes, *starts, *steps)) {
+      FailureOr<int64_t> axis = l.axis(axisValue, rank);
+      if (failed(axis))
+        return failure();
+      if (step == 0)
+        return l.fail("has a zero step");
+      int64_t dim = shape[*axis];
+      int64_t s = start < 0 ? start + dim : start;
+      // ONNX clamps starts to [0, dim] (forward) or [0, dim - 1] (back).
+      s = step > 0 ? std::clamp<int64_t>(s, 0, dim)
+                   : std::clamp<int64_t>(s, 0, dim - 1);
+      allStarts[*axis] = s;
+      allSteps[*axis] = step;
+    }
+    return l.kernel(kernel, adaptor.getData(),
+                    {l.ints("starts", allStarts), l.ints("steps", allSteps)});
+  }
+};
+
+struct LowerGather : KernelPattern<GatherOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(GatherOp gather, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(gather.getAxis(), rankOf(gather.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, {adaptor.getData(), adaptor.getIndices()},
+                    {l.i64("axis", *axis)});
+  }
+};
+
+// Losses and gradients.
+
+/// The cross-entropy's parameters, shared by the loss and its gradient:
+/// `reduction`, and `ignore_index` when set.
+template <typename LossOp>
+SmallVector<NamedAttribute> crossEntropyParams(LossOp loss, Lowering &l) {
+  SmallVector<NamedAttribute> params = {
+      l.str("reduction", loss.getReduction())};
+  if (loss.getIgnoreIndex())
+    params.push_back(l.i64("ignore_index", *loss.getIgnoreIndex()));
+  return params;
 }
 
-/// Ops the plan writer takes as they are: state reads, the collectives
-/// (they keep their memory effects, so nothing merges or drops them) and
-/// the ends of gathered buffers' lives.
-bool isKept(Operation *op) {
-  return isa<ConstantOp, NoValueOp, func::ReturnOp, KernelOp, ViewOp,
-             mlir::fsdp::GetParamOp, mlir::fsdp::GetBufferOp,
-             mlir::fsdp::GetShardOp, mlir::fsdp::GetFlatParamOp,
-             mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
-             mlir::fsdp::AllReduceOp, mlir::fsdp::WaitOp,
-             mlir::fsdp::ReleaseOp>(op);
-}
+struct LowerCrossEntropy : KernelPattern<SoftmaxCrossEntropyLossOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(SoftmaxCrossEntropyLossOp loss, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (!loss.getLogProb().use_empty())
+      return l.fail("log_prob output is not supported");
+    return l.kernel(
+        kernel,
+        {adaptor.getScores(), adaptor.getLabels(), adaptor.getWeights()},
+        crossEntropyParams(loss, l));
+  }
+};
 
-/// A unit's flat buffer as its parameters: one view per member at its
-/// offset in the layout; and the inverse, a `pack` kernel that writes each
-/// member at its offset and zeros elsewhere.
-LogicalResult lowerFlatViews(Operation *op, RewriterBase &rewriter,
-                             SymbolTableCollection &symbols) {
-  auto unflatten = dyn_cast<mlir::fsdp::UnflattenOp>(op);
-  auto pack = dyn_cast<mlir::fsdp::PackOp>(op);
-  auto unitRef = unflatten ? unflatten.getUnitAttr() : pack.getUnitAttr();
+struct LowerCrossEntropyGrad
+    : KernelPattern<mlir::fsdp::SoftmaxCrossEntropyGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::SoftmaxCrossEntropyGradOp grad,
+                      OpAdaptor adaptor, Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(), crossEntropyParams(grad, l));
+  }
+};
+
+struct LowerGatherGrad : KernelPattern<mlir::fsdp::GatherGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::GatherGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.i64("axis", grad.getAxis())});
+  }
+};
+
+/// The gradients of Conv with respect to its input and its weight.
+template <typename ConvGradOp>
+struct LowerConvGrad : KernelPattern<ConvGradOp> {
+  using KernelPattern<ConvGradOp>::KernelPattern;
+  LogicalResult lower(ConvGradOp grad, typename ConvGradOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(this->kernel, adaptor.getOperands(),
+                    {l.ints("strides", grad.getStrides()),
+                     l.ints("pads", grad.getPads()),
+                     l.ints("dilations", grad.getDilations()),
+                     l.i64("group", grad.getGroup())});
+  }
+};
+
+struct LowerPoolGrad : KernelPattern<mlir::fsdp::PoolGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::PoolGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.str("mode", grad.getMode()),
+                     l.ints("kernel_shape", grad.getKernelShape()),
+                     l.ints("strides", grad.getStrides()),
+                     l.ints("pads", grad.getPads()),
+                     l.ints("dilations", grad.getDilations()),
+                     l.i64("ceil_mode", grad.getCeilMode()),
+                     l.i64("count_include_pad", grad.getCountIncludePad())});
+  }
+};
+
+// Flat parameters.
+
+/// The flat parameter a fsdp.unflatten or fsdp.pack names, as its layout.
+FailureOr<::fsdp::layout::FlatLayout>
+flatLayoutOf(Operation *op, FlatSymbolRefAttr unitRef,
+             SymbolTableCollection &symbols) {
   auto unit =
       symbols.lookupNearestSymbolFrom<mlir::fsdp::FlatParamOp>(op, unitRef);
   if (!unit)
     return op->emitOpError() << unitRef << " is not an fsdp.flat_param";
-  FailureOr<::fsdp::layout::FlatLayout> layout =
-      mlir::fsdp::computeLayout(unit, symbols);
-  if (failed(layout))
-    return failure();
-  rewriter.setInsertionPoint(op);
-  if (unflatten) {
+  return mlir::fsdp::computeLayout(unit, symbols);
+}
+
+/// A unit's flat buffer as its parameters: one view per member at its
+/// offset in the layout.
+struct LowerUnflatten : OpConversionPattern<mlir::fsdp::UnflattenOp> {
+  LowerUnflatten(MLIRContext *context, SymbolTableCollection &symbols)
+      : OpConversionPattern(context), symbols(symbols) {}
+
+  LogicalResult
+  matchAndRewrite(mlir::fsdp::UnflattenOp unflatten, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<::fsdp::layout::FlatLayout> layout =
+        flatLayoutOf(unflatten, unflatten.getUnitAttr(), symbols);
+    if (failed(layout))
+      return failure();
     SmallVector<Value> views;
     for (auto [index, result] : llvm::enumerate(unflatten.getResults()))
-      views.push_back(rewriter.create<ViewOp>(op->getLoc(), result.getType(),
-                                              unflatten.getFlat(),
-                                              layout->paramRange(index).begin));
-    rewriter.replaceOp(op, views);
+      views.push_back(rewriter.create<ViewOp>(
+          unflatten.getLoc(), result.getType(), adaptor.getFlat(),
+          layout->paramRange(index).begin));
+    rewriter.replaceOp(unflatten, views);
     return success();
   }
-  SmallVector<int64_t> offsets;
-  for (size_t index = 0; index < layout->numParams(); ++index)
-    offsets.push_back(layout->paramRange(index).begin);
-  Builder b(op->getContext());
-  auto kernel = rewriter.create<KernelOp>(
-      op->getLoc(), pack.getFlat().getType(), b.getStringAttr("pack"),
-      pack.getValues(),
-      b.getDictionaryAttr(
-          b.getNamedAttr("offsets", b.getDenseI64ArrayAttr(offsets))));
-  rewriter.replaceOp(op, kernel.getResults());
-  return success();
-}
 
-/// Element types the runtime has (plan.fbs's DType).
-bool isRuntimeType(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor)
-    return isa<NoneType>(type);
-  return mlir::fsdp::runtimeDType(tensor.getElementType()).has_value();
-}
+  SymbolTableCollection &symbols;
+};
 
-LogicalResult checkTypes(Operation *op) {
-  SmallVector<Type> types(op->getOperandTypes());
-  llvm::append_range(types, op->getResultTypes());
-  for (Type type : types) {
-    if (!isRuntimeType(type))
-      return op->emitOpError() << "has a value of type " << type
-                               << ", which the runtime does not support";
-    if (auto tensor = dyn_cast<RankedTensorType>(type);
-        tensor && !tensor.hasStaticShape())
-      return op->emitOpError()
-             << "has a dynamic shape " << type
-             << "; import with --batch-size (and --dim) to make it static";
+/// The inverse of unflatten: a `pack` kernel that writes each member at its
+/// offset and zeros elsewhere.
+struct LowerPack : OpConversionPattern<mlir::fsdp::PackOp> {
+  LowerPack(MLIRContext *context, SymbolTableCollection &symbols)
+      : OpConversionPattern(context), symbols(symbols) {}
+
+  LogicalResult
+  matchAndRewrite(mlir::fsdp::PackOp pack, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<::fsdp::layout::FlatLayout> layout =
+        flatLayoutOf(pack, pack.getUnitAttr(), symbols);
+    if (failed(layout))
+      return failure();
+    SmallVector<int64_t> offsets;
+    for (size_t index = 0; index < layout->numParams(); ++index)
+      offsets.push_back(layout->paramRange(index).begin);
+    rewriter.replaceOpWithNewOp<KernelOp>(
+        pack, pack.getFlat().getType(), rewriter.getStringAttr("pack"),
+        adaptor.getValues(),
+        rewriter.getDictionaryAttr(rewriter.getNamedAttr(
+            "offsets", rewriter.getDenseI64ArrayAttr(offsets))));
+    return success();
   }
-  return success();
+
+  SymbolTableCollection &symbols;
+};
+
+/// Every lowering, each with the runtime kernel it emits.
+void populateLoweringPatterns(RewritePatternSet &patterns,
+                              SymbolTableCollection &symbols) {
+  MLIRContext *context = patterns.getContext();
+  // Elementwise.
+  patterns.add<PlainKernel<AddOp>>(context, "add");
+  patterns.add<PlainKernel<SubOp>>(context, "sub");
+  patterns.add<PlainKernel<MulOp>>(context, "mul");
+  patterns.add<PlainKernel<DivOp>>(context, "div");
+  patterns.add<PlainKernel<PowOp>>(context, "pow");
+  patterns.add<PlainKernel<EqualOp>>(context, "equal");
+  patterns.add<PlainKernel<LessOp>>(context, "less");
+  patterns.add<PlainKernel<GreaterOp>>(context, "greater");
+  patterns.add<PlainKernel<AndOp>>(context, "and");
+  patterns.add<PlainKernel<OrOp>>(context, "or");
+  patterns.add<PlainKernel<WhereOp>>(context, "where");
+  patterns.add<PlainKernel<NegOp>>(context, "neg");
+  patterns.add<PlainKernel<ExpOp>>(context, "exp");
+  patterns.add<PlainKernel<LogOp>>(context, "log");
+  patterns.add<PlainKernel<SqrtOp>>(context, "sqrt");
+  patterns.add<PlainKernel<ReciprocalOp>>(context, "reciprocal");
+  patterns.add<PlainKernel<AbsOp>>(context, "abs");
+  patterns.add<PlainKernel<TanhOp>>(context, "tanh");
+  patterns.add<PlainKernel<SigmoidOp>>(context, "sigmoid");
+  patterns.add<PlainKernel<ReluOp>>(context, "relu");
+  patterns.add<PlainKernel<ErfOp>>(context, "erf");
+  patterns.add<PlainKernel<NotOp>>(context, "not");
+  patterns.add<PlainKernel<CastOp>>(context, "cast");
+  patterns.add<PlainKernel<mlir::fsdp::SiluOp>>(context, "silu");
+  patterns.add<LowerSum>(context, "add");
+  patterns.add<LowerGelu>(context, "gelu");
+  // Linear algebra and normalisation.
+  patterns.add<LowerMatMul>(context, "matmul");
+  patterns.add<LowerGemm>(context, "gemm");
+  patterns.add<LowerLinear>(context, "linear");
+  patterns.add<LowerAttention<mlir::fsdp::AttentionOp>>(context, "attention");
+  patterns.add<LowerAttention<mlir::fsdp::AttentionGradOp>>(context,
+                                                            "attention_grad");
+  patterns.add<LowerSoftmax<SoftmaxOp>>(context, "softmax");
+  patterns.add<LowerSoftmax<LogSoftmaxOp>>(context, "log_softmax");
+  patterns.add<LowerLayerNorm>(context, "layer_norm");
+  patterns.add<LowerRMSNorm>(context, "rms_norm");
+  patterns.add<LowerBatchNorm>(context, "batch_norm");
+  patterns.add<RejectDropout>(context);
+  // Convolution and pooling.
+  patterns.add<LowerConv>(context, "conv");
+  patterns.add<LowerMaxPool>(context, "max_pool");
+  patterns.add<LowerAveragePool>(context, "average_pool");
+  patterns.add<PlainKernel<GlobalAveragePoolOp>>(context,
+                                                 "global_average_pool");
+  // Reductions.
+  patterns.add<LowerReduceByAttr<ReduceMeanOp>>(context, "reduce_mean");
+  patterns.add<LowerReduceByAttr<ReduceMaxOp>>(context, "reduce_max");
+  patterns.add<LowerReduceSum>(context, "reduce_sum");
+  // Shapes and data movement.
+  patterns.add<LowerViewLike>(context);
+  patterns.add<LowerTranspose>(context, "transpose");
+  patterns.add<LowerConcat>(context, "concat");
+  patterns.add<LowerSplit>(context, "split");
+  patterns.add<LowerSlice>(context, "slice");
+  patterns.add<LowerGather>(context, "gather");
+  patterns.add<LowerExpand>(context, "expand");
+  // Losses and gradients.
+  patterns.add<LowerCrossEntropy>(context, "softmax_cross_entropy");
+  patterns.add<LowerCrossEntropyGrad>(context, "softmax_cross_entropy_grad");
+  patterns.add<LowerGatherGrad>(context, "gather_grad");
+  patterns.add<LowerConvGrad<mlir::fsdp::ConvGradInputOp>>(context,
+                                                           "conv_grad_input");
+  patterns.add<LowerConvGrad<mlir::fsdp::ConvGradWeightOp>>(context,
+                                                            "conv_grad_weight");
+  patterns.add<LowerPoolGrad>(context, "pool_grad");
+  // Flat parameters.
+  patterns.add<LowerUnflatten, LowerPack>(context, symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// Pass
+//===----------------------------------------------------------------------===//
+
+/// What a lowered function body holds: kernels and views, state reads, the
+/// collectives (they keep their memory effects, so nothing merges or drops
+/// them), the ends of gathered buffers' lives, constants and the return.
+/// Ops outside function bodies are the plan's declarations and stay.
+///
+/// Nothing is marked illegal: an op that does not lower is left in place
+/// and reported with its own error (below), rather than the conversion
+/// stopping at the first one with a generic message.
+///
+/// Only the constants the module already has (`inputConstants`) are legal.
+/// MLIR 19's conversion folds every op before trying its pattern; a
+/// constant a fold creates is then illegal, so the driver undoes the fold
+/// and applies the pattern: the lowering emits the kernels the model has,
+/// never values computed at compile time.
+void addLoweredLegality(ConversionTarget &target,
+                        const DenseSet<Operation *> &inputConstants) {
+  target.addDynamicallyLegalOp<ConstantOp>(
+      [&](ConstantOp op) { return inputConstants.contains(op); });
+  target.addLegalOp<NoValueOp, func::ReturnOp, KernelOp, ViewOp,
+                    mlir::fsdp::GetParamOp, mlir::fsdp::GetBufferOp,
+                    mlir::fsdp::GetShardOp, mlir::fsdp::GetFlatParamOp,
+                    mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
+                    mlir::fsdp::AllReduceOp, mlir::fsdp::WaitOp,
+                    mlir::fsdp::ReleaseOp>();
+  target.markUnknownOpDynamicallyLegal(
+      [](Operation *op) -> std::optional<bool> {
+        if (!isa_and_nonnull<func::FuncOp>(op->getParentOp()))
+          return true;
+        return std::nullopt;
+      });
+}
+
+/// A function's inputs are the plan's inputs: static shapes of runtime
+/// dtypes.
+LogicalResult checkArguments(func::FuncOp func) {
+  LogicalResult result = success();
+  for (BlockArgument arg : func.getArguments())
+    if (auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+        !tensor || !tensor.hasStaticShape() || !isRuntimeType(tensor)) {
+      func.emitError() << "input " << arg.getArgNumber() << " of @"
+                       << func.getSymName() << " has type " << arg.getType()
+                       << "; the runtime needs static shapes of a "
+                          "supported element type";
+      result = failure();
+    }
+  return result;
+}
+
+/// Fusion may have moved a use of gathered parameters past their release (a
+/// fused op sits where its pattern ended): each release follows the last use
+/// of its buffer, views included.
+void sinkReleases(func::FuncOp func) {
+  for (auto release :
+       llvm::to_vector(func.getBody().getOps<mlir::fsdp::ReleaseOp>())) {
+    Operation *last = release;
+    SmallVector<Value> work = {release.getInput()};
+    while (!work.empty())
+      for (Operation *user : work.pop_back_val().getUsers()) {
+        if (last->isBeforeInBlock(user))
+          last = user;
+        if (isa<ViewOp>(user))
+          work.push_back(user->getResult(0));
+      }
+    if (last != release)
+      release->moveAfter(last);
+  }
+}
+
+/// Shape operands and other constants the kernels no longer read.
+void eraseDeadOps(func::FuncOp func, RewriterBase &rewriter) {
+  for (Operation &op :
+       llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+    if (op.use_empty() && isMemoryEffectFree(&op) && !isa<func::ReturnOp>(op))
+      rewriter.eraseOp(&op);
 }
 
 struct LowerToRuntimePass
     : mlir::fsdp::impl::LowerToRuntimeBase<LowerToRuntimePass> {
   void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SymbolTableCollection symbols;
+    ModuleOp module = getOperation();
     bool failed = false;
-    getOperation().walk([&](func::FuncOp func) {
-      for (BlockArgument arg : func.getArguments())
-        if (auto tensor = dyn_cast<RankedTensorType>(arg.getType());
-            !tensor || !tensor.hasStaticShape() || !isRuntimeType(tensor)) {
-          func.emitError() << "input " << arg.getArgNumber() << " of @"
-                           << func.getSymName() << " has type " << arg.getType()
-                           << "; the runtime needs static shapes of a "
-                              "supported element type";
-          failed = true;
-        }
-      SmallVector<Operation *> ops;
-      for (Operation &op : func.getBody().getOps())
-        ops.push_back(&op);
-      for (Operation *op : ops) {
-        if (isKept(op))
-          continue;
-        if (isa<mlir::fsdp::UnflattenOp, mlir::fsdp::PackOp>(op)) {
-          if (mlir::failed(lowerFlatViews(op, rewriter, symbols)))
-            failed = true;
-          continue;
-        }
-        if (mlir::failed(checkTypes(op)) || mlir::failed(lowerOp(op, rewriter)))
-          failed = true;
-      }
-      // Fusion may have moved a use of gathered parameters past their
-      // release (a fused op sits where its pattern ended): each release
-      // follows the last use of its buffer, views included.
-      for (auto release :
-           llvm::to_vector(func.getBody().getOps<mlir::fsdp::ReleaseOp>())) {
-        Operation *last = release;
-        SmallVector<Value> work = {release.getInput()};
-        while (!work.empty())
-          for (Operation *user : work.pop_back_val().getUsers()) {
-            if (last->isBeforeInBlock(user))
-              last = user;
-            if (isa<ViewOp>(user))
-              work.push_back(user->getResult(0));
-          }
-        if (last != release)
-          release->moveAfter(last);
-      }
-      // Shape operands and other constants the kernels no longer read.
-      for (Operation &op :
-           llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
-        if (op.use_empty() && isMemoryEffectFree(&op) &&
-            !isa<func::ReturnOp>(op))
-          rewriter.eraseOp(&op);
+    module.walk([&](func::FuncOp func) {
+      failed |= mlir::failed(checkArguments(func));
+    });
+
+    SymbolTableCollection symbols;
+    RewritePatternSet patterns(&getContext());
+    populateLoweringPatterns(patterns, symbols);
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    DenseSet<Operation *> inputConstants;
+    module.walk([&](ConstantOp op) { inputConstants.insert(op); });
+    ConversionTarget target(getContext());
+    addLoweredLegality(target, inputConstants);
+    DenseSet<Operation *> unlowered;
+    ConversionConfig config;
+    config.unlegalizedOps = &unlowered;
+    if (mlir::failed(applyPartialConversion(module, target, frozen, config)))
+      return signalPassFailure();
+
+    // An op whose pattern failed said why; one with no pattern has no
+    // kernel (unless its types already rule it out).
+    const auto &lowerable = frozen.getOpSpecificNativePatterns();
+    module.walk([&](Operation *op) {
+      if (!unlowered.contains(op))
+        return;
+      failed = true;
+      if (!lowerable.count(op->getName()) && mlir::succeeded(checkTypes(op)))
+        op->emitOpError("has no runtime kernel (docs/plan-format.md lists "
+                        "the supported ops)");
+    });
+
+    IRRewriter rewriter(&getContext());
+    module.walk([&](func::FuncOp func) {
+      sinkReleases(func);
+      eraseDeadOps(func, rewriter);
     });
     if (failed)
       signalPassFailure();

@@ -125,17 +125,11 @@ bool derivativeNeedsInput(Operation *op, unsigned index,
   return true;
 }
 
-} // namespace
-
-FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
-    ModuleOp module, ArrayRef<ModuleAttr> tree,
-    const std::function<bool(StringRef)> &ignoredParam,
-    const std::function<bool(StringRef)> &ignoredModule,
-    const std::function<bool(StringRef)> &eligibleClass,
-    const std::function<bool(StringRef)> &forceLeafClass,
-    const CostModel &model) {
-  WrapProfile profile;
-  llvm::StringMap<int> paramIndex, moduleIndex;
+/// The parameters (each alias naming its parameter's index in
+/// `paramIndex`) and the buffers' bytes.
+void profileParams(ModuleOp module,
+                   const std::function<bool(StringRef)> &ignoredParam,
+                   WrapProfile &profile, llvm::StringMap<int> &paramIndex) {
   for (ParamOp param : module.getOps<ParamOp>()) {
     int index = static_cast<int>(profile.params.size());
     WrapProfile::Param p;
@@ -152,7 +146,14 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
   }
   for (BufferOp buffer : module.getOps<BufferOp>())
     profile.staticBytes += tensorBytes(buffer.getTensorType());
+}
 
+/// The module tree: each module's parent, children and parameters (and
+/// each parameter's holders); fails when it has no root.
+LogicalResult profileModules(ModuleOp module, ArrayRef<ModuleAttr> tree,
+                             const llvm::StringMap<int> &paramIndex,
+                             WrapProfile &profile) {
+  llvm::StringMap<int> moduleIndex;
   for (ModuleAttr attr : tree) {
     WrapProfile::Module m;
     m.fqn = attr.getFqn().str();
@@ -179,6 +180,15 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
         holders.push_back(static_cast<int>(i));
     }
   }
+  return success();
+}
+
+/// Each module's subtree size (its parameters not ignored) and whether it
+/// may be wrapped.
+void markEligible(WrapProfile &profile,
+                  const std::function<bool(StringRef)> &ignoredModule,
+                  const std::function<bool(StringRef)> &eligibleClass,
+                  const std::function<bool(StringRef)> &forceLeafClass) {
   // Subtree sizes, post-order (children follow their parent in the list).
   std::vector<std::set<int>> subtree(profile.modules.size());
   for (size_t i = profile.modules.size(); i-- > 0;) {
@@ -199,15 +209,13 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
     m.eligible = !underLeaf && m.subtreeNumel > 0 && !ignoredModule(m.fqn) &&
                  eligibleClass(m.className);
   }
+}
 
-  // The forward: the function named forward, else the only one.
-  func::FuncOp func;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (!f.isExternal() && (!func || f.getName() == "forward"))
-      func = f;
-  if (!func)
-    return module.emitError("fsdp-auto-wrap: policy=auto needs a function "
-                            "to model");
+/// The forward as stretches (a new one at each op reading parameters):
+/// their compute and transients, each parameter's first and last use, and
+/// each activation's life and whether the backward keeps it.
+void profileForward(func::FuncOp func, const llvm::StringMap<int> &paramIndex,
+                    const CostModel &model, WrapProfile &profile) {
   for (BlockArgument arg : func.getArguments())
     profile.staticBytes += tensorBytes(arg.getType());
 
@@ -303,6 +311,33 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
   }
   if (profile.stretches.empty())
     profile.stretches.emplace_back();
+}
+
+} // namespace
+
+FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
+    ModuleOp module, ArrayRef<ModuleAttr> tree,
+    const std::function<bool(StringRef)> &ignoredParam,
+    const std::function<bool(StringRef)> &ignoredModule,
+    const std::function<bool(StringRef)> &eligibleClass,
+    const std::function<bool(StringRef)> &forceLeafClass,
+    const CostModel &model) {
+  WrapProfile profile;
+  llvm::StringMap<int> paramIndex;
+  profileParams(module, ignoredParam, profile, paramIndex);
+  if (failed(profileModules(module, tree, paramIndex, profile)))
+    return failure();
+  markEligible(profile, ignoredModule, eligibleClass, forceLeafClass);
+
+  // The forward: the function named forward, else the only one.
+  func::FuncOp func;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f.isExternal() && (!func || f.getName() == "forward"))
+      func = f;
+  if (!func)
+    return module.emitError("fsdp-auto-wrap: policy=auto needs a function "
+                            "to model");
+  profileForward(func, paramIndex, model, profile);
   return profile;
 }
 
@@ -407,6 +442,21 @@ struct Collective {
   double done = 0;
 };
 
+/// What the steps of one evaluation hand each other.
+struct Simulation {
+  std::vector<Unit> units;
+  int64_t state = 0;                  // bytes held through the whole step
+  std::vector<int64_t> mem;           // live bytes per position, as deltas
+  std::vector<Collective> gathers;    // in the order they are needed
+  std::vector<size_t> order;          // gathers' indices in issue order
+  std::vector<Collective> reductions; // in issue order
+};
+
+/// The compute and communication streams' clocks.
+struct Streams {
+  double compute = 0, comm = 0;
+};
+
 class Evaluator {
 public:
   Evaluator(const WrapProfile &profile, const WrapSearchOptions &options)
@@ -437,14 +487,51 @@ public:
   WrapEvaluation evaluate(const WrapConfig &config) const;
 
 private:
+  /// One unit per wrapped module; returns each module's unit (-1: none).
+  std::vector<int> makeUnits(const WrapConfig &config, Simulation &sim) const;
+  /// Each parameter to its first holder's innermost unit (ignored ones to
+  /// the state); why the wrap is invalid, or empty.
+  std::string assignParams(const WrapConfig &config, ArrayRef<int> unitOfModule,
+                           Simulation &sim) const;
+  /// Each unit's shard group and padded size (the layout fsdp-flatten
+  /// builds) and the state its shard holds; why invalid, or empty.
+  std::string layoutUnits(Simulation &sim) const;
+  /// The gathers each unit needs (forward, and backward unless kept), in
+  /// the order they are needed.
+  void collectGathers(Simulation &sim) const;
+  /// Where each gather starts: as late as the compute before its need
+  /// still hides it, within the prefetch window and the in-flight limit.
+  void placeGathers(const ScheduleKnobs &knobs, Simulation &sim) const;
+  /// Gathers in issue order, bucketed, and the memory they hold.
+  void bucketGathers(const ScheduleKnobs &knobs, Simulation &sim) const;
+  /// Training: each trainable unit's reduction, its gradients' memory and
+  /// the optimizer's.
+  void collectReductions(Simulation &sim) const;
+  /// Training: reductions bucketed, and each flat gradient's memory until
+  /// its reduction is waited for.
+  void bucketReductions(const ScheduleKnobs &knobs, Simulation &sim) const;
+  /// Runs the positions on two streams; the clocks when the backward ends.
+  Streams runStreams(Simulation &sim) const;
+  /// The step's time: the streams, then the optimizer and clipping.
+  double stepSeconds(const Simulation &sim, Streams streams) const;
+  /// The peak, where it is and what makes it up.
+  void explainPeak(const Simulation &sim, WrapEvaluation &result) const;
+  /// "the forward in unit 'h.3'", "the optimizer step", ...
+  std::string placeName(const Simulation &sim, int position) const;
+
   int mirror(int i) const {
     return 2 * static_cast<int>(profile.stretches.size()) - 1 - i;
   }
+  int optimizerPosition() const { return positions - 1; } // training only
   static void add(std::vector<int64_t> &diff, int from, int to, int64_t bytes) {
     if (to < from || bytes == 0)
       return;
     diff[from] += bytes;
     diff[to + 1] -= bytes;
+  }
+  /// `bytes` live from `from` to `to` (at most the last position).
+  void addLive(Simulation &sim, int from, int to, int64_t bytes) const {
+    add(sim.mem, from, std::min(to, positions - 1), bytes);
   }
   int64_t groupOf(Strategy strategy) const {
     switch (strategy) {
@@ -470,46 +557,66 @@ private:
 
 WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
   WrapEvaluation result;
-  const bool training = options.training;
-  const int optimizer = positions - 1; // training only
+  Simulation sim;
+  std::vector<int> unitOfModule = makeUnits(config, sim);
+  result.invalid = assignParams(config, unitOfModule, sim);
+  if (result.invalid.empty())
+    result.invalid = layoutUnits(sim);
+  if (!result.invalid.empty())
+    return result;
+  result.units = static_cast<int>(sim.units.size());
 
-  // Units: each parameter goes to its first holder's innermost unit.
+  sim.mem = base;
+  collectGathers(sim);
+  placeGathers(config.knobs, sim);
+  bucketGathers(config.knobs, sim);
+  if (options.training) {
+    collectReductions(sim);
+    bucketReductions(config.knobs, sim);
+  }
+  result.stepSeconds = stepSeconds(sim, runStreams(sim));
+  explainPeak(sim, result);
+  result.valid = true;
+  return result;
+}
+
+std::vector<int> Evaluator::makeUnits(const WrapConfig &config,
+                                      Simulation &sim) const {
   std::vector<int> unitOfModule(profile.modules.size(), -1);
-  std::vector<Unit> units;
   for (size_t m = 0; m < profile.modules.size(); ++m) {
     if (!config.wrapped[m])
       continue;
-    unitOfModule[m] = static_cast<int>(units.size());
+    unitOfModule[m] = static_cast<int>(sim.units.size());
     Unit u;
     u.module = static_cast<int>(m);
     u.strategy = m == 0 && config.strategy[0] == Strategy::ShardGradOp
                      ? Strategy::FullShard // the root keeps its gather anyway
                      : config.strategy[m];
-    units.push_back(u);
+    sim.units.push_back(u);
   }
-  int64_t state = profile.staticBytes;
+  return unitOfModule;
+}
+
+std::string Evaluator::assignParams(const WrapConfig &config,
+                                    ArrayRef<int> unitOfModule,
+                                    Simulation &sim) const {
+  sim.state = profile.staticBytes;
   const int64_t states = options.optimizerStates;
   for (auto [p, param] : llvm::enumerate(profile.params)) {
     if (param.ignored) {
-      state += aligned(param.numel * param.elementBytes) *
-               (1 + (param.trainable ? states : 0));
+      sim.state += aligned(param.numel * param.elementBytes) *
+                   (1 + (param.trainable ? states : 0));
       continue;
     }
     int holder = param.holders.empty() ? 0 : param.holders[0];
-    Unit &u =
-        units[unitOfModule[innermostWrapped(profile, config.wrapped, holder)]];
+    int unit = unitOfModule[innermostWrapped(profile, config.wrapped, holder)];
     for (int h : param.holders)
-      if (unitOfModule[innermostWrapped(profile, config.wrapped, h)] !=
-          &u - units.data()) {
-        result.invalid =
-            "the tied parameter '" + param.name + "' would be in two units";
-        return result;
-      }
-    if (u.elementBytes && u.elementBytes != param.elementBytes) {
-      result.invalid = "unit '" + profile.modules[u.module].fqn +
-                       "' would mix element types ('" + param.name + "')";
-      return result;
-    }
+      if (unitOfModule[innermostWrapped(profile, config.wrapped, h)] != unit)
+        return "the tied parameter '" + param.name + "' would be in two units";
+    Unit &u = sim.units[unit];
+    if (u.elementBytes && u.elementBytes != param.elementBytes)
+      return "unit '" + profile.modules[u.module].fqn +
+             "' would mix element types ('" + param.name + "')";
     u.elementBytes = param.elementBytes;
     u.params.push_back(static_cast<int>(p));
     u.numel += param.numel;
@@ -519,13 +626,15 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
       u.last = std::max(u.last, param.lastUse);
     }
   }
+  return "";
+}
+
+std::string Evaluator::layoutUnits(Simulation &sim) const {
   std::vector<int64_t> numels;
-  for (Unit &u : units) {
-    if (u.trainable && u.frozen) {
-      result.invalid = "unit '" + profile.modules[u.module].fqn +
-                       "' would mix frozen and trainable parameters";
-      return result;
-    }
+  for (Unit &u : sim.units) {
+    if (u.trainable && u.frozen)
+      return "unit '" + profile.modules[u.module].fqn +
+             "' would mix frozen and trainable parameters";
     u.group = groupOf(u.strategy);
     numels.clear();
     for (int p : u.params)
@@ -540,18 +649,15 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
             error);
     u.padded = layout ? layout->paddedNumel() : u.numel;
     int64_t shard = aligned(u.padded / u.group * u.elementBytes);
-    state += shard * (1 + (u.trainable && training ? states : 0));
+    sim.state +=
+        shard *
+        (1 + (u.trainable && options.training ? options.optimizerStates : 0));
   }
-  result.units = static_cast<int>(units.size());
+  return "";
+}
 
-  std::vector<int64_t> mem = base;
-  auto add = [&](int from, int to, int64_t bytes) {
-    Evaluator::add(mem, from, std::min(to, positions - 1), bytes);
-  };
-
-  // Gathers, in the order they are needed.
-  std::vector<Collective> gathers;
-  for (auto [i, u] : llvm::enumerate(units)) {
+void Evaluator::collectGathers(Simulation &sim) const {
+  for (auto [i, u] : llvm::enumerate(sim.units)) {
     if (u.group <= 1 || u.first > u.last)
       continue;
     Collective g;
@@ -564,19 +670,23 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
         g.bytes, u.group, intra(u.group, true), false, false);
     bool keep = u.module == 0 || u.strategy == Strategy::ShardGradOp;
     g.need = u.first;
-    g.release = training && keep ? mirror(u.first) : u.last;
-    gathers.push_back(g);
-    if (training && !keep) {
+    g.release = options.training && keep ? mirror(u.first) : u.last;
+    sim.gathers.push_back(g);
+    if (options.training && !keep) {
       g.need = mirror(u.last);
       g.release = mirror(u.first);
       g.forward = false;
-      gathers.push_back(g);
+      sim.gathers.push_back(g);
     }
   }
-  llvm::stable_sort(gathers, [](const Collective &a, const Collective &b) {
+  llvm::stable_sort(sim.gathers, [](const Collective &a, const Collective &b) {
     return a.need < b.need;
   });
-  const ScheduleKnobs &knobs = config.knobs;
+}
+
+void Evaluator::placeGathers(const ScheduleKnobs &knobs,
+                             Simulation &sim) const {
+  std::vector<Collective> &gathers = sim.gathers;
   for (size_t k = 0; k < gathers.size(); ++k) {
     Collective &g = gathers[k];
     bool prefetch =
@@ -596,14 +706,20 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     while (g.issue > open && hidden < g.seconds)
       hidden += cost[--g.issue];
   }
-  // Buckets: consecutive gathers of one phase, together at most B bytes,
-  // start with the first and pay one latency.
-  std::vector<size_t> order(gathers.size());
+}
+
+void Evaluator::bucketGathers(const ScheduleKnobs &knobs,
+                              Simulation &sim) const {
+  std::vector<Collective> &gathers = sim.gathers;
+  std::vector<size_t> &order = sim.order;
+  order.resize(gathers.size());
   for (size_t k = 0; k < order.size(); ++k)
     order[k] = k;
   llvm::stable_sort(order, [&](size_t a, size_t b) {
     return gathers[a].issue < gathers[b].issue;
   });
+  // Buckets: consecutive gathers of one phase, together at most B bytes,
+  // start with the first and pay one latency.
   if (knobs.bucketBytes > 0) {
     for (size_t i = 0; i < order.size();) {
       size_t j = i;
@@ -621,87 +737,100 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     }
   }
   for (const Collective &g : gathers)
-    add(g.issue, g.release, g.bytes);
+    addLive(sim, g.issue, g.release, g.bytes);
+}
 
-  // Reductions: after a unit's last gradient contribution (the backward
-  // of its first use), in that order.
-  std::vector<Collective> reductions;
+void Evaluator::collectReductions(Simulation &sim) const {
+  // After a unit's last gradient contribution (the backward of its first
+  // use), in that order.
+  const int optimizer = optimizerPosition();
+  const int64_t states = options.optimizerStates;
   int64_t largestShard = 0;
-  if (training) {
-    for (auto [i, u] : llvm::enumerate(units)) {
-      if (!u.trainable || u.first > u.last)
-        continue;
-      Collective r;
-      r.unit = static_cast<int>(i);
-      r.issue = mirror(u.first);
-      r.bytes = u.padded *
-                (options.reduceBytes ? options.reduceBytes : u.elementBytes);
-      bool allReduce = u.strategy == Strategy::NoShard;
-      int64_t ranks = allReduce ? options.worldSize : u.group;
-      bool inner = allReduce ? options.meshShape.size() < 2 : true;
-      r.seconds = options.cost.ringSeconds(r.bytes, ranks, intra(ranks, inner),
-                                           allReduce);
-      r.bandwidthSeconds = options.cost.ringSeconds(
-          r.bytes, ranks, intra(ranks, inner), allReduce, false);
-      if (u.strategy == Strategy::HybridShard &&
-          options.meshShape.size() == 2) {
-        double across = options.cost.ringSeconds(
-            r.bytes / u.group, options.meshShape[0], false, true);
-        r.seconds += across;
-        r.bandwidthSeconds += across;
-      }
-      reductions.push_back(r);
-      // Per-parameter gradients from the backward of each one's last use
-      // to the pack; the reduced shard (the whole gradient for NO_SHARD)
-      // until the optimizer.
-      for (int p : u.params) {
-        const WrapProfile::Param &param = profile.params[p];
-        if (param.lastUse >= 0)
-          add(mirror(param.lastUse), r.issue, param.numel * param.elementBytes);
-      }
-      const int64_t shardBytes = u.padded / u.group * u.elementBytes;
-      add(r.issue, optimizer, shardBytes);
-      // The optimizer's results (the new shard and state) are new values
-      // until the step ends, beside the update's temporaries (about two
-      // shard-sized values of the unit being updated).
-      add(optimizer, optimizer, shardBytes * (1 + states));
-      largestShard = std::max(largestShard, shardBytes);
+  for (auto [i, u] : llvm::enumerate(sim.units)) {
+    if (!u.trainable || u.first > u.last)
+      continue;
+    Collective r;
+    r.unit = static_cast<int>(i);
+    r.issue = mirror(u.first);
+    r.bytes =
+        u.padded * (options.reduceBytes ? options.reduceBytes : u.elementBytes);
+    bool allReduce = u.strategy == Strategy::NoShard;
+    int64_t ranks = allReduce ? options.worldSize : u.group;
+    bool inner = allReduce ? options.meshShape.size() < 2 : true;
+    r.seconds = options.cost.ringSeconds(r.bytes, ranks, intra(ranks, inner),
+                                         allReduce);
+    r.bandwidthSeconds = options.cost.ringSeconds(
+        r.bytes, ranks, intra(ranks, inner), allReduce, false);
+    if (u.strategy == Strategy::HybridShard && options.meshShape.size() == 2) {
+      double across = options.cost.ringSeconds(
+          r.bytes / u.group, options.meshShape[0], false, true);
+      r.seconds += across;
+      r.bandwidthSeconds += across;
     }
-    add(optimizer, optimizer, 2 * largestShard);
-    llvm::stable_sort(reductions, [](const Collective &a, const Collective &b) {
-      return a.issue < b.issue;
-    });
-    if (knobs.bucketBytes > 0) {
-      for (size_t i = 0; i < reductions.size();) {
-        size_t j = i;
-        int64_t total = 0;
-        while (j < reductions.size() &&
-               total + reductions[j].bytes <= knobs.bucketBytes)
-          total += reductions[j++].bytes;
-        if (j - i >= 2)
-          for (size_t m = i; m < j; ++m) {
-            reductions[m].bucket = static_cast<int>(i);
-            reductions[m].issue = reductions[j - 1].issue;
-          }
-        i = std::max(j, i + 1);
-      }
+    sim.reductions.push_back(r);
+    // Per-parameter gradients from the backward of each one's last use
+    // to the pack; the reduced shard (the whole gradient for NO_SHARD)
+    // until the optimizer.
+    for (int p : u.params) {
+      const WrapProfile::Param &param = profile.params[p];
+      if (param.lastUse >= 0)
+        addLive(sim, mirror(param.lastUse), r.issue,
+                param.numel * param.elementBytes);
     }
-    // A flat gradient lives until its reduction is waited for: where the
-    // next reduction (bucket) starts, or before the optimizer.
-    for (size_t k = 0; k < reductions.size(); ++k) {
-      size_t next = k + 1;
-      while (next < reductions.size() && reductions[k].bucket >= 0 &&
-             reductions[next].bucket == reductions[k].bucket)
-        ++next;
-      int waited =
-          next < reductions.size() ? reductions[next].issue : optimizer - 1;
-      add(reductions[k].issue, waited, reductions[k].bytes);
+    const int64_t shardBytes = u.padded / u.group * u.elementBytes;
+    addLive(sim, r.issue, optimizer, shardBytes);
+    // The optimizer's results (the new shard and state) are new values
+    // until the step ends, beside the update's temporaries (about two
+    // shard-sized values of the unit being updated).
+    addLive(sim, optimizer, optimizer, shardBytes * (1 + states));
+    largestShard = std::max(largestShard, shardBytes);
+  }
+  addLive(sim, optimizer, optimizer, 2 * largestShard);
+  llvm::stable_sort(sim.reductions,
+                    [](const Collective &a, const Collective &b) {
+                      return a.issue < b.issue;
+                    });
+}
+
+void Evaluator::bucketReductions(const ScheduleKnobs &knobs,
+                                 Simulation &sim) const {
+  std::vector<Collective> &reductions = sim.reductions;
+  if (knobs.bucketBytes > 0) {
+    for (size_t i = 0; i < reductions.size();) {
+      size_t j = i;
+      int64_t total = 0;
+      while (j < reductions.size() &&
+             total + reductions[j].bytes <= knobs.bucketBytes)
+        total += reductions[j++].bytes;
+      if (j - i >= 2)
+        for (size_t m = i; m < j; ++m) {
+          reductions[m].bucket = static_cast<int>(i);
+          reductions[m].issue = reductions[j - 1].issue;
+        }
+      i = std::max(j, i + 1);
     }
   }
+  // A flat gradient lives until its reduction is waited for: where the
+  // next reduction (bucket) starts, or before the optimizer.
+  for (size_t k = 0; k < reductions.size(); ++k) {
+    size_t next = k + 1;
+    while (next < reductions.size() && reductions[k].bucket >= 0 &&
+           reductions[next].bucket == reductions[k].bucket)
+      ++next;
+    int waited = next < reductions.size() ? reductions[next].issue
+                                          : optimizerPosition() - 1;
+    addLive(sim, reductions[k].issue, waited, reductions[k].bytes);
+  }
+}
 
-  // Two streams. On the CPU runtime an issued collective runs only once
-  // the compute stream waits for it (or for one issued after it).
-  double compute = 0, comm = 0;
+Streams Evaluator::runStreams(Simulation &sim) const {
+  // On the CPU runtime an issued collective runs only once the compute
+  // stream waits for it (or for one issued after it).
+  std::vector<Collective> &gathers = sim.gathers;
+  std::vector<Collective> &reductions = sim.reductions;
+  const std::vector<size_t> &order = sim.order;
+  Streams clock;
+  double &compute = clock.compute, &comm = clock.comm;
   const bool overlap = !options.cost.cpuRuntime;
   std::vector<Collective *> queued; // issued in order; [head, end) not run
   size_t head = 0;
@@ -729,7 +858,7 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
   Collective *pendingReduction = nullptr;
   int pendingBucket = -3;
   for (int p = 0; p < positions; ++p) {
-    if (training && p == optimizer) {
+    if (options.training && p == optimizerPosition()) {
       if (pendingReduction)
         waitFor(*pendingReduction);
       break;
@@ -752,64 +881,71 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
   }
   while (head < queued.size()) // never waited for: after the compute
     run(*queued[head++]);
-  if (training) {
+  return clock;
+}
+
+double Evaluator::stepSeconds(const Simulation &sim, Streams streams) const {
+  double compute = streams.compute, comm = streams.comm;
+  if (options.training) {
     // The optimizer: elementwise over each unit's shard (parameter,
     // gradient, states read; parameter and states written).
     int64_t bytes = 0;
-    for (const Unit &u : units)
+    for (const Unit &u : sim.units)
       if (u.trainable)
         bytes += u.padded / u.group * u.elementBytes;
-    compute += static_cast<double>(bytes) * (3 + 2 * states) /
+    compute += static_cast<double>(bytes) * (3 + 2 * options.optimizerStates) /
                options.cost.memoryBandwidth;
     // Clipping: each sharded unit's sum of squares, all-reduced at once.
     if (options.clipping)
-      for (const Unit &u : units)
+      for (const Unit &u : sim.units)
         if (u.trainable && u.group > 1)
           compute = std::max(compute, comm) +
                     options.cost.ringSeconds(4, u.group, intra(u.group, true),
                                              /*allReduce=*/true);
   }
-  result.stepSeconds = std::max(compute, comm);
+  return std::max(compute, comm);
+}
 
-  // The peak and what makes it up.
+std::string Evaluator::placeName(const Simulation &sim, int p) const {
+  if (options.training && p == optimizerPosition())
+    return "the optimizer step";
+  bool backward = p >= static_cast<int>(profile.stretches.size());
+  int stretch = backward ? mirror(p) : p;
+  // The unit whose parameters the stretch reads.
+  std::string where = "(root)";
+  for (const Unit &u : sim.units)
+    if (u.first <= stretch && stretch <= u.last &&
+        (where == "(root)" || u.module != 0))
+      where = u.module ? "'" + profile.modules[u.module].fqn + "'" : where;
+  return std::string(backward ? "the backward" : "the forward") + " in unit " +
+         where;
+}
+
+void Evaluator::explainPeak(const Simulation &sim,
+                            WrapEvaluation &result) const {
   int64_t live = 0;
   int peakAt = 0;
   for (int p = 0; p < positions; ++p) {
-    live += mem[p];
+    live += sim.mem[p];
     if (live > result.peakBytes) {
       result.peakBytes = live;
       peakAt = p;
     }
   }
-  result.peakBytes += state;
-  int s = static_cast<int>(profile.stretches.size());
-  auto placeName = [&](int p) -> std::string {
-    if (training && p == optimizer)
-      return "the optimizer step";
-    bool backward = p >= s;
-    int stretch = backward ? mirror(p) : p;
-    // The unit whose parameters the stretch reads.
-    std::string where = "(root)";
-    for (const Unit &u : units)
-      if (u.first <= stretch && stretch <= u.last &&
-          (where == "(root)" || u.module != 0))
-        where = u.module ? "'" + profile.modules[u.module].fqn + "'" : where;
-    return std::string(backward ? "the backward" : "the forward") +
-           " in unit " + where;
-  };
-  result.peakAt = placeName(peakAt);
+  result.peakBytes += sim.state;
+  result.peakAt = placeName(sim, peakAt);
   int64_t activations = 0;
   for (int p = 0; p <= peakAt; ++p)
     activations += base[p];
   result.peakParts.push_back({"activations", activations});
   result.peakParts.push_back({"state (shards, optimizer state, buffers, "
                               "inputs)",
-                              state});
+                              sim.state});
   std::map<int, int64_t> perUnit;
-  for (const Collective &g : gathers)
+  for (const Collective &g : sim.gathers)
     if (g.issue <= peakAt && peakAt <= g.release)
       perUnit[g.unit] += g.bytes;
-  for (const Collective &r : reductions)
+  for (const Collective &r : sim.reductions)
     if (r.issue <= peakAt)
       perUnit[r.unit] += r.bytes; // approximate: flat gradient or its shard
   std::vector<std::pair<int64_t, int>> ranked;
@@ -817,14 +953,12 @@ WrapEvaluation Evaluator::evaluate(const WrapConfig &config) const {
     ranked.push_back({bytes, unit});
   llvm::sort(ranked, std::greater<>());
   for (auto [bytes, unit] : llvm::ArrayRef(ranked).take_front(4)) {
-    const std::string &fqn = profile.modules[units[unit].module].fqn;
+    const std::string &fqn = profile.modules[sim.units[unit].module].fqn;
     result.peakParts.push_back(
         {"unit " + (fqn.empty() ? std::string("(root)") : "'" + fqn + "'") +
              " (gathered parameters, gradients)",
          bytes});
   }
-  result.valid = true;
-  return result;
 }
 
 } // namespace
