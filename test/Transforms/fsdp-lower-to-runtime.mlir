@@ -125,3 +125,15 @@ func.func @constant_operands(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>
   %m = onnx.Mul %s, %x : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   return %s, %m : tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// A declaration (no body) beside a function is left as it is, not a crash.
+// CHECK-LABEL: func.func private @declared(tensor<2xf32>) -> tensor<2xf32>
+// CHECK-LABEL: func.func @beside
+// CHECK:      fsdp.kernel "relu"(%arg0)
+func.func private @declared(tensor<2xf32>) -> tensor<2xf32>
+func.func @beside(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %y = onnx.Relu %x : (tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}

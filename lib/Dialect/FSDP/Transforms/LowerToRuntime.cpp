@@ -915,6 +915,8 @@ struct LowerToRuntimePass
 
     IRRewriter rewriter(&getContext());
     module.walk([&](func::FuncOp func) {
+      if (func.isExternal()) // a declaration: no body to tidy
+        return;
       sinkReleases(func);
       eraseDeadOps(func, rewriter);
     });
