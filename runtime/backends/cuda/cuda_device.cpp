@@ -21,7 +21,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <type_traits>
 
 #ifdef FSDP_HAVE_CUDNN
 #include <cudnn.h>
@@ -133,6 +135,7 @@ public:
     cudaFree(ltWorkspace);
     cublasLtDestroy(lt);
 #ifdef FSDP_HAVE_CUDNN
+    executables.clear();
     description.reset();
     if (cudnn)
       cudnnDestroy(cudnn);
@@ -415,6 +418,12 @@ private:
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<cudnn::DeviceDescription> description;
   std::string cudnnError;
+  /// Compiled graphs (or why cuDNN has none) by their description.
+  struct Compiled {
+    std::shared_ptr<const cudnn::Executable> exe;
+    std::string why;
+  };
+  std::map<std::string, Compiled> executables;
   bool startCudnn();
   /// `shape`'s graph compiled for this GPU, or nullptr and why not.
   template <class Shape>
@@ -427,7 +436,7 @@ private:
 /// A compiled cuDNN graph and its arguments, bound at the first launch
 /// (the workspace's address is known then) and again if they move.
 struct CudnnGraph : PreparedGraph {
-  std::unique_ptr<cudnn::Executable> exe;
+  std::shared_ptr<const cudnn::Executable> exe;
   std::shared_ptr<cudnn::Executable::Arguments> args;
   std::vector<void *> tensors;
   void *workspace = nullptr;
@@ -467,10 +476,22 @@ std::shared_ptr<PreparedGraph> CudaDevice::compileOnCudnn(const Shape &shape,
     return nullptr;
   }
   use();
-  auto graph = std::make_shared<CudnnGraph>();
-  graph->exe = cudnn::Executable::compile(shape, *description, why);
-  if (!graph->exe)
+  // One compile per distinct graph: a model's layers share their shapes,
+  // and compiling attention's engines takes a second or more each.
+  std::string key = cudnn::describe(shape);
+  if constexpr (std::is_same_v<Shape, cudnn::SdpaShape>)
+    key += " scale " + std::to_string(shape.scale);
+  auto [it, fresh] = executables.try_emplace(key);
+  if (fresh) {
+    it->second.exe = cudnn::Executable::compile(shape, *description, why);
+    it->second.why = why;
+  }
+  if (!it->second.exe) {
+    why = it->second.why;
     return nullptr;
+  }
+  auto graph = std::make_shared<CudnnGraph>();
+  graph->exe = it->second.exe;
   return graph;
 }
 
