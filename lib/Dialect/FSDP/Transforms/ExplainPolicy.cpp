@@ -57,6 +57,20 @@ struct UnitRow {
   int64_t numel = 0, count = 1;
 };
 
+/// The record's integer `key`, or 0.
+int64_t integerOf(DictionaryAttr dict, StringRef key) {
+  auto attr = dict.getAs<IntegerAttr>(key);
+  return attr ? attr.getInt() : int64_t(0);
+}
+/// An evaluation's modelled step, peak and whether it fits.
+double stepOf(DictionaryAttr e) {
+  return e.getAs<FloatAttr>("step_seconds").getValueAsDouble();
+}
+int64_t peakOf(DictionaryAttr e) {
+  return e.getAs<IntegerAttr>("peak_bytes").getInt();
+}
+bool fitsOf(DictionaryAttr e) { return e.getAs<BoolAttr>("fits").getValue(); }
+
 struct ExplainPolicyPass
     : mlir::fsdp::impl::ExplainPolicyBase<ExplainPolicyPass> {
   using ExplainPolicyBase::ExplainPolicyBase;
@@ -140,21 +154,31 @@ struct ExplainPolicyPass
                        "this pass)");
       return signalPassFailure();
     }
+    SmallVector<UnitRow> units, rows;
+    if (failed(collectUnits(module, units, rows)))
+      return signalPassFailure();
+    if (format == "json")
+      return printJson(record, units);
+    llvm::raw_ostream &os = llvm::outs();
+    printSettings(module, record, os);
+    printChosen(record, rows, os);
+    printHandPolicies(record, os);
+  }
+
+  /// The units, and in `rows` identical neighbours (same class, size and
+  /// strategy, consecutive indices) folded into one line for the text.
+  LogicalResult collectUnits(ModuleOp module, SmallVector<UnitRow> &units,
+                             SmallVector<UnitRow> &rows) {
     FailureOr<SmallVector<ModuleAttr>> tree = getModuleTree(module);
     if (failed(tree))
-      return signalPassFailure();
+      return failure();
     llvm::StringMap<StringRef> classOf;
     for (ModuleAttr m : *tree)
       classOf[m.getFqn()] = m.getClassName();
     SymbolTable symbols(module);
-
-    // The units, and for the text identical neighbours (same class, size
-    // and strategy, consecutive indices) folded into one line.
-    using Row = UnitRow;
-    SmallVector<Row> units, rows;
     for (auto unit : module->getAttrOfType<ArrayAttr>("fsdp.units")
                          .getAsRange<WrapUnitAttr>()) {
-      Row row;
+      UnitRow row;
       row.first = row.last = unit.getModule().str();
       row.className = classOf.lookup(unit.getModule()).str();
       row.strategy = "FULL_SHARD";
@@ -166,7 +190,7 @@ struct ExplainPolicyPass
           row.numel += param.getTensorType().getNumElements();
       units.push_back(row);
       if (!rows.empty()) {
-        Row &prev = rows.back();
+        UnitRow &prev = rows.back();
         auto a = splitIndex(prev.last), b = splitIndex(row.first);
         if (a && b && std::get<0>(*a) == std::get<0>(*b) &&
             std::get<2>(*a) == std::get<2>(*b) &&
@@ -180,17 +204,15 @@ struct ExplainPolicyPass
       }
       rows.push_back(row);
     }
-    if (format == "json")
-      return printJson(record, units);
+    return success();
+  }
 
-    llvm::raw_ostream &os = llvm::outs();
-    auto integer = [&](StringRef key) {
-      auto attr = record.getAs<IntegerAttr>(key);
-      return attr ? attr.getInt() : int64_t(0);
-    };
-    int64_t budget = integer("memory_budget");
-    os << "fsdp-explain-policy: policy=auto over " << integer("world_size")
-       << " ranks";
+  /// The search's setting: ranks, budget, what was modelled, the cost model.
+  void printSettings(ModuleOp module, DictionaryAttr record,
+                     llvm::raw_ostream &os) {
+    int64_t budget = integerOf(record, "memory_budget");
+    os << "fsdp-explain-policy: policy=auto over "
+       << integerOf(record, "world_size") << " ranks";
     if (auto mesh = record.getAs<DenseI64ArrayAttr>("mesh_shape"))
       os << " (mesh " << mesh[0] << " x " << mesh[1] << ")";
     if (budget)
@@ -202,7 +224,7 @@ struct ExplainPolicyPass
     os << "  modelled: "
        << (training && training.getValue()
                ? "a training step, " +
-                     std::to_string(integer("optimizer_states")) +
+                     std::to_string(integerOf(record, "optimizer_states")) +
                      " optimizer state tensors per parameter"
                : std::string("a forward"))
        << "\n";
@@ -216,17 +238,13 @@ struct ExplainPolicyPass
                         cost.ranksPerNode,
                         cost.cpuRuntime ? "CPU runtime (no overlap)"
                                         : "communication overlaps compute");
+  }
 
+  /// The chosen configuration: its figures, schedule, peak, units.
+  void printChosen(DictionaryAttr record, ArrayRef<UnitRow> rows,
+                   llvm::raw_ostream &os) {
+    int64_t budget = integerOf(record, "memory_budget");
     auto chosen = record.getAs<DictionaryAttr>("chosen");
-    auto stepOf = [](DictionaryAttr e) {
-      return e.getAs<FloatAttr>("step_seconds").getValueAsDouble();
-    };
-    auto peakOf = [](DictionaryAttr e) {
-      return e.getAs<IntegerAttr>("peak_bytes").getInt();
-    };
-    auto fitsOf = [](DictionaryAttr e) {
-      return e.getAs<BoolAttr>("fits").getValue();
-    };
     os << "chosen: " << chosen.getAs<IntegerAttr>("units").getInt()
        << " units, modelled step " << ms(stepOf(chosen)) << ", peak "
        << formatBytes(peakOf(chosen)) << " per rank"
@@ -237,8 +255,8 @@ struct ExplainPolicyPass
                                                                  : "false")
        << " backward-prefetch="
        << record.getAs<StringAttr>("backward_prefetch").getValue()
-       << " limit-all-gathers=" << integer("limit_all_gathers")
-       << " bucket-bytes=" << integer("bucket_bytes") << "\n";
+       << " limit-all-gathers=" << integerOf(record, "limit_all_gathers")
+       << " bucket-bytes=" << integerOf(record, "bucket_bytes") << "\n";
     os << "  peak reached in " << record.getAs<StringAttr>("peak_at").getValue()
        << ":";
     for (auto part :
@@ -249,7 +267,7 @@ struct ExplainPolicyPass
 
     os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", "unit", "class",
                         "params each", "strategy");
-    for (const Row &row : rows) {
+    for (const UnitRow &row : rows) {
       std::string name = row.first.empty() ? "(root)" : row.first;
       std::string className = row.className;
       if (row.count > 1) {
@@ -259,9 +277,15 @@ struct ExplainPolicyPass
       os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", name, className,
                           row.numel, row.strategy);
     }
-    os << "searched " << integer("evaluated") << " configurations over "
-       << integer("boundaries") << " sets of unit boundaries\n";
+    os << "searched " << integerOf(record, "evaluated")
+       << " configurations over " << integerOf(record, "boundaries")
+       << " sets of unit boundaries\n";
+  }
 
+  /// The hand policies beside the chosen one, and those with the units of
+  /// one listed before them.
+  void printHandPolicies(DictionaryAttr record, llvm::raw_ostream &os) {
+    auto chosen = record.getAs<DictionaryAttr>("chosen");
     os << "hand policies ("
        << "each unit FULL_SHARD unless strategy= was "
        << "given; fsdp-schedule's defaults):\n";
@@ -281,28 +305,29 @@ struct ExplainPolicyPass
                           fitsOf(hand) ? "yes" : "no",
                           stepOf(hand) / stepOf(chosen));
     }
-    // Policies with the units of one above, runs of size thresholds folded
-    // ("size min-num-params=1e4 .. 1e10: the units of no wrapping").
-    if (auto same = record.getAs<ArrayAttr>("same_units")) {
-      SmallVector<std::pair<std::string, std::string>> lines;
-      StringRef prefix = "size min-num-params=";
-      for (auto entry : same.getAsRange<DictionaryAttr>()) {
-        std::string name = entry.getAs<StringAttr>("policy").getValue().str();
-        std::string as =
-            entry.getAs<StringAttr>("same_units_as").getValue().str();
-        if (!lines.empty() && lines.back().second == as &&
-            StringRef(lines.back().first).starts_with(prefix) &&
-            StringRef(name).starts_with(prefix)) {
-          std::string &first = lines.back().first;
-          first = first.substr(0, first.find(" .. ")) + " .. " +
-                  name.substr(prefix.size());
-          continue;
-        }
-        lines.push_back({name, as});
+    // Runs of size thresholds folded ("size min-num-params=1e4 .. 1e10: the
+    // units of no wrapping").
+    auto same = record.getAs<ArrayAttr>("same_units");
+    if (!same)
+      return;
+    SmallVector<std::pair<std::string, std::string>> lines;
+    StringRef prefix = "size min-num-params=";
+    for (auto entry : same.getAsRange<DictionaryAttr>()) {
+      std::string name = entry.getAs<StringAttr>("policy").getValue().str();
+      std::string as =
+          entry.getAs<StringAttr>("same_units_as").getValue().str();
+      if (!lines.empty() && lines.back().second == as &&
+          StringRef(lines.back().first).starts_with(prefix) &&
+          StringRef(name).starts_with(prefix)) {
+        std::string &first = lines.back().first;
+        first = first.substr(0, first.find(" .. ")) + " .. " +
+                name.substr(prefix.size());
+        continue;
       }
-      for (auto &[name, as] : lines)
-        os << "  " << name << ": the units of " << as << "\n";
+      lines.push_back({name, as});
     }
+    for (auto &[name, as] : lines)
+      os << "  " << name << ": the units of " << as << "\n";
   }
 };
 
