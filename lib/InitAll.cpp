@@ -58,6 +58,15 @@ struct ShardedOptionsBase : mlir::PassPipelineOptions<Derived> {
       *this, "mixed-precision",
       llvm::cl::desc("Run fsdp-mixed-precision (the dtypes are auto-wrap's)"),
       llvm::cl::init(false)};
+  typename Base::template Option<bool> unitSummary{
+      *this, "unit-summary",
+      llvm::cl::desc("Print fsdp-unit-summary once the step is scheduled"),
+      llvm::cl::init(false)};
+  typename Base::template Option<std::string> timeline{
+      *this, "timeline",
+      llvm::cl::desc("Write fsdp-timeline's trace of the scheduled step to "
+                     "this file"),
+      llvm::cl::init("")};
   typename Base::template Option<std::string> schedule{
       *this, "schedule", llvm::cl::desc("fsdp-schedule's options in braces"),
       llvm::cl::init("")};
@@ -173,6 +182,14 @@ buildShardedPipeline(OpPassManager &pm, const Options &options,
   if (failed(addPass(pm, mlir::fsdp::createSchedule(),
                      unbraced(options.schedule), errorHandler)))
     return mlir::failure();
+  // The reports read the scheduled step, before lowering rewrites it.
+  if (options.unitSummary)
+    pm.addPass(mlir::fsdp::createUnitSummary());
+  if (!options.timeline.empty()) {
+    mlir::fsdp::TimelineOptions timeline;
+    timeline.file = options.timeline;
+    pm.addPass(mlir::fsdp::createTimeline(timeline));
+  }
   // The exported graph is in training mode; the plan never drops out.
   pm.addPass(mlir::fsdp::createInference());
   buildLowerPipeline(pm);
