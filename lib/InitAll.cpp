@@ -80,10 +80,10 @@ struct TrainPipelineOptions : ShardedOptionsBase<TrainPipelineOptions> {
       llvm::cl::desc("fsdp-optimizer's options in braces (default: plain "
                      "SGD)"),
       llvm::cl::init("")};
-  Option<std::string> loss{
-      *this, "loss",
-      llvm::cl::desc("fsdp-autodiff's loss for a model returning logits "
-                     "(cross-entropy)"),
+  Option<std::string> autodiff{
+      *this, "autodiff",
+      llvm::cl::desc("fsdp-autodiff's options in braces (loss, logits, "
+                     "checkpointing)"),
       llvm::cl::init("")};
 };
 
@@ -118,7 +118,7 @@ template <typename Options>
 LogicalResult
 buildShardedPipeline(OpPassManager &pm, const Options &options,
                      const mlir::fsdp::OptimizerOptions *optimizer,
-                     llvm::StringRef optimizerText, llvm::StringRef loss,
+                     llvm::StringRef optimizerText, llvm::StringRef autodiff,
                      llvm::StringRef name, ErrorHandler errorHandler) {
   auto fail = [&](const llvm::Twine &message) {
     return errorHandler(name + ": " + message);
@@ -165,11 +165,9 @@ buildShardedPipeline(OpPassManager &pm, const Options &options,
                      (autoWrap + " " + ranks + origParams + step).str(),
                      errorHandler)))
     return mlir::failure();
-  if (optimizer) {
-    mlir::fsdp::AutodiffOptions autodiff;
-    autodiff.loss = loss.str();
-    pm.addPass(mlir::fsdp::createAutodiff(autodiff));
-  }
+  if (optimizer &&
+      failed(addPass(pm, mlir::fsdp::createAutodiff(), autodiff, errorHandler)))
+    return mlir::failure();
   if (failed(addPass(pm, mlir::fsdp::createFlatten(), ranks + origParams,
                      errorHandler)))
     return mlir::failure();
@@ -257,8 +255,8 @@ void fsdp::registerAllPasses() {
         if (failed(optimizer))
           return mlir::failure();
         return buildShardedPipeline(pm, options, &*optimizer, optimizerText,
-                                    options.loss, "fsdp-train-pipeline",
-                                    errorHandler);
+                                    unbraced(options.autodiff),
+                                    "fsdp-train-pipeline", errorHandler);
       },
       [](llvm::function_ref<void(const mlir::detail::PassOptions &)> print) {
         print(TrainPipelineOptions());

@@ -25,7 +25,7 @@ CONFIGS = [
      "a forward plan over 4 ranks"),
     ("fsdp-sharded-pipeline", "world-size=4 auto-wrap={policy=none} mixed-precision=true",
      "the same with fsdp-mixed-precision"),
-    ("fsdp-train-pipeline", "world-size=4 auto-wrap={policy=none} optimizer={optimizer=adamw} loss=cross-entropy",
+    ("fsdp-train-pipeline", "world-size=4 auto-wrap={policy=none} optimizer={optimizer=adamw} autodiff={loss=cross-entropy}",
      "a training step over 4 ranks"),
     ("fsdp-train-pipeline",
      "mesh-shape=2,4 auto-wrap={policy=none} optimizer={optimizer=adamw} mixed-precision=true",

@@ -135,7 +135,7 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     if optimizer is not None:
         pipeline.append("optimizer={" + _option_text(optimizer) + "}")
         if loss:
-            pipeline.append(f"loss={loss}")
+            pipeline.append(f"autodiff={{loss={loss}}}")
     if mixed_precision is not None:
         pipeline.append("mixed-precision=true")
     if schedule:

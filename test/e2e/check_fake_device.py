@@ -72,10 +72,10 @@ def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, world: int,
     return plan
 
 
-# The corpus vision models: the auto-wrap class, the pipeline's loss option (a
+# The corpus vision models: the auto-wrap class, the pipeline's autodiff option (a
 # loss attached to the ViT's logits), the optimizer, the global batch, the
 # ranks and the losses' relative tolerance in fp32 (module docstring).
-VISION = {"vit": ("EncoderBlock", " loss=cross-entropy", "adamw", 4, (1, 2), 1e-6),
+VISION = {"vit": ("EncoderBlock", " autodiff={loss=cross-entropy}", "adamw", 4, (1, 2), 1e-6),
           "resnet18": ("BasicBlock", "", "sgd", 8, (1,), 1e-5)}
 
 
