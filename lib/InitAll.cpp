@@ -123,8 +123,8 @@ buildShardedPipeline(OpPassManager &pm, const Options &options,
   auto fail = [&](const llvm::Twine &message) {
     return errorHandler(name + ": " + message);
   };
-  // The ranks are the pipeline's to state: a second spelling in auto-wrap's
-  // options could disagree with flatten's.
+  // The ranks and the step are the pipeline's to state: a second spelling in
+  // auto-wrap's options could disagree with flatten's or the optimizer's.
   llvm::StringRef autoWrap = unbraced(options.autoWrap);
   llvm::SmallVector<llvm::StringRef> words;
   autoWrap.split(words, ' ', -1, /*KeepEmpty=*/false);
@@ -133,9 +133,9 @@ buildShardedPipeline(OpPassManager &pm, const Options &options,
     if (llvm::is_contained({"world-size", "mesh-shape", "use-orig-params",
                             "training", "optimizer-states", "clipping"},
                            key))
-      return fail("give " + key +
-                  " as the pipeline's option, not in "
-                  "auto-wrap (the pipeline passes it on)");
+      return fail("auto-wrap sets " + key +
+                  ", which the pipeline derives from its own options "
+                  "(world-size or mesh-shape, use-orig-params, optimizer)");
   }
   std::string ranks;
   if (!options.meshShape.empty()) {
