@@ -1,8 +1,10 @@
 # Fails when a committed reference page differs from the one the build
-# generated from ODS (and the C API reference from fsdprt.h). Run with
+# generated from ODS (the C API reference from fsdprt.h, the pipelines from
+# fsdp-opt). Run with
 # -DGENERATED=<dir> -DCOMMITTED=<dir>.
 set(stale "")
 foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md FSDPInterfaces.md
+             FSDPPipelines.md
              fsdprt-api.md)
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files --ignore-eol
                           ${GENERATED}/${page} ${COMMITTED}/${page}

@@ -54,9 +54,9 @@ sys.exit(0 if diff <= 1e-5 + 1e-4 * abs(torch_loss) else "demo: the plan's loss 
 PY
 
 echo
-echo "== training on the CPU runtime: fsdp-opt --fsdp-autodiff --fsdp-optimizer, fsdp-run --steps 5"
-"$opt" "$work/gpt.onnx" --batch-size=4 --fsdp-autodiff \
-  --fsdp-optimizer="optimizer=adamw max-grad-norm=1" --fsdp-inference-pipeline \
+echo "== training on the CPU runtime: fsdp-opt --fsdp-train-pipeline, fsdp-run --steps 5"
+"$opt" "$work/gpt.onnx" --batch-size=4 --fsdp-train-pipeline="world-size=1 \
+  auto-wrap={policy=none} optimizer={optimizer=adamw max-grad-norm=1}" \
   -o "$work/gpt.train.mlir"
 "$build/bin/fsdp-translate" --mlir-to-plan "$work/gpt.train.mlir" -o "$work/gpt.train.plan"
 "$build/bin/fsdp-run" "$work/gpt.train.plan" --input input_ids="$work/input_ids.npy" \
@@ -77,10 +77,9 @@ PY
 
 echo
 echo "== FSDP on 4 ranks: one unit per block, sharded, scheduled, mpirun -np 4 fsdp-run"
-"$opt" "$work/gpt.onnx" --batch-size=1 \
-  --fsdp-auto-wrap="policy=transformer layer-classes=Block" --fsdp-autodiff \
-  --fsdp-flatten=world-size=4 --fsdp-optimizer="optimizer=adamw max-grad-norm=1" \
-  --fsdp-shard --fsdp-schedule --fsdp-unit-summary --fsdp-inference-pipeline \
+"$opt" "$work/gpt.onnx" --batch-size=1 --fsdp-train-pipeline="world-size=4 \
+  auto-wrap={policy=transformer layer-classes=Block} \
+  optimizer={optimizer=adamw max-grad-norm=1} unit-summary=true" \
   -o "$work/gpt.sharded.mlir"
 "$build/bin/fsdp-translate" --mlir-to-plan "$work/gpt.sharded.mlir" -o "$work/gpt.sharded.plan"
 "$build/bin/fsdp-run" "$work/gpt.sharded.plan" --describe

@@ -199,7 +199,7 @@ class Bench:
                  ["--fsdp-autodiff", f"--fsdp-flatten=world-size={world}",
                   "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
                   "--fsdp-schedule" + (f"={schedule}" if schedule else ""),
-                  "--fsdp-inference-pipeline"])
+                  "--fsdp-inference", "--fsdp-lower-pipeline"])
         run([self.bin / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
         return plan
 

@@ -9,10 +9,10 @@ lowering, memory plan and plan writing, at world sizes 8 and 1024.
 Models come from bench/import_scale/make_model.py (float32; weights in a
 sparse data file that is never written or read). Each compile is
 
-    fsdp-opt MODEL --batch-size=1 --fsdp-auto-wrap="policy=regex pattern=^layers\\.[0-9]+$"
-        --fsdp-autodiff=loss=cross-entropy --fsdp-flatten=world-size=W
-        --fsdp-optimizer="optimizer=adamw max-grad-norm=1" --fsdp-shard
-        --fsdp-schedule --fsdp-inference-pipeline -o STEP.mlir
+    fsdp-opt MODEL --batch-size=1 --fsdp-train-pipeline="world-size=W
+        auto-wrap={policy=regex pattern=^layers\\.[0-9]+$}
+        autodiff={loss=cross-entropy} optimizer={optimizer=adamw max-grad-norm=1}"
+        -o STEP.mlir
     fsdp-translate --mlir-to-plan STEP.mlir -o STEP.plan
 
 timed with /usr/bin/time (wall seconds, peak RSS), best of --runs. The
@@ -78,11 +78,10 @@ def main() -> int:
         for world in args.worlds:
             mlir, plan = out / f"w{world}.mlir", out / f"w{world}.plan"
             opt = timed([bindir / "fsdp-opt", out / "model.onnx", "--batch-size=1",
-                         "--fsdp-auto-wrap=policy=regex pattern=^layers\\.[0-9]+$",
-                         "--fsdp-autodiff=loss=cross-entropy",
-                         f"--fsdp-flatten=world-size={world}",
-                         "--fsdp-optimizer=optimizer=adamw max-grad-norm=1",
-                         "--fsdp-shard", "--fsdp-schedule", "--fsdp-inference-pipeline",
+                         f"--fsdp-train-pipeline=world-size={world}"
+                         " auto-wrap={policy=regex pattern=^layers\\.[0-9]+$}"
+                         " autodiff={loss=cross-entropy}"
+                         " optimizer={optimizer=adamw max-grad-norm=1}",
                          "-o", mlir], args.runs)
             translate = timed([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan],
                               args.runs)

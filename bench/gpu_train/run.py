@@ -78,12 +78,10 @@ def prepare(build_dir: Path, out: Path, tiny: bool) -> int:
                          external_data=True)
         mlir = out / f"{name}.mlir"
         subprocess.run([bindir / "fsdp-opt", onnx, f"--batch-size={batch}",
-                        f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"
-                        " param-dtype=bf16 reduce-dtype=f32",
-                        "--fsdp-autodiff=loss=cross-entropy", "--fsdp-flatten=world-size=1",
-                        "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard",
-                        "--fsdp-mixed-precision", "--fsdp-schedule",
-                        "--fsdp-inference-pipeline", "-o", mlir], check=True)
+                        "--fsdp-train-pipeline=world-size=1 autodiff={loss=cross-entropy}"
+                        f" auto-wrap={{policy=transformer layer-classes={block}"
+                        " param-dtype=bf16 reduce-dtype=f32} optimizer={optimizer=adamw}"
+                        " mixed-precision=true", "-o", mlir], check=True)
         subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o",
                         out / f"{name}.plan"], check=True)
         for f in out.glob(f"{name}.onnx*"):

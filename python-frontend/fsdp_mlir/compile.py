@@ -114,22 +114,8 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    if policy.kind == "auto":  # what the search models: the mesh and the step
-        wrap.append(f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}" if mesh_shape
-                    else f"world-size={world_size}")
-        if optimizer is None:
-            wrap.append("training=false")
-        else:
-            kind = str(optimizer.get("optimizer", "sgd")).lower()
-            states = 2 if kind.startswith("adam") else (
-                1 if float(optimizer.get("momentum", 0) or 0) > 0 else 0)
-            wrap.append(f"optimizer-states={states}")
-            if float(optimizer.get("max_grad_norm", 0) or 0) > 0:
-                wrap.append("clipping=true")
     if strategy != "FULL_SHARD":
         wrap.append(f"strategy={strategy}")
-    if use_orig_params:
-        wrap.append("use-orig-params=true")
     if wrap_frozen:
         wrap.append("wrap-frozen=true")
     if ignored_modules:
@@ -140,20 +126,24 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
         if getattr(mp, key):
             wrap.append(f"{key.replace('_', '-')}={getattr(mp, key)}")
-    args = [onnx_path, f"--batch-size={batch_size}", "--fsdp-auto-wrap=" + " ".join(wrap)]
+    # One registered pipeline states the ranks once and derives what
+    # auto-wrap's search models of the step (optimizer states, clipping).
+    pipeline = [f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}" if mesh_shape
+                else f"world-size={world_size}", "auto-wrap={" + " ".join(wrap) + "}"]
+    if use_orig_params:
+        pipeline.append("use-orig-params=true")
     if optimizer is not None:
-        args.append("--fsdp-autodiff" + (f"=loss={loss}" if loss else ""))
-    args.append("--fsdp-flatten=" + (f"mesh-shape={mesh_shape[0]},{mesh_shape[1]}"
-                                     if mesh_shape else f"world-size={world_size}")
-                + (" use-orig-params=true" if use_orig_params else ""))
-    if optimizer is not None:
-        args.append("--fsdp-optimizer=" + _option_text(optimizer))
-    args.append("--fsdp-shard")
+        pipeline.append("optimizer={" + _option_text(optimizer) + "}")
+        if loss:
+            pipeline.append(f"autodiff={{loss={loss}}}")
     if mixed_precision is not None:
-        args.append("--fsdp-mixed-precision")
-    args.append("--fsdp-schedule" + (f"={_option_text(schedule)}" if schedule else ""))
+        pipeline.append("mixed-precision=true")
+    if schedule:
+        pipeline.append("schedule={" + _option_text(schedule) + "}")
+    name = "train" if optimizer is not None else "sharded"
     mlir = work / "step.mlir"
-    args += ["--fsdp-inference-pipeline", "-o", mlir]
+    args = [onnx_path, f"--batch-size={batch_size}",
+            f"--fsdp-{name}-pipeline=" + " ".join(pipeline), "-o", mlir]
     try:
         run_tool("fsdp-opt", args)
         run_tool("fsdp-translate", ["--mlir-to-plan", mlir, "-o", out])

@@ -37,7 +37,7 @@ class Policy:
         module tree: dicts with "fqn" and "class")."""
         if self.kind == "none":
             return ["policy=none"]
-        if self.kind == "auto":  # compile() adds the world size and the step
+        if self.kind == "auto":  # the pipeline adds the world size and the step
             return ["policy=auto"] + (
                 [f"memory-budget={self.memory_budget}"] if self.memory_budget else []) + (
                 ["cpu-runtime=true"] if self.cpu_runtime else [])

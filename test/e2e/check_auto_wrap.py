@@ -102,12 +102,14 @@ def check(model: str, world: int, bindir: Path, corpus: Path, work: Path,
                                 f"by the model than {h['policy']} {h['step_seconds']} s")
         # The whole training step with the choice.
         mlir, plan = work / f"{model}.w{world}.mlir", work / f"{model}.w{world}.plan"
-        wrap = auto + (f" memory-budget={budget}" if budget else "")
+        # The pipeline states the ranks and derives clipping and AdamW's two
+        # states from the optimizer, as `auto` spells them for the search.
+        wrap = "policy=auto" + (f" ranks-per-node={mesh[1]}" if mesh else "") + (
+            f" memory-budget={budget}" if budget else "")
         proc = run([bindir / "fsdp-opt", onnx, f"--batch-size={BATCH}",
-                    f"--fsdp-auto-wrap={wrap}", f"--fsdp-autodiff{loss}",
-                    f"--fsdp-flatten={shape}",
-                    "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
-                    "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+                    f"--fsdp-train-pipeline={shape} auto-wrap={{{wrap}}}"
+                    f" autodiff={{{loss.removeprefix('=')}}}"
+                    " optimizer={optimizer=adamw max-grad-norm=1}", "-o", mlir])
         if proc.returncode != 0:
             failures.append(f"{label}: the chosen wrap does not compile:\n{proc.stderr}")
             continue
@@ -155,10 +157,9 @@ def train_like_one_unit(label, bindir, onnx, plan, world, mesh, loss, work) -> l
     reference = work / "mixed.reference.plan"
     mlir = work / "mixed.reference.mlir"
     subprocess.run([str(bindir / "fsdp-opt"), str(onnx), f"--batch-size={BATCH}",
-                    "--fsdp-auto-wrap=policy=none", f"--fsdp-autodiff{loss}",
-                    f"--fsdp-flatten=mesh-shape={mesh[0]},{mesh[1]}",
-                    "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
-                    "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", str(mlir)],
+                    f"--fsdp-train-pipeline=mesh-shape={mesh[0]},{mesh[1]}"
+                    f" auto-wrap={{policy=none}} autodiff={{{loss.removeprefix('=')}}}"
+                    " optimizer={optimizer=adamw max-grad-norm=1}", "-o", str(mlir)],
                    check=True, capture_output=True)
     subprocess.run([str(bindir / "fsdp-translate"), "--mlir-to-plan", str(mlir), "-o",
                     str(reference)], check=True, capture_output=True)

@@ -90,10 +90,9 @@ def main(argv=None) -> int:
         for world in (1, 2, 4):
             subprocess.run([bindir / "fsdp-opt", corpus / "gpt2.onnx",
                             f"--batch-size={4 // world}",
-                            "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
-                            "--fsdp-autodiff", f"--fsdp-flatten=world-size={world}",
-                            "--fsdp-optimizer=optimizer=adamw max-grad-norm=1",
-                            "--fsdp-shard", "--fsdp-schedule", "--fsdp-inference-pipeline",
+                            f"--fsdp-train-pipeline=world-size={world}"
+                            " auto-wrap={policy=transformer layer-classes=GPT2Block}"
+                            " optimizer={optimizer=adamw max-grad-norm=1}",
                             "-o", work / f"g{world}.mlir"], check=True)
             subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan",
                             work / f"g{world}.mlir", "-o", work / f"g{world}.plan"], check=True)

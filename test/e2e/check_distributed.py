@@ -132,13 +132,12 @@ def check(case: str, world: int, steps: int, bindir: Path, work: Path) -> bool:
     assert batch % world == 0, (batch, world)
     mlir, plan = work / f"w{world}.mlir", work / f"w{world}.plan"
     check_grads.run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch // world}",
-                     f"--fsdp-auto-wrap=policy=transformer layer-classes={block}{extra}",
-                     f"--fsdp-autodiff{autodiff}",
-                     f"--fsdp-flatten={mesh or f'world-size={world}'}",
-                     "--fsdp-optimizer=" + ("optimizer=sgd momentum=0.9" if fsdp_reference
-                                            else "optimizer=adamw max-grad-norm=1"),
-                     "--fsdp-shard",
-                     "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+                     f"--fsdp-train-pipeline={mesh or f'world-size={world}'}"
+                     f" auto-wrap={{policy=transformer layer-classes={block}{extra}}}"
+                     f" autodiff={{{autodiff.removeprefix('=')}}}"
+                     " optimizer={" + ("optimizer=sgd momentum=0.9" if fsdp_reference
+                                       else "optimizer=adamw max-grad-norm=1") + "}",
+                     "-o", mlir])
     check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
     flags = []
     for input_name, value in zip(names + [label_name], inputs + [labels]):
@@ -264,9 +263,8 @@ def check_inference(case: str, world: int, bindir: Path, work: Path) -> bool:
     names = check_grads.graph_inputs(onnx_path)
     mlir, plan = work / f"i{world}.mlir", work / f"i{world}.plan"
     check_grads.run([bindir / "fsdp-opt", onnx_path, f"--batch-size={8 // world}",
-                     f"--fsdp-auto-wrap=policy=transformer layer-classes={block}",
-                     f"--fsdp-flatten=world-size={world}", "--fsdp-shard",
-                     "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+                     f"--fsdp-sharded-pipeline=world-size={world}"
+                     f" auto-wrap={{policy=transformer layer-classes={block}}}", "-o", mlir])
     check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
     flags = []
     for input_name, value in zip(names, inputs):

@@ -61,40 +61,36 @@ def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, world: int,
     tag = f"{model}{world}{'-bf16' if bf16 else ''}"
     mlir, plan = work / f"{tag}.mlir", work / f"{tag}.plan"
     precision = [" param-dtype=bf16 reduce-dtype=f32"] if bf16 else [""]
+    # Fused attention (fsdp-autodiff's default): the CUDA backend's own
+    # attention and attention_grad kernels (kernels/attention.h).
     subprocess.run([bindir / "fsdp-opt", corpus / f"{model}.onnx", f"--batch-size={4 // world}",
-                    f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}"
-                    + precision[0],
-                    # Fused attention: the CUDA backend's own attention and
-                    # attention_grad kernels (kernels/attention.h).
-                    "--fsdp-autodiff",
-                    f"--fsdp-flatten=world-size={world}",
-                    "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard"]
-                   + (["--fsdp-mixed-precision"] if bf16 else [])
-                   + ["--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir], check=True)
+                    f"--fsdp-train-pipeline=world-size={world} optimizer={{optimizer=adamw}}"
+                    f" auto-wrap={{policy=transformer layer-classes={MODELS[model]}"
+                    + precision[0] + "}" + (" mixed-precision=true" if bf16 else ""),
+                    "-o", mlir], check=True)
     subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan], check=True)
     return plan
 
 
-# The corpus vision models: the auto-wrap class, fsdp-autodiff's options (a
+# The corpus vision models: the auto-wrap class, the pipeline's autodiff option (a
 # loss attached to the ViT's logits), the optimizer, the global batch, the
 # ranks and the losses' relative tolerance in fp32 (module docstring).
-VISION = {"vit": ("EncoderBlock", "=loss=cross-entropy", "adamw", 4, (1, 2), 1e-6),
+VISION = {"vit": ("EncoderBlock", " autodiff={loss=cross-entropy}", "adamw", 4, (1, 2), 1e-6),
           "resnet18": ("BasicBlock", "", "sgd", 8, (1,), 1e-5)}
 
 
 def compile_vision(bindir: Path, corpus: Path, work: Path, model: str, world: int,
                    bf16: bool = False) -> Path:
-    wrap, autodiff, optimizer, batch, _, _ = VISION[model]
+    wrap, loss, optimizer, batch, _, _ = VISION[model]
     tag = f"{model}{world}{'-bf16' if bf16 else ''}"
     mlir, plan = work / f"{tag}.mlir", work / f"{tag}.plan"
     precision = " param-dtype=bf16 reduce-dtype=f32" if bf16 else ""
     subprocess.run([bindir / "fsdp-opt", corpus / f"{model}.onnx",
                     f"--batch-size={batch // world}",
-                    f"--fsdp-auto-wrap=policy=transformer layer-classes={wrap}{precision}",
-                    f"--fsdp-autodiff{autodiff}", f"--fsdp-flatten=world-size={world}",
-                    f"--fsdp-optimizer=optimizer={optimizer}", "--fsdp-shard"]
-                   + (["--fsdp-mixed-precision"] if bf16 else [])
-                   + ["--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir],
+                    f"--fsdp-train-pipeline=world-size={world}"
+                    f" optimizer={{optimizer={optimizer}}}{loss}"
+                    f" auto-wrap={{policy=transformer layer-classes={wrap}{precision}}}"
+                    + (" mixed-precision=true" if bf16 else ""), "-o", mlir],
                    check=True, capture_output=True)
     subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan], check=True)
     return plan

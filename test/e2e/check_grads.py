@@ -5,7 +5,7 @@
 
 Each model below is built in torch, exported with its loss through
 fsdp_mlir.export, compiled with `fsdp-opt --fsdp-autodiff
---fsdp-inference-pipeline` and `fsdp-translate --mlir-to-plan`, and run by
+--fsdp-inference --fsdp-lower-pipeline` and `fsdp-translate --mlir-to-plan`, and run by
 fsdp-run on fresh inputs; the plan returns the loss and one `grad.<fqn>`
 per trainable parameter. torch computes the same loss and
 `loss.backward()` on the same weights and inputs. Every trainable
@@ -275,7 +275,7 @@ def check(name: str, bindir: Path, work: Path) -> bool:
         options = (options or "=") + " " + checkpoint
     batch = inputs[0].shape[0]
     run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}", *wrap,
-         f"--fsdp-autodiff{options}", "--fsdp-inference-pipeline",
+         f"--fsdp-autodiff{options}", "--fsdp-inference", "--fsdp-lower-pipeline",
          "--mlir-print-debuginfo", "-o", work / "m.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "m.mlir", "-o", work / "m.plan"])
     if not check_fused_attention(case, (work / "m.mlir").read_text()):

@@ -136,9 +136,8 @@ def same_files(want_dir: Path, got_dir: Path) -> list:
 def check_inference(prefix: Path, corpus: Path, hosts: dict, work: Path) -> bool:
     model, plan = corpus / "vit.onnx", work / "vit.plan"
     compile_plan(prefix, model, plan,
-                 "--fsdp-auto-wrap=policy=transformer layer-classes=EncoderBlock",
-                 f"--fsdp-flatten=world-size={RANKS}", "--fsdp-shard", "--fsdp-schedule",
-                 "--fsdp-inference-pipeline")
+                 f"--fsdp-sharded-pipeline=world-size={RANKS}"
+                 " auto-wrap={policy=transformer layer-classes=EncoderBlock}")
     graph_input = onnx.load(model, load_external_data=False).graph.input[0]
     dims = [d.dim_value for d in graph_input.type.tensor_type.shape.dim][1:]
     rng = np.random.default_rng(3)
@@ -200,10 +199,9 @@ def expect_error(exe: Path, name: str, args: list, message: str, ranks=RANKS) ->
 def check_training(prefix: Path, corpus: Path, hosts: dict, work: Path) -> bool:
     plan = work / "gpt2.plan"
     compile_plan(prefix, corpus / "gpt2.onnx", plan,
-                 "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
-                 "--fsdp-autodiff", f"--fsdp-flatten=world-size={RANKS}",
-                 "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
-                 "--fsdp-schedule", "--fsdp-inference-pipeline")
+                 f"--fsdp-train-pipeline=world-size={RANKS}"
+                 " auto-wrap={policy=transformer layer-classes=GPT2Block}"
+                 " optimizer={optimizer=adamw max-grad-norm=1}")
     rng = np.random.default_rng(0)
     global_batch = 2 * RANKS
     # One global batch (fsdp-run feeds the same one every step), and four.

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpt2_job  # noqa: E402
 
 MODELS = {"gpt2": "GPT2Block", "llama": "LlamaBlock"}
-# name: (auto-wrap extra, fsdp-flatten option, world)
+# name: (auto-wrap extra, the pipeline's ranks option, world)
 STRATEGIES = {
     "FULL_SHARD-2": ("", "world-size=2", 2),
     "FULL_SHARD-4": ("", "world-size=4", 4),
@@ -49,10 +49,9 @@ def compile_plan(bindir: Path, corpus: Path, work: Path, model: str, strategy: s
     extra, flatten, world = STRATEGIES[strategy]
     mlir, plan = work / f"{model}-{strategy}.mlir", work / f"{model}-{strategy}.plan"
     subprocess.run([bindir / "fsdp-opt", corpus / f"{model}.onnx", f"--batch-size={4 // world}",
-                    f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}{extra}",
-                    "--fsdp-autodiff", f"--fsdp-flatten={flatten}",
-                    "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
-                    "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir], check=True)
+                    f"--fsdp-train-pipeline={flatten}"
+                    f" auto-wrap={{policy=transformer layer-classes={MODELS[model]}{extra}}}"
+                    " optimizer={optimizer=adamw max-grad-norm=1}", "-o", mlir], check=True)
     subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan], check=True)
     return plan
 

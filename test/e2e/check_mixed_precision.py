@@ -147,7 +147,7 @@ def check(case: str, bindir: Path, work: Path) -> bool:
          f"--fsdp-auto-wrap={policy} param-dtype={low} reduce-dtype=f32",
          f"--fsdp-autodiff{autodiff}", "--fsdp-flatten=world-size=1",
          "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard", "--fsdp-mixed-precision",
-         "--fsdp-inference-pipeline", "-o", work / f"{case}.mlir"])
+         "--fsdp-inference", "--fsdp-lower-pipeline", "-o", work / f"{case}.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / f"{case}.mlir",
          "-o", work / f"{case}.plan"])
     flags = []

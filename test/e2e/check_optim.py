@@ -4,7 +4,7 @@
     check_optim.py BUILD_DIR [--keep DIR] [--only CASE ...]
 
 Each case compiles a model with `fsdp-opt --fsdp-autodiff --fsdp-optimizer
---fsdp-inference-pipeline`, runs 3 steps with `fsdp-run --steps 3 --lr LR
+--fsdp-inference --fsdp-lower-pipeline`, runs 3 steps with `fsdp-run --steps 3 --lr LR
 --save-state DIR` on one batch, and makes the same 3 steps in torch
 (`zero_grad`, `loss.backward()` — per micro-batch with the loss divided by
 their number when accumulating —, `clip_grad_norm_`, `opt.step()`). The
@@ -136,7 +136,7 @@ def check(case: str, bindir: Path, work: Path) -> bool:
     shard = ["--fsdp-shard"] if wrap else []
     run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}", *wrap,
          f"--fsdp-autodiff{autodiff}", *flat, f"--fsdp-optimizer={options}",
-         *shard, "--fsdp-inference-pipeline", "-o", work / "t.mlir"])
+         *shard, "--fsdp-inference", "--fsdp-lower-pipeline", "-o", work / "t.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "t.mlir", "-o", work / "t.plan"])
     units = json.loads(run([bindir / "fsdp-run", work / "t.plan", "--describe",
                             "--json"]))["units"]

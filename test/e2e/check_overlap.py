@@ -43,10 +43,9 @@ def compile_plan(bindir: Path, corpus: Path, work: Path, model: str) -> tuple[Pa
     mlir, plan = work / f"{model}.mlir", work / f"{model}.plan"
     out = subprocess.run(
         [bindir / "fsdp-opt", corpus / f"{model}.onnx", "--batch-size=2",
-         f"--fsdp-auto-wrap=policy=transformer layer-classes={MODELS[model]}",
-         "--fsdp-autodiff", "--fsdp-flatten=world-size=2", "--fsdp-optimizer=optimizer=adamw",
-         "--fsdp-shard", "--fsdp-schedule", "--fsdp-unit-summary",
-         "--fsdp-inference-pipeline", "-o", mlir],
+         "--fsdp-train-pipeline=world-size=2"
+         f" auto-wrap={{policy=transformer layer-classes={MODELS[model]}}}"
+         " optimizer={optimizer=adamw} unit-summary=true", "-o", mlir],
         check=True, capture_output=True, text=True).stdout
     found = re.search(r"modelled step (\S+) ms \(compute (\S+) ms, communication (\S+) ms, "
                       r"exposed (\S+) ms\)", out)

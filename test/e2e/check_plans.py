@@ -8,9 +8,8 @@ Each model is wrapped (its transformer-layer class, else by size), trained
 with AdamW and global-norm clipping, flattened for the world size, sharded
 (FULL_SHARD), scheduled and lowered:
 
-    fsdp-opt M.onnx --fsdp-auto-wrap=... --fsdp-autodiff[=loss=cross-entropy]
-        --fsdp-flatten=world-size=W --fsdp-optimizer=... --fsdp-shard
-        --fsdp-schedule --fsdp-inference-pipeline
+    fsdp-opt M.onnx --fsdp-train-pipeline="world-size=W auto-wrap={...}
+        [autodiff={loss=cross-entropy}] optimizer={...}"
     fsdp-translate --mlir-to-plan;  fsdp-run PLAN --describe --json
 
 The plan reader (fsdprt_plan_load_file) verifies it (schema, layouts
@@ -52,6 +51,13 @@ MODELS = {
 BATCH = 2
 
 
+def train_pipeline(wrap: str, autodiff: str, world: int, optimizer: str) -> str:
+    """fsdp-opt's flag for the training step (fsdp-autodiff's options as
+    MODELS spells them, "=loss=..." or "")."""
+    return (f"--fsdp-train-pipeline=world-size={world} auto-wrap={{{wrap}}}"
+            f" autodiff={{{autodiff.removeprefix('=')}}} optimizer={{{optimizer}}}")
+
+
 def run(cmd) -> str:
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -64,10 +70,7 @@ def check(model: str, world: int, bindir: Path, corpus: Path, work: Path) -> boo
     mlir, plan = work / f"{model}.w{world}.mlir", work / f"{model}.w{world}.plan"
     start = time.monotonic()
     run([bindir / "fsdp-opt", corpus / f"{model}.onnx", f"--batch-size={BATCH}",
-         f"--fsdp-auto-wrap={wrap}", f"--fsdp-autodiff{loss}",
-         f"--fsdp-flatten=world-size={world}",
-         "--fsdp-optimizer=optimizer=adamw max-grad-norm=1", "--fsdp-shard",
-         "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+         train_pipeline(wrap, loss, world, "optimizer=adamw max-grad-norm=1"), "-o", mlir])
     run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan])
     seconds = time.monotonic() - start
     report = json.loads(run([bindir / "fsdp-run", plan, "--describe", "--json"]))
@@ -113,10 +116,7 @@ def deterministic(bindir: Path, corpus: Path, work: Path) -> bool:
         cwd.mkdir(parents=True, exist_ok=True)
         wrap, loss = MODELS["gpt2"]
         for cmd in ([bindir / "fsdp-opt", corpus / "gpt2.onnx", f"--batch-size={BATCH}",
-                     f"--fsdp-auto-wrap={wrap}", f"--fsdp-autodiff{loss}",
-                     "--fsdp-flatten=world-size=4", "--fsdp-optimizer=optimizer=adamw",
-                     "--fsdp-shard", "--fsdp-schedule", "--fsdp-inference-pipeline",
-                     "-o", "step.mlir"],
+                     train_pipeline(wrap, loss, 4, "optimizer=adamw"), "-o", "step.mlir"],
                     [bindir / "fsdp-translate", "--mlir-to-plan", "step.mlir", "-o",
                      "step.plan"]):
             proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True,

@@ -11,7 +11,8 @@ SHARD_GRAD_OP at world size W with its transformer-layer units:
         --fsdp-flatten=world-size=W --fsdp-optimizer=... --fsdp-shard
         [--fsdp-mixed-precision] --fsdp-schedule[=backward-prefetch=post]
         --fsdp-check-reshard
-    fsdp-opt STEP.mlir --fsdp-inference-pipeline; fsdp-translate; fsdp-run --describe
+    fsdp-opt STEP.mlir --fsdp-inference --fsdp-lower-pipeline; fsdp-translate;
+        fsdp-run --describe
 
 and checked:
 - fsdp-check-reshard accepts both (no value computed from a gather alone is
@@ -81,7 +82,7 @@ def compile_step(model, strategy, schedule, bindir, corpus, work, world, extra="
         unit = shards.get(shard, "?")
         gathers[unit] = gathers.get(unit, 0) + 1
     trainable = set(re.findall(r'flat_grad_of = @"([^"]*)"', text))
-    timeline = run([bindir / "fsdp-opt", step, "--fsdp-inference-pipeline",
+    timeline = run([bindir / "fsdp-opt", step, "--fsdp-inference", "--fsdp-lower-pipeline",
                     "--fsdp-memory-timeline", "-o", lowered])
     # Rows: step, op, gathered, flat grads, reduced, activations, total.
     gathered = max(int(m.group(1)) for m in

@@ -25,10 +25,9 @@ def prepare(build: Path, work: Path, world: int = 2) -> Path:
     write_batch(work)
     mlir, plan = work / f"g{world}.mlir", work / f"g{world}.plan"
     subprocess.run([bindir / "fsdp-opt", corpus / "gpt2.onnx", f"--batch-size={4 // world}",
-                    "--fsdp-auto-wrap=policy=transformer layer-classes=GPT2Block",
-                    "--fsdp-autodiff", f"--fsdp-flatten=world-size={world}",
-                    "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard",
-                    "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir], check=True)
+                    f"--fsdp-train-pipeline=world-size={world}"
+                    " auto-wrap={policy=transformer layer-classes=GPT2Block}"
+                    " optimizer={optimizer=adamw}", "-o", mlir], check=True)
     subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan],
                    check=True)
     return plan

@@ -66,17 +66,17 @@ def make(build: Path, job: Path) -> int:
             lambda p, lr: torch.optim.AdamW(p, lr), LR, 0, 1)
         for precision, ranks in (("fp32", 1), ("bf16", 1), ("fp32", 2), ("fp32", 4)):
             tag = f"{model_name}-{precision}" + (f"-{ranks}ranks" if ranks > 1 else "")
-            wrap = f"--fsdp-auto-wrap=policy=transformer layer-classes={block}"
-            mixed = []
+            wrap = f"policy=transformer layer-classes={block}"
+            mixed = ""
             if precision == "bf16":
                 wrap += " param-dtype=bf16 reduce-dtype=f32"
-                mixed = ["--fsdp-mixed-precision"]
+                mixed = " mixed-precision=true"
             mlir = job / f"{tag}.mlir"
             check_grads.run([bindir / "fsdp-opt", onnx_path,
-                             f"--batch-size={inputs[0].shape[0] // ranks}", wrap,
-                             f"--fsdp-autodiff{autodiff}", f"--fsdp-flatten=world-size={ranks}",
-                             "--fsdp-optimizer=optimizer=adamw", "--fsdp-shard", *mixed,
-                             "--fsdp-schedule", "--fsdp-inference-pipeline", "-o", mlir])
+                             f"--batch-size={inputs[0].shape[0] // ranks}",
+                             f"--fsdp-train-pipeline=world-size={ranks} auto-wrap={{{wrap}}}"
+                             f" optimizer={{optimizer=adamw}}"
+                             f" autodiff={{{autodiff.removeprefix('=')}}}{mixed}", "-o", mlir])
             check_grads.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir,
                              "-o", job / f"{tag}.plan"])
             mlir.unlink()

@@ -17,8 +17,8 @@
 #include "OnnxBuilder.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/IR/GradientOpInterface.h"
-#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 

@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CostModel.h"
-#include "WrapSearch.h"
+#include "fsdp/Dialect/FSDP/Analysis/CostModel.h"
+#include "fsdp/Dialect/FSDP/Analysis/WrapSearch.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "llvm/ADT/StringMap.h"

@@ -19,10 +19,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Phases.h"
+#include "fsdp/Dialect/FSDP/Analysis/Phases.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 

@@ -452,6 +452,12 @@ struct OptimizerPass : mlir::fsdp::impl::OptimizerBase<OptimizerPass> {
       module.emitError("fsdp-optimizer: the module has no @forward function");
       return signalPassFailure();
     }
+    if (failed(OptimizerStep(func, module, currentOptions()).run()))
+      signalPassFailure();
+  }
+
+  /// The options as parsed from the command line or a pipeline.
+  mlir::fsdp::OptimizerOptions currentOptions() const {
     mlir::fsdp::OptimizerOptions options;
     options.optimizer = optimizer;
     options.momentum = momentum;
@@ -463,9 +469,24 @@ struct OptimizerPass : mlir::fsdp::impl::OptimizerBase<OptimizerPass> {
     options.eps = eps;
     options.maxGradNorm = maxGradNorm;
     options.accumulate = accumulate;
-    if (failed(OptimizerStep(func, module, std::move(options)).run()))
-      signalPassFailure();
+    return options;
   }
 };
 
 } // namespace
+
+FailureOr<mlir::fsdp::OptimizerOptions> mlir::fsdp::parseOptimizerOptions(
+    StringRef text, function_ref<LogicalResult(const Twine &)> errorHandler) {
+  // The pass parses its own options, so the text means what it means after
+  // --fsdp-optimizer=.
+  OptimizerPass pass;
+  if (failed(pass.initializeOptions(text, errorHandler)))
+    return failure();
+  return pass.currentOptions();
+}
+
+int64_t mlir::fsdp::optimizerStateCount(const OptimizerOptions &options) {
+  if (options.optimizer == "adamw")
+    return 2;                           // exp_avg and exp_avg_sq
+  return options.momentum != 0 ? 1 : 0; // momentum_buffer
+}

@@ -29,9 +29,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CostModel.h"
-#include "Phases.h"
-#include "WrapSearch.h"
+#include "fsdp/Dialect/FSDP/Analysis/CostModel.h"
+#include "fsdp/Dialect/FSDP/Analysis/Phases.h"
+#include "fsdp/Dialect/FSDP/Analysis/WrapSearch.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"

@@ -9,7 +9,7 @@
 #include "Gradients.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 #include "fsdp/Support/JSON.h"
 
 #include "mlir/Interfaces/ViewLikeInterface.h"

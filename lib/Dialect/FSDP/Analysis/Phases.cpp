@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Phases.h"
+#include "fsdp/Dialect/FSDP/Analysis/Phases.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 

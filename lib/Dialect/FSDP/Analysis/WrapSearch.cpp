@@ -24,11 +24,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "WrapSearch.h"
+#include "fsdp/Dialect/FSDP/Analysis/WrapSearch.h"
 
-#include "Phases.h"
+#include "fsdp/Dialect/FSDP/Analysis/Phases.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 #include "fsdp/layout/FlatLayout.h"
 

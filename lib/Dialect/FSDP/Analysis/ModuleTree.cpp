@@ -9,10 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/Dialect/FSDP/Transforms/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Support/JSON.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -23,17 +22,10 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace mlir::fsdp {
-#define GEN_PASS_DEF_MODULETREE
-#define GEN_PASS_DEF_PRINTMODULETREE
-#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
-} // namespace mlir::fsdp
-
 using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-
 
 class TreeBuilder {
 public:
@@ -77,10 +69,9 @@ public:
     SmallVector<unsigned> stack = {index.lookup("")};
     while (!stack.empty()) {
       const Node &node = nodes[stack.pop_back_val()];
-      result.push_back(ModuleAttr::get(context, node.fqn, node.className,
-                                       strings(node.params),
-                                       strings(node.buffers),
-                                       strings(node.children)));
+      result.push_back(ModuleAttr::get(
+          context, node.fqn, node.className, strings(node.params),
+          strings(node.buffers), strings(node.children)));
       for (const std::string &child : llvm::reverse(node.children))
         stack.push_back(index.lookup(child));
     }
@@ -105,15 +96,18 @@ LogicalResult readMetadata(ModuleOp module, TreeBuilder &tree) {
     return emitError(module.getLoc()) << "fsdp.torch_metadata " << why;
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
   if (!parsed)
-    return emitError(module.getLoc()) << "fsdp.torch_metadata is not valid JSON: "
-                              << llvm::toString(parsed.takeError());
+    return emitError(module.getLoc())
+           << "fsdp.torch_metadata is not valid JSON: "
+           << llvm::toString(parsed.takeError());
   llvm::json::Object *root = parsed->getAsObject();
   llvm::json::Array *modules = root ? root->getArray("modules") : nullptr;
   if (!modules)
-    return emitError(module.getLoc()) << "fsdp.torch_metadata has no 'modules' list";
+    return emitError(module.getLoc())
+           << "fsdp.torch_metadata has no 'modules' list";
   for (llvm::json::Value &item : *modules) {
     llvm::json::Object *entry = item.getAsObject();
-    std::optional<StringRef> fqn = entry ? entry->getString("fqn") : std::nullopt;
+    std::optional<StringRef> fqn =
+        entry ? entry->getString("fqn") : std::nullopt;
     if (!fqn)
       return emitError(module.getLoc())
              << "fsdp.torch_metadata: a module entry has no 'fqn'";
@@ -165,9 +159,9 @@ std::optional<std::string> detectWrapper(ModuleOp module,
 
 /// The module FQN a node scope (`/model/blocks.0/mlp/mlp.0/Gemm`) names, or
 /// nothing for a node outside every module.
-std::optional<std::string> scopeModule(StringRef scope,
-                                       const std::optional<std::string> &wrapper,
-                                       const TreeBuilder &tree) {
+std::optional<std::string>
+scopeModule(StringRef scope, const std::optional<std::string> &wrapper,
+            const TreeBuilder &tree) {
   SmallVector<StringRef> parts = scopeParts(scope);
   if (wrapper && !parts.empty() && parts.front() == *wrapper)
     parts.erase(parts.begin());
@@ -184,7 +178,8 @@ std::optional<std::string> scopeModule(StringRef scope,
     // A module called twice gets `_1`, `_2`... in its second scope.
     if (!tree.contains(candidate)) {
       StringRef base = part.rsplit('_').first;
-      std::string unsuffixed = fqn.empty() ? base.str() : fqn + "." + base.str();
+      std::string unsuffixed =
+          fqn.empty() ? base.str() : fqn + "." + base.str();
       if (base != part && tree.contains(unsuffixed))
         candidate = unsuffixed;
     }
@@ -202,12 +197,13 @@ StringRef mlir::fsdp::parentOf(StringRef fqn) {
 }
 
 SmallVector<StringRef> mlir::fsdp::stringsOf(ArrayAttr array) {
-  return llvm::to_vector(llvm::map_range(
-      array.getAsRange<StringAttr>(),
-      [](StringAttr value) { return value.getValue(); }));
+  return llvm::to_vector(
+      llvm::map_range(array.getAsRange<StringAttr>(),
+                      [](StringAttr value) { return value.getValue(); }));
 }
 
-FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::recoverModuleTree(ModuleOp module) {
+FailureOr<SmallVector<ModuleAttr>>
+mlir::fsdp::recoverModuleTree(ModuleOp module) {
   TreeBuilder tree;
   tree.ensure("");
   if (failed(readMetadata(module, tree)))
@@ -304,76 +300,3 @@ FailureOr<SmallVector<ModuleAttr>> mlir::fsdp::getModuleTree(ModuleOp module) {
   }
   return recoverModuleTree(module);
 }
-
-namespace {
-
-struct ModuleTreePass : mlir::fsdp::impl::ModuleTreeBase<ModuleTreePass> {
-  void runOnOperation() override {
-    FailureOr<SmallVector<ModuleAttr>> tree = recoverModuleTree(getOperation());
-    if (failed(tree))
-      return signalPassFailure();
-    SmallVector<Attribute> entries(tree->begin(), tree->end());
-    getOperation()->setAttr(kModulesAttrName,
-                            ArrayAttr::get(&getContext(), entries));
-  }
-};
-
-struct PrintModuleTreePass
-    : mlir::fsdp::impl::PrintModuleTreeBase<PrintModuleTreePass> {
-  using PrintModuleTreeBase::PrintModuleTreeBase;
-
-  void runOnOperation() override {
-    if (format != "text" && format != "json") {
-      emitError(getOperation().getLoc())
-          << "fsdp-print-module-tree: format must be 'text' or 'json', got '"
-          << format << "'";
-      return signalPassFailure();
-    }
-    FailureOr<SmallVector<ModuleAttr>> tree = getModuleTree(getOperation());
-    if (failed(tree))
-      return signalPassFailure();
-    if (format == "json")
-      printJson(*tree);
-    else
-      printText(*tree);
-    markAllAnalysesPreserved();
-  }
-
-  void printJson(ArrayRef<ModuleAttr> tree) {
-    llvm::json::Array modules;
-    for (ModuleAttr module : tree) {
-      auto list = [](ArrayAttr array) {
-        llvm::json::Array values;
-        for (StringRef value : stringsOf(array))
-          values.push_back(value);
-        return values;
-      };
-      modules.push_back(llvm::json::Object{
-          {"fqn", module.getFqn()},
-          {"class", module.getClassName()},
-          {"params", list(module.getParams())},
-          {"buffers", list(module.getBuffers())},
-          {"children", list(module.getChildren())}});
-    }
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(modules)))
-                 << "\n";
-  }
-
-  void printText(ArrayRef<ModuleAttr> tree) {
-    raw_ostream &os = llvm::outs();
-    for (ModuleAttr module : tree) {
-      StringRef fqn = module.getFqn();
-      size_t depth = fqn.empty() ? 0 : fqn.count('.') + 1;
-      os.indent(2 * depth) << (fqn.empty() ? "(root)" : fqn);
-      if (!module.getClassName().empty())
-        os << " " << module.getClassName();
-      SmallVector<StringRef> state = stringsOf(module.getParams());
-      llvm::append_range(state, stringsOf(module.getBuffers()));
-      if (!state.empty())
-        os << ": " << llvm::join(state, ", ");
-      os << "\n";
-    }
-  }
-};
-
-} // namespace

@@ -1,6 +1,6 @@
 //===- CostModel.cpp - Modelled durations and the step's timeline ---------===//
 
-#include "CostModel.h"
+#include "fsdp/Dialect/FSDP/Analysis/CostModel.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"

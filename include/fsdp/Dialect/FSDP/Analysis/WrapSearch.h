@@ -18,7 +18,7 @@
 #ifndef FSDP_TRANSFORMS_WRAPSEARCH_H
 #define FSDP_TRANSFORMS_WRAPSEARCH_H
 
-#include "CostModel.h"
+#include "fsdp/Dialect/FSDP/Analysis/CostModel.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
