@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionChain.h"
+#include "OnnxBuilder.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
@@ -33,25 +34,14 @@ std::optional<double> mlir::fsdp::detail::scalarOf(Value value) {
 
 namespace {
 
+using mlir::fsdp::detail::constantInts;
+
 /// Masks larger than this many elements are not evaluated (a causal mask of
 /// a 2048-token context has 4M; the check is one pass over them).
 constexpr int64_t kMaxMaskElements = int64_t(1) << 24;
 
 /// A boolean tensor's values in row-major order.
 using BoolValues = std::vector<bool>;
-
-/// The values of a constant integer tensor.
-std::optional<SmallVector<int64_t>> constantInts(Value value) {
-  auto constant = value.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense)
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const APInt &v : dense.getValues<APInt>())
-    out.push_back(v.getSExtValue());
-  return out;
-}
 
 /// The values of a boolean tensor computed from constants by Not, Slice
 /// and reshapes (what the importer leaves of torch's `~mask[:, :, :T, :T]`),
@@ -172,8 +162,9 @@ FailureOr<AttentionChain> matchAttention(MatMulOp root, std::string &why) {
   int64_t softmaxRank =
       softmax ? cast<RankedTensorType>(softmax.getInput().getType()).getRank()
               : 0;
-  if (!softmax ||
-      !(softmax.getAxis() == -1 || softmax.getAxis() == softmaxRank - 1))
+  // The attribute is signed (-1: the last axis) though its getter is not.
+  int64_t axis = softmax ? static_cast<int64_t>(softmax.getAxis()) : 0;
+  if (!softmax || !(axis == -1 || axis == softmaxRank - 1))
     return fail("not softmax(...) @ v");
   chain.ops.push_back(softmax);
   Value scores = softmax.getInput();

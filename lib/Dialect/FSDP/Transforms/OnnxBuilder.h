@@ -14,9 +14,23 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <numeric>
+#include <optional>
 #include <type_traits>
 
 namespace mlir::fsdp::detail {
+
+/// The values of a constant integer tensor, if `value` is one.
+inline std::optional<SmallVector<int64_t>> constantInts(Value value) {
+  auto constant = value.getDefiningOp<onnxir::ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense)
+    return std::nullopt;
+  SmallVector<int64_t> values;
+  for (const APInt &v : dense.getValues<APInt>())
+    values.push_back(v.getSExtValue());
+  return values;
+}
 
 inline RankedTensorType typeOf(Value value) {
   return cast<RankedTensorType>(value.getType());

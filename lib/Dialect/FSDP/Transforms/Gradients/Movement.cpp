@@ -8,8 +8,8 @@
 
 #include "Gradients.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Support/JSON.h"
 
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -22,6 +22,7 @@ using namespace mlir::onnxir;
 using mlir::fsdp::GradientContext;
 using mlir::fsdp::GradientOpInterface;
 using mlir::fsdp::detail::attachGradient;
+using mlir::fsdp::detail::constantInts;
 using mlir::fsdp::detail::OnnxBuilder;
 using mlir::fsdp::detail::Rule;
 using mlir::fsdp::detail::typeOf;
@@ -93,19 +94,6 @@ LogicalResult backward(SplitOp op, GradientContext &ctx) {
                                  {bb.b.getNamedAttr(
                                      "axis", bb.b.getI64IntegerAttr(axis))}));
   return success();
-}
-
-/// The values of a constant integer tensor, if `value` is one.
-std::optional<SmallVector<int64_t>> constantInts(Value value) {
-  auto constant = value.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : nullptr;
-  if (!dense)
-    return std::nullopt;
-  SmallVector<int64_t> values;
-  for (const APInt &v : dense.getValues<APInt>())
-    values.push_back(v.getSExtValue());
-  return values;
 }
 
 LogicalResult backward(SliceOp op, GradientContext &ctx) {

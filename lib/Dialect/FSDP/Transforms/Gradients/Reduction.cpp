@@ -72,16 +72,9 @@ LogicalResult backward(ReduceSumOp op, GradientContext &ctx) {
   return success();
 }
 
-LogicalResult backward(ReduceMeanOp op, GradientContext &ctx) {
-  Rule r(op, ctx);
-  SmallVector<int64_t> axes;
-  if (op.getAxes())
-    axes.assign(op.getAxes()->begin(), op.getAxes()->end());
-  reduceBackward(r, axes);
-  return success();
-}
-
-LogicalResult backward(ReduceMaxOp op, GradientContext &ctx) {
+/// ReduceMean and ReduceMax: their axes are an attribute.
+template <class ReduceOp>
+LogicalResult backward(ReduceOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   SmallVector<int64_t> axes;
   if (op.getAxes())
