@@ -13,7 +13,10 @@ PyTorch eager and torch.compile, same model, batch and sequence length.
         saves its weights (safetensors) for fsdp-run --load-full, and times
         one training step of each side after warm-up steps; measures the
         GPU's bf16 peak with a large GEMM in the same run; prints tokens/s,
-        MFU against that peak and peak memory, one row per model and side.
+        MFU against that peak and peak memory, one row per model and side;
+        then, for GPT-2, the step sharded over 2 ranks (local ranks on the
+        one GPU): the cost model's step, compute, communication and exposed
+        communication beside the measured ones.
 
 Models: GPT-2 small (124M, sequence 1024) and a LLaMA-style model of about
 1B parameters (d 2048, 16 layers, SwiGLU 5632, sequence 1024). MFU counts
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +48,9 @@ FULL = {
     "llama-1b": ("Llama", dict(vocab=32000, d=2048, n_layer=16, n_head=16, hidden=5632,
                                max_len=1024), "LlamaBlock", 2, 1024),
 }
+# Models also compiled over 2 ranks, whose measured overlap is printed
+# beside the cost model's (the 1B one would double the run).
+OVERLAP = ("gpt2-124m", "gpt2-tiny")
 TINY = {
     "gpt2-tiny": ("GPT2", dict(vocab=256, d=64, n_layer=2, n_head=4, max_len=64),
                   "GPT2Block", 2, 64),
@@ -84,15 +91,65 @@ def prepare(build_dir: Path, out: Path, tiny: bool) -> int:
                         " mixed-precision=true", "-o", mlir], check=True)
         subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o",
                         out / f"{name}.plan"], check=True)
+        modelled = None
+        if name in OVERLAP:
+            modelled = compile_two_ranks(bindir, onnx, mlir, out / f"{name}.2ranks.plan",
+                                         block, batch)
         for f in out.glob(f"{name}.onnx*"):
             f.unlink()
         mlir.unlink()
         params = sum(p.numel() for p in model.parameters())
         table[name] = dict(cls=cls, kwargs=kwargs, batch=batch, seq=seq, params=params)
+        if modelled:
+            table[name]["modelled_2ranks"] = modelled
         print(f"  {name}: {params / 1e6:.1f}M parameters, plan in "
               f"{time.time() - start:.0f} s", flush=True)
     (out / "models.json").write_text(json.dumps(table, indent=1))
     return 0
+
+
+def compile_two_ranks(bindir: Path, onnx: Path, mlir: Path, plan: Path, block: str,
+                      batch: int) -> dict:
+    """The step sharded over 2 ranks (FULL_SHARD, the global batch split),
+    and the cost model's figures for it (ms): fsdp-opt's unit summary."""
+    out = subprocess.run(
+        [bindir / "fsdp-opt", onnx, f"--batch-size={batch // 2}",
+         "--fsdp-train-pipeline=world-size=2 autodiff={loss=cross-entropy}"
+         f" auto-wrap={{policy=transformer layer-classes={block}"
+         " param-dtype=bf16 reduce-dtype=f32} optimizer={optimizer=adamw}"
+         " mixed-precision=true unit-summary=true", "-o", mlir],
+        check=True, capture_output=True, text=True).stdout
+    found = re.search(r"modelled step (\S+) ms \(compute (\S+) ms, communication (\S+) ms, "
+                      r"exposed (\S+) ms\)", out)
+    if not found:
+        raise RuntimeError(f"no modelled step in fsdp-opt's output:\n{out}")
+    subprocess.run([bindir / "fsdp-translate", "--mlir-to-plan", mlir, "-o", plan], check=True)
+    return dict(zip(("step", "compute", "communication", "exposed"), map(float, found.groups())))
+
+
+def overlap_rows(fsdp_run: str, out: Path, name: str, modelled: dict, device: str,
+                 steps: int) -> list[str]:
+    """The 2-rank step (local ranks on one device) measured beside the cost
+    model's figures: step, compute, communication, exposed (ms per step)."""
+    rows = [f"| {name} | modelled | {modelled['step']:.3f} | {modelled['compute']:.3f} | "
+            f"{modelled['communication']:.3f} | {modelled['exposed']:.3f} | "
+            f"{modelled['exposed'] / modelled['step'] if modelled['step'] else 0:.3f} |"]
+    proc = subprocess.run([fsdp_run, f"{name}.2ranks.plan", "--input", f"input_ids={name}.ids.npy",
+                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
+                           "--load-full", f"{name}.safetensors", "--steps", str(steps),
+                           "--local-ranks", "2", "--device", device, "--json"],
+                          cwd=out, capture_output=True, text=True, timeout=540)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.splitlines() if "error" in l] or \
+            proc.stderr.splitlines() or ["?"]
+        return rows + [f"| {name} | measured | {lines[-1][:200]} | | | | |"]
+    r = json.loads(proc.stdout)
+    ms = 1e3 / steps
+    step = sum(r["run_seconds"]) * ms
+    rows.append(f"| {name} | measured (2 local ranks, {device}) | {step:.3f} | "
+                f"{r['compute_seconds'] * ms:.3f} | {r['communication_seconds'] * ms:.3f} | "
+                f"{r['exposed_communication_seconds'] * ms:.3f} | {r['exposed_fraction']:.3f} |")
+    return rows
 
 
 def peak_tflops(torch, device: str) -> float:
@@ -260,6 +317,17 @@ def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int) ->
     print("\n".join(rows))
     print("\nfsdp-run's memory is its plan (arenas and workspace), torch's "
           "max_memory_allocated.")
+    overlap = []
+    for name, m in table.items():
+        if "modelled_2ranks" in m and (out / f"{name}.2ranks.plan").exists():
+            overlap += overlap_rows(fsdp_run, out, name, m["modelled_2ranks"], device, steps)
+    if overlap:
+        print("\nSharded over 2 ranks (FULL_SHARD, the same global batch), modelled "
+              "(fsdp-opt's unit summary) and measured (fsdp-run --local-ranks 2 --json; "
+              "on a GPU the device's clock), ms per step:\n")
+        print("| model | figures | step | compute | communication | exposed | exposed fraction |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(overlap))
     return 0
 
 
