@@ -27,6 +27,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
@@ -356,20 +357,21 @@ void Autodiff::fuseAttention() {
         activeValues.erase(result);
       op->erase();
     }
-    // A causal mask's constant computation has no reader left.
-    SmallVector<Value> dead;
+    // A causal mask's constant computation has no reader left. The work
+    // list holds ops, each once (an op feeding another through two operands
+    // must not be visited after it is erased).
+    llvm::SetVector<Operation *> dead;
     if (oldMask && !chain->mask)
-      dead.push_back(oldMask);
+      if (Operation *def = oldMask.getDefiningOp())
+        dead.insert(def);
     while (!dead.empty()) {
-      Value value = dead.pop_back_val();
-      Operation *def = value.getDefiningOp();
-      if (!def || !value.use_empty() || !isMemoryEffectFree(def) ||
-          !llvm::all_of(def->getResults(),
-                        [](Value r) { return r.use_empty(); }))
+      Operation *def = dead.pop_back_val();
+      if (!def->use_empty() || !isMemoryEffectFree(def))
         continue;
-      SmallVector<Value> operands(def->getOperands());
+      for (Value operand : def->getOperands())
+        if (Operation *producer = operand.getDefiningOp())
+          dead.insert(producer);
       def->erase();
-      dead.append(operands.begin(), operands.end());
     }
   }
 }
