@@ -1531,6 +1531,18 @@ KernelFn widened(const std::string &op, Context &c) {
 // Attention on cuDNN
 //===----------------------------------------------------------------------===//
 
+/// Under FSDPRT_PROFILE (docs/runtime.md), says when a kernel is prepared
+/// whether cuDNN's graph or the backend's own kernel runs it, and why.
+void sayWhichRuns(const std::string &op, const KernelArgs &args,
+                  const PreparedGraph *graph, const std::string &why) {
+  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
+  if (profile)
+    std::fprintf(stderr, "fsdprt: %s: %s\n",
+                 (args.where.empty() ? op : args.where).c_str(),
+                 graph ? ("cuDNN, " + graph->name()).c_str()
+                       : ("the backend's own kernel: " + why).c_str());
+}
+
 /// attention and attention_grad on cuDNN's fused flash attention where the
 /// device has cuDNN and cuDNN has a plan for the shape: bf16 or f16, no
 /// mask or the causal one, equal head dims of q and v. The plan stores keys
@@ -1584,13 +1596,7 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   shape.scale = args.attrs.getFloat("scale", 1.0);
   std::string why;
   std::shared_ptr<PreparedGraph> graph = c.device.prepareAttention(shape, why);
-  // FSDPRT_PROFILE (docs/runtime.md) also says which implementation runs.
-  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
-  if (profile)
-    std::fprintf(stderr, "fsdprt: %s: %s\n",
-                 (args.where.empty() ? op : args.where).c_str(),
-                 graph ? ("cuDNN, " + graph->name()).c_str()
-                       : ("the backend's own kernel: " + why).c_str());
+  sayWhichRuns(op, args, graph.get(), why);
   if (!graph)
     return nullptr;
 
@@ -1690,12 +1696,7 @@ KernelFn cudnnConv(const std::string &op, Context &c) {
     return nullptr;
   std::string why;
   std::shared_ptr<PreparedGraph> graph = c.device.prepareConv(shape, why);
-  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
-  if (profile)
-    std::fprintf(stderr, "fsdprt: %s: %s\n",
-                 (args.where.empty() ? op : args.where).c_str(),
-                 graph ? ("cuDNN, " + graph->name()).c_str()
-                       : ("the backend's own kernel: " + why).c_str());
+  sayWhichRuns(op, args, graph.get(), why);
   if (!graph)
     return nullptr;
   args.workspace->reserve(graph->workspaceBytes());
