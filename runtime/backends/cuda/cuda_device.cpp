@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #ifdef FSDP_HAVE_CUDNN
 #include <cudnn.h>
@@ -62,13 +63,62 @@ public:
   }
 };
 
+/// Events made once and lent again: a step timed on the device records two
+/// per compute kernel (hundreds for GPT-2), and a cudaEventCreate/Destroy
+/// pair each would cost more than the smallest kernels they time. An
+/// event returns here when its holder drops it; re-recording it is then
+/// safe, as nothing waits on its old record. Shared by the device and the
+/// events it lent, which may outlive it.
+class EventPool {
+public:
+  explicit EventPool(int ordinal) : ordinal(ordinal) {}
+  EventPool(const EventPool &) = delete;
+  EventPool &operator=(const EventPool &) = delete;
+  ~EventPool() {
+    cudaSetDevice(ordinal);
+    for (std::vector<cudaEvent_t> &events : idle)
+      for (cudaEvent_t event : events)
+        cudaEventDestroy(event);
+  }
+
+  /// An idle event of the kind asked for, or a new one.
+  cudaEvent_t take(bool timed) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      std::vector<cudaEvent_t> &events = idle[timed];
+      if (!events.empty()) {
+        cudaEvent_t event = events.back();
+        events.pop_back();
+        return event;
+      }
+    }
+    cudaEvent_t event = nullptr;
+    require(cudaEventCreateWithFlags(&event, timed ? cudaEventDefault
+                                                   : cudaEventDisableTiming),
+            "cudaEventCreate");
+    return event;
+  }
+  void give(cudaEvent_t event, bool timed) {
+    std::lock_guard<std::mutex> lock(mutex);
+    idle[timed].push_back(event);
+  }
+
+private:
+  int ordinal;
+  std::mutex mutex;
+  std::vector<cudaEvent_t> idle[2]; // [timed]
+};
+
 class CudaEvent : public DeviceEvent {
 public:
-  cudaEvent_t event = nullptr;
-  ~CudaEvent() override {
-    if (event)
-      cudaEventDestroy(event);
-  }
+  CudaEvent(std::shared_ptr<EventPool> pool, bool timed)
+      : event(pool->take(timed)), pool(std::move(pool)), timed(timed) {}
+  ~CudaEvent() override { pool->give(event, timed); }
+  const cudaEvent_t event;
+
+private:
+  std::shared_ptr<EventPool> pool;
+  bool timed;
 };
 
 cudaStream_t raw(DeviceStream &s) { return static_cast<CudaStream &>(s).stream; }
@@ -183,16 +233,13 @@ public:
   }
   std::unique_ptr<DeviceEvent> record(DeviceStream &s) override {
     use();
-    auto e = std::make_unique<CudaEvent>();
-    require(cudaEventCreateWithFlags(&e->event, cudaEventDisableTiming),
-            "cudaEventCreate");
+    auto e = std::make_unique<CudaEvent>(events, false);
     require(cudaEventRecord(e->event, raw(s)), "cudaEventRecord");
     return e;
   }
   std::unique_ptr<DeviceEvent> recordTimed(DeviceStream &s) override {
     use();
-    auto e = std::make_unique<CudaEvent>();
-    require(cudaEventCreate(&e->event), "cudaEventCreate");
+    auto e = std::make_unique<CudaEvent>(events, true);
     require(cudaEventRecord(e->event, raw(s)), "cudaEventRecord");
     return e;
   }
@@ -409,6 +456,7 @@ private:
 
   int ordinal;
   std::string name;
+  std::shared_ptr<EventPool> events = std::make_shared<EventPool>(ordinal);
   cublasLtHandle_t lt = nullptr;
   void *ltWorkspace = nullptr;
 #ifdef FSDP_HAVE_CUDNN
