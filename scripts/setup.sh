@@ -43,7 +43,7 @@ else
 fi
 
 # The Python frontend lives in a venv that sees Debian's torch/onnx/numpy
-# (PEP 668 forbids installing into the system Python; PyPI is not reachable).
+# (PEP 668 forbids installing into the system Python).
 venv="$root/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
@@ -55,6 +55,33 @@ if ! "$venv/bin/python" -c 'import fsdp_mlir' 2>/dev/null ||
   echo "setup: installing python-frontend into $venv"
   "$venv/bin/pip" install --quiet --no-build-isolation --no-deps --no-index \
     -e "$root/python-frontend"
+fi
+
+# The modern-PyTorch environment (torch 2.x, transformers, onnxruntime; the
+# tests labelled torch2), from PyPI, every package pinned in
+# scripts/requirements-torch2.txt; reinstalled when the pins change.
+# FSDP_NO_TORCH2=1 skips it (about 5 GB): the torch2 tests then say skipped.
+venv2="$root/.venv-torch2"
+pins="$root/scripts/requirements-torch2.txt"
+if [ "${FSDP_NO_TORCH2:-0}" = 1 ]; then
+  echo "setup: FSDP_NO_TORCH2=1: not installing $venv2"
+else
+  want=$(sha256sum "$pins" | cut -d' ' -f1)
+  if [ ! -x "$venv2/bin/python" ] ||
+     [ "$(cat "$venv2/.fsdp-pins" 2>/dev/null)" != "$want" ]; then
+    echo "setup: installing torch 2.x into $venv2 (about 5 GB, a few minutes)"
+    [ -x "$venv2/bin/python" ] || /usr/bin/python3 -m venv "$venv2"
+    "$venv2/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
+      -r "$pins"
+    echo "$want" > "$venv2/.fsdp-pins"
+  else
+    echo "setup: $venv2 matches scripts/requirements-torch2.txt"
+  fi
+  if ! "$venv2/bin/python" -c 'import fsdp_mlir' 2>/dev/null; then
+    echo "setup: installing python-frontend into $venv2"
+    "$venv2/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+      -e "$root/python-frontend"
+  fi
 fi
 
 if [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -233,6 +233,23 @@ class _Matcher:
         return None
 
 
+def _constants_as_nodes(proto, state: set[str]) -> None:
+    """Turns every initializer that is no parameter or buffer (a shape, an
+    index: the dynamo exporter keeps them as initializers) into a Constant
+    node, so that only the model's state goes to the external data file
+    and shape inference, which cannot read that file, still sees them."""
+    from onnx import helper
+
+    constants = [init for init in proto.graph.initializer if init.name not in state]
+    nodes = [helper.make_node("Constant", [], [init.name], name=f"{init.name}_constant",
+                              value=init) for init in constants]
+    for init in constants:
+        proto.graph.initializer.remove(init)
+    graph_nodes = list(proto.graph.node)
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes + graph_nodes)
+
+
 # --------------------------------------------------------------------------
 # Inputs and outputs
 # --------------------------------------------------------------------------
@@ -352,6 +369,176 @@ def _preserved_state(model):
 
 
 # --------------------------------------------------------------------------
+# Which exporter
+# --------------------------------------------------------------------------
+
+EXPORTERS = ("auto", "torchscript", "dynamo")
+
+
+def _has_dynamo() -> bool:
+    """Whether torch.onnx.export takes `dynamo=` (torch 2.x)."""
+    import inspect
+
+    import torch
+
+    return "dynamo" in inspect.signature(torch.onnx.export).parameters
+
+
+def _has_torchscript() -> bool:
+    """Whether the installed torch still has the TorchScript exporter."""
+    import torch
+
+    return hasattr(torch.onnx, "TrainingMode") and hasattr(torch, "jit")
+
+
+def _choose_exporter(exporter: str) -> str:
+    if exporter not in EXPORTERS:
+        raise ValueError(f"exporter must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
+    if exporter == "auto":
+        return "torchscript" if _has_torchscript() else "dynamo"
+    if exporter == "dynamo" and not _has_dynamo():
+        import torch
+
+        raise ValueError(f"exporter='dynamo' needs torch 2.x; this is torch {torch.__version__}")
+    if exporter == "torchscript" and not _has_torchscript():
+        import torch
+
+        raise ValueError(f"torch {torch.__version__} has no TorchScript ONNX exporter; "
+                         "use exporter='dynamo'")
+    return exporter
+
+
+def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axes, opset):
+    """torch.onnx.export through torch.export, in the module's training
+    mode, with the batch dimension dynamic where `dynamic_axes` says; then
+    at `opset` (the dynamo exporter writes 18 and later) through ONNX's
+    version converter."""
+    import inspect
+    import logging
+    import warnings
+
+    import onnx
+    import torch
+    from onnx import version_converter
+    from onnxscript import optimizer
+
+    dynamic_shapes = None
+    if dynamic_axes:
+        batch = torch.export.Dim("batch")
+        dynamic_shapes = tuple({0: batch} if name in dynamic_axes else None
+                               for name in input_names)
+        # forward(*inputs) (the loss wrapper's) is one argument to torch.export.
+        params = list(inspect.signature(exported.forward).parameters.values())
+        if len(params) == 1 and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
+            dynamic_shapes = (dynamic_shapes,)
+    warnings.filterwarnings("ignore", message="Exporting a model while it is in training mode",
+                            category=UserWarning)
+    program = torch.onnx.export(
+        exported,
+        tuple(inputs),
+        dynamo=True,
+        input_names=list(input_names),
+        output_names=list(output_names),
+        opset_version=max(opset, 18),
+        dynamic_shapes=dynamic_shapes,
+        optimize=False,
+        verbose=False,
+    )
+    # The optimizer removes the exporter's sequence ops and shape
+    # arithmetic, but would also fold parameters into constants (a
+    # transposed weight): while it runs, the initializers are graph inputs,
+    # which it must leave alone.
+    graph = program.model.graph
+    n_inputs = len(graph.inputs)
+    graph.inputs.extend(list(graph.initializers.values()))
+    quiet = [logging.getLogger(name) for name in ("onnxscript", "onnx_ir")]
+    levels = [logger.level for logger in quiet]
+    try:
+        for logger in quiet:
+            logger.setLevel(logging.ERROR)
+        optimizer.optimize(program.model)
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
+        while len(graph.inputs) > n_inputs:
+            graph.inputs.pop()
+    program.save(str(raw))
+    proto = onnx.load(str(raw))
+    written = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    if written != opset:
+        proto = _convert_down(proto, written, opset)
+    onnx.save(proto, str(raw))
+
+
+_HIDDEN_DOMAIN = "fsdp_mlir.hidden"
+
+
+def _convert_down(proto, written: int, opset: int):
+    """`proto` from opset `written` (18 or later) to `opset` through ONNX's
+    version converter, doing first what its adapters do not: a Split with
+    `num_outputs` (opset 18) gets its sizes as the `split` input and is
+    hidden from the converter, which has no adapter for Split from 18; an
+    opset-18 Reduce's `noop_with_empty_axes` (kept by the ReduceMean
+    adapter) is dropped where it is the default and refused otherwise."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper, shape_inference, version_converter
+
+    inferred = shape_inference.infer_shapes(proto)
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else None
+                       for d in v.type.tensor_type.shape.dim]
+              for v in list(inferred.graph.value_info) + list(inferred.graph.input)}
+    hidden = []
+    for node in proto.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type != "Split":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if "num_outputs" in attrs:
+            shape = shapes.get(node.input[0])
+            axis = attrs.get("axis", 0)
+            if shape is None or shape[axis] is None:
+                raise ValueError(f"node {node.name!r} (Split): the size of the split axis is "
+                                 f"not known, so opset {written} cannot be written as {opset}")
+            n, size = attrs["num_outputs"], shape[axis]
+            chunk = -(-size // n)
+            sizes = [min(chunk, size - i * chunk) for i in range(n)]
+            name = f"{node.name or node.output[0]}_sizes"
+            proto.graph.initializer.append(numpy_helper.from_array(
+                np.array(sizes, dtype=np.int64), name))
+            del node.input[1:]
+            node.input.append(name)
+            keep = [a for a in node.attribute if a.name != "num_outputs"]
+            del node.attribute[:]
+            node.attribute.extend(keep)
+        node.domain = _HIDDEN_DOMAIN
+        hidden.append(node.name)
+    if hidden:
+        proto.opset_import.append(onnx.helper.make_opsetid(_HIDDEN_DOMAIN, 1))
+    proto = version_converter.convert_version(proto, opset)
+    for node in proto.graph.node:
+        if node.domain == _HIDDEN_DOMAIN:
+            node.domain = ""
+        if node.op_type.startswith("Reduce") and opset < 18:
+            for a in list(node.attribute):
+                if a.name == "noop_with_empty_axes":
+                    if a.i:
+                        raise ValueError(f"node {node.name!r} ({node.op_type}) has "
+                                         f"noop_with_empty_axes=1, which opset {opset} lacks")
+                    node.attribute.remove(a)
+    kept = [o for o in proto.opset_import if o.domain != _HIDDEN_DOMAIN]
+    del proto.opset_import[:]
+    proto.opset_import.extend(kept)
+    # The IR version of the opset asked for (opset 17 is IR 8), for readers
+    # with an older ONNX library.
+    proto.ir_version = min(proto.ir_version, _IR_VERSION_OF_OPSET.get(opset, proto.ir_version))
+    return proto
+
+
+# The IR version each opset was released with (onnx/helper.py's table).
+_IR_VERSION_OF_OPSET = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
+
+
+# --------------------------------------------------------------------------
 # export
 # --------------------------------------------------------------------------
 
@@ -366,6 +553,7 @@ def export(
     dynamic_batch: bool = True,
     external_data: bool = False,
     opset: int = 17,
+    exporter: str = "auto",
 ) -> Path:
     """Exports `model` to the ONNX file `path` and returns its Path.
 
@@ -377,6 +565,9 @@ def export(
     dynamic_batch: dim 0 of every input, and of every output whose dim 0
     has the batch size, becomes the dim_param "batch".
     external_data: tensors go to "<file name>.data" beside the model.
+    exporter: "torchscript" (torch.onnx's TorchScript exporter, the only one
+    in torch 1.13), "dynamo" (the torch.export-based one of torch 2.x), or
+    "auto": TorchScript where the installed torch has it, else dynamo.
 
     The model is exported in training mode (BatchNorm as training-mode
     BatchNormalization, dropout live) but left as it was: its mode,
@@ -426,6 +617,7 @@ def export(
                 raise ValueError(f"input_names are not unique: {input_names}")
         if not isinstance(opset, int) or opset < 9:
             raise ValueError(f"opset must be an int >= 9, got {opset!r}")
+        exporter = _choose_exporter(exporter)
         path = Path(path)
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a directory")
@@ -474,21 +666,29 @@ def export(
                         dynamic_axes[n] = {0: BATCH_DIM_PARAM}
 
         with tempfile.TemporaryDirectory(prefix=".fsdp_mlir_export_", dir=path.parent) as tmp:
-            with _step("torch.onnx.export"), _handled_warnings_filtered(model):
+            with _step(f"torch.onnx.export ({exporter})"), _handled_warnings_filtered(model):
                 raw = Path(tmp) / "torch.onnx"
-                torch.onnx.export(
-                    exported,
-                    inputs,
-                    str(raw),
-                    export_params=True,
-                    training=torch.onnx.TrainingMode.TRAINING,
-                    input_names=input_names,
-                    output_names=output_names,
-                    opset_version=opset,
-                    do_constant_folding=False,
-                    dynamic_axes=dynamic_axes,
-                    export_modules_as_functions=False,
-                )
+                if exporter == "dynamo":
+                    _export_dynamo(exported, inputs, raw, input_names,
+                                   output_names, dynamic_axes, opset)
+                else:
+                    # torch 2.x defaults to the dynamo exporter: ask for
+                    # TorchScript's by name (torch 1.13 has no such keyword).
+                    choice = {"dynamo": False} if _has_dynamo() else {}
+                    torch.onnx.export(
+                        exported,
+                        inputs,
+                        str(raw),
+                        export_params=True,
+                        training=torch.onnx.TrainingMode.TRAINING,
+                        input_names=input_names,
+                        output_names=output_names,
+                        opset_version=opset,
+                        do_constant_folding=False,
+                        dynamic_axes=dynamic_axes,
+                        export_modules_as_functions=False,
+                        **choice,
+                    )
             with _step("loading the exported ONNX model"):
                 proto = onnx.load(str(raw))
 
@@ -559,6 +759,10 @@ def export(
                                       "double_data", "uint64_data", "string_data"):
                             init.ClearField(field)
                         init.raw_data = data
+
+            if external_data:
+                with _step("keeping the graph's own constants in the model file"):
+                    _constants_as_nodes(proto, matcher.claimed)
 
             with _step("adding the fsdp_mlir metadata"):
                 meta = {

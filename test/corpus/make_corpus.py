@@ -37,7 +37,7 @@ def _file_bytes(out: Path, name: str) -> int:
     return total
 
 
-def worker(name: str, out: Path) -> dict:
+def worker(name: str, out: Path, exporter: str) -> dict:
     """Exports one model (runs in its own process); returns a summary."""
     sys.path.insert(0, str(FRONTEND))
     sys.path.insert(0, str(HERE))
@@ -61,6 +61,7 @@ def worker(name: str, out: Path) -> dict:
         input_names=case.input_names,
         external_data=case.external_data,
         **case.export_kwargs,
+        **({} if exporter == "auto" else {"exporter": exporter}),
     )
     seconds = time.perf_counter() - start
 
@@ -93,13 +94,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--only", nargs="+", metavar="NAME", help="export only these models")
+    ap.add_argument("--exporter", default="auto", choices=("auto", "torchscript", "dynamo"),
+                    help="fsdp_mlir.export's exporter (dynamo: torch 2.x)")
     ap.add_argument("--worker", metavar="NAME", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     out = args.outdir.resolve()
     out.mkdir(parents=True, exist_ok=True)
 
     if args.worker:
-        print("FSDP_CORPUS " + json.dumps(worker(args.worker, out)), flush=True)
+        print("FSDP_CORPUS " + json.dumps(worker(args.worker, out, args.exporter)), flush=True)
         return 0
 
     sys.path.insert(0, str(HERE))
@@ -119,7 +122,8 @@ def main(argv=None) -> int:
     for name in wanted:
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), str(out), "--worker", name],
+            [sys.executable, str(Path(__file__).resolve()), str(out), "--worker", name,
+             "--exporter", args.exporter],
             env=env, capture_output=True, text=True,
         )
         wall = time.perf_counter() - start

@@ -257,7 +257,7 @@ def check_inference(case: str, world: int, bindir: Path, work: Path) -> bool:
 
     name, block, _ = INFERENCE[case]
     model, examples = models.CASES[name].build()
-    onnx_path = check_grads.ROOT_BUILD / "test" / "corpus" / f"{name}.onnx"
+    onnx_path = check_forward.corpus_file(check_grads.ROOT_BUILD, name)
     check_forward.load_onnx_weights(model, onnx_path)
     inputs = check_forward.fresh_inputs(examples, 8, seed=11)
     names = check_grads.graph_inputs(onnx_path)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -150,6 +151,13 @@ def compare(label: str, ours: dict, expected, atol: float) -> bool:
     return ok
 
 
+def corpus_file(build: Path, name: str) -> Path:
+    """The corpus model `name`: as the build exported it (Debian's torch), or
+    from $FSDP_CORPUS_DIR (the torch2 tests export their own)."""
+    root = os.environ.get("FSDP_CORPUS_DIR")
+    return (Path(root) if root else build / "test" / "corpus") / f"{name}.onnx"
+
+
 def check_model(name: str, build: Path, batch: int, work: Path) -> bool:
     import models
     import torch
@@ -157,7 +165,7 @@ def check_model(name: str, build: Path, batch: int, work: Path) -> bool:
     torch.manual_seed(0)
     case = models.CASES[name]
     bindir = build / "bin"
-    onnx_path = build / "test" / "corpus" / f"{name}.onnx"
+    onnx_path = corpus_file(build, name)
     atol = ATOL_BY_MODEL.get(name, ATOL)
     ok = True
 

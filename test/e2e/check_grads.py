@@ -219,7 +219,7 @@ def prepare(name: str, work: Path, micro: int = 1):
 
         case = models.CASES[name]
         model, examples = case.build()
-        onnx_path = ROOT_BUILD / "test" / "corpus" / f"{name}.onnx"
+        onnx_path = check_forward.corpus_file(ROOT_BUILD, name)
         check_forward.load_onnx_weights(model, onnx_path)
         inputs = check_forward.fresh_inputs(examples, CORPUS[name] * micro, seed=5)
         names = graph_inputs(onnx_path)

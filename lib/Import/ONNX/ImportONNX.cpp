@@ -1206,7 +1206,8 @@ LogicalResult Importer::foldShapeComputations() {
   static const llvm::StringSet<> foldable = {
       "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
       "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
-      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant"};
+      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
+      "Mod"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

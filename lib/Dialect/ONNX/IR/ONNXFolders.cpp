@@ -73,7 +73,9 @@ int64_t broadcastIndex(int64_t linear, ArrayRef<int64_t> resultShape,
   return index;
 }
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+/// Mod: the remainder with the divisor's sign (ONNX Mod, fmod = 0); FMod:
+/// with the dividend's (fmod = 1, C's fmod).
+enum class BinaryKind { Add, Sub, Mul, Div, Mod, FMod, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
 
 std::optional<APInt> foldInt(BinaryKind kind, const APInt &a, const APInt &b) {
   switch (kind) {
@@ -87,6 +89,15 @@ std::optional<APInt> foldInt(BinaryKind kind, const APInt &a, const APInt &b) {
     if (b.isZero())
       return std::nullopt;
     return a.sdiv(b);
+  case BinaryKind::Mod:
+  case BinaryKind::FMod: {
+    if (b.isZero())
+      return std::nullopt;
+    APInt r = a.srem(b);
+    if (kind == BinaryKind::Mod && !r.isZero() && r.isNegative() != b.isNegative())
+      r += b;
+    return r;
+  }
   case BinaryKind::Eq:
     return APInt(1, a == b);
   case BinaryKind::Lt:
@@ -120,6 +131,11 @@ std::optional<APFloat> foldFloat(BinaryKind kind, APFloat a, const APFloat &b) {
     return a;
   case BinaryKind::Div:
     a.divide(b, APFloat::rmNearestTiesToEven);
+    return a;
+  case BinaryKind::FMod:
+    if (b.isZero())
+      return std::nullopt;
+    a.mod(b);
     return a;
   case BinaryKind::Pow: {
     bool lost;
@@ -239,6 +255,11 @@ FOLD_BINARY(GreaterOrEqualOp, Ge)
 FOLD_BINARY(AndOp, And)
 FOLD_BINARY(OrOp, Or)
 #undef FOLD_BINARY
+
+OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(getFmod() ? BinaryKind::FMod : BinaryKind::Mod,
+                    adaptor.getA(), adaptor.getB(), getType());
+}
 
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())

@@ -283,6 +283,14 @@ LogicalResult AddOp::verify() { return verifyBinary(*this, false, false); }
 LogicalResult SubOp::verify() { return verifyBinary(*this, false, false); }
 LogicalResult MulOp::verify() { return verifyBinary(*this, false, false); }
 LogicalResult DivOp::verify() { return verifyBinary(*this, false, false); }
+LogicalResult ModOp::verify() {
+  if (failed(verifyBinary(*this, false, false)))
+    return failure();
+  if (!getFmod() && !elementOf(getA()).isInteger())
+    return emitOpError("fmod = 0 (the divisor's sign) is for integers; "
+                       "floating-point Mod needs fmod = 1");
+  return success();
+}
 LogicalResult PowOp::verify() { return verifyBinary(*this, false, false, true); }
 LogicalResult EqualOp::verify() { return verifyBinary(*this, true, false); }
 LogicalResult LessOp::verify() { return verifyBinary(*this, true, false); }

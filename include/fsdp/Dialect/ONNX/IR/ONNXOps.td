@@ -137,6 +137,17 @@ foreach name = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
                 "And", "Or"] in
   def ONNX_#name#Op : ONNX_BinaryOp<name>;
 
+def ONNX_ModOp : ONNX_BinaryOp<"Mod"> {
+  let description = [{
+    The remainder of `A / B`: with `fmod = 0` (integers only) it takes the
+    sign of the divisor, as Python's `%`; with `fmod = 1`, the sign of the
+    dividend, as C's `fmod`. torch 2.x's exporter writes it in shape checks,
+    which the importer folds.
+  }];
+  let arguments = (ins ONNX_Tensor:$A, ONNX_Tensor:$B,
+                   DefaultValuedAttr<I64Attr, "0">:$fmod);
+}
+
 class ONNX_VariadicOp<string mnemonic>
     : ONNX_Op<mnemonic, [ResultsBroadcastableShape]> {
   let summary = "ONNX `" # mnemonic # "`, elementwise over its inputs";
