@@ -1,6 +1,6 @@
 // RUN: not fsdp-opt %s --split-input-file --fsdp-autodiff -o /dev/null 2>&1 | FileCheck %s
 
-// CHECK: error: 'onnx.Cos' op fsdp-autodiff: no gradient rule for 'onnx.Cos' on the path from a trainable parameter to the loss
+// CHECK: error: fsdp-autodiff: 'onnx.Cos' op no gradient rule for 'onnx.Cos' on the path from a trainable parameter to the loss
 module {
   fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
   func.func @forward(%x: tensor<8xf32>) -> tensor<f32> {
@@ -28,7 +28,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
-// CHECK: error: 'onnx.Dropout' op fsdp-autodiff: Dropout that drops in training needs random masks, which the runtime does not generate yet; export with p=0 (ratio 0.100000)
+// CHECK: error: fsdp-autodiff: 'onnx.Dropout' op Dropout that drops in training needs random masks, which the runtime does not generate yet; export with p=0 (ratio 0.100000)
 module {
   fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
   func.func @forward(%x: tensor<8xf32>) -> tensor<f32> {
@@ -46,7 +46,7 @@ module {
 
 // An fsdp.attention written without its lse result (fsdp-fuse's inference
 // form) cannot be differentiated: the gradient recomputes from lse.
-// CHECK: error: 'fsdp.attention' op fsdp-autodiff: fsdp.attention needs its lse result to be differentiated
+// CHECK: error: fsdp-autodiff: 'fsdp.attention' op fsdp.attention needs its lse result to be differentiated
 module {
   fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
   func.func @forward(%x: tensor<4x4xf32>) -> tensor<f32> {
@@ -61,7 +61,7 @@ module {
 
 // -----
 
-// CHECK: error: 'fsdp.attention' op fsdp-autodiff: fsdp.attention gives its mask no gradient, but the mask depends on a trainable parameter
+// CHECK: error: fsdp-autodiff: 'fsdp.attention' op fsdp.attention gives its mask no gradient, but the mask depends on a trainable parameter
 module {
   fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
   func.func @forward(%x: tensor<4x4xf32>) -> tensor<f32> {

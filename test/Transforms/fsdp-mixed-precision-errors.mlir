@@ -2,7 +2,7 @@
 
 // Mixed precision casts the shard fsdp-shard reads; a full flat buffer
 // read means fsdp-shard has not run.
-// CHECK: error: 'fsdp.get_flat_param' op fsdp-mixed-precision: @f reads the full flat buffer of @"unit:"; run --fsdp-shard first
+// CHECK: error: fsdp-mixed-precision: 'fsdp.get_flat_param' op @f reads the full flat buffer of @"unit:"; run --fsdp-shard first
 module {
   fsdp.param @w : tensor<4xf32>
   fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<4xf32>

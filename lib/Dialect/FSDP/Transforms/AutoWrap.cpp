@@ -118,32 +118,32 @@ LogicalResult AutoWrapPass::loadPolicy() {
   ModuleOp module = getOperation();
   if (policies.empty())
     return emitError(module.getLoc())
-           << "fsdp-auto-wrap: give a policy (none, size, transformer, regex, "
+           << "give a policy (none, size, transformer, regex, "
               "auto)";
   for (const std::string &name : policies) {
     if (name != "none" && name != "size" && name != "transformer" &&
         name != "regex" && name != "auto")
       return emitError(module.getLoc())
-             << "fsdp-auto-wrap: unknown policy '" << name
+             << "unknown policy '" << name
              << "'; known: none, size, transformer, regex, auto";
     policySet.insert(name);
   }
   if (policySet.contains("auto") && policies.size() > 1)
     return emitError(module.getLoc())
-           << "fsdp-auto-wrap: policy=auto chooses the units itself; it "
+           << "policy=auto chooses the units itself; it "
               "cannot be or-composed with other policies";
   if (policySet.contains("transformer") && layerClasses.empty())
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy 'transformer' needs "
-                                 "layer-classes=<module class names>";
+    return emitError(module.getLoc()) << "policy 'transformer' needs "
+                                         "layer-classes=<module class names>";
   if (policySet.contains("regex")) {
     if (pattern.empty())
       return emitError(module.getLoc())
-             << "fsdp-auto-wrap: policy 'regex' needs pattern=<regex>";
+             << "policy 'regex' needs pattern=<regex>";
     regex = std::make_shared<llvm::Regex>("^(" + pattern + ")$");
     std::string error;
     if (!regex->isValid(error))
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: invalid pattern '"
-                                << pattern << "': " << error;
+      return emitError(module.getLoc())
+             << "invalid pattern '" << pattern << "': " << error;
   }
   SmallVector<std::string> leafNames = {"MultiheadAttention"};
   SmallVector<std::string> excludeNames = {"ModuleList", "ModuleDict"};
@@ -160,21 +160,21 @@ LogicalResult AutoWrapPass::loadPolicy() {
   if (!layers.empty() && llvm::none_of(model.modules, [&](ModuleAttr module) {
         return layers.contains(module.getClassName());
       }))
-    emitWarning(module.getLoc()) << "fsdp-auto-wrap: no module has a class in "
-                            "layer-classes ("
-                         << llvm::join(layerClasses, ", ")
-                         << "); was the model exported without class names?";
+    emitWarning(module.getLoc())
+        << "no module has a class in layer-classes ("
+        << llvm::join(layerClasses, ", ")
+        << "); was the model exported without class names?";
 
   for (const std::string &fqn : ignoredModules) {
     if (!model.index.count(fqn) || fqn.empty())
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: ignored module '" << fqn
-                                << "' is not a submodule of the model";
+      return emitError(module.getLoc()) << "ignored module '" << fqn
+                                        << "' is not a submodule of the model";
   }
   for (const std::string &fqn : ignoredParams) {
     ParamOp param = model.params.lookup(fqn);
     if (!param)
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: ignored parameter '" << fqn
-                                << "' is not a parameter of the model";
+      return emitError(module.getLoc()) << "ignored parameter '" << fqn
+                                        << "' is not a parameter of the model";
     ignored.insert(param);
   }
   for (ModuleAttr module : model.modules)
@@ -285,10 +285,9 @@ LogicalResult AutoWrapPass::loadConfig() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
   if (!isStrategy(strategy))
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: unknown strategy '"
-                              << strategy
-                              << "'; known: FULL_SHARD, SHARD_GRAD_OP, "
-                                 "NO_SHARD, HYBRID_SHARD";
+    return emitError(module.getLoc()) << "unknown strategy '" << strategy
+                                      << "'; known: FULL_SHARD, SHARD_GRAD_OP, "
+                                         "NO_SHARD, HYBRID_SHARD";
   // Only what differs from PyTorch's defaults is recorded.
   if (strategy != "FULL_SHARD")
     baseConfig.append("strategy", StringAttr::get(context, strategy));
@@ -297,8 +296,8 @@ LogicalResult AutoWrapPass::loadConfig() {
                             {"buffer_dtype", bufferDtype}}) {
     FailureOr<Type> type = parseFloatDtype(context, value);
     if (failed(type))
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: " << key << " '" << value
-                                << "' is not one of f32, f16, bf16";
+      return emitError(module.getLoc())
+             << key << " '" << value << "' is not one of f32, f16, bf16";
     if (*type) {
       baseConfig.append(key, TypeAttr::get(*type));
       mixedPrecision = true;
@@ -314,8 +313,8 @@ LogicalResult AutoWrapPass::loadConfig() {
   if (policyFile.empty())
     return success();
   auto fail = [&](const Twine &message) {
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy file '" << policyFile
-                              << "': " << message;
+    return emitError(module.getLoc())
+           << "policy file '" << policyFile << "': " << message;
   };
   if (std::string why = checkRegularFile(policyFile); !why.empty())
     return fail(why);
@@ -426,8 +425,7 @@ static Strategy strategyOf(StringRef name) {
 LogicalResult AutoWrapPass::chooseAuto() {
   ModuleOp module = getOperation();
   auto fail = [&](const Twine &message) {
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy=auto: "
-                                      << message;
+    return emitError(module.getLoc()) << "policy=auto: " << message;
   };
   if (!policyFile.empty())
     return fail("policy-file cannot be combined with policy=auto");
@@ -656,6 +654,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
 }
 
 void AutoWrapPass::runOnOperation() {
+  PassDiagnosticScope diagnostics(&getContext(), getArgument());
   model = Model();
   policySet.clear();
   forceLeaf.clear();
@@ -721,7 +720,7 @@ void AutoWrapPass::runOnOperation() {
           for (StringAttr alias : aliases->getAsRange<StringAttr>())
             names.push_back("'" + alias.getValue().str() + "'");
         emitError(param.getLoc())
-            << "fsdp-auto-wrap: tied parameter " << llvm::join(names, " = ")
+            << "tied parameter " << llvm::join(names, " = ")
             << " would be in two units: " << quoted(holderUnit) << " and "
             << quoted(ownerUnit)
             << "; choose a policy that wraps both holders in one unit, or "
@@ -751,7 +750,7 @@ void AutoWrapPass::runOnOperation() {
     // others.
     Location loc = firstFrozen.getLoc();
     InFlightDiagnostic diag = useOrigParams ? emitWarning(loc) : emitError(loc);
-    diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
+    diag << "unit " << quoted(moduleAttr.getFqn())
          << " mixes frozen and trainable parameters; frozen: ["
          << llvm::join(frozen, ", ") << "], trainable: ["
          << llvm::join(trainable, ", ") << "]";
@@ -781,11 +780,10 @@ void AutoWrapPass::runOnOperation() {
   if (fullPrecisionUnits) {
     SmallVector<StringRef> classes = llvm::to_vector(fullPrecision.keys());
     llvm::sort(classes);
-    emitWarning(module.getLoc()) << "fsdp-auto-wrap: mixed precision is off for "
-                         << fullPrecisionUnits
-                         << " modules of the full-precision classes ("
-                         << llvm::join(classes, ", ")
-                         << "), each wrapped as its own unit";
+    emitWarning(module.getLoc())
+        << "mixed precision is off for " << fullPrecisionUnits
+        << " modules of the full-precision classes ("
+        << llvm::join(classes, ", ") << "), each wrapped as its own unit";
   }
   module->setAttr("fsdp.units", b.getArrayAttr(units));
 

@@ -881,6 +881,7 @@ void eraseDeadOps(func::FuncOp func, RewriterBase &rewriter) {
 struct LowerToRuntimePass
     : mlir::fsdp::impl::LowerToRuntimeBase<LowerToRuntimePass> {
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     bool failed = false;
     module.walk([&](func::FuncOp func) {
