@@ -63,6 +63,8 @@ struct AutoWrapPass : mlir::fsdp::impl::AutoWrapBase<AutoWrapPass> {
   void runOnOperation() override;
 
 private:
+  /// Clears what the previous run left (a pass instance may run again).
+  void reset();
   LogicalResult loadModel();
   LogicalResult loadPolicy();
   bool policy(StringRef fqn, bool recurse, int64_t unwrapped);
@@ -81,6 +83,23 @@ private:
   /// policy=auto: searches the units, strategies and schedule and records
   /// them (`wrapped`, `autoStrategy`, `fsdp.auto_wrap`).
   LogicalResult chooseAuto();
+  /// policy=auto's options (the mesh, budget and cost model), checked.
+  LogicalResult loadSearchOptions(WrapSearchOptions &options);
+  /// The hand policies a PyTorch user would write (no wrapping, the layer
+  /// class, sizes from 1e3 to 1e10), for the search to compare against;
+  /// those giving the units of one before go to `sameUnits` instead.
+  std::vector<WrapConfig>
+  handPolicies(const WrapProfile &profile, Strategy baseStrategy,
+               SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits);
+  /// The innermost unit holding module `fqn` (the root at worst).
+  StringRef unitOf(StringRef fqn) const;
+  /// A tied parameter whose holders sit in two units would be flattened
+  /// twice (torch 1.13 does so silently): refused at the parameter.
+  LogicalResult
+  checkTiedParams(const llvm::DenseMap<Operation *, std::string> &owner);
+  /// Uniform requires_grad per unit (a warning with use-orig-params).
+  LogicalResult
+  checkUniformGrad(const llvm::StringMap<SmallVector<ParamOp>> &unitParams);
   /// The config dictionary of the unit wrapping `fqn`.
   DictionaryAttr unitConfig(StringRef fqn);
 
@@ -422,14 +441,12 @@ static Strategy strategyOf(StringRef name) {
   return Strategy::FullShard;
 }
 
-LogicalResult AutoWrapPass::chooseAuto() {
-  ModuleOp module = getOperation();
+LogicalResult AutoWrapPass::loadSearchOptions(WrapSearchOptions &options) {
   auto fail = [&](const Twine &message) {
-    return emitError(module.getLoc()) << "policy=auto: " << message;
+    return emitError(getOperation().getLoc()) << "policy=auto: " << message;
   };
   if (!policyFile.empty())
     return fail("policy-file cannot be combined with policy=auto");
-  WrapSearchOptions options;
   if (!meshShape.empty()) {
     if (meshShape.size() != 2 || meshShape[0] < 1 || meshShape[1] < 1)
       return fail("mesh-shape takes two positive sizes, "
@@ -490,24 +507,13 @@ LogicalResult AutoWrapPass::chooseAuto() {
   if (options.baseStrategy == Strategy::HybridShard &&
       options.meshShape.size() != 2)
     return fail("HYBRID_SHARD needs mesh-shape=<groups>,<ranks per group>");
+  return success();
+}
 
-  FailureOr<WrapProfile> profile = buildWrapProfile(
-      module, model.modules,
-      [&](StringRef name) {
-        ParamOp param = model.params.lookup(name);
-        return param && ignored.contains(param);
-      },
-      [&](StringRef fqn) { return isIgnoredModule(fqn); },
-      [&](StringRef className) { return !excludeWrap.contains(className); },
-      [&](StringRef className) { return forceLeaf.contains(className); },
-      cost);
-  if (failed(profile))
-    return failure();
-
-  // The hand policies, as a PyTorch user would write them.
+std::vector<WrapConfig> AutoWrapPass::handPolicies(
+    const WrapProfile &profile, Strategy baseStrategy,
+    SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits) {
   std::vector<WrapConfig> hand;
-  // Policies giving the units of one listed before: (policy, that one).
-  SmallVector<std::pair<std::string, std::string>> sameUnits;
   auto handConfig = [&](std::string name, std::vector<char> units) {
     for (const WrapConfig &known : hand)
       if (known.wrapped == units) {
@@ -517,10 +523,10 @@ LogicalResult AutoWrapPass::chooseAuto() {
     WrapConfig config;
     config.name = std::move(name);
     config.wrapped = std::move(units);
-    config.strategy.assign(config.wrapped.size(), options.baseStrategy);
+    config.strategy.assign(config.wrapped.size(), baseStrategy);
     hand.push_back(std::move(config));
   };
-  std::vector<char> rootOnly(profile->modules.size(), 0);
+  std::vector<char> rootOnly(profile.modules.size(), 0);
   rootOnly[0] = 1;
   handConfig("no wrapping", rootOnly);
   SmallVector<std::string> layerNames(layerClasses.begin(),
@@ -528,9 +534,9 @@ LogicalResult AutoWrapPass::chooseAuto() {
   if (layerNames.empty()) {
     // The class repeated in a container (ModuleList): the layer.
     llvm::StringMap<std::pair<int64_t, int64_t>> repeated; // count, numel
-    for (const WrapProfile::Module &m : profile->modules)
+    for (const WrapProfile::Module &m : profile.modules)
       if (m.parent >= 0 && m.eligible &&
-          excludeWrap.contains(profile->modules[m.parent].className)) {
+          excludeWrap.contains(profile.modules[m.parent].className)) {
         repeated[m.className].first += 1;
         repeated[m.className].second += m.subtreeNumel;
       }
@@ -545,24 +551,52 @@ LogicalResult AutoWrapPass::chooseAuto() {
     llvm::StringSet<> classes;
     for (const std::string &name : layerNames)
       classes.insert(name);
-    handConfig("transformer layer-classes=" + llvm::join(layerNames, ","),
-               mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse, int64_t) {
-                 return recurse ||
-                        classes.contains(profile->modules[m].className);
-               }));
+    handConfig(
+        "transformer layer-classes=" + llvm::join(layerNames, ","),
+        mlir::fsdp::recursiveWrap(profile, [&](int m, bool recurse, int64_t) {
+          return recurse || classes.contains(profile.modules[m].className);
+        }));
   }
   for (int exponent = 3; exponent <= 10; ++exponent) {
     int64_t threshold = 1;
     for (int i = 0; i < exponent; ++i)
       threshold *= 10;
     handConfig("size min-num-params=1e" + std::to_string(exponent),
-               mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse,
-                                                int64_t unwrapped) {
-                 return sizeBased(profile->modules[m].className, recurse,
-                                  unwrapped, threshold);
-               }));
+               mlir::fsdp::recursiveWrap(
+                   profile, [&](int m, bool recurse, int64_t unwrapped) {
+                     return sizeBased(profile.modules[m].className, recurse,
+                                      unwrapped, threshold);
+                   }));
   }
+  return hand;
+}
 
+LogicalResult AutoWrapPass::chooseAuto() {
+  ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    return emitError(module.getLoc()) << "policy=auto: " << message;
+  };
+  WrapSearchOptions options;
+  if (failed(loadSearchOptions(options)))
+    return failure();
+  const CostModel &cost = options.cost;
+
+  FailureOr<WrapProfile> profile = buildWrapProfile(
+      module, model.modules,
+      [&](StringRef name) {
+        ParamOp param = model.params.lookup(name);
+        return param && ignored.contains(param);
+      },
+      [&](StringRef fqn) { return isIgnoredModule(fqn); },
+      [&](StringRef className) { return !excludeWrap.contains(className); },
+      [&](StringRef className) { return forceLeaf.contains(className); }, cost);
+  if (failed(profile))
+    return failure();
+
+  // Policies giving the units of one listed before: (policy, that one).
+  SmallVector<std::pair<std::string, std::string>> sameUnits;
+  std::vector<WrapConfig> hand =
+      handPolicies(*profile, options.baseStrategy, sameUnits);
   WrapSearchResult result = searchWrap(*profile, options, hand);
   if (result.chosen.wrapped.empty())
     return fail("no unit boundaries are possible: without wrapping, " +
@@ -653,8 +687,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
   return success();
 }
 
-void AutoWrapPass::runOnOperation() {
-  PassDiagnosticScope diagnostics(&getContext(), getArgument());
+void AutoWrapPass::reset() {
   model = Model();
   policySet.clear();
   forceLeaf.clear();
@@ -668,43 +701,17 @@ void AutoWrapPass::runOnOperation() {
   baseConfig = NamedAttrList();
   mixedPrecision = false;
   fullPrecisionUnits = 0;
-  if (failed(loadModel()) || failed(loadPolicy()) || failed(loadConfig()))
-    return signalPassFailure();
-  ModuleOp module = getOperation();
+}
 
-  // `none` alone wraps nothing below the root, unless the policy file or
-  // mixed precision's full-precision classes ask for units.
-  if (policySet.contains("auto")) {
-    if (failed(chooseAuto()))
-      return signalPassFailure();
-  } else if (!policySet.contains("none") || policySet.size() > 1 ||
-             !overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
-    recursiveWrap("", /*onlyWrapChildren=*/true);
-  wrapped.insert("");
-  if (wrapFrozen)
-    wrapFrozenModules();
+StringRef AutoWrapPass::unitOf(StringRef fqn) const {
+  StringRef unit = fqn;
+  while (!wrapped.contains(unit))
+    unit = parentOf(unit);
+  return unit;
+}
 
-  // Units take their parameters children-first (post-order), as PyTorch
-  // builds the nested FSDP instances.
-  llvm::StringMap<SmallVector<ParamOp>> unitParams;
-  llvm::DenseMap<Operation *, std::string> owner;
-  for (ModuleAttr moduleAttr : llvm::reverse(model.modules)) {
-    StringRef fqn = moduleAttr.getFqn();
-    if (!wrapped.contains(fqn))
-      continue;
-    SmallVector<ParamOp> &taken = unitParams[fqn];
-    for (Operation *param : subtreeParams(fqn))
-      if (owner.try_emplace(param, fqn.str()).second)
-        taken.push_back(cast<ParamOp>(param));
-  }
-  // A tied parameter whose holders sit in two units would be flattened
-  // twice (torch 1.13 does so silently); refuse.
-  auto unitOf = [&](StringRef fqn) {
-    StringRef unit = fqn;
-    while (!wrapped.contains(unit))
-      unit = parentOf(unit);
-    return unit;
-  };
+LogicalResult AutoWrapPass::checkTiedParams(
+    const llvm::DenseMap<Operation *, std::string> &owner) {
   for (ModuleAttr moduleAttr : model.modules) {
     if (isIgnoredModule(moduleAttr.getFqn()))
       continue;
@@ -725,12 +732,15 @@ void AutoWrapPass::runOnOperation() {
             << quoted(ownerUnit)
             << "; choose a policy that wraps both holders in one unit, or "
                "ignore one of them";
-        return signalPassFailure();
+        return failure();
       }
     }
   }
+  return success();
+}
 
-  // Uniform requires_grad per unit.
+LogicalResult AutoWrapPass::checkUniformGrad(
+    const llvm::StringMap<SmallVector<ParamOp>> &unitParams) {
   for (ModuleAttr moduleAttr : model.modules) {
     auto found = unitParams.find(moduleAttr.getFqn());
     if (found == unitParams.end())
@@ -760,9 +770,46 @@ void AutoWrapPass::runOnOperation() {
       // way that compiles.
       diag << "; wrap the frozen modules separately (wrap-frozen=true wraps "
               "every frozen submodule)";
-      return signalPassFailure();
+      return failure();
     }
   }
+  return success();
+}
+
+void AutoWrapPass::runOnOperation() {
+  PassDiagnosticScope diagnostics(&getContext(), getArgument());
+  reset();
+  if (failed(loadModel()) || failed(loadPolicy()) || failed(loadConfig()))
+    return signalPassFailure();
+  ModuleOp module = getOperation();
+
+  // `none` alone wraps nothing below the root, unless the policy file or
+  // mixed precision's full-precision classes ask for units.
+  if (policySet.contains("auto")) {
+    if (failed(chooseAuto()))
+      return signalPassFailure();
+  } else if (!policySet.contains("none") || policySet.size() > 1 ||
+             !overrides.empty() || (mixedPrecision && !fullPrecision.empty()))
+    recursiveWrap("", /*onlyWrapChildren=*/true);
+  wrapped.insert("");
+  if (wrapFrozen)
+    wrapFrozenModules();
+
+  // Units take their parameters children-first (post-order), as PyTorch
+  // builds the nested FSDP instances.
+  llvm::StringMap<SmallVector<ParamOp>> unitParams;
+  llvm::DenseMap<Operation *, std::string> owner;
+  for (ModuleAttr moduleAttr : llvm::reverse(model.modules)) {
+    StringRef fqn = moduleAttr.getFqn();
+    if (!wrapped.contains(fqn))
+      continue;
+    SmallVector<ParamOp> &taken = unitParams[fqn];
+    for (Operation *param : subtreeParams(fqn))
+      if (owner.try_emplace(param, fqn.str()).second)
+        taken.push_back(cast<ParamOp>(param));
+  }
+  if (failed(checkTiedParams(owner)) || failed(checkUniformGrad(unitParams)))
+    return signalPassFailure();
 
   // Record units root first, then in module pre-order: PyTorch's FSDP tree.
   Builder b(&getContext());
