@@ -143,9 +143,9 @@ LogicalResult Autodiff::attachLoss() {
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
       if (name.getValue() == options.labels)
-        return func.emitError("the model already has an input "
-                              "named '")
-               << options.labels << "'; choose another with labels=NAME";
+        return emitError(func.getArgument(i).getLoc())
+               << "the model already has an input named '" << options.labels
+               << "'; choose another with labels=NAME";
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   Value logits = ret.getOperand(*index);
   auto type = dyn_cast<RankedTensorType>(logits.getType());

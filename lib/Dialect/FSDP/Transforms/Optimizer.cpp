@@ -144,8 +144,9 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
     BlockArgument arg = func.getArgument(i);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type || type.getRank() == 0)
-      return func.emitError("accumulate=")
-             << n << " slices every input along its first (batch) "
+      return emitError(arg.getLoc())
+             << "accumulate=" << n
+             << " slices every input along its first (batch) "
              << "dimension, but input " << i << " is " << arg.getType();
     SmallVector<int64_t> shape(type.getShape());
     int64_t micro = shape[0];
@@ -357,9 +358,9 @@ LogicalResult OptimizerStep::run() {
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
       if (name.getValue() == "lr" || name.getValue() == "step")
-        return func.emitError("the step already has an "
-                              "input named '")
-               << name.getValue() << "'";
+        return emitError(func.getArgument(i).getLoc())
+               << "the step already has an input named '" << name.getValue()
+               << "'";
   StepResults results;
   if (failed(readResults(results)))
     return failure();

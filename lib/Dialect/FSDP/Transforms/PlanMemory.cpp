@@ -368,7 +368,7 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     };
     for (BlockArgument arg : func.getArguments()) {
       if (!isa<RankedTensorType>(arg.getType()))
-        return func.emitError()
+        return emitError(arg.getLoc())
                << "argument " << arg.getArgNumber() << " is not a tensor";
       if (failed(add(arg, 0)))
         return failure();
