@@ -2,27 +2,12 @@
 
 #include "fsdp/InitAll.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
-
-void fsdp::registerAllDialects(mlir::DialectRegistry &registry) {
-  // Only the dialects the project uses: all of MLIR's would cost every tool
-  // ~45 s of compile time and start-up work it never needs.
-  registry.insert<mlir::fsdp::FSDPDialect, mlir::onnxir::ONNXDialect,
-                  mlir::arith::ArithDialect, mlir::func::FuncDialect,
-                  mlir::mesh::MeshDialect, mlir::tensor::TensorDialect>();
-}
 
 namespace {
 

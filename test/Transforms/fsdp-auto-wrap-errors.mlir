@@ -36,17 +36,13 @@
 // RUN: echo '{"wrap": []}' > %t.shape.json
 // RUN: not fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.shape.json" 2>&1 | FileCheck %s --check-prefix=SHAPE
 
-// RUN: not fsdp-opt %S/Inputs/bad-module-trees.mlir --split-input-file --fsdp-auto-wrap=policy=none 2>&1 | FileCheck %s --check-prefix=TREE
-// TREE: error: fsdp.modules: module '' lists child 'a', which is not a module directly below it
-// TREE: error: fsdp.modules has no root module ("")
-// TREE: error: fsdp.modules lists module '' twice
-// TREE: error: fsdp.modules: module '' lists child 'a.b', which is not a module directly below it
+// Malformed module trees: fsdp-module-tree-errors.mlir.
 
 // STRATEGY: error: fsdp-auto-wrap: unknown strategy 'SHARDED'; known: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD
 // DTYPE: error: fsdp-auto-wrap: param_dtype 'fp8' is not one of f32, f16, bf16
 // NOFILE: error: fsdp-auto-wrap: policy file '{{.*}}missing.json': No such file or directory
 // DEEP: error: fsdp-auto-wrap: policy file '{{.*}}deep.json': nests deeper than the limit of 256 levels (at byte 267)
-// DEEPATTR: error: fsdp.torch_metadata nests deeper than the limit of 256 levels (at byte 267)
+// DEEPATTR: error: fsdp-print-module-tree: fsdp.torch_metadata nests deeper than the limit of 256 levels (at byte 267)
 // HUGE: error: fsdp-auto-wrap: policy file '{{.*}}huge.json': is 67108889 bytes, more than the limit of 67108864
 // FIFO: error: fsdp-auto-wrap: policy file '{{.*}}fifo.json': '{{.*}}fifo.json' is not a regular file
 // BADJSON: error: fsdp-auto-wrap: policy file '{{.*}}bad.json': not valid JSON: {{.*}}

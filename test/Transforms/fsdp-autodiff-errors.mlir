@@ -1,11 +1,11 @@
-// RUN: not fsdp-opt %s --split-input-file --fsdp-autodiff -o /dev/null 2>&1 | FileCheck %s
+// RUN: fsdp-opt %s --split-input-file --fsdp-autodiff -verify-diagnostics -o /dev/null
 
-// CHECK: error: 'onnx.Cos' op fsdp-autodiff: no gradient rule for 'onnx.Cos' on the path from a trainable parameter to the loss
 module {
   fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
   func.func @forward(%x: tensor<8xf32>) -> tensor<f32> {
     %s = fsdp.get_param @s : tensor<8xf32>
     %0 = onnx.Mul %x, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.Cos' op no gradient rule for 'onnx.Cos' on the path from a trainable parameter to the loss}}
     %1 = onnx.Cos %0 : (tensor<8xf32>) -> tensor<8xf32>
     %2 = onnx.ReduceMean %1 {keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
     return %2 : tensor<f32>
@@ -14,21 +14,20 @@ module {
 
 // -----
 
-// CHECK: error: fsdp-autodiff: @forward must return one scalar loss, not 2 values (export with a loss_fn)
+// expected-error @+1 {{fsdp-autodiff: @forward must return one scalar loss, not 2 values (export with a loss_fn)}}
 func.func @forward(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
   return %x, %x : tensor<8xf32>, tensor<8xf32>
 }
 
 // -----
 
-// CHECK: error: fsdp-autodiff: the loss must be a floating-point scalar, not 'tensor<8xf32>'
+// expected-error @+1 {{fsdp-autodiff: the loss must be a floating-point scalar, not 'tensor<8xf32>'}}
 func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %x : tensor<8xf32>
 }
 
 // -----
 
-// CHECK: error: 'onnx.Dropout' op fsdp-autodiff: Dropout that drops in training needs random masks, which the runtime does not generate yet; export with p=0 (ratio 0.100000)
 module {
   fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
   func.func @forward(%x: tensor<8xf32>) -> tensor<f32> {
@@ -36,6 +35,7 @@ module {
     %0 = onnx.Mul %x, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
     %ratio = onnx.Constant dense<0.1> : tensor<f32>
     %train = onnx.Constant dense<true> : tensor<i1>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.Dropout' op Dropout that drops in training needs random masks, which the runtime does not generate yet; export with p=0 (ratio 0.100000)}}
     %1, %mask = onnx.Dropout %0, %ratio, %train : (tensor<8xf32>, tensor<f32>, tensor<i1>) -> (tensor<8xf32>, none)
     %2 = onnx.ReduceMean %1 {keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
     return %2 : tensor<f32>
@@ -46,13 +46,13 @@ module {
 
 // An fsdp.attention written without its lse result (fsdp-fuse's inference
 // form) cannot be differentiated: the gradient recomputes from lse.
-// CHECK: error: 'fsdp.attention' op fsdp-autodiff: fsdp.attention needs its lse result to be differentiated
 module {
   fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
   func.func @forward(%x: tensor<4x4xf32>) -> tensor<f32> {
     %none = onnx.NoValue
     %w = fsdp.get_param @w : tensor<4x4xf32>
     %h = onnx.MatMul %x, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'fsdp.attention' op fsdp.attention needs its lse result to be differentiated}}
     %y = fsdp.attention %h, %h, %h {scale = 1.0 : f32} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
     %l = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<4x4xf32>, none) -> tensor<f32>
     return %l : tensor<f32>
@@ -61,13 +61,13 @@ module {
 
 // -----
 
-// CHECK: error: 'fsdp.attention' op fsdp-autodiff: fsdp.attention gives its mask no gradient, but the mask depends on a trainable parameter
 module {
   fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
   func.func @forward(%x: tensor<4x4xf32>) -> tensor<f32> {
     %none = onnx.NoValue
     %w = fsdp.get_param @w : tensor<4x4xf32>
     %h = onnx.MatMul %x, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'fsdp.attention' op fsdp.attention gives its mask no gradient, but the mask depends on a trainable parameter}}
     %y, %lse = fsdp.attention %h, %h, %h, %w {scale = 1.0 : f32, mask_kind = "add"} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4xf32>)
     %l = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<4x4xf32>, none) -> tensor<f32>
     return %l : tensor<f32>

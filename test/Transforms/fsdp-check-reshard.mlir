@@ -11,7 +11,7 @@ module {
     %s = fsdp.get_shard @"unit:b" : tensor<4xf32>
     %g = fsdp.all_gather %s on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
     %w = fsdp.unflatten %g of @"unit:b" : tensor<16xf32> -> tensor<4x4xf32>
-    // expected-error@+1 {{'onnx.Transpose' op fsdp-check-reshard: computes a value from unit 'unit:b''s gathered parameters alone that is read by the forward and by the backward; it would live from one to the other}}
+    // expected-error@+1 {{fsdp-check-reshard: 'onnx.Transpose' op computes a value from unit 'unit:b''s gathered parameters alone that is read by the forward and by the backward; it would live from one to the other}}
     %wt = onnx.Transpose %w {perm = array<i64: 1, 0>} : (tensor<4x4xf32>) -> tensor<4x4xf32>
     // expected-note@+1 {{read by this forward op ('onnx.MatMul')}}
     %y = onnx.MatMul %x, %wt : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
@@ -36,7 +36,7 @@ module {
   fsdp.flat_param @"unit:b" params [@b.w] on @fsdp_world axes [0] {module = "b"} : tensor<16xf32>
   func.func @forward(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<4xf32> {fsdp.flat_grad_of = @"unit:b"}) {
     %s = fsdp.get_shard @"unit:b" : tensor<4xf32>
-    // expected-error@+1 {{'fsdp.all_gather' op fsdp-check-reshard: unit 'unit:b' (FULL_SHARD) is read by the forward and by the backward from one gather; it must be gathered again for the backward}}
+    // expected-error@+1 {{fsdp-check-reshard: 'fsdp.all_gather' op unit 'unit:b' (FULL_SHARD) is read by the forward and by the backward from one gather; it must be gathered again for the backward}}
     %g = fsdp.all_gather %s on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>
     %w = fsdp.unflatten %g of @"unit:b" : tensor<16xf32> -> tensor<4x4xf32>
     // expected-note@+1 {{read by this forward op ('onnx.MatMul')}}

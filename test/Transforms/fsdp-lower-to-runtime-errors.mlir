@@ -8,8 +8,10 @@ func.func @no_kernel(%x: tensor<2xf32>) -> tensor<2xf32> {
 
 // -----
 
-// expected-error @+1 {{input 0 of @dynamic has type 'tensor<?x4xf32>'; the runtime needs static shapes of a supported element type}}
-func.func @dynamic(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+// An input the runtime cannot take: at the argument.
+func.func @dynamic(
+    // expected-error @+1 {{fsdp-lower-to-runtime: input 0 of @dynamic has type 'tensor<?x4xf32>'; the runtime needs static shapes of a supported element type}}
+    %x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{'onnx.Relu' op has a dynamic shape 'tensor<?x4xf32>'; import with --batch-size (and --dim) to make it static}}
   %y = onnx.Relu %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>

@@ -1,12 +1,12 @@
-// RUN: not fsdp-opt %s --split-input-file --fsdp-mixed-precision 2>&1 | FileCheck %s
+// RUN: fsdp-opt %s --split-input-file --fsdp-mixed-precision -verify-diagnostics -o /dev/null
 
 // Mixed precision casts the shard fsdp-shard reads; a full flat buffer
 // read means fsdp-shard has not run.
-// CHECK: error: 'fsdp.get_flat_param' op fsdp-mixed-precision: @f reads the full flat buffer of @"unit:"; run --fsdp-shard first
 module {
   fsdp.param @w : tensor<4xf32>
   fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<4xf32>
   func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{fsdp-mixed-precision: 'fsdp.get_flat_param' op @f reads the full flat buffer of @"unit:"; run --fsdp-shard first}}
     %0 = fsdp.get_flat_param @"unit:" : tensor<4xf32>
     %1 = fsdp.unflatten %0 of @"unit:" : tensor<4xf32> -> tensor<4xf32>
     %2 = onnx.Mul %x, %1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -16,22 +16,22 @@ module {
 
 // -----
 
-// CHECK: error: fsdp-mixed-precision: the module has no flat parameters; run --fsdp-flatten and --fsdp-shard first
+// expected-error @+1 {{fsdp-mixed-precision: the module has no flat parameters; run --fsdp-flatten and --fsdp-shard first}}
 module attributes {fsdp.units = [#fsdp.unit<"", params = [@w], config = {param_dtype = bf16}>]} {
   fsdp.param @w : tensor<4xf32>
 }
 
 // -----
 
-// CHECK: error: fsdp-mixed-precision: unit 'blocks.0' has param_dtype = i32; expected f32, f16, bf16 or f64
 module {
   fsdp.param @w : tensor<4xf32>
+  // expected-error @+1 {{fsdp-mixed-precision: unit 'blocks.0' has param_dtype = i32; expected f32, f16, bf16 or f64}}
   fsdp.flat_param @"unit:blocks.0" params [@w] {fsdp.config = {param_dtype = i32}, module = "blocks.0"} : tensor<4xf32>
 }
 
 // -----
 
-// CHECK: error: fsdp-mixed-precision: unit 'head' has reduce_dtype = "bf16"; expected f32, f16, bf16 or f64
+// expected-error @+1 {{fsdp-mixed-precision: unit 'head' has reduce_dtype = "bf16"; expected f32, f16, bf16 or f64}}
 module attributes {fsdp.units = [#fsdp.unit<"head", params = [@w], config = {reduce_dtype = "bf16"}>]} {
   fsdp.param @w : tensor<4xf32>
 }

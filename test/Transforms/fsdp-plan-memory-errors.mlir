@@ -24,3 +24,12 @@ fsdp.buffer @big : tensor<4611686018427387904xf32>
 func.func @forward(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   return %arg0 : tensor<4xf32>
 }
+
+// -----
+
+// An input that is not a tensor: at the argument.
+func.func @forward(%arg0: tensor<4xf32>,
+    // expected-error @+1 {{fsdp-plan-memory: argument 1 is not a tensor}}
+    %arg1: i64) -> tensor<4xf32> {
+  return %arg0 : tensor<4xf32>
+}

@@ -162,7 +162,7 @@ LogicalResult profileModules(ModuleOp module, ArrayRef<ModuleAttr> tree,
     profile.modules.push_back(std::move(m));
   }
   if (profile.modules.empty() || !profile.modules[0].fqn.empty())
-    return module.emitError("fsdp-auto-wrap: the module tree has no root");
+    return module.emitError("the module tree has no root");
   for (auto [i, attr] : llvm::enumerate(tree)) {
     WrapProfile::Module &m = profile.modules[i];
     for (StringRef child : stringsOf(attr.getChildren())) {
@@ -335,7 +335,7 @@ FailureOr<WrapProfile> mlir::fsdp::buildWrapProfile(
     if (!f.isExternal() && (!func || f.getName() == "forward"))
       func = f;
   if (!func)
-    return module.emitError("fsdp-auto-wrap: policy=auto needs a function "
+    return module.emitError("policy=auto needs a function "
                             "to model");
   profileForward(func, paramIndex, model, profile);
   return profile;

@@ -63,6 +63,8 @@ struct AutoWrapPass : mlir::fsdp::impl::AutoWrapBase<AutoWrapPass> {
   void runOnOperation() override;
 
 private:
+  /// Clears what the previous run left (a pass instance may run again).
+  void reset();
   LogicalResult loadModel();
   LogicalResult loadPolicy();
   bool policy(StringRef fqn, bool recurse, int64_t unwrapped);
@@ -81,6 +83,23 @@ private:
   /// policy=auto: searches the units, strategies and schedule and records
   /// them (`wrapped`, `autoStrategy`, `fsdp.auto_wrap`).
   LogicalResult chooseAuto();
+  /// policy=auto's options (the mesh, budget and cost model), checked.
+  LogicalResult loadSearchOptions(WrapSearchOptions &options);
+  /// The hand policies a PyTorch user would write (no wrapping, the layer
+  /// class, sizes from 1e3 to 1e10), for the search to compare against;
+  /// those giving the units of one before go to `sameUnits` instead.
+  std::vector<WrapConfig>
+  handPolicies(const WrapProfile &profile, Strategy baseStrategy,
+               SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits);
+  /// The innermost unit holding module `fqn` (the root at worst).
+  StringRef unitOf(StringRef fqn) const;
+  /// A tied parameter whose holders sit in two units would be flattened
+  /// twice (torch 1.13 does so silently): refused at the parameter.
+  LogicalResult
+  checkTiedParams(const llvm::DenseMap<Operation *, std::string> &owner);
+  /// Uniform requires_grad per unit (a warning with use-orig-params).
+  LogicalResult
+  checkUniformGrad(const llvm::StringMap<SmallVector<ParamOp>> &unitParams);
   /// The config dictionary of the unit wrapping `fqn`.
   DictionaryAttr unitConfig(StringRef fqn);
 
@@ -118,32 +137,32 @@ LogicalResult AutoWrapPass::loadPolicy() {
   ModuleOp module = getOperation();
   if (policies.empty())
     return emitError(module.getLoc())
-           << "fsdp-auto-wrap: give a policy (none, size, transformer, regex, "
+           << "give a policy (none, size, transformer, regex, "
               "auto)";
   for (const std::string &name : policies) {
     if (name != "none" && name != "size" && name != "transformer" &&
         name != "regex" && name != "auto")
       return emitError(module.getLoc())
-             << "fsdp-auto-wrap: unknown policy '" << name
+             << "unknown policy '" << name
              << "'; known: none, size, transformer, regex, auto";
     policySet.insert(name);
   }
   if (policySet.contains("auto") && policies.size() > 1)
     return emitError(module.getLoc())
-           << "fsdp-auto-wrap: policy=auto chooses the units itself; it "
+           << "policy=auto chooses the units itself; it "
               "cannot be or-composed with other policies";
   if (policySet.contains("transformer") && layerClasses.empty())
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy 'transformer' needs "
-                                 "layer-classes=<module class names>";
+    return emitError(module.getLoc()) << "policy 'transformer' needs "
+                                         "layer-classes=<module class names>";
   if (policySet.contains("regex")) {
     if (pattern.empty())
       return emitError(module.getLoc())
-             << "fsdp-auto-wrap: policy 'regex' needs pattern=<regex>";
+             << "policy 'regex' needs pattern=<regex>";
     regex = std::make_shared<llvm::Regex>("^(" + pattern + ")$");
     std::string error;
     if (!regex->isValid(error))
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: invalid pattern '"
-                                << pattern << "': " << error;
+      return emitError(module.getLoc())
+             << "invalid pattern '" << pattern << "': " << error;
   }
   SmallVector<std::string> leafNames = {"MultiheadAttention"};
   SmallVector<std::string> excludeNames = {"ModuleList", "ModuleDict"};
@@ -160,21 +179,21 @@ LogicalResult AutoWrapPass::loadPolicy() {
   if (!layers.empty() && llvm::none_of(model.modules, [&](ModuleAttr module) {
         return layers.contains(module.getClassName());
       }))
-    emitWarning(module.getLoc()) << "fsdp-auto-wrap: no module has a class in "
-                            "layer-classes ("
-                         << llvm::join(layerClasses, ", ")
-                         << "); was the model exported without class names?";
+    emitWarning(module.getLoc())
+        << "no module has a class in layer-classes ("
+        << llvm::join(layerClasses, ", ")
+        << "); was the model exported without class names?";
 
   for (const std::string &fqn : ignoredModules) {
     if (!model.index.count(fqn) || fqn.empty())
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: ignored module '" << fqn
-                                << "' is not a submodule of the model";
+      return emitError(module.getLoc()) << "ignored module '" << fqn
+                                        << "' is not a submodule of the model";
   }
   for (const std::string &fqn : ignoredParams) {
     ParamOp param = model.params.lookup(fqn);
     if (!param)
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: ignored parameter '" << fqn
-                                << "' is not a parameter of the model";
+      return emitError(module.getLoc()) << "ignored parameter '" << fqn
+                                        << "' is not a parameter of the model";
     ignored.insert(param);
   }
   for (ModuleAttr module : model.modules)
@@ -285,10 +304,9 @@ LogicalResult AutoWrapPass::loadConfig() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
   if (!isStrategy(strategy))
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: unknown strategy '"
-                              << strategy
-                              << "'; known: FULL_SHARD, SHARD_GRAD_OP, "
-                                 "NO_SHARD, HYBRID_SHARD";
+    return emitError(module.getLoc()) << "unknown strategy '" << strategy
+                                      << "'; known: FULL_SHARD, SHARD_GRAD_OP, "
+                                         "NO_SHARD, HYBRID_SHARD";
   // Only what differs from PyTorch's defaults is recorded.
   if (strategy != "FULL_SHARD")
     baseConfig.append("strategy", StringAttr::get(context, strategy));
@@ -297,8 +315,8 @@ LogicalResult AutoWrapPass::loadConfig() {
                             {"buffer_dtype", bufferDtype}}) {
     FailureOr<Type> type = parseFloatDtype(context, value);
     if (failed(type))
-      return emitError(module.getLoc()) << "fsdp-auto-wrap: " << key << " '" << value
-                                << "' is not one of f32, f16, bf16";
+      return emitError(module.getLoc())
+             << key << " '" << value << "' is not one of f32, f16, bf16";
     if (*type) {
       baseConfig.append(key, TypeAttr::get(*type));
       mixedPrecision = true;
@@ -314,8 +332,8 @@ LogicalResult AutoWrapPass::loadConfig() {
   if (policyFile.empty())
     return success();
   auto fail = [&](const Twine &message) {
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy file '" << policyFile
-                              << "': " << message;
+    return emitError(module.getLoc())
+           << "policy file '" << policyFile << "': " << message;
   };
   if (std::string why = checkRegularFile(policyFile); !why.empty())
     return fail(why);
@@ -423,15 +441,12 @@ static Strategy strategyOf(StringRef name) {
   return Strategy::FullShard;
 }
 
-LogicalResult AutoWrapPass::chooseAuto() {
-  ModuleOp module = getOperation();
+LogicalResult AutoWrapPass::loadSearchOptions(WrapSearchOptions &options) {
   auto fail = [&](const Twine &message) {
-    return emitError(module.getLoc()) << "fsdp-auto-wrap: policy=auto: "
-                                      << message;
+    return emitError(getOperation().getLoc()) << "policy=auto: " << message;
   };
   if (!policyFile.empty())
     return fail("policy-file cannot be combined with policy=auto");
-  WrapSearchOptions options;
   if (!meshShape.empty()) {
     if (meshShape.size() != 2 || meshShape[0] < 1 || meshShape[1] < 1)
       return fail("mesh-shape takes two positive sizes, "
@@ -492,24 +507,13 @@ LogicalResult AutoWrapPass::chooseAuto() {
   if (options.baseStrategy == Strategy::HybridShard &&
       options.meshShape.size() != 2)
     return fail("HYBRID_SHARD needs mesh-shape=<groups>,<ranks per group>");
+  return success();
+}
 
-  FailureOr<WrapProfile> profile = buildWrapProfile(
-      module, model.modules,
-      [&](StringRef name) {
-        ParamOp param = model.params.lookup(name);
-        return param && ignored.contains(param);
-      },
-      [&](StringRef fqn) { return isIgnoredModule(fqn); },
-      [&](StringRef className) { return !excludeWrap.contains(className); },
-      [&](StringRef className) { return forceLeaf.contains(className); },
-      cost);
-  if (failed(profile))
-    return failure();
-
-  // The hand policies, as a PyTorch user would write them.
+std::vector<WrapConfig> AutoWrapPass::handPolicies(
+    const WrapProfile &profile, Strategy baseStrategy,
+    SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits) {
   std::vector<WrapConfig> hand;
-  // Policies giving the units of one listed before: (policy, that one).
-  SmallVector<std::pair<std::string, std::string>> sameUnits;
   auto handConfig = [&](std::string name, std::vector<char> units) {
     for (const WrapConfig &known : hand)
       if (known.wrapped == units) {
@@ -519,10 +523,10 @@ LogicalResult AutoWrapPass::chooseAuto() {
     WrapConfig config;
     config.name = std::move(name);
     config.wrapped = std::move(units);
-    config.strategy.assign(config.wrapped.size(), options.baseStrategy);
+    config.strategy.assign(config.wrapped.size(), baseStrategy);
     hand.push_back(std::move(config));
   };
-  std::vector<char> rootOnly(profile->modules.size(), 0);
+  std::vector<char> rootOnly(profile.modules.size(), 0);
   rootOnly[0] = 1;
   handConfig("no wrapping", rootOnly);
   SmallVector<std::string> layerNames(layerClasses.begin(),
@@ -530,9 +534,9 @@ LogicalResult AutoWrapPass::chooseAuto() {
   if (layerNames.empty()) {
     // The class repeated in a container (ModuleList): the layer.
     llvm::StringMap<std::pair<int64_t, int64_t>> repeated; // count, numel
-    for (const WrapProfile::Module &m : profile->modules)
+    for (const WrapProfile::Module &m : profile.modules)
       if (m.parent >= 0 && m.eligible &&
-          excludeWrap.contains(profile->modules[m.parent].className)) {
+          excludeWrap.contains(profile.modules[m.parent].className)) {
         repeated[m.className].first += 1;
         repeated[m.className].second += m.subtreeNumel;
       }
@@ -547,24 +551,52 @@ LogicalResult AutoWrapPass::chooseAuto() {
     llvm::StringSet<> classes;
     for (const std::string &name : layerNames)
       classes.insert(name);
-    handConfig("transformer layer-classes=" + llvm::join(layerNames, ","),
-               mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse, int64_t) {
-                 return recurse ||
-                        classes.contains(profile->modules[m].className);
-               }));
+    handConfig(
+        "transformer layer-classes=" + llvm::join(layerNames, ","),
+        mlir::fsdp::recursiveWrap(profile, [&](int m, bool recurse, int64_t) {
+          return recurse || classes.contains(profile.modules[m].className);
+        }));
   }
   for (int exponent = 3; exponent <= 10; ++exponent) {
     int64_t threshold = 1;
     for (int i = 0; i < exponent; ++i)
       threshold *= 10;
     handConfig("size min-num-params=1e" + std::to_string(exponent),
-               mlir::fsdp::recursiveWrap(*profile, [&](int m, bool recurse,
-                                                int64_t unwrapped) {
-                 return sizeBased(profile->modules[m].className, recurse,
-                                  unwrapped, threshold);
-               }));
+               mlir::fsdp::recursiveWrap(
+                   profile, [&](int m, bool recurse, int64_t unwrapped) {
+                     return sizeBased(profile.modules[m].className, recurse,
+                                      unwrapped, threshold);
+                   }));
   }
+  return hand;
+}
 
+LogicalResult AutoWrapPass::chooseAuto() {
+  ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    return emitError(module.getLoc()) << "policy=auto: " << message;
+  };
+  WrapSearchOptions options;
+  if (failed(loadSearchOptions(options)))
+    return failure();
+  const CostModel &cost = options.cost;
+
+  FailureOr<WrapProfile> profile = buildWrapProfile(
+      module, model.modules,
+      [&](StringRef name) {
+        ParamOp param = model.params.lookup(name);
+        return param && ignored.contains(param);
+      },
+      [&](StringRef fqn) { return isIgnoredModule(fqn); },
+      [&](StringRef className) { return !excludeWrap.contains(className); },
+      [&](StringRef className) { return forceLeaf.contains(className); }, cost);
+  if (failed(profile))
+    return failure();
+
+  // Policies giving the units of one listed before: (policy, that one).
+  SmallVector<std::pair<std::string, std::string>> sameUnits;
+  std::vector<WrapConfig> hand =
+      handPolicies(*profile, options.baseStrategy, sameUnits);
   WrapSearchResult result = searchWrap(*profile, options, hand);
   if (result.chosen.wrapped.empty())
     return fail("no unit boundaries are possible: without wrapping, " +
@@ -655,7 +687,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
   return success();
 }
 
-void AutoWrapPass::runOnOperation() {
+void AutoWrapPass::reset() {
   model = Model();
   policySet.clear();
   forceLeaf.clear();
@@ -669,6 +701,84 @@ void AutoWrapPass::runOnOperation() {
   baseConfig = NamedAttrList();
   mixedPrecision = false;
   fullPrecisionUnits = 0;
+}
+
+StringRef AutoWrapPass::unitOf(StringRef fqn) const {
+  StringRef unit = fqn;
+  while (!wrapped.contains(unit))
+    unit = parentOf(unit);
+  return unit;
+}
+
+LogicalResult AutoWrapPass::checkTiedParams(
+    const llvm::DenseMap<Operation *, std::string> &owner) {
+  for (ModuleAttr moduleAttr : model.modules) {
+    if (isIgnoredModule(moduleAttr.getFqn()))
+      continue;
+    for (StringRef name : stringsOf(moduleAttr.getParams())) {
+      ParamOp param = model.params.lookup(name);
+      if (!param || ignored.contains(param))
+        continue;
+      StringRef holderUnit = unitOf(moduleAttr.getFqn());
+      std::string ownerUnit = owner.lookup(param);
+      if (holderUnit != ownerUnit) {
+        SmallVector<std::string> names = {"'" + param.getSymName().str() + "'"};
+        if (std::optional<ArrayAttr> aliases = param.getAliases())
+          for (StringAttr alias : aliases->getAsRange<StringAttr>())
+            names.push_back("'" + alias.getValue().str() + "'");
+        emitError(param.getLoc())
+            << "tied parameter " << llvm::join(names, " = ")
+            << " would be in two units: " << quoted(holderUnit) << " and "
+            << quoted(ownerUnit)
+            << "; choose a policy that wraps both holders in one unit, or "
+               "ignore one of them";
+        return failure();
+      }
+    }
+  }
+  return success();
+}
+
+LogicalResult AutoWrapPass::checkUniformGrad(
+    const llvm::StringMap<SmallVector<ParamOp>> &unitParams) {
+  for (ModuleAttr moduleAttr : model.modules) {
+    auto found = unitParams.find(moduleAttr.getFqn());
+    if (found == unitParams.end())
+      continue;
+    SmallVector<std::string> frozen, trainable;
+    ParamOp firstFrozen;
+    for (ParamOp param : found->second) {
+      (param.requiresGrad() ? trainable : frozen)
+          .push_back(param.getSymName().str() + " (" +
+                     std::to_string(numel(param)) + ")");
+      if (!param.requiresGrad() && !firstFrozen)
+        firstFrozen = param;
+    }
+    if (frozen.empty() || trainable.empty())
+      continue;
+    // At the first frozen parameter: the one the unit cannot hold with the
+    // others.
+    Location loc = firstFrozen.getLoc();
+    InFlightDiagnostic diag = useOrigParams ? emitWarning(loc) : emitError(loc);
+    diag << "unit " << quoted(moduleAttr.getFqn())
+         << " mixes frozen and trainable parameters; frozen: ["
+         << llvm::join(frozen, ", ") << "], trainable: ["
+         << llvm::join(trainable, ", ") << "]";
+    if (!useOrigParams) {
+      // use-orig-params only turns this into a warning: one flat buffer
+      // still cannot hold both (fsdp.flat_param refuses), so point at the
+      // way that compiles.
+      diag << "; wrap the frozen modules separately (wrap-frozen=true wraps "
+              "every frozen submodule)";
+      return failure();
+    }
+  }
+  return success();
+}
+
+void AutoWrapPass::runOnOperation() {
+  PassDiagnosticScope diagnostics(&getContext(), getArgument());
+  reset();
   if (failed(loadModel()) || failed(loadPolicy()) || failed(loadConfig()))
     return signalPassFailure();
   ModuleOp module = getOperation();
@@ -698,72 +808,8 @@ void AutoWrapPass::runOnOperation() {
       if (owner.try_emplace(param, fqn.str()).second)
         taken.push_back(cast<ParamOp>(param));
   }
-  // A tied parameter whose holders sit in two units would be flattened
-  // twice (torch 1.13 does so silently); refuse.
-  auto unitOf = [&](StringRef fqn) {
-    StringRef unit = fqn;
-    while (!wrapped.contains(unit))
-      unit = parentOf(unit);
-    return unit;
-  };
-  for (ModuleAttr moduleAttr : model.modules) {
-    if (isIgnoredModule(moduleAttr.getFqn()))
-      continue;
-    for (StringRef name : stringsOf(moduleAttr.getParams())) {
-      ParamOp param = model.params.lookup(name);
-      if (!param || ignored.contains(param))
-        continue;
-      StringRef holderUnit = unitOf(moduleAttr.getFqn());
-      std::string ownerUnit = owner.lookup(param);
-      if (holderUnit != ownerUnit) {
-        SmallVector<std::string> names = {"'" + param.getSymName().str() + "'"};
-        if (std::optional<ArrayAttr> aliases = param.getAliases())
-          for (StringAttr alias : aliases->getAsRange<StringAttr>())
-            names.push_back("'" + alias.getValue().str() + "'");
-        emitError(param.getLoc())
-            << "fsdp-auto-wrap: tied parameter " << llvm::join(names, " = ")
-            << " would be in two units: " << quoted(holderUnit) << " and "
-            << quoted(ownerUnit)
-            << "; choose a policy that wraps both holders in one unit, or "
-               "ignore one of them";
-        return signalPassFailure();
-      }
-    }
-  }
-
-  // Uniform requires_grad per unit.
-  for (ModuleAttr moduleAttr : model.modules) {
-    auto found = unitParams.find(moduleAttr.getFqn());
-    if (found == unitParams.end())
-      continue;
-    SmallVector<std::string> frozen, trainable;
-    ParamOp firstFrozen;
-    for (ParamOp param : found->second) {
-      (param.requiresGrad() ? trainable : frozen)
-          .push_back(param.getSymName().str() + " (" +
-                     std::to_string(numel(param)) + ")");
-      if (!param.requiresGrad() && !firstFrozen)
-        firstFrozen = param;
-    }
-    if (frozen.empty() || trainable.empty())
-      continue;
-    // At the first frozen parameter: the one the unit cannot hold with the
-    // others.
-    Location loc = firstFrozen.getLoc();
-    InFlightDiagnostic diag = useOrigParams ? emitWarning(loc) : emitError(loc);
-    diag << "fsdp-auto-wrap: unit " << quoted(moduleAttr.getFqn())
-         << " mixes frozen and trainable parameters; frozen: ["
-         << llvm::join(frozen, ", ") << "], trainable: ["
-         << llvm::join(trainable, ", ") << "]";
-    if (!useOrigParams) {
-      // use-orig-params only turns this into a warning: one flat buffer
-      // still cannot hold both (fsdp.flat_param refuses), so point at the
-      // way that compiles.
-      diag << "; wrap the frozen modules separately (wrap-frozen=true wraps "
-              "every frozen submodule)";
-      return signalPassFailure();
-    }
-  }
+  if (failed(checkTiedParams(owner)) || failed(checkUniformGrad(unitParams)))
+    return signalPassFailure();
 
   // Record units root first, then in module pre-order: PyTorch's FSDP tree.
   Builder b(&getContext());
@@ -781,11 +827,10 @@ void AutoWrapPass::runOnOperation() {
   if (fullPrecisionUnits) {
     SmallVector<StringRef> classes = llvm::to_vector(fullPrecision.keys());
     llvm::sort(classes);
-    emitWarning(module.getLoc()) << "fsdp-auto-wrap: mixed precision is off for "
-                         << fullPrecisionUnits
-                         << " modules of the full-precision classes ("
-                         << llvm::join(classes, ", ")
-                         << "), each wrapped as its own unit";
+    emitWarning(module.getLoc())
+        << "mixed precision is off for " << fullPrecisionUnits
+        << " modules of the full-precision classes ("
+        << llvm::join(classes, ", ") << "), each wrapped as its own unit";
   }
   module->setAttr("fsdp.units", b.getArrayAttr(units));
 

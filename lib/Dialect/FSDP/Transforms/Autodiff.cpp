@@ -118,7 +118,7 @@ LogicalResult Autodiff::attachLoss() {
   if (options.loss.empty())
     return success();
   if (options.loss != "cross-entropy")
-    return func.emitError("fsdp-autodiff: unknown loss '")
+    return func.emitError("unknown loss '")
            << options.loss << "' (supported: cross-entropy)";
   auto resultName = [&](unsigned i) {
     auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
@@ -133,7 +133,7 @@ LogicalResult Autodiff::attachLoss() {
                                : resultName(i) == options.logits)
       index = i;
   if (!index)
-    return func.emitError("fsdp-autodiff: ")
+    return func.emitError()
            << (options.logits.empty()
                    ? "the model returns " +
                          std::to_string(func.getNumResults()) + " values (" +
@@ -143,14 +143,14 @@ LogicalResult Autodiff::attachLoss() {
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
       if (name.getValue() == options.labels)
-        return func.emitError("fsdp-autodiff: the model already has an input "
-                              "named '")
-               << options.labels << "'; choose another with labels=NAME";
+        return emitError(func.getArgument(i).getLoc())
+               << "the model already has an input named '" << options.labels
+               << "'; choose another with labels=NAME";
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   Value logits = ret.getOperand(*index);
   auto type = dyn_cast<RankedTensorType>(logits.getType());
   if (!type || type.getRank() < 2 || !isa<FloatType>(type.getElementType()))
-    return func.emitError("fsdp-autodiff: cross-entropy needs floating-point "
+    return func.emitError("cross-entropy needs floating-point "
                           "logits [..., classes], not ")
            << logits.getType() << " ('" << resultName(*index) << "')";
 
@@ -193,7 +193,7 @@ LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
   auto xt = typeOf(x);
   int64_t rank = xt.getRank();
   if (rank < 2)
-    return norm.emitOpError("fsdp-autodiff: BatchNormalization input must be "
+    return norm.emitOpError("BatchNormalization input must be "
                             "[N, C, ...]");
   OpBuilder b(norm);
   OnnxBuilder bb(b, norm.getLoc());
@@ -303,7 +303,7 @@ LogicalResult Autodiff::prepare() {
                                         ? 0.5
                                         : constantScalar(dropout.getRatio());
       if (!training || (*training != 0 && (!ratio || *ratio != 0)))
-        return op->emitOpError("fsdp-autodiff: Dropout that drops in "
+        return op->emitOpError("Dropout that drops in "
                                "training needs random masks, which the "
                                "runtime does not generate yet; export with "
                                "p=0 (ratio ")
@@ -380,13 +380,13 @@ LogicalResult Autodiff::run() {
   if (failed(attachLoss()))
     return failure();
   if (func.getNumResults() != 1)
-    return func.emitError("fsdp-autodiff: @")
+    return func.emitError("@")
            << func.getSymName() << " must return one scalar loss, not "
            << func.getNumResults() << " values (export with a loss_fn)";
   auto lossType = dyn_cast<RankedTensorType>(func.getResultTypes()[0]);
   if (!lossType || lossType.getNumElements() != 1 ||
       !isa<FloatType>(lossType.getElementType()))
-    return func.emitError("fsdp-autodiff: the loss must be a floating-point "
+    return func.emitError("the loss must be a floating-point "
                           "scalar, not ")
            << func.getResultTypes()[0];
   if (failed(prepare()))
@@ -453,7 +453,7 @@ FailureOr<bool> reached(Operation *op, const Autodiff &state) {
   for (Value other : op->getResults().drop_front())
     if (!isa<NoneType>(other.getType()) && !other.use_empty() &&
         state.isActive(other))
-      return op->emitOpError("fsdp-autodiff: ops whose secondary results are "
+      return op->emitOpError("ops whose secondary results are "
                              "used have no gradient rule yet");
   return true;
 }
@@ -463,8 +463,7 @@ LogicalResult Autodiff::differentiate(Operation *op) {
   auto rule = dyn_cast<mlir::fsdp::GradientOpInterface>(op);
   if (!rule)
     return op->emitOpError()
-           << "fsdp-autodiff: no gradient rule for '"
-           << op->getName().getStringRef()
+           << "no gradient rule for '" << op->getName().getStringRef()
            << "' on the path from a trainable parameter to the loss";
   return rule.backward(*this);
 }
@@ -583,14 +582,14 @@ FailureOr<llvm::StringSet<>> Autodiff::checkpointedUnits() {
     return chosen;
   auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
   if (!units || units.size() < 2)
-    return func.emitError("fsdp-autodiff: activation checkpointing needs "
+    return func.emitError("activation checkpointing needs "
                           "non-root FSDP units; run --fsdp-auto-wrap first");
   std::optional<llvm::Regex> regex;
   if (!options.checkpointPattern.empty()) {
     regex.emplace("^(" + options.checkpointPattern + ")$");
     std::string error;
     if (!regex->isValid(error))
-      return func.emitError("fsdp-autodiff: checkpoint-pattern '")
+      return func.emitError("checkpoint-pattern '")
              << options.checkpointPattern << "' is not a regex: " << error;
   }
   FailureOr<SmallVector<mlir::fsdp::ModuleAttr>> tree =
@@ -619,7 +618,7 @@ FailureOr<llvm::StringSet<>> Autodiff::checkpointedUnits() {
       chosen.insert(fqn);
   }
   if (chosen.empty())
-    return func.emitError("fsdp-autodiff: the checkpoint selectors match no "
+    return func.emitError("the checkpoint selectors match no "
                           "non-root FSDP unit; units (class, parameters): ")
            << llvm::join(seen, ", ");
   return chosen;
@@ -633,10 +632,11 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
     mlir::fsdp::detail::registerGradientModels(registry);
   }
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("forward");
     if (!func) {
-      module.emitError("fsdp-autodiff: the module has no @forward function");
+      module.emitError("the module has no @forward function");
       return signalPassFailure();
     }
     mlir::fsdp::AutodiffOptions options;

@@ -131,7 +131,7 @@ LogicalResult Checker::check(Source source) {
     for (Value result : op->getResults()) {
       Readers r = readers.lookup(result);
       if (r.forward && r.backward)
-        return explain(op->emitOpError("fsdp-check-reshard: computes a value "
+        return explain(op->emitOpError("computes a value "
                                        "from unit '")
                            << unitName
                            << "''s gathered parameters alone that is read by "
@@ -150,8 +150,7 @@ LogicalResult Checker::check(Source source) {
   if (!root && (strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD") &&
       isa<AllGatherOp, WaitOp>(source.value.getDefiningOp()) && r.forward &&
       r.backward)
-    return explain(source.value.getDefiningOp()->emitOpError(
-                       "fsdp-check-reshard: unit '")
+    return explain(source.value.getDefiningOp()->emitOpError("unit '")
                        << unitName << "' (" << strategy
                        << ") is read by the forward and by the backward from "
                           "one gather; it must be gathered again for the "
@@ -164,6 +163,7 @@ struct CheckReshardPass
     : mlir::fsdp::impl::CheckReshardBase<CheckReshardPass> {
   using CheckReshardBase::CheckReshardBase;
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>()))
       if (!func.isExternal() && failed(Checker(module, func).run()))

@@ -140,16 +140,17 @@ struct ExplainPolicyPass
   }
 
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     if (format != "text" && format != "json") {
-      module.emitError() << "fsdp-explain-policy: format must be text or "
+      module.emitError() << "format must be text or "
                             "json, not '"
                          << format << "'";
       return signalPassFailure();
     }
     auto record = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap");
     if (!record) {
-      module.emitError("fsdp-explain-policy: nothing to explain: run "
+      module.emitError("nothing to explain: run "
                        "fsdp-auto-wrap with policy=auto first (and before "
                        "this pass)");
       return signalPassFailure();

@@ -38,16 +38,17 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
   using FlattenBase::FlattenBase;
 
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     if (worldSize < 1) {
-      emitError(module.getLoc()) << "fsdp-flatten: world-size must be at least 1, got "
-                         << static_cast<int64_t>(worldSize);
+      emitError(module.getLoc()) << "world-size must be at least 1, got "
+                                 << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
     auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
     if (!units) {
-      emitError(module.getLoc()) << "fsdp-flatten: the module has no FSDP units; run "
-                            "fsdp-auto-wrap first";
+      emitError(module.getLoc()) << "the module has no FSDP units; run "
+                                    "fsdp-auto-wrap first";
       return signalPassFailure();
     }
 
@@ -57,7 +58,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     else if (worldSize != 1 || shape.size() > 2 ||
              llvm::any_of(shape, [](int64_t size) { return size < 1; })) {
       emitError(module.getLoc())
-          << "fsdp-flatten: mesh-shape takes one or two positive sizes and "
+          << "mesh-shape takes one or two positive sizes and "
              "replaces world-size";
       return signalPassFailure();
     }
@@ -71,7 +72,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
         chosenShape.assign(mesh.asArrayRef().begin(), mesh.asArrayRef().end());
       if (chosenShape != shape) {
         emitError(module.getLoc())
-            << "fsdp-flatten: fsdp-auto-wrap policy=auto chose the units for "
+            << "fsdp-auto-wrap policy=auto chose the units for "
             << (chosenShape.size() == 1 ? "world-size=" : "mesh-shape=")
             << llvm::join(llvm::map_range(chosenShape,
                                           [](int64_t v) { return std::to_string(v); }),
@@ -87,7 +88,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       // Its memory model laid the units out with this alignment.
       if (chosen.contains("use_orig_params") != useOrigParams) {
         emitError(module.getLoc())
-            << "fsdp-flatten: fsdp-auto-wrap policy=auto chose the units "
+            << "fsdp-auto-wrap policy=auto chose the units "
             << (useOrigParams ? "without" : "with")
             << " use-orig-params but this pass lays them out "
             << (useOrigParams ? "with" : "without")
@@ -102,7 +103,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       if (Operation *existing =
               SymbolTable::lookupSymbolIn(module, kMeshName)) {
         emitError(existing->getLoc())
-            << "fsdp-flatten: the module already has a symbol @" << kMeshName
+            << "the module already has a symbol @" << kMeshName
             << "; was it flattened before?";
         return signalPassFailure();
       }
@@ -117,8 +118,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     for (Attribute entry : units) {
       auto unit = dyn_cast<WrapUnitAttr>(entry);
       if (!unit) {
-        emitError(module.getLoc()) << "fsdp-flatten: fsdp.units holds " << entry
-                           << ", which is not an #fsdp.unit";
+        emitError(module.getLoc())
+            << "fsdp.units holds " << entry << ", which is not an #fsdp.unit";
         return signalPassFailure();
       }
       if (unit.getParams().empty())
@@ -165,8 +166,9 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       Operation *param = symbols.lookup(ref.getValue());
       if (!isa_and_nonnull<ParamOp>(param))
         return emitError(func.getLoc())
-               << "fsdp-flatten: result " << i << " of @" << func.getName()
-               << " is the gradient of " << ref << ", which is not an fsdp.param";
+               << "result " << i << " of @" << func.getName()
+               << " is the gradient of " << ref
+               << ", which is not an fsdp.param";
       auto unit = unitOf.find(param);
       if (unit == unitOf.end())
         continue; // An ignored parameter's gradient stays as it is.
@@ -223,7 +225,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     if (strategy == "HYBRID_SHARD") {
       if (rank != 2)
         return emitError(getOperation().getLoc())
-               << "fsdp-flatten: unit '" << unit.getModule()
+               << "unit '" << unit.getModule()
                << "' uses HYBRID_SHARD, which needs a 2-D mesh "
                   "(mesh-shape=<groups>,<ranks per group>)";
       return SmallVector<int16_t>{1};
@@ -246,14 +248,13 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       auto param = dyn_cast_or_null<ParamOp>(symbol);
       if (!param)
         return emitError(symbol ? symbol->getLoc() : module.getLoc())
-               << "fsdp-flatten: unit '" << unit.getModule() << "' lists "
-               << ref << ", which is not an fsdp.param";
+               << "unit '" << unit.getModule() << "' lists " << ref
+               << ", which is not an fsdp.param";
       Type paramElement = param.getTensorType().getElementType();
       if (element && element != paramElement)
         return emitError(param.getLoc())
-               << "fsdp-flatten: unit '" << unit.getModule()
-               << "' mixes element types (" << element << " and "
-               << paramElement << " for " << ref
+               << "unit '" << unit.getModule() << "' mixes element types ("
+               << element << " and " << paramElement << " for " << ref
                << "); a flat buffer holds one dtype";
       element = paramElement;
     }
@@ -272,7 +273,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     if (Operation *existing = symbols.lookup(name)) {
       flat.erase();
       return emitError(existing->getLoc())
-             << "fsdp-flatten: a symbol named '" << name << "' already exists";
+             << "a symbol named '" << name << "' already exists";
     }
     symbols.insert(flat);
     SymbolTableCollection collection;

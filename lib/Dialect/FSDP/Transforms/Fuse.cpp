@@ -448,6 +448,7 @@ struct LinearActivation : RewritePattern {
 
 struct FusePass : mlir::fsdp::impl::FuseBase<FusePass> {
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     // Chains first (their intermediate MatMuls and Adds must still be
     // there), then the epilogues that absorb what the chains produced.
     RewritePatternSet chains(&getContext());

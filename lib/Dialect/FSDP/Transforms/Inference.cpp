@@ -56,7 +56,7 @@ LogicalResult checkFixedMode(onnxir::DropoutOp dropout) {
     source = name ? ("the run-time input '" + name.getValue() + "'").str()
                   : ("run-time input #" + Twine(arg.getArgNumber())).str();
   }
-  return dropout.emitOpError("fsdp-inference: training_mode is ")
+  return dropout.emitOpError("training_mode is ")
          << source
          << "; an inference plan never drops, so it would ignore a true "
             "value. Export with the mode fixed (torch.onnx.TrainingMode."
@@ -65,6 +65,7 @@ LogicalResult checkFixedMode(onnxir::DropoutOp dropout) {
 
 struct InferencePass : mlir::fsdp::impl::InferenceBase<InferencePass> {
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     SmallVector<onnxir::DropoutOp> dropouts;
     SmallVector<onnxir::BatchNormalizationOp> norms;
     getOperation().walk([&](Operation *op) {

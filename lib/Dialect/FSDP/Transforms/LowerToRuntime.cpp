@@ -841,10 +841,11 @@ LogicalResult checkArguments(func::FuncOp func) {
   for (BlockArgument arg : func.getArguments())
     if (auto tensor = dyn_cast<RankedTensorType>(arg.getType());
         !tensor || !tensor.hasStaticShape() || !isRuntimeType(tensor)) {
-      func.emitError() << "input " << arg.getArgNumber() << " of @"
-                       << func.getSymName() << " has type " << arg.getType()
-                       << "; the runtime needs static shapes of a "
-                          "supported element type";
+      emitError(arg.getLoc())
+          << "input " << arg.getArgNumber() << " of @" << func.getSymName()
+          << " has type " << arg.getType()
+          << "; the runtime needs static shapes of a "
+             "supported element type";
       result = failure();
     }
   return result;
@@ -881,6 +882,7 @@ void eraseDeadOps(func::FuncOp func, RewriterBase &rewriter) {
 struct LowerToRuntimePass
     : mlir::fsdp::impl::LowerToRuntimeBase<LowerToRuntimePass> {
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     bool failed = false;
     module.walk([&](func::FuncOp func) {

@@ -145,7 +145,7 @@ FailureOr<Precision> parseConfig(DictionaryAttr config, Type master,
       continue;
     auto type = dyn_cast<TypeAttr>(value);
     if (!type || !onnxTypeCode(type.getValue()))
-      return where->emitError("fsdp-mixed-precision: unit '")
+      return where->emitError("unit '")
              << name << "' has " << key << " = " << value
              << "; expected f32, f16, bf16 or f64";
     *slot = type.getValue();
@@ -255,7 +255,7 @@ FailureOr<Value> Caster::castTo(Value value, Type element) {
   } else {
     int64_t code = onnxTypeCode(element);
     if (!code)
-      return emitError(loc, "fsdp-mixed-precision: cannot cast to ") << element;
+      return emitError(loc, "cannot cast to ") << element;
     result =
         b.create<onnxir::CastOp>(loc, type, value, b.getI64IntegerAttr(code));
   }
@@ -500,7 +500,7 @@ LogicalResult Caster::retype(Operation *op) {
                           elementOf(v) != element;
                  });
   if (changes && op->getNumRegions())
-    return op->emitOpError("fsdp-mixed-precision: cannot recast an op with "
+    return op->emitOpError("cannot recast an op with "
                            "regions to ")
            << element;
   for (OpOperand &operand : op->getOpOperands()) {
@@ -524,12 +524,11 @@ LogicalResult Caster::retype(Operation *op) {
 
 LogicalResult Caster::run() {
   if (func.getBlocks().size() != 1)
-    return func.emitError("fsdp-mixed-precision: @")
-           << func.getName() << " must have one block";
+    return func.emitError("@") << func.getName() << " must have one block";
   Block &body = func.getBody().front();
   auto reads = body.getOps<GetFlatParamOp>();
   if (!reads.empty())
-    return (*reads.begin()).emitOpError("fsdp-mixed-precision: @")
+    return (*reads.begin()).emitOpError("@")
            << func.getName() << " reads the full flat buffer of "
            << (*reads.begin()).getUnitAttr() << "; run --fsdp-shard first";
 
@@ -588,6 +587,7 @@ struct MixedPrecisionPass
     : mlir::fsdp::impl::MixedPrecisionBase<MixedPrecisionPass> {
   using MixedPrecisionBase::MixedPrecisionBase;
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     UnitTable units;
     if (failed(units.build(module)))
@@ -595,7 +595,7 @@ struct MixedPrecisionPass
     if (!units.active)
       return markAllAnalysesPreserved(); // no unit sets a dtype
     if (module.getOps<FlatParamOp>().empty()) {
-      module.emitError("fsdp-mixed-precision: the module has no flat "
+      module.emitError("the module has no flat "
                        "parameters; run --fsdp-flatten and --fsdp-shard "
                        "first");
       return signalPassFailure();

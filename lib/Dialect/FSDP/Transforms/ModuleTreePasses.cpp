@@ -30,6 +30,7 @@ namespace {
 
 struct ModuleTreePass : mlir::fsdp::impl::ModuleTreeBase<ModuleTreePass> {
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     FailureOr<SmallVector<ModuleAttr>> tree = recoverModuleTree(getOperation());
     if (failed(tree))
       return signalPassFailure();
@@ -44,10 +45,10 @@ struct PrintModuleTreePass
   using PrintModuleTreeBase::PrintModuleTreeBase;
 
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     if (format != "text" && format != "json") {
       emitError(getOperation().getLoc())
-          << "fsdp-print-module-tree: format must be 'text' or 'json', got '"
-          << format << "'";
+          << "format must be 'text' or 'json', got '" << format << "'";
       return signalPassFailure();
     }
     FailureOr<SmallVector<ModuleAttr>> tree = getModuleTree(getOperation());

@@ -77,7 +77,7 @@ private:
 LogicalResult OptimizerStep::readResults(StepResults &step) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (func.getNumResults() == 0)
-    return func.emitError("fsdp-optimizer: @forward returns nothing; run "
+    return func.emitError("@forward returns nothing; run "
                           "--fsdp-autodiff first");
   step.loss = ret.getOperand(0);
   for (unsigned i = 1; i < func.getNumResults(); ++i) {
@@ -90,39 +90,38 @@ LogicalResult OptimizerStep::readResults(StepResults &step) {
       if (of) {
         auto param = module.lookupSymbol<mlir::fsdp::ParamOp>(of);
         if (!param)
-          return func.emitError("fsdp-optimizer: result ")
-                 << i << " is the gradient of " << of
-                 << ", which is not an fsdp.param";
+          return func.emitError("result ") << i << " is the gradient of " << of
+                                           << ", which is not an fsdp.param";
         target = {param, param.getSymName(), param.getTensorType(), false};
       } else {
         auto unit = module.lookupSymbol<mlir::fsdp::FlatParamOp>(flatOf);
         if (!unit)
-          return func.emitError("fsdp-optimizer: result ")
+          return func.emitError("result ")
                  << i << " is the flat gradient of " << flatOf
                  << ", which is not an fsdp.flat_param";
         target = {unit, unit.getSymName(), unit.getTensorType(), true};
       }
       if (!target.type.getElementType().isF32())
-        return func.emitError("fsdp-optimizer: @")
+        return func.emitError("@")
                << target.name << " is " << target.type
                << "; only f32 parameters have an optimizer step yet";
       step.grads.emplace_back(target, value);
     } else if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
                    i, "fsdp.update_of")) {
       if (module.lookupSymbol<mlir::fsdp::ParamOp>(of))
-        return func.emitError("fsdp-optimizer: result ")
+        return func.emitError("result ")
                << i << " already updates the parameter " << of
                << "; the step has an optimizer already";
       step.updates.emplace_back(of, value);
     } else {
-      return func.emitError("fsdp-optimizer: result ")
+      return func.emitError("result ")
              << i
              << " is neither a gradient nor a buffer update; @forward must "
                 "be what --fsdp-autodiff returns";
     }
   }
   if (step.grads.empty())
-    return func.emitError("fsdp-optimizer: @forward returns no gradients; "
+    return func.emitError("@forward returns no gradients; "
                           "run --fsdp-autodiff first (or nothing is "
                           "trainable)");
   return success();
@@ -145,8 +144,9 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
     BlockArgument arg = func.getArgument(i);
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type || type.getRank() == 0)
-      return func.emitError("fsdp-optimizer: accumulate=")
-             << n << " slices every input along its first (batch) "
+      return emitError(arg.getLoc())
+             << "accumulate=" << n
+             << " slices every input along its first (batch) "
              << "dimension, but input " << i << " is " << arg.getType();
     SmallVector<int64_t> shape(type.getShape());
     int64_t micro = shape[0];
@@ -245,7 +245,7 @@ FailureOr<Value> OptimizerStep::state(OnnxBuilder &bb, const Target &param,
                                       StringRef name) {
   std::string symbol = ("optim." + name + "." + param.name).str();
   if (module.lookupSymbol(symbol))
-    return func.emitError("fsdp-optimizer: the module already has a symbol "
+    return func.emitError("the module already has a symbol "
                           "named '")
            << symbol << "'";
   OpBuilder top(func);
@@ -342,25 +342,25 @@ Value OptimizerStep::adamw(OnnxBuilder &bb, const Target &param, Value p,
 
 LogicalResult OptimizerStep::run() {
   if (options.optimizer != "sgd" && options.optimizer != "adamw")
-    return func.emitError("fsdp-optimizer: unknown optimizer '")
+    return func.emitError("unknown optimizer '")
            << options.optimizer << "' (supported: sgd, adamw)";
   if (options.accumulate < 1)
-    return func.emitError("fsdp-optimizer: accumulate must be at least 1, not ")
+    return func.emitError("accumulate must be at least 1, not ")
            << options.accumulate;
   if (options.maxGradNorm < 0)
-    return func.emitError("fsdp-optimizer: max-grad-norm must be positive "
+    return func.emitError("max-grad-norm must be positive "
                           "(0 turns clipping off), not ")
            << options.maxGradNorm;
   if (options.optimizer == "adamw" &&
       (options.momentum != 0 || options.dampening != 0 || options.nesterov))
-    return func.emitError("fsdp-optimizer: momentum, dampening and nesterov "
+    return func.emitError("momentum, dampening and nesterov "
                           "are SGD options");
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
       if (name.getValue() == "lr" || name.getValue() == "step")
-        return func.emitError("fsdp-optimizer: the step already has an "
-                              "input named '")
-               << name.getValue() << "'";
+        return emitError(func.getArgument(i).getLoc())
+               << "the step already has an input named '" << name.getValue()
+               << "'";
   StepResults results;
   if (failed(readResults(results)))
     return failure();
@@ -446,10 +446,11 @@ struct OptimizerPass : mlir::fsdp::impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
 
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>("forward");
     if (!func) {
-      module.emitError("fsdp-optimizer: the module has no @forward function");
+      module.emitError("the module has no @forward function");
       return signalPassFailure();
     }
     if (failed(OptimizerStep(func, module, currentOptions()).run()))

@@ -189,7 +189,7 @@ FailureOr<std::pair<int64_t, int64_t>> staticBytes(func::FuncOp func) {
                            ::fsdp::layout::kTensorAlignmentBytes)
               : std::nullopt;
     if (!sum)
-      return op->emitError() << "fsdp-plan-memory: " << type
+      return op->emitError() << type
                              << (bytes ? ": the state and constants up to it "
                                          "have more bytes per rank than"
                                        : " has more bytes than")
@@ -293,8 +293,9 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
+    mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
-      getOperation().emitError() << "fsdp-plan-memory: alignment must be a "
+      getOperation().emitError() << "alignment must be a "
                                     "power of two, not "
                                  << static_cast<int64_t>(alignment);
       return signalPassFailure();
@@ -326,7 +327,7 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       if (auto peak = figures.getAs<IntegerAttr>("peak_bytes"))
         modelled = peak.getInt();
     return func.emitError() << llvm::formatv(
-               "fsdp-plan-memory: @{0} needs {1} bytes per rank (activation "
+               "@{0} needs {1} bytes per rank (activation "
                "arena {2}, state {3}, constants {4}), over the memory budget "
                "of {5} bytes that fsdp-auto-wrap policy=auto chose the units "
                "for (its model estimated {6}); give fsdp-auto-wrap a budget "
@@ -349,8 +350,7 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       std::optional<int64_t> sum =
           bytes ? addAligned(bound, *bytes, alignment) : std::nullopt;
       if (!sum) {
-        InFlightDiagnostic diag = emitError(value.getLoc())
-                                  << "fsdp-plan-memory: ";
+        InFlightDiagnostic diag = emitError(value.getLoc());
         if (auto arg = dyn_cast<BlockArgument>(value))
           diag << "argument " << arg.getArgNumber();
         else
@@ -368,8 +368,8 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
     };
     for (BlockArgument arg : func.getArguments()) {
       if (!isa<RankedTensorType>(arg.getType()))
-        return func.emitError() << "fsdp-plan-memory: argument "
-                                << arg.getArgNumber() << " is not a tensor";
+        return emitError(arg.getLoc())
+               << "argument " << arg.getArgNumber() << " is not a tensor";
       if (failed(add(arg, 0)))
         return failure();
       intervals.back().last = kForever;
@@ -418,7 +418,7 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       perRank = llvm::checkedAdd(*perRank, fixed->second);
     if (!perRank)
       return func.emitError()
-             << "fsdp-plan-memory: @" << func.getSymName()
+             << "@" << func.getSymName()
              << " needs more bytes per rank than int64 can count";
     if (failed(checkBudget(func, arena)))
       return failure();

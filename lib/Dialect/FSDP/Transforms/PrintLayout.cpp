@@ -35,16 +35,16 @@ struct PrintLayoutPass
   using PrintLayoutBase::PrintLayoutBase;
 
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     if (format != "text" && format != "json") {
       emitError(getOperation().getLoc())
-          << "fsdp-print-layout: format must be 'text' or 'json', got '"
-          << format << "'";
+          << "format must be 'text' or 'json', got '" << format << "'";
       return signalPassFailure();
     }
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(file, &error);
     if (!out) {
-      emitError(getOperation().getLoc()) << "fsdp-print-layout: " << error;
+      emitError(getOperation().getLoc()) << error;
       return signalPassFailure();
     }
     SymbolTableCollection symbolTable;

@@ -109,6 +109,7 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
   using ScheduleBase::ScheduleBase;
 
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     // The options, or for those not given, the settings and cost model
     // fsdp-auto-wrap policy=auto recorded (the options stay as given: this
@@ -130,13 +131,13 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
     }
     if (knobs.backwardPrefetch != "pre" && knobs.backwardPrefetch != "post" &&
         knobs.backwardPrefetch != "none") {
-      module.emitError() << "fsdp-schedule: backward-prefetch must be pre, "
+      module.emitError() << "backward-prefetch must be pre, "
                             "post or none, not '"
                          << knobs.backwardPrefetch << "'";
       return signalPassFailure();
     }
     if (knobs.limitAllGathers < 0 || knobs.bucketBytes < 0) {
-      module.emitError("fsdp-schedule: limit-all-gathers and bucket-bytes "
+      module.emitError("limit-all-gathers and bucket-bytes "
                        "must be >= 0");
       return signalPassFailure();
     }
@@ -153,7 +154,7 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
         model.intraBandwidth <= 0 || model.interBandwidth <= 0 ||
         model.intraLatency < 0 || model.interLatency < 0 ||
         model.ranksPerNode < 1) {
-      module.emitError("fsdp-schedule: the cost model needs positive peaks "
+      module.emitError("the cost model needs positive peaks "
                        "and bandwidths, non-negative latencies and "
                        "ranks-per-node >= 1");
       return signalPassFailure();
@@ -179,12 +180,11 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
 
 LogicalResult SchedulePass::schedule(func::FuncOp func) {
   if (func.getBlocks().size() != 1)
-    return func.emitError("fsdp-schedule: @")
-           << func.getName() << " must have one block";
+    return func.emitError("@") << func.getName() << " must have one block";
   Block &body = func.getBody().front();
   for (Operation &op : body)
     if (isa<WaitOp>(op))
-      return op.emitOpError("fsdp-schedule: the function is already "
+      return op.emitOpError("the function is already "
                             "scheduled");
   nextBucket = 0;
   bool training = false;
@@ -384,6 +384,7 @@ std::string labelOf(Operation *op) {
 struct TimelinePass : mlir::fsdp::impl::TimelineBase<TimelinePass> {
   using TimelineBase::TimelineBase;
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     CostModel model = CostModel::of(module);
     SymbolTableCollection symbols;
@@ -429,7 +430,7 @@ struct TimelinePass : mlir::fsdp::impl::TimelineBase<TimelinePass> {
     std::error_code error;
     llvm::raw_fd_ostream os(file, error, llvm::sys::fs::OF_Text);
     if (error) {
-      module.emitError() << "fsdp-timeline: cannot write '" << file
+      module.emitError() << "cannot write '" << file
                          << "': " << error.message();
       return signalPassFailure();
     }
@@ -442,6 +443,7 @@ struct TimelinePass : mlir::fsdp::impl::TimelineBase<TimelinePass> {
 struct UnitSummaryPass : mlir::fsdp::impl::UnitSummaryBase<UnitSummaryPass> {
   using UnitSummaryBase::UnitSummaryBase;
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     CostModel model = CostModel::of(module);
     SymbolTableCollection symbols;

@@ -95,7 +95,7 @@ LogicalResult Sharder::collectUnits() {
   }
   for (auto meshOp : module.getOps<mesh::MeshOp>()) {
     if (mesh)
-      return meshOp.emitError("fsdp-shard: the module has several "
+      return meshOp.emitError("the module has several "
                               "mesh.mesh; expected the one fsdp-flatten "
                               "creates");
     mesh = meshOp;
@@ -115,12 +115,12 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
   auto it =
       units.find(symbols.lookupNearestSymbolFrom(module, views.getUnitAttr()));
   if (it == units.end())
-    return views.emitOpError("fsdp-shard: ")
+    return views.emitOpError()
            << views.getUnitAttr() << " is not an fsdp.flat_param";
   const UnitInfo &unit = it->second;
   auto read = views.getFlat().getDefiningOp<GetFlatParamOp>();
   if (!read || !read->hasOneUse())
-    return views.emitOpError("fsdp-shard: expected the unit's buffer read "
+    return views.emitOpError("expected the unit's buffer read "
                              "once, by fsdp.get_flat_param");
 
   // The ops that use the parameters, in order. What is computed from the
@@ -269,8 +269,7 @@ LogicalResult Sharder::reduceGradient(Value grad, FlatSymbolRefAttr of,
   if (flat) {
     auto it = units.find(symbols.lookupNearestSymbolFrom(module, of));
     if (it == units.end())
-      return func.emitError("fsdp-shard: ")
-             << of << " is not an fsdp.flat_param";
+      return func.emitError() << of << " is not an fsdp.flat_param";
     unit = &it->second;
   }
   Value reduced;
@@ -310,7 +309,7 @@ LogicalResult Sharder::retargetOptimizer() {
     auto it =
         units.find(symbols.lookupNearestSymbolFrom(module, read.getUnitAttr()));
     if (it == units.end())
-      return read.emitOpError("fsdp-shard: ")
+      return read.emitOpError()
              << read.getUnitAttr() << " is not an fsdp.flat_param";
     OpBuilder b(read);
     Value shard = b.create<GetShardOp>(read.getLoc(), it->second.shardType,
@@ -357,7 +356,7 @@ LogicalResult Sharder::retargetOptimizer() {
     bool elementwise = op.hasTrait<OpTrait::ResultsBroadcastableShape>() ||
                        op.hasTrait<OpTrait::SameOperandsAndResultShape>();
     if (!elementwise || op.getNumResults() != 1)
-      return op.emitOpError("fsdp-shard: uses the flat gradient, parameters "
+      return op.emitOpError("uses the flat gradient, parameters "
                             "or state of ")
              << unitRef
              << " in a way that is not elementwise; the optimizer must be "
@@ -366,13 +365,13 @@ LogicalResult Sharder::retargetOptimizer() {
       auto type = dyn_cast<RankedTensorType>(operand.getType());
       if (local.lookup(operand) == unit || (type && type.getNumElements() == 1))
         continue;
-      return op.emitOpError("fsdp-shard: mixes a shard of ")
+      return op.emitOpError("mixes a shard of ")
              << unitRef << " with " << operand.getType()
              << ", which is not a shard of the same unit";
     }
     auto result = cast<RankedTensorType>(op.getResult(0).getType());
     if (result.getShape() != unit->op.getTensorType().getShape())
-      return op.emitOpError("fsdp-shard: expected a result of ")
+      return op.emitOpError("expected a result of ")
              << unit->op.getTensorType() << " from an elementwise op on "
              << unitRef;
     op.getResult(0).setType(RankedTensorType::get(unit->shardType.getShape(),
@@ -386,8 +385,7 @@ LogicalResult Sharder::run() {
   if (failed(collectUnits()))
     return failure();
   if (func.getBlocks().size() != 1)
-    return func.emitError("fsdp-shard: @")
-           << func.getName() << " must have one block";
+    return func.emitError("@") << func.getName() << " must have one block";
   findForward();
   Block &body = func.getBody().front();
   // One read per unflatten (gradient accumulation clones the forward's
@@ -436,9 +434,10 @@ LogicalResult Sharder::run() {
 struct ShardPass : mlir::fsdp::impl::ShardBase<ShardPass> {
   using ShardBase::ShardBase;
   void runOnOperation() override {
+    PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     if (module.getOps<FlatParamOp>().empty()) {
-      module.emitError("fsdp-shard: the module has no flat parameters; run "
+      module.emitError("the module has no flat parameters; run "
                        "--fsdp-flatten first");
       return signalPassFailure();
     }

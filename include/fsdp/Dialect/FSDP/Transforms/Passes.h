@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::fsdp {
@@ -16,6 +17,17 @@ namespace mlir::fsdp {
 
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+
+/// Says which pass refused the input: while alive, every error and warning
+/// emitted in `context` starts with `passArgument` ("fsdp-shard: ..."), the
+/// pass's flag, so that messages need not spell it and a failure deep in a
+/// pipeline still names its stage. Notes are left as they are. A pass on the
+/// module makes one first thing in runOnOperation; nothing else runs then, so
+/// the context-wide handler catches only that pass's diagnostics.
+class PassDiagnosticScope : public ScopedDiagnosticHandler {
+public:
+  PassDiagnosticScope(MLIRContext *context, StringRef passArgument);
+};
 
 /// fsdp-optimizer's options as the pass reads `text` (the part after
 /// --fsdp-optimizer=), for pipelines that must know the step before it runs.

@@ -436,7 +436,7 @@ def CheckReshard : Pass<"fsdp-check-reshard", "ModuleOp"> {
 
     ```
     $ fsdp-opt step.mlir --fsdp-check-reshard
-    error: 'onnx.Transpose' op fsdp-check-reshard: computes a value from
+    error: fsdp-check-reshard: 'onnx.Transpose' op computes a value from
       unit 'unit:blocks.0''s gathered parameters alone that is read by the
       forward and by the backward; it would live from one to the other
     ```

@@ -117,7 +117,7 @@ LogicalResult backward(CastOp op, GradientContext &ctx) {
                  : from.isBF16() ? 16
                                  : 0;
   if (!code || !isa<FloatType>(r.element))
-    return op->emitOpError("fsdp-autodiff: only casts between float "
+    return op->emitOpError("only casts between float "
                            "types have a gradient rule");
   OpBuilder &b = r.bb.b;
   r.give(0, r.bb.op<CastOp>(op.getInput().getType(), {r.g},
@@ -157,7 +157,7 @@ LogicalResult backward(PowOp op, GradientContext &ctx) {
   auto dense =
       constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue()) : nullptr;
   if (!dense || dense.getNumElements() != 1 || r.active(op.getB()))
-    return op->emitOpError("fsdp-autodiff: only Pow by a constant scalar "
+    return op->emitOpError("only Pow by a constant scalar "
                            "has a gradient rule yet");
   double c = (*dense.getValues<APFloat>().begin()).convertToDouble();
   Value x = op.getA();

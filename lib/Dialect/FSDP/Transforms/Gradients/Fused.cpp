@@ -21,10 +21,10 @@ namespace {
 LogicalResult backward(AttentionOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   if (!op.getLse())
-    return op->emitOpError("fsdp-autodiff: fsdp.attention needs its lse "
+    return op->emitOpError("fsdp.attention needs its lse "
                            "result to be differentiated");
   if (op.getMask() && r.active(op.getMask()))
-    return op->emitOpError("fsdp-autodiff: fsdp.attention gives its mask no "
+    return op->emitOpError("fsdp.attention gives its mask no "
                            "gradient, but the mask depends on a trainable "
                            "parameter");
   auto grad = r.bb.b.create<AttentionGradOp>(

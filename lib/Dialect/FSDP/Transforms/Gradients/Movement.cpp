@@ -118,7 +118,7 @@ LogicalResult backward(SliceOp op, GradientContext &ctx) {
     steps = constantInts(op.getSteps());
   if (!starts || !axes || !steps || axes->size() != starts->size() ||
       steps->size() != starts->size() || llvm::is_contained(*steps, 0))
-    return op->emitOpError("fsdp-autodiff: only Slices with constant "
+    return op->emitOpError("only Slices with constant "
                            "starts, axes and steps have a gradient rule");
   Value grad = r.g;
   for (auto [axisValue, startValue, step] : llvm::zip(*axes, *starts, *steps)) {
@@ -154,10 +154,10 @@ paddingRowsOf(ModuleOp module) {
     return rows;
   if (std::string why = mlir::fsdp::checkJSONBounds(json.getValue());
       !why.empty())
-    return module.emitError("fsdp-autodiff: fsdp.torch_metadata ") << why;
+    return module.emitError("fsdp.torch_metadata ") << why;
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
   if (!parsed)
-    return module.emitError("fsdp-autodiff: fsdp.torch_metadata is not "
+    return module.emitError("fsdp.torch_metadata is not "
                             "valid JSON: ")
            << llvm::toString(parsed.takeError());
   llvm::json::Object *root = parsed->getAsObject();
@@ -173,7 +173,7 @@ paddingRowsOf(ModuleOp module) {
         entry ? entry->getInteger("padding_idx") : std::nullopt;
     if (!name || !weight || !row)
       return module.emitError(
-          "fsdp-autodiff: fsdp.torch_metadata: an 'embeddings' entry "
+          "fsdp.torch_metadata: an 'embeddings' entry "
           "needs 'module', 'weight' and an integer 'padding_idx'");
     rows[*weight] = {name->str(), *row};
   }
@@ -221,7 +221,7 @@ FailureOr<Value> withoutPaddingRow(GatherOp gather, Value grad,
   auto type = cast<RankedTensorType>(grad.getType());
   int64_t rows = type.getDimSize(0);
   if (row < 0 || row >= rows)
-    return gather.emitOpError("fsdp-autodiff: padding_idx ")
+    return gather.emitOpError("padding_idx ")
            << row << " of embedding '" << embedding << "' is outside its "
            << rows << " rows";
   SmallVector<int64_t> maskShape(type.getRank(), 1);
@@ -239,7 +239,7 @@ FailureOr<Value> withoutPaddingRow(GatherOp gather, Value grad,
 LogicalResult backward(GatherOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   if (r.active(op.getIndices()))
-    return op->emitOpError("fsdp-autodiff: indices cannot be differentiated");
+    return op->emitOpError("indices cannot be differentiated");
   int64_t axis = op.getAxis();
   if (axis < 0)
     axis += typeOf(op.getData()).getRank();

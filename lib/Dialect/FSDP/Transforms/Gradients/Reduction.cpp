@@ -64,7 +64,7 @@ LogicalResult backward(ReduceSumOp op, GradientContext &ctx) {
     auto dense = constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue())
                           : nullptr;
     if (!dense)
-      return op->emitOpError("fsdp-autodiff: ReduceSum axes must be constant");
+      return op->emitOpError("ReduceSum axes must be constant");
     for (const APInt &v : dense.getValues<APInt>())
       axes.push_back(v.getSExtValue());
   }
@@ -154,12 +154,11 @@ LogicalResult backward(SoftmaxCrossEntropyLossOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   OpBuilder &b = r.bb.b;
   if (r.active(op.getLabels()))
-    return op->emitOpError("fsdp-autodiff: labels cannot be differentiated");
+    return op->emitOpError("labels cannot be differentiated");
   if (r.active(op.getWeights()))
-    return op->emitOpError(
-        "fsdp-autodiff: class weights cannot be differentiated");
+    return op->emitOpError("class weights cannot be differentiated");
   if (op->getNumResults() > 1 && !op->getResult(1).use_empty())
-    return op->emitOpError("fsdp-autodiff: SoftmaxCrossEntropyLoss's log_prob "
+    return op->emitOpError("SoftmaxCrossEntropyLoss's log_prob "
                            "output has no gradient rule");
   SmallVector<NamedAttribute> attrs = {
       b.getNamedAttr("reduction", b.getStringAttr(op.getReduction()))};

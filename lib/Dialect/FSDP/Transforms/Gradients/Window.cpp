@@ -25,7 +25,7 @@ LogicalResult backward(ConvOp op, GradientContext &ctx) {
   OnnxBuilder &bb = r.bb;
   OpBuilder &b = bb.b;
   if (op.getAutoPad() != "NOTSET")
-    return op->emitOpError("fsdp-autodiff: Conv with auto_pad has no "
+    return op->emitOpError("Conv with auto_pad has no "
                            "gradient rule; export with explicit pads");
   SmallVector<NamedAttribute> window = {
       b.getNamedAttr("strides",
@@ -55,11 +55,11 @@ LogicalResult poolBackward(PoolOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   Value x = op.getX();
   if (typeOf(x).getRank() != 4 || op.getAutoPad() != "NOTSET")
-    return op->emitOpError("fsdp-autodiff: only 2-D pooling with "
+    return op->emitOpError("only 2-D pooling with "
                            "explicit pads has a gradient rule");
   bool max = isa<MaxPoolOp>(op);
   if (max && op.getStorageOrder() != 0)
-    return op->emitOpError("fsdp-autodiff: MaxPool storage_order 1 has "
+    return op->emitOpError("MaxPool storage_order 1 has "
                            "no gradient rule");
   OpBuilder &b = r.bb.b;
   r.give(
