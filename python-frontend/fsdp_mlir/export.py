@@ -464,10 +464,44 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
             graph.inputs.pop()
     program.save(str(raw))
     proto = onnx.load(str(raw))
+    _batch_norms_in_training(proto, exported)
     written = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
     if written != opset:
         proto = _convert_down(proto, written, opset)
     onnx.save(proto, str(raw))
+
+
+def _batch_norms_in_training(proto, model) -> None:
+    """The dynamo exporter writes a training-mode BatchNorm as an inference
+    BatchNormalization (running statistics, one output), which would train
+    silently wrong: each such node gets `training_mode = 1` and its two
+    running-statistics outputs back, as the TorchScript exporter writes it.
+    Nodes and modules are matched one to one, in order, by their running
+    statistics; anything else is refused."""
+    import torch
+
+    modules = [m for m in model.modules()
+               if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training]
+    nodes = [n for n in proto.graph.node
+             if n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx")]
+    inference = [n for n in nodes
+                 if not any(a.name == "training_mode" and a.i for a in n.attribute)]
+    if not modules or not inference:
+        return
+    if len(inference) != len(modules) or any(
+            m.running_mean is None or len(n.input) < 5 for n, m in zip(inference, modules)):
+        raise ValueError(
+            f"the dynamo exporter wrote {len(inference)} BatchNormalization nodes in "
+            f"inference form for {len(modules)} BatchNorm modules in training mode, "
+            "which cannot be matched one to one; export with exporter='torchscript'")
+    from onnx import helper
+
+    for node in inference:
+        kept = [a for a in node.attribute if a.name != "training_mode"]
+        del node.attribute[:]
+        node.attribute.extend(kept + [helper.make_attribute("training_mode", 1)])
+        base = node.name or node.output[0]
+        node.output.extend([f"{base}_running_mean", f"{base}_running_var"])
 
 
 _HIDDEN_DOMAIN = "fsdp_mlir.hidden"
