@@ -323,7 +323,8 @@ LogicalResult Sharder::retargetOptimizer() {
   for (auto get : body.getOps<GetBufferOp>()) {
     auto buffer =
         symbols.lookupNearestSymbolFrom<BufferOp>(module, get.getBufferAttr());
-    auto of = buffer ? buffer->getAttrOfType<FlatSymbolRefAttr>("fsdp.state_of")
+    auto of = buffer ? buffer->getAttrOfType<FlatSymbolRefAttr>(
+                           FSDPDialect::StateOfAttrHelper::getNameStr())
                      : nullptr;
     auto it = of ? units.find(symbols.lookupNearestSymbolFrom(module, of))
                  : units.end();
@@ -408,17 +409,19 @@ LogicalResult Sharder::run() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<std::tuple<Value, FlatSymbolRefAttr, bool>> grads;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of"))
+    if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+            i, FSDPDialect::GradOfAttrHelper::getNameStr()))
       grads.emplace_back(ret.getOperand(i), of, false);
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.flat_grad_of"))
+    if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+            i, FSDPDialect::FlatGradOfAttrHelper::getNameStr()))
       grads.emplace_back(ret.getOperand(i), of, true);
   }
   for (auto marker : body.getOps<onnxir::IdentityOp>()) {
-    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>("fsdp.grad_of"))
+    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>(
+            FSDPDialect::GradOfAttrHelper::getNameStr()))
       grads.emplace_back(marker.getResult(), of, false);
-    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>("fsdp.flat_grad_of"))
+    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>(
+            FSDPDialect::FlatGradOfAttrHelper::getNameStr()))
       grads.emplace_back(marker.getResult(), of, true);
   }
   for (auto &[grad, of, flat] : grads)

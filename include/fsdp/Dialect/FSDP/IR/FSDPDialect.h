@@ -7,10 +7,12 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dialect.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
-
+// The attributes come first: the dialect's discardable attribute helpers
+// are typed with them.
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPTypes.h.inc"
