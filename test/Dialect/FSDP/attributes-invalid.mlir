@@ -68,3 +68,31 @@ module attributes {fsdp.auto_wrap = #fsdp.auto_wrap<world_size = 8, mesh_shape =
 // expected-error @+1 {{'builtin.module' op has 'fsdp.cost_model' that is not an #fsdp.cost_model: {peak_flops = 1.000000e+12 : f64}}}
 module attributes {fsdp.cost_model = {peak_flops = 1.0e12 : f64}} {
 }
+
+// -----
+
+// A unit's strategy is an #fsdp.strategy, one of PyTorch's four.
+// expected-error @+3 {{expected ::mlir::fsdp::ShardingStrategy to be one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD}}
+// expected-error @+2 {{failed to parse FSDP_ShardingStrategyAttr parameter 'value'}}
+// expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = {strategy = #fsdp.strategy<PART_SHARD>}>]} {
+}
+
+// -----
+
+// The strategy as a string (its form before it was typed) is refused.
+// expected-error @+1 {{unit 'a' has strategy "NO_SHARD", not an #fsdp.strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)}}
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = {strategy = "NO_SHARD"}>]} {
+}
+
+// -----
+
+fsdp.param @a.w : tensor<2xf32>
+// expected-error @+1 {{'fsdp.flat_param' op its 'fsdp.config' has strategy 2 : i64, not an #fsdp.strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)}}
+fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = {strategy = 2}, module = "a"} : tensor<2xf32>
+
+// -----
+
+fsdp.param @a.w : tensor<2xf32>
+// expected-error @+1 {{'fsdp.flat_param' op has 'fsdp.config' that is not a dictionary: "NO_SHARD"}}
+fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = "NO_SHARD", module = "a"} : tensor<2xf32>

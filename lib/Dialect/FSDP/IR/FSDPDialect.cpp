@@ -12,6 +12,8 @@ using namespace mlir::fsdp;
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.cpp.inc"
 
+#include "fsdp/Dialect/FSDP/IR/FSDPEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
 
@@ -48,6 +50,45 @@ LogicalResult DataRefAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "data reference into '" << file
                        << "' ends past the largest file offset";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// A unit's configuration
+//===----------------------------------------------------------------------===//
+
+/// The key of the strategy in a unit's configuration.
+static constexpr llvm::StringLiteral kStrategyKey = "strategy";
+
+ShardingStrategy mlir::fsdp::getConfigStrategy(DictionaryAttr config) {
+  if (auto strategy =
+          config ? config.getAs<ShardingStrategyAttr>(kStrategyKey) : nullptr)
+    return strategy.getValue();
+  return ShardingStrategy::FULL_SHARD;
+}
+
+NamedAttribute mlir::fsdp::getConfigStrategyEntry(MLIRContext *context,
+                                                  ShardingStrategy strategy) {
+  return NamedAttribute(StringAttr::get(context, kStrategyKey),
+                        ShardingStrategyAttr::get(context, strategy));
+}
+
+/// Checks that a unit's configuration holds its strategy as an
+/// #fsdp.strategy; `who` names the unit in the message.
+static LogicalResult
+verifyUnitConfig(function_ref<InFlightDiagnostic()> emitError,
+                 DictionaryAttr config, const Twine &who) {
+  Attribute strategy = config ? config.get(kStrategyKey) : Attribute();
+  if (strategy && !isa<ShardingStrategyAttr>(strategy))
+    return emitError() << who << " has strategy " << strategy
+                       << ", not an #fsdp.strategy (FULL_SHARD, "
+                          "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)";
+  return success();
+}
+
+LogicalResult WrapUnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef module, ArrayAttr params,
+                                   DictionaryAttr config) {
+  return verifyUnitConfig(emitError, config, "unit '" + module + "'");
 }
 
 LogicalResult AutoWrapRecordAttr::verify(
@@ -123,6 +164,13 @@ LogicalResult verifyDiscardable(Operation *op, NamedAttribute attr,
   if (name == FSDPDialect::CostModelAttrHelper::getNameStr() &&
       !isa<CostModelAttr>(value))
     return mismatch("an #fsdp.cost_model");
+  if (name == FSDPDialect::ConfigAttrHelper::getNameStr()) {
+    auto config = dyn_cast<DictionaryAttr>(value);
+    if (!config)
+      return mismatch("a dictionary");
+    return verifyUnitConfig([&] { return op->emitOpError(); }, config,
+                            "its '" + name + "'" + where);
+  }
   return success();
 }
 

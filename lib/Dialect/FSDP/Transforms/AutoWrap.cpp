@@ -277,8 +277,7 @@ int64_t AutoWrapPass::recursiveWrap(StringRef fqn, bool onlyWrapChildren) {
 }
 
 static bool isStrategy(StringRef name) {
-  return name == "FULL_SHARD" || name == "SHARD_GRAD_OP" ||
-         name == "NO_SHARD" || name == "HYBRID_SHARD";
+  return symbolizeShardingStrategy(name).has_value();
 }
 
 LogicalResult AutoWrapPass::loadConfig() {
@@ -291,7 +290,8 @@ LogicalResult AutoWrapPass::loadConfig() {
                                  "NO_SHARD, HYBRID_SHARD";
   // Only what differs from PyTorch's defaults is recorded.
   if (strategy != "FULL_SHARD")
-    baseConfig.append("strategy", StringAttr::get(context, strategy));
+    baseConfig.append(
+        getConfigStrategyEntry(context, *symbolizeShardingStrategy(strategy)));
   for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
                             {"reduce_dtype", reduceDtype},
                             {"buffer_dtype", bufferDtype}}) {
@@ -351,7 +351,9 @@ LogicalResult AutoWrapPass::loadConfig() {
       if (setting == "strategy") {
         if (!isStrategy(*text))
           return fail("module '" + fqn + "': unknown strategy '" + *text + "'");
-        config.set("strategy", StringAttr::get(context, *text));
+        NamedAttribute entry =
+            getConfigStrategyEntry(context, *symbolizeShardingStrategy(*text));
+        config.set(entry.getName(), entry.getValue());
       } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
                  setting == "buffer_dtype") {
         FailureOr<Type> type = parseFloatDtype(context, *text);
@@ -386,10 +388,14 @@ DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
       config.set(setting.getName(), setting.getValue());
   auto chosen = autoStrategy.find(fqn);
   if (chosen != autoStrategy.end()) {
-    if (chosen->second == "FULL_SHARD")
-      config.erase("strategy");
+    ShardingStrategy chosenStrategy =
+        *symbolizeShardingStrategy(chosen->second);
+    NamedAttribute entry =
+        getConfigStrategyEntry(&getContext(), chosenStrategy);
+    if (chosenStrategy == ShardingStrategy::FULL_SHARD)
+      config.erase(entry.getName());
     else
-      config.set("strategy", StringAttr::get(&getContext(), chosen->second));
+      config.set(entry.getName(), entry.getValue());
   }
   return config.empty() ? DictionaryAttr() : config.getDictionary(&getContext());
 }

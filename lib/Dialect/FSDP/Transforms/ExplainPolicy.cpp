@@ -163,10 +163,7 @@ struct ExplainPolicyPass
       UnitRow row;
       row.first = row.last = unit.getModule().str();
       row.className = classOf.lookup(unit.getModule()).str();
-      row.strategy = "FULL_SHARD";
-      if (DictionaryAttr config = unit.getConfig())
-        if (auto name = config.getAs<StringAttr>("strategy"))
-          row.strategy = name.getValue().str();
+      row.strategy = stringifyShardingStrategy(unit.getStrategy()).str();
       for (auto ref : unit.getParams().getAsRange<FlatSymbolRefAttr>())
         if (auto param = symbols.lookup<ParamOp>(ref.getValue()))
           row.numel += param.getTensorType().getNumElements();

@@ -216,13 +216,10 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
 
   /// The mesh axes `unit` is sharded over, from its strategy.
   FailureOr<SmallVector<int16_t>> shardAxes(WrapUnitAttr unit, size_t rank) {
-    StringRef strategy = "FULL_SHARD";
-    if (DictionaryAttr config = unit.getConfig())
-      if (auto name = config.getAs<StringAttr>("strategy"))
-        strategy = name.getValue();
-    if (strategy == "NO_SHARD")
+    ShardingStrategy strategy = unit.getStrategy();
+    if (strategy == ShardingStrategy::NO_SHARD)
       return SmallVector<int16_t>();
-    if (strategy == "HYBRID_SHARD") {
+    if (strategy == ShardingStrategy::HYBRID_SHARD) {
       if (rank != 2)
         return emitError(getOperation().getLoc())
                << "fsdp-flatten: unit '" << unit.getModule()
@@ -285,7 +282,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     flat.setTypeAttr(TypeAttr::get(
         RankedTensorType::get({layout->paddedNumel()}, element)));
     if (DictionaryAttr config = unit.getConfig())
-      flat->setAttr("fsdp.config", config);
+      FSDPDialect::ConfigAttrHelper(&getContext()).setAttr(flat, config);
     return flat;
   }
 

@@ -159,9 +159,9 @@ FailureOr<Precision> parseConfig(DictionaryAttr config, Type master,
 LogicalResult UnitTable::build(ModuleOp module) {
   for (auto flat : module.getOps<FlatParamOp>()) {
     StringRef fqn = flat.getModule() ? *flat.getModule() : flat.getSymName();
-    FailureOr<Precision> p =
-        parseConfig(flat->getAttrOfType<DictionaryAttr>("fsdp.config"),
-                    flat.getTensorType().getElementType(), flat, fqn);
+    FailureOr<Precision> p = parseConfig(
+        FSDPDialect::ConfigAttrHelper(module.getContext()).getAttr(flat),
+        flat.getTensorType().getElementType(), flat, fqn);
     if (failed(p))
       return failure();
     byModule[fqn] = *p;

@@ -44,7 +44,7 @@ namespace {
 /// How one unit is sharded.
 struct UnitInfo {
   mutable FlatParamOp op;
-  StringRef strategy;
+  ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
   int64_t shardRanks = 1; // the group its flat buffer is sharded over
   RankedTensorType shardType;
   bool sharded() const { return shardRanks > 1; }
@@ -80,10 +80,8 @@ LogicalResult Sharder::collectUnits() {
   for (auto unit : module.getOps<FlatParamOp>()) {
     UnitInfo info;
     info.op = unit;
-    info.strategy = "FULL_SHARD";
-    if (auto config = unit->getAttrOfType<DictionaryAttr>("fsdp.config"))
-      if (auto strategy = config.getAs<StringAttr>("strategy"))
-        info.strategy = strategy.getValue();
+    info.strategy = getConfigStrategy(
+        FSDPDialect::ConfigAttrHelper(module.getContext()).getAttr(unit));
     FailureOr<int64_t> ranks = resolveWorldSize(unit, symbols);
     if (failed(ranks))
       return failure();
@@ -141,8 +139,9 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
   // The root's backward starts as its forward ends, so PyTorch keeps the
   // root's parameters gathered in between.
   bool root = unit.op.getModule() && unit.op.getModule()->empty();
-  bool reshardAfterForward = !root && (unit.strategy == "FULL_SHARD" ||
-                                       unit.strategy == "HYBRID_SHARD");
+  bool reshardAfterForward =
+      !root && (unit.strategy == ShardingStrategy::FULL_SHARD ||
+                unit.strategy == ShardingStrategy::HYBRID_SHARD);
   SmallVector<SmallVector<OpOperand *>> runs;
   std::optional<bool> lastForward;
   for (OpOperand *use : uses) {

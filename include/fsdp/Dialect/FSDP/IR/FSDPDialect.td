@@ -26,7 +26,9 @@ def FSDP_Dialect : Dialect {
     symbol reference, on an `fsdp.buffer`), `fsdp.name` (a string, on a
     function argument or result), and on the module `fsdp.units` (a list of
     `#fsdp.unit`), `fsdp.auto_wrap` (an `#fsdp.auto_wrap` record) and
-    `fsdp.cost_model` (an `#fsdp.cost_model`).
+    `fsdp.cost_model` (an `#fsdp.cost_model`); on an `fsdp.flat_param`,
+    `fsdp.config` (its unit's configuration, whose `strategy` is an
+    `#fsdp.strategy`).
 
     ```mlir
     mesh.mesh @world(shape = 4)
@@ -48,7 +50,8 @@ def FSDP_Dialect : Dialect {
     "::mlir::StringAttr":$name,
     "::mlir::ArrayAttr":$units,
     "::mlir::fsdp::AutoWrapRecordAttr":$auto_wrap,
-    "::mlir::fsdp::CostModelAttr":$cost_model
+    "::mlir::fsdp::CostModelAttr":$cost_model,
+    "::mlir::DictionaryAttr":$config
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

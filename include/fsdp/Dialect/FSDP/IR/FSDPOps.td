@@ -7,6 +7,7 @@ include "fsdp/Dialect/FSDP/IR/FSDPDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
@@ -95,6 +96,37 @@ def FSDP_ModuleAttr : AttrDef<FSDP_Dialect, "Module"> {
   }];
 }
 
+def FSDP_ShardingStrategy : I32EnumAttr<"ShardingStrategy",
+    "FSDP sharding strategy", [
+      I32EnumAttrCase<"FULL_SHARD", 0>,
+      I32EnumAttrCase<"SHARD_GRAD_OP", 1>,
+      I32EnumAttrCase<"NO_SHARD", 2>,
+      I32EnumAttrCase<"HYBRID_SHARD", 3>
+    ]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+def FSDP_ShardingStrategyAttr
+    : EnumAttr<FSDP_Dialect, FSDP_ShardingStrategy, "strategy"> {
+  let summary = "an FSDP unit's sharding strategy";
+  let description = [{
+    PyTorch's `ShardingStrategy`, the `strategy` of a unit's configuration:
+    `FULL_SHARD` (parameters gathered for the forward and again for the
+    backward, gradients reduce-scattered), `SHARD_GRAD_OP` (parameters kept
+    gathered from the forward to the backward), `NO_SHARD` (every rank holds
+    everything, gradients all-reduced) and `HYBRID_SHARD` (FULL_SHARD
+    within a group of the 2-D mesh, replicated across groups). A unit
+    without one is FULL_SHARD.
+
+    ```mlir
+    #fsdp.unit<"blocks.0", params = [@blocks.0.w],
+               config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
   let mnemonic = "unit";
   let summary = "one FSDP unit chosen by auto-wrap: its module and parameters";
@@ -107,13 +139,14 @@ def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
     pre-order, as PyTorch's FSDP tree is nested.
 
     `config` holds the unit's own settings, where it has any: `strategy`
-    (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD) and the mixed
+    (an `#fsdp.strategy`; FULL_SHARD when left out) and the mixed
     precision dtypes `param_dtype`, `reduce_dtype`, `buffer_dtype`
     (`mixed_precision = false` for units kept in full precision).
+    `fsdp-flatten` copies it to the unit's `fsdp.flat_param` as `fsdp.config`.
 
     ```mlir
     #fsdp.unit<"blocks.0", params = [@blocks.0.ln_1.weight, @blocks.0.ln_1.bias],
-               config = {param_dtype = bf16, strategy = "FULL_SHARD"}>
+               config = {param_dtype = bf16, strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
     ```
   }];
   let parameters = (ins
@@ -123,6 +156,13 @@ def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
   );
   let assemblyFormat = [{
     `<` $module `,` `params` `=` $params (`,` `config` `=` $config^)? `>`
+  }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The unit's sharding strategy: its config's, or FULL_SHARD.
+    ShardingStrategy getStrategy() const {
+      return getConfigStrategy(getConfig());
+    }
   }];
 }
 
