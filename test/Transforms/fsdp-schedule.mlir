@@ -14,7 +14,7 @@
 // computes); the root's once b's is waited for, after a was released (the
 // limit); b's backward gather as soon as the root's is waited for.
 // The cost model is recorded for the timeline and the unit summary.
-// CHECK: fsdp.cost_model = {cpu_runtime = false, inter_bandwidth = 5.000000e+10 : f64
+// CHECK: fsdp.cost_model = #fsdp.cost_model<{{.*}}, inter_bandwidth = 5.000000e+10 : f64, {{.*}}, cpu_runtime = false>
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[AS:.*]] = fsdp.get_shard @"unit:a"
 // CHECK-NEXT: %[[AF:.*]] = fsdp.all_gather %[[AS]] on @fsdp_world axes [0] : tensor<4xf32> -> !fsdp.future<tensor<16xf32>>

@@ -49,6 +49,7 @@
 using namespace mlir;
 using ::fsdp::onnx_import::EmbeddedBytes;
 using ::fsdp::onnx_import::ModelFile;
+using mlir::fsdp::FSDPDialect;
 namespace fsdpir = mlir::fsdp;
 
 namespace {
@@ -1343,7 +1344,8 @@ LogicalResult Importer::buildForward(ModuleOp module) {
   auto forward = builder.create<func::FuncOp>(
       fileLoc, "forward", builder.getFunctionType(inputTypes, {}));
   for (auto [index, name] : llvm::enumerate(inputNames))
-    forward.setArgAttr(index, "fsdp.name", builder.getStringAttr(name));
+    forward.setArgAttr(index, FSDPDialect::NameAttrHelper::getNameStr(),
+                       builder.getStringAttr(name));
   Block *entry = forward.addEntryBlock();
   builder.setInsertionPointToStart(entry);
   for (auto [name, arg] : llvm::zip(inputNames, entry->getArguments()))
@@ -1367,7 +1369,7 @@ LogicalResult Importer::buildForward(ModuleOp module) {
   builder.create<func::ReturnOp>(fileLoc, results);
   forward.setFunctionType(builder.getFunctionType(inputTypes, outputTypes));
   for (auto [index, output] : llvm::enumerate(graph.output()))
-    forward.setResultAttr(index, "fsdp.name",
+    forward.setResultAttr(index, FSDPDialect::NameAttrHelper::getNameStr(),
                           builder.getStringAttr(output.name()));
   return success();
 }

@@ -36,6 +36,7 @@
 #include <limits>
 
 using namespace mlir;
+using mlir::fsdp::FSDPDialect;
 namespace plan = fsdprt::plan;
 
 namespace {
@@ -296,7 +297,8 @@ LogicalResult PlanWriter::declareState() {
                               << "' has no data reference; the plan cannot "
                                  "load its initial value";
     if (!data) { // state that starts as zeros
-      auto of = op.getAttrOfType<FlatSymbolRefAttr>("fsdp.state_of");
+      auto of = op.getAttrOfType<FlatSymbolRefAttr>(
+          FSDPDialect::StateOfAttrHelper::getNameStr());
       weights.push_back(plan::CreateWeightRef(
           fbb, fbb.CreateString(name.str()), plan::StateKind::Buffer,
           fbb.CreateString(""), 0, bytes, *id,
@@ -629,8 +631,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
     if (failed(id))
       return failure();
     valueBuffers[arg] = *id;
-    auto name =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+    auto name = func.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), FSDPDialect::NameAttrHelper::getNameStr());
     inputs.push_back(describe(
         name ? name.getValue() : ("input" + Twine(arg.getArgNumber())).str(),
         arg, *id));
@@ -650,12 +652,13 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
         if (failed(id))
           return failure();
         if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
-                index, "fsdp.update_of")) {
+                index, FSDPDialect::UpdateOfAttrHelper::getNameStr())) {
           if (failed(addUpdate(func, index, of, value, *id)))
             return failure();
           continue;
         }
-        auto name = func.getResultAttrOfType<StringAttr>(index, "fsdp.name");
+        auto name = func.getResultAttrOfType<StringAttr>(
+            index, FSDPDialect::NameAttrHelper::getNameStr());
         outputs.push_back(
             describe(name ? name.getValue() : ("output" + Twine(index)).str(),
                      value, *id));

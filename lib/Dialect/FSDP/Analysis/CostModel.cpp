@@ -56,41 +56,40 @@ bool mlir::fsdp::isCollective(Operation *op) {
 
 CostModel CostModel::of(ModuleOp module) {
   CostModel model;
-  auto dict = module->getAttrOfType<DictionaryAttr>("fsdp.cost_model");
-  if (!dict)
+  CostModelAttr recorded =
+      FSDPDialect::CostModelAttrHelper(module.getContext()).getAttr(module);
+  if (!recorded)
     return model;
-  auto get = [&](StringRef key, double &into) {
-    if (auto value = dict.getAs<FloatAttr>(key))
+  // A field left out keeps the default.
+  auto get = [&](FloatAttr value, double &into) {
+    if (value)
       into = value.getValueAsDouble();
   };
-  get("peak_flops", model.peakFlops);
-  get("memory_bandwidth", model.memoryBandwidth);
-  get("intra_bandwidth", model.intraBandwidth);
-  get("intra_latency", model.intraLatency);
-  get("inter_bandwidth", model.interBandwidth);
-  get("inter_latency", model.interLatency);
-  if (auto value = dict.getAs<IntegerAttr>("ranks_per_node"))
+  get(recorded.getPeakFlops(), model.peakFlops);
+  get(recorded.getMemoryBandwidth(), model.memoryBandwidth);
+  get(recorded.getIntraBandwidth(), model.intraBandwidth);
+  get(recorded.getIntraLatency(), model.intraLatency);
+  get(recorded.getInterBandwidth(), model.interBandwidth);
+  get(recorded.getInterLatency(), model.interLatency);
+  if (IntegerAttr value = recorded.getRanksPerNode())
     model.ranksPerNode = value.getInt();
-  if (auto value = dict.getAs<BoolAttr>("cpu_runtime"))
+  if (BoolAttr value = recorded.getCpuRuntime())
     model.cpuRuntime = value.getValue();
   return model;
 }
 
 void CostModel::store(ModuleOp module) const {
   Builder b(module.getContext());
-  auto f = [&](StringRef key, double value) {
-    return b.getNamedAttr(key, b.getF64FloatAttr(value));
-  };
-  module->setAttr(
-      "fsdp.cost_model",
-      b.getDictionaryAttr(
-          {f("peak_flops", peakFlops), f("memory_bandwidth", memoryBandwidth),
-           f("intra_bandwidth", intraBandwidth),
-           f("intra_latency", intraLatency),
-           f("inter_bandwidth", interBandwidth),
-           f("inter_latency", interLatency),
-           b.getNamedAttr("ranks_per_node", b.getI64IntegerAttr(ranksPerNode)),
-           b.getNamedAttr("cpu_runtime", b.getBoolAttr(cpuRuntime))}));
+  FSDPDialect::CostModelAttrHelper(b.getContext())
+      .setAttr(module,
+               CostModelAttr::get(b.getContext(), b.getF64FloatAttr(peakFlops),
+                                  b.getF64FloatAttr(memoryBandwidth),
+                                  b.getF64FloatAttr(intraBandwidth),
+                                  b.getF64FloatAttr(intraLatency),
+                                  b.getF64FloatAttr(interBandwidth),
+                                  b.getF64FloatAttr(interLatency),
+                                  b.getI64IntegerAttr(ranksPerNode),
+                                  b.getBoolAttr(cpuRuntime)));
 }
 
 double CostModel::flops(Operation *op) const {

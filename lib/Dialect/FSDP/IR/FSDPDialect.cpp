@@ -3,6 +3,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -10,6 +11,8 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.cpp.inc"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.cpp.inc"
@@ -47,4 +50,149 @@ LogicalResult DataRefAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "data reference into '" << file
                        << "' ends past the largest file offset";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// A unit's configuration
+//===----------------------------------------------------------------------===//
+
+/// The key of the strategy in a unit's configuration.
+static constexpr llvm::StringLiteral kStrategyKey = "strategy";
+
+ShardingStrategy mlir::fsdp::getConfigStrategy(DictionaryAttr config) {
+  if (auto strategy =
+          config ? config.getAs<ShardingStrategyAttr>(kStrategyKey) : nullptr)
+    return strategy.getValue();
+  return ShardingStrategy::FULL_SHARD;
+}
+
+NamedAttribute mlir::fsdp::getConfigStrategyEntry(MLIRContext *context,
+                                                  ShardingStrategy strategy) {
+  return NamedAttribute(StringAttr::get(context, kStrategyKey),
+                        ShardingStrategyAttr::get(context, strategy));
+}
+
+/// Checks that a unit's configuration holds its strategy as an
+/// #fsdp.strategy; `who` names the unit in the message.
+static LogicalResult
+verifyUnitConfig(function_ref<InFlightDiagnostic()> emitError,
+                 DictionaryAttr config, const Twine &who) {
+  Attribute strategy = config ? config.get(kStrategyKey) : Attribute();
+  if (strategy && !isa<ShardingStrategyAttr>(strategy))
+    return emitError() << who << " has strategy " << strategy
+                       << ", not an #fsdp.strategy (FULL_SHARD, "
+                          "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)";
+  return success();
+}
+
+LogicalResult WrapUnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef module, ArrayAttr params,
+                                   DictionaryAttr config) {
+  return verifyUnitConfig(emitError, config, "unit '" + module + "'");
+}
+
+LogicalResult AutoWrapRecordAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t worldSize,
+    DenseI64ArrayAttr meshShape, int64_t memoryBudget, FloatAttr memoryReserve,
+    BoolAttr training, int64_t optimizerStates, WrapEvaluationAttr chosen,
+    StringRef peakAt, ArrayAttr peakParts, BoolAttr forwardPrefetch,
+    StringRef backwardPrefetch, int64_t limitAllGathers, int64_t bucketBytes,
+    int64_t evaluated, int64_t boundaries, ArrayAttr handPolicies,
+    ArrayAttr sameUnits, UnitAttr useOrigParams) {
+  if (worldSize < 1)
+    return emitError() << "auto-wrap record for " << worldSize << " ranks";
+  if (meshShape && meshShape.size() != 2)
+    return emitError() << "auto-wrap record's mesh_shape has "
+                       << meshShape.size() << " sizes, not 2";
+  auto allOf = [&](ArrayAttr list, StringRef field,
+                   auto kind) -> LogicalResult {
+    for (Attribute element : list)
+      if (!llvm::isa<decltype(kind)>(element))
+        return emitError() << "auto-wrap record's " << field << " holds "
+                           << element << ", not a #fsdp."
+                           << decltype(kind)::getMnemonic();
+    return success();
+  };
+  if (failed(allOf(peakParts, "peak_parts", PeakPartAttr())) ||
+      failed(allOf(handPolicies, "hand_policies", WrapEvaluationAttr())) ||
+      failed(allOf(sameUnits, "same_units", SameUnitsAttr())))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The discardable attributes' verifiers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks that the discardable attribute `attr`, if it is one the dialect
+/// declares, holds the declared kind of value. `where` says which argument
+/// or result carries it (empty for the op itself); the other `fsdp.`
+/// attributes pass unchecked.
+LogicalResult verifyDiscardable(Operation *op, NamedAttribute attr,
+                                StringRef where, bool onModule) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto mismatch = [&](StringRef kind) -> LogicalResult {
+    return op->emitOpError() << "has '" << name << "'" << where
+                             << " that is not " << kind << ": " << value;
+  };
+  if (name == FSDPDialect::GradOfAttrHelper::getNameStr() ||
+      name == FSDPDialect::FlatGradOfAttrHelper::getNameStr() ||
+      name == FSDPDialect::UpdateOfAttrHelper::getNameStr() ||
+      name == FSDPDialect::StateOfAttrHelper::getNameStr())
+    return isa<FlatSymbolRefAttr>(value)
+               ? success()
+               : mismatch("a symbol reference (@name)");
+  if (name == FSDPDialect::NameAttrHelper::getNameStr())
+    return isa<StringAttr>(value) ? success() : mismatch("a string");
+  bool moduleFact = name == FSDPDialect::UnitsAttrHelper::getNameStr() ||
+                    name == FSDPDialect::AutoWrapAttrHelper::getNameStr() ||
+                    name == FSDPDialect::CostModelAttrHelper::getNameStr();
+  if (moduleFact && !onModule)
+    return op->emitOpError() << "has '" << name << "'" << where
+                             << ", which only a module carries";
+  if (name == FSDPDialect::UnitsAttrHelper::getNameStr()) {
+    auto units = dyn_cast<ArrayAttr>(value);
+    if (!units || !llvm::all_of(units, llvm::IsaPred<WrapUnitAttr>))
+      return mismatch("a list of #fsdp.unit");
+  }
+  if (name == FSDPDialect::AutoWrapAttrHelper::getNameStr() &&
+      !isa<AutoWrapRecordAttr>(value))
+    return mismatch("an #fsdp.auto_wrap record");
+  if (name == FSDPDialect::CostModelAttrHelper::getNameStr() &&
+      !isa<CostModelAttr>(value))
+    return mismatch("an #fsdp.cost_model");
+  if (name == FSDPDialect::ConfigAttrHelper::getNameStr()) {
+    auto config = dyn_cast<DictionaryAttr>(value);
+    if (!config)
+      return mismatch("a dictionary");
+    return verifyUnitConfig([&] { return op->emitOpError(); }, config,
+                            "its '" + name + "'" + where);
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  return verifyDiscardable(op, attr, "", isa<ModuleOp>(op));
+}
+
+LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned region,
+                                                    unsigned index,
+                                                    NamedAttribute attr) {
+  return verifyDiscardable(op, attr, " on argument #" + std::to_string(index),
+                           false);
+}
+
+LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned region,
+                                                       unsigned index,
+                                                       NamedAttribute attr) {
+  return verifyDiscardable(op, attr, " on result #" + std::to_string(index),
+                           false);
 }

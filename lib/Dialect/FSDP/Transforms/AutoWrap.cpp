@@ -296,8 +296,7 @@ int64_t AutoWrapPass::recursiveWrap(StringRef fqn, bool onlyWrapChildren) {
 }
 
 static bool isStrategy(StringRef name) {
-  return name == "FULL_SHARD" || name == "SHARD_GRAD_OP" ||
-         name == "NO_SHARD" || name == "HYBRID_SHARD";
+  return symbolizeShardingStrategy(name).has_value();
 }
 
 LogicalResult AutoWrapPass::loadConfig() {
@@ -309,7 +308,8 @@ LogicalResult AutoWrapPass::loadConfig() {
                                          "NO_SHARD, HYBRID_SHARD";
   // Only what differs from PyTorch's defaults is recorded.
   if (strategy != "FULL_SHARD")
-    baseConfig.append("strategy", StringAttr::get(context, strategy));
+    baseConfig.append(
+        getConfigStrategyEntry(context, *symbolizeShardingStrategy(strategy)));
   for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
                             {"reduce_dtype", reduceDtype},
                             {"buffer_dtype", bufferDtype}}) {
@@ -369,7 +369,9 @@ LogicalResult AutoWrapPass::loadConfig() {
       if (setting == "strategy") {
         if (!isStrategy(*text))
           return fail("module '" + fqn + "': unknown strategy '" + *text + "'");
-        config.set("strategy", StringAttr::get(context, *text));
+        NamedAttribute entry =
+            getConfigStrategyEntry(context, *symbolizeShardingStrategy(*text));
+        config.set(entry.getName(), entry.getValue());
       } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
                  setting == "buffer_dtype") {
         FailureOr<Type> type = parseFloatDtype(context, *text);
@@ -404,10 +406,14 @@ DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
       config.set(setting.getName(), setting.getValue());
   auto chosen = autoStrategy.find(fqn);
   if (chosen != autoStrategy.end()) {
-    if (chosen->second == "FULL_SHARD")
-      config.erase("strategy");
+    ShardingStrategy chosenStrategy =
+        *symbolizeShardingStrategy(chosen->second);
+    NamedAttribute entry =
+        getConfigStrategyEntry(&getContext(), chosenStrategy);
+    if (chosenStrategy == ShardingStrategy::FULL_SHARD)
+      config.erase(entry.getName());
     else
-      config.set("strategy", StringAttr::get(&getContext(), chosen->second));
+      config.set(entry.getName(), entry.getValue());
   }
   return config.empty() ? DictionaryAttr() : config.getDictionary(&getContext());
 }
@@ -632,57 +638,35 @@ LogicalResult AutoWrapPass::chooseAuto() {
   // The decision, for fsdp-schedule, fsdp-flatten and --fsdp-explain-policy.
   Builder b(&getContext());
   auto evaluation = [&](const WrapEvaluation &e, StringRef name) {
-    SmallVector<NamedAttribute> fields = {
-        b.getNamedAttr("policy", b.getStringAttr(name)),
-        b.getNamedAttr("units", b.getI64IntegerAttr(e.units)),
-        b.getNamedAttr("step_seconds", b.getF64FloatAttr(e.stepSeconds)),
-        b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(e.peakBytes)),
-        b.getNamedAttr("fits", b.getBoolAttr(e.valid &&
-                                             options.fits(e.peakBytes)))};
-    if (!e.valid)
-      fields.push_back(b.getNamedAttr("invalid", b.getStringAttr(e.invalid)));
-    return b.getDictionaryAttr(fields);
+    return WrapEvaluationAttr::get(
+        b.getContext(), name, e.units, b.getF64FloatAttr(e.stepSeconds),
+        e.peakBytes, b.getBoolAttr(e.valid && options.fits(e.peakBytes)),
+        e.valid ? StringAttr() : b.getStringAttr(e.invalid));
   };
   SmallVector<Attribute> handAttrs, parts, same;
   for (auto &[name, as] : sameUnits)
-    same.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("policy", b.getStringAttr(name)),
-         b.getNamedAttr("same_units_as", b.getStringAttr(as))}));
+    same.push_back(SameUnitsAttr::get(b.getContext(), name, as));
   for (auto &[config, e] : result.hand)
     handAttrs.push_back(evaluation(e, config.name));
   for (auto &[name, bytes] : chosen.peakParts)
-    parts.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("part", b.getStringAttr(name)),
-         b.getNamedAttr("bytes", b.getI64IntegerAttr(bytes))}));
+    parts.push_back(PeakPartAttr::get(b.getContext(), name, bytes));
   const ScheduleKnobs &knobs = result.chosen.knobs;
-  SmallVector<NamedAttribute> fields = {
-      b.getNamedAttr("world_size", b.getI64IntegerAttr(options.worldSize)),
-      b.getNamedAttr("memory_budget",
-                     b.getI64IntegerAttr(options.memoryBudget)),
-      b.getNamedAttr("memory_reserve",
-                     b.getF64FloatAttr(options.memoryReserve)),
-      b.getNamedAttr("training", b.getBoolAttr(options.training)),
-      b.getNamedAttr("optimizer_states",
-                     b.getI64IntegerAttr(options.optimizerStates)),
-      b.getNamedAttr("chosen", evaluation(chosen, "auto")),
-      b.getNamedAttr("peak_at", b.getStringAttr(chosen.peakAt)),
-      b.getNamedAttr("peak_parts", b.getArrayAttr(parts)),
-      b.getNamedAttr("forward_prefetch", b.getBoolAttr(knobs.forwardPrefetch)),
-      b.getNamedAttr("backward_prefetch",
-                     b.getStringAttr(knobs.backwardPrefetch)),
-      b.getNamedAttr("limit_all_gathers",
-                     b.getI64IntegerAttr(knobs.limitAllGathers)),
-      b.getNamedAttr("bucket_bytes", b.getI64IntegerAttr(knobs.bucketBytes)),
-      b.getNamedAttr("evaluated", b.getI64IntegerAttr(result.evaluated)),
-      b.getNamedAttr("boundaries", b.getI64IntegerAttr(result.boundaries)),
-      b.getNamedAttr("hand_policies", b.getArrayAttr(handAttrs)),
-      b.getNamedAttr("same_units", b.getArrayAttr(same))};
-  if (!options.meshShape.empty())
-    fields.push_back(b.getNamedAttr(
-        "mesh_shape", b.getDenseI64ArrayAttr(options.meshShape)));
-  if (options.useOrigParams)
-    fields.push_back(b.getNamedAttr("use_orig_params", b.getUnitAttr()));
-  module->setAttr("fsdp.auto_wrap", b.getDictionaryAttr(fields));
+  FSDPDialect::AutoWrapAttrHelper(b.getContext())
+      .setAttr(module,
+               AutoWrapRecordAttr::get(
+                   b.getContext(), options.worldSize,
+                   options.meshShape.empty()
+                       ? DenseI64ArrayAttr()
+                       : b.getDenseI64ArrayAttr(options.meshShape),
+                   options.memoryBudget,
+                   b.getF64FloatAttr(options.memoryReserve),
+                   b.getBoolAttr(options.training), options.optimizerStates,
+                   evaluation(chosen, "auto"), chosen.peakAt,
+                   b.getArrayAttr(parts), b.getBoolAttr(knobs.forwardPrefetch),
+                   knobs.backwardPrefetch, knobs.limitAllGathers,
+                   knobs.bucketBytes, result.evaluated, result.boundaries,
+                   b.getArrayAttr(handAttrs), b.getArrayAttr(same),
+                   options.useOrigParams ? b.getUnitAttr() : UnitAttr()));
   cost.store(module);
   return success();
 }
@@ -832,7 +816,8 @@ void AutoWrapPass::runOnOperation() {
         << " modules of the full-precision classes ("
         << llvm::join(classes, ", ") << "), each wrapped as its own unit";
   }
-  module->setAttr("fsdp.units", b.getArrayAttr(units));
+  module->setAttr(FSDPDialect::UnitsAttrHelper::getNameStr(),
+                  b.getArrayAttr(units));
 
   // Mark every op of a managed module with its module and unit, as
   // PyTorch's _is_fsdp_managed_module does, for later passes and readers.

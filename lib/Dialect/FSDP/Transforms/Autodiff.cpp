@@ -38,6 +38,7 @@ namespace mlir::fsdp {
 } // namespace mlir::fsdp
 
 using namespace mlir;
+using mlir::fsdp::FSDPDialect;
 using namespace mlir::onnxir;
 using mlir::fsdp::detail::OnnxBuilder;
 using mlir::fsdp::detail::typeOf;
@@ -121,7 +122,8 @@ LogicalResult Autodiff::attachLoss() {
     return func.emitError("unknown loss '")
            << options.loss << "' (supported: cross-entropy)";
   auto resultName = [&](unsigned i) {
-    auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+    auto name = func.getResultAttrOfType<StringAttr>(
+        i, FSDPDialect::NameAttrHelper::getNameStr());
     return name ? name.getValue().str() : "output" + std::to_string(i);
   };
   std::string names;
@@ -141,7 +143,8 @@ LogicalResult Autodiff::attachLoss() {
                    : "no result is named '" + options.logits +
                          "' (results: " + names + ")");
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
+    if (auto name = func.getArgAttrOfType<StringAttr>(
+            i, FSDPDialect::NameAttrHelper::getNameStr()))
       if (name.getValue() == options.labels)
         return emitError(func.getArgument(i).getLoc())
                << "the model already has an input named '" << options.labels
@@ -161,7 +164,8 @@ LogicalResult Autodiff::attachLoss() {
   unsigned argIndex = func.getNumArguments();
   func.insertArgument(argIndex, labelType,
                       b.getDictionaryAttr({b.getNamedAttr(
-                          "fsdp.name", b.getStringAttr(options.labels))}),
+                          FSDPDialect::NameAttrHelper::getNameStr(),
+                          b.getStringAttr(options.labels))}),
                       func.getLoc());
   Value labels = func.getArgument(argIndex);
   OnnxBuilder bb(b, NameLoc::get(b.getStringAttr("loss"), logits.getLoc()));
@@ -179,7 +183,8 @@ LogicalResult Autodiff::attachLoss() {
   ret.erase();
   func.setFunctionType(
       FunctionType::get(ctx, func.getArgumentTypes(), {lossType}));
-  func.setResultAttr(0, "fsdp.name", b.getStringAttr("loss"));
+  func.setResultAttr(0, FSDPDialect::NameAttrHelper::getNameStr(),
+                     b.getStringAttr("loss"));
   return success();
 }
 
@@ -550,16 +555,16 @@ void Autodiff::returnGradients(
     resultAttrs[0] = b.getDictionaryAttr({});
   for (mlir::fsdp::ParamOp param : params)
     resultAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("fsdp.grad_of",
+        {b.getNamedAttr(FSDPDialect::GradOfAttrHelper::getNameStr(),
                         FlatSymbolRefAttr::get(param.getSymNameAttr())),
-         b.getNamedAttr("fsdp.name",
+         b.getNamedAttr(FSDPDialect::NameAttrHelper::getNameStr(),
                         b.getStringAttr("grad." + param.getSymName()))}));
   for (auto [buffer, value] : updates) {
     results.push_back(value);
     types.push_back(value.getType());
     resultAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("fsdp.update_of", buffer),
-         b.getNamedAttr("fsdp.name",
+        {b.getNamedAttr(FSDPDialect::UpdateOfAttrHelper::getNameStr(), buffer),
+         b.getNamedAttr(FSDPDialect::NameAttrHelper::getNameStr(),
                         b.getStringAttr("update." + buffer.getValue()))}));
   }
   b.create<func::ReturnOp>(ret.getLoc(), results);
@@ -580,7 +585,8 @@ FailureOr<llvm::StringSet<>> Autodiff::checkpointedUnits() {
                 !options.checkpointPattern.empty();
   if (!options.checkpointUnits && !select)
     return chosen;
-  auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
+  auto units = module->getAttrOfType<ArrayAttr>(
+      FSDPDialect::UnitsAttrHelper::getNameStr());
   if (!units || units.size() < 2)
     return func.emitError("activation checkpointing needs "
                           "non-root FSDP units; run --fsdp-auto-wrap first");

@@ -141,13 +141,15 @@ LogicalResult Checker::check(Source source) {
     }
   }
   // The buffer itself: a resharded unit is gathered again for the backward.
-  StringRef strategy = "FULL_SHARD";
-  if (auto config = source.unit->getAttrOfType<DictionaryAttr>("fsdp.config"))
-    if (auto s = config.getAs<StringAttr>("strategy"))
-      strategy = s.getValue();
+  ShardingStrategy kind =
+      getConfigStrategy(FSDPDialect::ConfigAttrHelper(source.unit->getContext())
+                            .getAttr(source.unit));
+  StringRef strategy = stringifyShardingStrategy(kind);
   bool root = source.unit.getModule() && source.unit.getModule()->empty();
   Readers r = readers.lookup(source.value);
-  if (!root && (strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD") &&
+  if (!root &&
+      (kind == ShardingStrategy::FULL_SHARD ||
+       kind == ShardingStrategy::HYBRID_SHARD) &&
       isa<AllGatherOp, WaitOp>(source.value.getDefiningOp()) && r.forward &&
       r.backward)
     return explain(source.value.getDefiningOp()->emitOpError("unit '")

@@ -57,46 +57,30 @@ struct UnitRow {
   int64_t numel = 0, count = 1;
 };
 
-/// The record's integer `key`, or 0.
-int64_t integerOf(DictionaryAttr dict, StringRef key) {
-  auto attr = dict.getAs<IntegerAttr>(key);
-  return attr ? attr.getInt() : int64_t(0);
+/// An evaluation's modelled step.
+double stepOf(WrapEvaluationAttr e) {
+  return e.getStepSeconds().getValueAsDouble();
 }
-/// An evaluation's modelled step, peak and whether it fits.
-double stepOf(DictionaryAttr e) {
-  return e.getAs<FloatAttr>("step_seconds").getValueAsDouble();
-}
-int64_t peakOf(DictionaryAttr e) {
-  return e.getAs<IntegerAttr>("peak_bytes").getInt();
-}
-bool fitsOf(DictionaryAttr e) { return e.getAs<BoolAttr>("fits").getValue(); }
 
 struct ExplainPolicyPass
     : mlir::fsdp::impl::ExplainPolicyBase<ExplainPolicyPass> {
   using ExplainPolicyBase::ExplainPolicyBase;
 
-  void printJson(DictionaryAttr record, ArrayRef<UnitRow> units) {
-    auto integer = [&](DictionaryAttr dict, StringRef key) {
-      auto attr = dict.getAs<IntegerAttr>(key);
-      return attr ? attr.getInt() : int64_t(0);
-    };
-    auto evaluation = [&](DictionaryAttr e) {
-      llvm::json::Object object{
-          {"policy", e.getAs<StringAttr>("policy").getValue()}};
-      if (auto invalid = e.getAs<StringAttr>("invalid")) {
+  void printJson(AutoWrapRecordAttr record, ArrayRef<UnitRow> units) {
+    auto evaluation = [&](WrapEvaluationAttr e) {
+      llvm::json::Object object{{"policy", e.getPolicy()}};
+      if (StringAttr invalid = e.getInvalid()) {
         object["invalid"] = invalid.getValue();
         return object;
       }
-      object["units"] = integer(e, "units");
-      object["step_seconds"] =
-          e.getAs<FloatAttr>("step_seconds").getValueAsDouble();
-      object["peak_bytes"] = integer(e, "peak_bytes");
-      object["fits"] = e.getAs<BoolAttr>("fits").getValue();
+      object["units"] = e.getUnits();
+      object["step_seconds"] = stepOf(e);
+      object["peak_bytes"] = e.getPeakBytes();
+      object["fits"] = e.getFits().getValue();
       return object;
     };
-    llvm::json::Object chosen =
-        evaluation(record.getAs<DictionaryAttr>("chosen"));
-    llvm::json::Array unitArray, parts, hand;
+    llvm::json::Object chosen = evaluation(record.getChosen());
+    llvm::json::Array unitArray, parts, hand, same;
     for (const UnitRow &row : units)
       unitArray.push_back(llvm::json::Object{{"module", row.first},
                                              {"class", row.className},
@@ -104,37 +88,28 @@ struct ExplainPolicyPass
                                              {"strategy", row.strategy}});
     chosen["units"] = std::move(unitArray);
     chosen["schedule"] = llvm::json::Object{
-        {"forward_prefetch",
-         record.getAs<BoolAttr>("forward_prefetch").getValue()},
-        {"backward_prefetch",
-         record.getAs<StringAttr>("backward_prefetch").getValue()},
-        {"limit_all_gathers", integer(record, "limit_all_gathers")},
-        {"bucket_bytes", integer(record, "bucket_bytes")}};
-    chosen["peak_at"] = record.getAs<StringAttr>("peak_at").getValue();
-    for (auto part :
-         record.getAs<ArrayAttr>("peak_parts").getAsRange<DictionaryAttr>())
-      parts.push_back(llvm::json::Object{
-          {"part", part.getAs<StringAttr>("part").getValue()},
-          {"bytes", integer(part, "bytes")}});
+        {"forward_prefetch", record.getForwardPrefetch().getValue()},
+        {"backward_prefetch", record.getBackwardPrefetch()},
+        {"limit_all_gathers", record.getLimitAllGathers()},
+        {"bucket_bytes", record.getBucketBytes()}};
+    chosen["peak_at"] = record.getPeakAt();
+    for (PeakPartAttr part : record.getPeakPartList())
+      parts.push_back(llvm::json::Object{{"part", part.getPart()},
+                                         {"bytes", part.getBytes()}});
     chosen["peak_parts"] = std::move(parts);
-    for (auto e :
-         record.getAs<ArrayAttr>("hand_policies").getAsRange<DictionaryAttr>())
+    for (WrapEvaluationAttr e : record.getHandPolicyList())
       hand.push_back(evaluation(e));
-    llvm::json::Object root{{"world_size", integer(record, "world_size")},
-                            {"memory_budget", integer(record, "memory_budget")},
+    for (SameUnitsAttr entry : record.getSameUnitsList())
+      same.push_back(
+          llvm::json::Object{{"policy", entry.getPolicy()},
+                             {"same_units_as", entry.getSameUnitsAs()}});
+    llvm::json::Object root{{"world_size", record.getWorldSize()},
+                            {"memory_budget", record.getMemoryBudget()},
                             {"chosen", std::move(chosen)},
-                            {"evaluated", integer(record, "evaluated")},
-                            {"boundaries", integer(record, "boundaries")},
-                            {"hand_policies", std::move(hand)}};
-    if (auto same = record.getAs<ArrayAttr>("same_units")) {
-      llvm::json::Array entries;
-      for (auto entry : same.getAsRange<DictionaryAttr>())
-        entries.push_back(llvm::json::Object{
-            {"policy", entry.getAs<StringAttr>("policy").getValue()},
-            {"same_units_as",
-             entry.getAs<StringAttr>("same_units_as").getValue()}});
-      root["same_units"] = std::move(entries);
-    }
+                            {"evaluated", record.getEvaluated()},
+                            {"boundaries", record.getBoundaries()},
+                            {"hand_policies", std::move(hand)},
+                            {"same_units", std::move(same)}};
     llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(root)))
                  << "\n";
   }
@@ -148,7 +123,8 @@ struct ExplainPolicyPass
                          << format << "'";
       return signalPassFailure();
     }
-    auto record = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap");
+    AutoWrapRecordAttr record =
+        FSDPDialect::AutoWrapAttrHelper(&getContext()).getAttr(module);
     if (!record) {
       module.emitError("nothing to explain: run "
                        "fsdp-auto-wrap with policy=auto first (and before "
@@ -176,16 +152,19 @@ struct ExplainPolicyPass
     llvm::StringMap<StringRef> classOf;
     for (ModuleAttr m : *tree)
       classOf[m.getFqn()] = m.getClassName();
+    ArrayAttr unitList =
+        FSDPDialect::UnitsAttrHelper(&getContext()).getAttr(module);
+    if (!unitList)
+      return module.emitError()
+             << "fsdp-explain-policy: the module has policy=auto's record but "
+                "no '"
+             << FSDPDialect::UnitsAttrHelper::getNameStr() << "'";
     SymbolTable symbols(module);
-    for (auto unit : module->getAttrOfType<ArrayAttr>("fsdp.units")
-                         .getAsRange<WrapUnitAttr>()) {
+    for (auto unit : unitList.getAsRange<WrapUnitAttr>()) {
       UnitRow row;
       row.first = row.last = unit.getModule().str();
       row.className = classOf.lookup(unit.getModule()).str();
-      row.strategy = "FULL_SHARD";
-      if (DictionaryAttr config = unit.getConfig())
-        if (auto name = config.getAs<StringAttr>("strategy"))
-          row.strategy = name.getValue().str();
+      row.strategy = stringifyShardingStrategy(unit.getStrategy()).str();
       for (auto ref : unit.getParams().getAsRange<FlatSymbolRefAttr>())
         if (auto param = symbols.lookup<ParamOp>(ref.getValue()))
           row.numel += param.getTensorType().getNumElements();
@@ -209,23 +188,22 @@ struct ExplainPolicyPass
   }
 
   /// The search's setting: ranks, budget, what was modelled, the cost model.
-  void printSettings(ModuleOp module, DictionaryAttr record,
+  void printSettings(ModuleOp module, AutoWrapRecordAttr record,
                      llvm::raw_ostream &os) {
-    int64_t budget = integerOf(record, "memory_budget");
-    os << "fsdp-explain-policy: policy=auto over "
-       << integerOf(record, "world_size") << " ranks";
-    if (auto mesh = record.getAs<DenseI64ArrayAttr>("mesh_shape"))
+    int64_t budget = record.getMemoryBudget();
+    os << "fsdp-explain-policy: policy=auto over " << record.getWorldSize()
+       << " ranks";
+    if (DenseI64ArrayAttr mesh = record.getMeshShape())
       os << " (mesh " << mesh[0] << " x " << mesh[1] << ")";
     if (budget)
       os << ", memory budget " << formatBytes(budget) << " (" << budget
          << " bytes) per rank\n";
     else
       os << ", no memory budget\n";
-    auto training = record.getAs<BoolAttr>("training");
     os << "  modelled: "
-       << (training && training.getValue()
+       << (record.getTraining().getValue()
                ? "a training step, " +
-                     std::to_string(integerOf(record, "optimizer_states")) +
+                     std::to_string(record.getOptimizerStates()) +
                      " optimizer state tensors per parameter"
                : std::string("a forward"))
        << "\n";
@@ -242,28 +220,24 @@ struct ExplainPolicyPass
   }
 
   /// The chosen configuration: its figures, schedule, peak, units.
-  void printChosen(DictionaryAttr record, ArrayRef<UnitRow> rows,
+  void printChosen(AutoWrapRecordAttr record, ArrayRef<UnitRow> rows,
                    llvm::raw_ostream &os) {
-    int64_t budget = integerOf(record, "memory_budget");
-    auto chosen = record.getAs<DictionaryAttr>("chosen");
-    os << "chosen: " << chosen.getAs<IntegerAttr>("units").getInt()
-       << " units, modelled step " << ms(stepOf(chosen)) << ", peak "
-       << formatBytes(peakOf(chosen)) << " per rank"
-       << (budget ? (fitsOf(chosen) ? " (fits)" : " (over budget)") : "")
+    int64_t budget = record.getMemoryBudget();
+    WrapEvaluationAttr chosen = record.getChosen();
+    os << "chosen: " << chosen.getUnits() << " units, modelled step "
+       << ms(stepOf(chosen)) << ", peak " << formatBytes(chosen.getPeakBytes())
+       << " per rank"
+       << (budget ? (chosen.getFits().getValue() ? " (fits)" : " (over budget)")
+                  : "")
        << "\n";
     os << "  schedule: forward-prefetch="
-       << (record.getAs<BoolAttr>("forward_prefetch").getValue() ? "true"
-                                                                 : "false")
-       << " backward-prefetch="
-       << record.getAs<StringAttr>("backward_prefetch").getValue()
-       << " limit-all-gathers=" << integerOf(record, "limit_all_gathers")
-       << " bucket-bytes=" << integerOf(record, "bucket_bytes") << "\n";
-    os << "  peak reached in " << record.getAs<StringAttr>("peak_at").getValue()
-       << ":";
-    for (auto part :
-         record.getAs<ArrayAttr>("peak_parts").getAsRange<DictionaryAttr>())
-      os << "\n    " << part.getAs<StringAttr>("part").getValue() << ": "
-         << formatBytes(part.getAs<IntegerAttr>("bytes").getInt());
+       << (record.getForwardPrefetch().getValue() ? "true" : "false")
+       << " backward-prefetch=" << record.getBackwardPrefetch()
+       << " limit-all-gathers=" << record.getLimitAllGathers()
+       << " bucket-bytes=" << record.getBucketBytes() << "\n";
+    os << "  peak reached in " << record.getPeakAt() << ":";
+    for (PeakPartAttr part : record.getPeakPartList())
+      os << "\n    " << part.getPart() << ": " << formatBytes(part.getBytes());
     os << "\n";
 
     os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", "unit", "class",
@@ -278,45 +252,39 @@ struct ExplainPolicyPass
       os << llvm::formatv("  {0,-36} {1,-24} {2,14} {3}\n", name, className,
                           row.numel, row.strategy);
     }
-    os << "searched " << integerOf(record, "evaluated")
-       << " configurations over " << integerOf(record, "boundaries")
-       << " sets of unit boundaries\n";
+    os << "searched " << record.getEvaluated() << " configurations over "
+       << record.getBoundaries() << " sets of unit boundaries\n";
   }
 
   /// The hand policies beside the chosen one, and those with the units of
   /// one listed before them.
-  void printHandPolicies(DictionaryAttr record, llvm::raw_ostream &os) {
-    auto chosen = record.getAs<DictionaryAttr>("chosen");
+  void printHandPolicies(AutoWrapRecordAttr record, llvm::raw_ostream &os) {
+    WrapEvaluationAttr chosen = record.getChosen();
     os << "hand policies ("
        << "each unit FULL_SHARD unless strategy= was "
        << "given; fsdp-schedule's defaults):\n";
     os << llvm::formatv("  {0,-38} {1,6} {2,14} {3,14} {4,5} {5}\n", "policy",
                         "units", "step", "peak", "fits", "step vs auto");
-    for (auto hand : record.getAs<ArrayAttr>("hand_policies")
-                         .getAsRange<DictionaryAttr>()) {
-      StringRef name = hand.getAs<StringAttr>("policy").getValue();
-      if (auto invalid = hand.getAs<StringAttr>("invalid")) {
+    for (WrapEvaluationAttr hand : record.getHandPolicyList()) {
+      StringRef name = hand.getPolicy();
+      if (StringAttr invalid = hand.getInvalid()) {
         os << llvm::formatv("  {0,-38} not possible: {1}\n", name,
                             invalid.getValue());
         continue;
       }
       os << llvm::formatv("  {0,-38} {1,6} {2,14} {3,14} {4,5} {5:F2}x\n", name,
-                          hand.getAs<IntegerAttr>("units").getInt(),
-                          ms(stepOf(hand)), formatBytes(peakOf(hand)),
-                          fitsOf(hand) ? "yes" : "no",
+                          hand.getUnits(), ms(stepOf(hand)),
+                          formatBytes(hand.getPeakBytes()),
+                          hand.getFits().getValue() ? "yes" : "no",
                           stepOf(hand) / stepOf(chosen));
     }
     // Runs of size thresholds folded ("size min-num-params=1e4 .. 1e10: the
     // units of no wrapping").
-    auto same = record.getAs<ArrayAttr>("same_units");
-    if (!same)
-      return;
     SmallVector<std::pair<std::string, std::string>> lines;
     StringRef prefix = "size min-num-params=";
-    for (auto entry : same.getAsRange<DictionaryAttr>()) {
-      std::string name = entry.getAs<StringAttr>("policy").getValue().str();
-      std::string as =
-          entry.getAs<StringAttr>("same_units_as").getValue().str();
+    for (SameUnitsAttr entry : record.getSameUnitsList()) {
+      std::string name = entry.getPolicy().str();
+      std::string as = entry.getSameUnitsAs().str();
       if (!lines.empty() && lines.back().second == as &&
           StringRef(lines.back().first).starts_with(prefix) &&
           StringRef(name).starts_with(prefix)) {

@@ -45,7 +45,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
                                  << static_cast<int64_t>(worldSize);
       return signalPassFailure();
     }
-    auto units = module->getAttrOfType<ArrayAttr>("fsdp.units");
+    auto units = module->getAttrOfType<ArrayAttr>(
+        FSDPDialect::UnitsAttrHelper::getNameStr());
     if (!units) {
       emitError(module.getLoc()) << "the module has no FSDP units; run "
                                     "fsdp-auto-wrap first";
@@ -65,10 +66,10 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
 
     // policy=auto chose for a mesh; sharding over another would make its
     // choice (and its memory budget) meaningless.
-    if (auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap")) {
-      SmallVector<int64_t> chosenShape = {
-          chosen.getAs<IntegerAttr>("world_size").getInt()};
-      if (auto mesh = chosen.getAs<DenseI64ArrayAttr>("mesh_shape"))
+    if (AutoWrapRecordAttr chosen =
+            FSDPDialect::AutoWrapAttrHelper(&getContext()).getAttr(module)) {
+      SmallVector<int64_t> chosenShape = {chosen.getWorldSize()};
+      if (DenseI64ArrayAttr mesh = chosen.getMeshShape())
         chosenShape.assign(mesh.asArrayRef().begin(), mesh.asArrayRef().end());
       if (chosenShape != shape) {
         emitError(module.getLoc())
@@ -86,7 +87,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
         return signalPassFailure();
       }
       // Its memory model laid the units out with this alignment.
-      if (chosen.contains("use_orig_params") != useOrigParams) {
+      if (static_cast<bool>(chosen.getUseOrigParams()) != useOrigParams) {
         emitError(module.getLoc())
             << "fsdp-auto-wrap policy=auto chose the units "
             << (useOrigParams ? "without" : "with")
@@ -160,7 +161,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     llvm::MapVector<FlatParamOp, llvm::DenseMap<Operation *, Value>> grads;
     llvm::BitVector packed(func.getNumResults());
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of");
+      auto ref = func.getResultAttrOfType<FlatSymbolRefAttr>(
+          i, FSDPDialect::GradOfAttrHelper::getNameStr());
       if (!ref)
         continue;
       Operation *param = symbols.lookup(ref.getValue());
@@ -203,8 +205,8 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       auto ref = FlatSymbolRefAttr::get(unit.getSymNameAttr());
       results.push_back(b.create<PackOp>(ret.getLoc(), unit.getTensorType(),
                                          members, ref));
-      resultAttrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr("fsdp.flat_grad_of", ref)));
+      resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+          FSDPDialect::FlatGradOfAttrHelper::getNameStr(), ref)));
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();
@@ -216,13 +218,10 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
 
   /// The mesh axes `unit` is sharded over, from its strategy.
   FailureOr<SmallVector<int16_t>> shardAxes(WrapUnitAttr unit, size_t rank) {
-    StringRef strategy = "FULL_SHARD";
-    if (DictionaryAttr config = unit.getConfig())
-      if (auto name = config.getAs<StringAttr>("strategy"))
-        strategy = name.getValue();
-    if (strategy == "NO_SHARD")
+    ShardingStrategy strategy = unit.getStrategy();
+    if (strategy == ShardingStrategy::NO_SHARD)
       return SmallVector<int16_t>();
-    if (strategy == "HYBRID_SHARD") {
+    if (strategy == ShardingStrategy::HYBRID_SHARD) {
       if (rank != 2)
         return emitError(getOperation().getLoc())
                << "unit '" << unit.getModule()
@@ -284,7 +283,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
     flat.setTypeAttr(TypeAttr::get(
         RankedTensorType::get({layout->paddedNumel()}, element)));
     if (DictionaryAttr config = unit.getConfig())
-      flat->setAttr("fsdp.config", config);
+      FSDPDialect::ConfigAttrHelper(&getContext()).setAttr(flat, config);
     return flat;
   }
 

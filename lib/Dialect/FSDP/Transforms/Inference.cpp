@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
@@ -18,6 +19,7 @@ namespace mlir::fsdp {
 } // namespace mlir::fsdp
 
 using namespace mlir;
+using mlir::fsdp::FSDPDialect;
 
 namespace {
 
@@ -50,8 +52,9 @@ LogicalResult checkFixedMode(onnxir::DropoutOp dropout) {
   std::string source = "a value computed at run time";
   if (auto arg = dyn_cast<BlockArgument>(mode)) {
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    auto name = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                         "fsdp.name")
+    auto name = func ? func.getArgAttrOfType<StringAttr>(
+                           arg.getArgNumber(),
+                           FSDPDialect::NameAttrHelper::getNameStr())
                      : nullptr;
     source = name ? ("the run-time input '" + name.getValue() + "'").str()
                   : ("run-time input #" + Twine(arg.getArgNumber())).str();

@@ -93,7 +93,8 @@ bool keepsParameter(Operation *op) {
 
 bool isGradientMarker(Operation *op) {
   return isa<onnxir::IdentityOp>(op) &&
-         (op->hasAttr("fsdp.grad_of") || op->hasAttr("fsdp.flat_grad_of"));
+         (op->hasAttr(FSDPDialect::GradOfAttrHelper::getNameStr()) ||
+          op->hasAttr(FSDPDialect::FlatGradOfAttrHelper::getNameStr()));
 }
 
 /// fsdp-shard reduces gradients with `avg`; `sum` is clipping's norm.
@@ -158,9 +159,9 @@ FailureOr<Precision> parseConfig(DictionaryAttr config, Type master,
 LogicalResult UnitTable::build(ModuleOp module) {
   for (auto flat : module.getOps<FlatParamOp>()) {
     StringRef fqn = flat.getModule() ? *flat.getModule() : flat.getSymName();
-    FailureOr<Precision> p =
-        parseConfig(flat->getAttrOfType<DictionaryAttr>("fsdp.config"),
-                    flat.getTensorType().getElementType(), flat, fqn);
+    FailureOr<Precision> p = parseConfig(
+        FSDPDialect::ConfigAttrHelper(module.getContext()).getAttr(flat),
+        flat.getTensorType().getElementType(), flat, fqn);
     if (failed(p))
       return failure();
     byModule[fqn] = *p;
@@ -170,7 +171,8 @@ LogicalResult UnitTable::build(ModuleOp module) {
         &byModule[flat.getModule() ? *flat.getModule() : flat.getSymName()];
   // Units without a flat buffer (their parameters all went to descendants)
   // still own their modules' ops and buffers.
-  if (auto units = module->getAttrOfType<ArrayAttr>("fsdp.units"))
+  if (auto units = module->getAttrOfType<ArrayAttr>(
+          FSDPDialect::UnitsAttrHelper::getNameStr()))
     for (Attribute entry : units)
       if (auto unit = dyn_cast<WrapUnitAttr>(entry))
         if (!byModule.count(unit.getModule())) {
@@ -347,7 +349,8 @@ void Caster::castBufferReads() {
     handled.insert(read);
     auto buffer =
         symbols.lookupNearestSymbolFrom<BufferOp>(module, read.getBufferAttr());
-    if (!buffer || buffer->hasAttr("fsdp.state_of") ||
+    if (!buffer ||
+        buffer->hasAttr(FSDPDialect::StateOfAttrHelper::getNameStr()) ||
         !floatTensor(read.getType()))
       continue;
     const Precision *unit = units.owner(buffer.getSymName());

@@ -21,6 +21,7 @@ namespace mlir::fsdp {
 } // namespace mlir::fsdp
 
 using namespace mlir;
+using mlir::fsdp::FSDPDialect;
 using namespace mlir::onnxir;
 using mlir::fsdp::detail::OnnxBuilder;
 using mlir::fsdp::detail::typeOf;
@@ -82,9 +83,10 @@ LogicalResult OptimizerStep::readResults(StepResults &step) {
   step.loss = ret.getOperand(0);
   for (unsigned i = 1; i < func.getNumResults(); ++i) {
     Value value = ret.getOperand(i);
-    auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of");
-    auto flatOf =
-        func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.flat_grad_of");
+    auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+        i, FSDPDialect::GradOfAttrHelper::getNameStr());
+    auto flatOf = func.getResultAttrOfType<FlatSymbolRefAttr>(
+        i, FSDPDialect::FlatGradOfAttrHelper::getNameStr());
     if (of || flatOf) {
       Target target;
       if (of) {
@@ -107,7 +109,7 @@ LogicalResult OptimizerStep::readResults(StepResults &step) {
                << "; only f32 parameters have an optimizer step yet";
       step.grads.emplace_back(target, value);
     } else if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
-                   i, "fsdp.update_of")) {
+                   i, FSDPDialect::UpdateOfAttrHelper::getNameStr())) {
       if (module.lookupSymbol<mlir::fsdp::ParamOp>(of))
         return func.emitError("result ")
                << i << " already updates the parameter " << of
@@ -253,7 +255,7 @@ FailureOr<Value> OptimizerStep::state(OnnxBuilder &bb, const Target &param,
   auto buffer = top.create<mlir::fsdp::BufferOp>(
       param.symbol->getLoc(), top.getStringAttr(symbol), TypeAttr::get(type),
       mlir::fsdp::DataRefAttr());
-  buffer->setAttr("fsdp.state_of",
+  buffer->setAttr(FSDPDialect::StateOfAttrHelper::getNameStr(),
                   FlatSymbolRefAttr::get(top.getContext(), param.name));
   auto ref = FlatSymbolRefAttr::get(buffer.getSymNameAttr());
   Value value = bb.b.create<mlir::fsdp::GetBufferOp>(bb.loc, type, ref);
@@ -356,7 +358,8 @@ LogicalResult OptimizerStep::run() {
     return func.emitError("momentum, dampening and nesterov "
                           "are SGD options");
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name"))
+    if (auto name = func.getArgAttrOfType<StringAttr>(
+            i, FSDPDialect::NameAttrHelper::getNameStr()))
       if (name.getValue() == "lr" || name.getValue() == "step")
         return emitError(func.getArgument(i).getLoc())
                << "the step already has an input named '" << name.getValue()
@@ -371,10 +374,11 @@ LogicalResult OptimizerStep::run() {
   OpBuilder b(func.getContext());
   auto scalar = RankedTensorType::get({}, b.getF32Type());
   for (StringRef name : {"lr", "step"})
-    func.insertArgument(func.getNumArguments(), scalar,
-                        b.getDictionaryAttr({b.getNamedAttr(
-                            "fsdp.name", b.getStringAttr(name))}),
-                        func.getLoc());
+    func.insertArgument(
+        func.getNumArguments(), scalar,
+        b.getDictionaryAttr({b.getNamedAttr(
+            FSDPDialect::NameAttrHelper::getNameStr(), b.getStringAttr(name))}),
+        func.getLoc());
   lr = func.getArgument(func.getNumArguments() - 2);
   step = func.getArgument(func.getNumArguments() - 1);
 
@@ -386,7 +390,8 @@ LogicalResult OptimizerStep::run() {
     else
       b.setInsertionPointToStart(&func.getBody().front());
     auto marker = b.create<IdentityOp>(grad.getLoc(), grad.getType(), grad);
-    marker->setAttr(param.flat ? "fsdp.flat_grad_of" : "fsdp.grad_of",
+    marker->setAttr(param.flat ? FSDPDialect::FlatGradOfAttrHelper::getNameStr()
+                               : FSDPDialect::GradOfAttrHelper::getNameStr(),
                     FlatSymbolRefAttr::get(b.getContext(), param.name));
     grad = marker.getResult();
   }
@@ -403,8 +408,8 @@ LogicalResult OptimizerStep::run() {
                                            : b.getDictionaryAttr({})};
   auto updateAttrs = [&](FlatSymbolRefAttr of) {
     return b.getDictionaryAttr(
-        {b.getNamedAttr("fsdp.update_of", of),
-         b.getNamedAttr("fsdp.name",
+        {b.getNamedAttr(FSDPDialect::UpdateOfAttrHelper::getNameStr(), of),
+         b.getNamedAttr(FSDPDialect::NameAttrHelper::getNameStr(),
                         b.getStringAttr("update." + of.getValue()))});
   };
   for (auto &[param, grad] : results.grads) {

@@ -31,6 +31,7 @@ namespace mlir::fsdp {
 } // namespace mlir::fsdp
 
 using namespace mlir;
+using mlir::fsdp::FSDPDialect;
 using mlir::fsdp::KernelOp;
 using mlir::fsdp::ViewOp;
 
@@ -310,22 +311,19 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
   /// a plan over it is an error, not a surprise at run time.
   LogicalResult checkBudget(func::FuncOp func, int64_t arena) {
     auto module = func->getParentOfType<ModuleOp>();
-    auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap");
-    auto budget = chosen ? chosen.getAs<IntegerAttr>("memory_budget")
-                         : IntegerAttr();
-    if (!budget || budget.getInt() <= 0)
+    mlir::fsdp::AutoWrapRecordAttr chosen =
+        FSDPDialect::AutoWrapAttrHelper(module.getContext()).getAttr(module);
+    int64_t budget = chosen ? chosen.getMemoryBudget() : 0;
+    if (budget <= 0)
       return success();
     FailureOr<std::pair<int64_t, int64_t>> fixed = staticBytes(func);
     if (failed(fixed))
       return failure();
     auto [state, constants] = *fixed;
     int64_t perRank = arena + state + constants;
-    if (perRank <= budget.getInt())
+    if (perRank <= budget)
       return success();
-    int64_t modelled = 0;
-    if (auto figures = chosen.getAs<DictionaryAttr>("chosen"))
-      if (auto peak = figures.getAs<IntegerAttr>("peak_bytes"))
-        modelled = peak.getInt();
+    int64_t modelled = chosen.getChosen().getPeakBytes();
     return func.emitError() << llvm::formatv(
                "@{0} needs {1} bytes per rank (activation "
                "arena {2}, state {3}, constants {4}), over the memory budget "
@@ -333,7 +331,7 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
                "for (its model estimated {6}); give fsdp-auto-wrap a budget "
                "at least {7} bytes smaller",
                func.getSymName(), perRank, arena, state, constants,
-               budget.getInt(), modelled, perRank - budget.getInt());
+               budget, modelled, perRank - budget);
   }
 
   LogicalResult planFunction(func::FuncOp func) {

@@ -133,7 +133,8 @@ struct PrintLayoutPass
     };
     // The unit's configuration from fsdp-auto-wrap; PyTorch's defaults
     // (FULL_SHARD, no mixed precision) where it has none.
-    auto config = unit->getAttrOfType<DictionaryAttr>("fsdp.config");
+    DictionaryAttr config =
+        FSDPDialect::ConfigAttrHelper(unit->getContext()).getAttr(unit);
     auto setting = [&](StringRef key) -> llvm::json::Value {
       Attribute value = config ? config.get(key) : Attribute();
       if (auto text = dyn_cast_or_null<StringAttr>(value))
@@ -142,13 +143,10 @@ struct PrintLayoutPass
         return typeName(type.getValue());
       return nullptr;
     };
-    llvm::json::Value strategy = setting("strategy");
     return llvm::json::Object{
         {"unit", unit.getSymName()},
         {"module", unit.getModule().value_or(unit.getSymName())},
-        {"strategy", strategy.kind() == llvm::json::Value::Null
-                         ? llvm::json::Value("FULL_SHARD")
-                         : std::move(strategy)},
+        {"strategy", stringifyShardingStrategy(getConfigStrategy(config))},
         {"dtype", typeName(unit.getTensorType().getElementType())},
         {"param_dtype", setting("param_dtype")},
         {"reduce_dtype", setting("reduce_dtype")},

@@ -115,19 +115,16 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
     // fsdp-auto-wrap policy=auto recorded (the options stay as given: this
     // pass may run on several modules).
     knobs = {forwardPrefetch, backwardPrefetch, limitAllGathers, bucketBytes};
-    if (auto chosen = module->getAttrOfType<DictionaryAttr>("fsdp.auto_wrap")) {
+    if (AutoWrapRecordAttr chosen =
+            FSDPDialect::AutoWrapAttrHelper(&getContext()).getAttr(module)) {
       if (!forwardPrefetch.hasValue())
-        if (auto value = chosen.getAs<BoolAttr>("forward_prefetch"))
-          knobs.forwardPrefetch = value.getValue();
+        knobs.forwardPrefetch = chosen.getForwardPrefetch().getValue();
       if (!backwardPrefetch.hasValue())
-        if (auto value = chosen.getAs<StringAttr>("backward_prefetch"))
-          knobs.backwardPrefetch = value.getValue().str();
+        knobs.backwardPrefetch = chosen.getBackwardPrefetch().str();
       if (!limitAllGathers.hasValue())
-        if (auto value = chosen.getAs<IntegerAttr>("limit_all_gathers"))
-          knobs.limitAllGathers = value.getInt();
+        knobs.limitAllGathers = chosen.getLimitAllGathers();
       if (!bucketBytes.hasValue())
-        if (auto value = chosen.getAs<IntegerAttr>("bucket_bytes"))
-          knobs.bucketBytes = value.getInt();
+        knobs.bucketBytes = chosen.getBucketBytes();
     }
     if (knobs.backwardPrefetch != "pre" && knobs.backwardPrefetch != "post" &&
         knobs.backwardPrefetch != "none") {
@@ -145,7 +142,8 @@ struct SchedulePass : mlir::fsdp::impl::ScheduleBase<SchedulePass> {
                      intraBandwidth.hasValue() || intraLatency.hasValue() ||
                      interBandwidth.hasValue() || interLatency.hasValue() ||
                      ranksPerNode.hasValue() || cpuRuntime.hasValue();
-    if (!costGiven && module->hasAttr("fsdp.cost_model"))
+    if (!costGiven &&
+        FSDPDialect::CostModelAttrHelper(&getContext()).isAttrPresent(module))
       model = CostModel::of(module);
     else
       model = {peakFlops,      memoryBandwidth, intraBandwidth, intraLatency,

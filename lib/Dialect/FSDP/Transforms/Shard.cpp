@@ -44,7 +44,7 @@ namespace {
 /// How one unit is sharded.
 struct UnitInfo {
   mutable FlatParamOp op;
-  StringRef strategy;
+  ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
   int64_t shardRanks = 1; // the group its flat buffer is sharded over
   RankedTensorType shardType;
   bool sharded() const { return shardRanks > 1; }
@@ -80,10 +80,8 @@ LogicalResult Sharder::collectUnits() {
   for (auto unit : module.getOps<FlatParamOp>()) {
     UnitInfo info;
     info.op = unit;
-    info.strategy = "FULL_SHARD";
-    if (auto config = unit->getAttrOfType<DictionaryAttr>("fsdp.config"))
-      if (auto strategy = config.getAs<StringAttr>("strategy"))
-        info.strategy = strategy.getValue();
+    info.strategy = getConfigStrategy(
+        FSDPDialect::ConfigAttrHelper(module.getContext()).getAttr(unit));
     FailureOr<int64_t> ranks = resolveWorldSize(unit, symbols);
     if (failed(ranks))
       return failure();
@@ -141,8 +139,9 @@ LogicalResult Sharder::gatherReads(UnflattenOp views) {
   // The root's backward starts as its forward ends, so PyTorch keeps the
   // root's parameters gathered in between.
   bool root = unit.op.getModule() && unit.op.getModule()->empty();
-  bool reshardAfterForward = !root && (unit.strategy == "FULL_SHARD" ||
-                                       unit.strategy == "HYBRID_SHARD");
+  bool reshardAfterForward =
+      !root && (unit.strategy == ShardingStrategy::FULL_SHARD ||
+                unit.strategy == ShardingStrategy::HYBRID_SHARD);
   SmallVector<SmallVector<OpOperand *>> runs;
   std::optional<bool> lastForward;
   for (OpOperand *use : uses) {
@@ -322,7 +321,8 @@ LogicalResult Sharder::retargetOptimizer() {
   for (auto get : body.getOps<GetBufferOp>()) {
     auto buffer =
         symbols.lookupNearestSymbolFrom<BufferOp>(module, get.getBufferAttr());
-    auto of = buffer ? buffer->getAttrOfType<FlatSymbolRefAttr>("fsdp.state_of")
+    auto of = buffer ? buffer->getAttrOfType<FlatSymbolRefAttr>(
+                           FSDPDialect::StateOfAttrHelper::getNameStr())
                      : nullptr;
     auto it = of ? units.find(symbols.lookupNearestSymbolFrom(module, of))
                  : units.end();
@@ -406,17 +406,19 @@ LogicalResult Sharder::run() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<std::tuple<Value, FlatSymbolRefAttr, bool>> grads;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.grad_of"))
+    if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+            i, FSDPDialect::GradOfAttrHelper::getNameStr()))
       grads.emplace_back(ret.getOperand(i), of, false);
-    if (auto of =
-            func.getResultAttrOfType<FlatSymbolRefAttr>(i, "fsdp.flat_grad_of"))
+    if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+            i, FSDPDialect::FlatGradOfAttrHelper::getNameStr()))
       grads.emplace_back(ret.getOperand(i), of, true);
   }
   for (auto marker : body.getOps<onnxir::IdentityOp>()) {
-    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>("fsdp.grad_of"))
+    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>(
+            FSDPDialect::GradOfAttrHelper::getNameStr()))
       grads.emplace_back(marker.getResult(), of, false);
-    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>("fsdp.flat_grad_of"))
+    if (auto of = marker->getAttrOfType<FlatSymbolRefAttr>(
+            FSDPDialect::FlatGradOfAttrHelper::getNameStr()))
       grads.emplace_back(marker.getResult(), of, true);
   }
   for (auto &[grad, of, flat] : grads)

@@ -54,17 +54,19 @@ private:
 /// forward's.
 inline bool isBackwardResult(func::FuncOp func, unsigned index,
                              SymbolTableCollection &symbols) {
-  if (func.getResultAttr(index, "fsdp.grad_of") ||
-      func.getResultAttr(index, "fsdp.flat_grad_of"))
+  if (func.getResultAttr(index, FSDPDialect::GradOfAttrHelper::getNameStr()) ||
+      func.getResultAttr(index,
+                         FSDPDialect::FlatGradOfAttrHelper::getNameStr()))
     return true;
-  auto of =
-      func.getResultAttrOfType<FlatSymbolRefAttr>(index, "fsdp.update_of");
+  auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+      index, FSDPDialect::UpdateOfAttrHelper::getNameStr());
   if (!of)
     return false;
   Operation *target =
       symbols.lookupNearestSymbolFrom(func->getParentOfType<ModuleOp>(), of);
   return isa_and_nonnull<ParamOp, FlatParamOp>(target) ||
-         (target && target->hasAttr("fsdp.state_of"));
+         (target &&
+          target->hasAttr(FSDPDialect::StateOfAttrHelper::getNameStr()));
 }
 
 /// The forward ops of `func`; `training` says whether it has a backward.

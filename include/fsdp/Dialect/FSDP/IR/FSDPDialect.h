@@ -7,10 +7,23 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Dialect.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
+#include "fsdp/Dialect/FSDP/IR/FSDPEnums.h.inc"
 
+namespace mlir::fsdp {
+/// The `strategy` of a unit's configuration (`#fsdp.unit`'s `config`, an
+/// `fsdp.flat_param`'s `fsdp.config`): FULL_SHARD when it has none.
+ShardingStrategy getConfigStrategy(DictionaryAttr config);
+/// The `strategy = #fsdp.strategy<...>` entry of a unit's configuration.
+NamedAttribute getConfigStrategyEntry(MLIRContext *context,
+                                      ShardingStrategy strategy);
+} // namespace mlir::fsdp
+
+// The attributes come first: the dialect's discardable attribute helpers
+// are typed with them.
 #define GET_ATTRDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h.inc"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPTypes.h.inc"

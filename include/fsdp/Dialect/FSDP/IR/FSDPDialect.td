@@ -19,6 +19,17 @@ def FSDP_Dialect : Dialect {
     size, and sharded so that rank `r` owns the `r`-th equal chunk. Device
     meshes are upstream `mesh.mesh` symbols.
 
+    The passes hand each other facts as the dialect's discardable
+    attributes, each of one declared kind that the dialect's verifier
+    checks: `fsdp.grad_of`, `fsdp.flat_grad_of` and `fsdp.update_of` (a
+    flat symbol reference, on a function result), `fsdp.state_of` (a flat
+    symbol reference, on an `fsdp.buffer`), `fsdp.name` (a string, on a
+    function argument or result), and on the module `fsdp.units` (a list of
+    `#fsdp.unit`), `fsdp.auto_wrap` (an `#fsdp.auto_wrap` record) and
+    `fsdp.cost_model` (an `#fsdp.cost_model`); on an `fsdp.flat_param`,
+    `fsdp.config` (its unit's configuration, whose `strategy` is an
+    `#fsdp.strategy`).
+
     ```mlir
     mesh.mesh @world(shape = 4)
     fsdp.param @"fc.weight" : tensor<2x3xf32>
@@ -28,6 +39,23 @@ def FSDP_Dialect : Dialect {
     ```
   }];
   let cppNamespace = "::mlir::fsdp";
+  // The facts passes hand each other (the description says where each one
+  // goes). Each gets a generated helper, e.g. `FSDPDialect::GradOfAttrHelper`
+  // (getAttr, setAttr, isAttrPresent, getNameStr).
+  let discardableAttrs = (ins
+    "::mlir::FlatSymbolRefAttr":$grad_of,
+    "::mlir::FlatSymbolRefAttr":$flat_grad_of,
+    "::mlir::FlatSymbolRefAttr":$update_of,
+    "::mlir::FlatSymbolRefAttr":$state_of,
+    "::mlir::StringAttr":$name,
+    "::mlir::ArrayAttr":$units,
+    "::mlir::fsdp::AutoWrapRecordAttr":$auto_wrap,
+    "::mlir::fsdp::CostModelAttr":$cost_model,
+    "::mlir::DictionaryAttr":$config
+  );
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
 }

@@ -7,6 +7,7 @@ include "fsdp/Dialect/FSDP/IR/FSDPDialect.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
@@ -95,6 +96,37 @@ def FSDP_ModuleAttr : AttrDef<FSDP_Dialect, "Module"> {
   }];
 }
 
+def FSDP_ShardingStrategy : I32EnumAttr<"ShardingStrategy",
+    "FSDP sharding strategy", [
+      I32EnumAttrCase<"FULL_SHARD", 0>,
+      I32EnumAttrCase<"SHARD_GRAD_OP", 1>,
+      I32EnumAttrCase<"NO_SHARD", 2>,
+      I32EnumAttrCase<"HYBRID_SHARD", 3>
+    ]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
+def FSDP_ShardingStrategyAttr
+    : EnumAttr<FSDP_Dialect, FSDP_ShardingStrategy, "strategy"> {
+  let summary = "an FSDP unit's sharding strategy";
+  let description = [{
+    PyTorch's `ShardingStrategy`, the `strategy` of a unit's configuration:
+    `FULL_SHARD` (parameters gathered for the forward and again for the
+    backward, gradients reduce-scattered), `SHARD_GRAD_OP` (parameters kept
+    gathered from the forward to the backward), `NO_SHARD` (every rank holds
+    everything, gradients all-reduced) and `HYBRID_SHARD` (FULL_SHARD
+    within a group of the 2-D mesh, replicated across groups). A unit
+    without one is FULL_SHARD.
+
+    ```mlir
+    #fsdp.unit<"blocks.0", params = [@blocks.0.w],
+               config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
+    ```
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
   let mnemonic = "unit";
   let summary = "one FSDP unit chosen by auto-wrap: its module and parameters";
@@ -107,13 +139,14 @@ def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
     pre-order, as PyTorch's FSDP tree is nested.
 
     `config` holds the unit's own settings, where it has any: `strategy`
-    (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD) and the mixed
+    (an `#fsdp.strategy`; FULL_SHARD when left out) and the mixed
     precision dtypes `param_dtype`, `reduce_dtype`, `buffer_dtype`
     (`mixed_precision = false` for units kept in full precision).
+    `fsdp-flatten` copies it to the unit's `fsdp.flat_param` as `fsdp.config`.
 
     ```mlir
     #fsdp.unit<"blocks.0", params = [@blocks.0.ln_1.weight, @blocks.0.ln_1.bias],
-               config = {param_dtype = bf16, strategy = "FULL_SHARD"}>
+               config = {param_dtype = bf16, strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
     ```
   }];
   let parameters = (ins
@@ -124,6 +157,168 @@ def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
   let assemblyFormat = [{
     `<` $module `,` `params` `=` $params (`,` `config` `=` $config^)? `>`
   }];
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The unit's sharding strategy: its config's, or FULL_SHARD.
+    ShardingStrategy getStrategy() const {
+      return getConfigStrategy(getConfig());
+    }
+  }];
+}
+
+def FSDP_WrapEvaluationAttr : AttrDef<FSDP_Dialect, "WrapEvaluation"> {
+  let mnemonic = "wrap_evaluation";
+  let summary = "one wrap policy as policy=auto's cost model evaluated it";
+  let description = [{
+    A configuration `fsdp-auto-wrap policy=auto` evaluated: the policy's
+    name, its number of units, the modelled step time in seconds, the
+    modelled peak memory per rank in bytes, whether that fits the memory
+    budget, and, for a policy that cannot be used, why (`invalid`).
+
+    ```mlir
+    #fsdp.wrap_evaluation<policy = "size min-num-params=1e4", units = 3,
+        step_seconds = 1.5e-03 : f64, peak_bytes = 65536, fits = true>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the policy's name">:$policy,
+    "int64_t":$units,
+    "::mlir::FloatAttr":$step_seconds,
+    "int64_t":$peak_bytes,
+    "::mlir::BoolAttr":$fits,
+    OptionalParameter<"::mlir::StringAttr">:$invalid
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def FSDP_PeakPartAttr : AttrDef<FSDP_Dialect, "PeakPart"> {
+  let mnemonic = "peak_part";
+  let summary = "one part of the modelled peak memory and its bytes";
+  let description = [{
+    ```mlir
+    #fsdp.peak_part<part = "gathered parameters", bytes = 4096>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"what the bytes hold">:$part,
+    "int64_t":$bytes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def FSDP_SameUnitsAttr : AttrDef<FSDP_Dialect, "SameUnits"> {
+  let mnemonic = "same_units";
+  let summary = "a hand policy that chose the same units as another";
+  let description = [{
+    ```mlir
+    #fsdp.same_units<policy = "size min-num-params=1e5",
+                     same_units_as = "size min-num-params=1e4">
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the policy left out">:$policy,
+    StringRefParameter<"the policy it chose the same units as">:$same_units_as
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def FSDP_AutoWrapRecordAttr : AttrDef<FSDP_Dialect, "AutoWrapRecord"> {
+  let mnemonic = "auto_wrap";
+  let summary = "what fsdp-auto-wrap policy=auto decided, and why";
+  let description = [{
+    `fsdp-auto-wrap policy=auto` records its decision in the module attribute
+    `fsdp.auto_wrap`: the ranks (`world_size`, and `mesh_shape` for
+    HYBRID_SHARD's 2-D mesh), the memory budget per rank in bytes (0: none)
+    and the reserve fraction kept free, whether a training step with
+    `optimizer_states` state tensors per parameter was modelled, the chosen
+    configuration (`chosen`), where its peak is reached and of what it is
+    made, the schedule it chose (`forward_prefetch`, `backward_prefetch`,
+    `limit_all_gathers`, `bucket_bytes`), how many configurations and unit
+    boundaries the search evaluated, the hand policies it compared with
+    (`#fsdp.wrap_evaluation`s), those it left out as choosing the same units
+    as another (`#fsdp.same_units`), and `use_orig_params` when it was
+    asked for.
+
+    `fsdp-flatten` checks that it shards over the same ranks,
+    `fsdp-schedule` takes the chosen schedule, `fsdp-plan-memory` holds the
+    plan to the budget, and `fsdp-explain-policy` prints the record. Every
+    field but `mesh_shape` and `use_orig_params` is required.
+
+    ```mlir
+    module attributes {fsdp.auto_wrap = #fsdp.auto_wrap<world_size = 2,
+        memory_budget = 0, memory_reserve = 1.0e-01 : f64, training = true,
+        optimizer_states = 2, chosen = <policy = "auto", units = 3,
+        step_seconds = 1.0e-03 : f64, peak_bytes = 65536, fits = true>,
+        peak_at = "backward of blocks.0", peak_parts = [],
+        forward_prefetch = false, backward_prefetch = "pre",
+        limit_all_gathers = 2, bucket_bytes = 0, evaluated = 10,
+        boundaries = 4, hand_policies = [], same_units = []>} {
+    }
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$world_size,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$mesh_shape,
+    "int64_t":$memory_budget,
+    "::mlir::FloatAttr":$memory_reserve,
+    "::mlir::BoolAttr":$training,
+    "int64_t":$optimizer_states,
+    "WrapEvaluationAttr":$chosen,
+    StringRefParameter<"where the chosen peak is reached">:$peak_at,
+    "::mlir::ArrayAttr":$peak_parts,
+    "::mlir::BoolAttr":$forward_prefetch,
+    StringRefParameter<"pre, post or none">:$backward_prefetch,
+    "int64_t":$limit_all_gathers,
+    "int64_t":$bucket_bytes,
+    "int64_t":$evaluated,
+    "int64_t":$boundaries,
+    "::mlir::ArrayAttr":$hand_policies,
+    "::mlir::ArrayAttr":$same_units,
+    OptionalParameter<"::mlir::UnitAttr">:$use_orig_params
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The lists, as their elements' kinds (the verifier checks them).
+    auto getPeakPartList() const {
+      return getPeakParts().getAsRange<PeakPartAttr>();
+    }
+    auto getHandPolicyList() const {
+      return getHandPolicies().getAsRange<WrapEvaluationAttr>();
+    }
+    auto getSameUnitsList() const {
+      return getSameUnits().getAsRange<SameUnitsAttr>();
+    }
+  }];
+}
+
+def FSDP_CostModelAttr : AttrDef<FSDP_Dialect, "CostModel"> {
+  let mnemonic = "cost_model";
+  let summary = "the cost model's machine: peak rates, bandwidths, latencies";
+  let description = [{
+    The figures `CostModel` prices compute and collectives with, as
+    `fsdp-auto-wrap policy=auto` recorded them in the module attribute
+    `fsdp.cost_model` for `fsdp-schedule` and `fsdp-explain-policy`: peak
+    FLOP/s, memory bandwidth (bytes/s), the bandwidth and latency (seconds)
+    of links inside a node and between nodes, ranks per node, and whether
+    the CPU runtime (no overlap of communication and compute) is modelled.
+    A field left out keeps the cost model's default.
+
+    ```mlir
+    #fsdp.cost_model<peak_flops = 1.0e+12 : f64, cpu_runtime = true>
+    ```
+  }];
+  let parameters = (ins
+    OptionalParameter<"::mlir::FloatAttr">:$peak_flops,
+    OptionalParameter<"::mlir::FloatAttr">:$memory_bandwidth,
+    OptionalParameter<"::mlir::FloatAttr">:$intra_bandwidth,
+    OptionalParameter<"::mlir::FloatAttr">:$intra_latency,
+    OptionalParameter<"::mlir::FloatAttr">:$inter_bandwidth,
+    OptionalParameter<"::mlir::FloatAttr">:$inter_latency,
+    OptionalParameter<"::mlir::IntegerAttr">:$ranks_per_node,
+    OptionalParameter<"::mlir::BoolAttr">:$cpu_runtime
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 //===----------------------------------------------------------------------===//

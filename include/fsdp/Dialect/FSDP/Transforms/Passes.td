@@ -271,6 +271,7 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
            "auto: the step clips the global gradient norm (fsdp-optimizer "
            "max-grad-norm): one small all-reduce per sharded unit">,
   ];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
 def ExplainPolicy : Pass<"fsdp-explain-policy", "ModuleOp"> {
@@ -529,6 +530,9 @@ def Schedule : Pass<"fsdp-schedule", "ModuleOp"> {
            "Model the CPU runtime: MPI collectives progress only while "
            "compute waits for them, and a bucket's collectives are separate calls">,
   ];
+  // It records the cost model as an #fsdp.cost_model, on modules that may
+  // hold no fsdp op yet.
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
 def Timeline : Pass<"fsdp-timeline", "ModuleOp"> {

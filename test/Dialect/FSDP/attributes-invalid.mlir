@@ -1,0 +1,98 @@
+// The facts passes hand each other (the dialect's discardable attributes)
+// are checked by the dialect's verifier: each malformed one, with its text.
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{'func.func' op has 'fsdp.grad_of' on result #0 that is not a symbol reference (@name): "w"}}
+func.func @step(%g: tensor<2xf32>) -> (tensor<2xf32> {fsdp.grad_of = "w"}) {
+  return %g : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op has 'fsdp.update_of' on result #1 that is not a symbol reference (@name): [@w]}}
+func.func @step(%w: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32> {fsdp.update_of = [@w]}) {
+  return %w, %w : tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op has 'fsdp.name' on argument #0 that is not a string: 7 : i64}}
+func.func @forward(%x: tensor<2xf32> {fsdp.name = 7}) -> tensor<2xf32> {
+  return %x : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.buffer' op has 'fsdp.state_of' that is not a symbol reference (@name): "unit:a"}}
+fsdp.buffer @"unit:a.exp_avg" : tensor<8xf32> {fsdp.state_of = "unit:a"}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op has 'fsdp.units' that is not a list of #fsdp.unit: ["a"]}}
+module attributes {fsdp.units = ["a"]} {
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.param' op has 'fsdp.units', which only a module carries}}
+fsdp.param @w : tensor<2xf32> {fsdp.units = []}
+
+// -----
+
+// The record before it was typed: a dictionary is refused.
+// expected-error @+1 {{'builtin.module' op has 'fsdp.auto_wrap' that is not an #fsdp.auto_wrap record: {world_size = 2 : i64}}}
+module attributes {fsdp.auto_wrap = {world_size = 2}} {
+}
+
+// -----
+
+// A record missing a field (peak_at).
+// expected-error @+1 {{struct is missing required parameter: peak_at}}
+module attributes {fsdp.auto_wrap = #fsdp.auto_wrap<world_size = 2, memory_budget = 0, memory_reserve = 1.0e-01 : f64, training = true, optimizer_states = 2, chosen = <policy = "auto", units = 1, step_seconds = 1.0e-03 : f64, peak_bytes = 64, fits = true>, peak_parts = [], forward_prefetch = false, backward_prefetch = "pre", limit_all_gathers = 2, bucket_bytes = 0, evaluated = 1, boundaries = 1, hand_policies = [], same_units = []>} {
+}
+
+// -----
+
+// expected-error @+1 {{auto-wrap record's peak_parts holds 64 : i64, not a #fsdp.peak_part}}
+module attributes {fsdp.auto_wrap = #fsdp.auto_wrap<world_size = 2, memory_budget = 0, memory_reserve = 1.0e-01 : f64, training = true, optimizer_states = 2, chosen = <policy = "auto", units = 1, step_seconds = 1.0e-03 : f64, peak_bytes = 64, fits = true>, peak_at = "forward", peak_parts = [64], forward_prefetch = false, backward_prefetch = "pre", limit_all_gathers = 2, bucket_bytes = 0, evaluated = 1, boundaries = 1, hand_policies = [], same_units = []>} {
+}
+
+// -----
+
+// expected-error @+1 {{auto-wrap record's mesh_shape has 3 sizes, not 2}}
+module attributes {fsdp.auto_wrap = #fsdp.auto_wrap<world_size = 8, mesh_shape = [2, 2, 2], memory_budget = 0, memory_reserve = 1.0e-01 : f64, training = true, optimizer_states = 2, chosen = <policy = "auto", units = 1, step_seconds = 1.0e-03 : f64, peak_bytes = 64, fits = true>, peak_at = "forward", peak_parts = [], forward_prefetch = false, backward_prefetch = "pre", limit_all_gathers = 2, bucket_bytes = 0, evaluated = 1, boundaries = 1, hand_policies = [], same_units = []>} {
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op has 'fsdp.cost_model' that is not an #fsdp.cost_model: {peak_flops = 1.000000e+12 : f64}}}
+module attributes {fsdp.cost_model = {peak_flops = 1.0e12 : f64}} {
+}
+
+// -----
+
+// A unit's strategy is an #fsdp.strategy, one of PyTorch's four.
+// expected-error @+3 {{expected ::mlir::fsdp::ShardingStrategy to be one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD}}
+// expected-error @+2 {{failed to parse FSDP_ShardingStrategyAttr parameter 'value'}}
+// expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = {strategy = #fsdp.strategy<PART_SHARD>}>]} {
+}
+
+// -----
+
+// The strategy as a string (its form before it was typed) is refused.
+// expected-error @+1 {{unit 'a' has strategy "NO_SHARD", not an #fsdp.strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)}}
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = {strategy = "NO_SHARD"}>]} {
+}
+
+// -----
+
+fsdp.param @a.w : tensor<2xf32>
+// expected-error @+1 {{'fsdp.flat_param' op its 'fsdp.config' has strategy 2 : i64, not an #fsdp.strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)}}
+fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = {strategy = 2}, module = "a"} : tensor<2xf32>
+
+// -----
+
+fsdp.param @a.w : tensor<2xf32>
+// expected-error @+1 {{'fsdp.flat_param' op has 'fsdp.config' that is not a dictionary: "NO_SHARD"}}
+fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = "NO_SHARD", module = "a"} : tensor<2xf32>
