@@ -445,12 +445,21 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
         verbose=False,
     )
     # The optimizer removes the exporter's sequence ops and shape
-    # arithmetic, but would also fold parameters into constants (a
-    # transposed weight): while it runs, the initializers are graph inputs,
-    # which it must leave alone.
+    # arithmetic, but would also rewrite the model's state: fold a
+    # transposed weight into a constant, drop a Gemm's bias that happens to
+    # be zero (nn.MultiheadAttention's out_proj.bias at initialisation:
+    # its gradient would then be lost). While it runs, every parameter and
+    # buffer is a graph input with no value, which no rule can read.
     graph = program.model.graph
+    state = {name for name, _ in exported.named_parameters(remove_duplicate=False)}
+    state |= {name for name, _ in exported.named_buffers(remove_duplicate=False)}
     n_inputs = len(graph.inputs)
-    graph.inputs.extend(list(graph.initializers.values()))
+    hidden = {}
+    for name in [name for name in graph.initializers if name in state]:
+        value = graph.initializers.pop(name)
+        hidden[name] = value.const_value
+        value.const_value = None
+        graph.inputs.append(value)
     quiet = [logging.getLogger(name) for name in ("onnxscript", "onnx_ir")]
     levels = [logger.level for logger in quiet]
     try:
@@ -461,7 +470,9 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
         for logger, level in zip(quiet, levels):
             logger.setLevel(level)
         while len(graph.inputs) > n_inputs:
-            graph.inputs.pop()
+            value = graph.inputs.pop()
+            value.const_value = hidden[value.name]
+            graph.register_initializer(value)
     program.save(str(raw))
     proto = onnx.load(str(raw))
     _batch_norms_in_training(proto, exported)

@@ -156,8 +156,7 @@ struct ExplainPolicyPass
         FSDPDialect::UnitsAttrHelper(&getContext()).getAttr(module);
     if (!unitList)
       return module.emitError()
-             << "fsdp-explain-policy: the module has policy=auto's record but "
-                "no '"
+             << "the module has policy=auto's record but no '"
              << FSDPDialect::UnitsAttrHelper::getNameStr() << "'";
     SymbolTable symbols(module);
     for (auto unit : unitList.getAsRange<WrapUnitAttr>()) {
