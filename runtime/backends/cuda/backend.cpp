@@ -1535,8 +1535,9 @@ KernelFn widened(const std::string &op, Context &c) {
 /// whether cuDNN's graph or the backend's own kernel runs it, and why.
 void sayWhichRuns(const std::string &op, const KernelArgs &args,
                   const PreparedGraph *graph, const std::string &why) {
-  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
-  if (profile)
+  // Read at each prepare (once per kernel, not per launch), so that a test
+  // may turn it on for one plan.
+  if (std::getenv("FSDPRT_PROFILE"))
     std::fprintf(stderr, "fsdprt: %s: %s\n",
                  (args.where.empty() ? op : args.where).c_str(),
                  graph ? ("cuDNN, " + graph->name()).c_str()
@@ -1717,6 +1718,55 @@ KernelFn cudnnConv(const std::string &op, Context &c) {
   });
 }
 
+/// batch_norm (given statistics, x [N, C, ...]) on cuDNN's inference-phase
+/// batch norm where the device has a plan: fp32 as the own kernel, x seen
+/// as [N, C, inner, 1] (its contiguous NCHW layout). cuDNN reads the
+/// inverse standard deviation, which the own inverse-std kernel writes into
+/// the workspace first (C floats), before cuDNN's own workspace. nullptr
+/// otherwise (the own kernel runs it).
+KernelFn cudnnBatchNorm(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  if (args.in.size() != 5 || args.out.size() != 1)
+    return nullptr;
+  checkLikeTheCpu(op, args); // a mismatch is named as on the CPU
+  if (!allF32(args))
+    return nullptr;
+  const Tensor &x = args.in[0], &y = args.out[0];
+  if (x.numel == 0)
+    return nullptr;
+  cudnn::NormShape shape;
+  shape.kind = cudnn::NormKind::Batch;
+  shape.inference = true;
+  shape.dtype = cudnn::DType::F32;
+  shape.n = x.shape[0], shape.c = x.shape[1];
+  shape.h = cpu::product(x.shape, 2, x.shape.size()), shape.w = 1;
+  shape.epsilon = static_cast<float>(args.attrs.getFloat("epsilon", 1e-5));
+  std::string why;
+  std::shared_ptr<PreparedGraph> graph = c.device.prepareNorm(shape, why);
+  sayWhichRuns(op, args, graph.get(), why);
+  if (!graph)
+    return nullptr;
+  uint64_t stats = (shape.c * sizeof(float) + 255) / 256 * 256;
+  args.workspace->reserve(stats + graph->workspaceBytes());
+  Workspace *workspace = args.workspace;
+  const Tensor scale = args.in[1], bias = args.in[2], mean = args.in[3],
+               var = args.in[4];
+  float eps = shape.epsilon;
+  int64_t channels = shape.c;
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) -> std::string {
+    char *base = workspace->as<char>();
+    float *invStd = reinterpret_cast<float *>(base);
+    if (std::string e =
+            dev.inverseStd(s, var.as<float>(), invStd, channels, eps);
+        !e.empty())
+      return e;
+    return dev.runGraph(
+        s, *graph,
+        {x.data, scale.data, bias.data, mean.data, invStd, y.data},
+        base + stats);
+  });
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
   KernelFn body;
@@ -1725,6 +1775,8 @@ KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   else if (op == "conv" || op == "conv_grad_input" ||
            op == "conv_grad_weight")
     body = cudnnConv(op, context);
+  else if (op == "batch_norm")
+    body = cudnnBatchNorm(op, context);
   if (!body)
     body = own(op, context);
   if (!body && hasHalf(args))

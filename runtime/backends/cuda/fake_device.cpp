@@ -252,6 +252,41 @@ std::string FakeConvGraph::run(const std::vector<void *> &t) const {
   return "";
 }
 
+/// Batch norm with given statistics as cuDNN's inference-phase graph
+/// computes it, on the host, in fp32: (x - mean) * invStd * scale + bias,
+/// with x, scale, bias, mean, inv std and y bound as the GPU binds them.
+struct FakeNormGraph : PreparedGraph {
+  explicit FakeNormGraph(const cudnn::NormShape &shape) : shape(shape) {}
+  int64_t workspaceBytes() const override { return 0; }
+  std::string name() const override {
+    return "batchnorm inference [" + std::to_string(shape.n) + "," +
+           std::to_string(shape.c) + "," + std::to_string(shape.h) + "," +
+           std::to_string(shape.w) + "] on fake-cuda:cudnn's host model";
+  }
+  std::string run(const std::vector<void *> &t) const;
+  cudnn::NormShape shape;
+};
+
+std::string FakeNormGraph::run(const std::vector<void *> &t) const {
+  const cudnn::NormShape &x = shape;
+  if (t.size() != 6)
+    return "fake cuDNN: " + std::to_string(t.size()) + " tensors bound";
+  const float *in = static_cast<const float *>(t[0]);
+  const float *scale = static_cast<const float *>(t[1]);
+  const float *bias = static_cast<const float *>(t[2]);
+  const float *mean = static_cast<const float *>(t[3]);
+  const float *invStd = static_cast<const float *>(t[4]);
+  float *y = static_cast<float *>(t[5]);
+  int64_t inner = x.h * x.w;
+  for (int64_t n = 0; n < x.n; ++n)
+    for (int64_t c = 0; c < x.c; ++c) {
+      int64_t at = (n * x.c + c) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        y[at + i] = (in[at + i] - mean[c]) * invStd[c] * scale[c] + bias[c];
+    }
+  return "";
+}
+
 struct FakeGemm : PreparedGemm {
   explicit FakeGemm(const Gemm &gemm) : gemm(gemm) {}
   Gemm gemm;
@@ -481,6 +516,10 @@ public:
         BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
         n * channels * inner);
   }
+  std::string inverseStd(DeviceStream &, const float *var, float *invStd,
+                         int64_t channels, float eps) override {
+    return each(InverseStdBody{var, invStd, eps}, channels);
+  }
   std::string im2col(DeviceStream &, const ConvWindow &window, const float *x,
                      float *col, int64_t images) override {
     return each(Im2colBody{window, x, col},
@@ -591,11 +630,31 @@ public:
       return Device::prepareConv(shape, why);
     return std::make_shared<FakeConvGraph>(shape);
   }
+  /// Batch norm in inference only (the graphs FakeNormGraph models); off,
+  /// as a GPU's cuDNN, under FSDPRT_CUDNN=off.
+  std::shared_ptr<PreparedGraph> prepareNorm(const cudnn::NormShape &shape,
+                                             std::string &why) override {
+    if (!cudnn)
+      return Device::prepareNorm(shape, why);
+    if (const char *env = std::getenv("FSDPRT_CUDNN");
+        env && std::string(env) == "off") {
+      why = "cuDNN is turned off (FSDPRT_CUDNN=off)";
+      return nullptr;
+    }
+    if (shape.kind != cudnn::NormKind::Batch || !shape.inference ||
+        shape.dtype != cudnn::DType::F32) {
+      why = "fake-cuda:cudnn models only fp32 batch norm in inference";
+      return nullptr;
+    }
+    return std::make_shared<FakeNormGraph>(shape);
+  }
   std::string runGraph(DeviceStream &, PreparedGraph &graph,
                        const std::vector<void *> &tensors,
                        void *workspace) override {
     if (auto *conv = dynamic_cast<FakeConvGraph *>(&graph))
       return conv->run(tensors);
+    if (auto *norm = dynamic_cast<FakeNormGraph *>(&graph))
+      return norm->run(tensors);
     return static_cast<FakeCudnnGraph &>(graph).run(tensors, workspace);
   }
   std::string gemm(DeviceStream &, PreparedGemm &gemm, const void *a,

@@ -37,4 +37,9 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
       n * channels * inner, s);
 }
 
+cudaError_t launchInverseStd(const float *var, float *invStd, int64_t channels,
+                             float eps, cudaStream_t s) {
+  return elementwise(InverseStdBody{var, invStd, eps}, channels, s);
+}
+
 } // namespace fsdprt::cuda

@@ -593,6 +593,13 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
          cuda::launchBatchNorm(dx.data, ds.data, db.data, dm.data, dv.data, dy.data, n, channels,
                                inner, 1e-5f, nullptr),
          dy.read(), want, 1e-6);
+  // The inverse standard deviation cuDNN's inference-phase batch norm reads.
+  std::vector<float> inv(channels);
+  cuda::hostForEach(cuda::InverseStdBody{v.data(), inv.data(), 1e-5f}, channels);
+  DeviceBuffer dinv(poison<float>(channels));
+  expect("inverse std of " + std::to_string(channels),
+         cuda::launchInverseStd(dv.data, dinv.data, channels, 1e-5f, nullptr), dinv.read(), inv,
+         1e-6);
 }
 
 /// attention and attention_grad of `batch` heads ([batch, L, S] masks of

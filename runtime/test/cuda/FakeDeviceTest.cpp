@@ -11,7 +11,9 @@
 // attention and attention_grad run through the backend's cuDNN path (keys
 // transposed through the workspace, the graph's bindings) on the host
 // model of cuDNN's graphs, and give the CPU's results; so do fp32 and bf16
-// convolutions and their gradients. int64 arithmetic wraps and truncates
+// convolutions and their gradients, and fp32 batch norm with given
+// statistics (FSDPRT_CUDNN=off: the own kernel, as the profile says).
+// int64 arithmetic wraps and truncates
 // as the CPU's does.
 //
 //===----------------------------------------------------------------------===//
@@ -160,6 +162,68 @@ TEST(FakeDevice, ConvolutionsThroughTheCudnnPath) {
   ASSERT_EQ(fake.error, "");
   std::vector<float> want = bf16Floats(cpu.outputs[0]);
   expectNear(bf16Floats(fake.outputs[0]), {want.begin(), want.end()}, 1e-2);
+}
+
+/// Runs `op` on fake-cuda:cudnn under FSDPRT_PROFILE (and FSDPRT_CUDNN=off
+/// when `cudnnOff`): the outputs, and what the backend said runs it.
+Result runProfiled(const std::string &op, const std::vector<Value> &ins,
+                   const Outputs &outs, const AttrList &attrs, bool cudnnOff,
+                   std::string &said) {
+  ::setenv("FSDPRT_PROFILE", "1", 1);
+  if (cudnnOff)
+    ::setenv("FSDPRT_CUDNN", "off", 1);
+  testing::internal::CaptureStderr();
+  Result r = runOp(op, ins, outs, attrs, 2, "fake-cuda:cudnn");
+  said = testing::internal::GetCapturedStderr();
+  ::unsetenv("FSDPRT_PROFILE");
+  ::unsetenv("FSDPRT_CUDNN");
+  return r;
+}
+
+TEST(FakeDevice, BatchNormThroughTheCudnnPath) {
+  // Given statistics over NCHW, [N, C, L] and BatchNorm1d's [N, C], epsilon
+  // as given: cuDNN's inference graph (x as [N, C, inner, 1]) on its host
+  // model gives the CPU's y; under FSDPRT_CUDNN=off the own kernel does.
+  struct Case {
+    Shape x;
+    std::string graph;
+  };
+  std::vector<Case> cases = {{{2, 3, 4, 5}, "batchnorm inference [2,3,20,1]"},
+                             {{3, 4, 7}, "batchnorm inference [3,4,7,1]"},
+                             {{5, 6}, "batchnorm inference [5,6,1,1]"}};
+  for (const Case &c : cases) {
+    int64_t channels = c.x[1], numel = 1;
+    for (int64_t d : c.x)
+      numel *= d;
+    std::vector<float> var = randomFloats(channels, 45);
+    for (float &v : var)
+      v = std::abs(v) + 0.25f; // a variance is positive
+    std::vector<Value> ins = {f32(c.x, randomFloats(numel, 41)),
+                              f32({channels}, randomFloats(channels, 42)),
+                              f32({channels}, randomFloats(channels, 43)),
+                              f32({channels}, randomFloats(channels, 44)),
+                              f32({channels}, var)};
+    AttrList attrs = {{"epsilon", 1e-3}};
+    SCOPED_TRACE(c.graph);
+    Result cpu = runOp("batch_norm", ins, {{F32, c.x}}, attrs);
+    ASSERT_EQ(cpu.error, "");
+    std::vector<float> want = cpu.outputs[0].as<float>();
+    for (bool off : {false, true}) {
+      std::string said;
+      Result fake = runProfiled("batch_norm", ins, {{F32, c.x}}, attrs, off,
+                                said);
+      ASSERT_EQ(fake.error, "");
+      expectNear(fake.outputs[0].as<float>(), {want.begin(), want.end()},
+                 1e-5);
+      // "fsdprt: kernel 0 (batch_norm at 'node_1'): ...", once.
+      std::string runs =
+          off ? "the backend's own kernel: cuDNN is turned off "
+                "(FSDPRT_CUDNN=off)"
+              : "cuDNN, " + c.graph + " on fake-cuda:cudnn's host model";
+      std::string line = "(batch_norm at 'node_1'): " + runs + "\n";
+      EXPECT_NE(said.find(line), std::string::npos) << said;
+    }
+  }
 }
 
 TEST(FakeDevice, Int64ArithmeticWrapsAndTruncatesAsTheCpu) {

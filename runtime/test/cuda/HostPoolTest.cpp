@@ -133,6 +133,31 @@ TEST(CudaHost, PoolGradEqualsTheCpuBackendBitForBit) {
     }
 }
 
+// 1 / sqrt(var + eps), against the CPU's batch_norm of ones with mean 0,
+// scale 1 and bias 0 (which computes exactly that), in one channel, in
+// 5, and in more than a block's worth.
+TEST(CudaHost, InverseStdEqualsTheCpuBackend) {
+  for (int64_t channels : {int64_t(1), int64_t(5), int64_t(1025)}) {
+    std::vector<float> v = randomFloats(channels, 8);
+    for (float &var : v)
+      var = std::fabs(var) * 4;
+    v[0] = 0; // eps alone
+    std::vector<float> inv(channels);
+    float eps = 1e-3f;
+    cuda::hostForEach(cuda::InverseStdBody{v.data(), inv.data(), eps},
+                      channels);
+    Shape c = {channels}, x = {1, channels};
+    expectClose(inv,
+                cpu("batch_norm",
+                    {f32(x, std::vector<float>(channels, 1.0f)),
+                     f32(c, std::vector<float>(channels, 1.0f)),
+                     f32(c, std::vector<float>(channels, 0.0f)),
+                     f32(c, std::vector<float>(channels, 0.0f)), f32(c, v)},
+                    x, {{"epsilon", double(eps)}}),
+                2e-6);
+  }
+}
+
 TEST(CudaHost, BatchNormEqualsTheCpuBackend) {
   for (const Shape &shape :
        {Shape{2, 3, 5, 7}, Shape{8, 32}, Shape{1, 1, 1}, Shape{2, 4, 100003}}) {

@@ -148,6 +148,18 @@ struct BatchNormBody {
   }
 };
 
+/// The inverse standard deviation 1 / sqrt(var + eps) per channel: what
+/// cuDNN's inference-phase batch norm reads instead of the variance.
+struct InverseStdBody {
+  const float *var;
+  float *invStd;
+  float eps;
+
+  FSDP_HD void operator()(int64_t c) const {
+    invStd[c] = 1.0f / sqrtf(var[c] + eps);
+  }
+};
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_POOL_H
