@@ -811,6 +811,43 @@ KernelFn batchNormKernel(Context &c) {
   });
 }
 
+/// batch_norm_train and batch_norm_grad (kernels/pool.h), checked as the
+/// CPU checks them; fp32 (halves run widened, the statistics stay fp32).
+KernelFn batchNormTrainKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  if (!allF32(args))
+    return nullptr;
+  bool grad = op == "batch_norm_grad";
+  const Tensor &x = args.in[grad ? 1 : 0];
+  int64_t n = x.shape[0], channels = x.shape[1];
+  int64_t inner = cpu::product(x.shape, 2, x.shape.size());
+  const std::vector<Tensor> &in = args.in, &out = args.out;
+  if (grad) {
+    BatchNormGradBody body{in[0].as<float>(),  in[1].as<float>(),
+                           in[2].as<float>(),  in[3].as<float>(),
+                           in[4].as<float>(),  out[0].as<float>(),
+                           out[1].as<float>(), out[2].as<float>(),
+                           n,                  channels,
+                           inner};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.batchNormGrad(s, body);
+    });
+  }
+  int64_t count = n * inner;
+  BatchNormTrainBody body{
+      in[0].as<float>(),  in[1].as<float>(),  in[2].as<float>(),
+      in[3].as<float>(),  in[4].as<float>(),  out[0].as<float>(),
+      out[1].as<float>(), out[2].as<float>(), out[3].as<float>(),
+      out[4].as<float>(), n,                  channels,
+      inner,              args.attrs.getFloat("epsilon", 1e-5),
+      args.attrs.getFloat("momentum", 0.9),
+      count > 1 ? double(count) / double(count - 1) : 1.0};
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.batchNormTrain(s, body);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Fused attention
 //===----------------------------------------------------------------------===//
@@ -1399,6 +1436,8 @@ KernelFn own(const std::string &op, Context &c) {
     return poolKernel(op, c);
   if (op == "batch_norm")
     return batchNormKernel(c);
+  if (op == "batch_norm_train" || op == "batch_norm_grad")
+    return batchNormTrainKernel(op, c);
   if (op == "attention" || op == "attention_grad")
     return attentionKernel(op, c);
   if (op == "cast")

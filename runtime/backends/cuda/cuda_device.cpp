@@ -308,6 +308,16 @@ public:
                                  inner, eps, raw(s)),
                  "batch norm kernel");
   }
+  std::string batchNormTrain(DeviceStream &s,
+                             const BatchNormTrainBody &body) override {
+    return check(launchBatchNormTrain(body, raw(s)),
+                 "batch norm training kernel");
+  }
+  std::string batchNormGrad(DeviceStream &s,
+                            const BatchNormGradBody &body) override {
+    return check(launchBatchNormGrad(body, raw(s)),
+                 "batch norm gradient kernel");
+  }
   std::string inverseStd(DeviceStream &s, const float *var, float *invStd,
                          int64_t channels, float eps) override {
     return check(launchInverseStd(var, invStd, channels, eps, raw(s)),

@@ -215,6 +215,10 @@ public:
                                 const float *mean, const float *var, float *y,
                                 int64_t n, int64_t channels, int64_t inner,
                                 float eps) = 0;
+  virtual std::string batchNormTrain(DeviceStream &s,
+                                     const BatchNormTrainBody &body) = 0;
+  virtual std::string batchNormGrad(DeviceStream &s,
+                                    const BatchNormGradBody &body) = 0;
   virtual std::string inverseStd(DeviceStream &s, const float *var,
                                  float *invStd, int64_t channels,
                                  float eps) = 0;

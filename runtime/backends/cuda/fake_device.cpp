@@ -516,6 +516,14 @@ public:
         BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
         n * channels * inner);
   }
+  std::string batchNormTrain(DeviceStream &,
+                             const BatchNormTrainBody &body) override {
+    return each(body, body.channels);
+  }
+  std::string batchNormGrad(DeviceStream &,
+                            const BatchNormGradBody &body) override {
+    return each(body, body.channels);
+  }
   std::string inverseStd(DeviceStream &, const float *var, float *invStd,
                          int64_t channels, float eps) override {
     return each(InverseStdBody{var, invStd, eps}, channels);

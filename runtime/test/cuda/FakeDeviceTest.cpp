@@ -349,6 +349,37 @@ TEST(FakeDevice, GatherGradSumsRepeatsAndReportsABadIndex) {
   EXPECT_EQ(fake.error, cpu.error);
 }
 
+// The training batch norm and its gradient through the backend: fp32, and
+// bf16 x, y, dy and dx (widened) with fp32 statistics, scale and bias.
+TEST(FakeDevice, TrainingBatchNormAndItsGradientLikeTheCpu) {
+  Shape xs = {2, 3, 9, 8}, cs = {3};
+  std::vector<float> x = randomFloats(2 * 3 * 9 * 8, 51),
+                     dy = randomFloats(2 * 3 * 9 * 8, 52);
+  std::vector<Value> perChannel = {
+      f32(cs, randomFloats(3, 53)), f32(cs, randomFloats(3, 54)),
+      f32(cs, randomFloats(3, 55)), f32(cs, {0.5f, 1.5f, 2.0f})};
+  AttrList attrs = {{"epsilon", 1e-3}, {"momentum", 0.8}};
+  for (bool half : {false, true}) {
+    SCOPED_TRACE(half ? "bf16" : "fp32");
+    plan::DType type = half ? BF16 : F32;
+    Value xv = half ? bf16(xs, x) : f32(xs, x),
+          dyv = half ? bf16(xs, dy) : f32(xs, dy);
+    std::vector<Value> ins = {xv};
+    ins.insert(ins.end(), perChannel.begin(), perChannel.end());
+    expectLikeTheCpu("batch_norm_train", ins,
+                     {{type, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}},
+                     attrs);
+    Result fwd = runOp("batch_norm_train", ins,
+                       {{type, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}},
+                       attrs);
+    ASSERT_EQ(fwd.error, "");
+    expectLikeTheCpu(
+        "batch_norm_grad",
+        {dyv, xv, perChannel[0], fwd.outputs[1], fwd.outputs[2]},
+        {{type, xs}, {F32, cs}, {F32, cs}}, attrs);
+  }
+}
+
 TEST(FakeDevice, HalfPrecisionRunsWidenedLikeTheCpu) {
   Value x = bf16({4, 33}, randomFloats(132, 18));
   Value y = bf16({33}, randomFloats(33, 19));
