@@ -1806,6 +1806,75 @@ KernelFn cudnnBatchNorm(const std::string &op, Context &c) {
   });
 }
 
+/// batch_norm_train and batch_norm_grad on cuDNN's training-phase batch
+/// norm forward and its backward where the device has a plan: x (and y,
+/// dy, dx) fp32, bf16 or f16 as [N, C, inner, 1], every per-channel tensor
+/// fp32 (mixed precision's statistics). cuDNN's running-statistics factor
+/// is 1 - the plan's (ONNX) momentum. nullptr otherwise (the own kernels
+/// run them).
+KernelFn cudnnBatchNormTrain(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  bool backward = op == "batch_norm_grad";
+  if (args.in.size() != 5 || args.out.size() != (backward ? 3u : 5u))
+    return nullptr;
+  checkLikeTheCpu(op, args); // a mismatch is named as on the CPU
+  const Tensor &x = args.in[backward ? 1 : 0];
+  fsdprt_dtype_t dtype = x.dtype;
+  std::vector<const Tensor *> wide = {&x, &args.out[0]}, perChannel;
+  if (backward)
+    wide.push_back(&args.in[0]);
+  for (size_t i = backward ? 2 : 1; i < 5; ++i)
+    perChannel.push_back(&args.in[i]);
+  for (size_t i = 1; i < args.out.size(); ++i)
+    perChannel.push_back(&args.out[i]);
+  for (const Tensor *t : wide)
+    if (t->dtype != dtype)
+      return nullptr;
+  for (const Tensor *t : perChannel)
+    if (t->dtype != FSDPRT_F32)
+      return nullptr;
+  cudnn::NormShape shape;
+  if (dtype == FSDPRT_F32)
+    shape.dtype = cudnn::DType::F32;
+  else if (dtype == FSDPRT_BF16)
+    shape.dtype = cudnn::DType::BF16;
+  else if (dtype == FSDPRT_F16)
+    shape.dtype = cudnn::DType::F16;
+  else
+    return nullptr;
+  if (x.numel == 0)
+    return nullptr;
+  shape.kind = cudnn::NormKind::Batch;
+  shape.backward = backward;
+  shape.n = x.shape[0], shape.c = x.shape[1];
+  shape.h = cpu::product(x.shape, 2, x.shape.size()), shape.w = 1;
+  shape.epsilon = static_cast<float>(args.attrs.getFloat("epsilon", 1e-5));
+  shape.momentum =
+      static_cast<float>(1.0 - args.attrs.getFloat("momentum", 0.9));
+  std::string why;
+  std::shared_ptr<PreparedGraph> graph = c.device.prepareNorm(shape, why);
+  sayWhichRuns(op, args, graph.get(), why);
+  if (!graph)
+    return nullptr;
+  args.workspace->reserve(graph->workspaceBytes());
+  Workspace *workspace = args.workspace;
+  const std::vector<Tensor> &in = args.in, &out = args.out;
+  // The graph's order (cudnn_graphs.h): forward x, scale, saved mean,
+  // saved inv std, y, bias, running mean and var, their new values;
+  // backward x, scale, mean, inv std, dy, dx, dscale, dbias.
+  std::vector<void *> tensors =
+      backward ? std::vector<void *>{in[1].data,  in[2].data,  in[3].data,
+                                     in[4].data,  in[0].data,  out[0].data,
+                                     out[1].data, out[2].data}
+               : std::vector<void *>{in[0].data,  in[1].data,  out[1].data,
+                                     out[2].data, out[0].data, in[2].data,
+                                     in[3].data,  in[4].data,  out[3].data,
+                                     out[4].data};
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) {
+    return dev.runGraph(s, *graph, tensors, workspace->data());
+  });
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
   KernelFn body;
@@ -1816,6 +1885,8 @@ KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
     body = cudnnConv(op, context);
   else if (op == "batch_norm")
     body = cudnnBatchNorm(op, context);
+  else if (op == "batch_norm_train" || op == "batch_norm_grad")
+    body = cudnnBatchNormTrain(op, context);
   if (!body)
     body = own(op, context);
   if (!body && hasHalf(args))

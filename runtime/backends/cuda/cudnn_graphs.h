@@ -171,7 +171,10 @@ public:
   /// view of V), O, dO, stats, dQ, dK, dV (K, V, dK and dV as
   /// [b, h, skv, d]). Convolution: x, w, y (fprop), dx, w, dy (dgrad),
   /// x, dw, dy (wgrad). Batch norm in inference: x, scale, bias, mean,
-  /// inv std, y.
+  /// inv std, y; in training, forward: x, scale, mean, inv variance (the
+  /// saved inverse std), y, bias, running mean, running var, next running
+  /// mean, next running var; backward: x, scale, mean, inv variance, dy,
+  /// dx, dscale, dbias.
   std::vector<std::string> tensors() const;
   /// Bytes of device workspace a launch needs (cuDNN's, then the graph's
   /// own fp32 intermediates), 256-byte aligned.

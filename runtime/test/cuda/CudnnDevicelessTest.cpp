@@ -351,6 +351,35 @@ TEST(CudnnDeviceless, BatchNormInferenceHasNoEngineAndTheOwnKernelRuns) {
       }
 }
 
+// The training graphs batch_norm_train and batch_norm_grad run (ResNet's
+// and BatchNorm1d's shapes, fp32 and bf16) compile to plans that name
+// the tensors in the order the backend binds them, and bind.
+TEST(CudnnDeviceless, BatchNormTrainingPlansCompileAndBind) {
+  const std::vector<std::string> forward = {
+      "x",    "scale",        "mean",        "inv variance",
+      "y",    "bias",         "running mean", "running var",
+      "next running mean", "next running var"};
+  const std::vector<std::string> backward = {
+      "x", "scale", "mean", "inv variance", "dy", "dx", "dscale", "dbias"};
+  for (bool back : {false, true})
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (const NormShape &x : {norm(NormKind::Batch, 2, 64, 16, back, dtype),
+                                 norm(NormKind::Batch, 8, 32, 1, back, dtype)}) {
+        std::string error;
+        auto exe = Executable::compile(x, h100(), error);
+        if (!exe && error.find("CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER") !=
+                        std::string::npos)
+          GTEST_SKIP() << "batch norm plans need the CUDA driver to finalize: "
+                       << error;
+        ASSERT_NE(exe, nullptr) << describe(x) << ": " << error;
+        EXPECT_EQ(exe->tensors(), back ? backward : forward) << describe(x);
+        EXPECT_EQ(exe->workspaceBytes() % 256, 0);
+        std::printf("  compiled   %-60s workspace %lld bytes\n",
+                    describe(x).c_str(), (long long)exe->workspaceBytes());
+        expectBinds(*exe);
+      }
+}
+
 // Only batch norm has an inference graph: layer norm's is refused while
 // the graph is built, naming the graph, and the backend's own kernel runs.
 TEST(CudnnDeviceless, InferenceOfOtherNormsIsRejectedWhileBuilt) {

@@ -226,6 +226,74 @@ TEST(FakeDevice, BatchNormThroughTheCudnnPath) {
   }
 }
 
+TEST(FakeDevice, TrainingBatchNormThroughTheCudnnPath) {
+  // batch_norm_train and batch_norm_grad on cuDNN's training graphs (x as
+  // [N, C, inner, 1], the factor 1 - momentum) on their host model: the
+  // CPU's outputs, fp32 and bf16 x/y/dy/dx with fp32 statistics; under
+  // FSDPRT_CUDNN=off the own kernels run.
+  Shape xs = {2, 3, 9, 8}, cs = {3};
+  std::vector<float> x = randomFloats(2 * 3 * 9 * 8, 61),
+                     dy = randomFloats(2 * 3 * 9 * 8, 62);
+  std::vector<Value> perChannel = {
+      f32(cs, randomFloats(3, 63)), f32(cs, randomFloats(3, 64)),
+      f32(cs, randomFloats(3, 65)), f32(cs, {0.5f, 1.5f, 2.0f})};
+  AttrList attrs = {{"epsilon", 1e-3}, {"momentum", 0.8}};
+  for (bool half : {false, true})
+    for (bool off : {false, true}) {
+      SCOPED_TRACE(std::string(half ? "bf16" : "fp32") +
+                   (off ? ", FSDPRT_CUDNN=off" : ""));
+      plan::DType type = half ? BF16 : F32;
+      Value xv = half ? bf16(xs, x) : f32(xs, x),
+            dyv = half ? bf16(xs, dy) : f32(xs, dy);
+      std::vector<Value> ins = {xv};
+      ins.insert(ins.end(), perChannel.begin(), perChannel.end());
+      Outputs outs = {{type, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}};
+      Result cpu = runOp("batch_norm_train", ins, outs, attrs);
+      ASSERT_EQ(cpu.error, "");
+      std::string said;
+      Result fake =
+          runProfiled("batch_norm_train", ins, outs, attrs, off, said);
+      ASSERT_EQ(fake.error, "");
+      auto floats = [&](const Value &v, plan::DType t) {
+        return t == BF16 ? bf16Floats(v) : v.as<float>();
+      };
+      for (size_t k = 0; k < outs.size(); ++k) {
+        std::vector<float> want = floats(cpu.outputs[k], outs[k].first);
+        expectNear(floats(fake.outputs[k], outs[k].first),
+                   {want.begin(), want.end()}, half && k == 0 ? 1e-2 : 1e-5);
+      }
+      std::string runs =
+          off ? "the backend's own kernel: cuDNN is turned off "
+                "(FSDPRT_CUDNN=off)"
+              : "cuDNN, batchnorm forward [2,3,72,1] on fake-cuda:cudnn's "
+                "host model";
+      EXPECT_NE(said.find("(batch_norm_train at 'node_1'): " + runs + "\n"),
+                std::string::npos)
+          << said;
+
+      std::vector<Value> gradIns = {dyv, xv, perChannel[0], cpu.outputs[1],
+                                    cpu.outputs[2]};
+      Outputs gradOuts = {{type, xs}, {F32, cs}, {F32, cs}};
+      Result cpuGrad = runOp("batch_norm_grad", gradIns, gradOuts, attrs);
+      ASSERT_EQ(cpuGrad.error, "");
+      Result fakeGrad =
+          runProfiled("batch_norm_grad", gradIns, gradOuts, attrs, off, said);
+      ASSERT_EQ(fakeGrad.error, "");
+      for (size_t k = 0; k < gradOuts.size(); ++k) {
+        std::vector<float> want = floats(cpuGrad.outputs[k], gradOuts[k].first);
+        expectNear(floats(fakeGrad.outputs[k], gradOuts[k].first),
+                   {want.begin(), want.end()}, half && k == 0 ? 1e-2 : 1e-5);
+      }
+      runs = off ? "the backend's own kernel: cuDNN is turned off "
+                   "(FSDPRT_CUDNN=off)"
+                 : "cuDNN, batchnorm backward [2,3,72,1] on "
+                   "fake-cuda:cudnn's host model";
+      EXPECT_NE(said.find("(batch_norm_grad at 'node_1'): " + runs + "\n"),
+                std::string::npos)
+          << said;
+    }
+}
+
 TEST(FakeDevice, Int64ArithmeticWrapsAndTruncatesAsTheCpu) {
   // Overflow wraps, division truncates toward zero, x / 0 is 0 and
   // INT64_MIN / -1 wraps, broadcasting a row against a column.
