@@ -914,8 +914,8 @@ TEST(Kernels, HalfPrecisionBatchNormTrainKeepsFp32Statistics) {
 // Shapes that do not fit are refused when the plan is prepared, naming the
 // kernel and what is wrong.
 TEST(Kernels, BatchNormTrainRejectsBadOperands) {
-  Value x = f32({2, 3, 4}, randomFloats(24, 1)), c3 = f32({3}, randomFloats(3, 2)),
-        c2 = f32({2}, randomFloats(2, 3));
+  Value x = f32({2, 3, 4}, randomFloats(24, 1)),
+        c3 = f32({3}, randomFloats(3, 2)), c2 = f32({2}, randomFloats(2, 3));
   Result r = runOp("batch_norm_train", {x, c3, c3, c2, c3},
                    {{F32, {2, 3, 4}}, {F32, {3}}, {F32, {3}}, {F32, {3}},
                     {F32, {3}}});

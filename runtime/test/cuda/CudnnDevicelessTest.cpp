@@ -341,8 +341,8 @@ TEST(CudnnDeviceless, BatchNormInferenceHasNoEngineAndTheOwnKernelRuns) {
             << s.reason;
         Choice c = chooseNorm(x, h100());
         EXPECT_EQ(c.impl, Impl::Own) << describe(x);
-        EXPECT_EQ(c.why,
-                  s.reason + "; the backend's own normalization kernel runs it");
+        EXPECT_EQ(c.why, s.reason + "; the backend's own normalization "
+                                    "kernel runs it");
         std::string error;
         EXPECT_EQ(Executable::compile(x, h100(), error), nullptr);
         EXPECT_EQ(error, s.reason);
@@ -363,8 +363,9 @@ TEST(CudnnDeviceless, BatchNormTrainingPlansCompileAndBind) {
       "x", "scale", "mean", "inv variance", "dy", "dx", "dscale", "dbias"};
   for (bool back : {false, true})
     for (DType dtype : {DType::F32, DType::BF16})
-      for (const NormShape &x : {norm(NormKind::Batch, 2, 64, 16, back, dtype),
-                                 norm(NormKind::Batch, 8, 32, 1, back, dtype)}) {
+      for (const NormShape &x :
+           {norm(NormKind::Batch, 2, 64, 16, back, dtype),
+            norm(NormKind::Batch, 8, 32, 1, back, dtype)}) {
         std::string error;
         auto exe = Executable::compile(x, h100(), error);
         if (!exe && error.find("CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER") !=
