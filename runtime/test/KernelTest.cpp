@@ -2,7 +2,9 @@
 //
 // Each test runs a one-kernel plan through the public C API (two threads,
 // and tensors large enough that the parallel paths run too) and compares
-// the output with a reference computed here by naive loops in double.
+// the output with a reference computed here by naive loops in double, or
+// with torch's (attention, training batch norm: files the gen_*_ref.py
+// scripts write at build time).
 //
 //===----------------------------------------------------------------------===//
 
@@ -746,6 +748,193 @@ TEST(Kernels, AttentionGradRejectsBadOperands) {
       runOp("attention", {q, kt, v}, {{F32, {L, DV}}, {F32, {L}}, {F32, {L}}},
             {{"mask_kind", std::string("none")}});
   EXPECT_NE(r.error.find("has 3 outputs"), std::string::npos) << r.error;
+}
+
+//===----------------------------------------------------------------------===//
+// Batch norm in training against torch: batch_norm_train, batch_norm_grad
+//===----------------------------------------------------------------------===//
+
+/// One case of gen_batch_norm_ref.py's file: epsilon, ONNX's momentum, the
+/// inputs and torch's references, by name.
+struct BatchNormCase {
+  std::string name;
+  double epsilon = 1e-5, momentum = 0.9;
+  std::map<std::string, std::pair<Shape, std::vector<double>>> tensors;
+  Value f32Of(const std::string &n) const {
+    const auto &[shape, values] = tensors.at(n);
+    return f32(shape, std::vector<float>(values.begin(), values.end()));
+  }
+  const Shape &shapeOf(const std::string &n) const {
+    return tensors.at(n).first;
+  }
+  const std::vector<double> &ref(const std::string &n) const {
+    return tensors.at(n).second;
+  }
+  AttrList attrs() const {
+    return {{"epsilon", epsilon}, {"momentum", momentum}};
+  }
+};
+
+std::vector<BatchNormCase> readBatchNormCases() {
+  std::ifstream in(FSDP_BATCH_NORM_REF);
+  EXPECT_TRUE(in) << "cannot read " << FSDP_BATCH_NORM_REF;
+  std::vector<BatchNormCase> cases;
+  std::string word;
+  while (in >> word) {
+    EXPECT_EQ(word, "case");
+    BatchNormCase c;
+    in >> c.name >> c.epsilon >> c.momentum;
+    std::string name, dtype;
+    while (in >> name && name != "end") {
+      int rank;
+      in >> dtype >> rank;
+      Shape shape(rank);
+      for (int64_t &d : shape)
+        in >> d;
+      std::vector<double> values(numel(shape));
+      for (double &x : values) {
+        in >> word;
+        x = std::strtod(word.c_str(), nullptr);
+      }
+      c.tensors[name] = {shape, values};
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// y, the saved mean and inverse std, the running statistics' updates
+// (momentum, unbiased variance) and dx, dscale, dbias equal torch's
+// native_batch_norm and native_batch_norm_backward (float64): NCHW, [N, C],
+// [N, C, L], two values per channel, a constant channel (variance 0) and a
+// plane of 2000. The gradient runs on the kernel's own saved statistics, as
+// a training plan runs it; one thread gives the same bits as two.
+TEST(Kernels, BatchNormTrainAndItsGradientEqualTorch) {
+  std::vector<BatchNormCase> cases = readBatchNormCases();
+  ASSERT_GE(cases.size(), 6u);
+  for (const BatchNormCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    const Shape &xs = c.shapeOf("x"), cs = {xs[1]};
+    std::vector<Value> ins = {c.f32Of("x"), c.f32Of("scale"), c.f32Of("bias"),
+                              c.f32Of("running_mean"),
+                              c.f32Of("running_var")};
+    std::vector<std::pair<plan::DType, Shape>> outs = {
+        {F32, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}};
+    Result fwd = runOp("batch_norm_train", ins, outs, c.attrs());
+    ASSERT_EQ(fwd.error, "");
+    const char *names[] = {"y", "saved_mean", "saved_invstd",
+                           "next_running_mean", "next_running_var"};
+    for (int k = 0; k < 5; ++k) {
+      SCOPED_TRACE(names[k]);
+      // The constant channel's inverse std is 1 / sqrt(1e-5) ~ 316.
+      expectNear(fwd.outputs[k].as<float>(), c.ref(names[k]), 2e-6);
+    }
+    std::vector<Value> gradIns = {c.f32Of("dy"), c.f32Of("x"),
+                                  c.f32Of("scale"), fwd.outputs[1],
+                                  fwd.outputs[2]};
+    std::vector<std::pair<plan::DType, Shape>> gradOuts = {
+        {F32, xs}, {F32, cs}, {F32, cs}};
+    Result grad = runOp("batch_norm_grad", gradIns, gradOuts, c.attrs());
+    ASSERT_EQ(grad.error, "");
+    const char *gradNames[] = {"dx", "dscale", "dbias"};
+    for (int k = 0; k < 3; ++k) {
+      SCOPED_TRACE(gradNames[k]);
+      expectNear(grad.outputs[k].as<float>(), c.ref(gradNames[k]), 1e-5);
+    }
+    Result serial =
+        runOp("batch_norm_grad", gradIns, gradOuts, c.attrs(), /*threads=*/1);
+    ASSERT_EQ(serial.error, "");
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(serial.outputs[k].bytes, grad.outputs[k].bytes);
+  }
+}
+
+// Mixed precision: x, y, dy and dx in bf16 or f16, the statistics, scale
+// and bias fp32 (as cuDNN keeps them). The kernels compute in fp32 from
+// the widened tensors and round y and dx once: the fp32 kernels' results on
+// the same (rounded) inputs, rounded, and the same statistics.
+TEST(Kernels, HalfPrecisionBatchNormTrainKeepsFp32Statistics) {
+  const Shape xs = {3, 4, 5}, cs = {4};
+  for (plan::DType half : {plan::DType::BF16, plan::DType::F16}) {
+    fsdprt_dtype_t dtype = half == plan::DType::BF16 ? FSDPRT_BF16 : FSDPRT_F16;
+    SCOPED_TRACE(dtype == FSDPRT_BF16 ? "bf16" : "f16");
+    Value xHalf, dyHalf, xWide, dyWide;
+    unsigned seed = 90;
+    for (auto [h, w] : {std::pair{&xHalf, &xWide}, {&dyHalf, &dyWide}}) {
+      std::vector<float> v = randomFloats(numel(xs), seed++);
+      std::vector<uint16_t> bits(v.size());
+      for (size_t i = 0; i < v.size(); ++i) {
+        bits[i] = fsdprt::floatToHalf(v[i], dtype);
+        v[i] = fsdprt::halfToFloat(bits[i], dtype);
+      }
+      *h = valueOf(half, xs, bits);
+      *w = f32(xs, v);
+    }
+    std::vector<Value> stats = {f32(cs, randomFloats(4, 95)),
+                                f32(cs, randomFloats(4, 96)),
+                                f32(cs, randomFloats(4, 97)),
+                                f32(cs, {0.5f, 1.0f, 2.0f, 0.25f})};
+    AttrList attrs = {{"epsilon", 1e-5}, {"momentum", 0.9}};
+    auto forward = [&](const Value &x, plan::DType yType) {
+      std::vector<Value> ins = {x};
+      ins.insert(ins.end(), stats.begin(), stats.end());
+      return runOp("batch_norm_train", ins,
+                   {{yType, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}},
+                   attrs);
+    };
+    Result got = forward(xHalf, half), want = forward(xWide, F32);
+    ASSERT_EQ(got.error, "");
+    ASSERT_EQ(want.error, "");
+    for (int k = 1; k < 5; ++k)
+      EXPECT_EQ(got.outputs[k].bytes, want.outputs[k].bytes) << "output " << k;
+    std::vector<uint16_t> y = got.outputs[0].as<uint16_t>();
+    std::vector<float> yWant = want.outputs[0].as<float>();
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(y[i], fsdprt::floatToHalf(yWant[i], dtype)) << "y at " << i;
+
+    auto backward = [&](const Value &dy, const Value &x, plan::DType type) {
+      return runOp("batch_norm_grad",
+                   {dy, x, stats[0], want.outputs[1], want.outputs[2]},
+                   {{type, xs}, {F32, cs}, {F32, cs}}, attrs);
+    };
+    Result dGot = backward(dyHalf, xHalf, half),
+           dWant = backward(dyWide, xWide, F32);
+    ASSERT_EQ(dGot.error, "");
+    ASSERT_EQ(dWant.error, "");
+    for (int k = 1; k < 3; ++k)
+      EXPECT_EQ(dGot.outputs[k].bytes, dWant.outputs[k].bytes)
+          << "output " << k;
+    std::vector<uint16_t> dx = dGot.outputs[0].as<uint16_t>();
+    std::vector<float> dxWant = dWant.outputs[0].as<float>();
+    for (size_t i = 0; i < dx.size(); ++i)
+      ASSERT_EQ(dx[i], fsdprt::floatToHalf(dxWant[i], dtype)) << "dx at " << i;
+  }
+}
+
+// Shapes that do not fit are refused when the plan is prepared, naming the
+// kernel and what is wrong.
+TEST(Kernels, BatchNormTrainRejectsBadOperands) {
+  Value x = f32({2, 3, 4}, randomFloats(24, 1)),
+        c3 = f32({3}, randomFloats(3, 2)), c2 = f32({2}, randomFloats(2, 3));
+  Result r = runOp("batch_norm_train", {x, c3, c3, c2, c3},
+                   {{F32, {2, 3, 4}}, {F32, {3}}, {F32, {3}}, {F32, {3}},
+                    {F32, {3}}});
+  EXPECT_NE(r.error.find("the per-channel tensors (scale, bias, statistics) "
+                         "must be [3], not [2]"),
+            std::string::npos)
+      << r.error;
+  EXPECT_NE(r.error.find("batch_norm_train"), std::string::npos) << r.error;
+  r = runOp("batch_norm_grad", {f32({3}, randomFloats(3, 4)),
+                                f32({3}, randomFloats(3, 4)), c3, c3, c3},
+            {{F32, {3}}, {F32, {3}}, {F32, {3}}});
+  EXPECT_NE(r.error.find("x must be [N, C, ...], not [3]"), std::string::npos)
+      << r.error;
+  r = runOp("batch_norm_train", {f32({0, 3}, {}), c3, c3, c3, c3},
+            {{F32, {0, 3}}, {F32, {3}}, {F32, {3}}, {F32, {3}}, {F32, {3}}});
+  EXPECT_NE(r.error.find("batch norm in training needs at least one value "
+                         "per channel, x is [0, 3]"),
+            std::string::npos)
+      << r.error;
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,7 +1,8 @@
-// RUN: fsdp-opt %s --split-input-file --fsdp-autodiff | FileCheck %s
+// RUN: fsdp-opt %s --split-input-file --fsdp-autodiff=fuse-batch-norm=false | FileCheck %s
 
 // Conv -> BatchNorm (training) -> Relu -> MaxPool -> GlobalAveragePool:
-// BatchNorm becomes the ops it computes (batch statistics) plus its running
+// with fuse-batch-norm=false (fsdp-autodiff-batch-norm.mlir has the fused
+// form) BatchNorm becomes the ops it computes (batch statistics) plus its running
 // statistics' updates, returned after the gradients; Conv's gradients are
 // fsdp.conv_grad_input / conv_grad_weight with the window's defaults filled
 // in; pooling's is fsdp.pool_grad; the global average's is a scaled Expand.

@@ -109,6 +109,19 @@ func.func @attention_training(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x5xf32>, %v:
 
 // -----
 
+// Batch norm in training: batch_norm_train's five outputs, and
+// batch_norm_grad on (dy, x, scale, saved mean, saved inverse std).
+// CHECK-LABEL: func.func @batch_norm_training
+// CHECK: %[[B:.*]]:5 = fsdp.kernel "batch_norm_train"(%arg0, %arg1, %arg2, %arg3, %arg4) params {epsilon = 1.000000e-03 : f32, momentum = 8.000000e-01 : f32} : (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+// CHECK: fsdp.kernel "batch_norm_grad"(%arg5, %arg0, %arg1, %[[B]]#1, %[[B]]#2) : (tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>)
+func.func @batch_norm_training(%x: tensor<2x4x3xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %g: tensor<2x4x3xf32>) -> (tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %y, %mean, %inv, %rm, %rv = fsdp.batch_norm_train %x, %s, %b, %m, %v {epsilon = 1.0e-3 : f32, momentum = 0.8 : f32} : (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %dx, %ds, %db = fsdp.batch_norm_grad %g, %x, %s, %mean, %inv : (tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %y, %dx, %ds, %rm, %rv : tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // Ops on constants run as kernels: the lowering computes nothing at compile
 // time (the dialect conversion's folding is undone, see
 // addLoweredLegality).

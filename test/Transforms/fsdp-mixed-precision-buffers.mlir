@@ -2,7 +2,9 @@
 // BatchNorm unit (mixed_precision = false, what auto-wrap makes of
 // full-precision-classes) that keeps its parameters, compute and buffers
 // in fp32 while the root computes in bf16.
-// RUN: fsdp-opt %s --split-input-file --fsdp-autodiff --fsdp-flatten=world-size=2 --fsdp-optimizer --fsdp-shard --fsdp-mixed-precision | FileCheck %s
+// The decomposed batch norm (fuse-batch-norm=false), then the fused one.
+// RUN: fsdp-opt %s --split-input-file --fsdp-autodiff=fuse-batch-norm=false --fsdp-flatten=world-size=2 --fsdp-optimizer --fsdp-shard --fsdp-mixed-precision | FileCheck %s
+// RUN: fsdp-opt %s --split-input-file --fsdp-autodiff --fsdp-flatten=world-size=2 --fsdp-optimizer --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=FUSED
 // RUN: fsdp-opt %s --split-input-file --fsdp-inference --fsdp-flatten=world-size=2 --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=INFER
 
 // Training: the running statistics are read in bf16 (buffer_dtype), the
@@ -20,6 +22,16 @@
 // CHECK-NEXT: %[[NM:.*]] = onnx.Add {{.*}} : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
 // CHECK-NEXT: %[[NM32:.*]] = onnx.Cast %[[NM]] {to = 1 : i64} : (tensor<4xbf16>) -> tensor<4xf32>
 // CHECK: return {{.*}}, %[[NM32]], %{{.*}} : tensor<f32>, tensor<6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+// Fused: x, scale, bias and the running statistics in bf16, the saved mean
+// and inverse std f32 (as cuDNN keeps them), into the gradient too; the
+// running statistics' new values cast back to the stored fp32.
+// FUSED-LABEL: func.func @forward
+// FUSED: %{{.*}}, %[[SM:.*]], %[[SI:.*]], %[[RM:.*]], %{{.*}} = fsdp.batch_norm_train {{.*}} : (tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xbf16>, tensor<4xbf16>, tensor<4xbf16>) -> (tensor<2x4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xbf16>, tensor<4xbf16>)
+// FUSED: onnx.Cast %[[RM]] {to = 1 : i64} : (tensor<4xbf16>) -> tensor<4xf32>
+// FUSED: fsdp.batch_norm_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[SM]], %[[SI]] : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
+// The full-precision unit: everything fp32.
+// FUSED-LABEL: func.func @forward
+// FUSED: fsdp.batch_norm_train {{.*}} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
 module attributes {fsdp.units = [
     #fsdp.unit<"", params = [@fc.w], config = {param_dtype = bf16, buffer_dtype = bf16}>,
     #fsdp.unit<"bn", params = [@bn.weight, @bn.bias], config = {param_dtype = bf16, buffer_dtype = bf16}>]} {

@@ -26,7 +26,9 @@ convolutions and everything around them have own kernels): the ViT (patch
 convolution, AdamW) at 1 and 2 ranks in fp32 (1e-6) and bf16 (1e-2), with a
 graph's replays bit for bit the direct steps, and ResNet-18 (convolutions
 of every kind it has, training-mode BatchNorm, max pooling; SGD) at one
-rank within 1e-5: BatchNorm over the 8 values of layer4's 1x1 maps
+rank within 1e-5, also on `fake-cuda:cudnn` (convolutions and training
+batch norms through the backend's cuDNN path, on the host models of the
+graphs): BatchNorm over the 8 values of layer4's 1x1 maps
 amplifies the bodies' fp32 sums against the CPU's double ones (the CPU's
 own 1- and 2-thread runs differ as much; AdamW or a smaller batch would
 amplify them further).
@@ -145,7 +147,10 @@ def check_vision(bindir: Path, corpus: Path, work: Path) -> int:
     failures = 0
     for model, (_, _, _, _, worlds, rtol) in VISION.items():
         inputs = write_images(work, model)
-        devices = DEVICES if model == "vit" else ("fake-cuda:strict",)
+        # ResNet-18 also on fake-cuda:cudnn: its convolutions and training
+        # batch norms through the backend's cuDNN path (the host models).
+        devices = DEVICES if model == "vit" else ("fake-cuda:strict",
+                                                  "fake-cuda:cudnn")
         # bf16 ResNet-18 strays from the CPU beyond one bf16 ulp within
         # two steps (BatchNorm over 8 values, above): fp32 only.
         for bf16, tol in ((False, rtol), (True, 1e-2)) if model == "vit" else ((False, rtol),):

@@ -24,7 +24,10 @@ the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
 and LLaMA (RMSNorm, rotary embeddings by Slice/Neg/Concat, SwiGLU), also
-with activation checkpointing of chosen units.
+with activation checkpointing of chosen units. Training-mode BatchNorm runs
+as the fused batch_norm_train / batch_norm_grad kernels (their count in
+each plan checked), and ResNet-18 once more with fuse-batch-norm=false
+(decomposed).
 """
 
 from __future__ import annotations
@@ -186,6 +189,14 @@ FUSED_ATTENTION = {"gpt2": (2, 2, "causal"), "gpt2_external": (2, 2, "causal"),
                    "llama": (2, 2, "causal"), "bert": (2, 2, "none"),
                    "vit": (2, 2, "none"), "gpt2+checkpoint": (4, 2, "causal"),
                    "llama+checkpoint": (2, 2, "causal")}
+# fsdp-autodiff fuses training-mode BatchNorm: batch_norm_train and
+# batch_norm_grad kernels per plan (ResNet-18 has 20 BatchNorms; its
+# checkpointed BasicBlocks run their 19 again in the backward). With
+# fuse-batch-norm=false ResNet-18 keeps the decomposed form (no such kernel),
+# which must equal torch too.
+FUSED_BATCH_NORM = {"resnet18": (20, 20), "resnet18+checkpoint": (39, 20),
+                    "resnet18+unfused-bn": (0, 0), "conv_net": (1, 1)}
+UNFUSED = {"resnet18+unfused-bn": ("resnet18", "fuse-batch-norm=false")}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}
 VERBOSE = False
@@ -267,19 +278,24 @@ def prepare(name: str, work: Path, micro: int = 1):
 def check(name: str, bindir: Path, work: Path) -> bool:
     case = name
     wrap = []
+    extra = ""
     if name in CHECKPOINTED:  # units from auto-wrap, recomputed in backward
-        name, classes, checkpoint = CHECKPOINTED[name]
+        name, classes, extra = CHECKPOINTED[name]
         wrap = [f"--fsdp-auto-wrap=policy=transformer layer-classes={classes}"]
+    elif name in UNFUSED:
+        name, extra = UNFUSED[name]
     model, inputs, labels, loss_fn, onnx_path, names, label_name, options = \
         prepare(name, work)
-    if wrap:
-        options = (options or "=") + " " + checkpoint
+    if extra:
+        options = (options or "=") + " " + extra
     batch = inputs[0].shape[0]
     run([bindir / "fsdp-opt", onnx_path, f"--batch-size={batch}", *wrap,
          f"--fsdp-autodiff{options}", "--fsdp-inference", "--fsdp-lower-pipeline",
          "--mlir-print-debuginfo", "-o", work / "m.mlir"])
     run([bindir / "fsdp-translate", "--mlir-to-plan", work / "m.mlir", "-o", work / "m.plan"])
     if not check_fused_attention(case, (work / "m.mlir").read_text()):
+        return False
+    if not check_fused_batch_norm(case, (work / "m.mlir").read_text()):
         return False
     flags = []
     for input_name, value in zip(names + [label_name], inputs + [labels]):
@@ -340,6 +356,22 @@ def check_fused_attention(name: str, plan_mlir: str) -> bool:
     return ok
 
 
+def check_fused_batch_norm(name: str, plan_mlir: str) -> bool:
+    """The lowered training step runs BatchNorm fused, forward and backward
+    (or, with fuse-batch-norm=false, decomposed)."""
+    if name not in FUSED_BATCH_NORM:
+        return True
+    want = FUSED_BATCH_NORM[name]
+    found = tuple(len(re.findall(r'fsdp\.kernel "' + k + r'"\(', plan_mlir))
+                  for k in ("batch_norm_train", "batch_norm_grad"))
+    print(f"  {found[0]} batch_norm_train + {found[1]} batch_norm_grad kernels")
+    if found != want:
+        print(f"  expected {want[0]} batch_norm_train and {want[1]} "
+              "batch_norm_grad kernels")
+        return False
+    return True
+
+
 def torch_step(model, inputs, labels, loss_fn, dtype, ours):
     """The loss, every trainable parameter's gradient and the buffers the
     step updates, in `dtype`."""
@@ -376,7 +408,8 @@ def main(argv=None) -> int:
     global ROOT_BUILD
     ROOT_BUILD = args.build.resolve()
     failed = []
-    chosen = args.only or list(CASES) + list(CORPUS) + list(CHECKPOINTED)
+    chosen = args.only or (list(CASES) + list(CORPUS) + list(CHECKPOINTED) +
+                           list(UNFUSED))
     with tempfile.TemporaryDirectory() as tmp:
         for name in chosen:
             print(f"{name}:", flush=True)

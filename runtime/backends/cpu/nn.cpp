@@ -204,6 +204,123 @@ KernelFn batchNorm(KernelArgs &args) {
   };
 }
 
+/// x [N, C, ...] and the per-channel tensors after it ([C] each, from
+/// `first` on) of batch_norm_train and batch_norm_grad; the elements per
+/// channel in a plane (inner) and in the batch (count).
+struct ChannelShape {
+  int64_t n = 0, c = 0, inner = 0, count = 0;
+};
+ChannelShape channelShape(const Tensor &x,
+                          const std::vector<const Tensor *> &perChannel) {
+  require(x.shape.size() >= 2,
+          "x must be [N, C, ...], not " + shapeString(x.shape));
+  ChannelShape s;
+  s.n = x.shape[0], s.c = x.shape[1];
+  s.inner = product(x.shape, 2, x.shape.size());
+  s.count = s.n * s.inner;
+  for (const Tensor *t : perChannel)
+    require(t->shape == std::vector<int64_t>{s.c},
+            "the per-channel tensors (scale, bias, statistics) must be [" +
+                std::to_string(s.c) + "], not " + shapeString(t->shape));
+  require(s.count > 0, "batch norm in training needs at least one value per "
+                       "channel, x is " + shapeString(x.shape));
+  return s;
+}
+
+/// batch_norm_train: batch norm in training, as torch's native_batch_norm.
+/// In: x [N, C, ...], scale, bias, running_mean, running_var [C]. Out: y,
+/// the batch's mean and inverse standard deviation 1 / sqrt(var + eps)
+/// (saved for batch_norm_grad) and the running statistics' new values,
+/// ONNX's convention: running * momentum + batch * (1 - momentum), the
+/// variance unbiased (count / (count - 1), as torch). Statistics in double.
+KernelFn batchNormTrain(KernelArgs &args) {
+  requireArity(args, 5, 5, 5);
+  requireF32(args);
+  Tensor x = args.in[0], y = args.out[0];
+  requireSameShape(x, y);
+  ChannelShape s = channelShape(
+      x, {&args.in[1], &args.in[2], &args.in[3], &args.in[4], &args.out[1],
+       &args.out[2], &args.out[3], &args.out[4]});
+  double eps = args.attrs.getFloat("epsilon", 1e-5);
+  double momentum = args.attrs.getFloat("momentum", 0.9);
+  double unbias =
+      s.count > 1 ? double(s.count) / double(s.count - 1) : 1.0;
+  std::vector<Tensor> in = args.in, out = args.out;
+  return [=]() {
+    parallelFor(s.c, s.count * 4, [&](int64_t ch) {
+      const float *px = in[0].as<float>();
+      float *py = out[0].as<float>();
+      double sum = 0;
+      for (int64_t b = 0; b < s.n; ++b)
+        for (int64_t i = 0; i < s.inner; ++i)
+          sum += px[(b * s.c + ch) * s.inner + i];
+      double mean = sum / double(s.count), squares = 0;
+      for (int64_t b = 0; b < s.n; ++b)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          double d = px[(b * s.c + ch) * s.inner + i] - mean;
+          squares += d * d;
+        }
+      double var = squares / double(s.count);
+      double invStd = 1.0 / std::sqrt(var + eps);
+      double k = in[1].as<float>()[ch] * invStd, shift = in[2].as<float>()[ch];
+      for (int64_t b = 0; b < s.n; ++b)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          int64_t at = (b * s.c + ch) * s.inner + i;
+          py[at] = static_cast<float>((px[at] - mean) * k + shift);
+        }
+      out[1].as<float>()[ch] = static_cast<float>(mean);
+      out[2].as<float>()[ch] = static_cast<float>(invStd);
+      out[3].as<float>()[ch] = static_cast<float>(
+          in[3].as<float>()[ch] * momentum + mean * (1 - momentum));
+      out[4].as<float>()[ch] = static_cast<float>(
+          in[4].as<float>()[ch] * momentum + var * unbias * (1 - momentum));
+    });
+    return std::string();
+  };
+}
+
+/// batch_norm_grad: the gradient of batch_norm_train's y, as torch's
+/// native_batch_norm_backward in training. In: dy, x [N, C, ...], scale,
+/// saved mean, saved inverse std [C]. Out: dx, dscale, dbias, with xhat =
+/// (x - mean) * invStd: dbias = sum(dy), dscale = sum(dy * xhat), dx =
+/// scale * invStd * (dy - (dbias + xhat * dscale) / count). Sums in double.
+KernelFn batchNormGrad(KernelArgs &args) {
+  requireArity(args, 5, 5, 3);
+  requireF32(args);
+  Tensor dy = args.in[0], x = args.in[1], dx = args.out[0];
+  requireSameShape(x, dy);
+  requireSameShape(x, dx);
+  ChannelShape s = channelShape(
+      x, {&args.in[2], &args.in[3], &args.in[4], &args.out[1],
+                &args.out[2]});
+  std::vector<Tensor> in = args.in, out = args.out;
+  return [=]() {
+    parallelFor(s.c, s.count * 6, [&](int64_t ch) {
+      const float *pdy = in[0].as<float>(), *px = in[1].as<float>();
+      double mean = in[3].as<float>()[ch], invStd = in[4].as<float>()[ch];
+      double dbias = 0, dscale = 0;
+      for (int64_t b = 0; b < s.n; ++b)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          int64_t at = (b * s.c + ch) * s.inner + i;
+          dbias += pdy[at];
+          dscale += pdy[at] * ((px[at] - mean) * invStd);
+        }
+      double k = in[2].as<float>()[ch] * invStd;
+      float *pdx = out[0].as<float>();
+      for (int64_t b = 0; b < s.n; ++b)
+        for (int64_t i = 0; i < s.inner; ++i) {
+          int64_t at = (b * s.c + ch) * s.inner + i;
+          double xhat = (px[at] - mean) * invStd;
+          pdx[at] = static_cast<float>(
+              k * (pdy[at] - (dbias + xhat * dscale) / double(s.count)));
+        }
+      out[1].as<float>()[ch] = static_cast<float>(dscale);
+      out[2].as<float>()[ch] = static_cast<float>(dbias);
+    });
+    return std::string();
+  };
+}
+
 } // namespace
 
 PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
@@ -592,6 +709,8 @@ void registerNN(Registry &r) {
   r["layer_norm"] = layerNorm;
   r["rms_norm"] = rmsNorm;
   r["batch_norm"] = batchNorm;
+  r["batch_norm_train"] = batchNormTrain;
+  r["batch_norm_grad"] = batchNormGrad;
   r["max_pool"] = [](KernelArgs &a) { return pool(a, true); };
   r["average_pool"] = [](KernelArgs &a) { return pool(a, false); };
   r["global_average_pool"] = globalAveragePool;

@@ -811,6 +811,43 @@ KernelFn batchNormKernel(Context &c) {
   });
 }
 
+/// batch_norm_train and batch_norm_grad (kernels/pool.h), checked as the
+/// CPU checks them; fp32 (halves run widened, the statistics stay fp32).
+KernelFn batchNormTrainKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  if (!allF32(args))
+    return nullptr;
+  bool grad = op == "batch_norm_grad";
+  const Tensor &x = args.in[grad ? 1 : 0];
+  int64_t n = x.shape[0], channels = x.shape[1];
+  int64_t inner = cpu::product(x.shape, 2, x.shape.size());
+  const std::vector<Tensor> &in = args.in, &out = args.out;
+  if (grad) {
+    BatchNormGradBody body{in[0].as<float>(),  in[1].as<float>(),
+                           in[2].as<float>(),  in[3].as<float>(),
+                           in[4].as<float>(),  out[0].as<float>(),
+                           out[1].as<float>(), out[2].as<float>(),
+                           n,                  channels,
+                           inner};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.batchNormGrad(s, body);
+    });
+  }
+  int64_t count = n * inner;
+  BatchNormTrainBody body{
+      in[0].as<float>(),  in[1].as<float>(),  in[2].as<float>(),
+      in[3].as<float>(),  in[4].as<float>(),  out[0].as<float>(),
+      out[1].as<float>(), out[2].as<float>(), out[3].as<float>(),
+      out[4].as<float>(), n,                  channels,
+      inner,              args.attrs.getFloat("epsilon", 1e-5),
+      args.attrs.getFloat("momentum", 0.9),
+      count > 1 ? double(count) / double(count - 1) : 1.0};
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.batchNormTrain(s, body);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Fused attention
 //===----------------------------------------------------------------------===//
@@ -1399,6 +1436,8 @@ KernelFn own(const std::string &op, Context &c) {
     return poolKernel(op, c);
   if (op == "batch_norm")
     return batchNormKernel(c);
+  if (op == "batch_norm_train" || op == "batch_norm_grad")
+    return batchNormTrainKernel(op, c);
   if (op == "attention" || op == "attention_grad")
     return attentionKernel(op, c);
   if (op == "cast")
@@ -1535,8 +1574,9 @@ KernelFn widened(const std::string &op, Context &c) {
 /// whether cuDNN's graph or the backend's own kernel runs it, and why.
 void sayWhichRuns(const std::string &op, const KernelArgs &args,
                   const PreparedGraph *graph, const std::string &why) {
-  static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
-  if (profile)
+  // Read at each prepare (once per kernel, not per launch), so that a test
+  // may turn it on for one plan.
+  if (std::getenv("FSDPRT_PROFILE"))
     std::fprintf(stderr, "fsdprt: %s: %s\n",
                  (args.where.empty() ? op : args.where).c_str(),
                  graph ? ("cuDNN, " + graph->name()).c_str()
@@ -1717,6 +1757,124 @@ KernelFn cudnnConv(const std::string &op, Context &c) {
   });
 }
 
+/// batch_norm (given statistics, x [N, C, ...]) on cuDNN's inference-phase
+/// batch norm where the device has a plan: fp32 as the own kernel, x seen
+/// as [N, C, inner, 1] (its contiguous NCHW layout). cuDNN reads the
+/// inverse standard deviation, which the own inverse-std kernel writes into
+/// the workspace first (C floats), before cuDNN's own workspace. nullptr
+/// otherwise (the own kernel runs it).
+KernelFn cudnnBatchNorm(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  if (args.in.size() != 5 || args.out.size() != 1)
+    return nullptr;
+  checkLikeTheCpu(op, args); // a mismatch is named as on the CPU
+  if (!allF32(args))
+    return nullptr;
+  const Tensor &x = args.in[0], &y = args.out[0];
+  if (x.numel == 0)
+    return nullptr;
+  cudnn::NormShape shape;
+  shape.kind = cudnn::NormKind::Batch;
+  shape.inference = true;
+  shape.dtype = cudnn::DType::F32;
+  shape.n = x.shape[0], shape.c = x.shape[1];
+  shape.h = cpu::product(x.shape, 2, x.shape.size()), shape.w = 1;
+  shape.epsilon = static_cast<float>(args.attrs.getFloat("epsilon", 1e-5));
+  std::string why;
+  std::shared_ptr<PreparedGraph> graph = c.device.prepareNorm(shape, why);
+  sayWhichRuns(op, args, graph.get(), why);
+  if (!graph)
+    return nullptr;
+  uint64_t stats = (shape.c * sizeof(float) + 255) / 256 * 256;
+  args.workspace->reserve(stats + graph->workspaceBytes());
+  Workspace *workspace = args.workspace;
+  const Tensor scale = args.in[1], bias = args.in[2], mean = args.in[3],
+               var = args.in[4];
+  float eps = shape.epsilon;
+  int64_t channels = shape.c;
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) -> std::string {
+    char *base = workspace->as<char>();
+    float *invStd = reinterpret_cast<float *>(base);
+    if (std::string e =
+            dev.inverseStd(s, var.as<float>(), invStd, channels, eps);
+        !e.empty())
+      return e;
+    return dev.runGraph(
+        s, *graph,
+        {x.data, scale.data, bias.data, mean.data, invStd, y.data},
+        base + stats);
+  });
+}
+
+/// batch_norm_train and batch_norm_grad on cuDNN's training-phase batch
+/// norm forward and its backward where the device has a plan: x (and y,
+/// dy, dx) fp32, bf16 or f16 as [N, C, inner, 1], every per-channel tensor
+/// fp32 (mixed precision's statistics). cuDNN's running-statistics factor
+/// is 1 - the plan's (ONNX) momentum. nullptr otherwise (the own kernels
+/// run them).
+KernelFn cudnnBatchNormTrain(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  bool backward = op == "batch_norm_grad";
+  if (args.in.size() != 5 || args.out.size() != (backward ? 3u : 5u))
+    return nullptr;
+  checkLikeTheCpu(op, args); // a mismatch is named as on the CPU
+  const Tensor &x = args.in[backward ? 1 : 0];
+  fsdprt_dtype_t dtype = x.dtype;
+  std::vector<const Tensor *> wide = {&x, &args.out[0]}, perChannel;
+  if (backward)
+    wide.push_back(&args.in[0]);
+  for (size_t i = backward ? 2 : 1; i < 5; ++i)
+    perChannel.push_back(&args.in[i]);
+  for (size_t i = 1; i < args.out.size(); ++i)
+    perChannel.push_back(&args.out[i]);
+  for (const Tensor *t : wide)
+    if (t->dtype != dtype)
+      return nullptr;
+  for (const Tensor *t : perChannel)
+    if (t->dtype != FSDPRT_F32)
+      return nullptr;
+  cudnn::NormShape shape;
+  if (dtype == FSDPRT_F32)
+    shape.dtype = cudnn::DType::F32;
+  else if (dtype == FSDPRT_BF16)
+    shape.dtype = cudnn::DType::BF16;
+  else if (dtype == FSDPRT_F16)
+    shape.dtype = cudnn::DType::F16;
+  else
+    return nullptr;
+  if (x.numel == 0)
+    return nullptr;
+  shape.kind = cudnn::NormKind::Batch;
+  shape.backward = backward;
+  shape.n = x.shape[0], shape.c = x.shape[1];
+  shape.h = cpu::product(x.shape, 2, x.shape.size()), shape.w = 1;
+  shape.epsilon = static_cast<float>(args.attrs.getFloat("epsilon", 1e-5));
+  shape.momentum =
+      static_cast<float>(1.0 - args.attrs.getFloat("momentum", 0.9));
+  std::string why;
+  std::shared_ptr<PreparedGraph> graph = c.device.prepareNorm(shape, why);
+  sayWhichRuns(op, args, graph.get(), why);
+  if (!graph)
+    return nullptr;
+  args.workspace->reserve(graph->workspaceBytes());
+  Workspace *workspace = args.workspace;
+  const std::vector<Tensor> &in = args.in, &out = args.out;
+  // The graph's order (cudnn_graphs.h): forward x, scale, saved mean,
+  // saved inv std, y, bias, running mean and var, their new values;
+  // backward x, scale, mean, inv std, dy, dx, dscale, dbias.
+  std::vector<void *> tensors =
+      backward ? std::vector<void *>{in[1].data,  in[2].data,  in[3].data,
+                                     in[4].data,  in[0].data,  out[0].data,
+                                     out[1].data, out[2].data}
+               : std::vector<void *>{in[0].data,  in[1].data,  out[1].data,
+                                     out[2].data, out[0].data, in[2].data,
+                                     in[3].data,  in[4].data,  out[3].data,
+                                     out[4].data};
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) {
+    return dev.runGraph(s, *graph, tensors, workspace->data());
+  });
+}
+
 KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   Context context{*device, *this, args};
   KernelFn body;
@@ -1725,6 +1883,10 @@ KernelFn CudaBackend::prepare(const std::string &op, KernelArgs &args) {
   else if (op == "conv" || op == "conv_grad_input" ||
            op == "conv_grad_weight")
     body = cudnnConv(op, context);
+  else if (op == "batch_norm")
+    body = cudnnBatchNorm(op, context);
+  else if (op == "batch_norm_train" || op == "batch_norm_grad")
+    body = cudnnBatchNormTrain(op, context);
   if (!body)
     body = own(op, context);
   if (!body && hasHalf(args))

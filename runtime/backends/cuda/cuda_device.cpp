@@ -20,6 +20,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -354,6 +355,21 @@ public:
                                  inner, eps, raw(s)),
                  "batch norm kernel");
   }
+  std::string batchNormTrain(DeviceStream &s,
+                             const BatchNormTrainBody &body) override {
+    return check(launchBatchNormTrain(body, raw(s)),
+                 "batch norm training kernel");
+  }
+  std::string batchNormGrad(DeviceStream &s,
+                            const BatchNormGradBody &body) override {
+    return check(launchBatchNormGrad(body, raw(s)),
+                 "batch norm gradient kernel");
+  }
+  std::string inverseStd(DeviceStream &s, const float *var, float *invStd,
+                         int64_t channels, float eps) override {
+    return check(launchInverseStd(var, invStd, channels, eps, raw(s)),
+                 "inverse std kernel");
+  }
   std::string im2col(DeviceStream &s, const ConvWindow &window, const float *x,
                      float *col, int64_t images) override {
     return check(launchIm2col(window, x, col, images, raw(s)), "im2col kernel");
@@ -442,6 +458,8 @@ public:
   prepareAttention(const cudnn::SdpaShape &shape, std::string &why) override;
   std::shared_ptr<PreparedGraph> prepareConv(const cudnn::ConvShape &shape,
                                              std::string &why) override;
+  std::shared_ptr<PreparedGraph> prepareNorm(const cudnn::NormShape &shape,
+                                             std::string &why) override;
   std::string runGraph(DeviceStream &s, PreparedGraph &graph,
                        const std::vector<void *> &tensors,
                        void *workspace) override;
@@ -529,6 +547,13 @@ std::shared_ptr<PreparedGraph> CudaDevice::compileOnCudnn(const Shape &shape,
   std::string key = cudnn::describe(shape);
   if constexpr (std::is_same_v<Shape, cudnn::SdpaShape>)
     key += " scale " + std::to_string(shape.scale);
+  if constexpr (std::is_same_v<Shape, cudnn::NormShape>) {
+    // The graph holds epsilon and momentum as values: every bit counts.
+    char values[64];
+    std::snprintf(values, sizeof values, " epsilon %a momentum %a",
+                  shape.epsilon, shape.momentum);
+    key += values;
+  }
   auto [it, fresh] = executables.try_emplace(key);
   if (fresh) {
     it->second.exe = cudnn::Executable::compile(shape, *description, why);
@@ -550,6 +575,11 @@ CudaDevice::prepareAttention(const cudnn::SdpaShape &shape, std::string &why) {
 
 std::shared_ptr<PreparedGraph>
 CudaDevice::prepareConv(const cudnn::ConvShape &shape, std::string &why) {
+  return compileOnCudnn(shape, why);
+}
+
+std::shared_ptr<PreparedGraph>
+CudaDevice::prepareNorm(const cudnn::NormShape &shape, std::string &why) {
   return compileOnCudnn(shape, why);
 }
 

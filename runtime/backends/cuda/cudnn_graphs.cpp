@@ -638,6 +638,43 @@ void buildConv(Builder &g, const ConvShape &x) {
   g.addOp(op, what);
 }
 
+/// Batch norm with given statistics: cuDNN's normalization in its
+/// inference phase. It reads the inverse standard deviation, not the
+/// variance, and takes it (and the mean) only from memory, not from
+/// pointwise operations before it in the graph ("linkEdges" fails): the
+/// caller binds rsqrt(var + epsilon) it has computed.
+void buildBatchNormInference(Builder &g, const NormShape &x,
+                             const std::vector<int64_t> &dims,
+                             const std::vector<int64_t> &strides) {
+  cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
+  std::vector<int64_t> paramDims = {1, x.c, 1, 1};
+  const char *what = "normalization";
+  if (x.kind != NormKind::Batch || x.backward) {
+    g.fail(what, "inference phase", CUDNN_STATUS_NOT_SUPPORTED);
+    return;
+  }
+  auto xt = g.tensor("x", dims, strides, io);
+  auto scale = g.packed("scale", paramDims, f32);
+  auto bias = g.packed("bias", paramDims, f32);
+  auto mean = g.packed("mean", paramDims, f32);
+  auto invStd = g.packed("inv std", paramDims, f32);
+  auto yt = g.tensor("y", dims, strides, io);
+  cudnnBackendNormMode_t mode = CUDNN_BATCH_NORM;
+  cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_INFERENCE;
+  auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, what);
+  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
+        &mode);
+  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE,
+        CUDNN_TYPE_NORM_FWD_PHASE, 1, &phase);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, xt);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, scale);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, bias);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, mean);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, invStd);
+  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, yt);
+  g.addOp(op, what);
+}
+
 void buildNorm(Builder &g, const NormShape &x) {
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
   std::vector<int64_t> dims = {x.n, x.c, x.h, x.w};
@@ -654,6 +691,10 @@ void buildNorm(Builder &g, const NormShape &x) {
                                                             : CUDNN_RMS_NORM;
   bool hasMean = x.kind != NormKind::Rms, hasBias = x.kind != NormKind::Rms;
   const char *what = "normalization";
+  if (x.inference) {
+    buildBatchNormInference(g, x, dims, strides);
+    return;
+  }
   auto xt = g.tensor("x", dims, strides, io);
   auto scale = g.packed("scale", paramDims, f32);
   auto mean = hasMean ? g.packed("mean", statDims, f32) : nullptr;
@@ -756,7 +797,10 @@ std::string describe(const ConvShape &x) {
 std::string describe(const NormShape &x) {
   static const char *kinds[] = {"batchnorm", "layernorm", "rmsnorm"};
   std::ostringstream os;
-  os << kinds[(int)x.kind] << (x.backward ? " backward " : " forward ")
+  os << kinds[(int)x.kind]
+     << (x.backward    ? " backward "
+         : x.inference ? " inference "
+                       : " forward ")
      << dtypeName(x.dtype) << " [" << x.n << "," << x.c << "," << x.h << ","
      << x.w << "]" << (x.channelsLast ? " nhwc" : "");
   return os.str();
@@ -959,6 +1003,14 @@ std::unique_ptr<Executable> Executable::compile(const ConvShape &shape,
                                                 std::string &error) {
   auto b = std::make_unique<Builder>(describe(shape) + " on " + device.name());
   buildConv(*b, shape);
+  return compileGraph(std::move(b), device, error);
+}
+
+std::unique_ptr<Executable> Executable::compile(const NormShape &shape,
+                                                const DeviceDescription &device,
+                                                std::string &error) {
+  auto b = std::make_unique<Builder>(describe(shape) + " on " + device.name());
+  buildNorm(*b, shape);
   return compileGraph(std::move(b), device, error);
 }
 

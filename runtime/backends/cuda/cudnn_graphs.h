@@ -61,6 +61,10 @@ struct ConvShape {
 /// per channel, running mean and variance updated), layer norm and RMS norm
 /// over rows [n, c, 1, 1] (statistics per row of c). Forward writes y and the
 /// saved statistics; backward writes dx, dscale (and dbias but for RMS).
+/// Batch norm in inference (`inference`, forward only) normalizes with the
+/// given running statistics and writes only y: the graph reads x, scale,
+/// bias, the mean and the inverse standard deviation rsqrt(var + epsilon),
+/// which the caller computes (cuDNN takes it only from memory).
 /// Statistics, scale and bias are fp32; x and y are `dtype`.
 enum class NormKind { Batch, Layer, Rms };
 struct NormShape {
@@ -70,6 +74,8 @@ struct NormShape {
   /// NHWC strides (channels innermost) instead of NCHW.
   bool channelsLast = false;
   bool backward = false;
+  /// Batch norm with given statistics (CUDNN_NORM_FWD_INFERENCE).
+  bool inference = false;
   float epsilon = 1e-5f;
   /// Batch norm's running-statistics factor.
   float momentum = 0.1f;
@@ -151,6 +157,9 @@ public:
   static std::unique_ptr<Executable> compile(const ConvShape &shape,
                                              const DeviceDescription &device,
                                              std::string &error);
+  static std::unique_ptr<Executable> compile(const NormShape &shape,
+                                             const DeviceDescription &device,
+                                             std::string &error);
   ~Executable();
   Executable(const Executable &) = delete;
   Executable &operator=(const Executable &) = delete;
@@ -161,7 +170,11 @@ public:
   /// (a view of K [b, h, skv, d]), V, O, stats; backward: Q, K^T, V^T (a
   /// view of V), O, dO, stats, dQ, dK, dV (K, V, dK and dV as
   /// [b, h, skv, d]). Convolution: x, w, y (fprop), dx, w, dy (dgrad),
-  /// x, dw, dy (wgrad).
+  /// x, dw, dy (wgrad). Batch norm in inference: x, scale, bias, mean,
+  /// inv std, y; in training, forward: x, scale, mean, inv variance (the
+  /// saved inverse std), y, bias, running mean, running var, next running
+  /// mean, next running var; backward: x, scale, mean, inv variance, dy,
+  /// dx, dscale, dbias.
   std::vector<std::string> tensors() const;
   /// Bytes of device workspace a launch needs (cuDNN's, then the graph's
   /// own fp32 intermediates), 256-byte aligned.

@@ -215,6 +215,13 @@ public:
                                 const float *mean, const float *var, float *y,
                                 int64_t n, int64_t channels, int64_t inner,
                                 float eps) = 0;
+  virtual std::string batchNormTrain(DeviceStream &s,
+                                     const BatchNormTrainBody &body) = 0;
+  virtual std::string batchNormGrad(DeviceStream &s,
+                                    const BatchNormGradBody &body) = 0;
+  virtual std::string inverseStd(DeviceStream &s, const float *var,
+                                 float *invStd, int64_t channels,
+                                 float eps) = 0;
   virtual std::string im2col(DeviceStream &s, const ConvWindow &window,
                              const float *x, float *col, int64_t images) = 0;
   virtual std::string col2im(DeviceStream &s, const ConvWindow &window,
@@ -262,6 +269,12 @@ public:
   /// The same for a convolution (any pass).
   virtual std::shared_ptr<PreparedGraph>
   prepareConv(const cudnn::ConvShape &, std::string &why) {
+    why = describe() + " runs no cuDNN";
+    return nullptr;
+  }
+  /// The same for a normalization (cudnn::NormShape).
+  virtual std::shared_ptr<PreparedGraph>
+  prepareNorm(const cudnn::NormShape &, std::string &why) {
     why = describe() + " runs no cuDNN";
     return nullptr;
   }

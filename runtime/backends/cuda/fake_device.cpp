@@ -252,6 +252,103 @@ std::string FakeConvGraph::run(const std::vector<void *> &t) const {
   return "";
 }
 
+/// Batch norm as cuDNN's graphs compute it, on the host, bound as the GPU
+/// binds them (cudnn_graphs.h). Inference: x, scale, bias, mean, inv std,
+/// y in fp32, (x - mean) * invStd * scale + bias. Training forward: x,
+/// scale, saved mean, saved inv std, y, bias, running mean and var, their
+/// new values (cuDNN's factor f: running * (1 - f) + batch * f, the
+/// variance unbiased). Backward: x, scale, mean, inv std, dy, dx, dscale,
+/// dbias. x, y, dy and dx in the graph's dtype, the rest fp32; sums in
+/// double.
+struct FakeNormGraph : PreparedGraph {
+  explicit FakeNormGraph(const cudnn::NormShape &shape) : shape(shape) {}
+  int64_t workspaceBytes() const override { return 0; }
+  std::string name() const override {
+    return std::string("batchnorm ") +
+           (shape.inference ? "inference"
+            : shape.backward ? "backward"
+                             : "forward") +
+           " [" + std::to_string(shape.n) + "," + std::to_string(shape.c) +
+           "," + std::to_string(shape.h) + "," + std::to_string(shape.w) +
+           "] on fake-cuda:cudnn's host model";
+  }
+  std::string run(const std::vector<void *> &t) const;
+  cudnn::NormShape shape;
+};
+
+std::string FakeNormGraph::run(const std::vector<void *> &t) const {
+  const cudnn::NormShape &x = shape;
+  size_t want = x.inference ? 6 : x.backward ? 8 : 10;
+  if (t.size() != want)
+    return "fake cuDNN: " + std::to_string(t.size()) + " tensors bound";
+  fsdprt_dtype_t dtype = x.dtype == cudnn::DType::F32    ? FSDPRT_F32
+                         : x.dtype == cudnn::DType::BF16 ? FSDPRT_BF16
+                                                         : FSDPRT_F16;
+  auto f32 = [&](size_t k) { return static_cast<float *>(t[k]); };
+  auto get = [&](size_t k, int64_t i) { return element(dtype, t[k], i); };
+  auto put = [&](size_t k, int64_t i, double v) {
+    if (dtype == FSDPRT_F32)
+      f32(k)[i] = static_cast<float>(v);
+    else
+      static_cast<uint16_t *>(t[k])[i] =
+          floatToHalf(static_cast<float>(v), dtype);
+  };
+  int64_t inner = x.h * x.w, count = x.n * inner;
+  auto at = [&](int64_t n, int64_t c, int64_t i) {
+    return (n * x.c + c) * inner + i;
+  };
+  for (int64_t c = 0; c < x.c; ++c) {
+    if (x.inference) {
+      for (int64_t n = 0; n < x.n; ++n)
+        for (int64_t i = 0; i < inner; ++i)
+          put(5, at(n, c, i),
+              (get(0, at(n, c, i)) - f32(3)[c]) * f32(4)[c] * f32(1)[c] +
+                  f32(2)[c]);
+      continue;
+    }
+    if (x.backward) {
+      double mean = f32(2)[c], inv = f32(3)[c], sumDy = 0, sumDyXhat = 0;
+      for (int64_t n = 0; n < x.n; ++n)
+        for (int64_t i = 0; i < inner; ++i) {
+          double dy = get(4, at(n, c, i));
+          sumDy += dy;
+          sumDyXhat += dy * (get(0, at(n, c, i)) - mean) * inv;
+        }
+      for (int64_t n = 0; n < x.n; ++n)
+        for (int64_t i = 0; i < inner; ++i) {
+          double xhat = (get(0, at(n, c, i)) - mean) * inv;
+          put(5, at(n, c, i),
+              f32(1)[c] * inv *
+                  (get(4, at(n, c, i)) - (sumDy + xhat * sumDyXhat) / count));
+        }
+      f32(6)[c] = static_cast<float>(sumDyXhat);
+      f32(7)[c] = static_cast<float>(sumDy);
+      continue;
+    }
+    double sum = 0, squares = 0;
+    for (int64_t n = 0; n < x.n; ++n)
+      for (int64_t i = 0; i < inner; ++i)
+        sum += get(0, at(n, c, i));
+    double mean = sum / count;
+    for (int64_t n = 0; n < x.n; ++n)
+      for (int64_t i = 0; i < inner; ++i) {
+        double d = get(0, at(n, c, i)) - mean;
+        squares += d * d;
+      }
+    double var = squares / count, inv = 1.0 / std::sqrt(var + x.epsilon);
+    for (int64_t n = 0; n < x.n; ++n)
+      for (int64_t i = 0; i < inner; ++i)
+        put(4, at(n, c, i),
+            (get(0, at(n, c, i)) - mean) * inv * f32(1)[c] + f32(5)[c]);
+    double f = x.momentum, unbias = count > 1 ? double(count) / (count - 1) : 1;
+    f32(2)[c] = static_cast<float>(mean);
+    f32(3)[c] = static_cast<float>(inv);
+    f32(8)[c] = static_cast<float>(f32(6)[c] * (1 - f) + mean * f);
+    f32(9)[c] = static_cast<float>(f32(7)[c] * (1 - f) + var * unbias * f);
+  }
+  return "";
+}
+
 struct FakeGemm : PreparedGemm {
   explicit FakeGemm(const Gemm &gemm) : gemm(gemm) {}
   Gemm gemm;
@@ -481,6 +578,18 @@ public:
         BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
         n * channels * inner);
   }
+  std::string batchNormTrain(DeviceStream &,
+                             const BatchNormTrainBody &body) override {
+    return each(body, body.channels);
+  }
+  std::string batchNormGrad(DeviceStream &,
+                            const BatchNormGradBody &body) override {
+    return each(body, body.channels);
+  }
+  std::string inverseStd(DeviceStream &, const float *var, float *invStd,
+                         int64_t channels, float eps) override {
+    return each(InverseStdBody{var, invStd, eps}, channels);
+  }
   std::string im2col(DeviceStream &, const ConvWindow &window, const float *x,
                      float *col, int64_t images) override {
     return each(Im2colBody{window, x, col},
@@ -591,11 +700,31 @@ public:
       return Device::prepareConv(shape, why);
     return std::make_shared<FakeConvGraph>(shape);
   }
+  /// Batch norm (the graphs FakeNormGraph models); off, as a GPU's cuDNN,
+  /// under FSDPRT_CUDNN=off.
+  std::shared_ptr<PreparedGraph> prepareNorm(const cudnn::NormShape &shape,
+                                             std::string &why) override {
+    if (!cudnn)
+      return Device::prepareNorm(shape, why);
+    if (const char *env = std::getenv("FSDPRT_CUDNN");
+        env && std::string(env) == "off") {
+      why = "cuDNN is turned off (FSDPRT_CUDNN=off)";
+      return nullptr;
+    }
+    if (shape.kind != cudnn::NormKind::Batch ||
+        (shape.inference && shape.dtype != cudnn::DType::F32)) {
+      why = "fake-cuda:cudnn models only batch norm (fp32 in inference)";
+      return nullptr;
+    }
+    return std::make_shared<FakeNormGraph>(shape);
+  }
   std::string runGraph(DeviceStream &, PreparedGraph &graph,
                        const std::vector<void *> &tensors,
                        void *workspace) override {
     if (auto *conv = dynamic_cast<FakeConvGraph *>(&graph))
       return conv->run(tensors);
+    if (auto *norm = dynamic_cast<FakeNormGraph *>(&graph))
+      return norm->run(tensors);
     return static_cast<FakeCudnnGraph &>(graph).run(tensors, workspace);
   }
   std::string gemm(DeviceStream &, PreparedGemm &gemm, const void *a,

@@ -115,6 +115,14 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *var, float *y, int64_t n,
                             int64_t channels, int64_t inner, float eps,
                             cudaStream_t stream);
+/// batch_norm_train and batch_norm_grad, one thread per channel.
+cudaError_t launchBatchNormTrain(const BatchNormTrainBody &body,
+                                 cudaStream_t stream);
+cudaError_t launchBatchNormGrad(const BatchNormGradBody &body,
+                                cudaStream_t stream);
+/// invStd [channels] = 1 / sqrt(var + eps).
+cudaError_t launchInverseStd(const float *var, float *invStd, int64_t channels,
+                             float eps, cudaStream_t stream);
 
 /// im2col of `images` images x [images, channels, h, w] into col [images,
 /// window.rows(), oh * ow] (zero in the padding).

@@ -37,4 +37,19 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
       n * channels * inner, s);
 }
 
+cudaError_t launchBatchNormTrain(const BatchNormTrainBody &body,
+                                 cudaStream_t s) {
+  return elementwise(body, body.channels, s);
+}
+
+cudaError_t launchBatchNormGrad(const BatchNormGradBody &body,
+                                cudaStream_t s) {
+  return elementwise(body, body.channels, s);
+}
+
+cudaError_t launchInverseStd(const float *var, float *invStd, int64_t channels,
+                             float eps, cudaStream_t s) {
+  return elementwise(InverseStdBody{var, invStd, eps}, channels, s);
+}
+
 } // namespace fsdprt::cuda

@@ -312,6 +312,92 @@ TEST(CudnnDeviceless, AttentionPlansCompileAndBind) {
   }
 }
 
+// Batch norm with given statistics (evaluation mode) in cuDNN's
+// inference phase: ResNet-18's shapes (corpus and ImageNet) and
+// BatchNorm1d's [8, 32] as [8, 32, 1, 1], fp32 as the batch_norm kernel
+// runs them, bf16 and channels-last too. cuDNN 9.19 has no engine for any
+// of them: it says no at its heuristics, the plan does not compile (with
+// check()'s reason), and the backend's own kernel is chosen, saying why.
+// (The same pointwise graph cudnn-frontend builds for it, and the variance
+// turned into the inverse standard deviation inside the graph, fare no
+// better: "pointwise fusion" and "linkEdges".)
+TEST(CudnnDeviceless, BatchNormInferenceHasNoEngineAndTheOwnKernelRuns) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (NormShape x : {norm(NormKind::Batch, 2, 64, 16, false, dtype),
+                        norm(NormKind::Batch, 2, 512, 1, false, dtype),
+                        norm(NormKind::Batch, 32, 64, 112, false, dtype),
+                        norm(NormKind::Batch, 8, 32, 1, false, dtype)})
+      for (bool channelsLast : {false, true}) {
+        x.inference = true;
+        x.channelsLast = channelsLast;
+        Support s = check(x, h100());
+        EXPECT_FALSE(s.supported) << describe(x);
+        EXPECT_EQ(s.step, "heuristics") << describe(x) << ": " << s.reason;
+        std::string prefix = describe(x) + " on " + devicePath() +
+                             ": not supported at step 'heuristics': ";
+        EXPECT_EQ(s.reason.rfind(prefix, 0), 0u) << s.reason;
+        EXPECT_NE(s.reason.find("CUDNN_STATUS_NOT_SUPPORTED"),
+                  std::string::npos)
+            << s.reason;
+        Choice c = chooseNorm(x, h100());
+        EXPECT_EQ(c.impl, Impl::Own) << describe(x);
+        EXPECT_EQ(c.why, s.reason + "; the backend's own normalization "
+                                    "kernel runs it");
+        std::string error;
+        EXPECT_EQ(Executable::compile(x, h100(), error), nullptr);
+        EXPECT_EQ(error, s.reason);
+        if (dtype == DType::F32 && !channelsLast && x.c == 64 && x.n == 2)
+          std::printf("  rejected   %s\n", s.reason.c_str());
+      }
+}
+
+// The training graphs batch_norm_train and batch_norm_grad run (ResNet's
+// and BatchNorm1d's shapes, fp32 and bf16) compile to plans that name
+// the tensors in the order the backend binds them, and bind.
+TEST(CudnnDeviceless, BatchNormTrainingPlansCompileAndBind) {
+  const std::vector<std::string> forward = {
+      "x",    "scale",        "mean",        "inv variance",
+      "y",    "bias",         "running mean", "running var",
+      "next running mean", "next running var"};
+  const std::vector<std::string> backward = {
+      "x", "scale", "mean", "inv variance", "dy", "dx", "dscale", "dbias"};
+  for (bool back : {false, true})
+    for (DType dtype : {DType::F32, DType::BF16})
+      for (const NormShape &x :
+           {norm(NormKind::Batch, 2, 64, 16, back, dtype),
+            norm(NormKind::Batch, 8, 32, 1, back, dtype)}) {
+        std::string error;
+        auto exe = Executable::compile(x, h100(), error);
+        if (!exe && error.find("CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER") !=
+                        std::string::npos)
+          GTEST_SKIP() << "batch norm plans need the CUDA driver to finalize: "
+                       << error;
+        ASSERT_NE(exe, nullptr) << describe(x) << ": " << error;
+        EXPECT_EQ(exe->tensors(), back ? backward : forward) << describe(x);
+        EXPECT_EQ(exe->workspaceBytes() % 256, 0);
+        std::printf("  compiled   %-60s workspace %lld bytes\n",
+                    describe(x).c_str(), (long long)exe->workspaceBytes());
+        expectBinds(*exe);
+      }
+}
+
+// Only batch norm has an inference graph: layer norm's is refused while
+// the graph is built, naming the graph, and the backend's own kernel runs.
+TEST(CudnnDeviceless, InferenceOfOtherNormsIsRejectedWhileBuilt) {
+  NormShape x = norm(NormKind::Layer, 32, 32, 1, false, DType::F32);
+  x.inference = true;
+  Support s = check(x, h100());
+  EXPECT_FALSE(s.supported);
+  EXPECT_EQ(s.step, "build") << s.reason;
+  EXPECT_EQ(s.reason.rfind("layernorm inference fp32 [32,32,1,1] on ", 0), 0u)
+      << s.reason;
+  Choice c = chooseNorm(x, h100());
+  EXPECT_EQ(c.impl, Impl::Own);
+  EXPECT_NE(c.why.find("; the backend's own normalization kernel runs it"),
+            std::string::npos)
+      << c.why;
+}
+
 // What cuDNN cannot run does not compile, and the error is check()'s.
 TEST(CudnnDeviceless, ExecutionPlanRefusedWithTheReason) {
   SdpaShape x = sdpa(4, 12, 1024, 64, true, DType::F32);

@@ -593,6 +593,44 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
          cuda::launchBatchNorm(dx.data, ds.data, db.data, dm.data, dv.data, dy.data, n, channels,
                                inner, 1e-5f, nullptr),
          dy.read(), want, 1e-6);
+  // The inverse standard deviation cuDNN's inference-phase batch norm reads.
+  std::vector<float> inv(channels);
+  cuda::hostForEach(cuda::InverseStdBody{v.data(), inv.data(), 1e-5f}, channels);
+  // Training batch norm and its gradient, one thread per channel.
+  int64_t count = n * inner;
+  std::vector<float> hy(x.size()), hm(channels), hi(channels), hnm(channels), hnv(channels);
+  cuda::BatchNormTrainBody train{x.data(), s.data(),  b.data(),   m.data(),   v.data(),
+                                 hy.data(), hm.data(), hi.data(), hnm.data(), hnv.data(),
+                                 n,         channels,  inner,     1e-5,       0.9,
+                                 count > 1 ? double(count) / double(count - 1) : 1.0};
+  cuda::hostForEach(train, channels);
+  DeviceBuffer ty(poison<float>(x.size())), tm(poison<float>(channels)),
+      ti(poison<float>(channels)), tnm(poison<float>(channels)), tnv(poison<float>(channels));
+  cuda::BatchNormTrainBody onDevice = train;
+  onDevice.x = dx.data, onDevice.scale = ds.data, onDevice.bias = db.data;
+  onDevice.runningMean = dm.data, onDevice.runningVar = dv.data;
+  onDevice.y = ty.data, onDevice.mean = tm.data, onDevice.invStd = ti.data;
+  onDevice.nextMean = tnm.data, onDevice.nextVar = tnv.data;
+  cudaError_t launched = cuda::launchBatchNormTrain(onDevice, nullptr);
+  expect("batch_norm_train y of " + std::to_string(x.size()), launched, ty.read(), hy, 1e-6);
+  expect("batch_norm_train statistics", launched, ti.read(), hi, 1e-6);
+  expect("batch_norm_train running var", launched, tnv.read(), hnv, 1e-6);
+  std::vector<float> hdx(x.size()), hds(channels), hdb(channels);
+  cuda::BatchNormGradBody grad{want.data(), x.data(), s.data(), hm.data(), hi.data(),
+                               hdx.data(),  hds.data(), hdb.data(), n, channels, inner};
+  cuda::hostForEach(grad, channels);
+  DeviceBuffer gdy(want), gm(hm), gi(hi), gdx(poison<float>(x.size())),
+      gds(poison<float>(channels)), gdb(poison<float>(channels));
+  cuda::BatchNormGradBody gradOnDevice{gdy.data, dx.data,  ds.data,  gm.data, gi.data,
+                                       gdx.data, gds.data, gdb.data, n,       channels,
+                                       inner};
+  launched = cuda::launchBatchNormGrad(gradOnDevice, nullptr);
+  expect("batch_norm_grad dx of " + std::to_string(x.size()), launched, gdx.read(), hdx, 1e-6);
+  expect("batch_norm_grad dscale", launched, gds.read(), hds, 1e-6);
+  DeviceBuffer dinv(poison<float>(channels));
+  expect("inverse std of " + std::to_string(channels),
+         cuda::launchInverseStd(dv.data, dinv.data, channels, 1e-5f, nullptr), dinv.read(), inv,
+         1e-6);
 }
 
 /// attention and attention_grad of `batch` heads ([batch, L, S] masks of

@@ -11,7 +11,9 @@
 // attention and attention_grad run through the backend's cuDNN path (keys
 // transposed through the workspace, the graph's bindings) on the host
 // model of cuDNN's graphs, and give the CPU's results; so do fp32 and bf16
-// convolutions and their gradients. int64 arithmetic wraps and truncates
+// convolutions and their gradients, and fp32 batch norm with given
+// statistics (FSDPRT_CUDNN=off: the own kernel, as the profile says).
+// int64 arithmetic wraps and truncates
 // as the CPU's does.
 //
 //===----------------------------------------------------------------------===//
@@ -162,6 +164,136 @@ TEST(FakeDevice, ConvolutionsThroughTheCudnnPath) {
   expectNear(bf16Floats(fake.outputs[0]), {want.begin(), want.end()}, 1e-2);
 }
 
+/// Runs `op` on fake-cuda:cudnn under FSDPRT_PROFILE (and FSDPRT_CUDNN=off
+/// when `cudnnOff`): the outputs, and what the backend said runs it.
+Result runProfiled(const std::string &op, const std::vector<Value> &ins,
+                   const Outputs &outs, const AttrList &attrs, bool cudnnOff,
+                   std::string &said) {
+  ::setenv("FSDPRT_PROFILE", "1", 1);
+  if (cudnnOff)
+    ::setenv("FSDPRT_CUDNN", "off", 1);
+  testing::internal::CaptureStderr();
+  Result r = runOp(op, ins, outs, attrs, 2, "fake-cuda:cudnn");
+  said = testing::internal::GetCapturedStderr();
+  ::unsetenv("FSDPRT_PROFILE");
+  ::unsetenv("FSDPRT_CUDNN");
+  return r;
+}
+
+TEST(FakeDevice, BatchNormThroughTheCudnnPath) {
+  // Given statistics over NCHW, [N, C, L] and BatchNorm1d's [N, C], epsilon
+  // as given: cuDNN's inference graph (x as [N, C, inner, 1]) on its host
+  // model gives the CPU's y; under FSDPRT_CUDNN=off the own kernel does.
+  struct Case {
+    Shape x;
+    std::string graph;
+  };
+  std::vector<Case> cases = {{{2, 3, 4, 5}, "batchnorm inference [2,3,20,1]"},
+                             {{3, 4, 7}, "batchnorm inference [3,4,7,1]"},
+                             {{5, 6}, "batchnorm inference [5,6,1,1]"}};
+  for (const Case &c : cases) {
+    int64_t channels = c.x[1], numel = 1;
+    for (int64_t d : c.x)
+      numel *= d;
+    std::vector<float> var = randomFloats(channels, 45);
+    for (float &v : var)
+      v = std::abs(v) + 0.25f; // a variance is positive
+    std::vector<Value> ins = {f32(c.x, randomFloats(numel, 41)),
+                              f32({channels}, randomFloats(channels, 42)),
+                              f32({channels}, randomFloats(channels, 43)),
+                              f32({channels}, randomFloats(channels, 44)),
+                              f32({channels}, var)};
+    AttrList attrs = {{"epsilon", 1e-3}};
+    SCOPED_TRACE(c.graph);
+    Result cpu = runOp("batch_norm", ins, {{F32, c.x}}, attrs);
+    ASSERT_EQ(cpu.error, "");
+    std::vector<float> want = cpu.outputs[0].as<float>();
+    for (bool off : {false, true}) {
+      std::string said;
+      Result fake = runProfiled("batch_norm", ins, {{F32, c.x}}, attrs, off,
+                                said);
+      ASSERT_EQ(fake.error, "");
+      expectNear(fake.outputs[0].as<float>(), {want.begin(), want.end()},
+                 1e-5);
+      // "fsdprt: kernel 0 (batch_norm at 'node_1'): ...", once.
+      std::string runs =
+          off ? "the backend's own kernel: cuDNN is turned off "
+                "(FSDPRT_CUDNN=off)"
+              : "cuDNN, " + c.graph + " on fake-cuda:cudnn's host model";
+      std::string line = "(batch_norm at 'node_1'): " + runs + "\n";
+      EXPECT_NE(said.find(line), std::string::npos) << said;
+    }
+  }
+}
+
+TEST(FakeDevice, TrainingBatchNormThroughTheCudnnPath) {
+  // batch_norm_train and batch_norm_grad on cuDNN's training graphs (x as
+  // [N, C, inner, 1], the factor 1 - momentum) on their host model: the
+  // CPU's outputs, fp32 and bf16 x/y/dy/dx with fp32 statistics; under
+  // FSDPRT_CUDNN=off the own kernels run.
+  Shape xs = {2, 3, 9, 8}, cs = {3};
+  std::vector<float> x = randomFloats(2 * 3 * 9 * 8, 61),
+                     dy = randomFloats(2 * 3 * 9 * 8, 62);
+  std::vector<Value> perChannel = {
+      f32(cs, randomFloats(3, 63)), f32(cs, randomFloats(3, 64)),
+      f32(cs, randomFloats(3, 65)), f32(cs, {0.5f, 1.5f, 2.0f})};
+  AttrList attrs = {{"epsilon", 1e-3}, {"momentum", 0.8}};
+  for (bool half : {false, true})
+    for (bool off : {false, true}) {
+      SCOPED_TRACE(std::string(half ? "bf16" : "fp32") +
+                   (off ? ", FSDPRT_CUDNN=off" : ""));
+      plan::DType type = half ? BF16 : F32;
+      Value xv = half ? bf16(xs, x) : f32(xs, x),
+            dyv = half ? bf16(xs, dy) : f32(xs, dy);
+      std::vector<Value> ins = {xv};
+      ins.insert(ins.end(), perChannel.begin(), perChannel.end());
+      Outputs outs = {{type, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}};
+      Result cpu = runOp("batch_norm_train", ins, outs, attrs);
+      ASSERT_EQ(cpu.error, "");
+      std::string said;
+      Result fake =
+          runProfiled("batch_norm_train", ins, outs, attrs, off, said);
+      ASSERT_EQ(fake.error, "");
+      auto floats = [&](const Value &v, plan::DType t) {
+        return t == BF16 ? bf16Floats(v) : v.as<float>();
+      };
+      for (size_t k = 0; k < outs.size(); ++k) {
+        std::vector<float> want = floats(cpu.outputs[k], outs[k].first);
+        expectNear(floats(fake.outputs[k], outs[k].first),
+                   {want.begin(), want.end()}, half && k == 0 ? 1e-2 : 1e-5);
+      }
+      std::string runs =
+          off ? "the backend's own kernel: cuDNN is turned off "
+                "(FSDPRT_CUDNN=off)"
+              : "cuDNN, batchnorm forward [2,3,72,1] on fake-cuda:cudnn's "
+                "host model";
+      EXPECT_NE(said.find("(batch_norm_train at 'node_1'): " + runs + "\n"),
+                std::string::npos)
+          << said;
+
+      std::vector<Value> gradIns = {dyv, xv, perChannel[0], cpu.outputs[1],
+                                    cpu.outputs[2]};
+      Outputs gradOuts = {{type, xs}, {F32, cs}, {F32, cs}};
+      Result cpuGrad = runOp("batch_norm_grad", gradIns, gradOuts, attrs);
+      ASSERT_EQ(cpuGrad.error, "");
+      Result fakeGrad =
+          runProfiled("batch_norm_grad", gradIns, gradOuts, attrs, off, said);
+      ASSERT_EQ(fakeGrad.error, "");
+      for (size_t k = 0; k < gradOuts.size(); ++k) {
+        std::vector<float> want = floats(cpuGrad.outputs[k], gradOuts[k].first);
+        expectNear(floats(fakeGrad.outputs[k], gradOuts[k].first),
+                   {want.begin(), want.end()}, half && k == 0 ? 1e-2 : 1e-5);
+      }
+      runs = off ? "the backend's own kernel: cuDNN is turned off "
+                   "(FSDPRT_CUDNN=off)"
+                 : "cuDNN, batchnorm backward [2,3,72,1] on "
+                   "fake-cuda:cudnn's host model";
+      EXPECT_NE(said.find("(batch_norm_grad at 'node_1'): " + runs + "\n"),
+                std::string::npos)
+          << said;
+    }
+}
+
 TEST(FakeDevice, Int64ArithmeticWrapsAndTruncatesAsTheCpu) {
   // Overflow wraps, division truncates toward zero, x / 0 is 0 and
   // INT64_MIN / -1 wraps, broadcasting a row against a column.
@@ -283,6 +415,37 @@ TEST(FakeDevice, GatherGradSumsRepeatsAndReportsABadIndex) {
             std::string::npos)
       << cpu.error;
   EXPECT_EQ(fake.error, cpu.error);
+}
+
+// The training batch norm and its gradient through the backend: fp32, and
+// bf16 x, y, dy and dx (widened) with fp32 statistics, scale and bias.
+TEST(FakeDevice, TrainingBatchNormAndItsGradientLikeTheCpu) {
+  Shape xs = {2, 3, 9, 8}, cs = {3};
+  std::vector<float> x = randomFloats(2 * 3 * 9 * 8, 51),
+                     dy = randomFloats(2 * 3 * 9 * 8, 52);
+  std::vector<Value> perChannel = {
+      f32(cs, randomFloats(3, 53)), f32(cs, randomFloats(3, 54)),
+      f32(cs, randomFloats(3, 55)), f32(cs, {0.5f, 1.5f, 2.0f})};
+  AttrList attrs = {{"epsilon", 1e-3}, {"momentum", 0.8}};
+  for (bool half : {false, true}) {
+    SCOPED_TRACE(half ? "bf16" : "fp32");
+    plan::DType type = half ? BF16 : F32;
+    Value xv = half ? bf16(xs, x) : f32(xs, x),
+          dyv = half ? bf16(xs, dy) : f32(xs, dy);
+    std::vector<Value> ins = {xv};
+    ins.insert(ins.end(), perChannel.begin(), perChannel.end());
+    expectLikeTheCpu("batch_norm_train", ins,
+                     {{type, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}},
+                     attrs);
+    Result fwd = runOp("batch_norm_train", ins,
+                       {{type, xs}, {F32, cs}, {F32, cs}, {F32, cs}, {F32, cs}},
+                       attrs);
+    ASSERT_EQ(fwd.error, "");
+    expectLikeTheCpu(
+        "batch_norm_grad",
+        {dyv, xv, perChannel[0], fwd.outputs[1], fwd.outputs[2]},
+        {{type, xs}, {F32, cs}, {F32, cs}}, attrs);
+  }
 }
 
 TEST(FakeDevice, HalfPrecisionRunsWidenedLikeTheCpu) {

@@ -133,6 +133,89 @@ TEST(CudaHost, PoolGradEqualsTheCpuBackendBitForBit) {
     }
 }
 
+// 1 / sqrt(var + eps), against the CPU's batch_norm of ones with mean 0,
+// scale 1 and bias 0 (which computes exactly that), in one channel, in
+// 5, and in more than a block's worth.
+TEST(CudaHost, InverseStdEqualsTheCpuBackend) {
+  for (int64_t channels : {int64_t(1), int64_t(5), int64_t(1025)}) {
+    std::vector<float> v = randomFloats(channels, 8);
+    for (float &var : v)
+      var = std::fabs(var) * 4;
+    v[0] = 0; // eps alone
+    std::vector<float> inv(channels);
+    float eps = 1e-3f;
+    cuda::hostForEach(cuda::InverseStdBody{v.data(), inv.data(), eps},
+                      channels);
+    Shape c = {channels}, x = {1, channels};
+    expectClose(inv,
+                cpu("batch_norm",
+                    {f32(x, std::vector<float>(channels, 1.0f)),
+                     f32(c, std::vector<float>(channels, 1.0f)),
+                     f32(c, std::vector<float>(channels, 0.0f)),
+                     f32(c, std::vector<float>(channels, 0.0f)), f32(c, v)},
+                    x, {{"epsilon", double(eps)}}),
+                2e-6);
+  }
+}
+
+// batch_norm_train and batch_norm_grad, one channel per item, give the CPU
+// backend's outputs bit for bit (both sum each channel in double, in the
+// same order): NCHW, [N, C], one value per channel (no unbiasing), a
+// channel of 100003 values and more channels than a block has threads.
+TEST(CudaHost, BatchNormTrainAndGradEqualTheCpuBackend) {
+  for (const Shape &shape : {Shape{2, 3, 5, 7}, Shape{8, 32}, Shape{1, 2, 1},
+                             Shape{1, 2, 100003}, Shape{2, 1025}}) {
+    SCOPED_TRACE(std::to_string(shape[0]) + " x " + std::to_string(shape[1]) +
+                 " x " + std::to_string(numel(shape) / shape[0] / shape[1]));
+    int64_t n = shape[0], channels = shape[1];
+    int64_t inner = numel(shape) / n / channels, count = n * inner;
+    Shape c = {channels};
+    std::vector<float> x = randomFloats(numel(shape), 21),
+                       dy = randomFloats(numel(shape), 22),
+                       s = randomFloats(channels, 23),
+                       b = randomFloats(channels, 24),
+                       rm = randomFloats(channels, 25),
+                       rv = randomFloats(channels, 26);
+    for (float &v : rv)
+      v = std::fabs(v) + 0.1f;
+    std::vector<float> y(x.size()), mean(channels), inv(channels),
+        nextMean(channels), nextVar(channels);
+    double eps = 1e-5, momentum = 0.9;
+    cuda::hostForEach(
+        cuda::BatchNormTrainBody{
+            x.data(), s.data(), b.data(), rm.data(), rv.data(), y.data(),
+            mean.data(), inv.data(), nextMean.data(), nextVar.data(), n,
+            channels, inner, eps, momentum,
+            count > 1 ? double(count) / double(count - 1) : 1.0},
+        channels);
+    AttrList attrs = {{"epsilon", eps}, {"momentum", momentum}};
+    Result want = runOp(
+        "batch_norm_train",
+        {f32(shape, x), f32(c, s), f32(c, b), f32(c, rm), f32(c, rv)},
+        {{F32, shape}, {F32, c}, {F32, c}, {F32, c}, {F32, c}}, attrs);
+    ASSERT_EQ(want.error, "");
+    const std::vector<float> *got[] = {&y, &mean, &inv, &nextMean, &nextVar};
+    for (int k = 0; k < 5; ++k)
+      EXPECT_EQ(*got[k], want.outputs[k].as<float>()) << "output " << k;
+
+    std::vector<float> dx(x.size()), dscale(channels), dbias(channels);
+    cuda::hostForEach(
+        cuda::BatchNormGradBody{dy.data(), x.data(), s.data(), mean.data(),
+                                inv.data(), dx.data(), dscale.data(),
+                                dbias.data(), n, channels, inner},
+        channels);
+    Result wantGrad = runOp(
+        "batch_norm_grad",
+        {f32(shape, dy), f32(shape, x), f32(c, s), f32(c, mean), f32(c, inv)},
+        {{F32, shape}, {F32, c}, {F32, c}}, attrs);
+    ASSERT_EQ(wantGrad.error, "");
+    const std::vector<float> *gotGrad[] = {&dx, &dscale, &dbias};
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(*gotGrad[k], wantGrad.outputs[k].as<float>())
+          << "gradient output " << k;
+  }
+}
+
 TEST(CudaHost, BatchNormEqualsTheCpuBackend) {
   for (const Shape &shape :
        {Shape{2, 3, 5, 7}, Shape{8, 32}, Shape{1, 1, 1}, Shape{2, 4, 100003}}) {

@@ -435,3 +435,53 @@ func.func @attention_grad_dtypes(%q: tensor<4x8xf32>, %kt: tensor<8x4xbf16>, %ls
       -> (tensor<4x8xf32>, tensor<8x4xbf16>, tensor<4x8xf32>)
   return
 }
+
+// -----
+
+func.func @batch_norm_train_rank(%x: tensor<4xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.batch_norm_train' op x must be [N, C, ...], not 'tensor<4xf32>'}}
+  %y, %a, %b, %d, %e = fsdp.batch_norm_train %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32}
+      : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_train_channels(%x: tensor<2x4xf32>, %c: tensor<4xf32>, %d: tensor<3xf32>) {
+  // expected-error @+1 {{'fsdp.batch_norm_train' op running_var must be [4] (x's channels), not 'tensor<3xf32>'}}
+  %y, %a, %b, %e, %f = fsdp.batch_norm_train %x, %c, %c, %c, %d {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32}
+      : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>)
+      -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_train_output(%x: tensor<2x4xf32>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.batch_norm_train' op output must be 'tensor<2x4xf32>', not 'tensor<2x4xbf16>'}}
+  %y, %a, %b, %e, %f = fsdp.batch_norm_train %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32}
+      : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_grad_types(%x: tensor<2x4xf32>, %g: tensor<2x4xbf16>, %c: tensor<4xf32>) {
+  // expected-error @+1 {{'fsdp.batch_norm_grad' op grad and grad_x must be 'tensor<2x4xf32>', not 'tensor<2x4xbf16>' and 'tensor<2x4xf32>'}}
+  %dx, %ds, %db = fsdp.batch_norm_grad %g, %x, %c, %c, %c
+      : (tensor<2x4xbf16>, tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_grad_scale(%x: tensor<2x4xf32>, %c: tensor<4xf32>, %d: tensor<4xbf16>) {
+  // expected-error @+1 {{'fsdp.batch_norm_grad' op grad_scale and grad_bias must be 'tensor<4xf32>'}}
+  %dx, %ds, %db = fsdp.batch_norm_grad %x, %x, %c, %c, %c
+      : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4xf32>, tensor<4xbf16>, tensor<4xf32>)
+  return
+}

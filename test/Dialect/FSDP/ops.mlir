@@ -90,3 +90,20 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x8x12xbf16>,
       -> (tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>)
   return %y0, %dq, %dkt, %dv : tensor<2x4x16x6xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>
 }
+
+// Training batch norm with its saved statistics and running statistics'
+// new values, and its gradient from the saved statistics.
+// CHECK-LABEL: func.func @batch_norm_train
+func.func @batch_norm_train(%x: tensor<2x4x8x8xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>,
+                            %m: tensor<4xf32>, %v: tensor<4xf32>, %g: tensor<2x4x8x8xf32>)
+    -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  // CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[INV:.*]], %{{.*}}, %{{.*}} = fsdp.batch_norm_train %arg0, %arg1, %arg2, %arg3, %arg4 {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %y, %mean, %inv, %rm, %rv = fsdp.batch_norm_train %x, %s, %b, %m, %v {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32}
+      : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: fsdp.batch_norm_grad %arg5, %arg0, %arg1, %[[MEAN]], %[[INV]] : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  %dx, %ds, %db = fsdp.batch_norm_grad %g, %x, %s, %mean, %inv
+      : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %dx, %ds, %db, %rm, %rv : tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}

@@ -488,6 +488,54 @@ static RankedTensorType lseTypeOf(RankedTensorType q) {
                                Float32Type::get(q.getContext()));
 }
 
+/// x is [N, C, ...] and every per-channel tensor (`named`, in order) is
+/// [C] (when C is static).
+static LogicalResult verifyPerChannel(Operation *op, Value x,
+                                      ArrayRef<Value> perChannel,
+                                      ArrayRef<StringRef> named) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  if (xt.getRank() < 2)
+    return op->emitOpError() << "x must be [N, C, ...], not " << xt;
+  int64_t c = xt.getDimSize(1);
+  for (auto [value, name] : llvm::zip(perChannel, named)) {
+    auto t = cast<RankedTensorType>(value.getType());
+    if (t.getRank() != 1 ||
+        (c != ShapedType::kDynamic && t.getDimSize(0) != ShapedType::kDynamic &&
+         t.getDimSize(0) != c))
+      return op->emitOpError()
+             << name << " must be [" << c << "] (x's channels), not " << t;
+  }
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::verify() {
+  if (getOutput().getType() != getX().getType())
+    return emitOpError() << "output must be " << getX().getType() << ", not "
+                         << getOutput().getType();
+  return verifyPerChannel(
+      *this, getX(),
+      {getScale(), getBias(), getRunningMean(), getRunningVar(),
+       getSavedMean(), getSavedInvstd(), getRunningMeanOut(),
+       getRunningVarOut()},
+      {"scale", "bias", "running_mean", "running_var", "saved_mean",
+       "saved_invstd", "running_mean_out", "running_var_out"});
+}
+
+LogicalResult BatchNormGradOp::verify() {
+  if (getGrad().getType() != getX().getType() ||
+      getGradX().getType() != getX().getType())
+    return emitOpError() << "grad and grad_x must be " << getX().getType()
+                         << ", not " << getGrad().getType() << " and "
+                         << getGradX().getType();
+  if (getGradScale().getType() != getScale().getType() ||
+      getGradBias().getType() != getScale().getType())
+    return emitOpError() << "grad_scale and grad_bias must be "
+                         << getScale().getType();
+  return verifyPerChannel(*this, getX(),
+                          {getScale(), getSavedMean(), getSavedInvstd()},
+                          {"scale", "saved_mean", "saved_invstd"});
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = cast<RankedTensorType>(getQuery().getType());
   auto kt = cast<RankedTensorType>(getKeyT().getType());

@@ -92,6 +92,7 @@ private:
   LogicalResult prepare();
   FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
+  LogicalResult fuseBatchNorm(BatchNormalizationOp norm);
   void fuseAttention();
   void countBatch(BatchNormalizationOp norm, OnnxBuilder &bb);
   SmallVector<mlir::fsdp::ParamOp>
@@ -251,6 +252,39 @@ LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
   return success();
 }
 
+/// A training-mode BatchNorm as one fsdp.batch_norm_train (differentiated
+/// by fsdp.batch_norm_grad): its output, the batch's saved statistics and
+/// the running statistics' new values, the same update as the decomposed
+/// form's.
+LogicalResult Autodiff::fuseBatchNorm(BatchNormalizationOp norm) {
+  Value x = norm.getX();
+  if (typeOf(x).getRank() < 2)
+    return norm.emitOpError("fsdp-autodiff: BatchNormalization input must be "
+                            "[N, C, ...]");
+  OpBuilder b(norm);
+  OnnxBuilder bb(b, norm.getLoc());
+  Type meanType = norm.getInputMean().getType(),
+       varType = norm.getInputVar().getType();
+  auto fused = b.create<mlir::fsdp::BatchNormTrainOp>(
+      norm.getLoc(),
+      TypeRange{x.getType(), meanType, varType, meanType, varType}, x,
+      norm.getScale(), norm.getB(), norm.getInputMean(), norm.getInputVar(),
+      b.getF32FloatAttr(norm.getEpsilon().convertToDouble()),
+      b.getF32FloatAttr(norm.getMomentum().convertToDouble()));
+  norm.getY().replaceAllUsesWith(fused.getOutput());
+  auto update = [&](Value running, Value next, Value result) {
+    if (!isa<NoneType>(result.getType()))
+      result.replaceAllUsesWith(next);
+    if (auto get = running.getDefiningOp<mlir::fsdp::GetBufferOp>())
+      updates.emplace_back(get.getBufferAttr(), next);
+  };
+  update(norm.getInputMean(), fused.getRunningMeanOut(), norm.getRunningMean());
+  update(norm.getInputVar(), fused.getRunningVarOut(), norm.getRunningVar());
+  countBatch(norm, bb);
+  norm.erase();
+  return success();
+}
+
 /// A training-mode BatchNorm adds 1 to its module's num_batches_tracked, as
 /// torch's forward does. No node reads the counter (the exporter keeps it
 /// only as an initializer), so it is found as the buffer beside the running
@@ -275,8 +309,9 @@ void Autodiff::countBatch(BatchNormalizationOp norm, OnnxBuilder &bb) {
   updates.emplace_back(symbol, bb.add(now, one));
 }
 
-/// Rewrites what trains differently from how it runs: BatchNorm (always
-/// decomposed; see above) and Dropout (only without dropping: ratio 0 or
+/// Rewrites what trains differently from how it runs: BatchNorm (fused in
+/// training unless fuse-batch-norm=false, else decomposed; see above) and
+/// Dropout (only without dropping: ratio 0 or
 /// not in training).
 LogicalResult Autodiff::prepare() {
   SmallVector<Operation *> ops;
@@ -292,7 +327,8 @@ LogicalResult Autodiff::prepare() {
         if (Attribute mark = norm->getAttr(name))
           marks.push_back(
               NamedAttribute(StringAttr::get(norm.getContext(), name), mark));
-      if (failed(decomposeBatchNorm(norm)))
+      bool fuse = options.fuseBatchNorm && norm.getTrainingMode() != 0;
+      if (failed(fuse ? fuseBatchNorm(norm) : decomposeBatchNorm(norm)))
         return failure();
       for (Operation *added = before ? before->getNextNode()
                                      : &func.getBody().front().front();
@@ -655,6 +691,7 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
     options.checkpointMinNumParams = checkpointMinNumParams;
     options.checkpointPattern = checkpointPattern;
     options.fuseAttention = fuseAttention;
+    options.fuseBatchNorm = fuseBatchNorm;
     if (failed(Autodiff(func, module, std::move(options)).run()))
       signalPassFailure();
   }

@@ -357,6 +357,24 @@ struct LowerBatchNorm : KernelPattern<BatchNormalizationOp> {
   }
 };
 
+/// Training batch norm and its gradient: the op's operands in order.
+struct LowerBatchNormTrain : KernelPattern<mlir::fsdp::BatchNormTrainOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::BatchNormTrainOp norm, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.f32("epsilon", norm.getEpsilon()),
+                     l.f32("momentum", norm.getMomentum())});
+  }
+};
+struct LowerBatchNormGrad : KernelPattern<mlir::fsdp::BatchNormGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::BatchNormGradOp, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(), {});
+  }
+};
+
 /// Dropout has no kernel: fsdp-inference removes it.
 struct RejectDropout : KernelPattern<DropoutOp> {
   using KernelPattern::KernelPattern;
@@ -766,6 +784,8 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerLayerNorm>(context, "layer_norm");
   patterns.add<LowerRMSNorm>(context, "rms_norm");
   patterns.add<LowerBatchNorm>(context, "batch_norm");
+  patterns.add<LowerBatchNormTrain>(context, "batch_norm_train");
+  patterns.add<LowerBatchNormGrad>(context, "batch_norm_grad");
   patterns.add<RejectDropout>(context);
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");

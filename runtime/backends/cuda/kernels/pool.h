@@ -148,6 +148,85 @@ struct BatchNormBody {
   }
 };
 
+/// The inverse standard deviation 1 / sqrt(var + eps) per channel: what
+/// cuDNN's inference-phase batch norm reads instead of the variance.
+struct InverseStdBody {
+  const float *var;
+  float *invStd;
+  float eps;
+
+  FSDP_HD void operator()(int64_t c) const {
+    invStd[c] = 1.0f / sqrtf(var[c] + eps);
+  }
+};
+
+/// batch_norm_train, one channel per item (so the statistics need no
+/// reduction across threads; a channel's n * inner values are summed in
+/// double, as the CPU does): the batch's mean and biased variance, y, the
+/// saved mean and inverse std, and the running statistics' new values
+/// (ONNX's momentum, the variance times `unbias` = count / (count - 1)).
+struct BatchNormTrainBody {
+  const float *x, *scale, *bias, *runningMean, *runningVar;
+  float *y, *mean, *invStd, *nextMean, *nextVar;
+  int64_t n, channels, inner;
+  double eps, momentum, unbias;
+
+  FSDP_HD void operator()(int64_t c) const {
+    double sum = 0, squares = 0, count = double(n * inner);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i)
+        sum += x[(b * channels + c) * inner + i];
+    double m = sum / count;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        double d = x[(b * channels + c) * inner + i] - m;
+        squares += d * d;
+      }
+    double var = squares / count, inv = 1.0 / sqrt(var + eps);
+    double k = scale[c] * inv, shift = bias[c];
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * channels + c) * inner + i;
+        y[at] = static_cast<float>((x[at] - m) * k + shift);
+      }
+    mean[c] = static_cast<float>(m);
+    invStd[c] = static_cast<float>(inv);
+    nextMean[c] = static_cast<float>(runningMean[c] * momentum +
+                                     m * (1 - momentum));
+    nextVar[c] = static_cast<float>(runningVar[c] * momentum +
+                                    var * unbias * (1 - momentum));
+  }
+};
+
+/// batch_norm_grad, one channel per item: dbias = sum(dy), dscale =
+/// sum(dy * xhat) (in double), then dx = scale * invStd * (dy - (dbias +
+/// xhat * dscale) / count), xhat = (x - mean) * invStd.
+struct BatchNormGradBody {
+  const float *dy, *x, *scale, *mean, *invStd;
+  float *dx, *dscale, *dbias;
+  int64_t n, channels, inner;
+
+  FSDP_HD void operator()(int64_t c) const {
+    double m = mean[c], inv = invStd[c], sumDy = 0, sumDyXhat = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * channels + c) * inner + i;
+        sumDy += dy[at];
+        sumDyXhat += dy[at] * ((x[at] - m) * inv);
+      }
+    double k = scale[c] * inv, count = double(n * inner);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t at = (b * channels + c) * inner + i;
+        double xhat = (x[at] - m) * inv;
+        dx[at] = static_cast<float>(k * (dy[at] - (sumDy + xhat * sumDyXhat) /
+                                                      count));
+      }
+    dscale[c] = static_cast<float>(sumDyXhat);
+    dbias[c] = static_cast<float>(sumDy);
+  }
+};
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_POOL_H

@@ -860,6 +860,73 @@ def FSDP_AttentionGradOp : FSDP_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FSDP_BatchNormTrainOp : FSDP_Op<"batch_norm_train", [Pure]> {
+  let summary = "batch normalization in training, with saved statistics";
+  let description = [{
+    What `fsdp-autodiff` makes of a training-mode `onnx.BatchNormalization`
+    (unless `fuse-batch-norm=false`), as torch's `native_batch_norm`: `x` is
+    `[N, C, ...]`, and per channel (dim 1) the batch's mean and biased
+    variance over every other dim give
+    `output = (x - mean) * invstd * scale + bias`, with
+    `invstd = 1 / sqrt(var + epsilon)`. `saved_mean` and `saved_invstd`
+    (`[C]`) are what `fsdp.batch_norm_grad` reads. `running_mean_out` and
+    `running_var_out` are the running statistics' new values with ONNX's
+    `momentum`: `running * momentum + batch * (1 - momentum)`, the variance
+    unbiased (`count / (count - 1)`, count the values per channel), as
+    PyTorch updates them.
+
+    ```mlir
+    %y, %mean, %invstd, %rm, %rv = fsdp.batch_norm_train %x, %scale, %bias, %m, %v
+        {epsilon = 9.99999974E-6 : f32, momentum = 0.899999976 : f32}
+        : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+           tensor<4xf32>)
+        -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+            tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$scale,
+                   AnyRankedTensor:$bias, AnyRankedTensor:$running_mean,
+                   AnyRankedTensor:$running_var, F32Attr:$epsilon,
+                   F32Attr:$momentum);
+  let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$saved_mean,
+                 AnyRankedTensor:$saved_invstd,
+                 AnyRankedTensor:$running_mean_out,
+                 AnyRankedTensor:$running_var_out);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_BatchNormGradOp : FSDP_Op<"batch_norm_grad", [Pure]> {
+  let summary = "gradients of training batch normalization";
+  let description = [{
+    What `fsdp-autodiff` emits for `fsdp.batch_norm_train`, as torch's
+    `native_batch_norm_backward` in training: from the output gradient
+    `grad`, `x`, `scale` and the forward's `saved_mean` and `saved_invstd`,
+    with `xhat = (x - mean) * invstd` per channel:
+    `grad_bias = sum(grad)`, `grad_scale = sum(grad * xhat)` and
+    `grad_x = scale * invstd * (grad - (grad_bias + xhat * grad_scale) / count)`.
+    The results have the types of `x`, `scale` and `scale`.
+
+    ```mlir
+    %dx, %dscale, %dbias = fsdp.batch_norm_grad %g, %x, %scale, %mean, %invstd
+        : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>,
+           tensor<4xf32>, tensor<4xf32>)
+        -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$x,
+                   AnyRankedTensor:$scale, AnyRankedTensor:$saved_mean,
+                   AnyRankedTensor:$saved_invstd);
+  let results = (outs AnyRankedTensor:$grad_x, AnyRankedTensor:$grad_scale,
+                 AnyRankedTensor:$grad_bias);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def FSDP_GatherGradOp : FSDP_Op<"gather_grad", [Pure]> {
   let summary = "gradient of a gather (embedding lookup): scatter-add";
   let description = [{

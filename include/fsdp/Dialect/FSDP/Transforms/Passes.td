@@ -728,6 +728,14 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     decomposed (fsdp.attention_grad gives the mask no gradient), as does
     every chain with `fuse-attention=false`.
 
+    Batch norm (`fuse-batch-norm`, on by default): a training-mode
+    `BatchNormalization` becomes one `fsdp.batch_norm_train` (the output,
+    the batch's mean and inverse standard deviation saved for the backward,
+    and the running statistics' new values, the same update as above), and
+    its gradient one `fsdp.batch_norm_grad`, as torch's `native_batch_norm`
+    and `native_batch_norm_backward`; with `fuse-batch-norm=false` it is
+    decomposed as described above. Eval-mode ones are decomposed either way.
+
     Activation checkpointing (after `fsdp-auto-wrap`): a checkpointed FSDP
     unit's forward ops are run again at the start of that unit's backward
     and its gradient rules read the copies, so the unit's activations die
@@ -774,7 +782,11 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     Option<"fuseAttention", "fuse-attention", "bool", /*default=*/"true",
            "Differentiate softmax attention as fsdp.attention (saving each "
            "row's log-sum-exp) and fsdp.attention_grad instead of its "
-           "decomposed ops (false: keep the scores and probabilities)">
+           "decomposed ops (false: keep the scores and probabilities)">,
+    Option<"fuseBatchNorm", "fuse-batch-norm", "bool", /*default=*/"true",
+           "Train BatchNormalization as fsdp.batch_norm_train (saving the "
+           "batch's mean and inverse std) and fsdp.batch_norm_grad instead "
+           "of its decomposed elementwise and reduce ops">
   ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];

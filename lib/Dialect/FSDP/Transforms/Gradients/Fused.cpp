@@ -1,7 +1,9 @@
 //===- Fused.cpp - Gradients of fsdp's fused ops --------------------------===//
 //
 /// fsdp-autodiff fuses differentiated attention chains into fsdp.attention
-/// (keeping its lse), whose gradient is one fsdp.attention_grad.
+/// (keeping its lse), whose gradient is one fsdp.attention_grad, and
+/// training batch norms into fsdp.batch_norm_train, whose gradient is one
+/// fsdp.batch_norm_grad.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,8 @@
 using namespace mlir;
 using mlir::fsdp::AttentionGradOp;
 using mlir::fsdp::AttentionOp;
+using mlir::fsdp::BatchNormGradOp;
+using mlir::fsdp::BatchNormTrainOp;
 using mlir::fsdp::GradientContext;
 using mlir::fsdp::detail::attachGradient;
 using mlir::fsdp::detail::Rule;
@@ -40,8 +44,24 @@ LogicalResult backward(AttentionOp op, GradientContext &ctx) {
   return success();
 }
 
+/// Training batch norm: one fsdp.batch_norm_grad from the forward's saved
+/// statistics gives x, scale and bias theirs; the running statistics get
+/// none (buffers).
+LogicalResult backward(BatchNormTrainOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  Type scaleType = op.getScale().getType();
+  auto grad = r.bb.b.create<BatchNormGradOp>(
+      op->getLoc(), TypeRange{op.getX().getType(), scaleType, scaleType},
+      r.g, op.getX(), op.getScale(), op.getSavedMean(), op.getSavedInvstd());
+  r.give(0, grad.getGradX());
+  r.give(1, grad.getGradScale());
+  r.give(2, grad.getGradBias());
+  return success();
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachFusedGradients(MLIRContext &ctx) {
   attachGradient<AttentionOp, backward>(ctx);
+  attachGradient<BatchNormTrainOp, backward>(ctx);
 }
