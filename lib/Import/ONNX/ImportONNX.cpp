@@ -574,6 +574,28 @@ LogicalResult Importer::convertOldOpset() {
   }
   if (converted.metadata_props_size() == 0)
     *converted.mutable_metadata_props() = file.model.metadata_props();
+  // The converter keeps the old IR version, but IR 3 wants every
+  // initializer listed as a graph input, which the ones it adds are not;
+  // opset 13 belongs to IR 7.
+  converted.set_ir_version(std::max<int64_t>(converted.ir_version(), 7));
+  // Nor does it drop outputs an operator no longer has (BatchNormalization
+  // had five before opset 9, three since): unused ones are left out.
+  llvm::StringSet<> used;
+  for (const onnx::NodeProto &node : converted.graph().node())
+    for (const std::string &input : node.input())
+      used.insert(input);
+  for (const onnx::ValueInfoProto &output : converted.graph().output())
+    used.insert(output.name());
+  for (onnx::NodeProto &node : *converted.mutable_graph()->mutable_node()) {
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+        node.op_type(), static_cast<int>(kMinOpset), node.domain());
+    if (!schema)
+      continue;
+    int most = schema->max_output();
+    while (node.output_size() > most && !used.contains(node.output(
+                                             node.output_size() - 1)))
+      node.mutable_output()->RemoveLast();
+  }
   emitRemark(fileLoc) << "converted '" << llvm::sys::path::filename(path)
                       << "' from opset " << opset << " to " << kMinOpset
                       << " with ONNX's version converter";
@@ -1366,7 +1388,8 @@ LogicalResult Importer::foldShapeComputations() {
   static const llvm::StringSet<> foldable = {
       "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
       "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
-      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant"};
+      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
+      "Neg"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

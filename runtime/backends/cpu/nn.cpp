@@ -330,7 +330,7 @@ KernelFn globalAveragePool(KernelArgs &args) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-enum class Reduce { Sum, Mean, Max };
+enum class Reduce { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSumExp };
 
 /// Partial sums of a reduction of everything: a fixed number of them, so
 /// the result does not depend on the thread count.
@@ -381,13 +381,50 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     }
   }
   int64_t count = product(red);
-  double init =
-      kind == Reduce::Max ? -std::numeric_limits<double>::infinity() : 0.0;
-  auto combine = [kind](double acc, double v) {
-    return kind == Reduce::Max ? maxOf(acc, v) : acc + v;
+  // Each element is mapped (squared, ...), the mapped values merged (by sum,
+  // product, max or min), the result finished (mean, root, log).
+  double inf = std::numeric_limits<double>::infinity();
+  double init = kind == Reduce::Max    ? -inf
+                : kind == Reduce::Min  ? inf
+                : kind == Reduce::Prod ? 1.0
+                                       : 0.0;
+  auto merge = [kind](double acc, double v) {
+    switch (kind) {
+    case Reduce::Max:
+      return maxOf(acc, v);
+    case Reduce::Min:
+      return v < acc || v != v ? v : acc;
+    case Reduce::Prod:
+      return acc * v;
+    default:
+      return acc + v;
+    }
+  };
+  auto combine = [kind, merge](double acc, double v) {
+    switch (kind) {
+    case Reduce::SumSquare:
+    case Reduce::L2:
+      return merge(acc, v * v);
+    case Reduce::L1:
+      return merge(acc, std::fabs(v));
+    case Reduce::LogSumExp:
+      return merge(acc, std::exp(v));
+    default:
+      return merge(acc, v);
+    }
   };
   auto finish = [kind, count](double acc) {
-    return static_cast<float>(kind == Reduce::Mean ? acc / count : acc);
+    switch (kind) {
+    case Reduce::Mean:
+      return static_cast<float>(acc / count);
+    case Reduce::L2:
+      return static_cast<float>(std::sqrt(acc));
+    case Reduce::LogSum:
+    case Reduce::LogSumExp:
+      return static_cast<float>(std::log(acc));
+    default:
+      return static_cast<float>(acc);
+    }
   };
   const float *px = x.as<float>();
   float *py = y.as<float>();
@@ -419,7 +456,7 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
       });
       double acc = init;
       for (int64_t p = 0; p < pieces; ++p)
-        acc = combine(acc, partial[p]);
+        acc = merge(acc, partial[p]);
       py[0] = finish(acc);
       return std::string();
     };
@@ -599,6 +636,19 @@ void registerNN(Registry &r) {
   r["reduce_sum"] = [](KernelArgs &a) { return reduce(a, Reduce::Sum); };
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };
   r["reduce_max"] = [](KernelArgs &a) { return reduce(a, Reduce::Max); };
+  r["reduce_min"] = [](KernelArgs &a) { return reduce(a, Reduce::Min); };
+  r["reduce_prod"] = [](KernelArgs &a) { return reduce(a, Reduce::Prod); };
+  r["reduce_sum_square"] = [](KernelArgs &a) {
+    return reduce(a, Reduce::SumSquare);
+  };
+  r["reduce_l1"] = [](KernelArgs &a) { return reduce(a, Reduce::L1); };
+  r["reduce_l2"] = [](KernelArgs &a) { return reduce(a, Reduce::L2); };
+  r["reduce_log_sum"] = [](KernelArgs &a) {
+    return reduce(a, Reduce::LogSum);
+  };
+  r["reduce_log_sum_exp"] = [](KernelArgs &a) {
+    return reduce(a, Reduce::LogSumExp);
+  };
   r["softmax_cross_entropy"] = softmaxCrossEntropy;
   r["softmax_cross_entropy_grad"] = softmaxCrossEntropyGrad;
 }

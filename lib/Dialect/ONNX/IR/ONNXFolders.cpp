@@ -240,6 +240,20 @@ FOLD_BINARY(AndOp, And)
 FOLD_BINARY(OrOp, Or)
 #undef FOLD_BINARY
 
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getX());
+  if (!input || input.getType() != getType())
+    return {};
+  if (input.getElementType().isInteger())
+    return input.mapValues(input.getElementType(),
+                           [](const APInt &v) { return -v; });
+  if (isa<FloatType>(input.getElementType()))
+    return input.mapValues(input.getElementType(), [](const APFloat &v) {
+      return (-v).bitcastToAPInt();
+    });
+  return {};
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
