@@ -592,9 +592,12 @@ LogicalResult Importer::convertOldOpset() {
     if (!schema)
       continue;
     int most = schema->max_output();
-    while (node.output_size() > most && !used.contains(node.output(
-                                             node.output_size() - 1)))
+    while (node.output_size() > most) {
+      const std::string &last = node.output(node.output_size() - 1);
+      if (!last.empty() && used.contains(last))
+        break;
       node.mutable_output()->RemoveLast();
+    }
   }
   emitRemark(fileLoc) << "converted '" << llvm::sys::path::filename(path)
                       << "' from opset " << opset << " to " << kMinOpset
@@ -1261,6 +1264,12 @@ nodeSignature(const onnx::NodeProto &node, int64_t opset) {
     inputs.resize(arity(schema->inputs(), inputs.size()));
     outputs.resize(arity(schema->outputs(), outputs.size()));
   }
+  // BatchNormalization before opset 14 lists two more outputs (the saved
+  // statistics of training); the onnx dialect's op has opset 14's three,
+  // which is enough when those two are absent.
+  if (node.op_type() == "BatchNormalization")
+    while (outputs.size() > 3 && outputs.back().empty())
+      outputs.pop_back();
   return {inputs, outputs};
 }
 

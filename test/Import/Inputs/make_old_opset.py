@@ -2,6 +2,7 @@
 
   make_old_opset.py good DIR OPSET   model.onnx, x.npy and expected.npy in DIR
   make_old_opset.py bad FILE         a model whose conversion fails at a node
+  make_old_opset.py batchnorm FILE   BatchNormalization at opset 9
   make_old_opset.py compare GOT WANT exits 1 unless the arrays are close
 
 The good model is y = Unsqueeze(Softmax(Relu(x) @ fc.weight, axis=1),
@@ -59,6 +60,24 @@ def bad(path):
     onnx.save_model(model, path)
 
 
+def batchnorm(path):
+    # Before opset 14 BatchNormalization lists five outputs; an inference
+    # node uses the first.
+    stats = [numpy_helper.from_array(np.full(3, v, np.float32), name)
+             for name, v in [("bn.weight", 2.0), ("bn.bias", 0.5),
+                             ("bn.running_mean", 0.1), ("bn.running_var", 4.0)]]
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization",
+                          ["x", "bn.weight", "bn.bias", "bn.running_mean",
+                           "bn.running_var"], ["y"], name="bn")],
+        "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+        initializer=stats)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 4
+    onnx.save_model(model, path)
+
+
 def compare(got, want):
     a, b = np.load(got), np.load(want)
     if a.shape != b.shape:
@@ -75,5 +94,7 @@ if __name__ == "__main__":
         good(sys.argv[2], int(sys.argv[3]))
     elif mode == "bad":
         bad(sys.argv[2])
+    elif mode == "batchnorm":
+        batchnorm(sys.argv[2])
     else:
         compare(sys.argv[2], sys.argv[3])
