@@ -1182,6 +1182,31 @@ TEST(Kernels, ReductionsOverAnyAxes) {
       << r.error;
 }
 
+TEST(Kernels, ArgMaxAndArgMinPickFirstOrLast) {
+  // [2, 3] with ties: rows {1, 5, 5} and {-2, -7, -7}.
+  auto x = f32({2, 3}, {1, 5, 5, -2, -7, -7});
+  auto run = [&](const std::string &op, int64_t axis, int64_t keepdims,
+                 int64_t last, Shape out) {
+    Result r = runOp(op, {x}, {{I64, out}},
+                     {{"axis", axis},
+                      {"keepdims", keepdims},
+                      {"select_last_index", last}});
+    EXPECT_EQ(r.error, "");
+    return r.error.empty() ? r.outputs[0].as<int64_t>()
+                           : std::vector<int64_t>();
+  };
+  EXPECT_EQ(run("arg_max", 1, 1, 0, {2, 1}), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(run("arg_max", 1, 0, 1, {2}), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(run("arg_min", 1, 0, 0, {2}), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(run("arg_min", 1, 0, 1, {2}), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(run("arg_max", 0, 1, 0, {1, 3}), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(run("arg_min", 0, 0, 0, {3}), (std::vector<int64_t>{1, 1, 1}));
+  Result r = runOp("arg_max", {x}, {{I64, {2}}},
+                   {{"axis", int64_t(1)}, {"keepdims", int64_t(1)}});
+  EXPECT_NE(r.error.find("output [2] should be [2, 1]"), std::string::npos)
+      << r.error;
+}
+
 /// -log softmax(row)[label] over C scores read with `stride`.
 double crossEntropy(const float *row, int c, int stride, int64_t label) {
   double max = -INFINITY, sum = 0;

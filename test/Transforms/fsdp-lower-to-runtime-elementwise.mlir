@@ -31,3 +31,13 @@ func.func @forward(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> (tensor<2x3xf32>, 
   %lse = onnx.ReduceLogSumExp %l : (tensor<2x3xf32>) -> tensor<1x1xf32>
   return %l, %ge, %r, %lse : tensor<2x3xf32>, tensor<2x3xi1>, tensor<2xf32>, tensor<1x1xf32>
 }
+
+// ArgMax and ArgMin: the axis made non-negative, the flags kept.
+// CHECK-LABEL: func.func @arg
+// CHECK-NEXT: fsdp.kernel "arg_max"(%arg0) params {axis = 1 : i64, keepdims = 0 : i64, select_last_index = 1 : i64}
+// CHECK-NEXT: fsdp.kernel "arg_min"(%arg0) params {axis = 0 : i64, keepdims = 1 : i64, select_last_index = 0 : i64}
+func.func @arg(%x: tensor<2x3xf32>) -> (tensor<2xi64>, tensor<1x3xi64>) {
+  %a = onnx.ArgMax %x {axis = -1 : i64, keepdims = 0 : i64, select_last_index = 1 : i64} : (tensor<2x3xf32>) -> tensor<2xi64>
+  %b = onnx.ArgMin %x : (tensor<2x3xf32>) -> tensor<1x3xi64>
+  return %a, %b : tensor<2xi64>, tensor<1x3xi64>
+}

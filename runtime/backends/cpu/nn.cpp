@@ -483,6 +483,55 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
   };
 }
 
+/// ArgMax or ArgMin along `axis`: the index (int64) of the first extreme
+/// value, or of the last with select_last_index.
+KernelFn argExtreme(KernelArgs &args, bool max) {
+  requireArity(args, 1, 1, 1);
+  requireDtype(args.in[0], FSDPRT_F32, "the input");
+  requireDtype(args.out[0], FSDPRT_I64, "the output");
+  Tensor x = args.in[0], y = args.out[0];
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = args.attrs.getInt("axis", 0);
+  require(axis >= 0 && axis < rank, "axis " + std::to_string(axis) +
+                                        " is out of range for rank " +
+                                        std::to_string(rank));
+  bool keepdims = args.attrs.getInt("keepdims", 1) != 0;
+  bool last = args.attrs.getInt("select_last_index", 0) != 0;
+  std::vector<int64_t> expected;
+  int64_t outer = 1, inner = 1, n = x.shape[axis];
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis || keepdims)
+      expected.push_back(d == axis ? 1 : x.shape[d]);
+    if (d < axis)
+      outer *= x.shape[d];
+    else if (d > axis)
+      inner *= x.shape[d];
+  }
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
+  require(n > 0 || y.numel == 0, "cannot take the index of an empty axis");
+  return [=]() {
+    const float *px = x.as<float>();
+    int64_t *py = y.as<int64_t>();
+    parallelFor(outer * inner, n, [&](int64_t o) {
+      const float *row = px + o / inner * n * inner + o % inner;
+      int64_t best = 0;
+      float value = row[0];
+      for (int64_t j = 1; j < n; ++j) {
+        float v = row[j * inner];
+        bool better = max ? (last ? v >= value : v > value)
+                          : (last ? v <= value : v < value);
+        if (better) {
+          best = j;
+          value = v;
+        }
+      }
+      py[o] = best;
+    });
+    return std::string();
+  };
+}
+
 /// Checks the scores [N, C, d...], labels [N, d...] and optional weights [C]
 /// of softmax_cross_entropy(_grad); returns the labels' shape.
 std::vector<int64_t> checkCrossEntropyInputs(const Tensor &scores,
@@ -637,6 +686,8 @@ void registerNN(Registry &r) {
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };
   r["reduce_max"] = [](KernelArgs &a) { return reduce(a, Reduce::Max); };
   r["reduce_min"] = [](KernelArgs &a) { return reduce(a, Reduce::Min); };
+  r["arg_max"] = [](KernelArgs &a) { return argExtreme(a, true); };
+  r["arg_min"] = [](KernelArgs &a) { return argExtreme(a, false); };
   r["reduce_prod"] = [](KernelArgs &a) { return reduce(a, Reduce::Prod); };
   r["reduce_sum_square"] = [](KernelArgs &a) {
     return reduce(a, Reduce::SumSquare);

@@ -472,6 +472,20 @@ struct LowerAveragePool : KernelPattern<AveragePoolOp> {
 
 // Reductions.
 
+/// ArgMax and ArgMin: the axis made non-negative, the flags as they are.
+template <typename ArgOp> struct LowerArg : KernelPattern<ArgOp> {
+  using KernelPattern<ArgOp>::KernelPattern;
+  LogicalResult lower(ArgOp op, typename ArgOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis = l.axis(op.getAxis(), rankOf(op.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(this->kernel, adaptor.getData(),
+                    {l.i64("axis", *axis), l.i64("keepdims", op.getKeepdims()),
+                     l.i64("select_last_index", op.getSelectLastIndex())});
+  }
+};
+
 /// ReduceMean and ReduceMax: axes are an attribute.
 template <typename ReduceOp>
 struct LowerReduceByAttr : KernelPattern<ReduceOp> {
@@ -818,6 +832,8 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerReduceByAttr<ReduceMeanOp>>(context, "reduce_mean");
   patterns.add<LowerReduceByAttr<ReduceMaxOp>>(context, "reduce_max");
   patterns.add<LowerReduceByAttr<ReduceMinOp>>(context, "reduce_min");
+  patterns.add<LowerArg<ArgMaxOp>>(context, "arg_max");
+  patterns.add<LowerArg<ArgMinOp>>(context, "arg_min");
   patterns.add<LowerReduceByAttr<ReduceProdOp>>(context, "reduce_prod");
   patterns.add<LowerReduceByAttr<ReduceSumSquareOp>>(context,
                                                      "reduce_sum_square");
