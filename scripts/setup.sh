@@ -23,6 +23,8 @@ packages=(
   # Python frontend and the PyTorch oracle.
   python3 python3-venv python3-pip python3-setuptools python3-numpy python3-onnx
   python3-torch python3-torchvision
+  # ONNX's backend conformance cases (test/conformance).
+  libonnx-testdata
 )
 
 missing=()

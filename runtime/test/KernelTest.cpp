@@ -111,16 +111,43 @@ TEST(Kernels, IntegerArithmetic) {
   EXPECT_NE(r.error.find("one dtype"), std::string::npos) << r.error;
 }
 
+TEST(Kernels, MaxAndMinBroadcastAndKeepNaN) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  auto a = f32({2, 2}, {1, -3, nan, 5}), b = f32({2}, {0, 4});
+  Result r = runOp("max", {a, b}, {{F32, {2, 2}}});
+  ASSERT_EQ(r.error, "");
+  std::vector<float> y = r.outputs[0].as<float>();
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[1], 4);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], 5);
+  r = runOp("min", {a, b}, {{F32, {2, 2}}});
+  ASSERT_EQ(r.error, "");
+  y = r.outputs[0].as<float>();
+  EXPECT_EQ(y[0], 0);
+  EXPECT_EQ(y[1], -3);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], 4);
+  r = runOp("max", {i64({3}, {-4, 7, 0}), i64({}, {1})}, {{I64, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, 7, 1}));
+}
+
 TEST(Kernels, ComparisonsAndLogic) {
   auto a = randomFloats(12, 3), b = randomFloats(4, 4);
   a[5] = b[1]; // one equal pair
-  for (const std::string op : {"equal", "less", "greater"}) {
+  for (const std::string op :
+       {"equal", "less", "greater", "less_or_equal", "greater_or_equal"}) {
     Result r = runOp(op, {f32({3, 4}, a), f32({4}, b)}, {{BOOL, {3, 4}}});
     ASSERT_EQ(r.error, "");
     auto y = r.outputs[0].as<uint8_t>();
     for (int i = 0; i < 12; ++i) {
       float x = a[i], z = b[i % 4];
-      bool want = op == "equal" ? x == z : op == "less" ? x < z : x > z;
+      bool want = op == "equal"     ? x == z
+                  : op == "less"    ? x < z
+                  : op == "greater" ? x > z
+                  : op == "less_or_equal" ? x <= z
+                                          : x >= z;
       EXPECT_EQ(y[i], want) << op << " at " << i;
     }
   }
@@ -186,6 +213,17 @@ TEST(Kernels, UnaryFunctions) {
           {"relu", {}, [](double v) { return v > 0 ? v : 0; }},
           {"erf", {}, [](double v) { return std::erf(v); }},
           {"silu", {}, [](double v) { return v / (1 + std::exp(-v)); }},
+          {"sin", {}, [](double v) { return std::sin(v); }},
+          {"cos", {}, [](double v) { return std::cos(v); }},
+          {"floor", {}, [](double v) { return std::floor(v); }},
+          {"ceil", {}, [](double v) { return std::ceil(v); }},
+          {"softplus", {}, [](double v) { return std::log1p(std::exp(v)); }},
+          {"leaky_relu",
+           {{"alpha", 0.2}},
+           [](double v) { return v < 0 ? 0.2 * v : v; }},
+          {"clip",
+           {{"min", -0.5}, {"max", 0.25}},
+           [](double v) { return std::min(std::max(v, -0.5), 0.25); }},
           {"gelu",
            {},
            [](double v) {
@@ -1247,7 +1285,11 @@ std::vector<double> reduceRef(const std::vector<float> &x, const Shape &shape,
   Shape kept;
   for (size_t d = 0; d < shape.size(); ++d)
     kept.push_back(reduced[d] ? 1 : shape[d]);
-  std::vector<double> acc(numel(kept), kind == "max" ? -INFINITY : 0.0);
+  double init = kind == "max"    ? -INFINITY
+                : kind == "min"  ? INFINITY
+                : kind == "prod" ? 1.0
+                                 : 0.0;
+  std::vector<double> acc(numel(kept), init);
   std::vector<int> count(acc.size(), 0);
   for (int64_t i = 0; i < numel(shape); ++i) {
     int64_t rest = i, o = 0, stride = 1;
@@ -1257,12 +1299,31 @@ std::vector<double> reduceRef(const std::vector<float> &x, const Shape &shape,
       o += (reduced[k] ? 0 : coord) * stride;
       stride *= kept[k];
     }
-    acc[o] = kind == "max" ? std::max<double>(acc[o], x[i]) : acc[o] + x[i];
+    double v = x[i];
+    if (kind == "max")
+      acc[o] = std::max(acc[o], v);
+    else if (kind == "min")
+      acc[o] = std::min(acc[o], v);
+    else if (kind == "prod")
+      acc[o] *= v;
+    else if (kind == "sum_square" || kind == "l2")
+      acc[o] += v * v;
+    else if (kind == "l1")
+      acc[o] += std::fabs(v);
+    else if (kind == "log_sum_exp")
+      acc[o] += std::exp(v);
+    else
+      acc[o] += v;
     ++count[o];
   }
-  if (kind == "mean")
-    for (size_t o = 0; o < acc.size(); ++o)
+  for (size_t o = 0; o < acc.size(); ++o) {
+    if (kind == "mean")
       acc[o] /= count[o];
+    else if (kind == "l2")
+      acc[o] = std::sqrt(acc[o]);
+    else if (kind == "log_sum" || kind == "log_sum_exp")
+      acc[o] = std::log(acc[o]);
+  }
   return acc;
 }
 
@@ -1278,15 +1339,22 @@ TEST(Kernels, ReductionsOverAnyAxes) {
       {{2}, true, {2, 3, 1}},    {{1}, false, {2, 4}},
       {{0, 1}, true, {1, 1, 4}}, {{0, 2}, false, {3}},
       {{}, false, {}},           {{0, 1, 2}, true, {1, 1, 1}}};
-  for (const std::string kind : {"sum", "mean", "max"})
+  // log_sum reads positive values.
+  std::vector<float> positive = x;
+  for (float &v : positive)
+    v = std::fabs(v) + 0.1f;
+  for (const std::string kind : {"sum", "mean", "max", "min", "prod",
+                                 "sum_square", "l1", "l2", "log_sum",
+                                 "log_sum_exp"})
     for (const Case &c : cases) {
       SCOPED_TRACE(kind + " over " + std::to_string(c.axes.size()) + " axes");
       std::vector<bool> reduced(3, c.axes.empty());
       for (int64_t a : c.axes)
         reduced[a] = true;
-      auto y = runF32("reduce_" + kind, {f32(shape, x)}, c.out,
+      const std::vector<float> &in = kind == "log_sum" ? positive : x;
+      auto y = runF32("reduce_" + kind, {f32(shape, in)}, c.out,
                       {{"axes", c.axes}, {"keepdims", int64_t(c.keepdims)}});
-      expectNear(y, reduceRef(x, shape, reduced, kind));
+      expectNear(y, reduceRef(in, shape, reduced, kind));
     }
   // Everything of a large tensor into one value, in parallel pieces.
   auto big = randomFloats(300000, 41);
@@ -1300,6 +1368,31 @@ TEST(Kernels, ReductionsOverAnyAxes) {
                    {{"axes", Shape{2}}, {"keepdims", int64_t(1)}});
   EXPECT_NE(r.error.find("output [2, 3] should be [2, 3, 1]"),
             std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, ArgMaxAndArgMinPickFirstOrLast) {
+  // [2, 3] with ties: rows {1, 5, 5} and {-2, -7, -7}.
+  auto x = f32({2, 3}, {1, 5, 5, -2, -7, -7});
+  auto run = [&](const std::string &op, int64_t axis, int64_t keepdims,
+                 int64_t last, Shape out) {
+    Result r = runOp(op, {x}, {{I64, out}},
+                     {{"axis", axis},
+                      {"keepdims", keepdims},
+                      {"select_last_index", last}});
+    EXPECT_EQ(r.error, "");
+    return r.error.empty() ? r.outputs[0].as<int64_t>()
+                           : std::vector<int64_t>();
+  };
+  EXPECT_EQ(run("arg_max", 1, 1, 0, {2, 1}), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(run("arg_max", 1, 0, 1, {2}), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(run("arg_min", 1, 0, 0, {2}), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(run("arg_min", 1, 0, 1, {2}), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(run("arg_max", 0, 1, 0, {1, 3}), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(run("arg_min", 0, 0, 0, {3}), (std::vector<int64_t>{1, 1, 1}));
+  Result r = runOp("arg_max", {x}, {{I64, {2}}},
+                   {{"axis", int64_t(1)}, {"keepdims", int64_t(1)}});
+  EXPECT_NE(r.error.find("output [2] should be [2, 1]"), std::string::npos)
       << r.error;
 }
 

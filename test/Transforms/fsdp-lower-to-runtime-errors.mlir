@@ -1,8 +1,18 @@
 // RUN: fsdp-opt %s --split-input-file --verify-diagnostics --fsdp-lower-to-runtime
 
-func.func @no_kernel(%x: tensor<2xf32>) -> tensor<2xf32> {
-  // expected-error @+1 {{'onnx.Cos' op has no runtime kernel (docs/plan-format.md lists the supported ops)}}
-  %y = onnx.Cos %x : (tensor<2xf32>) -> tensor<2xf32>
+func.func @no_kernel(%x: tensor<2xf32>) -> tensor<2xi1> {
+  // expected-error @+1 {{'onnx.IsNaN' op has no runtime kernel (docs/plan-format.md lists the supported ops)}}
+  %y = onnx.IsNaN %x : (tensor<2xf32>) -> tensor<2xi1>
+  return %y : tensor<2xi1>
+}
+
+// -----
+
+// Clip's bounds become the kernel's attributes, so they must be known.
+func.func @clip_bound_at_run_time(%x: tensor<2xf32>, %lo: tensor<f32>) -> tensor<2xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Clip' op min must be a constant float scalar to run on the runtime}}
+  %y = onnx.Clip %x, %lo, %none : (tensor<2xf32>, tensor<f32>, none) -> tensor<2xf32>
   return %y : tensor<2xf32>
 }
 

@@ -45,6 +45,7 @@
 #include <unistd.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 using namespace mlir;
 using ::fsdp::onnx_import::EmbeddedBytes;
@@ -97,6 +98,7 @@ private:
   }
 
   LogicalResult checkOpsets();
+  LogicalResult convertOldOpset();
   LogicalResult resolveExternalData();
   LogicalResult specialiseShapes();
   LogicalResult check();
@@ -138,6 +140,8 @@ private:
   ModelFile file;
   Metadata metadata;
   int64_t opset = 0;
+  /// Initializers that ONNX's version converter added (constants).
+  llvm::StringSet<> convertedConstants;
 
   /// Per initializer (graph order): its classification and where its bytes
   /// are: (file relative to the model's directory, offset, length).
@@ -245,25 +249,30 @@ bool writeAll(int fd, const std::string &data) {
   return true;
 }
 
-/// Runs ONNX's shape inference (types checked, errors collected, data
-/// propagated) on `model` in a forked child and replaces `model` with the
-/// inferred one; returns "" or the error. ONNX 1.12's inference crashes on
-/// some malformed models its checker accepts (fuzz.onnx-importer keeps
-/// finding them), and a crash in ONNX must be an error from fsdp-opt, not
-/// its end. The model holds no large weights (ModelReader strips them), so
-/// sending it back is cheap.
-std::string inferInChild(onnx::ModelProto &model) {
+/// What a forked child sent back, and how it ended.
+struct ChildResult {
+  std::string reply;
+  /// The signal that ended the child, or 0.
+  int signal = 0;
+  /// Its exit status when it exited (-1 when a signal ended it).
+  int exitStatus = -1;
+};
+
+/// Runs `work` in a forked child and collects the bytes it returns. ONNX
+/// 1.12's shape inference and version converter crash or abort on some
+/// models (fuzz.onnx-importer keeps finding them), and a crash in ONNX must
+/// be an error from fsdp-opt, not its end. Returns "" or why no child ran.
+std::string runInChild(StringRef what, function_ref<std::string()> work,
+                       ChildResult &result) {
   int fds[2];
   if (::pipe(fds) != 0)
-    return std::string("cannot run ONNX shape inference: pipe: ") +
-           std::strerror(errno);
+    return "cannot run " + what.str() + ": pipe: " + std::strerror(errno);
   std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    return std::string("cannot run ONNX shape inference: fork: ") +
-           std::strerror(errno);
+    return "cannot run " + what.str() + ": fork: " + std::strerror(errno);
   }
   if (pid == 0) {
     ::close(fds[0]);
@@ -274,19 +283,13 @@ std::string inferInChild(onnx::ModelProto &model) {
       std::signal(sig, SIG_DFL);
     std::string reply;
     try {
-      onnx::ShapeInferenceOptions inference(/*check_type=*/true,
-                                            /*error_mode=*/1,
-                                            /*enable_data_propagation=*/true);
-      onnx::shape_inference::InferShapes(
-          model, onnx::OpSchemaRegistry::Instance(), inference);
-      reply = "M" + model.SerializeAsString();
+      reply = work();
     } catch (const std::exception &e) {
       reply = std::string("E") + e.what();
     }
     ::_exit(writeAll(fds[1], reply) ? 0 : 3);
   }
   ::close(fds[1]);
-  std::string reply;
   char chunk[65536];
   for (;;) {
     ssize_t n = ::read(fds[0], chunk, sizeof chunk);
@@ -294,21 +297,47 @@ std::string inferInChild(onnx::ModelProto &model) {
       continue;
     if (n <= 0)
       break;
-    reply.append(chunk, static_cast<size_t>(n));
+    result.reply.append(chunk, static_cast<size_t>(n));
   }
   ::close(fds[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFSIGNALED(status))
+    result.signal = WTERMSIG(status);
+  else if (WIFEXITED(status))
+    result.exitStatus = WEXITSTATUS(status);
+  return "";
+}
+
+/// Runs ONNX's shape inference (types checked, errors collected, data
+/// propagated) on `model` in a forked child and replaces `model` with the
+/// inferred one; returns "" or the error. The model holds no large weights
+/// (ModelReader strips them), so sending it back is cheap.
+std::string inferInChild(onnx::ModelProto &model) {
+  ChildResult child;
+  if (std::string why = runInChild(
+          "ONNX shape inference",
+          [&] {
+            onnx::ShapeInferenceOptions inference(
+                /*check_type=*/true, /*error_mode=*/1,
+                /*enable_data_propagation=*/true);
+            onnx::shape_inference::InferShapes(
+                model, onnx::OpSchemaRegistry::Instance(), inference);
+            return "M" + model.SerializeAsString();
+          },
+          child);
+      !why.empty())
+    return why;
+  const std::string &reply = child.reply;
+  if (child.signal)
     return "ONNX shape inference crashed on this model (signal " +
-           std::to_string(WTERMSIG(status)) + ", " +
-           ::strsignal(WTERMSIG(status)) +
+           std::to_string(child.signal) + ", " + ::strsignal(child.signal) +
            "): ONNX 1.12 crashes on some malformed models its checker "
            "accepts; check the model's attributes and constant values";
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || reply.empty())
+  if (child.exitStatus != 0 || reply.empty())
     return "ONNX shape inference did not finish (exit status " +
-           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+           std::to_string(child.exitStatus) + ")";
   if (reply[0] == 'E')
     return "ONNX shape inference: " + oneLine(StringRef(reply).drop_front());
   onnx::ModelProto inferred;
@@ -328,6 +357,45 @@ std::string inferInChild(onnx::ModelProto &model) {
   for (int i = 0; i < graph->output_size(); ++i)
     graph->mutable_output(i)->CopyFrom(result->output(i));
   graph->mutable_value_info()->Swap(result->mutable_value_info());
+  return "";
+}
+
+/// Converts `model` to opset `target` with ONNX's version converter in a
+/// forked child (some of its adapters abort rather than throw). Shape
+/// inference runs first: adapters such as Softmax 12->13 need the input's
+/// shape. Returns "" and sets `converted`, or the reason (one line).
+std::string convertInChild(const onnx::ModelProto &model, int64_t target,
+                           onnx::ModelProto &converted) {
+  ChildResult child;
+  if (std::string why = runInChild(
+          "ONNX's version converter",
+          [&] {
+            onnx::ModelProto typed = model;
+            onnx::ShapeInferenceOptions inference(
+                /*check_type=*/false, /*error_mode=*/0,
+                /*enable_data_propagation=*/false);
+            onnx::shape_inference::InferShapes(
+                typed, onnx::OpSchemaRegistry::Instance(), inference);
+            onnx::ModelProto out = onnx::version_conversion::ConvertVersion(
+                typed, static_cast<int>(target));
+            return "M" + out.SerializeAsString();
+          },
+          child);
+      !why.empty())
+    return why;
+  if (child.signal)
+    return std::string("it crashed (signal ") + std::to_string(child.signal) +
+           ", " + ::strsignal(child.signal) + ")";
+  if (child.exitStatus != 0 || child.reply.empty())
+    return "it did not finish (exit status " +
+           std::to_string(child.exitStatus) + ")";
+  if (child.reply[0] == 'E') {
+    std::string why = oneLine(StringRef(child.reply).drop_front());
+    return why.empty() ? "it failed without a message" : why;
+  }
+  if (!converted.ParseFromArray(child.reply.data() + 1,
+                                static_cast<int>(child.reply.size() - 1)))
+    return "it returned a model that cannot be read back";
   return "";
 }
 
@@ -351,10 +419,14 @@ LogicalResult Importer::checkOpsets() {
   }
   if (opset == 0)
     return error("the model imports no opset of the default ONNX domain");
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset < 1 || opset > kMaxOpset)
     return error("opset " + Twine(opset) + " is not supported (supported: " +
-                 Twine(kMinOpset) + " to " + Twine(kMaxOpset) +
-                 "); re-export with opset_version=17");
+                 "1 to " + Twine(kMaxOpset) + ", those below " +
+                 Twine(kMinOpset) + " converted to " + Twine(kMinOpset) +
+                 " by ONNX's version converter); re-export with "
+                 "opset_version=17");
+  if (opset < kMinOpset && failed(convertOldOpset()))
+    return failure();
   // ONNX 1.12's own shape inference overflows on Slice steps near the int64
   // range (it crashes); no real model needs them.
   llvm::StringMap<const onnx::TensorProto *> constantTensors;
@@ -423,6 +495,117 @@ LogicalResult Importer::checkOpsets() {
         }
       }
   }
+  return success();
+}
+
+/// The model's first `count` nodes, the last one's outputs as the graph's
+/// outputs.
+static onnx::ModelProto nodePrefix(const onnx::ModelProto &model, int count) {
+  onnx::ModelProto prefix = model;
+  onnx::GraphProto *graph = prefix.mutable_graph();
+  graph->mutable_node()->DeleteSubrange(count, graph->node_size() - count);
+  graph->clear_output();
+  graph->clear_value_info();
+  for (const std::string &output : graph->node(count - 1).output())
+    if (!output.empty())
+      graph->add_output()->set_name(output);
+  return prefix;
+}
+
+/// The converter works on ONNX's in-memory IR, which drops external data:
+/// weights come back as empty tensors of their type and shape. They are put
+/// back by name from the original (with where their bytes lie); the
+/// converter's own new initializers (Pad's pads, ...) are constants.
+LogicalResult Importer::convertOldOpset() {
+  onnx::ModelProto converted;
+  std::string why = convertInChild(file.model, kMinOpset, converted);
+  if (!why.empty()) {
+    // Adapters fail on one node, and a prefix of the graph fails iff it
+    // holds that node (nodes are converted in order): bisect for it.
+    const onnx::GraphProto &graph = file.model.graph();
+    int good = 0, bad = graph.node_size();
+    std::string badWhy = why;
+    onnx::ModelProto ignored;
+    if (bad > 0) {
+      std::string last = convertInChild(nodePrefix(file.model, bad), kMinOpset,
+                                        ignored);
+      if (last.empty())
+        bad = 0; // Only the whole model fails: no node to blame.
+      else
+        badWhy = last;
+    }
+    while (bad > 0 && bad - good > 1) {
+      int middle = good + (bad - good) / 2;
+      std::string result = convertInChild(nodePrefix(file.model, middle),
+                                          kMinOpset, ignored);
+      if (result.empty()) {
+        good = middle;
+      } else {
+        bad = middle;
+        badWhy = result;
+      }
+    }
+    if (bad == 0)
+      return error("ONNX's version converter cannot convert this model from "
+                   "opset " + Twine(opset) + " to " + Twine(kMinOpset) + ": " +
+                   why);
+    const onnx::NodeProto &node = graph.node(bad - 1);
+    return emitError(nodeLoc(node))
+           << "node '" << (node.name().empty() ? node.op_type() : node.name())
+           << "' (" << node.op_type()
+           << "): ONNX's version converter cannot convert it from opset "
+           << opset << " to " << kMinOpset << ": " << badWhy;
+  }
+
+  const onnx::GraphProto &graph = file.model.graph();
+  llvm::StringMap<int> original;
+  for (int i = 0; i < graph.initializer_size(); ++i)
+    original[graph.initializer(i).name()] = i;
+  std::vector<std::optional<EmbeddedBytes>> embedded;
+  for (onnx::TensorProto &tensor :
+       *converted.mutable_graph()->mutable_initializer()) {
+    auto known = original.find(tensor.name());
+    if (known == original.end()) {
+      convertedConstants.insert(tensor.name());
+      embedded.push_back(std::nullopt);
+      continue;
+    }
+    tensor = graph.initializer(known->second);
+    embedded.push_back(file.embedded[known->second]);
+  }
+  if (converted.metadata_props_size() == 0)
+    *converted.mutable_metadata_props() = file.model.metadata_props();
+  // The converter keeps the old IR version, but IR 3 wants every
+  // initializer listed as a graph input, which the ones it adds are not;
+  // opset 13 belongs to IR 7.
+  converted.set_ir_version(std::max<int64_t>(converted.ir_version(), 7));
+  // Nor does it drop outputs an operator no longer has (BatchNormalization
+  // had five before opset 9, three since): unused ones are left out.
+  llvm::StringSet<> used;
+  for (const onnx::NodeProto &node : converted.graph().node())
+    for (const std::string &input : node.input())
+      used.insert(input);
+  for (const onnx::ValueInfoProto &output : converted.graph().output())
+    used.insert(output.name());
+  for (onnx::NodeProto &node : *converted.mutable_graph()->mutable_node()) {
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+        node.op_type(), static_cast<int>(kMinOpset), node.domain());
+    if (!schema)
+      continue;
+    int most = schema->max_output();
+    while (node.output_size() > most) {
+      const std::string &last = node.output(node.output_size() - 1);
+      if (!last.empty() && used.contains(last))
+        break;
+      node.mutable_output()->RemoveLast();
+    }
+  }
+  emitRemark(fileLoc) << "converted '" << llvm::sys::path::filename(path)
+                      << "' from opset " << opset << " to " << kMinOpset
+                      << " with ONNX's version converter";
+  file.model = std::move(converted);
+  file.embedded = std::move(embedded);
+  opset = kMinOpset;
   return success();
 }
 
@@ -681,6 +864,8 @@ LogicalResult Importer::classify() {
   for (int i = 0; i < graph.initializer_size(); ++i) {
     const onnx::TensorProto &tensor = graph.initializer(i);
     InitInfo &info = inits[i];
+    if (convertedConstants.contains(tensor.name()))
+      continue;
     if (haveMetadata) {
       auto known = metadata.initializers.find(tensor.name());
       if (known != metadata.initializers.end())
@@ -1080,6 +1265,12 @@ nodeSignature(const onnx::NodeProto &node, int64_t opset) {
     inputs.resize(arity(schema->inputs(), inputs.size()));
     outputs.resize(arity(schema->outputs(), outputs.size()));
   }
+  // BatchNormalization before opset 14 lists two more outputs (the saved
+  // statistics of training); the onnx dialect's op has opset 14's three,
+  // which is enough when those two are absent.
+  if (node.op_type() == "BatchNormalization")
+    while (outputs.size() > 3 && outputs.back().empty())
+      outputs.pop_back();
   return {inputs, outputs};
 }
 
@@ -1208,7 +1399,7 @@ LogicalResult Importer::foldShapeComputations() {
       "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
       "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
       "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
-      "Mod"};
+      "Mod",   "Neg"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

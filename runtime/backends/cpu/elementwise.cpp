@@ -12,7 +12,9 @@
 
 #include "../../src/half.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 namespace fsdprt::cpu {
@@ -409,6 +411,23 @@ void registerElementwise(Registry &r) {
   r["greater"] = [](KernelArgs &a) {
     return compare(a, [](auto x, auto y) -> uint8_t { return x > y; });
   };
+  r["greater_or_equal"] = [](KernelArgs &a) {
+    return compare(a, [](auto x, auto y) -> uint8_t { return x >= y; });
+  };
+  r["less_or_equal"] = [](KernelArgs &a) {
+    return compare(a, [](auto x, auto y) -> uint8_t { return x <= y; });
+  };
+  // ONNX Max and Min propagate NaN, as numpy's maximum and minimum do.
+  r["max"] = [](KernelArgs &a) {
+    return arithmetic(
+        a, [](float x, float y) { return x >= y || x != x ? x : y; },
+        [](int64_t x, int64_t y) { return std::max(x, y); }, true);
+  };
+  r["min"] = [](KernelArgs &a) {
+    return arithmetic(
+        a, [](float x, float y) { return x <= y || x != x ? x : y; },
+        [](int64_t x, int64_t y) { return std::min(x, y); }, true);
+  };
   r["and"] = [](KernelArgs &a) {
     return logical(a, [](uint8_t x, uint8_t y) -> uint8_t { return x && y; });
   };
@@ -430,6 +449,39 @@ void registerElementwise(Registry &r) {
   };
   r["erf"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return std::erf(x); });
+  };
+  r["sin"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::sin(x); });
+  };
+  r["cos"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::cos(x); });
+  };
+  r["floor"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::floor(x); });
+  };
+  r["ceil"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::ceil(x); });
+  };
+  // log(1 + exp(x)) without overflowing exp for large x.
+  r["softplus"] = [](KernelArgs &a) {
+    return unary(a, [](float x) {
+      return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+    });
+  };
+  r["leaky_relu"] = [](KernelArgs &a) {
+    float alpha = static_cast<float>(a.attrs.getFloat("alpha", 0.01));
+    return unary(a, [alpha](float x) { return x < 0 ? alpha * x : x; });
+  };
+  // Bounds as attributes (the compiler reads Clip's constant inputs); a
+  // lower bound above the upper one gives the upper, as ONNX says.
+  r["clip"] = [](KernelArgs &a) {
+    float lo = static_cast<float>(
+        a.attrs.getFloat("min", -std::numeric_limits<float>::infinity()));
+    float hi = static_cast<float>(
+        a.attrs.getFloat("max", std::numeric_limits<float>::infinity()));
+    return unary(a, [lo, hi](float x) {
+      return x != x ? x : std::min(std::max(x, lo), hi);
+    });
   };
   // The activations share their definitions with linear's epilogue.
   r["tanh"] = [](KernelArgs &a) { return activation(a, Activation::Tanh); };

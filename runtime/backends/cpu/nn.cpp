@@ -447,7 +447,7 @@ KernelFn globalAveragePool(KernelArgs &args) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-enum class Reduce { Sum, Mean, Max };
+enum class Reduce { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSumExp };
 
 /// Partial sums of a reduction of everything: a fixed number of them, so
 /// the result does not depend on the thread count.
@@ -498,13 +498,50 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     }
   }
   int64_t count = product(red);
-  double init =
-      kind == Reduce::Max ? -std::numeric_limits<double>::infinity() : 0.0;
-  auto combine = [kind](double acc, double v) {
-    return kind == Reduce::Max ? maxOf(acc, v) : acc + v;
+  // Each element is mapped (squared, ...), the mapped values merged (by sum,
+  // product, max or min), the result finished (mean, root, log).
+  double inf = std::numeric_limits<double>::infinity();
+  double init = kind == Reduce::Max    ? -inf
+                : kind == Reduce::Min  ? inf
+                : kind == Reduce::Prod ? 1.0
+                                       : 0.0;
+  auto merge = [kind](double acc, double v) {
+    switch (kind) {
+    case Reduce::Max:
+      return maxOf(acc, v);
+    case Reduce::Min:
+      return v < acc || v != v ? v : acc;
+    case Reduce::Prod:
+      return acc * v;
+    default:
+      return acc + v;
+    }
+  };
+  auto combine = [kind, merge](double acc, double v) {
+    switch (kind) {
+    case Reduce::SumSquare:
+    case Reduce::L2:
+      return merge(acc, v * v);
+    case Reduce::L1:
+      return merge(acc, std::fabs(v));
+    case Reduce::LogSumExp:
+      return merge(acc, std::exp(v));
+    default:
+      return merge(acc, v);
+    }
   };
   auto finish = [kind, count](double acc) {
-    return static_cast<float>(kind == Reduce::Mean ? acc / count : acc);
+    switch (kind) {
+    case Reduce::Mean:
+      return static_cast<float>(acc / count);
+    case Reduce::L2:
+      return static_cast<float>(std::sqrt(acc));
+    case Reduce::LogSum:
+    case Reduce::LogSumExp:
+      return static_cast<float>(std::log(acc));
+    default:
+      return static_cast<float>(acc);
+    }
   };
   const float *px = x.as<float>();
   float *py = y.as<float>();
@@ -536,7 +573,7 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
       });
       double acc = init;
       for (int64_t p = 0; p < pieces; ++p)
-        acc = combine(acc, partial[p]);
+        acc = merge(acc, partial[p]);
       py[0] = finish(acc);
       return std::string();
     };
@@ -558,6 +595,55 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
       }
       for (int64_t i = 0; i < width; ++i)
         py[o * inner + i0 + i] = finish(acc[i]);
+    });
+    return std::string();
+  };
+}
+
+/// ArgMax or ArgMin along `axis`: the index (int64) of the first extreme
+/// value, or of the last with select_last_index.
+KernelFn argExtreme(KernelArgs &args, bool max) {
+  requireArity(args, 1, 1, 1);
+  requireDtype(args.in[0], FSDPRT_F32, "the input");
+  requireDtype(args.out[0], FSDPRT_I64, "the output");
+  Tensor x = args.in[0], y = args.out[0];
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = args.attrs.getInt("axis", 0);
+  require(axis >= 0 && axis < rank, "axis " + std::to_string(axis) +
+                                        " is out of range for rank " +
+                                        std::to_string(rank));
+  bool keepdims = args.attrs.getInt("keepdims", 1) != 0;
+  bool last = args.attrs.getInt("select_last_index", 0) != 0;
+  std::vector<int64_t> expected;
+  int64_t outer = 1, inner = 1, n = x.shape[axis];
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis || keepdims)
+      expected.push_back(d == axis ? 1 : x.shape[d]);
+    if (d < axis)
+      outer *= x.shape[d];
+    else if (d > axis)
+      inner *= x.shape[d];
+  }
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
+  require(n > 0 || y.numel == 0, "cannot take the index of an empty axis");
+  return [=]() {
+    const float *px = x.as<float>();
+    int64_t *py = y.as<int64_t>();
+    parallelFor(outer * inner, n, [&](int64_t o) {
+      const float *row = px + o / inner * n * inner + o % inner;
+      int64_t best = 0;
+      float value = row[0];
+      for (int64_t j = 1; j < n; ++j) {
+        float v = row[j * inner];
+        bool better = max ? (last ? v >= value : v > value)
+                          : (last ? v <= value : v < value);
+        if (better) {
+          best = j;
+          value = v;
+        }
+      }
+      py[o] = best;
     });
     return std::string();
   };
@@ -718,6 +804,21 @@ void registerNN(Registry &r) {
   r["reduce_sum"] = [](KernelArgs &a) { return reduce(a, Reduce::Sum); };
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };
   r["reduce_max"] = [](KernelArgs &a) { return reduce(a, Reduce::Max); };
+  r["reduce_min"] = [](KernelArgs &a) { return reduce(a, Reduce::Min); };
+  r["arg_max"] = [](KernelArgs &a) { return argExtreme(a, true); };
+  r["arg_min"] = [](KernelArgs &a) { return argExtreme(a, false); };
+  r["reduce_prod"] = [](KernelArgs &a) { return reduce(a, Reduce::Prod); };
+  r["reduce_sum_square"] = [](KernelArgs &a) {
+    return reduce(a, Reduce::SumSquare);
+  };
+  r["reduce_l1"] = [](KernelArgs &a) { return reduce(a, Reduce::L1); };
+  r["reduce_l2"] = [](KernelArgs &a) { return reduce(a, Reduce::L2); };
+  r["reduce_log_sum"] = [](KernelArgs &a) {
+    return reduce(a, Reduce::LogSum);
+  };
+  r["reduce_log_sum_exp"] = [](KernelArgs &a) {
+    return reduce(a, Reduce::LogSumExp);
+  };
   r["softmax_cross_entropy"] = softmaxCrossEntropy;
   r["softmax_cross_entropy_grad"] = softmaxCrossEntropyGrad;
 }

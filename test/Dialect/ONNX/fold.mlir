@@ -80,3 +80,18 @@ func.func @casts_and_slices() -> (tensor<2xi64>, tensor<1xf32>, tensor<2xi64>, t
   %range = onnx.Range %five, %zero, %m2 : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
   return %i, %f, %r, %range : tensor<2xi64>, tensor<1xf32>, tensor<2xi64>, tensor<3xi64>
 }
+
+// CHECK-LABEL: func.func @negate
+// LayerNormalization's function body negates its axis to size the reduced
+// shape: Neg of a constant folds (integers and floats); of a value, stays.
+func.func @negate(%x: tensor<2xf32>) -> (tensor<1xi64>, tensor<2xf32>, tensor<2xf32>) {
+  // CHECK-DAG: onnx.Constant dense<1> : tensor<1xi64>
+  // CHECK-DAG: onnx.Constant dense<[-1.500000e+00, 2.000000e+00]> : tensor<2xf32>
+  // CHECK-DAG: onnx.Neg %arg0
+  %axis = onnx.Constant dense<-1> : tensor<1xi64>
+  %n = onnx.Neg %axis : (tensor<1xi64>) -> tensor<1xi64>
+  %f = onnx.Constant dense<[1.5, -2.0]> : tensor<2xf32>
+  %nf = onnx.Neg %f : (tensor<2xf32>) -> tensor<2xf32>
+  %nx = onnx.Neg %x : (tensor<2xf32>) -> tensor<2xf32>
+  return %n, %nf, %nx : tensor<1xi64>, tensor<2xf32>, tensor<2xf32>
+}

@@ -225,16 +225,46 @@ template <typename SourceOp> struct PlainKernel : KernelPattern<SourceOp> {
   }
 };
 
-/// Sum of one input is that input; of two, `add`.
-struct LowerSum : KernelPattern<SumOp> {
-  using KernelPattern::KernelPattern;
-  LogicalResult lower(SumOp sum, OpAdaptor adaptor,
+/// Sum, Max or Min of one input is that input; of two, the binary kernel
+/// (`add`, `max`, `min`).
+template <typename SourceOp> struct LowerVariadic : KernelPattern<SourceOp> {
+  using KernelPattern<SourceOp>::KernelPattern;
+  LogicalResult lower(SourceOp op, typename SourceOp::Adaptor adaptor,
                       Lowering &l) const override {
-    if (sum.getNumOperands() == 1)
+    if (op->getNumOperands() == 1)
       return l.view(adaptor.getOperands()[0]);
-    if (sum.getNumOperands() != 2)
+    if (op->getNumOperands() != 2)
       return l.fail("with more than two inputs is not supported");
-    return l.kernel(kernel, adaptor.getOperands());
+    return l.kernel(this->kernel, adaptor.getOperands());
+  }
+};
+
+/// LeakyRelu is `leaky_relu` with its slope.
+struct LowerLeakyRelu : KernelPattern<LeakyReluOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(LeakyReluOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getX(), {l.f32("alpha", op.getAlpha())});
+  }
+};
+
+/// Clip is `clip` with its (constant, scalar) bounds as attributes; an
+/// absent bound is none.
+struct LowerClip : KernelPattern<ClipOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ClipOp, OpAdaptor adaptor, Lowering &l) const override {
+    SmallVector<NamedAttribute> bounds;
+    for (auto [name, value] : {std::pair<StringRef, Value>{"min", adaptor.getMin()},
+                               {"max", adaptor.getMax()}}) {
+      if (isa<NoneType>(value.getType()))
+        continue;
+      DenseFPElementsAttr attr;
+      if (!matchPattern(value, m_Constant(&attr)) || attr.getNumElements() != 1)
+        return l.fail(Twine(name) +
+                      " must be a constant float scalar to run on the runtime");
+      bounds.push_back(l.f32(name, *attr.getValues<APFloat>().begin()));
+    }
+    return l.kernel(kernel, adaptor.getInput(), bounds);
   }
 };
 
@@ -459,6 +489,20 @@ struct LowerAveragePool : KernelPattern<AveragePoolOp> {
 };
 
 // Reductions.
+
+/// ArgMax and ArgMin: the axis made non-negative, the flags as they are.
+template <typename ArgOp> struct LowerArg : KernelPattern<ArgOp> {
+  using KernelPattern<ArgOp>::KernelPattern;
+  LogicalResult lower(ArgOp op, typename ArgOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis = l.axis(op.getAxis(), rankOf(op.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(this->kernel, adaptor.getData(),
+                    {l.i64("axis", *axis), l.i64("keepdims", op.getKeepdims()),
+                     l.i64("select_last_index", op.getSelectLastIndex())});
+  }
+};
 
 /// ReduceMean and ReduceMax: axes are an attribute.
 template <typename ReduceOp>
@@ -770,7 +814,18 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<PlainKernel<NotOp>>(context, "not");
   patterns.add<PlainKernel<CastOp>>(context, "cast");
   patterns.add<PlainKernel<mlir::fsdp::SiluOp>>(context, "silu");
-  patterns.add<LowerSum>(context, "add");
+  patterns.add<PlainKernel<GreaterOrEqualOp>>(context, "greater_or_equal");
+  patterns.add<PlainKernel<LessOrEqualOp>>(context, "less_or_equal");
+  patterns.add<PlainKernel<SinOp>>(context, "sin");
+  patterns.add<PlainKernel<CosOp>>(context, "cos");
+  patterns.add<PlainKernel<FloorOp>>(context, "floor");
+  patterns.add<PlainKernel<CeilOp>>(context, "ceil");
+  patterns.add<PlainKernel<SoftplusOp>>(context, "softplus");
+  patterns.add<LowerLeakyRelu>(context, "leaky_relu");
+  patterns.add<LowerClip>(context, "clip");
+  patterns.add<LowerVariadic<SumOp>>(context, "add");
+  patterns.add<LowerVariadic<MaxOp>>(context, "max");
+  patterns.add<LowerVariadic<MinOp>>(context, "min");
   patterns.add<LowerGelu>(context, "gelu");
   // Linear algebra and normalisation.
   patterns.add<LowerMatMul>(context, "matmul");
@@ -796,6 +851,17 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   // Reductions.
   patterns.add<LowerReduceByAttr<ReduceMeanOp>>(context, "reduce_mean");
   patterns.add<LowerReduceByAttr<ReduceMaxOp>>(context, "reduce_max");
+  patterns.add<LowerReduceByAttr<ReduceMinOp>>(context, "reduce_min");
+  patterns.add<LowerArg<ArgMaxOp>>(context, "arg_max");
+  patterns.add<LowerArg<ArgMinOp>>(context, "arg_min");
+  patterns.add<LowerReduceByAttr<ReduceProdOp>>(context, "reduce_prod");
+  patterns.add<LowerReduceByAttr<ReduceSumSquareOp>>(context,
+                                                     "reduce_sum_square");
+  patterns.add<LowerReduceByAttr<ReduceL1Op>>(context, "reduce_l1");
+  patterns.add<LowerReduceByAttr<ReduceL2Op>>(context, "reduce_l2");
+  patterns.add<LowerReduceByAttr<ReduceLogSumOp>>(context, "reduce_log_sum");
+  patterns.add<LowerReduceByAttr<ReduceLogSumExpOp>>(context,
+                                                     "reduce_log_sum_exp");
   patterns.add<LowerReduceSum>(context, "reduce_sum");
   // Shapes and data movement.
   patterns.add<LowerViewLike>(context);

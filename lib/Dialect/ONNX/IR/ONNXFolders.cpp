@@ -261,6 +261,20 @@ OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
                     adaptor.getA(), adaptor.getB(), getType());
 }
 
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getX());
+  if (!input || input.getType() != getType())
+    return {};
+  if (input.getElementType().isInteger())
+    return input.mapValues(input.getElementType(),
+                           [](const APInt &v) { return -v; });
+  if (isa<FloatType>(input.getElementType()))
+    return input.mapValues(input.getElementType(), [](const APFloat &v) {
+      return (-v).bitcastToAPInt();
+    });
+  return {};
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();

@@ -98,10 +98,16 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
   let results = (outs ONNX_Tensor:$Y);
 }
 
-foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log", "Neg",
+foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log",
                 "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus", "Sqrt",
                 "Tanh", "Not"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+// Folded at import: shape computations negate axes (LayerNormalization's
+// function body does).
+def ONNX_NegOp : ONNX_UnaryOp<"Neg", [SameOperandsAndResultElementType]> {
+  let hasFolder = 1;
+}
 
 def ONNX_IdentityOp : ONNX_ViewOp<"Identity", [SameOperandsAndResultShape,
                                                SameOperandsAndResultElementType]> {
@@ -327,7 +333,8 @@ class ONNX_ReduceOp<string mnemonic> : ONNX_Op<mnemonic> {
   let results = (outs ONNX_Tensor:$reduced);
 }
 foreach name = ["ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                "ReduceL2", "ReduceSumSquare"] in
+                "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                "ReduceLogSumExp"] in
   def ONNX_#name#Op : ONNX_ReduceOp<name>;
 
 def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum"> {
