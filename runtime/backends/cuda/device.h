@@ -32,6 +32,7 @@
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/logic.h"
+#include "kernels/optim.h"
 #include "kernels/losses.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
@@ -215,6 +216,10 @@ public:
                                 const float *mean, const float *var, float *y,
                                 int64_t n, int64_t channels, int64_t inner,
                                 float eps) = 0;
+  /// The fused optimizer steps over n elements (kernels/optim.h).
+  virtual std::string adamw(DeviceStream &s, const AdamWBody &body,
+                            int64_t n) = 0;
+  virtual std::string sgd(DeviceStream &s, const SGDBody &body, int64_t n) = 0;
   virtual std::string im2col(DeviceStream &s, const ConvWindow &window,
                              const float *x, float *col, int64_t images) = 0;
   virtual std::string col2im(DeviceStream &s, const ConvWindow &window,

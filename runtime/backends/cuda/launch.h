@@ -16,6 +16,7 @@
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/logic.h"
+#include "kernels/optim.h"
 #include "kernels/losses.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
@@ -115,6 +116,10 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *var, float *y, int64_t n,
                             int64_t channels, int64_t inner, float eps,
                             cudaStream_t stream);
+
+/// adamw / sgd over n elements (kernels/optim.h); outputs may alias inputs.
+cudaError_t launchAdamW(const AdamWBody &body, int64_t n, cudaStream_t stream);
+cudaError_t launchSGD(const SGDBody &body, int64_t n, cudaStream_t stream);
 
 /// im2col of `images` images x [images, channels, h, w] into col [images,
 /// window.rows(), oh * ow] (zero in the padding).
