@@ -4,7 +4,9 @@
 /// trainable parameter and buffer updates. This pass appends PyTorch's SGD
 /// or AdamW step (optionally after global-norm clipping and gradient
 /// accumulation over micro-batches) and returns new parameter and state
-/// values marked `fsdp.update_of`, which the runtime writes back.
+/// values marked `fsdp.update_of`, which the runtime writes back. Each
+/// update is one fsdp.sgd / fsdp.adamw op (the runtime's one-pass, in-place
+/// kernels), or with fused=false the same arithmetic as elementwise ONNX ops.
 //
 //===----------------------------------------------------------------------===//
 
