@@ -82,7 +82,7 @@ TEST(Kernels, OptimizerStepsEqualTorch) {
         momentum = std::get<double>(value) != 0;
     // The state the kernel carries from step to step, zero at first.
     std::vector<std::string> stateNames =
-        adam ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
+        adam       ? std::vector<std::string>{"exp_avg", "exp_avg_sq"}
         : momentum ? std::vector<std::string>{"momentum_buffer"}
                    : std::vector<std::string>{};
     Value param = f32(shape, param0);
@@ -122,8 +122,8 @@ TEST(Kernels, OptimizerStepsEqualTorch) {
 
 TEST(Kernels, OptimizerStepsRejectBadOperands) {
   Value p = f32({4}, {1, 2, 3, 4}), s = f32({}, {1});
-  AttrList adam = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
-                   {"weight_decay", 0.0}};
+  AttrList adam = {
+      {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}};
   Result r = runOp("adamw", {p, f32({3}, {1, 2, 3}), p, p, s, s},
                    {{F32, {4}}, {F32, {4}}, {F32, {4}}}, adam);
   EXPECT_NE(r.error.find("param, grad, exp_avg and exp_avg_sq must all be "

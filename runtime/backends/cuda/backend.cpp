@@ -807,17 +807,24 @@ KernelFn optimizerKernel(const std::string &op, Context &c) {
   if (op == "adamw") {
     double beta1 = args.attrs.getFloat("beta1", 0.9);
     double beta2 = args.attrs.getFloat("beta2", 0.999);
-    AdamWConstants k{static_cast<float>(beta1),
-                     static_cast<float>(beta2),
-                     static_cast<float>(1 - beta1),
-                     static_cast<float>(1 - beta2),
-                     static_cast<float>(args.attrs.getFloat("eps", 1e-8)),
-                     static_cast<float>(
-                         args.attrs.getFloat("weight_decay", 0.01))};
-    AdamWBody body{data(0),           data(1),           data(2),
-                   data(3),           data(4),           data(5),
-                   data(6),           out[0].as<float>(), out[1].as<float>(),
-                   out[2].as<float>(), k};
+    AdamWConstants k{
+        static_cast<float>(beta1),
+        static_cast<float>(beta2),
+        static_cast<float>(1 - beta1),
+        static_cast<float>(1 - beta2),
+        static_cast<float>(args.attrs.getFloat("eps", 1e-8)),
+        static_cast<float>(args.attrs.getFloat("weight_decay", 0.01))};
+    AdamWBody body{data(0),
+                   data(1),
+                   data(2),
+                   data(3),
+                   data(4),
+                   data(5),
+                   data(6),
+                   out[0].as<float>(),
+                   out[1].as<float>(),
+                   out[2].as<float>(),
+                   k};
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
       return d.adamw(s, body, n);
     });
@@ -838,9 +845,8 @@ KernelFn optimizerKernel(const std::string &op, Context &c) {
                out[0].as<float>(),
                stateful ? out[1].as<float>() : nullptr,
                k};
-  return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.sgd(s, body, n);
-  });
+  return onStream(
+      c.device, [=](Device &d, DeviceStream &s) { return d.sgd(s, body, n); });
 }
 
 /// batch_norm with given statistics, x [N, C, ...].

@@ -481,8 +481,7 @@ public:
         BatchNormBody{x, scale, bias, mean, var, y, channels, inner, eps},
         n * channels * inner);
   }
-  std::string adamw(DeviceStream &, const AdamWBody &body,
-                    int64_t n) override {
+  std::string adamw(DeviceStream &, const AdamWBody &body, int64_t n) override {
     return each(body, n);
   }
   std::string sgd(DeviceStream &, const SGDBody &body, int64_t n) override {

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "HostHarness.h"
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/optim.h"
+#include "HostHarness.h"
 
 namespace {
 
@@ -20,10 +20,9 @@ std::vector<std::vector<float>> cpuOutputs(const std::string &op,
                                            const std::vector<Value> &ins,
                                            const Shape &shape, size_t count,
                                            const AttrList &attrs) {
-  Result r = runOp(op, ins,
-                   std::vector<std::pair<plan::DType, Shape>>(count,
-                                                              {F32, shape}),
-                   attrs);
+  Result r = runOp(
+      op, ins, std::vector<std::pair<plan::DType, Shape>>(count, {F32, shape}),
+      attrs);
   EXPECT_EQ(r.error, "");
   std::vector<std::vector<float>> outs;
   for (const Value &v : r.outputs)
@@ -35,8 +34,8 @@ TEST(CudaHost, AdamWBodyEqualsTheCpuBackendBitForBit) {
   for (int64_t n : kSizes) {
     for (bool clip : {false, true}) {
       for (double decay : {0.0, 0.01}) {
-        SCOPED_TRACE(std::to_string(n) + (clip ? " clipped" : "") +
-                     " decay " + std::to_string(decay));
+        SCOPED_TRACE(std::to_string(n) + (clip ? " clipped" : "") + " decay " +
+                     std::to_string(decay));
         Shape shape = {n};
         std::vector<float> p = randomFloats(n, 1), g = randomFloats(n, 2),
                            m = randomFloats(n, 3), v = randomFloats(n, 4);
@@ -57,8 +56,9 @@ TEST(CudaHost, AdamWBodyEqualsTheCpuBackendBitForBit) {
           auto want = cpuOutputs("adamw", ins, shape, 3, attrs);
           // In place, as a plan binds it.
           std::vector<float> pp = p, mm = m, vv = v;
-          cuda::AdamWConstants k{0.9f, 0.999f, float(1 - 0.9), float(1 - 0.999),
-                                 1e-8f, float(decay)};
+          cuda::AdamWConstants k{0.9f,           0.999f,
+                                 float(1 - 0.9), float(1 - 0.999),
+                                 1e-8f,          float(decay)};
           cuda::hostForEach(cuda::AdamWBody{pp.data(), g.data(), mm.data(),
                                             vv.data(), &lr, &step,
                                             clip ? &coef : nullptr, pp.data(),

@@ -287,8 +287,7 @@ LogicalResult AdamWOp::verify() {
   if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
     return emitOpError() << "needs betas in [0, 1), not (" << beta1 << ", "
                          << beta2 << ")";
-  if (getEps().convertToDouble() < 0 ||
-      getWeightDecay().convertToDouble() < 0)
+  if (getEps().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
     return emitOpError("needs a non-negative eps and weight_decay");
   return success();
 }

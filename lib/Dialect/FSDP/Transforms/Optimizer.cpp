@@ -371,8 +371,7 @@ Value OptimizerStep::fusedSgd(OnnxBuilder &bb, const Target &param, Value p,
       bb.b.getF64FloatAttr(options.dampening),
       // Without momentum, Nesterov changes nothing (the decomposed form
       // ignores it too).
-      bb.b.getBoolAttr(options.nesterov && buf),
-      bb.b.getF64FloatAttr(decay));
+      bb.b.getBoolAttr(options.nesterov && buf), bb.b.getF64FloatAttr(decay));
   if (buf)
     stateUpdates.back().second = op.getNewMomentumBuffer();
   return op.getNewParam();

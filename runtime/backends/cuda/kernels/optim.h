@@ -1,4 +1,5 @@
-//===- optim.h - Fused optimizer step bodies ---------------------*- C++ -*-===//
+//===- optim.h - Fused optimizer step bodies ---------------------*- C++
+//-*-===//
 //
 // adamw and sgd (docs/plan-format.md) as elementwise kernel bodies (hd.h):
 // one pass over a parameter (or flat shard) and its state, the same f32
