@@ -95,3 +95,29 @@ func.func @forward(%arg0: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32
   %0 = fsdp.kernel "relu"(%arg0) {fsdp.offsets = array<i64: 9223372036854775800>} : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// An in-place mark must have one entry per result.
+// CHECK: error: 'fsdp.kernel' op has an in-place mark per result
+module {
+  fsdp.param @w : tensor<4xf32> at <"m.onnx", offset = 0, length = 16>
+  func.func @forward(%g: tensor<4xf32> {fsdp.offset = 0 : i64}, %lr: tensor<f32> {fsdp.offset = 64 : i64}) -> (tensor<4xf32> {fsdp.update_of = @w}) attributes {fsdp.activation_bytes = 128 : i64} {
+    %w = fsdp.get_param @w : tensor<4xf32>
+    %0 = fsdp.kernel "sgd"(%w, %g, %lr, %lr) {fsdp.in_place = array<i64: 0, 1>, fsdp.offsets = array<i64: -1>} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A result is written over an input only of its own type.
+// CHECK: error: 'fsdp.kernel' op result 0 cannot be written over input 2
+module {
+  fsdp.param @w : tensor<4xf32> at <"m.onnx", offset = 0, length = 16>
+  func.func @forward(%g: tensor<4xf32> {fsdp.offset = 0 : i64}, %lr: tensor<f32> {fsdp.offset = 64 : i64}) -> (tensor<4xf32> {fsdp.update_of = @w}) attributes {fsdp.activation_bytes = 128 : i64} {
+    %w = fsdp.get_param @w : tensor<4xf32>
+    %0 = fsdp.kernel "sgd"(%w, %g, %lr, %lr) {fsdp.in_place = array<i64: 2>, fsdp.offsets = array<i64: -1>} : (tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}

@@ -1,7 +1,7 @@
 // PyTorch FSDP's MixedPrecision on the 3-unit model (root head.w, a, b; all
 // FULL_SHARD over 4 ranks), its settings from fsdp-auto-wrap's options.
-// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16 reduce-dtype=f32" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-optimizer=optimizer=adamw --fsdp-shard --fsdp-mixed-precision | fsdp-opt | FileCheck %s
-// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-optimizer=optimizer=adamw --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=RED
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16 reduce-dtype=f32" --fsdp-autodiff --fsdp-flatten=world-size=4 "--fsdp-optimizer=optimizer=adamw fused=false" --fsdp-shard --fsdp-mixed-precision | fsdp-opt | FileCheck %s
+// RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-autodiff --fsdp-flatten=world-size=4 "--fsdp-optimizer=optimizer=adamw fused=false" --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=RED
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision -cse -canonicalize | FileCheck %s --check-prefix=CSE
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16" --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision | FileCheck %s --check-prefix=INFER
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=transformer layer-classes=Lin param-dtype=bf16 full-precision-classes=Lin" --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-mixed-precision 2>/dev/null | FileCheck %s --check-prefix=FULL

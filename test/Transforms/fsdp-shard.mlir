@@ -1,7 +1,7 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard | FileCheck %s
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard -cse -canonicalize | FileCheck %s --check-prefix=CSE
 // RUN: fsdp-opt %s --fsdp-flatten=world-size=4 --fsdp-shard | FileCheck %s --check-prefix=INFER
-// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-flatten=world-size=4 "--fsdp-optimizer=optimizer=sgd momentum=0.9 max-grad-norm=1" --fsdp-shard | FileCheck %s --check-prefix=OPT
+// RUN: fsdp-opt %s --fsdp-autodiff --fsdp-flatten=world-size=4 "--fsdp-optimizer=optimizer=sgd momentum=0.9 max-grad-norm=1 fused=false" --fsdp-shard | FileCheck %s --check-prefix=OPT
 
 // Three FULL_SHARD units over 4 ranks: the root (head.w), a and b. Each is
 // gathered from this rank's shard right before its first use (fsdp-schedule

@@ -452,10 +452,23 @@ LogicalResult PlanWriter::writeKernel(mlir::fsdp::KernelOp kernel) {
       offsets.size() != static_cast<int64_t>(kernel.getNumResults()))
     return kernel.emitOpError(
         "has no activation offsets; run --fsdp-plan-memory first");
+  auto inPlace =
+      kernel->getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::kInPlaceAttrName);
+  if (inPlace && inPlace.size() != offsets.size())
+    return kernel.emitOpError("has an in-place mark per result");
   for (auto [result, offset] :
        llvm::zip(kernel.getResults(), offsets.asArrayRef())) {
+    int64_t into = inPlace ? inPlace[result.getResultNumber()] : -1;
+    if (into >= static_cast<int64_t>(inputs.size()) ||
+        (into >= 0 && kernel.getInputs()[into].getType() != result.getType()))
+      return kernel.emitOpError("result ")
+             << result.getResultNumber() << " cannot be written over input "
+             << into;
+    // fsdp-plan-memory found the input's old value dead from here: the
+    // kernel writes the new one over it.
     FailureOr<uint32_t> id =
-        addBuffer(kernel, kActivations, offset, result.getType());
+        into >= 0 ? FailureOr<uint32_t>(inputs[into])
+                  : addBuffer(kernel, kActivations, offset, result.getType());
     if (failed(id))
       return failure();
     valueBuffers[result] = *id;
@@ -653,6 +666,11 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
           return failure();
         if (auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
                 index, FSDPDialect::UpdateOfAttrHelper::getNameStr())) {
+          // Written in place by its kernel: nothing to copy after the run.
+          auto state = stateBuffers.find(of.getValue());
+          if (state != stateBuffers.end() && state->second == *id &&
+              updated.insert(of.getValue()).second)
+            continue;
           if (failed(addUpdate(func, index, of, value, *id)))
             return failure();
           continue;

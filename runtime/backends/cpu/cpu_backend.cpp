@@ -317,6 +317,7 @@ public:
     registerLinalg(registry);
     registerNN(registry);
     registerData(registry);
+    registerOptim(registry);
   }
 
   const char *name() const override { return "cpu"; }

@@ -22,6 +22,7 @@ void registerElementwise(Registry &registry);
 void registerLinalg(Registry &registry);
 void registerNN(Registry &registry);
 void registerData(Registry &registry);
+void registerOptim(Registry &registry);
 
 //===----------------------------------------------------------------------===//
 // Checks made when a kernel is prepared

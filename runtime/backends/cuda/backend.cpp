@@ -792,6 +792,63 @@ KernelFn poolKernel(const std::string &op, Context &c) {
   });
 }
 
+/// adamw and sgd (kernels/optim.h): one pass over the parameter and its
+/// state, the CPU kernel's operands and constants.
+KernelFn optimizerKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  if (!allF32(args))
+    return nullptr;
+  const std::vector<Tensor> in = args.in, out = args.out;
+  const int64_t n = in[0].numel;
+  auto data = [&](size_t i) {
+    return i < in.size() ? in[i].as<const float>() : nullptr;
+  };
+  if (op == "adamw") {
+    double beta1 = args.attrs.getFloat("beta1", 0.9);
+    double beta2 = args.attrs.getFloat("beta2", 0.999);
+    AdamWConstants k{
+        static_cast<float>(beta1),
+        static_cast<float>(beta2),
+        static_cast<float>(1 - beta1),
+        static_cast<float>(1 - beta2),
+        static_cast<float>(args.attrs.getFloat("eps", 1e-8)),
+        static_cast<float>(args.attrs.getFloat("weight_decay", 0.01))};
+    AdamWBody body{data(0),
+                   data(1),
+                   data(2),
+                   data(3),
+                   data(4),
+                   data(5),
+                   data(6),
+                   out[0].as<float>(),
+                   out[1].as<float>(),
+                   out[2].as<float>(),
+                   k};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.adamw(s, body, n);
+    });
+  }
+  double momentum = args.attrs.getFloat("momentum", 0);
+  double dampening = args.attrs.getFloat("dampening", 0);
+  bool stateful = momentum != 0;
+  SGDConstants k{static_cast<float>(momentum),
+                 static_cast<float>(1 - dampening),
+                 static_cast<float>(args.attrs.getFloat("weight_decay", 0)),
+                 dampening != 0, args.attrs.getInt("nesterov", 0) != 0};
+  SGDBody body{data(0),
+               data(1),
+               stateful ? data(4) : nullptr,
+               data(2),
+               data(3),
+               data(stateful ? 5 : 4),
+               out[0].as<float>(),
+               stateful ? out[1].as<float>() : nullptr,
+               k};
+  return onStream(
+      c.device, [=](Device &d, DeviceStream &s) { return d.sgd(s, body, n); });
+}
+
 /// batch_norm with given statistics, x [N, C, ...].
 KernelFn batchNormKernel(Context &c) {
   const KernelArgs &args = c.args;
@@ -1438,6 +1495,8 @@ KernelFn own(const std::string &op, Context &c) {
     return batchNormKernel(c);
   if (op == "batch_norm_train" || op == "batch_norm_grad")
     return batchNormTrainKernel(op, c);
+  if (op == "adamw" || op == "sgd")
+    return optimizerKernel(op, c);
   if (op == "attention" || op == "attention_grad")
     return attentionKernel(op, c);
   if (op == "cast")

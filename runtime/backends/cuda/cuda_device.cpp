@@ -370,6 +370,13 @@ public:
     return check(launchInverseStd(var, invStd, channels, eps, raw(s)),
                  "inverse std kernel");
   }
+  std::string adamw(DeviceStream &s, const AdamWBody &body,
+                    int64_t n) override {
+    return check(launchAdamW(body, n, raw(s)), "adamw kernel");
+  }
+  std::string sgd(DeviceStream &s, const SGDBody &body, int64_t n) override {
+    return check(launchSGD(body, n, raw(s)), "sgd kernel");
+  }
   std::string im2col(DeviceStream &s, const ConvWindow &window, const float *x,
                      float *col, int64_t images) override {
     return check(launchIm2col(window, x, col, images, raw(s)), "im2col kernel");

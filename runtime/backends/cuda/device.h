@@ -33,6 +33,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
+#include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
@@ -222,6 +223,10 @@ public:
   virtual std::string inverseStd(DeviceStream &s, const float *var,
                                  float *invStd, int64_t channels,
                                  float eps) = 0;
+  /// The fused optimizer steps over n elements (kernels/optim.h).
+  virtual std::string adamw(DeviceStream &s, const AdamWBody &body,
+                            int64_t n) = 0;
+  virtual std::string sgd(DeviceStream &s, const SGDBody &body, int64_t n) = 0;
   virtual std::string im2col(DeviceStream &s, const ConvWindow &window,
                              const float *x, float *col, int64_t images) = 0;
   virtual std::string col2im(DeviceStream &s, const ConvWindow &window,

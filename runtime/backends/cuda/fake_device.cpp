@@ -590,6 +590,12 @@ public:
                          int64_t channels, float eps) override {
     return each(InverseStdBody{var, invStd, eps}, channels);
   }
+  std::string adamw(DeviceStream &, const AdamWBody &body, int64_t n) override {
+    return each(body, n);
+  }
+  std::string sgd(DeviceStream &, const SGDBody &body, int64_t n) override {
+    return each(body, n);
+  }
   std::string im2col(DeviceStream &, const ConvWindow &window, const float *x,
                      float *col, int64_t images) override {
     return each(Im2colBody{window, x, col},

@@ -17,6 +17,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
+#include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
@@ -123,6 +124,10 @@ cudaError_t launchBatchNormGrad(const BatchNormGradBody &body,
 /// invStd [channels] = 1 / sqrt(var + eps).
 cudaError_t launchInverseStd(const float *var, float *invStd, int64_t channels,
                              float eps, cudaStream_t stream);
+
+/// adamw / sgd over n elements (kernels/optim.h); outputs may alias inputs.
+cudaError_t launchAdamW(const AdamWBody &body, int64_t n, cudaStream_t stream);
+cudaError_t launchSGD(const SGDBody &body, int64_t n, cudaStream_t stream);
 
 /// im2col of `images` images x [images, channels, h, w] into col [images,
 /// window.rows(), oh * ow] (zero in the padding).

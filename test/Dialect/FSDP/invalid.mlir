@@ -485,3 +485,64 @@ func.func @batch_norm_grad_scale(%x: tensor<2x4xf32>, %c: tensor<4xf32>, %d: ten
       -> (tensor<2x4xf32>, tensor<4xbf16>, tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @adamw_shapes(%p: tensor<64xf32>, %g: tensor<32xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.adamw' op failed to verify that all of {param, grad, exp_avg, exp_avg_sq, new_param, new_exp_avg, new_exp_avg_sq} have same type}}
+  %p1, %m1, %v1 = "fsdp.adamw"(%p, %g, %p, %p, %lr, %lr) {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<32xf32>, tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_f16(%p: tensor<64xf16>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.adamw' op operand #0 must be ranked tensor of 32-bit float values}}
+  %p1, %m1, %v1 = fsdp.adamw %p, %p, %p, %p, %lr, %lr {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0} : tensor<64xf16>
+  return
+}
+
+// -----
+
+func.func @adamw_betas(%p: tensor<64xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.adamw' op needs betas in [0, 1), not (1.000000e+00, 9.990000e-01)}}
+  %p1, %m1, %v1 = fsdp.adamw %p, %p, %p, %p, %lr, %lr {beta1 = 1.0, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0} : tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_scalar_lr(%p: tensor<64xf32>) {
+  // expected-error @+1 {{'fsdp.adamw' op operand #4 must be 0-d tensor of f32}}
+  %p1, %m1, %v1 = "fsdp.adamw"(%p, %p, %p, %p, %p, %p) {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+func.func @sgd_momentum_without_buffer(%p: tensor<64xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.sgd' op with momentum 9.000000e-01 needs momentum_buffer operand and result}}
+  %p1 = fsdp.sgd %p, %p, %lr, %lr {momentum = 0.9, dampening = 0.0, nesterov = false, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>) -> tensor<64xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_buffer_shape(%p: tensor<64xf32>, %b: tensor<32xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.sgd' op momentum_buffer must be 'tensor<64xf32>' like the parameter}}
+  %p1, %b1 = fsdp.sgd %p, %p, %lr, %lr momentum_buffer %b {momentum = 0.9, dampening = 0.0, nesterov = false, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>, tensor<32xf32>) -> (tensor<64xf32>, tensor<32xf32>)
+  return
+}
+
+// -----
+
+func.func @sgd_nesterov(%p: tensor<64xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.sgd' op nesterov needs momentum}}
+  %p1 = fsdp.sgd %p, %p, %lr, %lr {momentum = 0.0, dampening = 0.0, nesterov = true, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>) -> tensor<64xf32>
+  return
+}

@@ -107,3 +107,19 @@ func.func @batch_norm_train(%x: tensor<2x4x8x8xf32>, %s: tensor<4xf32>, %b: tens
       -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx, %ds, %db, %rm, %rv : tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// The fused optimizer steps, with and without their optional operands.
+// CHECK-LABEL: func.func @optimizer_steps
+func.func @optimizer_steps(%p: tensor<64xf32>, %g: tensor<64xf32>, %m: tensor<64xf32>, %v: tensor<64xf32>, %lr: tensor<f32>, %step: tensor<f32>, %c: tensor<f32>) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  // CHECK: fsdp.adamw %arg0, %arg1, %arg2, %arg3, %arg4, %arg5 clip %arg6 {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64} : tensor<64xf32>
+  %p1, %m1, %v1 = fsdp.adamw %p, %g, %m, %v, %lr, %step clip %c {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0} : tensor<64xf32>
+  // CHECK: fsdp.adamw %arg0, %arg1, %arg2, %arg3, %arg4, %arg5 {
+  %p2, %m2, %v2 = fsdp.adamw %p, %g, %m, %v, %lr, %step {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.01} : tensor<64xf32>
+  // CHECK: fsdp.sgd %arg0, %arg1, %arg4, %arg5 momentum_buffer %arg2 clip %arg6 {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 0.000000e+00 : f64} : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>, tensor<64xf32>, tensor<f32>) -> (tensor<64xf32>, tensor<64xf32>)
+  %p3, %b3 = fsdp.sgd %p, %g, %lr, %step momentum_buffer %m clip %c {momentum = 0.9, dampening = 0.0, nesterov = true, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>, tensor<64xf32>, tensor<f32>) -> (tensor<64xf32>, tensor<64xf32>)
+  // CHECK: fsdp.sgd %arg0, %arg1, %arg4, %arg5 clip %arg6 {{.*}} : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<64xf32>
+  %p4 = fsdp.sgd %p, %g, %lr, %step clip %c {momentum = 0.0, dampening = 0.0, nesterov = false, weight_decay = 0.0}
+      : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<64xf32>
+  return %p1, %b3, %p4 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}

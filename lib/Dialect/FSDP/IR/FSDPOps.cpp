@@ -277,6 +277,41 @@ LogicalResult WaitOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer steps
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  double beta1 = getBeta1().convertToDouble();
+  double beta2 = getBeta2().convertToDouble();
+  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+    return emitOpError() << "needs betas in [0, 1), not (" << beta1 << ", "
+                         << beta2 << ")";
+  if (getEps().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("needs a non-negative eps and weight_decay");
+  return success();
+}
+
+LogicalResult SGDOp::verify() {
+  double momentum = getMomentum().convertToDouble();
+  if (momentum < 0 || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("needs a non-negative momentum and weight_decay");
+  // The buffer and its new value exist exactly when momentum does.
+  bool stateful = momentum != 0;
+  if (static_cast<bool>(getMomentumBuffer()) != stateful ||
+      static_cast<bool>(getNewMomentumBuffer()) != stateful)
+    return emitOpError() << "with momentum " << momentum
+                         << (stateful ? " needs" : " takes no")
+                         << " momentum_buffer operand and result";
+  if (stateful && (getMomentumBuffer().getType() != getParam().getType() ||
+                   getNewMomentumBuffer().getType() != getParam().getType()))
+    return emitOpError() << "momentum_buffer must be " << getParam().getType()
+                         << " like the parameter";
+  if (getNesterov() && !stateful)
+    return emitOpError("nesterov needs momentum");
+  return success();
+}
+
 /// Checks a collective's group and that `input`'s element count times
 /// `inputTimes` equals `result`'s times `resultTimes` (group-size factors).
 template <typename Op>

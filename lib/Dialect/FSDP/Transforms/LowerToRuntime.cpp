@@ -99,6 +99,9 @@ public:
   NamedAttribute f32(StringRef name, const APFloat &value) {
     return f32(name, value.convertToDouble());
   }
+  NamedAttribute f64(StringRef name, const APFloat &value) {
+    return b.getNamedAttr(name, b.getF64FloatAttr(value.convertToDouble()));
+  }
   NamedAttribute str(StringRef name, StringRef value) {
     return b.getNamedAttr(name, b.getStringAttr(value));
   }
@@ -691,6 +694,32 @@ struct LowerGatherGrad : KernelPattern<mlir::fsdp::GatherGradOp> {
   }
 };
 
+/// The fused optimizer steps. Their hyperparameters stay f64 so the kernel
+/// rounds them to f32 as the decomposed form's constants are rounded.
+struct LowerAdamW : KernelPattern<mlir::fsdp::AdamWOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::AdamWOp step, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.f64("beta1", step.getBeta1()),
+                     l.f64("beta2", step.getBeta2()),
+                     l.f64("eps", step.getEps()),
+                     l.f64("weight_decay", step.getWeightDecay())});
+  }
+};
+
+struct LowerSGD : KernelPattern<mlir::fsdp::SGDOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::SGDOp step, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.f64("momentum", step.getMomentum()),
+                     l.f64("dampening", step.getDampening()),
+                     l.i64("nesterov", step.getNesterov()),
+                     l.f64("weight_decay", step.getWeightDecay())});
+  }
+};
+
 /// The gradients of Conv with respect to its input and its weight.
 template <typename ConvGradOp>
 struct LowerConvGrad : KernelPattern<ConvGradOp> {
@@ -880,6 +909,9 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerConvGrad<mlir::fsdp::ConvGradWeightOp>>(context,
                                                             "conv_grad_weight");
   patterns.add<LowerPoolGrad>(context, "pool_grad");
+  // Optimizer steps.
+  patterns.add<LowerAdamW>(context, "adamw");
+  patterns.add<LowerSGD>(context, "sgd");
   // Flat parameters.
   patterns.add<LowerUnflatten, LowerPack>(context, symbols);
 }

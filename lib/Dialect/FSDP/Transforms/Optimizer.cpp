@@ -4,7 +4,9 @@
 /// trainable parameter and buffer updates. This pass appends PyTorch's SGD
 /// or AdamW step (optionally after global-norm clipping and gradient
 /// accumulation over micro-batches) and returns new parameter and state
-/// values marked `fsdp.update_of`, which the runtime writes back.
+/// values marked `fsdp.update_of`, which the runtime writes back. Each
+/// update is one fsdp.sgd / fsdp.adamw op (the runtime's one-pass, in-place
+/// kernels), or with fused=false the same arithmetic as elementwise ONNX ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,16 +60,23 @@ public:
 private:
   LogicalResult readResults(StepResults &step);
   LogicalResult accumulate(StepResults &step);
+  /// The clipping coefficient; the gradients are scaled by it unless the
+  /// step is fused (the fused ops take it as an operand).
   Value clip(OnnxBuilder &bb, StepResults &step);
   /// A zero-initialised fp32 state buffer for `param`, and its value.
   FailureOr<Value> state(OnnxBuilder &bb, const Target &param, StringRef name);
   Value sgd(OnnxBuilder &bb, const Target &param, Value p, Value g);
   Value adamw(OnnxBuilder &bb, const Target &param, Value p, Value g);
+  /// The same steps as one fsdp.sgd / fsdp.adamw op each.
+  Value fusedSgd(OnnxBuilder &bb, const Target &param, Value p, Value g);
+  Value fusedAdamw(OnnxBuilder &bb, const Target &param, Value p, Value g);
 
   func::FuncOp func;
   ModuleOp module;
   mlir::fsdp::OptimizerOptions options;
   Value lr, step;
+  /// The clipping coefficient when gradients are clipped.
+  Value clipCoef;
   /// AdamW's scalars, built once.
   Value keep, stepSize, root2;
   /// New state values (symbol, value), appended after each parameter's.
@@ -238,8 +247,9 @@ Value OptimizerStep::clip(OnnxBuilder &bb, StepResults &step) {
   Value below =
       bb.op<LessOp>(RankedTensorType::get({}, bb.b.getI1Type()), {coef, one});
   coef = bb.op<WhereOp>(scalarType, {below, coef, one});
-  for (auto &[param, grad] : step.grads)
-    grad = bb.mul(grad, coef, grad.getType());
+  if (!options.fused)
+    for (auto &[param, grad] : step.grads)
+      grad = bb.mul(grad, coef, grad.getType());
   return coef;
 }
 
@@ -342,6 +352,53 @@ Value OptimizerStep::adamw(OnnxBuilder &bb, const Target &param, Value p,
   return bb.op<SubOp>(type, {p, delta});
 }
 
+Value OptimizerStep::fusedSgd(OnnxBuilder &bb, const Target &param, Value p,
+                              Value g) {
+  double decay = options.weightDecay < 0 ? 0.0 : options.weightDecay;
+  Value buf;
+  if (options.momentum != 0) {
+    FailureOr<Value> state = this->state(bb, param, "momentum_buffer");
+    if (failed(state)) {
+      failedState = true;
+      return p;
+    }
+    buf = *state;
+  }
+  SmallVector<Type> types = {p.getType()};
+  if (buf)
+    types.push_back(buf.getType());
+  auto op = bb.b.create<mlir::fsdp::SGDOp>(
+      bb.loc, types, p, g, lr, step, buf, clipCoef,
+      bb.b.getF64FloatAttr(options.momentum),
+      bb.b.getF64FloatAttr(options.dampening),
+      // Without momentum, Nesterov changes nothing (the decomposed form
+      // ignores it too).
+      bb.b.getBoolAttr(options.nesterov && buf), bb.b.getF64FloatAttr(decay));
+  if (buf)
+    stateUpdates.back().second = op.getNewMomentumBuffer();
+  return op.getNewParam();
+}
+
+Value OptimizerStep::fusedAdamw(OnnxBuilder &bb, const Target &param, Value p,
+                                Value g) {
+  double decay = options.weightDecay < 0 ? 0.01 : options.weightDecay;
+  FailureOr<Value> m = state(bb, param, "exp_avg");
+  FailureOr<Value> v =
+      succeeded(m) ? state(bb, param, "exp_avg_sq") : FailureOr<Value>();
+  if (failed(m) || failed(v)) {
+    failedState = true;
+    return p;
+  }
+  Type type = p.getType();
+  auto op = bb.b.create<mlir::fsdp::AdamWOp>(
+      bb.loc, type, type, type, p, g, *m, *v, lr, step, clipCoef,
+      bb.b.getF64FloatAttr(options.beta1), bb.b.getF64FloatAttr(options.beta2),
+      bb.b.getF64FloatAttr(options.eps), bb.b.getF64FloatAttr(decay));
+  stateUpdates[0].second = op.getNewExpAvg();
+  stateUpdates[1].second = op.getNewExpAvgSq();
+  return op.getNewParam();
+}
+
 LogicalResult OptimizerStep::run() {
   if (options.optimizer != "sgd" && options.optimizer != "adamw")
     return func.emitError("unknown optimizer '")
@@ -400,7 +457,7 @@ LogicalResult OptimizerStep::run() {
   b.setInsertionPoint(ret);
   OnnxBuilder bb(b, NameLoc::get(b.getStringAttr("optimizer"), func.getLoc()));
   if (options.maxGradNorm > 0)
-    clip(bb, results);
+    clipCoef = clip(bb, results);
 
   SmallVector<Value> values = {results.loss};
   SmallVector<DictionaryAttr> attrs = {func.getResultAttrDict(0)
@@ -421,8 +478,11 @@ LogicalResult OptimizerStep::run() {
             : b.create<mlir::fsdp::GetParamOp>(bb.loc, param.type, ref)
                   .getResult();
     stateUpdates.clear();
-    Value next = options.optimizer == "sgd" ? sgd(bb, param, p, grad)
-                                            : adamw(bb, param, p, grad);
+    bool sgd = options.optimizer == "sgd";
+    Value next = options.fused ? (sgd ? fusedSgd(bb, param, p, grad)
+                                      : fusedAdamw(bb, param, p, grad))
+                               : (sgd ? this->sgd(bb, param, p, grad)
+                                      : adamw(bb, param, p, grad));
     if (failedState)
       return failure();
     values.push_back(next);
@@ -475,6 +535,7 @@ struct OptimizerPass : mlir::fsdp::impl::OptimizerBase<OptimizerPass> {
     options.eps = eps;
     options.maxGradNorm = maxGradNorm;
     options.accumulate = accumulate;
+    options.fused = fused;
     return options;
   }
 };

@@ -17,6 +17,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -73,6 +75,98 @@ Value ownerOf(Value value) {
 bool producesActivations(Operation *op) {
   return isa<KernelOp, mlir::fsdp::AllGatherOp, mlir::fsdp::ReduceScatterOp,
              mlir::fsdp::AllReduceOp>(op);
+}
+
+/// The symbol a state read (a parameter, buffer, flat parameter or shard)
+/// names, or null for any other value.
+FlatSymbolRefAttr stateReadOf(Operation *op) {
+  if (auto get = dyn_cast_or_null<mlir::fsdp::GetParamOp>(op))
+    return get.getParamAttr();
+  if (auto get = dyn_cast_or_null<mlir::fsdp::GetBufferOp>(op))
+    return get.getBufferAttr();
+  if (auto get = dyn_cast_or_null<mlir::fsdp::GetFlatParamOp>(op))
+    return get.getUnitAttr();
+  if (auto get = dyn_cast_or_null<mlir::fsdp::GetShardOp>(op))
+    return get.getUnitAttr();
+  return nullptr;
+}
+
+/// Whether `op` or anything reading its bytes (views, collectives and
+/// their waits, kernels) runs after `step` in the block, or is returned.
+bool readAfter(Operation *op, Operation *step) {
+  SmallVector<Operation *> work = {op};
+  while (!work.empty()) {
+    Operation *current = work.pop_back_val();
+    for (Operation *user : current->getUsers()) {
+      if (user == step)
+        continue;
+      if (isa<func::ReturnOp>(user) || step->isBeforeInBlock(user))
+        return true;
+      // A view, a wait or a collective names or copies the bytes later.
+      if (isa<ViewOp, mlir::fsdp::WaitOp, mlir::fsdp::AllGatherOp,
+              mlir::fsdp::ReduceScatterOp, mlir::fsdp::AllReduceOp>(user))
+        work.push_back(user);
+    }
+  }
+  return false;
+}
+
+/// Marks the optimizer kernels that may write their new state over the old
+/// (kInPlaceAttrName) and returns their in-place results, which then need
+/// no activation. A result qualifies when
+///   - it is returned once, as the update (`fsdp.update_of`) of the symbol
+///     its input of the same role reads (a parameter, shard or state buffer
+///     read directly by a get op), and used nowhere else;
+///   - no read of that symbol, by any op, is used after the kernel (nor
+///     returned): the old value is dead once the kernel starts.
+/// The kernel itself reads element i before writing it, in the same thread,
+/// so overwriting its own inputs is safe; reads on the communication stream
+/// that come earlier in the plan are ordered before it by the events
+/// mlir-to-plan derives from the bytes kernels share.
+DenseSet<Value> markInPlace(func::FuncOp func) {
+  DenseSet<Value> inPlace;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  // Every read op of each symbol in the function.
+  llvm::StringMap<SmallVector<Operation *>> reads;
+  for (Operation &op : func.getBody().front())
+    if (FlatSymbolRefAttr symbol = stateReadOf(&op))
+      reads[symbol.getValue()].push_back(&op);
+  Builder b(func.getContext());
+  func.walk([&](KernelOp kernel) {
+    // The input each result would replace: adamw's (param, exp_avg,
+    // exp_avg_sq), sgd's (param, momentum_buffer).
+    SmallVector<int64_t> roles;
+    if (kernel.getKernel() == "adamw")
+      roles = {0, 2, 3};
+    else if (kernel.getKernel() == "sgd")
+      roles = {0, 4};
+    else
+      return;
+    SmallVector<int64_t> chosen(kernel.getNumResults(), -1);
+    bool any = false;
+    for (auto [result, input] : llvm::zip(kernel.getResults(), roles)) {
+      if (input >= static_cast<int64_t>(kernel.getInputs().size()) ||
+          !result.hasOneUse() || result.use_begin()->getOwner() != ret)
+        continue;
+      auto of = func.getResultAttrOfType<FlatSymbolRefAttr>(
+          result.use_begin()->getOperandNumber(), "fsdp.update_of");
+      Operation *read = kernel.getInputs()[input].getDefiningOp();
+      FlatSymbolRefAttr symbol = stateReadOf(read);
+      if (!of || !symbol || of.getValue() != symbol.getValue())
+        continue;
+      if (llvm::any_of(reads[symbol.getValue()], [&](Operation *other) {
+            return readAfter(other, kernel);
+          }))
+        continue;
+      chosen[result.getResultNumber()] = input;
+      inPlace.insert(result);
+      any = true;
+    }
+    if (any)
+      kernel->setAttr(mlir::fsdp::kInPlaceAttrName,
+                      b.getDenseI64ArrayAttr(chosen));
+  });
+  return inPlace;
 }
 
 /// `total` + `bytes` rounded up to `alignment`, or nothing on overflow.
@@ -372,6 +466,7 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
         return failure();
       intervals.back().last = kForever;
     }
+    DenseSet<Value> inPlace = markInPlace(func);
     int64_t step = 0;
     for (Operation &op : func.getBody().getOps()) {
       ++step;
@@ -388,9 +483,12 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
             isa<func::ReturnOp>(op) ? kForever : std::max(interval.last, step);
       }
       if (producesActivations(&op))
-        for (Value result : op.getResults())
+        for (Value result : op.getResults()) {
+          if (inPlace.contains(result))
+            continue; // written over the state it replaces
           if (failed(add(result, step)))
             return failure();
+        }
     }
     int64_t arena = place(intervals, alignment);
 
@@ -405,8 +503,16 @@ struct PlanMemoryPass : mlir::fsdp::impl::PlanMemoryBase<PlanMemoryPass> {
       else
         offsets[interval.value.getDefiningOp()].push_back(interval.offset);
     }
-    for (auto &[op, values] : offsets)
-      op->setAttr("fsdp.offsets", b.getDenseI64ArrayAttr(values));
+    // In-place results have no offset of their own (-1).
+    for (Value value : inPlace)
+      offsets[value.getDefiningOp()];
+    for (auto &[op, values] : offsets) {
+      SmallVector<int64_t> all;
+      auto placed = values.begin();
+      for (Value result : op->getResults())
+        all.push_back(inPlace.contains(result) ? -1 : *placed++);
+      op->setAttr("fsdp.offsets", b.getDenseI64ArrayAttr(all));
+    }
     func->setAttr("fsdp.activation_bytes", b.getI64IntegerAttr(arena));
     FailureOr<std::pair<int64_t, int64_t>> fixed = staticBytes(func);
     if (failed(fixed))

@@ -353,9 +353,12 @@ LogicalResult Sharder::retargetOptimizer() {
       continue;
     }
     auto unitRef = FlatSymbolRefAttr::get(unit->op.getSymNameAttr());
+    // The fused steps are elementwise too, with one result per buffer.
+    bool fusedStep = isa<AdamWOp, SGDOp>(op);
     bool elementwise = op.hasTrait<OpTrait::ResultsBroadcastableShape>() ||
-                       op.hasTrait<OpTrait::SameOperandsAndResultShape>();
-    if (!elementwise || op.getNumResults() != 1)
+                       op.hasTrait<OpTrait::SameOperandsAndResultShape>() ||
+                       fusedStep;
+    if (!elementwise || (op.getNumResults() != 1 && !fusedStep))
       return op.emitOpError("uses the flat gradient, parameters "
                             "or state of ")
              << unitRef
@@ -369,14 +372,16 @@ LogicalResult Sharder::retargetOptimizer() {
              << unitRef << " with " << operand.getType()
              << ", which is not a shard of the same unit";
     }
-    auto result = cast<RankedTensorType>(op.getResult(0).getType());
-    if (result.getShape() != unit->op.getTensorType().getShape())
-      return op.emitOpError("expected a result of ")
-             << unit->op.getTensorType() << " from an elementwise op on "
-             << unitRef;
-    op.getResult(0).setType(RankedTensorType::get(unit->shardType.getShape(),
-                                                  result.getElementType()));
-    local[op.getResult(0)] = unit;
+    for (Value value : op.getResults()) {
+      auto result = cast<RankedTensorType>(value.getType());
+      if (result.getShape() != unit->op.getTensorType().getShape())
+        return op.emitOpError("expected a result of ")
+               << unit->op.getTensorType() << " from an elementwise op on "
+               << unitRef;
+      value.setType(RankedTensorType::get(unit->shardType.getShape(),
+                                          result.getElementType()));
+      local[value] = unit;
+    }
   }
   return success();
 }

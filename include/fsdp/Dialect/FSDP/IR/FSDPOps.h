@@ -39,6 +39,13 @@ FailureOr<int64_t> resolveWorldSize(FlatParamOp unit,
 /// A collective's result type, or the type its future will hold.
 Type collectiveValueType(Value result);
 
+/// Set by fsdp-plan-memory on an optimizer kernel (`adamw`, `sgd`) whose
+/// results are written over state it reads: per result, the index of the
+/// input whose buffer holds it, or -1 (an activation as usual).
+/// mlir-to-plan binds those results to the inputs' buffers and writes no
+/// StateUpdate for them.
+inline constexpr llvm::StringLiteral kInPlaceAttrName = "fsdp.in_place";
+
 /// Computes `unit`'s layout with the project's layout library.
 FailureOr<::fsdp::layout::FlatLayout>
 computeLayout(FlatParamOp unit, SymbolTableCollection &symbols);

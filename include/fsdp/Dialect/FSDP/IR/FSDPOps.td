@@ -696,6 +696,108 @@ def FSDP_ReleaseOp : FSDP_Op<"release", [MemoryEffects<[MemWrite]>]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Optimizer steps (produced by fsdp-optimizer)
+//===----------------------------------------------------------------------===//
+
+/// A scalar f32 operand (the learning rate, the step count, the clipping
+/// coefficient); its type is implied in the assembly format.
+def FSDP_F32Scalar : Type<And<[AnyRankedTensor.predicate,
+    CPred<"::llvm::cast<::mlir::RankedTensorType>($_self).getRank() == 0">,
+    CPred<"::llvm::cast<::mlir::RankedTensorType>($_self).getElementType().isF32()">]>,
+    "0-d tensor of f32">,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+
+def FSDP_AdamWOp : FSDP_Op<"adamw", [Pure,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param",
+                   "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "one AdamW step of a parameter (or flat shard) and its state";
+  let description = [{
+    PyTorch's `torch.optim.AdamW` step (torch 1.13, `foreach=False`) on one
+    f32 tensor, elementwise, in the arithmetic order of the decomposed form
+    `fsdp-optimizer` builds with `fused=false`. With `t = step`:
+
+    ```
+    g  = grad * clip                      (when clip is given)
+    m' = exp_avg * beta1 + g * (1 - beta1)
+    v' = exp_avg_sq * beta2 + g * g * (1 - beta2)
+    p  = param * (1 - lr * weight_decay)  (when weight_decay != 0)
+    p' = p - m' / (sqrt(v') / sqrt(1 - beta2^t) + eps) * (lr / (1 - beta1^t))
+    ```
+
+    The results are the new parameter and moments. The runtime kernel
+    writes them over its operands' buffers when the plan binds them there
+    (docs/runtime.md, "In-place optimizer steps").
+
+    ```mlir
+    %p1, %m1, %v1 = fsdp.adamw %p, %g, %m, %v, %lr, %step clip %c
+        {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-08, weight_decay = 0.01}
+        : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$param,
+                   RankedTensorOf<[F32]>:$grad,
+                   RankedTensorOf<[F32]>:$exp_avg,
+                   RankedTensorOf<[F32]>:$exp_avg_sq,
+                   FSDP_F32Scalar:$lr, FSDP_F32Scalar:$step,
+                   Optional<FSDP_F32Scalar>:$clip,
+                   F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                   F64Attr:$weight_decay);
+  let results = (outs RankedTensorOf<[F32]>:$new_param,
+                 RankedTensorOf<[F32]>:$new_exp_avg,
+                 RankedTensorOf<[F32]>:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step
+    (`clip` $clip^)? attr-dict `:` type($param)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_SGDOp : FSDP_Op<"sgd", [Pure, AttrSizedOperandSegments,
+    AllTypesMatch<["param", "grad", "new_param"]>]> {
+  let summary = "one SGD step of a parameter (or flat shard) and its momentum";
+  let description = [{
+    PyTorch's `torch.optim.SGD` step (torch 1.13, `foreach=False`) on one
+    f32 tensor, elementwise, in the arithmetic order of the decomposed form
+    `fsdp-optimizer` builds with `fused=false`:
+
+    ```
+    g  = grad * clip                      (when clip is given)
+    g  = g + param * weight_decay         (when weight_decay != 0)
+    b' = momentum_buffer * momentum + g * (1 - dampening)
+         (g itself on step 1 when dampening != 0: torch's first buffer)
+    d  = nesterov ? g + b' * momentum : b'   (g when momentum == 0)
+    p' = param - d * lr
+    ```
+
+    `momentum_buffer` and the result `new_momentum_buffer` are present
+    exactly when `momentum != 0`.
+
+    ```mlir
+    %p1, %b1 = fsdp.sgd %p, %g, %lr, %step momentum_buffer %b
+        {dampening = 0.0, momentum = 0.9, nesterov = false,
+         weight_decay = 0.0}
+        : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>,
+           tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$param,
+                   RankedTensorOf<[F32]>:$grad,
+                   FSDP_F32Scalar:$lr, FSDP_F32Scalar:$step,
+                   Optional<RankedTensorOf<[F32]>>:$momentum_buffer,
+                   Optional<FSDP_F32Scalar>:$clip,
+                   F64Attr:$momentum, F64Attr:$dampening, BoolAttr:$nesterov,
+                   F64Attr:$weight_decay);
+  let results = (outs RankedTensorOf<[F32]>:$new_param,
+                 Optional<RankedTensorOf<[F32]>>:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $lr `,` $step
+    (`momentum_buffer` $momentum_buffer^)? (`clip` $clip^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Fused compute ops (produced by fsdp-fuse)
 //===----------------------------------------------------------------------===//
 

@@ -822,6 +822,10 @@ def Optimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
     - `max-grad-norm`: gradients scaled by `min(1, max / (norm + 1e-6))`,
       the norm over every gradient (`clip_grad_norm_`). Once gradients
       are sharded, `fsdp-shard` all-reduces each shard's sum of squares.
+    - `fused` (default on): each parameter's (or unit's) update is one
+      `fsdp.sgd` / `fsdp.adamw` op, which the runtime runs as one in-place
+      pass over its buffers, the clipping coefficient an operand of it;
+      `fused=false` builds the same arithmetic from elementwise ONNX ops.
     - `accumulate=N`: gradient accumulation over N micro-batches. Every
       input's first dimension grows N-fold; the step runs forward and
       backward on each slice in turn (activations of one micro-batch die
@@ -852,7 +856,10 @@ def Optimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
            "clip gradients to this global norm (0: no clipping)">,
     Option<"accumulate", "accumulate", "int64_t", /*default=*/"1",
-           "micro-batches whose gradients are averaged before one update">
+           "micro-batches whose gradients are averaged before one update">,
+    Option<"fused", "fused", "bool", /*default=*/"true",
+           "one fsdp.sgd / fsdp.adamw op per parameter (false: the "
+           "elementwise ONNX ops)">
   ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];
