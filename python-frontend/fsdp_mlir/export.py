@@ -444,6 +444,7 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
         optimize=False,
         verbose=False,
     )
+    _scoped_node_names(program.model.graph)
     # The optimizer removes the exporter's sequence ops and shape
     # arithmetic, but would also rewrite the model's state: fold a
     # transposed weight into a constant, drop a Gemm's bias that happens to
@@ -473,6 +474,16 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
             value = graph.inputs.pop()
             value.const_value = hidden[value.name]
             graph.register_initializer(value)
+    # Nodes the optimizer made (a Split, a Reshape) have no scope: they
+    # take their first scoped input's module.
+    for node in graph:
+        if node.name and node.name.startswith("/"):
+            continue
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None and producer.name and producer.name.startswith("/"):
+                node.name = producer.name.rsplit("/", 1)[0] + "/" + (node.name or node.op_type)
+                break
     program.save(str(raw))
     proto = onnx.load(str(raw))
     _batch_norms_in_training(proto, exported)
@@ -480,6 +491,28 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
     if written != opset:
         proto = _convert_down(proto, written, opset)
     onnx.save(proto, str(raw))
+
+
+def _scoped_node_names(graph) -> None:
+    """Names each node by its module path as the TorchScript exporter does
+    (`/model/blocks.0/attn/<node>`), from the name scopes the dynamo
+    exporter records in the node's metadata: the compiler gives each op to
+    its module by that name (activation checkpointing recomputes a unit's
+    own ops)."""
+    import ast
+
+    for node in graph:
+        scopes = node.metadata_props.get("pkg.torch.onnx.name_scopes")
+        if not scopes:
+            continue
+        try:
+            parts = [str(p) for p in ast.literal_eval(scopes)]
+        except (ValueError, SyntaxError):
+            continue
+        # Each scope is a module's FQN ("", "model", "model.blocks.0", ...);
+        # the last is the op's own.
+        if len(parts) >= 2 and parts[-2]:
+            node.name = "/" + "/".join(parts[-2].split(".") + [node.name or node.op_type])
 
 
 def _batch_norms_in_training(proto, model) -> None:

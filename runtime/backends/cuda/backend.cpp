@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 
 namespace fsdprt::cuda {
 namespace {
@@ -1629,6 +1630,16 @@ KernelFn widened(const std::string &op, Context &c) {
 // Attention on cuDNN
 //===----------------------------------------------------------------------===//
 
+/// The element type cuDNN's graphs take for `dtype`, if they take it.
+std::optional<cudnn::DType> cudnnDType(fsdprt_dtype_t dtype) {
+  switch (dtype) {
+  case FSDPRT_F32: return cudnn::DType::F32;
+  case FSDPRT_BF16: return cudnn::DType::BF16;
+  case FSDPRT_F16: return cudnn::DType::F16;
+  default: return std::nullopt;
+  }
+}
+
 /// Under FSDPRT_PROFILE (docs/runtime.md), says when a kernel is prepared
 /// whether cuDNN's graph or the backend's own kernel runs it, and why.
 void sayWhichRuns(const std::string &op, const KernelArgs &args,
@@ -1785,14 +1796,10 @@ KernelFn cudnnConv(const std::string &op, Context &c) {
   shape.n = x->shape[0], shape.c = x->shape[1];
   shape.h = x->shape[2], shape.w = x->shape[3];
   shape.k = w->shape[0], shape.r = w->shape[2], shape.s = w->shape[3];
-  if (dtype == FSDPRT_F32)
-    shape.dtype = cudnn::DType::F32;
-  else if (dtype == FSDPRT_BF16)
-    shape.dtype = cudnn::DType::BF16;
-  else if (dtype == FSDPRT_F16)
-    shape.dtype = cudnn::DType::F16;
-  else
+  std::optional<cudnn::DType> io = cudnnDType(dtype);
+  if (!io)
     return nullptr;
+  shape.dtype = *io;
   std::string why;
   std::shared_ptr<PreparedGraph> graph = c.device.prepareConv(shape, why);
   sayWhichRuns(op, args, graph.get(), why);
@@ -1893,14 +1900,10 @@ KernelFn cudnnBatchNormTrain(const std::string &op, Context &c) {
     if (t->dtype != FSDPRT_F32)
       return nullptr;
   cudnn::NormShape shape;
-  if (dtype == FSDPRT_F32)
-    shape.dtype = cudnn::DType::F32;
-  else if (dtype == FSDPRT_BF16)
-    shape.dtype = cudnn::DType::BF16;
-  else if (dtype == FSDPRT_F16)
-    shape.dtype = cudnn::DType::F16;
-  else
+  std::optional<cudnn::DType> io = cudnnDType(dtype);
+  if (!io)
     return nullptr;
+  shape.dtype = *io;
   if (x.numel == 0)
     return nullptr;
   shape.kind = cudnn::NormKind::Batch;
