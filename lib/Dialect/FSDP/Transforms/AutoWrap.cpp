@@ -89,7 +89,7 @@ private:
   /// class, sizes from 1e3 to 1e10), for the search to compare against;
   /// those giving the units of one before go to `sameUnits` instead.
   std::vector<WrapConfig>
-  handPolicies(const WrapProfile &profile, Strategy baseStrategy,
+  handPolicies(const WrapProfile &profile, ShardingStrategy baseStrategy,
                SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits);
   /// The innermost unit holding module `fqn` (the root at worst).
   StringRef unitOf(StringRef fqn) const;
@@ -113,7 +113,7 @@ private:
   std::shared_ptr<llvm::Regex> regex; // Shared: passes must be copyable.
   llvm::DenseSet<Operation *> ignored;
   llvm::StringSet<> wrapped;
-  llvm::StringMap<std::string> autoStrategy; // policy=auto's, per unit
+  llvm::StringMap<ShardingStrategy> autoStrategy; // policy=auto's, per unit
 };
 
 LogicalResult AutoWrapPass::loadModel() {
@@ -406,8 +406,7 @@ DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
       config.set(setting.getName(), setting.getValue());
   auto chosen = autoStrategy.find(fqn);
   if (chosen != autoStrategy.end()) {
-    ShardingStrategy chosenStrategy =
-        *symbolizeShardingStrategy(chosen->second);
+    ShardingStrategy chosenStrategy = chosen->second;
     NamedAttribute entry =
         getConfigStrategyEntry(&getContext(), chosenStrategy);
     if (chosenStrategy == ShardingStrategy::FULL_SHARD)
@@ -435,16 +434,6 @@ static std::optional<int64_t> parseBytes(StringRef text) {
       value * scale > 9.2e18)
     return std::nullopt;
   return static_cast<int64_t>(value * scale);
-}
-
-static Strategy strategyOf(StringRef name) {
-  if (name == "SHARD_GRAD_OP")
-    return Strategy::ShardGradOp;
-  if (name == "NO_SHARD")
-    return Strategy::NoShard;
-  if (name == "HYBRID_SHARD")
-    return Strategy::HybridShard;
-  return Strategy::FullShard;
 }
 
 LogicalResult AutoWrapPass::loadSearchOptions(WrapSearchOptions &options) {
@@ -500,24 +489,25 @@ LogicalResult AutoWrapPass::loadSearchOptions(WrapSearchOptions &options) {
   options.paramBytes = dtypeBytes(paramDtype);
   options.reduceBytes =
       dtypeBytes(reduceDtype.empty() ? paramDtype : reduceDtype);
-  options.baseStrategy = strategyOf(strategy);
+  // loadConfig has checked the name.
+  options.baseStrategy = *symbolizeShardingStrategy(strategy);
   if (strategy.hasValue()) {
     options.strategies = {options.baseStrategy};
   } else {
-    options.strategies = {Strategy::FullShard, Strategy::ShardGradOp,
-                          Strategy::NoShard};
+    options.strategies = {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                          ShardingStrategy::NO_SHARD};
     if (options.meshShape.size() == 2)
       options.strategies.insert(options.strategies.begin() + 1,
-                                Strategy::HybridShard);
+                                ShardingStrategy::HYBRID_SHARD);
   }
-  if (options.baseStrategy == Strategy::HybridShard &&
+  if (options.baseStrategy == ShardingStrategy::HYBRID_SHARD &&
       options.meshShape.size() != 2)
     return fail("HYBRID_SHARD needs mesh-shape=<groups>,<ranks per group>");
   return success();
 }
 
 std::vector<WrapConfig> AutoWrapPass::handPolicies(
-    const WrapProfile &profile, Strategy baseStrategy,
+    const WrapProfile &profile, ShardingStrategy baseStrategy,
     SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits) {
   std::vector<WrapConfig> hand;
   auto handConfig = [&](std::string name, std::vector<char> units) {
@@ -631,8 +621,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
   for (size_t m = 0; m < profile->modules.size(); ++m)
     if (result.chosen.wrapped[m]) {
       wrapped.insert(profile->modules[m].fqn);
-      autoStrategy[profile->modules[m].fqn] =
-          strategyName(result.chosen.strategy[m]).str();
+      autoStrategy[profile->modules[m].fqn] = result.chosen.strategy[m];
     }
 
   // The decision, for fsdp-schedule, fsdp-flatten and --fsdp-explain-policy.
