@@ -22,6 +22,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -56,6 +57,40 @@ int64_t numel(ParamOp param) { return param.getTensorType().getNumElements(); }
 std::string quoted(StringRef fqn) {
   return fqn.empty() ? "(root)" : "'" + fqn.str() + "'";
 }
+
+/// A unit's settings as the options or the policy file give them, before
+/// they become its `#fsdp.unit_config`; a null field was not given.
+struct UnitSettings {
+  ShardingStrategyAttr strategy;
+  Type paramDtype, reduceDtype, bufferDtype;
+  BoolAttr mixedPrecision;
+
+  /// The field of the dtype setting `name`, null if `name` is none.
+  Type *dtype(StringRef name) {
+    return llvm::StringSwitch<Type *>(name)
+        .Case("param_dtype", &paramDtype)
+        .Case("reduce_dtype", &reduceDtype)
+        .Case("buffer_dtype", &bufferDtype)
+        .Default(nullptr);
+  }
+  /// Takes every setting `other` gives.
+  void overrideWith(const UnitSettings &other) {
+    strategy = other.strategy ? other.strategy : strategy;
+    paramDtype = other.paramDtype ? other.paramDtype : paramDtype;
+    reduceDtype = other.reduceDtype ? other.reduceDtype : reduceDtype;
+    bufferDtype = other.bufferDtype ? other.bufferDtype : bufferDtype;
+    mixedPrecision =
+        other.mixedPrecision ? other.mixedPrecision : mixedPrecision;
+  }
+  /// The configuration, null where nothing is given (PyTorch's defaults).
+  UnitConfigAttr get(MLIRContext *context) const {
+    if (!strategy && !paramDtype && !reduceDtype && !bufferDtype &&
+        !mixedPrecision)
+      return UnitConfigAttr();
+    return UnitConfigAttr::get(context, strategy, paramDtype, reduceDtype,
+                               bufferDtype, mixedPrecision);
+  }
+};
 
 struct AutoWrapPass : mlir::fsdp::impl::AutoWrapBase<AutoWrapPass> {
   using AutoWrapBase::AutoWrapBase;
@@ -100,14 +135,16 @@ private:
   /// Uniform requires_grad per unit (a warning with use-orig-params).
   LogicalResult
   checkUniformGrad(const llvm::StringMap<SmallVector<ParamOp>> &unitParams);
-  /// The config dictionary of the unit wrapping `fqn`.
-  DictionaryAttr unitConfig(StringRef fqn);
+  /// The configuration of the unit wrapping `fqn` (null: PyTorch's
+  /// defaults).
+  UnitConfigAttr unitConfig(StringRef fqn);
 
   Model model;
   llvm::StringSet<> policySet, forceLeaf, excludeWrap, layers, fullPrecision;
-  /// Per-module settings from the policy file (module FQN -> key -> value).
-  llvm::StringMap<NamedAttrList> overrides;
-  NamedAttrList baseConfig;
+  /// Per-module settings from the policy file, by module FQN.
+  llvm::StringMap<UnitSettings> overrides;
+  /// Every unit's settings, from the pass's options.
+  UnitSettings baseConfig;
   bool mixedPrecision = false;
   unsigned fullPrecisionUnits = 0;
   std::shared_ptr<llvm::Regex> regex; // Shared: passes must be copyable.
@@ -308,17 +345,19 @@ LogicalResult AutoWrapPass::loadConfig() {
                                          "NO_SHARD, HYBRID_SHARD";
   // Only what differs from PyTorch's defaults is recorded.
   if (strategy != "FULL_SHARD")
-    baseConfig.append(
-        getConfigStrategyEntry(context, *symbolizeShardingStrategy(strategy)));
-  for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
-                            {"reduce_dtype", reduceDtype},
-                            {"buffer_dtype", bufferDtype}}) {
+    baseConfig.strategy = ShardingStrategyAttr::get(
+        context, *symbolizeShardingStrategy(strategy));
+  for (auto [key, value, slot] :
+       {std::tuple<StringRef, StringRef, Type *>{"param_dtype", paramDtype,
+                                                 &baseConfig.paramDtype},
+        {"reduce_dtype", reduceDtype, &baseConfig.reduceDtype},
+        {"buffer_dtype", bufferDtype, &baseConfig.bufferDtype}}) {
     FailureOr<Type> type = parseFloatDtype(context, value);
     if (failed(type))
       return emitError(module.getLoc())
              << key << " '" << value << "' is not one of f32, f16, bf16";
     if (*type) {
-      baseConfig.append(key, TypeAttr::get(*type));
+      *slot = *type;
       mixedPrecision = true;
     }
   }
@@ -360,7 +399,7 @@ LogicalResult AutoWrapPass::loadConfig() {
     llvm::json::Object *settings = value.getAsObject();
     if (!settings)
       return fail("the settings of module '" + fqn + "' are not an object");
-    NamedAttrList &config = overrides[fqn];
+    UnitSettings &config = overrides[fqn];
     for (auto &[setting, settingValue] : *settings) {
       std::optional<StringRef> text = settingValue.getAsString();
       if (!text)
@@ -369,16 +408,14 @@ LogicalResult AutoWrapPass::loadConfig() {
       if (setting == "strategy") {
         if (!isStrategy(*text))
           return fail("module '" + fqn + "': unknown strategy '" + *text + "'");
-        NamedAttribute entry =
-            getConfigStrategyEntry(context, *symbolizeShardingStrategy(*text));
-        config.set(entry.getName(), entry.getValue());
-      } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
-                 setting == "buffer_dtype") {
+        config.strategy = ShardingStrategyAttr::get(
+            context, *symbolizeShardingStrategy(*text));
+      } else if (Type *slot = config.dtype(setting)) {
         FailureOr<Type> type = parseFloatDtype(context, *text);
         if (failed(type) || !*type)
           return fail("module '" + fqn + "': " + StringRef(setting) + " '" +
                       *text + "' is not one of f32, f16, bf16");
-        config.set(StringRef(setting), TypeAttr::get(*type));
+        *slot = *type;
       } else {
         return fail("module '" + fqn + "': unknown setting '" +
                     StringRef(setting) +
@@ -390,31 +427,24 @@ LogicalResult AutoWrapPass::loadConfig() {
   return success();
 }
 
-DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
-  NamedAttrList config = baseConfig;
+UnitConfigAttr AutoWrapPass::unitConfig(StringRef fqn) {
+  UnitSettings config = baseConfig;
   StringRef className = model.get(fqn).getClassName();
   if (mixedPrecision && fullPrecision.contains(className) && !fqn.empty()) {
-    config.erase("param_dtype");
-    config.erase("reduce_dtype");
-    config.erase("buffer_dtype");
-    config.set("mixed_precision", BoolAttr::get(&getContext(), false));
+    config.paramDtype = config.reduceDtype = config.bufferDtype = Type();
+    config.mixedPrecision = BoolAttr::get(&getContext(), false);
     ++fullPrecisionUnits;
   }
   auto found = overrides.find(fqn);
   if (found != overrides.end())
-    for (NamedAttribute setting : found->second)
-      config.set(setting.getName(), setting.getValue());
+    config.overrideWith(found->second);
   auto chosen = autoStrategy.find(fqn);
-  if (chosen != autoStrategy.end()) {
-    ShardingStrategy chosenStrategy = chosen->second;
-    NamedAttribute entry =
-        getConfigStrategyEntry(&getContext(), chosenStrategy);
-    if (chosenStrategy == ShardingStrategy::FULL_SHARD)
-      config.erase(entry.getName());
-    else
-      config.set(entry.getName(), entry.getValue());
-  }
-  return config.empty() ? DictionaryAttr() : config.getDictionary(&getContext());
+  if (chosen != autoStrategy.end())
+    config.strategy =
+        chosen->second == ShardingStrategy::FULL_SHARD
+            ? ShardingStrategyAttr()
+            : ShardingStrategyAttr::get(&getContext(), chosen->second);
+  return config.get(&getContext());
 }
 
 /// Parses a byte count with an optional K, M, G or T suffix (powers of
@@ -671,7 +701,7 @@ void AutoWrapPass::reset() {
   fullPrecision.clear();
   overrides.clear();
   autoStrategy.clear();
-  baseConfig = NamedAttrList();
+  baseConfig = UnitSettings();
   mixedPrecision = false;
   fullPrecisionUnits = 0;
 }
