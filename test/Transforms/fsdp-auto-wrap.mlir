@@ -16,13 +16,13 @@
 // RUN: fsdp-opt %s "--fsdp-auto-wrap=policy=none policy-file=%t.policy.json" | FileCheck %s --check-prefix=FILE
 
 // MP: warning: fsdp-auto-wrap: mixed precision is off for 1 modules of the full-precision classes (Embedding), each wrapped as its own unit
-// MP: fsdp.units = [#fsdp.unit<"", params = [@head.weight, @head.bias], config = {param_dtype = bf16, reduce_dtype = f32, strategy = #fsdp.strategy<SHARD_GRAD_OP>}>,
-// MP-SAME: #fsdp.unit<"embed", params = [@embed.weight], config = {mixed_precision = false, strategy = #fsdp.strategy<SHARD_GRAD_OP>}>,
-// MP-SAME: #fsdp.unit<"blocks.0", params = [{{.*}}], config = {param_dtype = bf16, reduce_dtype = f32, strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
+// MP: fsdp.units = [#fsdp.unit<"", params = [@head.weight, @head.bias], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>, param_dtype = bf16, reduce_dtype = f32>>,
+// MP-SAME: #fsdp.unit<"embed", params = [@embed.weight], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>, mixed_precision = false>>,
+// MP-SAME: #fsdp.unit<"blocks.0", params = [{{.*}}], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>, param_dtype = bf16, reduce_dtype = f32>>
 
-// FILE: fsdp.units = [#fsdp.unit<"", params = [@embed.weight, @blocks.1.attn.weight, @blocks.1.attn.bias, @blocks.1.mlp.weight, @blocks.1.mlp.bias], config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>,
-// FILE-SAME: #fsdp.unit<"blocks.0", params = [@blocks.0.attn.weight, @blocks.0.attn.bias, @blocks.0.mlp.weight, @blocks.0.mlp.bias], config = {param_dtype = bf16}>,
-// FILE-SAME: #fsdp.unit<"head", params = [@head.weight, @head.bias], config = {strategy = #fsdp.strategy<NO_SHARD>}>]
+// FILE: fsdp.units = [#fsdp.unit<"", params = [@embed.weight, @blocks.1.attn.weight, @blocks.1.attn.bias, @blocks.1.mlp.weight, @blocks.1.mlp.bias], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>>>,
+// FILE-SAME: #fsdp.unit<"blocks.0", params = [@blocks.0.attn.weight, @blocks.0.attn.bias, @blocks.0.mlp.weight, @blocks.0.mlp.bias], config = <param_dtype = bf16>>,
+// FILE-SAME: #fsdp.unit<"head", params = [@head.weight, @head.bias], config = <strategy = #fsdp.strategy<NO_SHARD>>>]
 
 // Module tree (numels): embed 40; blocks (ModuleList) = blocks.0, blocks.1
 // (Block: attn 16+4, mlp 32+8 -> 60 each); head 8+2.

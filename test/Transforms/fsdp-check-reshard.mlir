@@ -59,7 +59,7 @@ module {
 module {
   mesh.mesh @fsdp_world(shape = 4)
   fsdp.param @b.w : tensor<4x4xf32>
-  fsdp.flat_param @"unit:b" params [@b.w] on @fsdp_world axes [0] {module = "b", fsdp.config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}} : tensor<16xf32>
+  fsdp.flat_param @"unit:b" params [@b.w] on @fsdp_world axes [0] {module = "b", fsdp.config = #fsdp.unit_config<strategy = #fsdp.strategy<SHARD_GRAD_OP>>} : tensor<16xf32>
   func.func @forward(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<4xf32> {fsdp.flat_grad_of = @"unit:b"}) {
     %s = fsdp.get_shard @"unit:b" : tensor<4xf32>
     %g = fsdp.all_gather %s on @fsdp_world axes [0] : tensor<4xf32> -> tensor<16xf32>

@@ -33,8 +33,8 @@
 // FUSED-LABEL: func.func @forward
 // FUSED: fsdp.batch_norm_train {{.*}} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
 module attributes {fsdp.units = [
-    #fsdp.unit<"", params = [@fc.w], config = {param_dtype = bf16, buffer_dtype = bf16}>,
-    #fsdp.unit<"bn", params = [@bn.weight, @bn.bias], config = {param_dtype = bf16, buffer_dtype = bf16}>]} {
+    #fsdp.unit<"", params = [@fc.w], config = <param_dtype = bf16, buffer_dtype = bf16>>,
+    #fsdp.unit<"bn", params = [@bn.weight, @bn.bias], config = <param_dtype = bf16, buffer_dtype = bf16>>]} {
   fsdp.param @fc.w : tensor<3x4xf32>
   fsdp.param @bn.weight : tensor<4xf32>
   fsdp.param @bn.bias : tensor<4xf32>
@@ -74,8 +74,8 @@ module attributes {fsdp.units = [
 // CHECK-NEXT: onnx.Identity
 // CHECK-NEXT: fsdp.reduce_scatter %{{.*}} : tensor<8xf32> -> tensor<4xf32>
 module attributes {fsdp.units = [
-    #fsdp.unit<"", params = [@fc.w], config = {param_dtype = bf16, buffer_dtype = bf16}>,
-    #fsdp.unit<"bn", params = [@bn.weight, @bn.bias], config = {mixed_precision = false}>]} {
+    #fsdp.unit<"", params = [@fc.w], config = <param_dtype = bf16, buffer_dtype = bf16>>,
+    #fsdp.unit<"bn", params = [@bn.weight, @bn.bias], config = <mixed_precision = false>>]} {
   fsdp.param @fc.w : tensor<3x4xf32>
   fsdp.param @bn.weight : tensor<4xf32>
   fsdp.param @bn.bias : tensor<4xf32>

@@ -4,7 +4,7 @@
 // read means fsdp-shard has not run.
 module {
   fsdp.param @w : tensor<4xf32>
-  fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<4xf32>
+  fsdp.flat_param @"unit:" params [@w] {fsdp.config = #fsdp.unit_config<param_dtype = bf16>, module = ""} : tensor<4xf32>
   func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
     // expected-error @+1 {{fsdp-mixed-precision: 'fsdp.get_flat_param' op @f reads the full flat buffer of @"unit:"; run --fsdp-shard first}}
     %0 = fsdp.get_flat_param @"unit:" : tensor<4xf32>
@@ -17,21 +17,9 @@ module {
 // -----
 
 // expected-error @+1 {{fsdp-mixed-precision: the module has no flat parameters; run --fsdp-flatten and --fsdp-shard first}}
-module attributes {fsdp.units = [#fsdp.unit<"", params = [@w], config = {param_dtype = bf16}>]} {
+module attributes {fsdp.units = [#fsdp.unit<"", params = [@w], config = <param_dtype = bf16>>]} {
   fsdp.param @w : tensor<4xf32>
 }
 
-// -----
-
-module {
-  fsdp.param @w : tensor<4xf32>
-  // expected-error @+1 {{fsdp-mixed-precision: unit 'blocks.0' has param_dtype = i32; expected f32, f16, bf16 or f64}}
-  fsdp.flat_param @"unit:blocks.0" params [@w] {fsdp.config = {param_dtype = i32}, module = "blocks.0"} : tensor<4xf32>
-}
-
-// -----
-
-// expected-error @+1 {{fsdp-mixed-precision: unit 'head' has reduce_dtype = "bf16"; expected f32, f16, bf16 or f64}}
-module attributes {fsdp.units = [#fsdp.unit<"head", params = [@w], config = {reduce_dtype = "bf16"}>]} {
-  fsdp.param @w : tensor<4xf32>
-}
+// A dtype fsdp-mixed-precision cannot cast to is the dialect's error now
+// that the configuration is typed: test/Dialect/FSDP/attributes-invalid.mlir.

@@ -25,7 +25,7 @@
 module {
   fsdp.param @w : tensor<2x2xf32>
   fsdp.param @ign : tensor<2xf32>
-  fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<4xf32>
+  fsdp.flat_param @"unit:" params [@w] {fsdp.config = #fsdp.unit_config<param_dtype = bf16>, module = ""} : tensor<4xf32>
   func.func @f(%x: tensor<3x2xf32>, %ids: tensor<3xi64>) -> tensor<3x2xf32> {
     %s = fsdp.get_shard @"unit:" : tensor<4xf32>
     %w = fsdp.unflatten %s of @"unit:" : tensor<4xf32> -> tensor<2x2xf32>
@@ -62,7 +62,7 @@ module {
 // CHECK-NEXT: return %[[Y32]], %[[U]] : tensor<3x2xf32>, tensor<4xf32>
 module {
   fsdp.param @w : tensor<2x2xf32>
-  fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<4xf32>
+  fsdp.flat_param @"unit:" params [@w] {fsdp.config = #fsdp.unit_config<param_dtype = bf16>, module = ""} : tensor<4xf32>
   func.func @step(%x: tensor<3x2xf32>, %lr: tensor<f32> {fsdp.name = "lr"}) -> (tensor<3x2xf32>, tensor<4xf32> {fsdp.update_of = @"unit:"}) {
     %s = fsdp.get_shard @"unit:" : tensor<4xf32>
     %w = fsdp.unflatten %s of @"unit:" : tensor<4xf32> -> tensor<2x2xf32>
@@ -87,7 +87,7 @@ module {
 // CHECK-NEXT: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M32]] {{.*}} : (tensor<2x4x8xbf16>, tensor<2x8x4xbf16>, tensor<2x4x8xbf16>, tensor<2x4x4xf32>) -> (tensor<2x4x8xbf16>, tensor<2x4xf32>)
 module {
   fsdp.param @w : tensor<8x8xf32>
-  fsdp.flat_param @"unit:" params [@w] {fsdp.config = {param_dtype = bf16}, module = ""} : tensor<64xf32>
+  fsdp.flat_param @"unit:" params [@w] {fsdp.config = #fsdp.unit_config<param_dtype = bf16>, module = ""} : tensor<64xf32>
   func.func @attention(%x: tensor<2x4x8xf32>, %g: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x8x4xf32>) {
     %s = fsdp.get_shard @"unit:" : tensor<64xf32>
     %w = fsdp.unflatten %s of @"unit:" : tensor<64xf32> -> tensor<8x8xf32>

@@ -44,9 +44,9 @@
 // ONE-NEXT: %[[RG32:.*]] = onnx.Cast %[[RG]] {to = 1 : i64} : (tensor<4xbf16>) -> tensor<4xf32>
 // ONE-NEXT: return %{{.*}}, %{{.*}}, %{{.*}}, %[[RG32]]
 module attributes {fsdp.units = [
-    #fsdp.unit<"", params = [@head.w], config = {param_dtype = bf16}>,
-    #fsdp.unit<"a", params = [@a.w], config = {strategy = #fsdp.strategy<NO_SHARD>, param_dtype = f16, reduce_dtype = f32}>,
-    #fsdp.unit<"b", params = [@b.w], config = {strategy = #fsdp.strategy<HYBRID_SHARD>, param_dtype = bf16}>]} {
+    #fsdp.unit<"", params = [@head.w], config = <param_dtype = bf16>>,
+    #fsdp.unit<"a", params = [@a.w], config = <strategy = #fsdp.strategy<NO_SHARD>, param_dtype = f16, reduce_dtype = f32>>,
+    #fsdp.unit<"b", params = [@b.w], config = <strategy = #fsdp.strategy<HYBRID_SHARD>, param_dtype = bf16>>]} {
   fsdp.param @a.w : tensor<4x4xf32>
   fsdp.param @b.w : tensor<4x4xf32>
   fsdp.param @head.w : tensor<4xf32>

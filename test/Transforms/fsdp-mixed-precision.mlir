@@ -12,8 +12,8 @@
 // RUN: diff %t.ref.mlir %t.mp.mlir
 
 // auto-wrap's dtypes reach every flat parameter's config.
-// CHECK: fsdp.flat_param @"unit:" params [@head.w] on @fsdp_world axes [0] {fsdp.config = {param_dtype = bf16, reduce_dtype = f32}, module = ""} : tensor<4xf32>
-// CHECK: fsdp.flat_param @"unit:a" params [@a.w] on @fsdp_world axes [0] {fsdp.config = {param_dtype = bf16, reduce_dtype = f32}, module = "a"} : tensor<16xf32>
+// CHECK: fsdp.flat_param @"unit:" params [@head.w] on @fsdp_world axes [0] {fsdp.config = #fsdp.unit_config<param_dtype = bf16, reduce_dtype = f32>, module = ""} : tensor<4xf32>
+// CHECK: fsdp.flat_param @"unit:a" params [@a.w] on @fsdp_world axes [0] {fsdp.config = #fsdp.unit_config<param_dtype = bf16, reduce_dtype = f32>, module = "a"} : tensor<16xf32>
 // The optimizer's state stays fp32, one shard per rank.
 // CHECK: fsdp.buffer @"optim.exp_avg.unit:a" : tensor<4xf32> {fsdp.state_of = @"unit:a"}
 // CHECK: fsdp.buffer @"optim.exp_avg_sq.unit:a" : tensor<4xf32> {fsdp.state_of = @"unit:a"}
@@ -102,7 +102,7 @@
 // gathered, computed, packed and reduced in fp32; their input is cast to
 // fp32 (after the root's cast of the model input to bf16) and their output
 // back to bf16 for the root's head.
-// FULL: fsdp.flat_param @"unit:a" params [@a.w] on @fsdp_world axes [0] {fsdp.config = {mixed_precision = false}, module = "a"} : tensor<16xf32>
+// FULL: fsdp.flat_param @"unit:a" params [@a.w] on @fsdp_world axes [0] {fsdp.config = #fsdp.unit_config<mixed_precision = false>, module = "a"} : tensor<16xf32>
 // FULL-LABEL: func.func @forward
 // FULL: %[[XH:.*]] = onnx.Cast %arg0 {to = 16 : i64} : (tensor<2x4xf32>) -> tensor<2x4xbf16>
 // FULL-NEXT: %[[X32:.*]] = onnx.Cast %[[XH]] {to = 1 : i64} : (tensor<2x4xbf16>) -> tensor<2x4xf32>

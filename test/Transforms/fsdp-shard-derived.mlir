@@ -1,5 +1,5 @@
 // RUN: fsdp-opt %s --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-check-reshard | FileCheck %s
-// RUN: sed 's/params = \[@b.w\]>/params = [@b.w], config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>/; s/params = \[@c.w\]>/params = [@c.w], config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>/' %s | fsdp-opt --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-check-reshard | FileCheck %s --check-prefix=GRADOP
+// RUN: sed 's/params = \[@b.w\]>/params = [@b.w], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>>>/; s/params = \[@c.w\]>/params = [@c.w], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>>>/' %s | fsdp-opt --fsdp-autodiff --fsdp-flatten=world-size=4 --fsdp-shard --fsdp-check-reshard | FileCheck %s --check-prefix=GRADOP
 
 // Values computed from a unit's parameters alone (b: a Transpose then a
 // Slice; c: a Cast to f16 and back) are no uses of the gather of their

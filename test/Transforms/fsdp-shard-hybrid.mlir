@@ -18,7 +18,7 @@
 module attributes {fsdp.units = [
     #fsdp.unit<"", params = [@head.w]>,
     #fsdp.unit<"a", params = [@a.w]>,
-    #fsdp.unit<"b", params = [@b.w], config = {strategy = #fsdp.strategy<HYBRID_SHARD>}>]} {
+    #fsdp.unit<"b", params = [@b.w], config = <strategy = #fsdp.strategy<HYBRID_SHARD>>>]} {
   fsdp.param @a.w : tensor<4x4xf32>
   fsdp.param @b.w : tensor<4x4xf32>
   fsdp.param @head.w : tensor<4xf32>

@@ -23,8 +23,8 @@
 // CHECK-NEXT: return %{{.*}}, %[[AR]]
 module attributes {fsdp.units = [
     #fsdp.unit<"", params = [@head.w]>,
-    #fsdp.unit<"a", params = [@a.w], config = {strategy = #fsdp.strategy<NO_SHARD>}>,
-    #fsdp.unit<"b", params = [@b.w], config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>]} {
+    #fsdp.unit<"a", params = [@a.w], config = <strategy = #fsdp.strategy<NO_SHARD>>>,
+    #fsdp.unit<"b", params = [@b.w], config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>>>]} {
   fsdp.param @a.w : tensor<4x4xf32>
   fsdp.param @b.w : tensor<4x4xf32>
   fsdp.param @head.w : tensor<4xf32>

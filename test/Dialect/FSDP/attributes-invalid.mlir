@@ -72,27 +72,71 @@ module attributes {fsdp.cost_model = {peak_flops = 1.0e12 : f64}} {
 // -----
 
 // A unit's strategy is an #fsdp.strategy, one of PyTorch's four.
-// expected-error @+3 {{expected ::mlir::fsdp::ShardingStrategy to be one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD}}
-// expected-error @+2 {{failed to parse FSDP_ShardingStrategyAttr parameter 'value'}}
+// expected-error @+4 {{expected ::mlir::fsdp::ShardingStrategy to be one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD}}
+// expected-error @+3 {{failed to parse FSDP_ShardingStrategyAttr parameter 'value'}}
+// expected-error @+2 {{failed to parse FSDP_UnitConfigAttr parameter 'strategy'}}
 // expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
-module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = {strategy = #fsdp.strategy<PART_SHARD>}>]} {
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = <strategy = #fsdp.strategy<PART_SHARD>>>]} {
 }
 
 // -----
 
 // The strategy as a string (its form before it was typed) is refused.
-// expected-error @+1 {{unit 'a' has strategy "NO_SHARD", not an #fsdp.strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)}}
-module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = {strategy = "NO_SHARD"}>]} {
+// expected-error @+3 {{expected '<'}}
+// expected-error @+2 {{failed to parse FSDP_UnitConfigAttr parameter 'strategy' which is to be a `::mlir::fsdp::ShardingStrategyAttr`}}
+// expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = <strategy = "NO_SHARD">>]} {
 }
 
 // -----
 
+// The configuration as a dictionary (its form before it was typed) is
+// refused.
 fsdp.param @a.w : tensor<2xf32>
-// expected-error @+1 {{'fsdp.flat_param' op its 'fsdp.config' has strategy 2 : i64, not an #fsdp.strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)}}
-fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = {strategy = 2}, module = "a"} : tensor<2xf32>
+// expected-error @+1 {{'fsdp.flat_param' op has 'fsdp.config' that is not an #fsdp.unit_config: {strategy = #fsdp.strategy<NO_SHARD>}}}
+fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = {strategy = #fsdp.strategy<NO_SHARD>}, module = "a"} : tensor<2xf32>
 
 // -----
 
 fsdp.param @a.w : tensor<2xf32>
-// expected-error @+1 {{'fsdp.flat_param' op has 'fsdp.config' that is not a dictionary: "NO_SHARD"}}
+// expected-error @+1 {{'fsdp.flat_param' op has 'fsdp.config' that is not an #fsdp.unit_config: "NO_SHARD"}}
 fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = "NO_SHARD", module = "a"} : tensor<2xf32>
+
+// -----
+
+// A field the configuration does not have.
+// expected-error @+2 {{duplicate or unknown struct parameter name: stratgy}}
+// expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
+module attributes {fsdp.units = [#fsdp.unit<"a", params = [@a.w], config = <stratgy = #fsdp.strategy<NO_SHARD>>>]} {
+}
+
+// -----
+
+// The dtypes are those fsdp-mixed-precision casts to (fsdp-mixed-precision
+// checked this itself while the configuration was a dictionary).
+fsdp.param @w : tensor<4xf32>
+// expected-error @+1 {{unit configuration's param_dtype is 'i32', not f32, f16, bf16 or f64}}
+fsdp.flat_param @"unit:blocks.0" params [@w] {fsdp.config = #fsdp.unit_config<param_dtype = i32>, module = "blocks.0"} : tensor<4xf32>
+
+// -----
+
+// expected-error @+2 {{unit configuration's buffer_dtype is 'i8', not f32, f16, bf16 or f64}}
+// expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
+module attributes {fsdp.units = [#fsdp.unit<"head", params = [@w], config = <param_dtype = bf16, buffer_dtype = i8>>]} {
+}
+
+// -----
+
+// A dtype is a type, not its name as a string.
+// expected-error @+3 {{expected non-function type}}
+// expected-error @+2 {{failed to parse FSDP_UnitConfigAttr parameter 'reduce_dtype' which is to be a `::mlir::Type`}}
+// expected-error @+1 {{failed to parse FSDP_WrapUnitAttr parameter 'config'}}
+module attributes {fsdp.units = [#fsdp.unit<"head", params = [@w], config = <reduce_dtype = "bf16">>]} {
+}
+
+// -----
+
+// mixed_precision is a boolean.
+// expected-error @+2 {{invalid kind of attribute specified}}
+// expected-error @+1 {{failed to parse FSDP_UnitConfigAttr parameter 'mixed_precision' which is to be a `::mlir::BoolAttr`}}
+fsdp.flat_param @"unit:a" params [@a.w] {fsdp.config = #fsdp.unit_config<mixed_precision = 0>, module = "a"} : tensor<2xf32>

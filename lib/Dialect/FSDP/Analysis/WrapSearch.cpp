@@ -48,20 +48,6 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-StringRef mlir::fsdp::strategyName(Strategy strategy) {
-  switch (strategy) {
-  case Strategy::FullShard:
-    return "FULL_SHARD";
-  case Strategy::ShardGradOp:
-    return "SHARD_GRAD_OP";
-  case Strategy::NoShard:
-    return "NO_SHARD";
-  case Strategy::HybridShard:
-    return "HYBRID_SHARD";
-  }
-  return "";
-}
-
 std::string mlir::fsdp::formatBytes(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -422,7 +408,7 @@ void keepTiesTogether(const WrapProfile &profile, std::vector<char> &wrapped) {
 
 struct Unit {
   int module = 0;
-  Strategy strategy = Strategy::FullShard;
+  ShardingStrategy strategy = ShardingStrategy::FULL_SHARD;
   int64_t numel = 0, padded = 0, group = 1;
   int64_t elementBytes = 0; // its parameters' dtype (one per flat buffer)
   int first = INT_MAX, last = -1;
@@ -533,11 +519,11 @@ private:
   void addLive(Simulation &sim, int from, int to, int64_t bytes) const {
     add(sim.mem, from, std::min(to, positions - 1), bytes);
   }
-  int64_t groupOf(Strategy strategy) const {
+  int64_t groupOf(ShardingStrategy strategy) const {
     switch (strategy) {
-    case Strategy::NoShard:
+    case ShardingStrategy::NO_SHARD:
       return 1;
-    case Strategy::HybridShard:
+    case ShardingStrategy::HYBRID_SHARD:
       return options.meshShape.size() == 2 ? options.meshShape[1]
                                            : options.worldSize;
     default:
@@ -589,8 +575,8 @@ std::vector<int> Evaluator::makeUnits(const WrapConfig &config,
     unitOfModule[m] = static_cast<int>(sim.units.size());
     Unit u;
     u.module = static_cast<int>(m);
-    u.strategy = m == 0 && config.strategy[0] == Strategy::ShardGradOp
-                     ? Strategy::FullShard // the root keeps its gather anyway
+    u.strategy = m == 0 && config.strategy[0] == ShardingStrategy::SHARD_GRAD_OP
+                     ? ShardingStrategy::FULL_SHARD // the root keeps its gather anyway
                      : config.strategy[m];
     sim.units.push_back(u);
   }
@@ -668,7 +654,7 @@ void Evaluator::collectGathers(Simulation &sim) const {
         options.cost.ringSeconds(g.bytes, u.group, intra(u.group, true), false);
     g.bandwidthSeconds = options.cost.ringSeconds(
         g.bytes, u.group, intra(u.group, true), false, false);
-    bool keep = u.module == 0 || u.strategy == Strategy::ShardGradOp;
+    bool keep = u.module == 0 || u.strategy == ShardingStrategy::SHARD_GRAD_OP;
     g.need = u.first;
     g.release = options.training && keep ? mirror(u.first) : u.last;
     sim.gathers.push_back(g);
@@ -754,14 +740,14 @@ void Evaluator::collectReductions(Simulation &sim) const {
     r.issue = mirror(u.first);
     r.bytes =
         u.padded * (options.reduceBytes ? options.reduceBytes : u.elementBytes);
-    bool allReduce = u.strategy == Strategy::NoShard;
+    bool allReduce = u.strategy == ShardingStrategy::NO_SHARD;
     int64_t ranks = allReduce ? options.worldSize : u.group;
     bool inner = allReduce ? options.meshShape.size() < 2 : true;
     r.seconds = options.cost.ringSeconds(r.bytes, ranks, intra(ranks, inner),
                                          allReduce);
     r.bandwidthSeconds = options.cost.ringSeconds(
         r.bytes, ranks, intra(ranks, inner), allReduce, false);
-    if (u.strategy == Strategy::HybridShard && options.meshShape.size() == 2) {
+    if (u.strategy == ShardingStrategy::HYBRID_SHARD && options.meshShape.size() == 2) {
       double across = options.cost.ringSeconds(
           r.bytes / u.group, options.meshShape[0], false, true);
       r.seconds += across;
@@ -1034,7 +1020,7 @@ Scored Searcher::improveStrategies(Scored current) {
       std::vector<int> counts = {n};
       if (n >= 4)
         counts.insert(counts.end(), {n / 4, n / 2, 3 * n / 4});
-      for (Strategy strategy : options.strategies)
+      for (ShardingStrategy strategy : options.strategies)
         for (int count : counts) {
           WrapConfig candidate = current.config;
           bool changed = false;
@@ -1089,7 +1075,7 @@ WrapSearchResult Searcher::run(const std::vector<WrapConfig> &hand) {
     result.hand.push_back({config, evaluate(config)});
     // The hand policy's units with each strategy throughout, as a user
     // would try them, are candidates as they are.
-    for (Strategy strategy : options.strategies) {
+    for (ShardingStrategy strategy : options.strategies) {
       WrapConfig uniform = config;
       keepTiesTogether(profile, uniform.wrapped);
       uniform.strategy.assign(uniform.strategy.size(), strategy);

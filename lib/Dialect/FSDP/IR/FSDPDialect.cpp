@@ -56,39 +56,21 @@ LogicalResult DataRefAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // A unit's configuration
 //===----------------------------------------------------------------------===//
 
-/// The key of the strategy in a unit's configuration.
-static constexpr llvm::StringLiteral kStrategyKey = "strategy";
-
-ShardingStrategy mlir::fsdp::getConfigStrategy(DictionaryAttr config) {
-  if (auto strategy =
-          config ? config.getAs<ShardingStrategyAttr>(kStrategyKey) : nullptr)
-    return strategy.getValue();
-  return ShardingStrategy::FULL_SHARD;
-}
-
-NamedAttribute mlir::fsdp::getConfigStrategyEntry(MLIRContext *context,
-                                                  ShardingStrategy strategy) {
-  return NamedAttribute(StringAttr::get(context, kStrategyKey),
-                        ShardingStrategyAttr::get(context, strategy));
-}
-
-/// Checks that a unit's configuration holds its strategy as an
-/// #fsdp.strategy; `who` names the unit in the message.
-static LogicalResult
-verifyUnitConfig(function_ref<InFlightDiagnostic()> emitError,
-                 DictionaryAttr config, const Twine &who) {
-  Attribute strategy = config ? config.get(kStrategyKey) : Attribute();
-  if (strategy && !isa<ShardingStrategyAttr>(strategy))
-    return emitError() << who << " has strategy " << strategy
-                       << ", not an #fsdp.strategy (FULL_SHARD, "
-                          "SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD)";
+LogicalResult
+UnitConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       ShardingStrategyAttr strategy, Type paramDtype,
+                       Type reduceDtype, Type bufferDtype,
+                       BoolAttr mixedPrecision) {
+  // The dtypes fsdp-mixed-precision can cast to (onnx.Cast's float types).
+  for (auto [field, dtype] :
+       {std::pair<StringRef, Type>{"param_dtype", paramDtype},
+        {"reduce_dtype", reduceDtype},
+        {"buffer_dtype", bufferDtype}})
+    if (dtype && !dtype.isF32() && !dtype.isF16() && !dtype.isBF16() &&
+        !dtype.isF64())
+      return emitError() << "unit configuration's " << field << " is " << dtype
+                         << ", not f32, f16, bf16 or f64";
   return success();
-}
-
-LogicalResult WrapUnitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   StringRef module, ArrayAttr params,
-                                   DictionaryAttr config) {
-  return verifyUnitConfig(emitError, config, "unit '" + module + "'");
 }
 
 LogicalResult AutoWrapRecordAttr::verify(
@@ -164,13 +146,9 @@ LogicalResult verifyDiscardable(Operation *op, NamedAttribute attr,
   if (name == FSDPDialect::CostModelAttrHelper::getNameStr() &&
       !isa<CostModelAttr>(value))
     return mismatch("an #fsdp.cost_model");
-  if (name == FSDPDialect::ConfigAttrHelper::getNameStr()) {
-    auto config = dyn_cast<DictionaryAttr>(value);
-    if (!config)
-      return mismatch("a dictionary");
-    return verifyUnitConfig([&] { return op->emitOpError(); }, config,
-                            "its '" + name + "'" + where);
-  }
+  if (name == FSDPDialect::ConfigAttrHelper::getNameStr() &&
+      !isa<UnitConfigAttr>(value))
+    return mismatch("an #fsdp.unit_config");
   return success();
 }
 

@@ -22,6 +22,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -57,6 +58,40 @@ std::string quoted(StringRef fqn) {
   return fqn.empty() ? "(root)" : "'" + fqn.str() + "'";
 }
 
+/// A unit's settings as the options or the policy file give them, before
+/// they become its `#fsdp.unit_config`; a null field was not given.
+struct UnitSettings {
+  ShardingStrategyAttr strategy;
+  Type paramDtype, reduceDtype, bufferDtype;
+  BoolAttr mixedPrecision;
+
+  /// The field of the dtype setting `name`, null if `name` is none.
+  Type *dtype(StringRef name) {
+    return llvm::StringSwitch<Type *>(name)
+        .Case("param_dtype", &paramDtype)
+        .Case("reduce_dtype", &reduceDtype)
+        .Case("buffer_dtype", &bufferDtype)
+        .Default(nullptr);
+  }
+  /// Takes every setting `other` gives.
+  void overrideWith(const UnitSettings &other) {
+    strategy = other.strategy ? other.strategy : strategy;
+    paramDtype = other.paramDtype ? other.paramDtype : paramDtype;
+    reduceDtype = other.reduceDtype ? other.reduceDtype : reduceDtype;
+    bufferDtype = other.bufferDtype ? other.bufferDtype : bufferDtype;
+    mixedPrecision =
+        other.mixedPrecision ? other.mixedPrecision : mixedPrecision;
+  }
+  /// The configuration, null where nothing is given (PyTorch's defaults).
+  UnitConfigAttr get(MLIRContext *context) const {
+    if (!strategy && !paramDtype && !reduceDtype && !bufferDtype &&
+        !mixedPrecision)
+      return UnitConfigAttr();
+    return UnitConfigAttr::get(context, strategy, paramDtype, reduceDtype,
+                               bufferDtype, mixedPrecision);
+  }
+};
+
 struct AutoWrapPass : mlir::fsdp::impl::AutoWrapBase<AutoWrapPass> {
   using AutoWrapBase::AutoWrapBase;
 
@@ -89,7 +124,7 @@ private:
   /// class, sizes from 1e3 to 1e10), for the search to compare against;
   /// those giving the units of one before go to `sameUnits` instead.
   std::vector<WrapConfig>
-  handPolicies(const WrapProfile &profile, Strategy baseStrategy,
+  handPolicies(const WrapProfile &profile, ShardingStrategy baseStrategy,
                SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits);
   /// The innermost unit holding module `fqn` (the root at worst).
   StringRef unitOf(StringRef fqn) const;
@@ -100,20 +135,22 @@ private:
   /// Uniform requires_grad per unit (a warning with use-orig-params).
   LogicalResult
   checkUniformGrad(const llvm::StringMap<SmallVector<ParamOp>> &unitParams);
-  /// The config dictionary of the unit wrapping `fqn`.
-  DictionaryAttr unitConfig(StringRef fqn);
+  /// The configuration of the unit wrapping `fqn` (null: PyTorch's
+  /// defaults).
+  UnitConfigAttr unitConfig(StringRef fqn);
 
   Model model;
   llvm::StringSet<> policySet, forceLeaf, excludeWrap, layers, fullPrecision;
-  /// Per-module settings from the policy file (module FQN -> key -> value).
-  llvm::StringMap<NamedAttrList> overrides;
-  NamedAttrList baseConfig;
+  /// Per-module settings from the policy file, by module FQN.
+  llvm::StringMap<UnitSettings> overrides;
+  /// Every unit's settings, from the pass's options.
+  UnitSettings baseConfig;
   bool mixedPrecision = false;
   unsigned fullPrecisionUnits = 0;
   std::shared_ptr<llvm::Regex> regex; // Shared: passes must be copyable.
   llvm::DenseSet<Operation *> ignored;
   llvm::StringSet<> wrapped;
-  llvm::StringMap<std::string> autoStrategy; // policy=auto's, per unit
+  llvm::StringMap<ShardingStrategy> autoStrategy; // policy=auto's, per unit
 };
 
 LogicalResult AutoWrapPass::loadModel() {
@@ -308,17 +345,19 @@ LogicalResult AutoWrapPass::loadConfig() {
                                          "NO_SHARD, HYBRID_SHARD";
   // Only what differs from PyTorch's defaults is recorded.
   if (strategy != "FULL_SHARD")
-    baseConfig.append(
-        getConfigStrategyEntry(context, *symbolizeShardingStrategy(strategy)));
-  for (auto [key, value] : {std::pair<StringRef, StringRef>{"param_dtype", paramDtype},
-                            {"reduce_dtype", reduceDtype},
-                            {"buffer_dtype", bufferDtype}}) {
+    baseConfig.strategy = ShardingStrategyAttr::get(
+        context, *symbolizeShardingStrategy(strategy));
+  for (auto [key, value, slot] :
+       {std::tuple<StringRef, StringRef, Type *>{"param_dtype", paramDtype,
+                                                 &baseConfig.paramDtype},
+        {"reduce_dtype", reduceDtype, &baseConfig.reduceDtype},
+        {"buffer_dtype", bufferDtype, &baseConfig.bufferDtype}}) {
     FailureOr<Type> type = parseFloatDtype(context, value);
     if (failed(type))
       return emitError(module.getLoc())
              << key << " '" << value << "' is not one of f32, f16, bf16";
     if (*type) {
-      baseConfig.append(key, TypeAttr::get(*type));
+      *slot = *type;
       mixedPrecision = true;
     }
   }
@@ -360,7 +399,7 @@ LogicalResult AutoWrapPass::loadConfig() {
     llvm::json::Object *settings = value.getAsObject();
     if (!settings)
       return fail("the settings of module '" + fqn + "' are not an object");
-    NamedAttrList &config = overrides[fqn];
+    UnitSettings &config = overrides[fqn];
     for (auto &[setting, settingValue] : *settings) {
       std::optional<StringRef> text = settingValue.getAsString();
       if (!text)
@@ -369,16 +408,14 @@ LogicalResult AutoWrapPass::loadConfig() {
       if (setting == "strategy") {
         if (!isStrategy(*text))
           return fail("module '" + fqn + "': unknown strategy '" + *text + "'");
-        NamedAttribute entry =
-            getConfigStrategyEntry(context, *symbolizeShardingStrategy(*text));
-        config.set(entry.getName(), entry.getValue());
-      } else if (setting == "param_dtype" || setting == "reduce_dtype" ||
-                 setting == "buffer_dtype") {
+        config.strategy = ShardingStrategyAttr::get(
+            context, *symbolizeShardingStrategy(*text));
+      } else if (Type *slot = config.dtype(setting)) {
         FailureOr<Type> type = parseFloatDtype(context, *text);
         if (failed(type) || !*type)
           return fail("module '" + fqn + "': " + StringRef(setting) + " '" +
                       *text + "' is not one of f32, f16, bf16");
-        config.set(StringRef(setting), TypeAttr::get(*type));
+        *slot = *type;
       } else {
         return fail("module '" + fqn + "': unknown setting '" +
                     StringRef(setting) +
@@ -390,32 +427,24 @@ LogicalResult AutoWrapPass::loadConfig() {
   return success();
 }
 
-DictionaryAttr AutoWrapPass::unitConfig(StringRef fqn) {
-  NamedAttrList config = baseConfig;
+UnitConfigAttr AutoWrapPass::unitConfig(StringRef fqn) {
+  UnitSettings config = baseConfig;
   StringRef className = model.get(fqn).getClassName();
   if (mixedPrecision && fullPrecision.contains(className) && !fqn.empty()) {
-    config.erase("param_dtype");
-    config.erase("reduce_dtype");
-    config.erase("buffer_dtype");
-    config.set("mixed_precision", BoolAttr::get(&getContext(), false));
+    config.paramDtype = config.reduceDtype = config.bufferDtype = Type();
+    config.mixedPrecision = BoolAttr::get(&getContext(), false);
     ++fullPrecisionUnits;
   }
   auto found = overrides.find(fqn);
   if (found != overrides.end())
-    for (NamedAttribute setting : found->second)
-      config.set(setting.getName(), setting.getValue());
+    config.overrideWith(found->second);
   auto chosen = autoStrategy.find(fqn);
-  if (chosen != autoStrategy.end()) {
-    ShardingStrategy chosenStrategy =
-        *symbolizeShardingStrategy(chosen->second);
-    NamedAttribute entry =
-        getConfigStrategyEntry(&getContext(), chosenStrategy);
-    if (chosenStrategy == ShardingStrategy::FULL_SHARD)
-      config.erase(entry.getName());
-    else
-      config.set(entry.getName(), entry.getValue());
-  }
-  return config.empty() ? DictionaryAttr() : config.getDictionary(&getContext());
+  if (chosen != autoStrategy.end())
+    config.strategy =
+        chosen->second == ShardingStrategy::FULL_SHARD
+            ? ShardingStrategyAttr()
+            : ShardingStrategyAttr::get(&getContext(), chosen->second);
+  return config.get(&getContext());
 }
 
 /// Parses a byte count with an optional K, M, G or T suffix (powers of
@@ -435,16 +464,6 @@ static std::optional<int64_t> parseBytes(StringRef text) {
       value * scale > 9.2e18)
     return std::nullopt;
   return static_cast<int64_t>(value * scale);
-}
-
-static Strategy strategyOf(StringRef name) {
-  if (name == "SHARD_GRAD_OP")
-    return Strategy::ShardGradOp;
-  if (name == "NO_SHARD")
-    return Strategy::NoShard;
-  if (name == "HYBRID_SHARD")
-    return Strategy::HybridShard;
-  return Strategy::FullShard;
 }
 
 LogicalResult AutoWrapPass::loadSearchOptions(WrapSearchOptions &options) {
@@ -500,24 +519,25 @@ LogicalResult AutoWrapPass::loadSearchOptions(WrapSearchOptions &options) {
   options.paramBytes = dtypeBytes(paramDtype);
   options.reduceBytes =
       dtypeBytes(reduceDtype.empty() ? paramDtype : reduceDtype);
-  options.baseStrategy = strategyOf(strategy);
+  // loadConfig has checked the name.
+  options.baseStrategy = *symbolizeShardingStrategy(strategy);
   if (strategy.hasValue()) {
     options.strategies = {options.baseStrategy};
   } else {
-    options.strategies = {Strategy::FullShard, Strategy::ShardGradOp,
-                          Strategy::NoShard};
+    options.strategies = {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                          ShardingStrategy::NO_SHARD};
     if (options.meshShape.size() == 2)
       options.strategies.insert(options.strategies.begin() + 1,
-                                Strategy::HybridShard);
+                                ShardingStrategy::HYBRID_SHARD);
   }
-  if (options.baseStrategy == Strategy::HybridShard &&
+  if (options.baseStrategy == ShardingStrategy::HYBRID_SHARD &&
       options.meshShape.size() != 2)
     return fail("HYBRID_SHARD needs mesh-shape=<groups>,<ranks per group>");
   return success();
 }
 
 std::vector<WrapConfig> AutoWrapPass::handPolicies(
-    const WrapProfile &profile, Strategy baseStrategy,
+    const WrapProfile &profile, ShardingStrategy baseStrategy,
     SmallVectorImpl<std::pair<std::string, std::string>> &sameUnits) {
   std::vector<WrapConfig> hand;
   auto handConfig = [&](std::string name, std::vector<char> units) {
@@ -631,8 +651,7 @@ LogicalResult AutoWrapPass::chooseAuto() {
   for (size_t m = 0; m < profile->modules.size(); ++m)
     if (result.chosen.wrapped[m]) {
       wrapped.insert(profile->modules[m].fqn);
-      autoStrategy[profile->modules[m].fqn] =
-          strategyName(result.chosen.strategy[m]).str();
+      autoStrategy[profile->modules[m].fqn] = result.chosen.strategy[m];
     }
 
   // The decision, for fsdp-schedule, fsdp-flatten and --fsdp-explain-policy.
@@ -682,7 +701,7 @@ void AutoWrapPass::reset() {
   fullPrecision.clear();
   overrides.clear();
   autoStrategy.clear();
-  baseConfig = NamedAttrList();
+  baseConfig = UnitSettings();
   mixedPrecision = false;
   fullPrecisionUnits = 0;
 }

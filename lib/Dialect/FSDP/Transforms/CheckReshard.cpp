@@ -141,9 +141,9 @@ LogicalResult Checker::check(Source source) {
     }
   }
   // The buffer itself: a resharded unit is gathered again for the backward.
-  ShardingStrategy kind =
-      getConfigStrategy(FSDPDialect::ConfigAttrHelper(source.unit->getContext())
-                            .getAttr(source.unit));
+  ShardingStrategy kind = UnitConfigAttr::strategyOf(
+      FSDPDialect::ConfigAttrHelper(source.unit->getContext())
+          .getAttr(source.unit));
   StringRef strategy = stringifyShardingStrategy(kind);
   bool root = source.unit.getModule() && source.unit.getModule()->empty();
   Readers r = readers.lookup(source.value);

@@ -282,7 +282,7 @@ struct FlattenPass : mlir::fsdp::impl::FlattenBase<FlattenPass> {
       return failure();
     flat.setTypeAttr(TypeAttr::get(
         RankedTensorType::get({layout->paddedNumel()}, element)));
-    if (DictionaryAttr config = unit.getConfig())
+    if (UnitConfigAttr config = unit.getConfig())
       FSDPDialect::ConfigAttrHelper(&getContext()).setAttr(flat, config);
     return flat;
   }

@@ -112,7 +112,7 @@ struct UnitTable {
   /// Whether some unit casts anything.
   bool active = false;
 
-  LogicalResult build(ModuleOp module);
+  void build(ModuleOp module);
   const Precision *lookup(StringRef fqn) const {
     auto it = byModule.find(fqn);
     return it == byModule.end() ? nullptr : &it->second;
@@ -128,43 +128,25 @@ struct UnitTable {
   }
 };
 
-/// A unit's config as dtypes; `where` names the unit in errors.
-FailureOr<Precision> parseConfig(DictionaryAttr config, Type master,
-                                 Operation *where, StringRef name) {
-  Precision p{master, master, Type(), Type()};
-  if (!config)
+/// A unit's config as dtypes (the dialect has checked that each is one
+/// onnx.Cast takes).
+Precision precisionOf(UnitConfigAttr config, Type master) {
+  if (!config || config.isFullPrecision())
     return Precision{master, master, master, Type()};
-  if (auto on = config.getAs<BoolAttr>("mixed_precision"))
-    if (!on.getValue())
-      return Precision{master, master, master, Type()};
-  for (auto [key, slot] :
-       {std::pair<StringRef, Type *>{"param_dtype", &p.param},
-        {"reduce_dtype", &p.reduce},
-        {"buffer_dtype", &p.buffer}}) {
-    Attribute value = config.get(key);
-    if (!value)
-      continue;
-    auto type = dyn_cast<TypeAttr>(value);
-    if (!type || !onnxTypeCode(type.getValue()))
-      return where->emitError("unit '")
-             << name << "' has " << key << " = " << value
-             << "; expected f32, f16, bf16 or f64";
-    *slot = type.getValue();
-  }
+  Precision p{master, master, config.getReduceDtype(), config.getBufferDtype()};
+  if (Type param = config.getParamDtype())
+    p.param = param;
   if (!p.reduce)
     p.reduce = p.param; // PyTorch reduces in param_dtype by default
   return p;
 }
 
-LogicalResult UnitTable::build(ModuleOp module) {
+void UnitTable::build(ModuleOp module) {
   for (auto flat : module.getOps<FlatParamOp>()) {
     StringRef fqn = flat.getModule() ? *flat.getModule() : flat.getSymName();
-    FailureOr<Precision> p = parseConfig(
+    byModule[fqn] = precisionOf(
         FSDPDialect::ConfigAttrHelper(module.getContext()).getAttr(flat),
-        flat.getTensorType().getElementType(), flat, fqn);
-    if (failed(p))
-      return failure();
-    byModule[fqn] = *p;
+        flat.getTensorType().getElementType());
   }
   for (auto flat : module.getOps<FlatParamOp>())
     byFlat[flat] =
@@ -175,19 +157,13 @@ LogicalResult UnitTable::build(ModuleOp module) {
           FSDPDialect::UnitsAttrHelper::getNameStr()))
     for (Attribute entry : units)
       if (auto unit = dyn_cast<WrapUnitAttr>(entry))
-        if (!byModule.count(unit.getModule())) {
-          FailureOr<Precision> p = parseConfig(
-              unit.getConfig(), Float32Type::get(module.getContext()), module,
-              unit.getModule());
-          if (failed(p))
-            return failure();
-          byModule[unit.getModule()] = *p;
-        }
+        if (!byModule.count(unit.getModule()))
+          byModule[unit.getModule()] = precisionOf(
+              unit.getConfig(), Float32Type::get(module.getContext()));
   for (auto &entry : byModule) {
     const Precision &p = entry.second;
     active |= p.param != p.master || p.reduce != p.master || p.buffer;
   }
-  return success();
 }
 
 class Caster {
@@ -598,8 +574,7 @@ struct MixedPrecisionPass
     PassDiagnosticScope diagnostics(&getContext(), getArgument());
     ModuleOp module = getOperation();
     UnitTable units;
-    if (failed(units.build(module)))
-      return signalPassFailure();
+    units.build(module);
     if (!units.active)
       return markAllAnalysesPreserved(); // no unit sets a dtype
     if (module.getOps<FlatParamOp>().empty()) {

@@ -133,24 +133,22 @@ struct PrintLayoutPass
     };
     // The unit's configuration from fsdp-auto-wrap; PyTorch's defaults
     // (FULL_SHARD, no mixed precision) where it has none.
-    DictionaryAttr config =
+    UnitConfigAttr config =
         FSDPDialect::ConfigAttrHelper(unit->getContext()).getAttr(unit);
-    auto setting = [&](StringRef key) -> llvm::json::Value {
-      Attribute value = config ? config.get(key) : Attribute();
-      if (auto text = dyn_cast_or_null<StringAttr>(value))
-        return text.getValue();
-      if (auto type = dyn_cast_or_null<TypeAttr>(value))
-        return typeName(type.getValue());
-      return nullptr;
+    auto setting = [&](Type (UnitConfigAttr::*field)()
+                           const) -> llvm::json::Value {
+      Type type = config ? (config.*field)() : Type();
+      return type ? llvm::json::Value(typeName(type)) : nullptr;
     };
     return llvm::json::Object{
         {"unit", unit.getSymName()},
         {"module", unit.getModule().value_or(unit.getSymName())},
-        {"strategy", stringifyShardingStrategy(getConfigStrategy(config))},
+        {"strategy",
+         stringifyShardingStrategy(UnitConfigAttr::strategyOf(config))},
         {"dtype", typeName(unit.getTensorType().getElementType())},
-        {"param_dtype", setting("param_dtype")},
-        {"reduce_dtype", setting("reduce_dtype")},
-        {"buffer_dtype", setting("buffer_dtype")},
+        {"param_dtype", setting(&UnitConfigAttr::getParamDtype)},
+        {"reduce_dtype", setting(&UnitConfigAttr::getReduceDtype)},
+        {"buffer_dtype", setting(&UnitConfigAttr::getBufferDtype)},
         {"world_size", layout.worldSize()},
         {"alignment", layout.alignment()},
         {"params", std::move(paramList)},

@@ -80,7 +80,7 @@ LogicalResult Sharder::collectUnits() {
   for (auto unit : module.getOps<FlatParamOp>()) {
     UnitInfo info;
     info.op = unit;
-    info.strategy = getConfigStrategy(
+    info.strategy = UnitConfigAttr::strategyOf(
         FSDPDialect::ConfigAttrHelper(module.getContext()).getAttr(unit));
     FailureOr<int64_t> ranks = resolveWorldSize(unit, symbols);
     if (failed(ranks))

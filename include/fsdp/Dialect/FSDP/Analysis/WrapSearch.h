@@ -31,9 +31,6 @@
 
 namespace mlir::fsdp {
 
-enum class Strategy { FullShard, ShardGradOp, NoShard, HybridShard };
-llvm::StringRef strategyName(Strategy strategy);
-
 /// Bytes in the largest binary unit that keeps them >= 1 ("608.25 KiB").
 std::string formatBytes(int64_t bytes);
 
@@ -98,7 +95,7 @@ struct ScheduleKnobs {
 struct WrapConfig {
   std::string name;               // how it came about ("auto", a hand policy)
   std::vector<char> wrapped;      // per module
-  std::vector<Strategy> strategy; // per module (used where wrapped)
+  std::vector<ShardingStrategy> strategy; // per module (used where wrapped)
   ScheduleKnobs knobs;
 };
 
@@ -142,8 +139,8 @@ struct WrapSearchOptions {
   int64_t paramBytes = 0, reduceBytes = 0;
   /// fsdp-flatten's use-orig-params: units aligned as it will lay them out.
   bool useOrigParams = false;
-  std::vector<Strategy> strategies;            // the ones to try
-  Strategy baseStrategy = Strategy::FullShard; // the hand policies'
+  std::vector<ShardingStrategy> strategies;            // the ones to try
+  ShardingStrategy baseStrategy = ShardingStrategy::FULL_SHARD; // the hand policies'
   CostModel cost;
 };
 

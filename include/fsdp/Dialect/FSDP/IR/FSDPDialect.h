@@ -9,15 +9,6 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPEnums.h.inc"
 
-namespace mlir::fsdp {
-/// The `strategy` of a unit's configuration (`#fsdp.unit`'s `config`, an
-/// `fsdp.flat_param`'s `fsdp.config`): FULL_SHARD when it has none.
-ShardingStrategy getConfigStrategy(DictionaryAttr config);
-/// The `strategy = #fsdp.strategy<...>` entry of a unit's configuration.
-NamedAttribute getConfigStrategyEntry(MLIRContext *context,
-                                      ShardingStrategy strategy);
-} // namespace mlir::fsdp
-
 // The attributes come first: the dialect's discardable attribute helpers
 // are typed with them.
 #define GET_ATTRDEF_CLASSES

@@ -27,8 +27,7 @@ def FSDP_Dialect : Dialect {
     function argument or result), and on the module `fsdp.units` (a list of
     `#fsdp.unit`), `fsdp.auto_wrap` (an `#fsdp.auto_wrap` record) and
     `fsdp.cost_model` (an `#fsdp.cost_model`); on an `fsdp.flat_param`,
-    `fsdp.config` (its unit's configuration, whose `strategy` is an
-    `#fsdp.strategy`).
+    `fsdp.config` (its unit's configuration, an `#fsdp.unit_config`).
 
     ```mlir
     mesh.mesh @world(shape = 4)
@@ -51,7 +50,7 @@ def FSDP_Dialect : Dialect {
     "::mlir::ArrayAttr":$units,
     "::mlir::fsdp::AutoWrapRecordAttr":$auto_wrap,
     "::mlir::fsdp::CostModelAttr":$cost_model,
-    "::mlir::DictionaryAttr":$config
+    "::mlir::fsdp::UnitConfigAttr":$config
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

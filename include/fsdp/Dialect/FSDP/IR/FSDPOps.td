@@ -120,11 +120,71 @@ def FSDP_ShardingStrategyAttr
     without one is FULL_SHARD.
 
     ```mlir
-    #fsdp.unit<"blocks.0", params = [@blocks.0.w],
-               config = {strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
+    #fsdp.unit_config<strategy = #fsdp.strategy<SHARD_GRAD_OP>>
     ```
   }];
   let assemblyFormat = "`<` $value `>`";
+}
+
+/// A unit configuration's strategy, printed whole (`#fsdp.strategy<...>`) so
+/// that it reads the same wherever a configuration is written.
+def FSDP_OptionalStrategyParameter
+    : OptionalParameter<"::mlir::fsdp::ShardingStrategyAttr",
+                        "the unit's sharding strategy"> {
+  let printer = "$_printer.printAttribute($_self)";
+}
+
+def FSDP_UnitConfigAttr : AttrDef<FSDP_Dialect, "UnitConfig"> {
+  let mnemonic = "unit_config";
+  let summary = "an FSDP unit's own settings: its strategy and mixed precision";
+  let description = [{
+    What PyTorch passes to one `FullyShardedDataParallel` instance beyond
+    its module: `strategy` (an `#fsdp.strategy`; FULL_SHARD when left out)
+    and `MixedPrecision`'s dtypes `param_dtype` (the gathered parameters and
+    the compute), `reduce_dtype` (the gradient reduction; `param_dtype` when
+    left out) and `buffer_dtype` (the module's buffers; as stored when left
+    out), each f32, f16, bf16 or f64. `mixed_precision = false` keeps the
+    unit in full precision whatever dtypes it has (auto-wrap's
+    full-precision classes, batch norms by default). A field left out keeps
+    PyTorch's default, so only what differs is recorded.
+
+    `fsdp-auto-wrap` writes it as a `#fsdp.unit`'s `config`, `fsdp-flatten`
+    copies it to the unit's `fsdp.flat_param` as `fsdp.config`, and
+    `fsdp-shard`, `fsdp-check-reshard` and `fsdp-mixed-precision` read it
+    there.
+
+    ```mlir
+    #fsdp.unit_config<strategy = #fsdp.strategy<SHARD_GRAD_OP>,
+                      param_dtype = bf16, reduce_dtype = f32>
+    #fsdp.unit_config<mixed_precision = false>
+    ```
+  }];
+  let parameters = (ins
+    FSDP_OptionalStrategyParameter:$strategy,
+    OptionalParameter<"::mlir::Type", "the gathered parameters' dtype">:$param_dtype,
+    OptionalParameter<"::mlir::Type", "the gradient reduction's dtype">:$reduce_dtype,
+    OptionalParameter<"::mlir::Type", "the buffers' dtype">:$buffer_dtype,
+    OptionalParameter<"::mlir::BoolAttr", "false: full precision">:$mixed_precision
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The unit's sharding strategy: its own, or FULL_SHARD.
+    ShardingStrategy getShardingStrategy() const {
+      return getStrategy() ? getStrategy().getValue()
+                           : ShardingStrategy::FULL_SHARD;
+    }
+    /// The strategy of a unit with configuration `config`, which may be
+    /// null (PyTorch's defaults).
+    static ShardingStrategy strategyOf(UnitConfigAttr config) {
+      return config ? config.getShardingStrategy()
+                    : ShardingStrategy::FULL_SHARD;
+    }
+    /// Whether the unit stays in full precision, its dtypes ignored.
+    bool isFullPrecision() const {
+      return getMixedPrecision() && !getMixedPrecision().getValue();
+    }
+  }];
 }
 
 def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
@@ -138,30 +198,27 @@ def FSDP_WrapUnitAttr : AttrDef<FSDP_Dialect, "WrapUnit"> {
     units in the module attribute `fsdp.units`, root first, then in module
     pre-order, as PyTorch's FSDP tree is nested.
 
-    `config` holds the unit's own settings, where it has any: `strategy`
-    (an `#fsdp.strategy`; FULL_SHARD when left out) and the mixed
-    precision dtypes `param_dtype`, `reduce_dtype`, `buffer_dtype`
-    (`mixed_precision = false` for units kept in full precision).
+    `config` holds the unit's own settings (an `#fsdp.unit_config`, written
+    without its `#fsdp.unit_config` prefix), where it has any.
     `fsdp-flatten` copies it to the unit's `fsdp.flat_param` as `fsdp.config`.
 
     ```mlir
     #fsdp.unit<"blocks.0", params = [@blocks.0.ln_1.weight, @blocks.0.ln_1.bias],
-               config = {param_dtype = bf16, strategy = #fsdp.strategy<SHARD_GRAD_OP>}>
+               config = <strategy = #fsdp.strategy<SHARD_GRAD_OP>, param_dtype = bf16>>
     ```
   }];
   let parameters = (ins
     StringRefParameter<"the wrapped module's FQN">:$module,
     "ArrayAttr":$params,
-    OptionalParameter<"DictionaryAttr">:$config
+    OptionalParameter<"UnitConfigAttr">:$config
   );
   let assemblyFormat = [{
     `<` $module `,` `params` `=` $params (`,` `config` `=` $config^)? `>`
   }];
-  let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The unit's sharding strategy: its config's, or FULL_SHARD.
     ShardingStrategy getStrategy() const {
-      return getConfigStrategy(getConfig());
+      return UnitConfigAttr::strategyOf(getConfig());
     }
   }];
 }

@@ -134,7 +134,8 @@ def AutoWrap : Pass<"fsdp-auto-wrap", "ModuleOp"> {
     `ignored-modules` (and their subtrees) and `ignored-params` are left out
     of every unit: they stay replicated, as PyTorch's `ignored_modules`.
 
-    Unit configuration (recorded in each unit's `config`): `strategy`
+    Unit configuration (recorded in each unit's `config`, an
+    `#fsdp.unit_config`): `strategy`
     (FULL_SHARD by default, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD) and mixed
     precision (`param-dtype`, `reduce-dtype`, `buffer-dtype`: f32, f16 or
     bf16). With mixed precision, modules of `full-precision-classes`
