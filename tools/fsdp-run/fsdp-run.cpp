@@ -1226,8 +1226,15 @@ int main(int argc, char **argv) {
     std::cout.flush();
     if (::write(STDERR_FILENO, line.data(), line.size()) < 0)
       std::perror("fsdp-run");
-    // Every rank ends: the others may be waiting on this one.
-    if (world > 1)
+    // Every rank ends: the others may be waiting on this one. Except a rank
+    // that only learned, in a collective every rank joined, that another
+    // rank could not load or save a checkpoint ("another rank could not
+    // ..."): that rank aborts the job itself, and an abort from here could
+    // kill it before its message, the one that says why, reaches the
+    // launcher.
+    bool secondary = std::string(e.what()).find("another rank could not") !=
+                     std::string::npos;
+    if (world > 1 && !secondary)
       MPI_Abort(MPI_COMM_WORLD, 1);
     if (mpi)
       MPI_Finalize();
