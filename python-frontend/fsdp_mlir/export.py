@@ -419,7 +419,6 @@ def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axe
 
     import onnx
     import torch
-    from onnx import version_converter
     from onnxscript import optimizer
 
     dynamic_shapes = None
