@@ -414,6 +414,16 @@ class ErrorTest(ExportTestBase):
         self.assertFalse((self.tmp / "bad.onnx").exists())
         self.assertEqual(list(self.tmp.iterdir()), [])
 
+    def test_unknown_or_unavailable_exporter(self):
+        model, x = _bn()
+        self.assertExportFails(r"checking the arguments failed: ValueError: exporter must be "
+                               r"one of auto, torchscript, dynamo, got 'onnxruntime'",
+                               model, x, self.tmp / "bad.onnx", exporter="onnxruntime")
+        if int(torch.__version__.split(".")[0]) < 2:
+            self.assertExportFails(r"exporter='dynamo' needs torch 2.x; this is torch 1\.",
+                                   model, x, self.tmp / "bad.onnx", exporter="dynamo")
+        self.assertEqual(list(self.tmp.iterdir()), [])
+
     def test_wrong_number_of_inputs(self):
         model, x = _bn()
         self.assertExportFails(r"example_inputs .* failed: TypeError: .*positional",
