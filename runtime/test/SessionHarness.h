@@ -82,7 +82,8 @@ template <typename T>
 Value valueOf(plan::DType dtype, const Shape &shape, const std::vector<T> &v) {
   EXPECT_EQ(static_cast<int64_t>(v.size()), numel(shape));
   Value out{dtype, shape, std::vector<uint8_t>(v.size() * sizeof(T))};
-  std::memcpy(out.bytes.data(), v.data(), out.bytes.size());
+  if (!v.empty()) // an empty vector's data() may be null
+    std::memcpy(out.bytes.data(), v.data(), out.bytes.size());
   return out;
 }
 inline Value f32(const Shape &s, const std::vector<float> &v) {
