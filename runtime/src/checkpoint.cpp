@@ -328,9 +328,9 @@ fsdprt_status_t agreed(fsdprt_session_s &s, fsdprt_status_t status,
     return nullptr;
   if (status)
     return status;
-  return makeStatus(FSDPRT_IO_ERROR, !agreement.empty()
-                                         ? agreement
-                                         : "another rank could not " + what);
+  if (!agreement.empty())
+    return makeStatus(FSDPRT_IO_ERROR, agreement);
+  return makeStatus(FSDPRT_PEER_FAILED, "another rank could not " + what);
 }
 
 /// Loads the full checkpoint at `path` into `s` (this rank's part).
@@ -629,10 +629,10 @@ fsdprt_status_t fsdprt_session_save_full_checkpoint(fsdprt_session_t *s,
     if (s->rank() == 0)
       error = checkFullTarget(path);
     if (!allOk(*s, error.empty(), agreement))
-      return invalid(!error.empty() ? error
-                     : !agreement.empty()
-                         ? agreement
-                         : "rank 0 cannot write '" + std::string(path) + "'");
+      return !error.empty() || !agreement.empty()
+                 ? invalid(!error.empty() ? error : agreement)
+                 : makeStatus(FSDPRT_PEER_FAILED, "rank 0 cannot write '" +
+                                                      std::string(path) + "'");
     std::vector<st::Source> tensors;
     std::vector<std::vector<char>> storage;
     std::set<std::string> names;
@@ -774,11 +774,11 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         !why.empty() && error.empty())
       error = why;
     if (!allOk(*s, error.empty(), agreement))
-      return makeStatus(FSDPRT_IO_ERROR,
-                        !error.empty() ? error
-                        : !agreement.empty()
-                            ? agreement
-                            : "another rank could not write its shard of '" +
+      return !error.empty() || !agreement.empty()
+                 ? makeStatus(FSDPRT_IO_ERROR,
+                              !error.empty() ? error : agreement)
+                 : makeStatus(FSDPRT_PEER_FAILED,
+                              "another rank could not write its shard of '" +
                                   target + "'");
     // The index, last: a directory without it is not a checkpoint.
     if (s->rank() == 0) {

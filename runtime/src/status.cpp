@@ -53,6 +53,8 @@ const char *fsdprt_status_code_name(fsdprt_status_code_t code) {
     return "UNAVAILABLE";
   case FSDPRT_INTERNAL:
     return "INTERNAL";
+  case FSDPRT_PEER_FAILED:
+    return "PEER_FAILED";
   }
   return "UNKNOWN";
 }

@@ -53,6 +53,8 @@ int main(void) {
   CHECK(strcmp(fsdprt_status_message(NULL), "") == 0);
   CHECK(strcmp(fsdprt_status_code_name(FSDPRT_OUT_OF_RANGE), "OUT_OF_RANGE") ==
         0);
+  CHECK(strcmp(fsdprt_status_code_name(FSDPRT_PEER_FAILED), "PEER_FAILED") ==
+        0);
   fsdprt_status_free(NULL);
 
   CHECK(fsdprt_layout_create(numels, 3, 4, 1, &layout) == NULL);

@@ -154,15 +154,20 @@ with status 1.
 )";
 
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string &message,
+                 fsdprt_status_code_t code = FSDPRT_OK)
+      : std::runtime_error(message), code(code) {}
+  /// The runtime's status code when the runtime said it, else FSDPRT_OK.
+  fsdprt_status_code_t code;
 };
 
 void check(fsdprt_status_t status, const std::string &what) {
   if (!status)
     return;
   std::string message = what + ": " + fsdprt_status_message(status);
+  fsdprt_status_code_t code = fsdprt_status_code(status);
   fsdprt_status_free(status);
-  throw Error(message);
+  throw Error(message, code);
 }
 
 /// `name` (of a tensor in the plan) as a file name; refused if it could
@@ -1228,12 +1233,11 @@ int main(int argc, char **argv) {
       std::perror("fsdp-run");
     // Every rank ends: the others may be waiting on this one. Except a rank
     // that only learned, in a collective every rank joined, that another
-    // rank could not load or save a checkpoint ("another rank could not
-    // ..."): that rank aborts the job itself, and an abort from here could
-    // kill it before its message, the one that says why, reaches the
-    // launcher.
-    bool secondary = std::string(e.what()).find("another rank could not") !=
-                     std::string::npos;
+    // rank failed (FSDPRT_PEER_FAILED): that rank aborts the job itself,
+    // and an abort from here could kill it before its message, the one
+    // that says why, reaches the launcher.
+    const auto *error = dynamic_cast<const Error *>(&e);
+    bool secondary = error && error->code == FSDPRT_PEER_FAILED;
     if (world > 1 && !secondary)
       MPI_Abort(MPI_COMM_WORLD, 1);
     if (mpi)

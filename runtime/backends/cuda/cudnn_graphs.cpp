@@ -638,6 +638,38 @@ void buildConv(Builder &g, const ConvShape &x) {
   g.addOp(op, what);
 }
 
+/// The tensors of a normalization forward; null ones are left unset.
+struct NormForward {
+  cudnnBackendNormMode_t mode;
+  cudnnBackendNormFwdPhase_t phase;
+  cudnnBackendDescriptor_t x = nullptr, scale = nullptr, bias = nullptr,
+                           epsilon = nullptr, mean = nullptr,
+                           invVariance = nullptr, y = nullptr;
+};
+
+/// A norm-forward operation with `t`'s tensors set, not yet added: the
+/// caller adds what its phase needs more of (running statistics).
+cudnnBackendDescriptor_t normForward(Builder &g, const NormForward &t) {
+  const char *what = "normalization";
+  auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, what);
+  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
+        &t.mode);
+  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE,
+        CUDNN_TYPE_NORM_FWD_PHASE, 1, &t.phase);
+  std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t> tensors[] =
+      {{CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, t.x},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, t.scale},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, t.bias},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, t.epsilon},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, t.mean},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, t.invVariance},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, t.y}};
+  for (auto [attribute, tensor] : tensors)
+    if (tensor)
+      g.setDesc(op, what, attribute, tensor);
+  return op;
+}
+
 /// Batch norm with given statistics: cuDNN's normalization in its
 /// inference phase. It reads the inverse standard deviation, not the
 /// variance, and takes it (and the mean) only from memory, not from
@@ -648,31 +680,39 @@ void buildBatchNormInference(Builder &g, const NormShape &x,
                              const std::vector<int64_t> &strides) {
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
   std::vector<int64_t> paramDims = {1, x.c, 1, 1};
-  const char *what = "normalization";
   if (x.kind != NormKind::Batch || x.backward) {
-    g.fail(what, "inference phase", CUDNN_STATUS_NOT_SUPPORTED);
+    g.fail("normalization", "inference phase", CUDNN_STATUS_NOT_SUPPORTED);
     return;
   }
-  auto xt = g.tensor("x", dims, strides, io);
-  auto scale = g.packed("scale", paramDims, f32);
-  auto bias = g.packed("bias", paramDims, f32);
-  auto mean = g.packed("mean", paramDims, f32);
-  auto invStd = g.packed("inv std", paramDims, f32);
-  auto yt = g.tensor("y", dims, strides, io);
-  cudnnBackendNormMode_t mode = CUDNN_BATCH_NORM;
-  cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_INFERENCE;
-  auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, what);
-  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
-        &mode);
-  g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE,
-        CUDNN_TYPE_NORM_FWD_PHASE, 1, &phase);
-  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, xt);
-  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, scale);
-  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, bias);
-  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, mean);
-  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, invStd);
-  g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, yt);
-  g.addOp(op, what);
+  NormForward t{CUDNN_BATCH_NORM, CUDNN_NORM_FWD_INFERENCE};
+  t.x = g.tensor("x", dims, strides, io);
+  t.scale = g.packed("scale", paramDims, f32);
+  t.bias = g.packed("bias", paramDims, f32);
+  t.mean = g.packed("mean", paramDims, f32);
+  t.invVariance = g.packed("inv std", paramDims, f32);
+  t.y = g.tensor("y", dims, strides, io);
+  g.addOp(normForward(g, t), "normalization");
+}
+
+/// Training-phase batch norm's running statistics, read and written.
+void setRunningStatistics(Builder &g, cudnnBackendDescriptor_t op,
+                          const NormShape &x) {
+  const char *what = "normalization";
+  std::vector<int64_t> paramDims = {1, x.c, 1, 1};
+  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  std::pair<cudnnBackendAttributeName_t, cudnnBackendDescriptor_t> tensors[] =
+      {{CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC,
+        g.scalar("momentum", x.momentum)},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC,
+        g.packed("running mean", paramDims, f32)},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC,
+        g.packed("running var", paramDims, f32)},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC,
+        g.packed("next running mean", paramDims, f32)},
+       {CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC,
+        g.packed("next running var", paramDims, f32)}};
+  for (auto [attribute, tensor] : tensors)
+    g.setDesc(op, what, attribute, tensor);
 }
 
 void buildNorm(Builder &g, const NormShape &x) {
@@ -701,43 +741,17 @@ void buildNorm(Builder &g, const NormShape &x) {
   auto invVar = g.packed("inv variance", statDims, f32);
 
   if (!x.backward) {
-    auto yt = g.tensor("y", dims, strides, io);
-    auto bias = hasBias ? g.packed("bias", paramDims, f32) : nullptr;
-    auto eps = g.scalar("epsilon", x.epsilon);
-    cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
-    auto op = g.make(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, what);
-    g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MODE, CUDNN_TYPE_NORM_MODE, 1,
-          &mode);
-    g.set(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE,
-          CUDNN_TYPE_NORM_FWD_PHASE, 1, &phase);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, xt);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, scale);
-    if (bias)
-      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, bias);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, eps);
-    if (mean)
-      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, mean);
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC,
-              invVar);
-    if (batch) {
-      auto factor = g.scalar("momentum", x.momentum);
-      auto inMean = g.packed("running mean", paramDims, f32);
-      auto inVar = g.packed("running var", paramDims, f32);
-      auto outMean = g.packed("next running mean", paramDims, f32);
-      auto outVar = g.packed("next running var", paramDims, f32);
-      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC,
-                factor);
-      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC,
-                inMean);
-      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC,
-                inVar);
-      g.setDesc(op, what,
-                CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC,
-                outMean);
-      g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC,
-                outVar);
-    }
-    g.setDesc(op, what, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, yt);
+    NormForward t{mode, CUDNN_NORM_FWD_TRAINING};
+    t.x = xt;
+    t.scale = scale;
+    t.y = g.tensor("y", dims, strides, io);
+    t.bias = hasBias ? g.packed("bias", paramDims, f32) : nullptr;
+    t.epsilon = g.scalar("epsilon", x.epsilon);
+    t.mean = mean;
+    t.invVariance = invVar;
+    auto op = normForward(g, t);
+    if (batch)
+      setRunningStatistics(g, op, x);
     g.addOp(op, what);
     return;
   }

@@ -70,7 +70,11 @@ typedef enum fsdprt_status_code_e {
   /** A collective peer failed or timed out. */
   FSDPRT_UNAVAILABLE = 7,
   /** A bug in the runtime. */
-  FSDPRT_INTERNAL = 8
+  FSDPRT_INTERNAL = 8,
+  /** Another rank failed; this rank learned it in a collective every rank
+   *  joined, and that rank's own status says why. A launcher can leave the
+   *  ending of the job to that rank. */
+  FSDPRT_PEER_FAILED = 9
 } fsdprt_status_code_t;
 
 /** A failure: NULL means success. Owned by the caller; release it with
