@@ -1029,8 +1029,8 @@ struct LowerToRuntimePass
         return;
       failed = true;
       if (!lowerable.count(op->getName()) && mlir::succeeded(checkTypes(op)))
-        op->emitOpError("has no runtime kernel (docs/plan-format.md lists "
-                        "the supported ops)");
+        op->emitOpError("has no runtime kernel (docs/ops.md lists the "
+                        "operators and their kernels)");
     });
 
     IRRewriter rewriter(&getContext());
@@ -1046,3 +1046,14 @@ struct LowerToRuntimePass
 };
 
 } // namespace
+
+DenseSet<OperationName> mlir::fsdp::getLoweredOps(MLIRContext *context) {
+  SymbolTableCollection symbols;
+  RewritePatternSet patterns(context);
+  populateLoweringPatterns(patterns, symbols);
+  DenseSet<OperationName> ops;
+  for (const auto &entry : patterns.getNativePatterns())
+    if (std::optional<OperationName> root = entry->getRootKind())
+      ops.insert(*root);
+  return ops;
+}
