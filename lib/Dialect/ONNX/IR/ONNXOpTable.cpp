@@ -100,7 +100,11 @@ void mlir::onnxir::printOpTableMarkdown(llvm::raw_ostream &os) {
         "one with no gradient rule compiles for inference and is refused by "
         "`fsdp-autodiff` when it lies between a trainable parameter and the "
         "loss. Kernels are the runtime's (docs/plan-format.md); the CPU "
-        "backend has all of them, the GPU's gaps are in docs/gpu.md.\n\n"
+        "backend has all of them, the GPU's gaps are in docs/gpu.md. "
+        "A kernel takes some dtypes only (integer arithmetic is int64, "
+        "`pow` wants one dtype): `fsdp-translate --mlir-to-plan` prepares "
+        "each kernel of the plan on the CPU backend, as a session does, and "
+        "refuses a plan it would not take, naming the node.\n\n"
         "| Operator | Forward | Training | Notes |\n"
         "|---|---|---|---|\n";
   for (const OpSupport &op : kTable)
