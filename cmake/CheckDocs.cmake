@@ -13,8 +13,16 @@ foreach(page FSDPDialect.md ONNXDialect.md FSDPPasses.md FSDPInterfaces.md
     list(APPEND stale ${page})
   endif()
 endforeach()
+# The operator table, generated from fsdp-opt, lives beside the guides.
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files --ignore-eol
+                        ${GENERATED}/../ops.md ${COMMITTED}/../ops.md
+                RESULT_VARIABLE differs)
+if(differs)
+  list(APPEND stale ../ops.md)
+endif()
 if(stale)
   message(FATAL_ERROR "docs/reference is out of date (${stale}); regenerate "
           "it with: cmake --build build --target update-docs")
 endif()
-message(STATUS "docs/reference matches the ODS definitions and fsdprt.h")
+message(STATUS "docs/reference and docs/ops.md match the ODS definitions, "
+               "fsdprt.h, fsdp-opt and ONNXOpTable.def")

@@ -1517,6 +1517,37 @@ std::vector<double> toDouble(const std::vector<float> &v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// trilu against a plain loop: upper and lower, k from the attribute or an
+// int64 input, k past the matrix; any dtype (int64 here); a bad k input.
+TEST(Kernels, Trilu) {
+  auto x = iota(2 * 3 * 4);
+  for (int upper : {0, 1})
+    for (int64_t k : {-5, -1, 0, 2, 7}) {
+      std::vector<double> want;
+      for (int m = 0; m < 2; ++m)
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 4; ++j) {
+            bool keep = upper ? j - i >= k : j - i <= k;
+            want.push_back(keep ? x[(m * 3 + i) * 4 + j] : 0.0);
+          }
+      expectNear(runF32("trilu", {f32({2, 3, 4}, x)}, {2, 3, 4},
+                        {{"k", k}, {"upper", int64_t(upper)}}),
+                 want);
+      expectNear(runF32("trilu", {f32({2, 3, 4}, x), i64({}, {k})}, {2, 3, 4},
+                        {{"upper", int64_t(upper)}}),
+                 want);
+    }
+  Result r = runOp("trilu", {i64({2, 2}, {1, 2, 3, 4})}, {{I64, {2, 2}}},
+                   {{"upper", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, 0, 3, 4}));
+  r = runOp("trilu", {f32({2, 2}, {1, 2, 3, 4}), f32({}, {1})},
+            {{F32, {2, 2}}});
+  EXPECT_NE(r.error.find("k must be int64"), std::string::npos) << r.error;
+  r = runOp("trilu", {f32({4}, {1, 2, 3, 4})}, {{F32, {4}}});
+  EXPECT_NE(r.error.find("rank 2 or more"), std::string::npos) << r.error;
+}
+
 TEST(Kernels, TransposeSliceAndExpand) {
   auto x = iota(24);
   // transpose [2, 3, 4] by [2, 0, 1] -> [4, 2, 3]

@@ -1,7 +1,7 @@
 // RUN: fsdp-opt %s --split-input-file --verify-diagnostics --fsdp-lower-to-runtime
 
 func.func @no_kernel(%x: tensor<2xf32>) -> tensor<2xi1> {
-  // expected-error @+1 {{'onnx.IsNaN' op has no runtime kernel (docs/plan-format.md lists the supported ops)}}
+  // expected-error @+1 {{'onnx.IsNaN' op has no runtime kernel (docs/ops.md lists the operators and their kernels)}}
   %y = onnx.IsNaN %x : (tensor<2xf32>) -> tensor<2xi1>
   return %y : tensor<2xi1>
 }

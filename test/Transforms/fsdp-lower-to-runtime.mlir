@@ -150,3 +150,21 @@ func.func @beside(%x: tensor<2xf32>) -> tensor<2xf32> {
   %y = onnx.Relu %x : (tensor<2xf32>) -> tensor<2xf32>
   return %y : tensor<2xf32>
 }
+
+// -----
+
+// Trilu: a constant k (or none: 0) is a parameter; a computed one is the
+// kernel's second input.
+// CHECK-LABEL: func.func @trilu
+// CHECK-NEXT: %[[A:.*]] = fsdp.kernel "trilu"(%arg0) params {k = -1 : i64, upper = 0 : i64}
+// CHECK-NEXT: %[[B:.*]] = fsdp.kernel "trilu"(%[[A]]) params {k = 0 : i64, upper = 1 : i64}
+// CHECK-NEXT: %[[C:.*]] = fsdp.kernel "trilu"(%[[B]], %arg1) params {upper = 1 : i64}
+// CHECK-NEXT: return %[[C]]
+func.func @trilu(%x: tensor<2x3x4xf32>, %k: tensor<i64>) -> tensor<2x3x4xf32> {
+  %m1 = onnx.Constant dense<-1> : tensor<i64>
+  %a = onnx.Trilu %x, %m1 {upper = 0 : i64} : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  %none = onnx.NoValue
+  %b = onnx.Trilu %a, %none : (tensor<2x3x4xf32>, none) -> tensor<2x3x4xf32>
+  %c = onnx.Trilu %b, %k : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  return %c : tensor<2x3x4xf32>
+}

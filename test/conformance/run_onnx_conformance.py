@@ -258,7 +258,7 @@ def reason_key(detail):
     """A refusal's message with names and numbers taken out, for counting."""
     text = re.sub(r"^.*?error:\s*", "", detail)
     text = text.split("; supported operators")[0]
-    text = re.sub(r"\(docs/plan-format\.md.*?\)", "", text)
+    text = re.sub(r"\(docs/(plan-format|ops)\.md.*?\)", "", text)
     text = re.sub(r"node '[^']*'", "node", text)
     text = re.sub(r"(input|output|initializer|attribute|form|value of node) '[^']*'",
                   r"\1", text)

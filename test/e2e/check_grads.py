@@ -17,7 +17,8 @@ parameters one (the sum over their uses). Exit 1 on any mismatch.
 The models: small ones written here (a frozen backbone and a weight tied
 between two Linears with Tanh/Sigmoid gating; 3-D activations with softmax
 gating, division by a parameter and a sequence mean; convolutions, pooling
-and BatchNorm; Log, Abs and a max over a dimension; strided and reversed
+and BatchNorm; Log, Abs and a max over a dimension; triu and tril
+(Trilu); strided and reversed
 slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
@@ -148,6 +149,20 @@ class LogAbsMax(nn.Module):
         return self.head(h.amax(dim=1))
 
 
+class TriMask(nn.Module):
+    """Triangles of a square activation (Trilu, upper and lower, k != 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.proj(x).reshape(-1, 4, 4)
+        h = torch.triu(h, diagonal=1) + 0.5 * torch.tril(h, diagonal=-1)
+        return self.head(torch.tanh(h).reshape(-1, 16))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -165,6 +180,7 @@ CASES = {
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
     "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
     "log_abs_max": (LogAbsMax, lambda g: torch.randn(5, 6, 8, generator=g), 4),
+    "tri_mask": (TriMask, lambda g: torch.randn(6, 8, generator=g), 4),
     "strided_seq": (StridedSeq, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                     weighted_loss),
 }

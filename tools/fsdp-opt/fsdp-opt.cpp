@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOpTable.h"
 #include "fsdp/Import/ImportONNX.h"
 #include "fsdp/InitAll.h"
 #include "fsdp/Support/Files.h"
@@ -54,6 +55,32 @@ llvm::cl::opt<bool>
     noFold("onnx-no-fold",
            llvm::cl::desc("Keep shape computations unfolded (debugging)"),
            llvm::cl::init(false), llvm::cl::cat(onnxCategory));
+
+llvm::cl::opt<bool> printOpTable(
+    "print-op-table",
+    llvm::cl::desc("Print the table of ONNX operators (docs/ops.md): which "
+                   "import, which kernel runs each, which have a gradient; "
+                   "fails if the table disagrees with the compiler"),
+    llvm::cl::init(false), llvm::cl::cat(onnxCategory));
+
+/// --print-op-table: the table, once checked against the compiler's
+/// lowerings and gradient rules, to `output`.
+LogicalResult printCheckedOpTable(StringRef output) {
+  SmallVector<std::string> problems = mlir::fsdp::checkOpTable();
+  for (const std::string &problem : problems)
+    llvm::errs() << "error: ONNXOpTable.def: " << problem << "\n";
+  if (!problems.empty())
+    return failure();
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
+  if (!out) {
+    llvm::errs() << "error: " << error << "\n";
+    return failure();
+  }
+  mlir::onnxir::printOpTableMarkdown(out->os());
+  out->keep();
+  return success();
+}
 
 /// The command line's configuration, with the layout report appended to the
 /// pass pipeline when --fsdp-layout-json asks for it.
@@ -194,8 +221,11 @@ int main(int argc, char **argv) {
   auto [input, output] = registerAndParseCLIOptions(
       argc, argv,
       "FSDP-MLIR optimizer: sharding passes over the fsdp dialect.\n"
-      "Reads .mlir, or imports .onnx (see the ONNX import options)\n",
+      "Reads .mlir, or imports .onnx (see the ONNX import options;\n"
+      "--print-op-table lists the operators that import and run)\n",
       registry);
+  if (printOpTable)
+    return asMainReturnCode(printCheckedOpTable(output));
   if (StringRef(input).ends_with(".onnx"))
     return asMainReturnCode(runOnONNX(input, output, registry));
   return asMainReturnCode(runOnMLIR(input, output, registry));

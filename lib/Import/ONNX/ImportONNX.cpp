@@ -20,6 +20,7 @@
 #include "ModelReader.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOpTable.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 #include "fsdp/Support/JSON.h"
 
@@ -1235,16 +1236,6 @@ FailureOr<Attribute> constantFormValue(const onnx::AttributeProto &attr,
   return failure();
 }
 
-/// The supported ONNX operators, for error messages.
-std::string supportedOps(MLIRContext &context) {
-  SmallVector<StringRef> names;
-  for (RegisteredOperationName op : context.getRegisteredOperations())
-    if (op.getDialectNamespace() == "onnx" && op.getStringRef() != "onnx.NoValue")
-      names.push_back(op.getStringRef().drop_front(5));
-  llvm::sort(names);
-  return llvm::join(names, ", ");
-}
-
 /// A node's inputs and outputs with omitted trailing optionals made explicit
 /// (as empty names): ONNX lets a node leave them out, the onnx ops take them
 /// all, as `none` where absent.
@@ -1285,8 +1276,8 @@ Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
     return emitError(loc) << "node '" << label << "': operator '"
                           << node.op_type() << "' of domain '"
                           << (node.domain().empty() ? "ai.onnx" : node.domain())
-                          << "' is not supported; supported operators: "
-                          << supportedOps(context);
+                          << "' is not supported; supported operators, in "
+                          << onnxir::describeSupportedOps();
 
   OperationState state(loc, *registered);
   state.addOperands(operands);

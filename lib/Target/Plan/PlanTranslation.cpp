@@ -21,6 +21,7 @@
 #include "fsdp/Target/Plan/RuntimeDType.h"
 #include "fsdprt/fsdprt.h"
 #include "fsdprt/plan_generated.h"
+#include "src/kernel_check.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -133,6 +134,9 @@ private:
                    ArrayRef<uint32_t> outputs);
   /// Per kernel, the latest kernel of the other stream it conflicts with.
   std::vector<std::vector<uint32_t>> dependencies() const;
+  /// Refuses a plan whose kernels the runtime's CPU backend would refuse
+  /// at session creation, naming each kernel's node.
+  LogicalResult checkKernels();
   LogicalResult addKernel(Operation *op, StringRef name,
                           ArrayRef<uint32_t> inputs, ArrayRef<uint32_t> outputs,
                           std::vector<flatbuffers::Offset<plan::Attr>> attrs,
@@ -164,6 +168,8 @@ private:
     SmallVector<Span> reads, writes;
   };
   std::vector<PendingKernel> kernels;
+  /// The op each kernel comes from, for errors.
+  std::vector<Operation *> kernelOps;
   std::vector<Access> accesses;
   std::vector<int64_t> bufferBytes;
   std::vector<flatbuffers::Offset<plan::Unit>> units;
@@ -492,12 +498,25 @@ PlanWriter::addKernel(Operation *op, StringRef name, ArrayRef<uint32_t> inputs,
                       std::vector<flatbuffers::Offset<plan::Attr>> attrs,
                       uint32_t stream) {
   trackKernel(stream, inputs, outputs);
+  kernelOps.push_back(op);
   kernels.push_back({fbb.CreateString(name.str()),
                      fbb.CreateString(labelOf(op->getLoc())),
                      fbb.CreateVector(inputs.data(), inputs.size()),
                      fbb.CreateVector(outputs.data(), outputs.size()),
                      fbb.CreateVector(attrs), stream});
   return success();
+}
+
+LogicalResult PlanWriter::checkKernels() {
+  std::vector<fsdprt::KernelRefusal> refusals =
+      fsdprt::checkKernelsOnCpu(*plan::GetPlan(fbb.GetBufferPointer()));
+  for (const fsdprt::KernelRefusal &refusal : refusals) {
+    Location loc = kernelOps[refusal.kernel]->getLoc();
+    emitError(loc) << "mlir-to-plan: node '" << labelOf(loc)
+                   << "': the runtime's CPU backend refuses "
+                   << refusal.message;
+  }
+  return success(refusals.empty());
 }
 
 /// A collective is a kernel of the communication stream named after it,
@@ -732,6 +751,8 @@ LogicalResult PlanWriter::write(llvm::raw_ostream &os) {
       fbb.CreateVectorOfStructs(updates), fbb.CreateVector(meshShape),
       fbb.CreateVector(units), peak);
   plan::FinishPlanBuffer(fbb, root);
+  if (failed(checkKernels()))
+    return failure();
   os.write(reinterpret_cast<const char *>(fbb.GetBufferPointer()),
            fbb.GetSize());
   return success();

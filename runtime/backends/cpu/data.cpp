@@ -307,6 +307,50 @@ KernelFn gatherGrad(KernelArgs &args) {
   };
 }
 
+/// ONNX Trilu on the last two dims: y keeps x where `j - i >= k` (upper)
+/// or `j - i <= k` (lower) and is 0 elsewhere. `k` is the attribute, or
+/// the optional second input (one int64) when the model computes it. Only
+/// the elements' bytes matter, so it takes any dtype.
+KernelFn trilu(KernelArgs &args) {
+  requireArity(args, 1, 2, 1);
+  const Tensor &x = args.in[0], &y = args.out[0];
+  Tensor kInput = args.in.size() == 2 ? args.in[1] : Tensor();
+  if (args.in.size() == 2) {
+    requireDtype(kInput, FSDPRT_I64, "k");
+    require(kInput.numel == 1, "k must hold one value");
+  }
+  require(x.shape.size() >= 2,
+          "takes a tensor of rank 2 or more, not " + shapeString(x.shape));
+  require(y.shape == x.shape && y.dtype == x.dtype,
+          "output must have the input's shape and dtype");
+  int64_t kAttr = args.attrs.getInt("k", 0);
+  bool hasKInput = args.in.size() == 2;
+  bool upper = args.attrs.getInt("upper", 1) != 0;
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  int64_t matrices = product(x.shape, 0, x.shape.size() - 2);
+  size_t size = fsdprt_dtype_size(x.dtype);
+  return [=]() {
+    const char *px = x.as<char>();
+    char *py = y.as<char>();
+    int64_t k = hasKInput ? *kInput.as<int64_t>() : kAttr;
+    // Past every column either way: clamping keeps i + k from overflowing.
+    k = std::clamp<int64_t>(k, -rows - cols, rows + cols);
+    parallelFor(matrices * rows, cols, [&](int64_t row) {
+      int64_t i = row % rows;
+      // The kept columns [begin, end) of row i, clamped to the row.
+      int64_t begin = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+      int64_t end = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+      const char *from = px + row * cols * size;
+      char *to = py + row * cols * size;
+      std::memset(to, 0, begin * size);
+      std::memmove(to + begin * size, from + begin * size,
+                   (end - begin) * size);
+      std::memset(to + end * size, 0, (cols - end) * size);
+    });
+    return std::string();
+  };
+}
+
 } // namespace
 
 bool isStridedRead(const std::string &op) {
@@ -331,6 +375,7 @@ void registerData(Registry &r) {
   r["concat"] = [](KernelArgs &a) { return pieces(a, true); };
   r["split"] = [](KernelArgs &a) { return pieces(a, false); };
   r["gather"] = gather;
+  r["trilu"] = trilu;
   r["gather_grad"] = gatherGrad;
   r["pack"] = pack;
   r["all_gather"] = oneRankCollective;

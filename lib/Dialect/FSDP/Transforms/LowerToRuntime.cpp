@@ -570,6 +570,26 @@ struct LowerTranspose : KernelPattern<TransposeOp> {
   }
 };
 
+/// Trilu's diagonal offset `k`: a parameter when it is a constant (0 when
+/// absent), else the kernel's second input.
+struct LowerTrilu : KernelPattern<TriluOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(TriluOp trilu, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    NamedAttribute upper = l.i64("upper", trilu.getUpper());
+    DenseIntElementsAttr k;
+    if (isa<NoneType>(trilu.getK().getType()))
+      return l.kernel(kernel, adaptor.getInput(), {l.i64("k", 0), upper});
+    if (!matchPattern(trilu.getK(), m_Constant(&k)))
+      return l.kernel(kernel, {adaptor.getInput(), adaptor.getK()}, {upper});
+    if (k.getNumElements() != 1)
+      return l.fail("k must hold one value");
+    return l.kernel(kernel, adaptor.getInput(),
+                    {l.i64("k", (*k.getValues<APInt>().begin()).getSExtValue()),
+                     upper});
+  }
+};
+
 struct LowerConcat : KernelPattern<ConcatOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(ConcatOp concat, OpAdaptor adaptor,
@@ -900,6 +920,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerSlice>(context, "slice");
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
+  patterns.add<LowerTrilu>(context, "trilu");
   // Losses and gradients.
   patterns.add<LowerCrossEntropy>(context, "softmax_cross_entropy");
   patterns.add<LowerCrossEntropyGrad>(context, "softmax_cross_entropy_grad");
@@ -1029,8 +1050,8 @@ struct LowerToRuntimePass
         return;
       failed = true;
       if (!lowerable.count(op->getName()) && mlir::succeeded(checkTypes(op)))
-        op->emitOpError("has no runtime kernel (docs/plan-format.md lists "
-                        "the supported ops)");
+        op->emitOpError("has no runtime kernel (docs/ops.md lists the "
+                        "operators and their kernels)");
     });
 
     IRRewriter rewriter(&getContext());
@@ -1046,3 +1067,14 @@ struct LowerToRuntimePass
 };
 
 } // namespace
+
+DenseSet<OperationName> mlir::fsdp::getLoweredOps(MLIRContext *context) {
+  SymbolTableCollection symbols;
+  RewritePatternSet patterns(context);
+  populateLoweringPatterns(patterns, symbols);
+  DenseSet<OperationName> ops;
+  for (const auto &entry : patterns.getNativePatterns())
+    if (std::optional<OperationName> root = entry->getRootKind())
+      ops.insert(*root);
+  return ops;
+}

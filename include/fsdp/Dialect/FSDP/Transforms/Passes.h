@@ -40,6 +40,17 @@ parseOptimizerOptions(StringRef text,
 /// memory model charges for each sharded parameter.
 int64_t optimizerStateCount(const OptimizerOptions &options);
 
+/// The ops fsdp-lower-to-runtime has an op-specific pattern for (view-like
+/// ops lower through ViewLikeOpInterface instead).
+DenseSet<OperationName> getLoweredOps(MLIRContext *context);
+
+/// Where the ONNX operator table (ONNXOpTable.def) disagrees with the code:
+/// an onnx op without a row, a row without an op, a Kernel or View row
+/// without a lowering (or a Folded or None row with one), a Rule row
+/// without a gradient rule or a rule the row does not claim. Empty when the
+/// table is true.
+SmallVector<std::string> checkOpTable();
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H

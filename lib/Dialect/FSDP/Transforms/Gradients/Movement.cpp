@@ -52,6 +52,16 @@ LogicalResult backward(TransposeOp op, GradientContext &ctx) {
   return success();
 }
 
+/// Trilu is linear and keeps what it keeps: the gradient is the same
+/// triangle of the cotangent.
+LogicalResult backward(TriluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OpBuilder &b = ctx.getBuilder();
+  auto upper = b.getNamedAttr("upper", b.getI64IntegerAttr(op.getUpper()));
+  r.give(0, r.bb.op<TriluOp>(r.yt, {r.g, op.getK()}, {upper}));
+  return success();
+}
+
 LogicalResult backward(ExpandOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   r.give(0, r.g);
@@ -268,6 +278,7 @@ void mlir::fsdp::detail::attachViewGradients(Dialect &dialect) {
 void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<TransposeOp, backward>(ctx);
   attachGradient<ExpandOp, backward>(ctx);
+  attachGradient<TriluOp, backward>(ctx);
   attachGradient<ConcatOp, backward>(ctx);
   attachGradient<SplitOp, backward, /*everyResult=*/true>(ctx);
   attachGradient<SliceOp, backward>(ctx);
