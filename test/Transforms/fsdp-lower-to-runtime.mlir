@@ -150,3 +150,46 @@ func.func @beside(%x: tensor<2xf32>) -> tensor<2xf32> {
   %y = onnx.Relu %x : (tensor<2xf32>) -> tensor<2xf32>
   return %y : tensor<2xf32>
 }
+
+// -----
+
+// The negative log-likelihood and its gradient, GatherElements and the
+// scatters: axes made non-negative, reductions and ignore_index kept, an
+// absent weight dropped.
+// CHECK-LABEL: func.func @indexed
+// CHECK: fsdp.kernel "nll_loss"(%arg0, %arg1) params {reduction = "mean"}
+// CHECK: fsdp.kernel "nll_loss"(%arg0, %arg1, %arg2) params {ignore_index = -1 : i64, reduction = "none"}
+// CHECK: fsdp.kernel "nll_loss_grad"(%arg1, %{{.*}}, %arg2) params {ignore_index = -1 : i64, reduction = "sum"}
+// CHECK: fsdp.kernel "gather_elements"(%arg0, %arg3) params {axis = 1 : i64}
+// CHECK: fsdp.kernel "scatter_elements"(%arg0, %arg3, %{{.*}}) params {axis = 1 : i64, reduction = "add"}
+// CHECK: fsdp.kernel "scatter_nd"(%arg0, %arg4, %{{.*}}) params {reduction = "none"}
+func.func @indexed(%x: tensor<2x5xf32>, %t: tensor<2xi64>, %w: tensor<5xf32>, %i: tensor<2x3xi64>, %nd: tensor<1x1xi64>) -> (tensor<f32>, tensor<2xf32>, tensor<2x5xf32>, tensor<2x3xf32>, tensor<2x5xf32>, tensor<2x5xf32>) {
+  %none = onnx.NoValue
+  %m = onnx.NegativeLogLikelihoodLoss %x, %t, %none : (tensor<2x5xf32>, tensor<2xi64>, none) -> tensor<f32>
+  %n = onnx.NegativeLogLikelihoodLoss %x, %t, %w {ignore_index = -1 : i64, reduction = "none"} : (tensor<2x5xf32>, tensor<2xi64>, tensor<5xf32>) -> tensor<2xf32>
+  %gx = fsdp.nll_loss_grad %t, %m, %w {ignore_index = -1 : i64, reduction = "sum"} : (tensor<2xi64>, tensor<f32>, tensor<5xf32>) -> tensor<2x5xf32>
+  %g = onnx.GatherElements %x, %i {axis = -1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  %s = onnx.ScatterElements %x, %i, %g {axis = -1 : i64, reduction = "add"} : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  %c0 = onnx.Constant dense<0> : tensor<1xi64>
+  %c1 = onnx.Constant dense<1> : tensor<1xi64>
+  %row = onnx.Slice %x, %c0, %c1, %none, %none : (tensor<2x5xf32>, tensor<1xi64>, tensor<1xi64>, none, none) -> tensor<1x5xf32>
+  %nds = onnx.ScatterND %x, %nd, %row : (tensor<2x5xf32>, tensor<1x1xi64>, tensor<1x5xf32>) -> tensor<2x5xf32>
+  return %m, %n, %gx, %g, %s, %nds : tensor<f32>, tensor<2xf32>, tensor<2x5xf32>, tensor<2x3xf32>, tensor<2x5xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// Optional outputs become the kernels' extra outputs: LayerNormalization's
+// Mean and InvStdDev, SoftmaxCrossEntropyLoss's log_prob, MaxPool's Indices
+// (with their storage_order).
+// CHECK-LABEL: func.func @optional_outputs
+// CHECK: %{{.*}}:3 = fsdp.kernel "layer_norm"(%arg0, %arg1) params {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+// CHECK: %{{.*}}:2 = fsdp.kernel "softmax_cross_entropy"(%arg0, %arg2) params {reduction = "mean"} : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+// CHECK: %{{.*}}:2 = fsdp.kernel "max_pool"(%arg3) params {{{.*}}storage_order = 1 : i64{{.*}}} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+func.func @optional_outputs(%x: tensor<2x4xf32>, %s: tensor<4xf32>, %l: tensor<2xi64>, %img: tensor<1x1x4x4xf32>) -> (tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x4xf32>, tensor<1x1x2x2xi64>) {
+  %none = onnx.NoValue
+  %y, %m, %i = onnx.LayerNormalization %x, %s, %none : (tensor<2x4xf32>, tensor<4xf32>, none) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %loss, %lp = onnx.SoftmaxCrossEntropyLoss %x, %l, %none : (tensor<2x4xf32>, tensor<2xi64>, none) -> (tensor<f32>, tensor<2x4xf32>)
+  %p, %pi = onnx.MaxPool %img {kernel_shape = array<i64: 2, 2>, storage_order = 1 : i64, strides = array<i64: 2, 2>} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+  return %m, %i, %lp, %pi : tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x4xf32>, tensor<1x1x2x2xi64>
+}

@@ -355,8 +355,11 @@ struct LowerLayerNorm : KernelPattern<LayerNormalizationOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(LayerNormalizationOp norm, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (!norm.getMean().use_empty() || !norm.getInvStdDev().use_empty())
-      return l.fail("Mean and InvStdDev outputs are not supported");
+    // The kernel gives both statistics or neither.
+    if (isa<NoneType>(norm.getMean().getType()) !=
+        isa<NoneType>(norm.getInvStdDev().getType()))
+      return l.fail("gives one of Mean and InvStdDev; the runtime gives both "
+                    "or neither");
     FailureOr<int64_t> axis = l.axis(norm.getAxis(), rankOf(norm.getX()));
     if (failed(axis))
       return failure();
@@ -461,16 +464,16 @@ struct LowerMaxPool : KernelPattern<MaxPoolOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(MaxPoolOp pool, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (!pool.getIndices().use_empty())
-      return l.fail("Indices output is not supported");
     FailureOr<Window> win = window(l, pool, pool.getKernelShape());
     if (failed(win))
       return failure();
-    return l.kernel(kernel, adaptor.getX(),
-                    {l.ints("kernel_shape", win->kernel),
-                     l.ints("strides", win->strides), l.ints("pads", win->pads),
-                     l.ints("dilations", win->dilations),
-                     l.i64("ceil_mode", pool.getCeilMode())});
+    SmallVector<NamedAttribute> params = {
+        l.ints("kernel_shape", win->kernel), l.ints("strides", win->strides),
+        l.ints("pads", win->pads), l.ints("dilations", win->dilations),
+        l.i64("ceil_mode", pool.getCeilMode())};
+    if (!isa<NoneType>(pool.getIndices().getType()))
+      params.push_back(l.i64("storage_order", pool.getStorageOrder()));
+    return l.kernel(kernel, adaptor.getX(), params);
   }
 };
 
@@ -650,9 +653,47 @@ struct LowerGather : KernelPattern<GatherOp> {
   }
 };
 
+/// GatherElements and ScatterElements: the axis made non-negative, and
+/// ScatterElements's reduction (none, add or mul).
+struct LowerGatherElements : KernelPattern<GatherElementsOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(GatherElementsOp gather, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(gather.getAxis(), rankOf(gather.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, adaptor.getOperands(), {l.i64("axis", *axis)});
+  }
+};
+
+struct LowerScatterElements : KernelPattern<ScatterElementsOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ScatterElementsOp scatter, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(scatter.getAxis(), rankOf(scatter.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.i64("axis", *axis),
+                     l.str("reduction", scatter.getReduction())});
+  }
+};
+
+struct LowerScatterND : KernelPattern<ScatterNDOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ScatterNDOp scatter, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.str("reduction", scatter.getReduction())});
+  }
+};
+
 // Losses and gradients.
 
-/// The cross-entropy's parameters, shared by the loss and its gradient:
+/// The parameters of the cross-entropy and the negative log-likelihood,
+/// shared by the losses and their gradients:
 /// `reduction`, and `ignore_index` when set.
 template <typename LossOp>
 SmallVector<NamedAttribute> crossEntropyParams(LossOp loss, Lowering &l) {
@@ -667,8 +708,6 @@ struct LowerCrossEntropy : KernelPattern<SoftmaxCrossEntropyLossOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(SoftmaxCrossEntropyLossOp loss, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (!loss.getLogProb().use_empty())
-      return l.fail("log_prob output is not supported");
     return l.kernel(
         kernel,
         {adaptor.getScores(), adaptor.getLabels(), adaptor.getWeights()},
@@ -681,6 +720,25 @@ struct LowerCrossEntropyGrad
   using KernelPattern::KernelPattern;
   LogicalResult lower(mlir::fsdp::SoftmaxCrossEntropyGradOp grad,
                       OpAdaptor adaptor, Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(), crossEntropyParams(grad, l));
+  }
+};
+
+struct LowerNllLoss : KernelPattern<NegativeLogLikelihoodLossOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(NegativeLogLikelihoodLossOp loss, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(
+        kernel,
+        {adaptor.getInput(), adaptor.getTarget(), adaptor.getWeight()},
+        crossEntropyParams(loss, l));
+  }
+};
+
+struct LowerNllLossGrad : KernelPattern<mlir::fsdp::NllLossGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::NllLossGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
     return l.kernel(kernel, adaptor.getOperands(), crossEntropyParams(grad, l));
   }
 };
@@ -900,9 +958,14 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerSlice>(context, "slice");
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
+  patterns.add<LowerGatherElements>(context, "gather_elements");
+  patterns.add<LowerScatterElements>(context, "scatter_elements");
+  patterns.add<LowerScatterND>(context, "scatter_nd");
   // Losses and gradients.
   patterns.add<LowerCrossEntropy>(context, "softmax_cross_entropy");
   patterns.add<LowerCrossEntropyGrad>(context, "softmax_cross_entropy_grad");
+  patterns.add<LowerNllLoss>(context, "nll_loss");
+  patterns.add<LowerNllLossGrad>(context, "nll_loss_grad");
   patterns.add<LowerGatherGrad>(context, "gather_grad");
   patterns.add<LowerConvGrad<mlir::fsdp::ConvGradInputOp>>(context,
                                                            "conv_grad_input");
