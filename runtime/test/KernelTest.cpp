@@ -104,11 +104,64 @@ TEST(Kernels, IntegerArithmetic) {
   EXPECT_EQ(run("mul"), (std::vector<int64_t>{14, -14, 0, 0, 10, 0}));
   // Truncation toward zero; dividing by zero gives 0 instead of a trap.
   EXPECT_EQ(run("div"), (std::vector<int64_t>{3, -3, 0, 0, 2, 0}));
-  Result r = runOp("pow", {a, b}, {{I64, {2, 3}}});
-  EXPECT_NE(r.error.find("does not support int64"), std::string::npos)
-      << r.error;
-  r = runOp("add", {a, f32({3}, {1, 2, 3})}, {{I64, {2, 3}}});
+  EXPECT_EQ(run("pow"), (std::vector<int64_t>{49, 49, 1, 0, 25, 1}));
+  Result r = runOp("add", {a, f32({3}, {1, 2, 3})}, {{I64, {2, 3}}});
   EXPECT_NE(r.error.find("one dtype"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, NarrowIntegersWrapAndFloat64Computes) {
+  // uint8 wraps as NumPy's does: 3 - 5 = 254, 200 + 100 = 44, 16 * 20 = 64.
+  auto u8 = [](const std::vector<uint8_t> &v) {
+    return valueOf(plan::DType::U8, {static_cast<int64_t>(v.size())}, v);
+  };
+  auto runU8 = [&](const std::string &op) {
+    Result r = runOp(op, {u8({3, 200, 16, 7}), u8({5, 100, 20, 2})},
+                     {{plan::DType::U8, {4}}});
+    EXPECT_EQ(r.error, "") << op;
+    return r.outputs.empty() ? std::vector<uint8_t>() : r.outputs[0].as<uint8_t>();
+  };
+  EXPECT_EQ(runU8("sub"), (std::vector<uint8_t>{254, 100, 252, 5}));
+  EXPECT_EQ(runU8("add"), (std::vector<uint8_t>{8, 44, 36, 9}));
+  EXPECT_EQ(runU8("mul"), (std::vector<uint8_t>{15, 32, 64, 14}));
+  EXPECT_EQ(runU8("div"), (std::vector<uint8_t>{0, 2, 0, 3}));
+  EXPECT_EQ(runU8("max"), (std::vector<uint8_t>{5, 200, 20, 7}));
+  // int8 min; int32 comparisons; float64 add and max keep double precision.
+  Result r = runOp("min",
+                   {valueOf(plan::DType::I8, {3}, std::vector<int8_t>{-128, 5, 7}),
+                    valueOf(plan::DType::I8, {3}, std::vector<int8_t>{0, -1, 7})},
+                   {{plan::DType::I8, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int8_t>(), (std::vector<int8_t>{-128, -1, 7}));
+  r = runOp("equal", {i32({3}, {1, -2, 3}), i32({1}, {3})}, {{BOOL, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 0, 1}));
+  r = runOp("add", {f64({2}, {1e-12, 1.0}), f64({}, {1.0})}, {{F64, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(), (std::vector<double>{1.0 + 1e-12, 2.0}));
+  r = runOp("and", {i32({1}, {1}), i32({1}, {1})}, {{BOOL, {1}}});
+  EXPECT_NE(r.error.find("every operand must be bool"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, PowTakesAnExponentOfAnotherDtype) {
+  // The base's dtype is the output's; integer results truncate like
+  // NumPy's cast of the double power.
+  Result r = runOp("pow", {f32({3}, {1.5f, 2, -3}), i64({3}, {2, -1, 3})},
+                   {{F32, {3}}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), {2.25, 0.5, -27});
+  r = runOp("pow", {i32({3}, {2, 3, 4}), f32({3}, {0.5f, 2, -1})},
+            {{I32, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{1, 9, 0}));
+  r = runOp("pow", {f64({2}, {2, 9}), f64({1}, {0.5})}, {{F64, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(),
+            (std::vector<double>{std::sqrt(2.0), 3.0}));
+  r = runOp("pow", {f32({1}, {2}), f32({1}, {2})}, {{F64, {1}}});
+  EXPECT_NE(r.error.find("the base and the output must have one dtype"),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(Kernels, MaxAndMinBroadcastAndKeepNaN) {
