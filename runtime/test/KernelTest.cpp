@@ -1424,6 +1424,29 @@ TEST(Kernels, ReductionsOverAnyAxes) {
       << r.error;
 }
 
+TEST(Kernels, ReductionsOnFloat64KeepDoublePrecision) {
+  // log(sum(exp(x))) over axis 1 of [2, 3] in double: the 1e-12 offsets
+  // survive, as they would not in float.
+  std::vector<double> x = {1e-12, 0, 0, 3, 3 + 2e-12, 3};
+  Result r = runOp("reduce_log_sum_exp", {f64({2, 3}, x)}, {{F64, {2}}},
+                   {{"axes", Shape{1}}, {"keepdims", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  std::vector<double> y = r.outputs[0].as<double>();
+  for (int b = 0; b < 2; ++b) {
+    double sum = 0;
+    for (int j = 0; j < 3; ++j)
+      sum += std::exp(x[b * 3 + j]);
+    EXPECT_NEAR(y[b], std::log(sum), 1e-15) << b;
+  }
+  EXPECT_NE(y[0], std::log(3.0));
+  r = runOp("reduce_sum", {f64({2, 3}, x)}, {{F32, {2}}},
+            {{"axes", Shape{1}}, {"keepdims", int64_t(0)}});
+  EXPECT_NE(r.error.find("x and y must both be float32 or float64, not "
+                         "float64 and float32"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(Kernels, ArgMaxAndArgMinPickFirstOrLast) {
   // [2, 3] with ties: rows {1, 5, 5} and {-2, -7, -7}.
   auto x = f32({2, 3}, {1, 5, 5, -2, -7, -7});

@@ -505,10 +505,91 @@ enum class Reduce { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSum
 /// the result does not depend on the thread count.
 constexpr int64_t kReducePieces = 64;
 
+/// A reduction's layout: `outer` x `n` x `inner` when at most one run of
+/// reduced dims is left after merging, else the kept and reduced dims to
+/// walk (`reducedRuns` > 1); `count` elements reduce into each output.
+struct ReduceShape {
+  int64_t outer = 1, n = 1, inner = 1, reducedRuns = 0, count = 1;
+  std::vector<int64_t> kept, keptStrides, red, redStrides;
+};
+
+/// The loops of a reduction over elements of type T (F32 or F64), in
+/// double: `combine` maps and merges an element, `merge` merges partial
+/// results, `finish` makes the result (mean, root, log).
+template <typename T, typename Merge, typename Combine, typename Finish>
+KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
+                     double init, Merge merge, Combine combine,
+                     Finish finish) {
+  const T *px = x.as<T>();
+  T *py = y.as<T>();
+  int64_t outer = s.outer, n = s.n, inner = s.inner, count = s.count;
+  std::vector<int64_t> kept = s.kept, keptStrides = s.keptStrides,
+                       red = s.red, redStrides = s.redStrides;
+
+  if (s.reducedRuns > 1) {
+    // Interleaved reduced and kept dims: walk each output's elements.
+    return [=]() {
+      parallelFor(y.numel, count, [&](int64_t o) {
+        int64_t base = offsetOf(o, kept, keptStrides);
+        double acc = init;
+        for (int64_t r = 0; r < count; ++r)
+          acc = combine(acc, px[base + offsetOf(r, red, redStrides)]);
+        py[o] = static_cast<T>(finish(acc));
+      });
+      return std::string();
+    };
+  }
+  if (inner == 1 && outer == 1) {
+    // Everything into one value: partial results in parallel.
+    int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
+    return [=]() {
+      double partial[kReducePieces];
+      parallelFor(pieces, n / pieces, [&](int64_t p) {
+        int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
+        double acc = init;
+        for (int64_t j = begin; j < end; ++j)
+          acc = combine(acc, px[j]);
+        partial[p] = acc;
+      });
+      double acc = init;
+      for (int64_t p = 0; p < pieces; ++p)
+        acc = merge(acc, partial[p]);
+      py[0] = static_cast<T>(finish(acc));
+      return std::string();
+    };
+  }
+  // y[o, i] = reduce over j of x[o, j, i], a block of i at a time so that
+  // the reads run along rows.
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (inner + kBlock - 1) / kBlock;
+  return [=]() {
+    parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
+      int64_t o = item / blocks, i0 = item % blocks * kBlock;
+      int64_t width = std::min(kBlock, inner - i0);
+      double acc[kBlock];
+      std::fill(acc, acc + width, init);
+      for (int64_t j = 0; j < n; ++j) {
+        const T *row = px + (o * n + j) * inner + i0;
+        for (int64_t i = 0; i < width; ++i)
+          acc[i] = combine(acc[i], row[i]);
+      }
+      for (int64_t i = 0; i < width; ++i)
+        py[o * inner + i0 + i] = static_cast<T>(finish(acc[i]));
+    });
+    return std::string();
+  };
+}
+
+/// The reduce_* kernels over F32 or F64 (ONNX's Reduce* with `axes` and
+/// `keepdims`; no axes reduces everything).
 KernelFn reduce(KernelArgs &args, Reduce kind) {
   requireArity(args, 1, 1, 1);
-  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
+  require((x.dtype == FSDPRT_F32 || x.dtype == FSDPRT_F64) &&
+              y.dtype == x.dtype,
+          std::string("x and y must both be float32 or float64, not ") +
+              fsdprt_dtype_name(x.dtype) + " and " +
+              fsdprt_dtype_name(y.dtype));
   size_t rank = x.shape.size();
   std::vector<int64_t> axes = args.attrs.getInts("axes", {});
   bool keepdims = args.attrs.getInt("keepdims", 1) != 0;
@@ -519,13 +600,14 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
                 std::to_string(rank));
     reduced[a] = true;
   }
-  std::vector<int64_t> expected, kept, keptStrides, red, redStrides;
+  ReduceShape s;
+  std::vector<int64_t> expected;
   std::vector<int64_t> strides = stridesOf(x.shape);
   for (size_t d = 0; d < rank; ++d) {
     if (!reduced[d] || keepdims)
       expected.push_back(reduced[d] ? 1 : x.shape[d]);
-    (reduced[d] ? red : kept).push_back(x.shape[d]);
-    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+    (reduced[d] ? s.red : s.kept).push_back(x.shape[d]);
+    (reduced[d] ? s.redStrides : s.keptStrides).push_back(strides[d]);
   }
   require(y.shape == expected, "output " + shapeString(y.shape) +
                                    " should be " + shapeString(expected));
@@ -540,16 +622,15 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     else
       runs.push_back({x.shape[d], reduced[d]});
   }
-  int64_t outer = 1, n = 1, inner = 1, reducedRuns = 0;
   for (const auto &[size, isReduced] : runs) {
     if (isReduced) {
-      ++reducedRuns;
-      n = size;
+      ++s.reducedRuns;
+      s.n = size;
     } else {
-      (reducedRuns ? inner : outer) *= size;
+      (s.reducedRuns ? s.inner : s.outer) *= size;
     }
   }
-  int64_t count = product(red);
+  int64_t count = s.count = product(s.red);
   // Each element is mapped (squared, ...), the mapped values merged (by sum,
   // product, max or min), the result finished (mean, root, log).
   double inf = std::numeric_limits<double>::infinity();
@@ -585,73 +666,20 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
   auto finish = [kind, count](double acc) {
     switch (kind) {
     case Reduce::Mean:
-      return static_cast<float>(acc / count);
+      return acc / count;
     case Reduce::L2:
-      return static_cast<float>(std::sqrt(acc));
+      return std::sqrt(acc);
     case Reduce::LogSum:
     case Reduce::LogSumExp:
-      return static_cast<float>(std::log(acc));
+      return std::log(acc);
     default:
-      return static_cast<float>(acc);
+      return acc;
     }
   };
-  const float *px = x.as<float>();
-  float *py = y.as<float>();
-
-  if (reducedRuns > 1) {
-    // Interleaved reduced and kept dims: walk each output's elements.
-    return [=]() {
-      parallelFor(y.numel, count, [&](int64_t o) {
-        int64_t base = offsetOf(o, kept, keptStrides);
-        double acc = init;
-        for (int64_t r = 0; r < count; ++r)
-          acc = combine(acc, px[base + offsetOf(r, red, redStrides)]);
-        py[o] = finish(acc);
-      });
-      return std::string();
-    };
-  }
-  if (inner == 1 && outer == 1) {
-    // Everything into one value: partial results in parallel.
-    int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
-    return [=]() {
-      double partial[kReducePieces];
-      parallelFor(pieces, n / pieces, [&](int64_t p) {
-        int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
-        double acc = init;
-        for (int64_t j = begin; j < end; ++j)
-          acc = combine(acc, px[j]);
-        partial[p] = acc;
-      });
-      double acc = init;
-      for (int64_t p = 0; p < pieces; ++p)
-        acc = merge(acc, partial[p]);
-      py[0] = finish(acc);
-      return std::string();
-    };
-  }
-  // y[o, i] = reduce over j of x[o, j, i], a block of i at a time so that
-  // the reads run along rows.
-  constexpr int64_t kBlock = 64;
-  int64_t blocks = (inner + kBlock - 1) / kBlock;
-  return [=]() {
-    parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
-      int64_t o = item / blocks, i0 = item % blocks * kBlock;
-      int64_t width = std::min(kBlock, inner - i0);
-      double acc[kBlock];
-      std::fill(acc, acc + width, init);
-      for (int64_t j = 0; j < n; ++j) {
-        const float *row = px + (o * n + j) * inner + i0;
-        for (int64_t i = 0; i < width; ++i)
-          acc[i] = combine(acc[i], row[i]);
-      }
-      for (int64_t i = 0; i < width; ++i)
-        py[o * inner + i0 + i] = finish(acc[i]);
-    });
-    return std::string();
-  };
+  if (x.dtype == FSDPRT_F64)
+    return reduceLoops<double>(x, y, s, init, merge, combine, finish);
+  return reduceLoops<float>(x, y, s, init, merge, combine, finish);
 }
-
 /// ArgMax or ArgMin along `axis`: the index (int64) of the first extreme
 /// value, or of the last with select_last_index.
 KernelFn argExtreme(KernelArgs &args, bool max) {
