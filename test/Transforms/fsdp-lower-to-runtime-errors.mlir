@@ -70,3 +70,19 @@ func.func @complex(%x: tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
   %y = onnx.Neg %x : (tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>>
   return %y : tensor<2xcomplex<f32>>
 }
+
+// -----
+
+func.func @einsum_diagonal(%x: tensor<3x5x5xf32>) -> tensor<3x5xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "...ii ->...i" is not supported: the runtime runs permutations, sums over dropped letters, and batched matrix products with one contracted letter}}
+  %y = onnx.Einsum %x {equation = "...ii ->...i"} : (tensor<3x5x5xf32>) -> tensor<3x5xf32>
+  return %y : tensor<3x5xf32>
+}
+
+// -----
+
+func.func @einsum_two_contractions(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "ijk,jkl->il" is not supported}}
+  %y = onnx.Einsum %a, %b {equation = "ijk,jkl->il"} : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x5xf32>
+  return %y : tensor<2x5xf32>
+}

@@ -193,3 +193,27 @@ func.func @optional_outputs(%x: tensor<2x4xf32>, %s: tensor<4xf32>, %l: tensor<2
   %p, %pi = onnx.MaxPool %img {kernel_shape = array<i64: 2, 2>, storage_order = 1 : i64, strides = array<i64: 2, 2>} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
   return %m, %i, %lp, %pi : tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x4xf32>, tensor<1x1x2x2xi64>
 }
+
+// -----
+
+// Einsum in torch's forms: batched matmuls (the second operand read
+// transposed with trans_b, or transposed first), a result transposed to the
+// output's order, an inner product, a permutation and a sum.
+// CHECK-LABEL: func.func @einsum
+// CHECK: fsdp.kernel "matmul"(%arg0, %arg1) params {trans_b = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: fsdp.kernel "matmul"(%arg2, %arg2) params {trans_b = 1 : i64} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+// CHECK: %[[AT:.*]] = fsdp.kernel "transpose"(%arg5) params {perm = array<i64: 0, 2, 1>} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
+// CHECK: %[[P:.*]] = fsdp.kernel "matmul"(%[[AT]], %arg1) params {trans_b = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: fsdp.kernel "transpose"(%[[P]]) params {perm = array<i64: 0, 2, 1>} : (tensor<2x3x5xf32>) -> tensor<2x5x3xf32>
+// CHECK: fsdp.kernel "matmul"(%arg4, %arg4) params {trans_b = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+// CHECK: fsdp.kernel "transpose"(%arg3) params {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+// CHECK: fsdp.kernel "reduce_sum"(%arg0) params {axes = array<i64: 0, 2>, keepdims = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+func.func @einsum(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %q: tensor<2x2x3x4xf32>, %t: tensor<4x3xf32>, %v: tensor<4xf32>, %at: tensor<2x4x3xf32>) -> (tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>) {
+  %0 = onnx.Einsum %a, %b {equation = "bij, bjk -> bik"} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  %1 = onnx.Einsum %q, %q {equation = "bhid,bhjd->bhij"} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+  %2 = onnx.Einsum %at, %b {equation = "bji,bjk->bki"} : (tensor<2x4x3xf32>, tensor<2x4x5xf32>) -> tensor<2x5x3xf32>
+  %3 = onnx.Einsum %v, %v {equation = "i,i"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  %4 = onnx.Einsum %t {equation = "ij->ji"} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %5 = onnx.Einsum %a {equation = "bij->i"} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
+}

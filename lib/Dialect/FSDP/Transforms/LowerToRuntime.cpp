@@ -22,8 +22,11 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_LOWERTORUNTIME
@@ -690,6 +693,179 @@ struct LowerScatterND : KernelPattern<ScatterNDOp> {
   }
 };
 
+// Einsum.
+
+/// An Einsum equation split into one letter string per input and the
+/// output's (implicit output: the letters used once, sorted).
+struct EinsumTerms {
+  SmallVector<std::string> inputs;
+  std::string output;
+};
+
+/// Parses `equation` for operands of `ranks`; fails (the caller names the
+/// equation) on an ellipsis, a letter repeated within a term, or a term
+/// whose length is not its operand's rank.
+FailureOr<EinsumTerms> parseEinsum(StringRef equation,
+                                   ArrayRef<int64_t> ranks) {
+  std::string text;
+  for (char c : equation)
+    if (c != ' ')
+      text.push_back(c);
+  if (StringRef(text).contains("..."))
+    return failure();
+  auto [lhs, rhs] = StringRef(text).split("->");
+  EinsumTerms terms;
+  SmallVector<StringRef> parts;
+  lhs.split(parts, ',');
+  std::map<char, int> uses;
+  for (StringRef part : parts) {
+    terms.inputs.push_back(part.str());
+    for (char c : part)
+      ++uses[c];
+  }
+  if (StringRef(text).contains("->"))
+    terms.output = rhs.str();
+  else
+    for (auto [c, n] : uses)
+      if (n == 1)
+        terms.output.push_back(c);
+  SmallVector<std::string> all(terms.inputs);
+  all.push_back(terms.output);
+  for (const std::string &term : all) {
+    std::set<char> seen(term.begin(), term.end());
+    if (seen.size() != term.size() ||
+        !llvm::all_of(term, [](char c) { return llvm::isAlpha(c); }))
+      return failure();
+  }
+  if (terms.inputs.size() != ranks.size())
+    return failure();
+  for (auto [term, rank] : llvm::zip(terms.inputs, ranks))
+    if (static_cast<int64_t>(term.size()) != rank)
+      return failure();
+  return terms;
+}
+
+/// perm such that permuting `from` by it gives `to` (same letters).
+SmallVector<int64_t> permutationTo(StringRef from, StringRef to) {
+  SmallVector<int64_t> perm;
+  for (char c : to)
+    perm.push_back(from.find(c));
+  return perm;
+}
+
+/// `value` transposed so its letters `from` read as `to`; `value` itself
+/// when they already do.
+Value transposeTo(Value value, StringRef from, StringRef to, Lowering &l) {
+  if (from == to)
+    return value;
+  SmallVector<int64_t> perm = permutationTo(from, to), shape;
+  for (int64_t p : perm)
+    shape.push_back(shapeOf(value)[p]);
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(value.getType()).getElementType());
+  return l.rewriter
+      .create<KernelOp>(l.op->getLoc(), TypeRange{type},
+                        l.rewriter.getStringAttr("transpose"), value,
+                        l.b.getDictionaryAttr({l.ints("perm", perm)}))
+      .getResult(0);
+}
+
+/// One operand: a permutation (transpose) or a sum over the letters the
+/// output drops, the kept ones in order (reduce_sum).
+LogicalResult lowerUnaryEinsum(const EinsumTerms &t, Value x, Lowering &l) {
+  StringRef in = t.inputs[0], out = t.output;
+  if (in.size() == out.size() && llvm::all_of(out, [&](char c) {
+        return in.contains(c);
+      })) {
+    if (in == out)
+      return l.view(x);
+    return l.kernel("transpose", x, {l.ints("perm", permutationTo(in, out))});
+  }
+  std::string kept;
+  SmallVector<int64_t> axes;
+  for (auto [d, c] : llvm::enumerate(in))
+    (out.contains(c) ? kept.push_back(c) : axes.push_back(d));
+  if (kept != out)
+    return failure();
+  return l.kernel("reduce_sum", x, {l.ints("axes", axes), l.i64("keepdims", 0)});
+}
+
+/// Two operands as a batched matmul: batch letters (in both and the
+/// output), one contracted letter (in both, not the output) and at most one
+/// free letter per operand; operands transposed to [batch, m, k] and
+/// [batch, k, n] (or [batch, n, k], read with trans_b), the result to the
+/// output's order.
+LogicalResult lowerBinaryEinsum(const EinsumTerms &t, Value a, Value b,
+                                Lowering &l) {
+  StringRef ta = t.inputs[0], tb = t.inputs[1], out = t.output;
+  std::string batch, m, k, n;
+  for (char c : out) {
+    if (ta.contains(c) && tb.contains(c))
+      batch.push_back(c);
+    else if (ta.contains(c))
+      m.push_back(c);
+    else if (tb.contains(c))
+      n.push_back(c);
+    else
+      return failure();
+  }
+  // A letter summed over one operand only has no matmul form.
+  for (auto [own, other] : {std::pair(ta, tb), std::pair(tb, ta)})
+    for (char c : own)
+      if (!out.contains(c) && !other.contains(c))
+        return failure();
+  for (char c : ta)
+    if (!out.contains(c))
+      k.push_back(c);
+  if (k.size() != 1 || m.size() > 1 || n.size() > 1 ||
+      (!batch.empty() && (m.empty() || n.empty())))
+    return failure();
+  Value lhs = transposeTo(a, ta, batch + m + k, l);
+  bool transB = tb == StringRef(batch + n + k) && !n.empty();
+  Value rhs = transB ? b : transposeTo(b, tb, batch + k + n, l);
+  std::string natural = batch + m + n;
+  SmallVector<int64_t> shape;
+  for (char c : natural)
+    shape.push_back(ta.contains(c) ? shapeOf(a)[ta.find(c)]
+                                   : shapeOf(b)[tb.find(c)]);
+  if (natural == out)
+    return l.kernel("matmul", {lhs, rhs}, {l.i64("trans_b", transB)});
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(a.getType()).getElementType());
+  Value product =
+      l.rewriter
+          .create<KernelOp>(l.op->getLoc(), TypeRange{type},
+                            l.rewriter.getStringAttr("matmul"),
+                            ValueRange{lhs, rhs},
+                            l.b.getDictionaryAttr({l.i64("trans_b", transB)}))
+          .getResult(0);
+  return l.kernel("transpose", product,
+                  {l.ints("perm", permutationTo(natural, out))});
+}
+
+struct LowerEinsum : KernelPattern<EinsumOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(EinsumOp einsum, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    SmallVector<int64_t> ranks;
+    for (Value input : einsum.getInputs())
+      ranks.push_back(rankOf(input));
+    FailureOr<EinsumTerms> terms = parseEinsum(einsum.getEquation(), ranks);
+    ValueRange inputs = adaptor.getInputs();
+    if (succeeded(terms) &&
+        succeeded(inputs.size() == 1
+                      ? lowerUnaryEinsum(*terms, inputs[0], l)
+                      : inputs.size() == 2
+                            ? lowerBinaryEinsum(*terms, inputs[0], inputs[1], l)
+                            : failure()))
+      return success();
+    return l.fail("equation \"" + einsum.getEquation() +
+                  "\" is not supported: the runtime runs permutations, sums "
+                  "over dropped letters, and batched matrix products with "
+                  "one contracted letter");
+  }
+};
+
 // Losses and gradients.
 
 /// The parameters of the cross-entropy and the negative log-likelihood,
@@ -959,6 +1135,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
   patterns.add<LowerGatherElements>(context, "gather_elements");
+  patterns.add<LowerEinsum>(context);
   patterns.add<LowerScatterElements>(context, "scatter_elements");
   patterns.add<LowerScatterND>(context, "scatter_nd");
   // Losses and gradients.
