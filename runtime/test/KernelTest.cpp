@@ -1424,6 +1424,34 @@ TEST(Kernels, ReductionsOverAnyAxes) {
       << r.error;
 }
 
+TEST(Kernels, MatmulOnFloat64) {
+  // [2, 2, 3] x [3, 2] and, with trans_b, x [2, 3], against plain loops in
+  // double; 1e-12 terms survive only in float64.
+  std::vector<double> a = {1, 2, 3, 4, 5, 6, 1e-12, 0, 1, 2, 2, 2};
+  std::vector<double> b = {1, 0, 0, 1, 1, 1}, bt = {1, 0, 1, 0, 1, 1};
+  std::vector<double> want;
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 2; ++j) {
+      double acc = 0;
+      for (int t = 0; t < 3; ++t)
+        acc += a[r * 3 + t] * b[t * 2 + j];
+      want.push_back(acc);
+    }
+  Result r = runOp("matmul", {f64({2, 2, 3}, a), f64({3, 2}, b)},
+                   {{F64, {2, 2, 2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(), want);
+  r = runOp("matmul", {f64({2, 2, 3}, a), f64({2, 3}, bt)}, {{F64, {2, 2, 2}}},
+            {{"trans_b", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(), want);
+  EXPECT_NE(want[4], 1.0); // 1e-12 + 1: kept
+  r = runOp("matmul", {f64({2, 2, 3}, a), f32({3, 2}, {1, 0, 0, 1, 1, 1})},
+            {{F64, {2, 2, 2}}});
+  EXPECT_NE(r.error.find("must all be float32 or all float64"), std::string::npos)
+      << r.error;
+}
+
 TEST(Kernels, ReductionsOnFloat64KeepDoublePrecision) {
   // log(sum(exp(x))) over axis 1 of [2, 3] in double: the 1e-12 offsets
   // survive, as they would not in float.
