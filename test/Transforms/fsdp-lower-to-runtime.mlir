@@ -217,3 +217,34 @@ func.func @einsum(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %q: tensor<2x2x3
   %5 = onnx.Einsum %a {equation = "bij->i"} : (tensor<2x3x4xf32>) -> tensor<3xf32>
   return %0, %1, %2, %3, %4, %5 : tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
 }
+
+// -----
+
+// Sum, Max and Min of more than two inputs: a chain of binary kernels, each
+// partial result of its operands' broadcast shape.
+// CHECK-LABEL: func.func @variadic
+// CHECK: %[[S:.*]] = fsdp.kernel "add"(%arg0, %arg1) : (tensor<3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK: fsdp.kernel "add"(%[[S]], %arg2) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK: %[[M:.*]] = fsdp.kernel "max"(%arg0, %arg0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// CHECK: %[[M2:.*]] = fsdp.kernel "max"(%[[M]], %arg1) : (tensor<3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK: fsdp.kernel "max"(%[[M2]], %arg2) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+func.func @variadic(%a: tensor<3xf32>, %b: tensor<2x1xf32>, %c: tensor<f32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %s = onnx.Sum %a, %b, %c : (tensor<3xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %m = onnx.Max %a, %a, %b, %c : (tensor<3xf32>, tensor<3xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %s, %m : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Mean of several inputs: each broadcast to the output's shape, stacked
+// along a new leading dim and averaged over it.
+// CHECK-LABEL: func.func @mean
+// CHECK: %[[E:.*]] = fsdp.kernel "expand"(%arg0) : (tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[V0:.*]] = fsdp.view %[[E]] : tensor<2x3xf32> to tensor<1x2x3xf32>
+// CHECK: %[[V1:.*]] = fsdp.view %arg1 : tensor<2x3xf32> to tensor<1x2x3xf32>
+// CHECK: %[[C:.*]] = fsdp.kernel "concat"(%[[V0]], %[[V1]]) params {axis = 0 : i64} : (tensor<1x2x3xf32>, tensor<1x2x3xf32>) -> tensor<2x2x3xf32>
+// CHECK: fsdp.kernel "reduce_mean"(%[[C]]) params {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<2x2x3xf32>) -> tensor<2x3xf32>
+func.func @mean(%a: tensor<3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %m = onnx.Mean %a, %b : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %m : tensor<2x3xf32>
+}

@@ -18,6 +18,7 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 #include "fsdp/Target/Plan/RuntimeDType.h"
 
+#include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -231,17 +232,71 @@ template <typename SourceOp> struct PlainKernel : KernelPattern<SourceOp> {
   }
 };
 
-/// Sum, Max or Min of one input is that input; of two, the binary kernel
-/// (`add`, `max`, `min`).
+/// Sum, Max or Min of one input is that input; of more, a chain of the
+/// binary kernel (`add`, `max`, `min`) from the left, each partial result
+/// of its operands' broadcast shape.
 template <typename SourceOp> struct LowerVariadic : KernelPattern<SourceOp> {
   using KernelPattern<SourceOp>::KernelPattern;
   LogicalResult lower(SourceOp op, typename SourceOp::Adaptor adaptor,
                       Lowering &l) const override {
-    if (op->getNumOperands() == 1)
-      return l.view(adaptor.getOperands()[0]);
-    if (op->getNumOperands() != 2)
-      return l.fail("with more than two inputs is not supported");
-    return l.kernel(this->kernel, adaptor.getOperands());
+    ValueRange inputs = adaptor.getOperands();
+    if (inputs.size() == 1)
+      return l.view(inputs[0]);
+    Value acc = inputs[0];
+    Type element = cast<RankedTensorType>(op->getResult(0).getType())
+                       .getElementType();
+    for (Value next : inputs.drop_front().drop_back()) {
+      SmallVector<int64_t> shape;
+      if (!OpTrait::util::getBroadcastedShape(shapeOf(acc), shapeOf(next),
+                                              shape))
+        return l.fail("has inputs that do not broadcast");
+      acc = l.rewriter
+                .create<KernelOp>(op->getLoc(),
+                                  TypeRange{RankedTensorType::get(shape, element)},
+                                  l.rewriter.getStringAttr(this->kernel),
+                                  ValueRange{acc, next}, DictionaryAttr())
+                .getResult(0);
+    }
+    return l.kernel(this->kernel, {acc, inputs.back()});
+  }
+};
+
+/// Mean of one input is that input; of more, each broadcast to the
+/// output's shape (`expand`), stacked along a new leading dim (views and a
+/// `concat`) and averaged over it (`reduce_mean`).
+struct LowerMean : KernelPattern<MeanOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(MeanOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    ValueRange inputs = adaptor.getOperands();
+    if (inputs.size() == 1)
+      return l.view(inputs[0]);
+    auto type = cast<RankedTensorType>(op.getResult().getType());
+    SmallVector<int64_t> one = {1};
+    llvm::append_range(one, type.getShape());
+    auto slice = RankedTensorType::get(one, type.getElementType());
+    SmallVector<Value> pieces;
+    for (Value input : inputs) {
+      Value full = input;
+      if (shapeOf(input) != type.getShape())
+        full = l.rewriter
+                   .create<KernelOp>(op.getLoc(), TypeRange{type},
+                                     l.rewriter.getStringAttr("expand"),
+                                     ValueRange{input}, DictionaryAttr())
+                   .getResult(0);
+      pieces.push_back(l.rewriter.create<ViewOp>(op.getLoc(), slice, full));
+    }
+    one[0] = inputs.size();
+    Value stacked =
+        l.rewriter
+            .create<KernelOp>(
+                op.getLoc(),
+                TypeRange{RankedTensorType::get(one, type.getElementType())},
+                l.rewriter.getStringAttr("concat"), pieces,
+                l.b.getDictionaryAttr({l.i64("axis", 0)}))
+            .getResult(0);
+    return l.kernel("reduce_mean", stacked,
+                    {l.ints("axes", {0}), l.i64("keepdims", 0)});
   }
 };
 
@@ -1089,6 +1144,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerVariadic<SumOp>>(context, "add");
   patterns.add<LowerVariadic<MaxOp>>(context, "max");
   patterns.add<LowerVariadic<MinOp>>(context, "min");
+  patterns.add<LowerMean>(context);
   patterns.add<LowerGelu>(context, "gelu");
   // Linear algebra and normalisation.
   patterns.add<LowerMatMul>(context, "matmul");
