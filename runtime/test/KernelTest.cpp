@@ -104,11 +104,64 @@ TEST(Kernels, IntegerArithmetic) {
   EXPECT_EQ(run("mul"), (std::vector<int64_t>{14, -14, 0, 0, 10, 0}));
   // Truncation toward zero; dividing by zero gives 0 instead of a trap.
   EXPECT_EQ(run("div"), (std::vector<int64_t>{3, -3, 0, 0, 2, 0}));
-  Result r = runOp("pow", {a, b}, {{I64, {2, 3}}});
-  EXPECT_NE(r.error.find("does not support int64"), std::string::npos)
-      << r.error;
-  r = runOp("add", {a, f32({3}, {1, 2, 3})}, {{I64, {2, 3}}});
+  EXPECT_EQ(run("pow"), (std::vector<int64_t>{49, 49, 1, 0, 25, 1}));
+  Result r = runOp("add", {a, f32({3}, {1, 2, 3})}, {{I64, {2, 3}}});
   EXPECT_NE(r.error.find("one dtype"), std::string::npos) << r.error;
+}
+
+TEST(Kernels, NarrowIntegersWrapAndFloat64Computes) {
+  // uint8 wraps as NumPy's does: 3 - 5 = 254, 200 + 100 = 44, 16 * 20 = 64.
+  auto u8 = [](const std::vector<uint8_t> &v) {
+    return valueOf(plan::DType::U8, {static_cast<int64_t>(v.size())}, v);
+  };
+  auto runU8 = [&](const std::string &op) {
+    Result r = runOp(op, {u8({3, 200, 16, 7}), u8({5, 100, 20, 2})},
+                     {{plan::DType::U8, {4}}});
+    EXPECT_EQ(r.error, "") << op;
+    return r.outputs.empty() ? std::vector<uint8_t>() : r.outputs[0].as<uint8_t>();
+  };
+  EXPECT_EQ(runU8("sub"), (std::vector<uint8_t>{254, 100, 252, 5}));
+  EXPECT_EQ(runU8("add"), (std::vector<uint8_t>{8, 44, 36, 9}));
+  EXPECT_EQ(runU8("mul"), (std::vector<uint8_t>{15, 32, 64, 14}));
+  EXPECT_EQ(runU8("div"), (std::vector<uint8_t>{0, 2, 0, 3}));
+  EXPECT_EQ(runU8("max"), (std::vector<uint8_t>{5, 200, 20, 7}));
+  // int8 min; int32 comparisons; float64 add and max keep double precision.
+  Result r = runOp("min",
+                   {valueOf(plan::DType::I8, {3}, std::vector<int8_t>{-128, 5, 7}),
+                    valueOf(plan::DType::I8, {3}, std::vector<int8_t>{0, -1, 7})},
+                   {{plan::DType::I8, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int8_t>(), (std::vector<int8_t>{-128, -1, 7}));
+  r = runOp("equal", {i32({3}, {1, -2, 3}), i32({1}, {3})}, {{BOOL, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 0, 1}));
+  r = runOp("add", {f64({2}, {1e-12, 1.0}), f64({}, {1.0})}, {{F64, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(), (std::vector<double>{1.0 + 1e-12, 2.0}));
+  r = runOp("and", {i32({1}, {1}), i32({1}, {1})}, {{BOOL, {1}}});
+  EXPECT_NE(r.error.find("every operand must be bool"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, PowTakesAnExponentOfAnotherDtype) {
+  // The base's dtype is the output's; integer results truncate like
+  // NumPy's cast of the double power.
+  Result r = runOp("pow", {f32({3}, {1.5f, 2, -3}), i64({3}, {2, -1, 3})},
+                   {{F32, {3}}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), {2.25, 0.5, -27});
+  r = runOp("pow", {i32({3}, {2, 3, 4}), f32({3}, {0.5f, 2, -1})},
+            {{I32, {3}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{1, 9, 0}));
+  r = runOp("pow", {f64({2}, {2, 9}), f64({1}, {0.5})}, {{F64, {2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(),
+            (std::vector<double>{std::sqrt(2.0), 3.0}));
+  r = runOp("pow", {f32({1}, {2}), f32({1}, {2})}, {{F64, {1}}});
+  EXPECT_NE(r.error.find("the base and the output must have one dtype"),
+            std::string::npos)
+      << r.error;
 }
 
 TEST(Kernels, MaxAndMinBroadcastAndKeepNaN) {
@@ -1371,6 +1424,57 @@ TEST(Kernels, ReductionsOverAnyAxes) {
       << r.error;
 }
 
+TEST(Kernels, MatmulOnFloat64) {
+  // [2, 2, 3] x [3, 2] and, with trans_b, x [2, 3], against plain loops in
+  // double; 1e-12 terms survive only in float64.
+  std::vector<double> a = {1, 2, 3, 4, 5, 6, 1e-12, 0, 1, 2, 2, 2};
+  std::vector<double> b = {1, 0, 0, 1, 1, 1}, bt = {1, 0, 1, 0, 1, 1};
+  std::vector<double> want;
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 2; ++j) {
+      double acc = 0;
+      for (int t = 0; t < 3; ++t)
+        acc += a[r * 3 + t] * b[t * 2 + j];
+      want.push_back(acc);
+    }
+  Result r = runOp("matmul", {f64({2, 2, 3}, a), f64({3, 2}, b)},
+                   {{F64, {2, 2, 2}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(), want);
+  r = runOp("matmul", {f64({2, 2, 3}, a), f64({2, 3}, bt)}, {{F64, {2, 2, 2}}},
+            {{"trans_b", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<double>(), want);
+  EXPECT_NE(want[4], 1.0); // 1e-12 + 1: kept
+  r = runOp("matmul", {f64({2, 2, 3}, a), f32({3, 2}, {1, 0, 0, 1, 1, 1})},
+            {{F64, {2, 2, 2}}});
+  EXPECT_NE(r.error.find("must all be float32 or all float64"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, ReductionsOnFloat64KeepDoublePrecision) {
+  // log(sum(exp(x))) over axis 1 of [2, 3] in double: the 1e-12 offsets
+  // survive, as they would not in float.
+  std::vector<double> x = {1e-12, 0, 0, 3, 3 + 2e-12, 3};
+  Result r = runOp("reduce_log_sum_exp", {f64({2, 3}, x)}, {{F64, {2}}},
+                   {{"axes", Shape{1}}, {"keepdims", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  std::vector<double> y = r.outputs[0].as<double>();
+  for (int b = 0; b < 2; ++b) {
+    double sum = 0;
+    for (int j = 0; j < 3; ++j)
+      sum += std::exp(x[b * 3 + j]);
+    EXPECT_NEAR(y[b], std::log(sum), 1e-15) << b;
+  }
+  EXPECT_NE(y[0], std::log(3.0));
+  r = runOp("reduce_sum", {f64({2, 3}, x)}, {{F32, {2}}},
+            {{"axes", Shape{1}}, {"keepdims", int64_t(0)}});
+  EXPECT_NE(r.error.find("x and y must both be float32 or float64, not "
+                         "float64 and float32"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(Kernels, ArgMaxAndArgMinPickFirstOrLast) {
   // [2, 3] with ties: rows {1, 5, 5} and {-2, -7, -7}.
   auto x = f32({2, 3}, {1, 5, 5, -2, -7, -7});
@@ -1496,6 +1600,96 @@ TEST(Kernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
   // The cotangent's shape must match the reduction.
   Result r = runOp("softmax_cross_entropy_grad",
                    {f32({2, 3, 2}, s), i64({2, 2}, labels), f32({}, {1.0f})},
+                   {{F32, {2, 3, 2}}}, {{"reduction", std::string("none")}});
+  EXPECT_NE(r.error.find("the loss gradient [] does not match reduction none"),
+            std::string::npos)
+      << r.error;
+}
+
+/// nll_loss over input [2, 3, 2] with class weights and one ignored
+/// position, by plain loops: per position -w[t] * x[b, t, i].
+double nllRef(const std::vector<double> &x, const std::vector<int64_t> &target,
+              const std::vector<float> &w, const std::vector<float> &g,
+              const std::string &reduction, std::vector<double> *each) {
+  double total = 0, weights = 0;
+  for (int p = 0; p < 4; ++p) {
+    int b = p / 2, i = p % 2;
+    double loss = 0, wp = 0;
+    if (target[p] != -1) {
+      wp = w[target[p]];
+      loss = -wp * x[b * 6 + target[p] * 2 + i];
+    }
+    if (each)
+      each->push_back(loss);
+    total += reduction == "none" ? g[p] * loss : loss;
+    weights += wp;
+  }
+  return reduction == "mean"  ? g[0] * total / weights
+         : reduction == "sum" ? g[0] * total
+                              : total;
+}
+
+TEST(Kernels, NllLossReductionsWeightsAndIgnoredTargets) {
+  auto x = randomFloats(2 * 3 * 2, 46);
+  std::vector<float> w = {0.5f, 2.0f, 1.0f}, one = {1, 1, 1, 1};
+  std::vector<int64_t> target = {1, -1, 2, 0};
+  std::vector<double> xd(x.begin(), x.end()), each;
+  for (std::string reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    bool none = reduction == "none";
+    Result r = runOp("nll_loss",
+                     {f32({2, 3, 2}, x), i64({2, 2}, target), f32({3}, w)},
+                     {{F32, none ? Shape{2, 2} : Shape{}}},
+                     {{"reduction", reduction}, {"ignore_index", int64_t(-1)}});
+    ASSERT_EQ(r.error, "");
+    each.clear();
+    double want = nllRef(xd, target, w, one, reduction, &each);
+    expectNear(r.outputs[0].as<float>(),
+               none ? each : std::vector<double>{want});
+  }
+  // Without weights, int32 targets; the mean is over the counted positions.
+  std::vector<int32_t> t32 = {1, 0, 2, 0};
+  Result r = runOp("nll_loss", {f32({2, 3, 2}, x), i32({2, 2}, t32)},
+                   {{F32, {}}}, {{"reduction", std::string("mean")}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(),
+             {-(x[2] + x[1] + x[6 + 4] + x[6 + 1]) / 4});
+  // A target outside [0, C) that is not ignored fails the run.
+  r = runOp("nll_loss", {f32({2, 3, 2}, x), i64({2, 2}, {1, 3, 2, 0})},
+            {{F32, {}}});
+  EXPECT_NE(r.error.find("kernel 0 (nll_loss at 'node_1'): target 3 is "
+                         "outside [0, 3)"),
+            std::string::npos)
+      << r.error;
+  r = runOp("nll_loss", {f32({2, 3, 2}, x), i64({2, 3}, {1, 1, 2, 0, 0, 0})},
+            {{F32, {}}});
+  EXPECT_NE(r.error.find("target [2, 3] should be [2, 2]"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, NllLossGradMatchesFiniteDifferences) {
+  auto x = randomFloats(2 * 3 * 2, 47);
+  std::vector<float> w = {0.5f, 2.0f, 1.0f}, g = {0.7f, -1.3f, 2.0f, 0.4f};
+  std::vector<int64_t> target = {1, -1, 2, 1};
+  for (std::string reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    Value gradIn = reduction == "none" ? f32({2, 2}, g) : f32({}, {g[0]});
+    Result r = runOp("nll_loss_grad", {i64({2, 2}, target), gradIn, f32({3}, w)},
+                     {{F32, {2, 3, 2}}},
+                     {{"reduction", reduction}, {"ignore_index", int64_t(-1)}});
+    ASSERT_EQ(r.error, "");
+    std::vector<double> want;
+    for (size_t k = 0; k < x.size(); ++k) {
+      std::vector<double> up(x.begin(), x.end()), down = up;
+      up[k] += 1e-3;
+      down[k] -= 1e-3;
+      want.push_back((nllRef(up, target, w, g, reduction, nullptr) -
+                      nllRef(down, target, w, g, reduction, nullptr)) /
+                     2e-3);
+    }
+    expectNear(r.outputs[0].as<float>(), want);
+  }
+  Result r = runOp("nll_loss_grad", {i64({2, 2}, target), f32({}, {1.0f})},
                    {{F32, {2, 3, 2}}}, {{"reduction", std::string("none")}});
   EXPECT_NE(r.error.find("the loss gradient [] does not match reduction none"),
             std::string::npos)
@@ -1658,6 +1852,233 @@ TEST(Kernels, GatherAlongAnInnerAxisWithInt32Indices) {
       for (int c = 0; c < 3; ++c)
         want.push_back(data[(o * 4 + (i < 0 ? i + 4 : i)) * 3 + c]);
   EXPECT_EQ(r.outputs[0].as<int64_t>(), want);
+}
+
+TEST(Kernels, GatherElementsAlongEachAxisAndRejectsOutOfRange) {
+  // data [3, 4], indices [2, 4] along axis 0 and [3, 2] along axis 1 (with
+  // negative indices counted from the end), by plain loops.
+  auto data = randomFloats(12, 48);
+  std::vector<int64_t> rows = {2, 0, -1, 1, 0, 0, 1, -3};
+  Result r = runOp("gather_elements", {f32({3, 4}, data), i64({2, 4}, rows)},
+                   {{F32, {2, 4}}}, {{"axis", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      int64_t k = rows[i * 4 + j];
+      want.push_back(data[(k < 0 ? k + 3 : k) * 4 + j]);
+    }
+  expectNear(r.outputs[0].as<float>(), want);
+  std::vector<int32_t> cols = {3, 3, 0, -4, 2, 1};
+  r = runOp("gather_elements", {f32({3, 4}, data), i32({3, 2}, cols)},
+            {{F32, {3, 2}}}, {{"axis", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  want.clear();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) {
+      int64_t k = cols[i * 2 + j];
+      want.push_back(data[i * 4 + (k < 0 ? k + 4 : k)]);
+    }
+  expectNear(r.outputs[0].as<float>(), want);
+  r = runOp("gather_elements", {f32({3, 4}, data), i64({1, 2}, {0, 4})},
+            {{F32, {1, 2}}}, {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("kernel 0 (gather_elements at 'node_1'): index 4 is "
+                         "out of range for a dimension of size 4"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, ScatterElementsAssignsAddsAndMultiplies) {
+  // data [2, 5]; indices [2, 3] along axis 1 with a repeat (1, 1) in row 0.
+  auto data = randomFloats(10, 49), updates = randomFloats(6, 50);
+  std::vector<int64_t> idx = {1, 1, -1, 0, 2, 3};
+  for (std::string reduction : {"none", "add", "mul"}) {
+    SCOPED_TRACE(reduction);
+    std::vector<double> want(data.begin(), data.end());
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) {
+        int64_t k = idx[i * 3 + j];
+        double &at = want[i * 5 + (k < 0 ? k + 5 : k)], u = updates[i * 3 + j];
+        at = reduction == "none" ? u : reduction == "add" ? at + u : at * u;
+      }
+    Result r = runOp("scatter_elements",
+                     {f32({2, 5}, data), i64({2, 3}, idx), f32({2, 3}, updates)},
+                     {{F32, {2, 5}}},
+                     {{"axis", int64_t(1)}, {"reduction", reduction}});
+    ASSERT_EQ(r.error, "");
+    expectNear(r.outputs[0].as<float>(), want);
+  }
+  // int64 data adds too; a bad index fails the run.
+  Result r = runOp("scatter_elements",
+                   {i64({1, 3}, {1, 2, 3}), i64({1, 2}, {2, 2}),
+                    i64({1, 2}, {10, 20})},
+                   {{I64, {1, 3}}},
+                   {{"axis", int64_t(1)}, {"reduction", std::string("add")}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, 2, 33}));
+  r = runOp("scatter_elements",
+            {f32({2, 5}, data), i64({2, 3}, {0, 0, 0, 0, 0, -6}),
+             f32({2, 3}, updates)},
+            {{F32, {2, 5}}}, {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("index -6 is out of range for a dimension of size 5"),
+            std::string::npos)
+      << r.error;
+  r = runOp("scatter_elements",
+            {f32({2, 5}, data), i64({2, 3}, idx), f32({2, 3}, updates)},
+            {{F32, {2, 5}}}, {{"reduction", std::string("max")}});
+  EXPECT_NE(r.error.find("reduction must be none, add or mul, not max"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, ScatterNDWritesSlicesAtIndexTuples) {
+  // data [4, 2, 3]; tuples of length 1 (whole [2, 3] slices) and of length
+  // 2 (rows of 3), one repeated for add.
+  auto data = randomFloats(24, 51), slices = randomFloats(12, 52);
+  std::vector<int64_t> one = {3, -4};
+  for (std::string reduction : {"none", "add", "mul"}) {
+    SCOPED_TRACE(reduction);
+    std::vector<double> want(data.begin(), data.end());
+    for (int t = 0; t < 2; ++t) {
+      int64_t k = one[t] < 0 ? one[t] + 4 : one[t];
+      for (int e = 0; e < 6; ++e) {
+        double &at = want[k * 6 + e], u = slices[t * 6 + e];
+        at = reduction == "none" ? u : reduction == "add" ? at + u : at * u;
+      }
+    }
+    Result r = runOp("scatter_nd",
+                     {f32({4, 2, 3}, data), i64({2, 1}, one),
+                      f32({2, 2, 3}, slices)},
+                     {{F32, {4, 2, 3}}}, {{"reduction", reduction}});
+    ASSERT_EQ(r.error, "");
+    expectNear(r.outputs[0].as<float>(), want);
+  }
+  std::vector<int64_t> two = {1, 1, 1, 1, 2, 0};
+  std::vector<double> want(data.begin(), data.end());
+  for (int t = 0; t < 3; ++t)
+    for (int e = 0; e < 3; ++e)
+      want[two[2 * t] * 6 + two[2 * t + 1] * 3 + e] += slices[t * 3 + e];
+  Result r = runOp("scatter_nd",
+                   {f32({4, 2, 3}, data), i64({3, 2}, two),
+                    f32({3, 3}, std::vector<float>(slices.begin(),
+                                                   slices.begin() + 9))},
+                   {{F32, {4, 2, 3}}}, {{"reduction", std::string("add")}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), want);
+  r = runOp("scatter_nd",
+            {f32({4, 2, 3}, data), i64({1, 2}, {0, 2}),
+             f32({1, 3}, {1, 2, 3})},
+            {{F32, {4, 2, 3}}});
+  EXPECT_NE(r.error.find("index 2 is out of range for a dimension of size 2"),
+            std::string::npos)
+      << r.error;
+  r = runOp("scatter_nd",
+            {f32({4, 2, 3}, data), i64({1, 2}, {0, 1}), f32({1, 2}, {1, 2})},
+            {{F32, {4, 2, 3}}});
+  EXPECT_NE(r.error.find("updates [1, 2] should be [1, 3]"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, LayerNormGivesMeanAndInvStdDev) {
+  // x [2, 3, 4] normalised from axis 1: one mean and 1 / sqrt(var + eps)
+  // per batch row, shaped [2, 1, 1].
+  auto x = randomFloats(24, 53), scale = randomFloats(12, 54);
+  Result r = runOp("layer_norm", {f32({2, 3, 4}, x), f32({3, 4}, scale)},
+                   {{F32, {2, 3, 4}}, {F32, {2, 1, 1}}, {F32, {2, 1, 1}}},
+                   {{"axis", int64_t(1)}, {"epsilon", 1e-3}});
+  ASSERT_EQ(r.error, "");
+  std::vector<double> y, mean, inv;
+  for (int b = 0; b < 2; ++b) {
+    double m = 0, v = 0;
+    for (int j = 0; j < 12; ++j)
+      m += x[b * 12 + j] / 12.0;
+    for (int j = 0; j < 12; ++j)
+      v += (x[b * 12 + j] - m) * (x[b * 12 + j] - m) / 12.0;
+    mean.push_back(m);
+    inv.push_back(1 / std::sqrt(v + 1e-3));
+    for (int j = 0; j < 12; ++j)
+      y.push_back((x[b * 12 + j] - m) * inv.back() * scale[j]);
+  }
+  expectNear(r.outputs[0].as<float>(), y);
+  expectNear(r.outputs[1].as<float>(), mean);
+  expectNear(r.outputs[2].as<float>(), inv);
+  r = runOp("layer_norm", {f32({2, 3, 4}, x), f32({3, 4}, scale)},
+            {{F32, {2, 3, 4}}, {F32, {2, 1}}, {F32, {2, 1}}},
+            {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("mean [2, 1] should be [2, 1, 1]"), std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, SoftmaxCrossEntropyGivesLogProb) {
+  // scores [2, 3, 2]: log_prob is the log-softmax along C at every
+  // position, the ignored one included.
+  auto s = randomFloats(12, 55);
+  Result r = runOp("softmax_cross_entropy",
+                   {f32({2, 3, 2}, s), i64({2, 2}, {1, -100, 2, 0})},
+                   {{F32, {}}, {F32, {2, 3, 2}}},
+                   {{"ignore_index", int64_t(-100)}});
+  ASSERT_EQ(r.error, "");
+  std::vector<double> want(12);
+  double loss = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 2; ++i) {
+      double sum = 0;
+      for (int j = 0; j < 3; ++j)
+        sum += std::exp(double(s[b * 6 + j * 2 + i]));
+      for (int j = 0; j < 3; ++j)
+        want[b * 6 + j * 2 + i] = s[b * 6 + j * 2 + i] - std::log(sum);
+    }
+  loss = -(want[0 * 6 + 1 * 2 + 0] + want[6 + 2 * 2 + 0] + want[6 + 0 + 1]) / 3;
+  expectNear(r.outputs[0].as<float>(), {loss});
+  expectNear(r.outputs[1].as<float>(), want);
+}
+
+TEST(Kernels, MaxPoolGivesFlatIndices) {
+  // x [2, 2, 4, 5], 2x2 windows, stride 2, padding 1 on the right and
+  // bottom: each index counts from the start of x (ONNX's convention).
+  auto x = randomFloats(80, 56);
+  x[5] = x[6]; // a tie: the first maximum wins
+  Result r = runOp("max_pool", {f32({2, 2, 4, 5}, x)},
+                   {{F32, {2, 2, 2, 3}}, {I64, {2, 2, 2, 3}}},
+                   {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                    {"strides", std::vector<int64_t>{2, 2}},
+                    {"pads", std::vector<int64_t>{0, 0, 1, 1}}});
+  ASSERT_EQ(r.error, "");
+  std::vector<double> want;
+  std::vector<int64_t> where;
+  for (int plane = 0; plane < 4; ++plane)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) {
+        int64_t best = -1;
+        for (int a = 0; a < 2; ++a)
+          for (int b = 0; b < 2; ++b) {
+            int h = 2 * i + a, w = 2 * j + b;
+            int64_t at = plane * 20 + h * 5 + w;
+            if (h < 4 && w < 5 && (best < 0 || x[at] > x[best]))
+              best = at;
+          }
+        want.push_back(x[best]);
+        where.push_back(best);
+      }
+  expectNear(r.outputs[0].as<float>(), want);
+  EXPECT_EQ(r.outputs[1].as<int64_t>(), where);
+  // storage_order 1 numbers each plane column by column.
+  r = runOp("max_pool", {f32({2, 2, 4, 5}, x)},
+            {{F32, {2, 2, 2, 3}}, {I64, {2, 2, 2, 3}}},
+            {{"kernel_shape", std::vector<int64_t>{2, 2}},
+             {"strides", std::vector<int64_t>{2, 2}},
+             {"pads", std::vector<int64_t>{0, 0, 1, 1}},
+             {"storage_order", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  for (int64_t &at : where)
+    at = at / 20 * 20 + at % 5 * 4 + at % 20 / 5;
+  EXPECT_EQ(r.outputs[1].as<int64_t>(), where);
+  r = runOp("average_pool", {f32({2, 2, 4, 5}, x)},
+            {{F32, {2, 2, 2, 2}}, {I64, {2, 2, 2, 2}}},
+            {{"kernel_shape", std::vector<int64_t>{2, 2}},
+             {"strides", std::vector<int64_t>{2, 2}}});
+  EXPECT_NE(r.error.find("takes x and gives y"), std::string::npos)
+      << r.error;
 }
 
 } // namespace

@@ -404,6 +404,40 @@ TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
   fsdprt_plan_destroy(p);
 }
 
+TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
+  // layer_norm's CUDA kernel gives y only: with mean and inv_std_dev it is
+  // refused, as nll_loss (no CUDA kernel) is, never run for y alone.
+  auto refusal = [](PlanBuilder b) {
+    auto bytes = b.finish();
+    fsdprt_plan_t *p = nullptr;
+    EXPECT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)),
+              "");
+    fsdprt_session_options_t o;
+    fsdprt_session_options_init(&o);
+    o.device = "fake-cuda:strict";
+    fsdprt_session_t *s = nullptr;
+    std::string error = take(fsdprt_session_create_with_options(p, &o, &s));
+    fsdprt_session_destroy(s);
+    fsdprt_plan_destroy(p);
+    return error;
+  };
+  PlanBuilder norm;
+  uint32_t x = norm.input("x", F32, {2, 4}), w = norm.input("w", F32, {4});
+  norm.kernel("layer_norm", {x, w},
+              {norm.output("y", F32, {2, 4}), norm.output("m", F32, {2, 1}),
+               norm.output("r", F32, {2, 1})},
+              {{"axis", int64_t(1)}}, "ln");
+  EXPECT_NE(refusal(std::move(norm))
+                .find("kernel 0 (layer_norm at 'ln'): has no CUDA kernel yet"),
+            std::string::npos);
+  PlanBuilder nll;
+  uint32_t in = nll.input("x", F32, {2, 4}), t = nll.input("t", I64, {2});
+  nll.kernel("nll_loss", {in, t}, {nll.output("loss", F32, {})}, {}, "nll");
+  EXPECT_NE(refusal(std::move(nll))
+                .find("kernel 0 (nll_loss at 'nll'): has no CUDA kernel yet"),
+            std::string::npos);
+}
+
 TEST(Sessions, ThreadCountsAreCheckedAndGiveTheSameResults) {
   auto bytes = reluPlan().finish();
   fsdprt_plan_t *p = nullptr;

@@ -207,3 +207,28 @@ module {
     return %r : tensor<f32>
   }
 }
+
+// -----
+
+// NegativeLogLikelihoodLoss after LogSoftmax (torch's nll_loss): its
+// gradient is fsdp.nll_loss_grad of the input's type, with the class
+// weights and ignore_index; GatherElements's is ScatterElements adding the
+// cotangent into zeros along the (non-negative) axis.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[LOSS:.*]] = onnx.NegativeLogLikelihoodLoss
+// CHECK: %[[SEED:.*]] = onnx.Constant dense<1.000000e+00> : tensor<f32>
+// CHECK: fsdp.nll_loss_grad %arg1, %[[SEED]], %arg2 {ignore_index = -1 : i64, reduction = "sum"} : (tensor<2x3xi64>, tensor<f32>, tensor<5xf32>) -> tensor<2x5x3xf32>
+// CHECK: %[[ZERO:.*]] = onnx.Constant dense<0.000000e+00> : tensor<2x5x4xf32>
+// CHECK: onnx.ScatterElements %[[ZERO]], %arg3, %{{.*}} {axis = 2 : i64, reduction = "add"} : (tensor<2x5x4xf32>, tensor<2x5x3xi64>, tensor<2x5x3xf32>) -> tensor<2x5x4xf32>
+// CHECK: return %[[LOSS]], %{{.*}} : tensor<f32>, tensor<4x4xf32>
+module {
+  fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
+  func.func @forward(%x: tensor<2x5x4xf32>, %target: tensor<2x3xi64>, %weight: tensor<5xf32>, %idx: tensor<2x5x3xi64>) -> (tensor<f32> {fsdp.name = "loss"}) {
+    %w = fsdp.get_param @w : tensor<4x4xf32>
+    %h = onnx.MatMul %x, %w : (tensor<2x5x4xf32>, tensor<4x4xf32>) -> tensor<2x5x4xf32>
+    %p = onnx.GatherElements %h, %idx {axis = -1 : i64} : (tensor<2x5x4xf32>, tensor<2x5x3xi64>) -> tensor<2x5x3xf32>
+    %l = onnx.LogSoftmax %p {axis = 1 : i64} : (tensor<2x5x3xf32>) -> tensor<2x5x3xf32>
+    %loss = onnx.NegativeLogLikelihoodLoss %l, %target, %weight {ignore_index = -1 : i64, reduction = "sum"} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

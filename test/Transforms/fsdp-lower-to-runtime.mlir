@@ -168,3 +168,101 @@ func.func @trilu(%x: tensor<2x3x4xf32>, %k: tensor<i64>) -> tensor<2x3x4xf32> {
   %c = onnx.Trilu %b, %k : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
   return %c : tensor<2x3x4xf32>
 }
+
+// -----
+
+// The negative log-likelihood and its gradient, GatherElements and the
+// scatters: axes made non-negative, reductions and ignore_index kept, an
+// absent weight dropped.
+// CHECK-LABEL: func.func @indexed
+// CHECK: fsdp.kernel "nll_loss"(%arg0, %arg1) params {reduction = "mean"}
+// CHECK: fsdp.kernel "nll_loss"(%arg0, %arg1, %arg2) params {ignore_index = -1 : i64, reduction = "none"}
+// CHECK: fsdp.kernel "nll_loss_grad"(%arg1, %{{.*}}, %arg2) params {ignore_index = -1 : i64, reduction = "sum"}
+// CHECK: fsdp.kernel "gather_elements"(%arg0, %arg3) params {axis = 1 : i64}
+// CHECK: fsdp.kernel "scatter_elements"(%arg0, %arg3, %{{.*}}) params {axis = 1 : i64, reduction = "add"}
+// CHECK: fsdp.kernel "scatter_nd"(%arg0, %arg4, %{{.*}}) params {reduction = "none"}
+func.func @indexed(%x: tensor<2x5xf32>, %t: tensor<2xi64>, %w: tensor<5xf32>, %i: tensor<2x3xi64>, %nd: tensor<1x1xi64>) -> (tensor<f32>, tensor<2xf32>, tensor<2x5xf32>, tensor<2x3xf32>, tensor<2x5xf32>, tensor<2x5xf32>) {
+  %none = onnx.NoValue
+  %m = onnx.NegativeLogLikelihoodLoss %x, %t, %none : (tensor<2x5xf32>, tensor<2xi64>, none) -> tensor<f32>
+  %n = onnx.NegativeLogLikelihoodLoss %x, %t, %w {ignore_index = -1 : i64, reduction = "none"} : (tensor<2x5xf32>, tensor<2xi64>, tensor<5xf32>) -> tensor<2xf32>
+  %gx = fsdp.nll_loss_grad %t, %m, %w {ignore_index = -1 : i64, reduction = "sum"} : (tensor<2xi64>, tensor<f32>, tensor<5xf32>) -> tensor<2x5xf32>
+  %g = onnx.GatherElements %x, %i {axis = -1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  %s = onnx.ScatterElements %x, %i, %g {axis = -1 : i64, reduction = "add"} : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  %c0 = onnx.Constant dense<0> : tensor<1xi64>
+  %c1 = onnx.Constant dense<1> : tensor<1xi64>
+  %row = onnx.Slice %x, %c0, %c1, %none, %none : (tensor<2x5xf32>, tensor<1xi64>, tensor<1xi64>, none, none) -> tensor<1x5xf32>
+  %nds = onnx.ScatterND %x, %nd, %row : (tensor<2x5xf32>, tensor<1x1xi64>, tensor<1x5xf32>) -> tensor<2x5xf32>
+  return %m, %n, %gx, %g, %s, %nds : tensor<f32>, tensor<2xf32>, tensor<2x5xf32>, tensor<2x3xf32>, tensor<2x5xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// Optional outputs become the kernels' extra outputs: LayerNormalization's
+// Mean and InvStdDev, SoftmaxCrossEntropyLoss's log_prob, MaxPool's Indices
+// (with their storage_order).
+// CHECK-LABEL: func.func @optional_outputs
+// CHECK: %{{.*}}:3 = fsdp.kernel "layer_norm"(%arg0, %arg1) params {axis = 1 : i64, epsilon = 9.99999974E-6 : f32} : (tensor<2x4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+// CHECK: %{{.*}}:2 = fsdp.kernel "softmax_cross_entropy"(%arg0, %arg2) params {reduction = "mean"} : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+// CHECK: %{{.*}}:2 = fsdp.kernel "max_pool"(%arg3) params {{{.*}}storage_order = 1 : i64{{.*}}} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+func.func @optional_outputs(%x: tensor<2x4xf32>, %s: tensor<4xf32>, %l: tensor<2xi64>, %img: tensor<1x1x4x4xf32>) -> (tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x4xf32>, tensor<1x1x2x2xi64>) {
+  %none = onnx.NoValue
+  %y, %m, %i = onnx.LayerNormalization %x, %s, %none : (tensor<2x4xf32>, tensor<4xf32>, none) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %loss, %lp = onnx.SoftmaxCrossEntropyLoss %x, %l, %none : (tensor<2x4xf32>, tensor<2xi64>, none) -> (tensor<f32>, tensor<2x4xf32>)
+  %p, %pi = onnx.MaxPool %img {kernel_shape = array<i64: 2, 2>, storage_order = 1 : i64, strides = array<i64: 2, 2>} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+  return %m, %i, %lp, %pi : tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x4xf32>, tensor<1x1x2x2xi64>
+}
+
+// -----
+
+// Einsum in torch's forms: batched matmuls (the second operand read
+// transposed with trans_b, or transposed first), a result transposed to the
+// output's order, an inner product, a permutation and a sum.
+// CHECK-LABEL: func.func @einsum
+// CHECK: fsdp.kernel "matmul"(%arg0, %arg1) params {trans_b = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: fsdp.kernel "matmul"(%arg2, %arg2) params {trans_b = 1 : i64} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+// CHECK: %[[AT:.*]] = fsdp.kernel "transpose"(%arg5) params {perm = array<i64: 0, 2, 1>} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
+// CHECK: %[[P:.*]] = fsdp.kernel "matmul"(%[[AT]], %arg1) params {trans_b = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: fsdp.kernel "transpose"(%[[P]]) params {perm = array<i64: 0, 2, 1>} : (tensor<2x3x5xf32>) -> tensor<2x5x3xf32>
+// CHECK: fsdp.kernel "matmul"(%arg4, %arg4) params {trans_b = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+// CHECK: fsdp.kernel "transpose"(%arg3) params {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+// CHECK: fsdp.kernel "reduce_sum"(%arg0) params {axes = array<i64: 0, 2>, keepdims = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+func.func @einsum(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %q: tensor<2x2x3x4xf32>, %t: tensor<4x3xf32>, %v: tensor<4xf32>, %at: tensor<2x4x3xf32>) -> (tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>) {
+  %0 = onnx.Einsum %a, %b {equation = "bij, bjk -> bik"} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  %1 = onnx.Einsum %q, %q {equation = "bhid,bhjd->bhij"} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
+  %2 = onnx.Einsum %at, %b {equation = "bji,bjk->bki"} : (tensor<2x4x3xf32>, tensor<2x4x5xf32>) -> tensor<2x5x3xf32>
+  %3 = onnx.Einsum %v, %v {equation = "i,i"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  %4 = onnx.Einsum %t {equation = "ij->ji"} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %5 = onnx.Einsum %a {equation = "bij->i"} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  return %0, %1, %2, %3, %4, %5 : tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Sum, Max and Min of more than two inputs: a chain of binary kernels, each
+// partial result of its operands' broadcast shape.
+// CHECK-LABEL: func.func @variadic
+// CHECK: %[[S:.*]] = fsdp.kernel "add"(%arg0, %arg1) : (tensor<3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK: fsdp.kernel "add"(%[[S]], %arg2) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK: %[[M:.*]] = fsdp.kernel "max"(%arg0, %arg0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// CHECK: %[[M2:.*]] = fsdp.kernel "max"(%[[M]], %arg1) : (tensor<3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK: fsdp.kernel "max"(%[[M2]], %arg2) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+func.func @variadic(%a: tensor<3xf32>, %b: tensor<2x1xf32>, %c: tensor<f32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %s = onnx.Sum %a, %b, %c : (tensor<3xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %m = onnx.Max %a, %a, %b, %c : (tensor<3xf32>, tensor<3xf32>, tensor<2x1xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %s, %m : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Mean of several inputs: each broadcast to the output's shape, stacked
+// along a new leading dim and averaged over it.
+// CHECK-LABEL: func.func @mean
+// CHECK: %[[E:.*]] = fsdp.kernel "expand"(%arg0) : (tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK: %[[V0:.*]] = fsdp.view %[[E]] : tensor<2x3xf32> to tensor<1x2x3xf32>
+// CHECK: %[[V1:.*]] = fsdp.view %arg1 : tensor<2x3xf32> to tensor<1x2x3xf32>
+// CHECK: %[[C:.*]] = fsdp.kernel "concat"(%[[V0]], %[[V1]]) params {axis = 0 : i64} : (tensor<1x2x3xf32>, tensor<1x2x3xf32>) -> tensor<2x2x3xf32>
+// CHECK: fsdp.kernel "reduce_mean"(%[[C]]) params {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<2x2x3xf32>) -> tensor<2x3xf32>
+func.func @mean(%a: tensor<3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %m = onnx.Mean %a, %b : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %m : tensor<2x3xf32>
+}

@@ -20,7 +20,9 @@ gating, division by a parameter and a sequence mean; convolutions, pooling
 and BatchNorm; Log, Abs and a max over a dimension; triu and tril
 (Trilu); strided and reversed
 slices, 1-D MatMul operands and a
-class-weighted cross-entropy over [N, C, T] logits), and every model of
+class-weighted cross-entropy over [N, C, T] logits; torch.gather with a
+repeated index and a class-weighted nll_loss of log-probabilities, which
+export as GatherElements and NegativeLogLikelihoodLoss), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -163,6 +165,27 @@ class TriMask(nn.Module):
         return self.head(torch.tanh(h).reshape(-1, 16))
 
 
+class GatherNll(nn.Module):
+    """torch.gather along the last dim with a repeated index
+    (GatherElements), then log-probabilities [N, C, T] for nll_loss
+    (NegativeLogLikelihoodLoss)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 12)
+        self.head = nn.Linear(5, 5)
+        self.register_buffer("pick", torch.tensor([0, 3, 3, 7, 11]))
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))  # [N, T, 12]
+        pick = self.pick.expand(h.shape[0], h.shape[1], 5)
+        logits = self.head(torch.gather(h, 2, pick))  # [N, T, 5]
+        # log(softmax), not log_softmax: torch 1.13's exporter fuses
+        # log_softmax + nll_loss into SoftmaxCrossEntropyLoss (and, with
+        # the transpose between them, loses the model's inputs).
+        return torch.log(torch.softmax(logits, dim=-1)).transpose(1, 2)  # [N, 5, T]
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -175,6 +198,11 @@ def weighted_loss(logits, labels):
                            ignore_index=-100)
 
 
+def weighted_nll_loss(log_probs, labels):
+    return F.nll_loss(log_probs, labels, weight=CLASS_WEIGHTS.to(log_probs.dtype),
+                      ignore_index=-100)
+
+
 CASES = {
     "tied_mlp": (TiedMLP, lambda g: torch.randn(6, 8, generator=g), 4),
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
@@ -183,6 +211,8 @@ CASES = {
     "tri_mask": (TriMask, lambda g: torch.randn(6, 8, generator=g), 4),
     "strided_seq": (StridedSeq, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                     weighted_loss),
+    "gather_nll": (GatherNll, lambda g: torch.randn(4, 6, 8, generator=g), 5,
+                   weighted_nll_loss),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
@@ -212,6 +242,10 @@ FUSED_ATTENTION = {"gpt2": (2, 2, "causal"), "gpt2_external": (2, 2, "causal"),
 # which must equal torch too.
 FUSED_BATCH_NORM = {"resnet18": (20, 20), "resnet18+checkpoint": (39, 20),
                     "resnet18+unfused-bn": (0, 0), "conv_net": (1, 1)}
+# Kernels a case's training plan must hold, and how many of each: the ops
+# whose gradients the case is there to check.
+KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
+                          "nll_loss": 1, "nll_loss_grad": 1}}
 UNFUSED = {"resnet18+unfused-bn": ("resnet18", "fuse-batch-norm=false")}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}
@@ -313,6 +347,8 @@ def check(name: str, bindir: Path, work: Path) -> bool:
         return False
     if not check_fused_batch_norm(case, (work / "m.mlir").read_text()):
         return False
+    if not check_kernels(case, (work / "m.mlir").read_text()):
+        return False
     flags = []
     for input_name, value in zip(names + [label_name], inputs + [labels]):
         np.save(work / f"{input_name}.npy", value.numpy())
@@ -385,6 +421,19 @@ def check_fused_batch_norm(name: str, plan_mlir: str) -> bool:
         print(f"  expected {want[0]} batch_norm_train and {want[1]} "
               "batch_norm_grad kernels")
         return False
+    return True
+
+
+def check_kernels(name: str, plan_mlir: str) -> bool:
+    """The lowered training step holds the kernels KERNELS names."""
+    want = KERNELS.get(name, {})
+    found = {k: len(re.findall(r'fsdp\.kernel "' + k + r'"\(', plan_mlir))
+             for k in want}
+    if found != want:
+        print(f"  expected kernels {want}, found {found}")
+        return False
+    if want:
+        print(f"  kernels {found}")
     return True
 
 

@@ -351,6 +351,223 @@ KernelFn trilu(KernelArgs &args) {
   };
 }
 
+/// `index` counted from the end when negative; an error unless it lies in
+/// [-dim, dim).
+std::string normaliseIndex(int64_t &index, int64_t dim) {
+  if (index < -dim || index >= dim)
+    return "index " + std::to_string(index) +
+           " is out of range for a dimension of size " + std::to_string(dim);
+  if (index < 0)
+    index += dim;
+  return "";
+}
+
+void requireIndices(const Tensor &indices) {
+  require(indices.dtype == FSDPRT_I64 || indices.dtype == FSDPRT_I32,
+          "indices must be int64 or int32");
+}
+
+/// Where each element of `indices` points in `data` for gather_elements
+/// and scatter_elements: its own position, with the coordinate along
+/// `axis` replaced by its value.
+struct AlongAxis {
+  std::vector<int64_t> shape, strides;
+  int64_t axisStride = 0, dim = 0;
+
+  AlongAxis(const KernelArgs &args, const Tensor &data, const Tensor &indices) {
+    requireIndices(indices);
+    size_t rank = data.shape.size();
+    int64_t axis = args.attrs.getInt("axis", 0);
+    require(axis >= 0 && axis < static_cast<int64_t>(rank),
+            "axis out of range");
+    require(indices.shape.size() == rank,
+            "indices " + shapeString(indices.shape) + " and data " +
+                shapeString(data.shape) + " differ in rank");
+    for (size_t d = 0; d < rank; ++d)
+      require(d == static_cast<size_t>(axis) ||
+                  indices.shape[d] <= data.shape[d],
+              "indices " + shapeString(indices.shape) +
+                  " are larger than data " + shapeString(data.shape) +
+                  " off the axis");
+    shape = indices.shape;
+    strides = stridesOf(data.shape);
+    axisStride = strides[axis];
+    dim = data.shape[axis];
+    strides[axis] = 0;
+  }
+
+  /// The element of data that element `i` of `indices` points at.
+  std::string offset(const Tensor &indices, int64_t i, int64_t &at) const {
+    int64_t index = indexAt(indices, i);
+    if (std::string error = normaliseIndex(index, dim); !error.empty())
+      return error;
+    at = offsetOf(i, shape, strides) + index * axisStride;
+    return "";
+  }
+};
+
+template <typename T>
+KernelFn gatherElementsOf(Tensor data, Tensor indices, Tensor y, AlongAxis e) {
+  return [=]() -> std::string {
+    for (int64_t i = 0; i < y.numel; ++i) {
+      int64_t at;
+      if (std::string error = e.offset(indices, i, at); !error.empty())
+        return error;
+      y.as<T>()[i] = data.as<T>()[at];
+    }
+    return "";
+  };
+}
+
+/// ONNX GatherElements: y[i...] = data[i... with i_axis = indices[i...]].
+KernelFn gatherElements(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
+  require(data.dtype == y.dtype, "data and output must have one dtype");
+  require(y.shape == indices.shape, "output " + shapeString(y.shape) +
+                                        " should be " +
+                                        shapeString(indices.shape));
+  AlongAxis e(args, data, indices);
+  switch (fsdprt_dtype_size(y.dtype)) {
+  case 1:
+    return gatherElementsOf<uint8_t>(data, indices, y, e);
+  case 2:
+    return gatherElementsOf<uint16_t>(data, indices, y, e);
+  case 4:
+    return gatherElementsOf<uint32_t>(data, indices, y, e);
+  default:
+    return gatherElementsOf<uint64_t>(data, indices, y, e);
+  }
+}
+
+/// How a scatter combines an update with the element it lands on.
+enum class Combine { Assign, Add, Mul };
+
+Combine combineOf(const KernelArgs &args, fsdprt_dtype_t dtype) {
+  std::string reduction = args.attrs.getString("reduction", "none");
+  require(reduction == "none" || reduction == "add" || reduction == "mul",
+          "reduction must be none, add or mul, not " + reduction);
+  if (reduction == "none")
+    return Combine::Assign;
+  require(dtype == FSDPRT_F32 || dtype == FSDPRT_F64 || dtype == FSDPRT_I32 ||
+              dtype == FSDPRT_I64,
+          "reduction " + reduction + " does not support " +
+              fsdprt_dtype_name(dtype));
+  return reduction == "add" ? Combine::Add : Combine::Mul;
+}
+
+template <typename T>
+void combine(Combine how, T *dst, const T *src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    dst[j] = how == Combine::Assign ? src[j]
+             : how == Combine::Add  ? static_cast<T>(dst[j] + src[j])
+                                    : static_cast<T>(dst[j] * src[j]);
+}
+
+/// Calls `body` with a value of the element type a scatter works in: the
+/// dtype itself to add or multiply, an integer of its size to assign.
+template <typename Body>
+KernelFn withScatterType(fsdprt_dtype_t dtype, Combine how, Body body) {
+  if (how != Combine::Assign) {
+    switch (dtype) {
+    case FSDPRT_F32:
+      return body(float());
+    case FSDPRT_F64:
+      return body(double());
+    case FSDPRT_I32:
+      return body(int32_t());
+    default:
+      return body(int64_t());
+    }
+  }
+  switch (fsdprt_dtype_size(dtype)) {
+  case 1:
+    return body(uint8_t());
+  case 2:
+    return body(uint16_t());
+  case 4:
+    return body(uint32_t());
+  default:
+    return body(uint64_t());
+  }
+}
+
+/// ONNX ScatterElements: y = data, then updates[i...] written (or added,
+/// or multiplied) at data[i... with i_axis = indices[i...]], in order.
+KernelFn scatterElements(KernelArgs &args) {
+  requireArity(args, 3, 3, 1);
+  Tensor data = args.in[0], indices = args.in[1], updates = args.in[2],
+         y = args.out[0];
+  require(data.dtype == y.dtype && updates.dtype == y.dtype,
+          "data, updates and output must have one dtype");
+  require(y.shape == data.shape, "output " + shapeString(y.shape) +
+                                     " should be " + shapeString(data.shape));
+  require(updates.shape == indices.shape,
+          "updates " + shapeString(updates.shape) + " should be " +
+              shapeString(indices.shape));
+  AlongAxis e(args, data, indices);
+  Combine how = combineOf(args, y.dtype);
+  return withScatterType(y.dtype, how, [&](auto type) -> KernelFn {
+    using T = decltype(type);
+    return [=]() -> std::string {
+      std::memmove(y.data, data.data, y.bytes());
+      for (int64_t i = 0; i < indices.numel; ++i) {
+        int64_t at;
+        if (std::string error = e.offset(indices, i, at); !error.empty())
+          return error;
+        combine(how, y.as<T>() + at, updates.as<T>() + i, 1);
+      }
+      return "";
+    };
+  });
+}
+
+/// ONNX ScatterND: y = data, then each slice of updates written (or added,
+/// or multiplied) at the data slice its index tuple (the last dim of
+/// indices, k long) names.
+KernelFn scatterND(KernelArgs &args) {
+  requireArity(args, 3, 3, 1);
+  Tensor data = args.in[0], indices = args.in[1], updates = args.in[2],
+         y = args.out[0];
+  require(data.dtype == y.dtype && updates.dtype == y.dtype,
+          "data, updates and output must have one dtype");
+  requireIndices(indices);
+  require(y.shape == data.shape, "output " + shapeString(y.shape) +
+                                     " should be " + shapeString(data.shape));
+  require(!indices.shape.empty() &&
+              indices.shape.back() <= static_cast<int64_t>(data.shape.size()),
+          "the last dim of indices " + shapeString(indices.shape) +
+              " must be at most data's rank");
+  int64_t k = indices.shape.back();
+  std::vector<int64_t> expected(indices.shape.begin(), indices.shape.end() - 1);
+  expected.insert(expected.end(), data.shape.begin() + k, data.shape.end());
+  require(updates.shape == expected, "updates " +
+                                         shapeString(updates.shape) +
+                                         " should be " + shapeString(expected));
+  int64_t slice = product(data.shape, k, data.shape.size());
+  int64_t tuples = product(indices.shape, 0, indices.shape.size() - 1);
+  std::vector<int64_t> strides = stridesOf(data.shape);
+  Combine how = combineOf(args, y.dtype);
+  return withScatterType(y.dtype, how, [&](auto type) -> KernelFn {
+    using T = decltype(type);
+    return [=]() -> std::string {
+      std::memmove(y.data, data.data, y.bytes());
+      for (int64_t t = 0; t < tuples; ++t) {
+        int64_t at = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t index = indexAt(indices, t * k + j);
+          if (std::string error = normaliseIndex(index, data.shape[j]);
+              !error.empty())
+            return error;
+          at += index * strides[j];
+        }
+        combine(how, y.as<T>() + at, updates.as<T>() + t * slice, slice);
+      }
+      return "";
+    };
+  });
+}
+
 } // namespace
 
 bool isStridedRead(const std::string &op) {
@@ -377,6 +594,9 @@ void registerData(Registry &r) {
   r["gather"] = gather;
   r["trilu"] = trilu;
   r["gather_grad"] = gatherGrad;
+  r["gather_elements"] = gatherElements;
+  r["scatter_elements"] = scatterElements;
+  r["scatter_nd"] = scatterND;
   r["pack"] = pack;
   r["all_gather"] = oneRankCollective;
   r["reduce_scatter"] = oneRankCollective;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 namespace fsdprt::cpu {
 namespace {
@@ -94,24 +95,28 @@ void requireBroadcastOutput(const KernelArgs &args) {
               " is not the broadcast shape " + shapeString(shape));
 }
 
-template <typename In, typename Out, typename Op>
+/// y = op(a, b) with a of type In, b of type In2 (In unless given) and y of
+/// type Out.
+template <typename In, typename Out, typename In2 = In, typename Op>
 KernelFn binary(KernelArgs &args, Op op) {
   requireBroadcastOutput(args);
   Tensor a = args.in[0], b = args.in[1], y = args.out[0];
   auto plan = std::make_shared<const Broadcast>(y, args.in);
   return [=]() {
-    const In *pa = a.as<In>(), *pb = b.as<In>();
+    const In *pa = a.as<In>();
+    const In2 *pb = b.as<In2>();
     Out *py = y.as<Out>();
     int64_t sa = plan->step(0), sb = plan->step(1);
     plan->forEach<2>([&](const int64_t *off, int64_t at, int64_t n) {
-      const In *ra = pa + off[0], *rb = pb + off[1];
+      const In *ra = pa + off[0];
+      const In2 *rb = pb + off[1];
       Out *ry = py + at;
       // The common layouts get loops the compiler can vectorise.
       if (sa == 1 && sb == 1) {
         for (int64_t j = 0; j < n; ++j)
           ry[j] = op(ra[j], rb[j]);
       } else if (sa == 1 && sb == 0) {
-        const In vb = *rb;
+        const In2 vb = *rb;
         for (int64_t j = 0; j < n; ++j)
           ry[j] = op(ra[j], vb);
       } else if (sa == 0 && sb == 1) {
@@ -127,18 +132,86 @@ KernelFn binary(KernelArgs &args, Op op) {
   };
 }
 
-/// Arithmetic on F32, or on I64 when `opi` is given.
+/// Calls `body` with a value of the C++ type of a numeric dtype (F32, F64,
+/// I64, I32, I16, I8, U8); throws KernelError naming another.
+template <typename Body> KernelFn withNumeric(fsdprt_dtype_t t, Body body) {
+  switch (t) {
+  case FSDPRT_F32:
+    return body(float());
+  case FSDPRT_F64:
+    return body(double());
+  case FSDPRT_I64:
+    return body(int64_t());
+  case FSDPRT_I32:
+    return body(int32_t());
+  case FSDPRT_I16:
+    return body(int16_t());
+  case FSDPRT_I8:
+    return body(int8_t());
+  case FSDPRT_U8:
+    return body(uint8_t());
+  default:
+    throw KernelError(std::string("does not support ") +
+                      fsdprt_dtype_name(t));
+  }
+}
+
+/// Arithmetic on F32 and F64 through `opf` (generic over the float type)
+/// and, when `integers`, on the integer dtypes through `opi` in int64,
+/// wrapped to the narrower type (as NumPy's fixed-width integers wrap).
 template <typename OpF, typename OpI>
 KernelFn arithmetic(KernelArgs &args, OpF opf, OpI opi, bool integers) {
   requireArity(args, 2, 2, 1);
   fsdprt_dtype_t t = args.in[0].dtype;
   require(args.in[1].dtype == t && args.out[0].dtype == t,
           "inputs and output must have one dtype");
-  if (t == FSDPRT_F32)
-    return binary<float, float>(args, opf);
-  require(integers && t == FSDPRT_I64,
-          std::string("does not support ") + fsdprt_dtype_name(t));
-  return binary<int64_t, int64_t>(args, opi);
+  return withNumeric(t, [&](auto type) -> KernelFn {
+    using T = decltype(type);
+    if constexpr (std::is_floating_point_v<T>) {
+      return binary<T, T>(args, opf);
+    } else {
+      require(integers,
+              std::string("does not support ") + fsdprt_dtype_name(t));
+      return binary<T, T>(args, [opi](T x, T y) {
+        return static_cast<T>(opi(int64_t(x), int64_t(y)));
+      });
+    }
+  });
+}
+
+/// ONNX Pow: the base's dtype is the output's, the exponent's may differ
+/// (F32, F64, I64, I32 each); computed in double unless both are F32, an
+/// integer result truncated toward zero (as NumPy's cast does).
+KernelFn pow(KernelArgs &args) {
+  requireArity(args, 2, 2, 1);
+  fsdprt_dtype_t t = args.in[0].dtype, e = args.in[1].dtype;
+  require(args.out[0].dtype == t, "the base and the output must have one dtype");
+  if (t == FSDPRT_F32 && e == FSDPRT_F32)
+    return binary<float, float>(args, [](float x, float y) {
+      return y == 2.0f ? x * x : std::pow(x, y);
+    });
+  auto powered = [&](auto base) {
+    using T = decltype(base);
+    return withNumeric(e, [&](auto exponent) -> KernelFn {
+      using E = decltype(exponent);
+      return binary<T, T, E>(args, [](T x, E y) {
+        return static_cast<T>(std::pow(double(x), double(y)));
+      });
+    });
+  };
+  switch (t) {
+  case FSDPRT_F32:
+    return powered(float());
+  case FSDPRT_F64:
+    return powered(double());
+  case FSDPRT_I64:
+    return powered(int64_t());
+  case FSDPRT_I32:
+    return powered(int32_t());
+  default:
+    throw KernelError(std::string("does not support ") +
+                      fsdprt_dtype_name(t));
+  }
 }
 
 /// Signed integer arithmetic that wraps on overflow instead of being
@@ -153,16 +226,11 @@ template <typename Op> KernelFn compare(KernelArgs &args, Op op) {
   requireDtype(args.out[0], FSDPRT_BOOL, "the output");
   fsdprt_dtype_t t = args.in[0].dtype;
   require(args.in[1].dtype == t, "inputs must have one dtype");
-  switch (t) {
-  case FSDPRT_F32:
-    return binary<float, uint8_t>(args, op);
-  case FSDPRT_I64:
-    return binary<int64_t, uint8_t>(args, op);
-  case FSDPRT_BOOL:
+  if (t == FSDPRT_BOOL)
     return binary<uint8_t, uint8_t>(args, op);
-  default:
-    throw KernelError(std::string("does not compare ") + fsdprt_dtype_name(t));
-  }
+  return withNumeric(t, [&](auto type) {
+    return binary<decltype(type), uint8_t>(args, op);
+  });
 }
 
 template <typename Op> KernelFn logical(KernelArgs &args, Op op) {
@@ -361,7 +429,7 @@ KernelFn cast(KernelArgs &args) {
 void registerElementwise(Registry &r) {
   r["add"] = [](KernelArgs &a) {
     return arithmetic(
-        a, [](float x, float y) { return x + y; },
+        a, [](auto x, auto y) { return x + y; },
         [](int64_t x, int64_t y) {
           return wrapping(x, y, [](uint64_t p, uint64_t q) { return p + q; });
         },
@@ -369,7 +437,7 @@ void registerElementwise(Registry &r) {
   };
   r["sub"] = [](KernelArgs &a) {
     return arithmetic(
-        a, [](float x, float y) { return x - y; },
+        a, [](auto x, auto y) { return x - y; },
         [](int64_t x, int64_t y) {
           return wrapping(x, y, [](uint64_t p, uint64_t q) { return p - q; });
         },
@@ -377,7 +445,7 @@ void registerElementwise(Registry &r) {
   };
   r["mul"] = [](KernelArgs &a) {
     return arithmetic(
-        a, [](float x, float y) { return x * y; },
+        a, [](auto x, auto y) { return x * y; },
         [](int64_t x, int64_t y) {
           return wrapping(x, y, [](uint64_t p, uint64_t q) { return p * q; });
         },
@@ -387,7 +455,7 @@ void registerElementwise(Registry &r) {
     // Integer division truncates toward zero (ONNX); dividing by zero gives
     // 0 and INT64_MIN / -1 wraps, rather than trapping.
     return arithmetic(
-        a, [](float x, float y) { return x / y; },
+        a, [](auto x, auto y) { return x / y; },
         [](int64_t x, int64_t y) {
           if (y == 0)
             return int64_t(0);
@@ -397,11 +465,7 @@ void registerElementwise(Registry &r) {
         },
         true);
   };
-  r["pow"] = [](KernelArgs &a) {
-    return arithmetic(
-        a, [](float x, float y) { return y == 2.0f ? x * x : std::pow(x, y); },
-        [](int64_t, int64_t) { return int64_t(0); }, false);
-  };
+  r["pow"] = pow;
   r["equal"] = [](KernelArgs &a) {
     return compare(a, [](auto x, auto y) -> uint8_t { return x == y; });
   };
@@ -420,12 +484,12 @@ void registerElementwise(Registry &r) {
   // ONNX Max and Min propagate NaN, as numpy's maximum and minimum do.
   r["max"] = [](KernelArgs &a) {
     return arithmetic(
-        a, [](float x, float y) { return x >= y || x != x ? x : y; },
+        a, [](auto x, auto y) { return x >= y || x != x ? x : y; },
         [](int64_t x, int64_t y) { return std::max(x, y); }, true);
   };
   r["min"] = [](KernelArgs &a) {
     return arithmetic(
-        a, [](float x, float y) { return x <= y || x != x ? x : y; },
+        a, [](auto x, auto y) { return x <= y || x != x ? x : y; },
         [](int64_t x, int64_t y) { return std::min(x, y); }, true);
   };
   r["and"] = [](KernelArgs &a) {

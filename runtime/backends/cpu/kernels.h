@@ -81,6 +81,11 @@ inline int64_t offsetOf(int64_t index, const std::vector<int64_t> &shape,
   return offset;
 }
 
+/// Element `i` of an index tensor (I64 or I32, checked by the kernel).
+inline int64_t indexAt(const Tensor &t, int64_t i) {
+  return t.dtype == FSDPRT_I64 ? t.as<int64_t>()[i] : t.as<int32_t>()[i];
+}
+
 /// The output size along one spatial dim of a window (ONNX Conv and the
 /// pools) over `in` elements padded by `padBegin` and `padEnd`; -1 when the
 /// window does not fit. With `ceil` a partial last window counts if it

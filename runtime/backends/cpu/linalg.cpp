@@ -78,10 +78,36 @@ std::vector<int64_t> batchOffsets(const std::vector<int64_t> &shape,
   return offsets;
 }
 
+/// The float64 products of matmul: one dgemm per batch entry, on the
+/// calling thread (float64 is for exactness, not speed).
+KernelFn matmulF64(Tensor a, Tensor b, Tensor y, bool transB, int64_t m,
+                   int64_t n, int64_t k,
+                   std::shared_ptr<const std::vector<int64_t>> aOff,
+                   std::shared_ptr<const std::vector<int64_t>> bOff) {
+  return [=]() {
+    for (size_t i = 0; i < aOff->size(); ++i) {
+      double *c = y.as<double>() + i * m * n;
+      if (k == 0) {
+        std::fill(c, c + m * n, 0.0);
+        continue;
+      }
+      cblas_dgemm(CblasRowMajor, CblasNoTrans,
+                  transB ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
+                  a.as<double>() + (*aOff)[i], k, b.as<double>() + (*bOff)[i],
+                  transB ? k : n, 0.0, c, n);
+    }
+    return std::string();
+  };
+}
+
 KernelFn matmul(KernelArgs &args) {
   requireArity(args, 2, 2, 1);
-  requireF32(args);
   Tensor a = args.in[0], b = args.in[1], y = args.out[0];
+  bool f64 = a.dtype == FSDPRT_F64;
+  if (!f64)
+    requireF32(args);
+  require(!f64 || (b.dtype == FSDPRT_F64 && y.dtype == FSDPRT_F64),
+          "operands and output must all be float32 or all float64");
   bool transB = args.attrs.getInt("trans_b", 0) != 0;
   require(!a.shape.empty() && !b.shape.empty(), "operands must have rank >= 1");
   require(!transB || b.shape.size() >= 2, "trans_b needs b of rank >= 2");
@@ -111,6 +137,8 @@ KernelFn matmul(KernelArgs &args) {
       batchOffsets(as, batch, m * k, "a's batch"));
   auto bOff = std::make_shared<const std::vector<int64_t>>(
       batchOffsets(bs, batch, k * n, "b's batch"));
+  if (f64)
+    return matmulF64(a, b, y, transB, m, n, k, aOff, bOff);
   // A shared right operand and a contiguous left one make one GEMM with
   // the batch folded into the rows.
   int64_t count = aOff->size();

@@ -101,10 +101,16 @@ struct Affine {
   }
 };
 
+/// Where a normalisation also writes each row's mean and 1 / sqrt(var +
+/// eps) (LayerNormalization's optional outputs); absent: null data.
+struct RowStats {
+  Tensor mean, invStd;
+};
+
 /// Normalises rows of `cols` elements: (x - mean) / sqrt(var + eps) * scale
 /// + bias, or for RMS x / sqrt(mean(x^2) + eps) * scale.
 KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
-                 int64_t cols, double eps, bool rms) {
+                 int64_t cols, double eps, bool rms, RowStats stats = {}) {
   int64_t rows = cols ? x.numel / cols : 0;
   return [=]() {
     parallelFor(rows, cols * 8, [&](int64_t r) {
@@ -122,6 +128,10 @@ KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
       }
       var /= cols;
       double inv = 1.0 / std::sqrt(var + eps);
+      if (stats.mean.data) {
+        stats.mean.as<float>()[r] = static_cast<float>(mean);
+        stats.invStd.as<float>()[r] = static_cast<float>(inv);
+      }
       if (scale.index || bias.index) {
         for (int64_t j = 0; j < cols; ++j) {
           double v = (px[j] - mean) * inv;
@@ -146,19 +156,38 @@ KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
   };
 }
 
+/// layer_norm's optional mean and inv_std_dev outputs: x's shape with the
+/// normalised dims (from `axis` on) of size 1.
+RowStats layerNormStats(const KernelArgs &args, const Tensor &x,
+                        size_t axis) {
+  if (args.out.size() == 1)
+    return {};
+  std::vector<int64_t> shape = x.shape;
+  std::fill(shape.begin() + axis, shape.end(), 1);
+  for (size_t i = 1; i < 3; ++i)
+    require(args.out[i].shape == shape,
+            (i == 1 ? "mean " : "inv_std_dev ") +
+                shapeString(args.out[i].shape) + " should be " +
+                shapeString(shape));
+  return {args.out[1], args.out[2]};
+}
+
 KernelFn layerNorm(KernelArgs &args) {
-  requireArity(args, 2, 3, 1);
+  require(args.in.size() >= 2 && args.in.size() <= 3 &&
+              (args.out.size() == 1 || args.out.size() == 3),
+          "takes x, scale and an optional bias, and gives y or y, mean "
+          "and inv_std_dev");
   requireF32(args);
   const Tensor &x = args.in[0];
   requireSameShape(x, args.out[0]);
-  int64_t axis = axisOf(args, x);
-  std::vector<int64_t> normalised(
-      x.shape.begin() + std::min<size_t>(axis, x.shape.size()), x.shape.end());
+  size_t axis = std::min<size_t>(axisOf(args, x), x.shape.size());
+  std::vector<int64_t> normalised(x.shape.begin() + axis, x.shape.end());
   Affine scale(args.in[1], normalised, "scale");
   Affine bias =
       args.in.size() == 3 ? Affine(args.in[2], normalised, "bias") : Affine();
   return rowNorm(x, args.out[0], scale, bias, product(normalised),
-                 args.attrs.getFloat("epsilon", 1e-5), false);
+                 args.attrs.getFloat("epsilon", 1e-5), false,
+                 layerNormStats(args, x, axis));
 }
 
 KernelFn rmsNorm(KernelArgs &args) {
@@ -354,10 +383,25 @@ PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
 
 namespace {
 
+/// max_pool (optionally with ONNX MaxPool's Indices: the flat index of
+/// each maximum in x, batch and channel included, its plane read row-major
+/// or with `storage_order` 1 column-major) and average_pool.
 KernelFn pool(KernelArgs &args, bool max) {
-  requireArity(args, 1, 1, 1);
-  requireF32(args);
+  require(args.in.size() == 1 &&
+              (args.out.size() == 1 || (max && args.out.size() == 2)),
+          "takes x and gives y (and for max_pool optional indices)");
   Tensor x = args.in[0], y = args.out[0];
+  requireDtype(x, FSDPRT_F32, "x");
+  requireDtype(y, FSDPRT_F32, "y");
+  bool withIndices = args.out.size() == 2;
+  Tensor indices = withIndices ? args.out[1] : Tensor();
+  if (withIndices) {
+    requireDtype(indices, FSDPRT_I64, "indices");
+    require(indices.shape == y.shape, "indices " +
+                                          shapeString(indices.shape) +
+                                          " should be " + shapeString(y.shape));
+  }
+  bool columns = args.attrs.getInt("storage_order", 0) != 0;
   PoolWindow p = poolWindow(args, x, y);
   return [=]() {
     int64_t cost = p.oh * p.ow * p.k[0] * p.k[1];
@@ -367,10 +411,18 @@ KernelFn pool(KernelArgs &args, bool max) {
       for (int64_t i = 0; i < p.oh; ++i)
         for (int64_t j = 0; j < p.ow; ++j) {
           double acc = max ? -std::numeric_limits<double>::infinity() : 0;
+          int64_t best = -1;
           int64_t count = p.visit(i, j, max, [&](int64_t at) {
-            acc = max ? maxOf(acc, double(px[at])) : acc + px[at];
+            double v = px[at];
+            if (max && (best < 0 || v > acc || std::isnan(v)))
+              best = at; // the element maxOf keeps
+            acc = max ? maxOf(acc, v) : acc + v;
           });
           py[i * p.ow + j] = static_cast<float>(max ? acc : acc / count);
+          if (withIndices)
+            indices.as<int64_t>()[plane * p.oh * p.ow + i * p.ow + j] =
+                plane * p.h * p.w +
+                (columns ? best % p.w * p.h + best / p.w : best);
         }
     });
     return std::string();
@@ -453,10 +505,91 @@ enum class Reduce { Sum, Mean, Max, Min, Prod, SumSquare, L1, L2, LogSum, LogSum
 /// the result does not depend on the thread count.
 constexpr int64_t kReducePieces = 64;
 
+/// A reduction's layout: `outer` x `n` x `inner` when at most one run of
+/// reduced dims is left after merging, else the kept and reduced dims to
+/// walk (`reducedRuns` > 1); `count` elements reduce into each output.
+struct ReduceShape {
+  int64_t outer = 1, n = 1, inner = 1, reducedRuns = 0, count = 1;
+  std::vector<int64_t> kept, keptStrides, red, redStrides;
+};
+
+/// The loops of a reduction over elements of type T (F32 or F64), in
+/// double: `combine` maps and merges an element, `merge` merges partial
+/// results, `finish` makes the result (mean, root, log).
+template <typename T, typename Merge, typename Combine, typename Finish>
+KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
+                     double init, Merge merge, Combine combine,
+                     Finish finish) {
+  const T *px = x.as<T>();
+  T *py = y.as<T>();
+  int64_t outer = s.outer, n = s.n, inner = s.inner, count = s.count;
+  std::vector<int64_t> kept = s.kept, keptStrides = s.keptStrides,
+                       red = s.red, redStrides = s.redStrides;
+
+  if (s.reducedRuns > 1) {
+    // Interleaved reduced and kept dims: walk each output's elements.
+    return [=]() {
+      parallelFor(y.numel, count, [&](int64_t o) {
+        int64_t base = offsetOf(o, kept, keptStrides);
+        double acc = init;
+        for (int64_t r = 0; r < count; ++r)
+          acc = combine(acc, px[base + offsetOf(r, red, redStrides)]);
+        py[o] = static_cast<T>(finish(acc));
+      });
+      return std::string();
+    };
+  }
+  if (inner == 1 && outer == 1) {
+    // Everything into one value: partial results in parallel.
+    int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
+    return [=]() {
+      double partial[kReducePieces];
+      parallelFor(pieces, n / pieces, [&](int64_t p) {
+        int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
+        double acc = init;
+        for (int64_t j = begin; j < end; ++j)
+          acc = combine(acc, px[j]);
+        partial[p] = acc;
+      });
+      double acc = init;
+      for (int64_t p = 0; p < pieces; ++p)
+        acc = merge(acc, partial[p]);
+      py[0] = static_cast<T>(finish(acc));
+      return std::string();
+    };
+  }
+  // y[o, i] = reduce over j of x[o, j, i], a block of i at a time so that
+  // the reads run along rows.
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (inner + kBlock - 1) / kBlock;
+  return [=]() {
+    parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
+      int64_t o = item / blocks, i0 = item % blocks * kBlock;
+      int64_t width = std::min(kBlock, inner - i0);
+      double acc[kBlock];
+      std::fill(acc, acc + width, init);
+      for (int64_t j = 0; j < n; ++j) {
+        const T *row = px + (o * n + j) * inner + i0;
+        for (int64_t i = 0; i < width; ++i)
+          acc[i] = combine(acc[i], row[i]);
+      }
+      for (int64_t i = 0; i < width; ++i)
+        py[o * inner + i0 + i] = static_cast<T>(finish(acc[i]));
+    });
+    return std::string();
+  };
+}
+
+/// The reduce_* kernels over F32 or F64 (ONNX's Reduce* with `axes` and
+/// `keepdims`; no axes reduces everything).
 KernelFn reduce(KernelArgs &args, Reduce kind) {
   requireArity(args, 1, 1, 1);
-  requireF32(args);
   Tensor x = args.in[0], y = args.out[0];
+  require((x.dtype == FSDPRT_F32 || x.dtype == FSDPRT_F64) &&
+              y.dtype == x.dtype,
+          std::string("x and y must both be float32 or float64, not ") +
+              fsdprt_dtype_name(x.dtype) + " and " +
+              fsdprt_dtype_name(y.dtype));
   size_t rank = x.shape.size();
   std::vector<int64_t> axes = args.attrs.getInts("axes", {});
   bool keepdims = args.attrs.getInt("keepdims", 1) != 0;
@@ -467,13 +600,14 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
                 std::to_string(rank));
     reduced[a] = true;
   }
-  std::vector<int64_t> expected, kept, keptStrides, red, redStrides;
+  ReduceShape s;
+  std::vector<int64_t> expected;
   std::vector<int64_t> strides = stridesOf(x.shape);
   for (size_t d = 0; d < rank; ++d) {
     if (!reduced[d] || keepdims)
       expected.push_back(reduced[d] ? 1 : x.shape[d]);
-    (reduced[d] ? red : kept).push_back(x.shape[d]);
-    (reduced[d] ? redStrides : keptStrides).push_back(strides[d]);
+    (reduced[d] ? s.red : s.kept).push_back(x.shape[d]);
+    (reduced[d] ? s.redStrides : s.keptStrides).push_back(strides[d]);
   }
   require(y.shape == expected, "output " + shapeString(y.shape) +
                                    " should be " + shapeString(expected));
@@ -488,16 +622,15 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     else
       runs.push_back({x.shape[d], reduced[d]});
   }
-  int64_t outer = 1, n = 1, inner = 1, reducedRuns = 0;
   for (const auto &[size, isReduced] : runs) {
     if (isReduced) {
-      ++reducedRuns;
-      n = size;
+      ++s.reducedRuns;
+      s.n = size;
     } else {
-      (reducedRuns ? inner : outer) *= size;
+      (s.reducedRuns ? s.inner : s.outer) *= size;
     }
   }
-  int64_t count = product(red);
+  int64_t count = s.count = product(s.red);
   // Each element is mapped (squared, ...), the mapped values merged (by sum,
   // product, max or min), the result finished (mean, root, log).
   double inf = std::numeric_limits<double>::infinity();
@@ -533,73 +666,20 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
   auto finish = [kind, count](double acc) {
     switch (kind) {
     case Reduce::Mean:
-      return static_cast<float>(acc / count);
+      return acc / count;
     case Reduce::L2:
-      return static_cast<float>(std::sqrt(acc));
+      return std::sqrt(acc);
     case Reduce::LogSum:
     case Reduce::LogSumExp:
-      return static_cast<float>(std::log(acc));
+      return std::log(acc);
     default:
-      return static_cast<float>(acc);
+      return acc;
     }
   };
-  const float *px = x.as<float>();
-  float *py = y.as<float>();
-
-  if (reducedRuns > 1) {
-    // Interleaved reduced and kept dims: walk each output's elements.
-    return [=]() {
-      parallelFor(y.numel, count, [&](int64_t o) {
-        int64_t base = offsetOf(o, kept, keptStrides);
-        double acc = init;
-        for (int64_t r = 0; r < count; ++r)
-          acc = combine(acc, px[base + offsetOf(r, red, redStrides)]);
-        py[o] = finish(acc);
-      });
-      return std::string();
-    };
-  }
-  if (inner == 1 && outer == 1) {
-    // Everything into one value: partial results in parallel.
-    int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
-    return [=]() {
-      double partial[kReducePieces];
-      parallelFor(pieces, n / pieces, [&](int64_t p) {
-        int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
-        double acc = init;
-        for (int64_t j = begin; j < end; ++j)
-          acc = combine(acc, px[j]);
-        partial[p] = acc;
-      });
-      double acc = init;
-      for (int64_t p = 0; p < pieces; ++p)
-        acc = merge(acc, partial[p]);
-      py[0] = finish(acc);
-      return std::string();
-    };
-  }
-  // y[o, i] = reduce over j of x[o, j, i], a block of i at a time so that
-  // the reads run along rows.
-  constexpr int64_t kBlock = 64;
-  int64_t blocks = (inner + kBlock - 1) / kBlock;
-  return [=]() {
-    parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
-      int64_t o = item / blocks, i0 = item % blocks * kBlock;
-      int64_t width = std::min(kBlock, inner - i0);
-      double acc[kBlock];
-      std::fill(acc, acc + width, init);
-      for (int64_t j = 0; j < n; ++j) {
-        const float *row = px + (o * n + j) * inner + i0;
-        for (int64_t i = 0; i < width; ++i)
-          acc[i] = combine(acc[i], row[i]);
-      }
-      for (int64_t i = 0; i < width; ++i)
-        py[o * inner + i0 + i] = finish(acc[i]);
-    });
-    return std::string();
-  };
+  if (x.dtype == FSDPRT_F64)
+    return reduceLoops<double>(x, y, s, init, merge, combine, finish);
+  return reduceLoops<float>(x, y, s, init, merge, combine, finish);
 }
-
 /// ArgMax or ArgMin along `axis`: the index (int64) of the first extreme
 /// value, or of the last with select_last_index.
 KernelFn argExtreme(KernelArgs &args, bool max) {
@@ -649,6 +729,18 @@ KernelFn argExtreme(KernelArgs &args, bool max) {
   };
 }
 
+/// The log-softmax of `c` values read and written `stride` apart.
+void writeLogSoftmax(const float *x, float *y, int64_t c, int64_t stride) {
+  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int64_t j = 0; j < c; ++j)
+    max = maxOf(max, x[j * stride]);
+  for (int64_t j = 0; j < c; ++j)
+    sum += std::exp(x[j * stride] - max);
+  double logSum = std::log(sum) + max;
+  for (int64_t j = 0; j < c; ++j)
+    y[j * stride] = static_cast<float>(x[j * stride] - logSum);
+}
+
 /// Checks the scores [N, C, d...], labels [N, d...] and optional weights [C]
 /// of softmax_cross_entropy(_grad); returns the labels' shape.
 std::vector<int64_t> checkCrossEntropyInputs(const Tensor &scores,
@@ -672,9 +764,23 @@ std::vector<int64_t> checkCrossEntropyInputs(const Tensor &scores,
   return labelShape;
 }
 
+/// ONNX SoftmaxCrossEntropyLoss: the loss, and with a second output the
+/// log-softmax of the scores along the class dimension (log_prob, every
+/// position, ignored ones included).
 KernelFn softmaxCrossEntropy(KernelArgs &args) {
-  requireArity(args, 2, 3, 1);
+  require(args.in.size() >= 2 && args.in.size() <= 3 &&
+              (args.out.size() == 1 || args.out.size() == 2),
+          "takes scores, labels and optional weights, and gives the loss "
+          "and an optional log_prob");
   Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
+  bool hasLogProb = args.out.size() == 2;
+  Tensor logProb = hasLogProb ? args.out[1] : Tensor();
+  if (hasLogProb) {
+    requireDtype(logProb, FSDPRT_F32, "log_prob");
+    require(logProb.shape == scores.shape,
+            "log_prob " + shapeString(logProb.shape) + " should be " +
+                shapeString(scores.shape));
+  }
   bool hasWeights = args.in.size() == 3;
   Tensor weights = hasWeights ? args.in[2] : Tensor();
   std::vector<int64_t> labelShape =
@@ -697,6 +803,9 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
       for (int64_t i = 0; i < inner; ++i) {
         int64_t label = labels.as<int64_t>()[b * inner + i];
         double loss = 0, w = 0;
+        if (hasLogProb)
+          writeLogSoftmax(scores.as<float>() + b * c * inner + i,
+                          logProb.as<float>() + b * c * inner + i, c, inner);
         if (!(hasIgnore && label == ignore)) {
           if (label < 0 || label >= c)
             return "label " + std::to_string(label) + " is outside [0, " +
@@ -787,6 +896,146 @@ KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
   };
 }
 
+/// What nll_loss and nll_loss_grad share: the classes `target` [N, d...]
+/// (I64 or I32) of an input [N, C, d...], the optional class `weight` [C],
+/// the reduction and ignore_index.
+struct NllTerms {
+  Tensor target, weight;
+  bool hasWeight = false, hasIgnore = false, none = false, mean = false;
+  int64_t c = 0, inner = 0, ignore = 0;
+  std::string reduction;
+
+  /// Checks the operands against `input`'s shape [N, C, d...].
+  NllTerms(const KernelArgs &args, const std::vector<int64_t> &input,
+           const Tensor &target, const Tensor *weight)
+      : target(target), hasWeight(weight != nullptr) {
+    require(input.size() >= 2,
+            "input must be [N, C, ...], not " + shapeString(input));
+    require(target.dtype == FSDPRT_I64 || target.dtype == FSDPRT_I32,
+            "target must be int64 or int32");
+    std::vector<int64_t> targetShape = input;
+    targetShape.erase(targetShape.begin() + 1);
+    require(target.shape == targetShape,
+            "target " + shapeString(target.shape) + " should be " +
+                shapeString(targetShape));
+    c = input[1];
+    inner = product(input, 2, input.size());
+    if (weight) {
+      requireDtype(*weight, FSDPRT_F32, "weight");
+      require(weight->shape == std::vector<int64_t>{c},
+              "weight must be [" + std::to_string(c) + "], not " +
+                  shapeString(weight->shape));
+      this->weight = *weight;
+    }
+    reduction = args.attrs.getString("reduction", "mean");
+    require(reduction == "mean" || reduction == "sum" || reduction == "none",
+            "reduction must be mean, sum or none, not " + reduction);
+    none = reduction == "none";
+    mean = reduction == "mean";
+    hasIgnore = args.attrs.has("ignore_index");
+    ignore = args.attrs.getInt("ignore_index", 0);
+  }
+
+  /// The class of position `p` and its weight (0 when ignored, the class
+  /// then -1); an error for a class outside [0, C).
+  std::string classAt(int64_t p, int64_t &cls, double &w) const {
+    cls = indexAt(target, p);
+    if (hasIgnore && cls == ignore) {
+      cls = -1;
+      w = 0;
+      return "";
+    }
+    if (cls < 0 || cls >= c)
+      return "target " + std::to_string(cls) + " is outside [0, " +
+             std::to_string(c) + ")";
+    w = hasWeight ? weight.as<float>()[cls] : 1.0;
+    return "";
+  }
+
+  /// The summed weight of the positions not ignored, or an error.
+  std::string weightSum(double &sum) const {
+    sum = 0;
+    for (int64_t p = 0; p < target.numel; ++p) {
+      int64_t cls;
+      double w;
+      if (std::string error = classAt(p, cls, w); !error.empty())
+        return error;
+      sum += w;
+    }
+    return "";
+  }
+};
+
+/// ONNX NegativeLogLikelihoodLoss (torch's nll_loss): per position
+/// -w[t] * input[n, t, d...] for its class t (0 where t is ignore_index),
+/// reduced by sum, by mean over the summed weights, or not at all.
+KernelFn nllLoss(KernelArgs &args) {
+  requireArity(args, 2, 3, 1);
+  Tensor input = args.in[0], y = args.out[0];
+  requireDtype(input, FSDPRT_F32, "input");
+  requireDtype(y, FSDPRT_F32, "the loss");
+  NllTerms t(args, input.shape, args.in[1],
+             args.in.size() == 3 ? &args.in[2] : nullptr);
+  require(t.none ? y.shape == t.target.shape : y.numel == 1,
+          "the loss " + shapeString(y.shape) + " does not match reduction " +
+              t.reduction);
+  return [=]() -> std::string {
+    double total = 0, weights = 0;
+    for (int64_t p = 0; p < t.target.numel; ++p) {
+      int64_t cls;
+      double w;
+      if (std::string error = t.classAt(p, cls, w); !error.empty())
+        return error;
+      int64_t b = p / t.inner, i = p % t.inner;
+      double loss =
+          cls < 0 ? 0.0
+                  : -w * input.as<float>()[(b * t.c + cls) * t.inner + i];
+      if (t.none)
+        y.as<float>()[p] = static_cast<float>(loss);
+      total += loss;
+      weights += w;
+    }
+    if (!t.none) // a mean over no weight is 0 / 0: NaN, as in torch
+      y.as<float>()[0] = static_cast<float>(t.mean ? total / weights : total);
+    return "";
+  };
+}
+
+/// d loss / d input of nll_loss: zero except -g * w[t] at each position's
+/// class t, divided by the summed weights for a mean.
+KernelFn nllLossGrad(KernelArgs &args) {
+  requireArity(args, 2, 3, 1);
+  Tensor g = args.in[1], y = args.out[0];
+  requireDtype(g, FSDPRT_F32, "the loss gradient");
+  requireDtype(y, FSDPRT_F32, "the input gradient");
+  NllTerms t(args, y.shape, args.in[0],
+             args.in.size() == 3 ? &args.in[2] : nullptr);
+  require(t.none ? g.shape == t.target.shape : g.numel == 1,
+          "the loss gradient " + shapeString(g.shape) +
+              " does not match reduction " + t.reduction);
+  return [=]() -> std::string {
+    double sum = 1;
+    if (t.mean)
+      if (std::string error = t.weightSum(sum); !error.empty())
+        return error;
+    double divisor = sum != 0 ? sum : 1.0;
+    float *py = y.as<float>();
+    std::fill(py, py + y.numel, 0.0f);
+    for (int64_t p = 0; p < t.target.numel; ++p) {
+      int64_t cls;
+      double w;
+      if (std::string error = t.classAt(p, cls, w); !error.empty())
+        return error;
+      if (cls < 0)
+        continue;
+      int64_t b = p / t.inner, i = p % t.inner;
+      py[(b * t.c + cls) * t.inner + i] =
+          static_cast<float>(-g.as<float>()[t.none ? p : 0] * w / divisor);
+    }
+    return "";
+  };
+}
+
 } // namespace
 
 void registerNN(Registry &r) {
@@ -821,6 +1070,8 @@ void registerNN(Registry &r) {
   };
   r["softmax_cross_entropy"] = softmaxCrossEntropy;
   r["softmax_cross_entropy_grad"] = softmaxCrossEntropyGrad;
+  r["nll_loss"] = nllLoss;
+  r["nll_loss_grad"] = nllLossGrad;
 }
 
 } // namespace fsdprt::cpu

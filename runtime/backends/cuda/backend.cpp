@@ -527,7 +527,9 @@ KernelFn normKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   bool rms = op == "rms_norm";
   const Tensor x = args.in[0], y = args.out[0];
-  if (!allF32(args) || x.shape.empty() || x.shape != y.shape)
+  // layer_norm's mean and inv_std_dev outputs have no kernel here yet.
+  if (!allF32(args) || x.shape.empty() || x.shape != y.shape ||
+      args.out.size() != 1)
     return nullptr;
   int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);

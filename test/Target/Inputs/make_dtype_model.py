@@ -1,9 +1,9 @@
 """One-node ONNX models whose dtypes a runtime kernel may refuse.
 
 usage: make_dtype_model.py KIND OUT.onnx
-  add-uint8   the_add = Add(uint8, uint8)
-  add-int32   the_add = Add(int32, int32)
-  pow-mixed   the_pow = Pow(float, int64)
+  abs-uint8   the_abs = Abs(uint8)
+  relu-int32  the_relu = Relu(int32)
+  sqrt-f64    the_sqrt = Sqrt(double)
   cast-f16    the_cast = Cast(float -> float16)
   add-int64   the_add = Add(int64, int64)
 """
@@ -13,10 +13,10 @@ import onnx
 from onnx import TensorProto, helper
 
 KINDS = {
-    "add-uint8": ("Add", [TensorProto.UINT8, TensorProto.UINT8], TensorProto.UINT8, {}),
-    "add-int32": ("Add", [TensorProto.INT32, TensorProto.INT32], TensorProto.INT32, {}),
+    "abs-uint8": ("Abs", [TensorProto.UINT8], TensorProto.UINT8, {}),
+    "relu-int32": ("Relu", [TensorProto.INT32], TensorProto.INT32, {}),
+    "sqrt-f64": ("Sqrt", [TensorProto.DOUBLE], TensorProto.DOUBLE, {}),
     "add-int64": ("Add", [TensorProto.INT64, TensorProto.INT64], TensorProto.INT64, {}),
-    "pow-mixed": ("Pow", [TensorProto.FLOAT, TensorProto.INT64], TensorProto.FLOAT, {}),
     "cast-f16": ("Cast", [TensorProto.FLOAT], TensorProto.FLOAT16,
                  {"to": TensorProto.FLOAT16}),
 }

@@ -18,12 +18,16 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 #include "fsdp/Target/Plan/RuntimeDType.h"
 
+#include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_LOWERTORUNTIME
@@ -228,17 +232,71 @@ template <typename SourceOp> struct PlainKernel : KernelPattern<SourceOp> {
   }
 };
 
-/// Sum, Max or Min of one input is that input; of two, the binary kernel
-/// (`add`, `max`, `min`).
+/// Sum, Max or Min of one input is that input; of more, a chain of the
+/// binary kernel (`add`, `max`, `min`) from the left, each partial result
+/// of its operands' broadcast shape.
 template <typename SourceOp> struct LowerVariadic : KernelPattern<SourceOp> {
   using KernelPattern<SourceOp>::KernelPattern;
   LogicalResult lower(SourceOp op, typename SourceOp::Adaptor adaptor,
                       Lowering &l) const override {
-    if (op->getNumOperands() == 1)
-      return l.view(adaptor.getOperands()[0]);
-    if (op->getNumOperands() != 2)
-      return l.fail("with more than two inputs is not supported");
-    return l.kernel(this->kernel, adaptor.getOperands());
+    ValueRange inputs = adaptor.getOperands();
+    if (inputs.size() == 1)
+      return l.view(inputs[0]);
+    Value acc = inputs[0];
+    Type element = cast<RankedTensorType>(op->getResult(0).getType())
+                       .getElementType();
+    for (Value next : inputs.drop_front().drop_back()) {
+      SmallVector<int64_t> shape;
+      if (!OpTrait::util::getBroadcastedShape(shapeOf(acc), shapeOf(next),
+                                              shape))
+        return l.fail("has inputs that do not broadcast");
+      acc = l.rewriter
+                .create<KernelOp>(op->getLoc(),
+                                  TypeRange{RankedTensorType::get(shape, element)},
+                                  l.rewriter.getStringAttr(this->kernel),
+                                  ValueRange{acc, next}, DictionaryAttr())
+                .getResult(0);
+    }
+    return l.kernel(this->kernel, {acc, inputs.back()});
+  }
+};
+
+/// Mean of one input is that input; of more, each broadcast to the
+/// output's shape (`expand`), stacked along a new leading dim (views and a
+/// `concat`) and averaged over it (`reduce_mean`).
+struct LowerMean : KernelPattern<MeanOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(MeanOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    ValueRange inputs = adaptor.getOperands();
+    if (inputs.size() == 1)
+      return l.view(inputs[0]);
+    auto type = cast<RankedTensorType>(op.getResult().getType());
+    SmallVector<int64_t> one = {1};
+    llvm::append_range(one, type.getShape());
+    auto slice = RankedTensorType::get(one, type.getElementType());
+    SmallVector<Value> pieces;
+    for (Value input : inputs) {
+      Value full = input;
+      if (shapeOf(input) != type.getShape())
+        full = l.rewriter
+                   .create<KernelOp>(op.getLoc(), TypeRange{type},
+                                     l.rewriter.getStringAttr("expand"),
+                                     ValueRange{input}, DictionaryAttr())
+                   .getResult(0);
+      pieces.push_back(l.rewriter.create<ViewOp>(op.getLoc(), slice, full));
+    }
+    one[0] = inputs.size();
+    Value stacked =
+        l.rewriter
+            .create<KernelOp>(
+                op.getLoc(),
+                TypeRange{RankedTensorType::get(one, type.getElementType())},
+                l.rewriter.getStringAttr("concat"), pieces,
+                l.b.getDictionaryAttr({l.i64("axis", 0)}))
+            .getResult(0);
+    return l.kernel("reduce_mean", stacked,
+                    {l.ints("axes", {0}), l.i64("keepdims", 0)});
   }
 };
 
@@ -355,8 +413,11 @@ struct LowerLayerNorm : KernelPattern<LayerNormalizationOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(LayerNormalizationOp norm, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (!norm.getMean().use_empty() || !norm.getInvStdDev().use_empty())
-      return l.fail("Mean and InvStdDev outputs are not supported");
+    // The kernel gives both statistics or neither.
+    if (isa<NoneType>(norm.getMean().getType()) !=
+        isa<NoneType>(norm.getInvStdDev().getType()))
+      return l.fail("gives one of Mean and InvStdDev; the runtime gives both "
+                    "or neither");
     FailureOr<int64_t> axis = l.axis(norm.getAxis(), rankOf(norm.getX()));
     if (failed(axis))
       return failure();
@@ -461,16 +522,16 @@ struct LowerMaxPool : KernelPattern<MaxPoolOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(MaxPoolOp pool, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (!pool.getIndices().use_empty())
-      return l.fail("Indices output is not supported");
     FailureOr<Window> win = window(l, pool, pool.getKernelShape());
     if (failed(win))
       return failure();
-    return l.kernel(kernel, adaptor.getX(),
-                    {l.ints("kernel_shape", win->kernel),
-                     l.ints("strides", win->strides), l.ints("pads", win->pads),
-                     l.ints("dilations", win->dilations),
-                     l.i64("ceil_mode", pool.getCeilMode())});
+    SmallVector<NamedAttribute> params = {
+        l.ints("kernel_shape", win->kernel), l.ints("strides", win->strides),
+        l.ints("pads", win->pads), l.ints("dilations", win->dilations),
+        l.i64("ceil_mode", pool.getCeilMode())};
+    if (!isa<NoneType>(pool.getIndices().getType()))
+      params.push_back(l.i64("storage_order", pool.getStorageOrder()));
+    return l.kernel(kernel, adaptor.getX(), params);
   }
 };
 
@@ -670,9 +731,220 @@ struct LowerGather : KernelPattern<GatherOp> {
   }
 };
 
+/// GatherElements and ScatterElements: the axis made non-negative, and
+/// ScatterElements's reduction (none, add or mul).
+struct LowerGatherElements : KernelPattern<GatherElementsOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(GatherElementsOp gather, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(gather.getAxis(), rankOf(gather.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, adaptor.getOperands(), {l.i64("axis", *axis)});
+  }
+};
+
+struct LowerScatterElements : KernelPattern<ScatterElementsOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ScatterElementsOp scatter, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<int64_t> axis =
+        l.axis(scatter.getAxis(), rankOf(scatter.getData()));
+    if (failed(axis))
+      return failure();
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.i64("axis", *axis),
+                     l.str("reduction", scatter.getReduction())});
+  }
+};
+
+struct LowerScatterND : KernelPattern<ScatterNDOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ScatterNDOp scatter, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.str("reduction", scatter.getReduction())});
+  }
+};
+
+// Einsum.
+
+/// An Einsum equation split into one letter string per input and the
+/// output's (implicit output: the letters used once, sorted).
+struct EinsumTerms {
+  SmallVector<std::string> inputs;
+  std::string output;
+};
+
+/// Parses `equation` for operands of `ranks`; fails (the caller names the
+/// equation) on an ellipsis, a letter repeated within a term, or a term
+/// whose length is not its operand's rank.
+FailureOr<EinsumTerms> parseEinsum(StringRef equation,
+                                   ArrayRef<int64_t> ranks) {
+  std::string text;
+  for (char c : equation)
+    if (c != ' ')
+      text.push_back(c);
+  if (StringRef(text).contains("..."))
+    return failure();
+  auto [lhs, rhs] = StringRef(text).split("->");
+  EinsumTerms terms;
+  SmallVector<StringRef> parts;
+  lhs.split(parts, ',');
+  std::map<char, int> uses;
+  for (StringRef part : parts) {
+    terms.inputs.push_back(part.str());
+    for (char c : part)
+      ++uses[c];
+  }
+  if (StringRef(text).contains("->"))
+    terms.output = rhs.str();
+  else
+    for (auto [c, n] : uses)
+      if (n == 1)
+        terms.output.push_back(c);
+  SmallVector<std::string> all(terms.inputs);
+  all.push_back(terms.output);
+  for (const std::string &term : all) {
+    std::set<char> seen(term.begin(), term.end());
+    if (seen.size() != term.size() ||
+        !llvm::all_of(term, [](char c) { return llvm::isAlpha(c); }))
+      return failure();
+  }
+  if (terms.inputs.size() != ranks.size())
+    return failure();
+  for (auto [term, rank] : llvm::zip(terms.inputs, ranks))
+    if (static_cast<int64_t>(term.size()) != rank)
+      return failure();
+  return terms;
+}
+
+/// perm such that permuting `from` by it gives `to` (same letters).
+SmallVector<int64_t> permutationTo(StringRef from, StringRef to) {
+  SmallVector<int64_t> perm;
+  for (char c : to)
+    perm.push_back(from.find(c));
+  return perm;
+}
+
+/// `value` transposed so its letters `from` read as `to`; `value` itself
+/// when they already do.
+Value transposeTo(Value value, StringRef from, StringRef to, Lowering &l) {
+  if (from == to)
+    return value;
+  SmallVector<int64_t> perm = permutationTo(from, to), shape;
+  for (int64_t p : perm)
+    shape.push_back(shapeOf(value)[p]);
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(value.getType()).getElementType());
+  return l.rewriter
+      .create<KernelOp>(l.op->getLoc(), TypeRange{type},
+                        l.rewriter.getStringAttr("transpose"), value,
+                        l.b.getDictionaryAttr({l.ints("perm", perm)}))
+      .getResult(0);
+}
+
+/// One operand: a permutation (transpose) or a sum over the letters the
+/// output drops, the kept ones in order (reduce_sum).
+LogicalResult lowerUnaryEinsum(const EinsumTerms &t, Value x, Lowering &l) {
+  StringRef in = t.inputs[0], out = t.output;
+  if (in.size() == out.size() && llvm::all_of(out, [&](char c) {
+        return in.contains(c);
+      })) {
+    if (in == out)
+      return l.view(x);
+    return l.kernel("transpose", x, {l.ints("perm", permutationTo(in, out))});
+  }
+  std::string kept;
+  SmallVector<int64_t> axes;
+  for (auto [d, c] : llvm::enumerate(in))
+    (out.contains(c) ? kept.push_back(c) : axes.push_back(d));
+  if (kept != out)
+    return failure();
+  return l.kernel("reduce_sum", x, {l.ints("axes", axes), l.i64("keepdims", 0)});
+}
+
+/// Two operands as a batched matmul: batch letters (in both and the
+/// output), one contracted letter (in both, not the output) and at most one
+/// free letter per operand; operands transposed to [batch, m, k] and
+/// [batch, k, n] (or [batch, n, k], read with trans_b), the result to the
+/// output's order.
+LogicalResult lowerBinaryEinsum(const EinsumTerms &t, Value a, Value b,
+                                Lowering &l) {
+  StringRef ta = t.inputs[0], tb = t.inputs[1], out = t.output;
+  std::string batch, m, k, n;
+  for (char c : out) {
+    if (ta.contains(c) && tb.contains(c))
+      batch.push_back(c);
+    else if (ta.contains(c))
+      m.push_back(c);
+    else if (tb.contains(c))
+      n.push_back(c);
+    else
+      return failure();
+  }
+  // A letter summed over one operand only has no matmul form.
+  for (auto [own, other] : {std::pair(ta, tb), std::pair(tb, ta)})
+    for (char c : own)
+      if (!out.contains(c) && !other.contains(c))
+        return failure();
+  for (char c : ta)
+    if (!out.contains(c))
+      k.push_back(c);
+  if (k.size() != 1 || m.size() > 1 || n.size() > 1 ||
+      (!batch.empty() && (m.empty() || n.empty())))
+    return failure();
+  Value lhs = transposeTo(a, ta, batch + m + k, l);
+  bool transB = tb == StringRef(batch + n + k) && !n.empty();
+  Value rhs = transB ? b : transposeTo(b, tb, batch + k + n, l);
+  std::string natural = batch + m + n;
+  SmallVector<int64_t> shape;
+  for (char c : natural)
+    shape.push_back(ta.contains(c) ? shapeOf(a)[ta.find(c)]
+                                   : shapeOf(b)[tb.find(c)]);
+  if (natural == out)
+    return l.kernel("matmul", {lhs, rhs}, {l.i64("trans_b", transB)});
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(a.getType()).getElementType());
+  Value product =
+      l.rewriter
+          .create<KernelOp>(l.op->getLoc(), TypeRange{type},
+                            l.rewriter.getStringAttr("matmul"),
+                            ValueRange{lhs, rhs},
+                            l.b.getDictionaryAttr({l.i64("trans_b", transB)}))
+          .getResult(0);
+  return l.kernel("transpose", product,
+                  {l.ints("perm", permutationTo(natural, out))});
+}
+
+struct LowerEinsum : KernelPattern<EinsumOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(EinsumOp einsum, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    SmallVector<int64_t> ranks;
+    for (Value input : einsum.getInputs())
+      ranks.push_back(rankOf(input));
+    FailureOr<EinsumTerms> terms = parseEinsum(einsum.getEquation(), ranks);
+    ValueRange inputs = adaptor.getInputs();
+    if (succeeded(terms) &&
+        succeeded(inputs.size() == 1
+                      ? lowerUnaryEinsum(*terms, inputs[0], l)
+                      : inputs.size() == 2
+                            ? lowerBinaryEinsum(*terms, inputs[0], inputs[1], l)
+                            : failure()))
+      return success();
+    return l.fail("equation \"" + einsum.getEquation() +
+                  "\" is not supported: the runtime runs permutations, sums "
+                  "over dropped letters, and batched matrix products with "
+                  "one contracted letter");
+  }
+};
+
 // Losses and gradients.
 
-/// The cross-entropy's parameters, shared by the loss and its gradient:
+/// The parameters of the cross-entropy and the negative log-likelihood,
+/// shared by the losses and their gradients:
 /// `reduction`, and `ignore_index` when set.
 template <typename LossOp>
 SmallVector<NamedAttribute> crossEntropyParams(LossOp loss, Lowering &l) {
@@ -687,8 +959,6 @@ struct LowerCrossEntropy : KernelPattern<SoftmaxCrossEntropyLossOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(SoftmaxCrossEntropyLossOp loss, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (!loss.getLogProb().use_empty())
-      return l.fail("log_prob output is not supported");
     return l.kernel(
         kernel,
         {adaptor.getScores(), adaptor.getLabels(), adaptor.getWeights()},
@@ -701,6 +971,25 @@ struct LowerCrossEntropyGrad
   using KernelPattern::KernelPattern;
   LogicalResult lower(mlir::fsdp::SoftmaxCrossEntropyGradOp grad,
                       OpAdaptor adaptor, Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(), crossEntropyParams(grad, l));
+  }
+};
+
+struct LowerNllLoss : KernelPattern<NegativeLogLikelihoodLossOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(NegativeLogLikelihoodLossOp loss, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(
+        kernel,
+        {adaptor.getInput(), adaptor.getTarget(), adaptor.getWeight()},
+        crossEntropyParams(loss, l));
+  }
+};
+
+struct LowerNllLossGrad : KernelPattern<mlir::fsdp::NllLossGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::NllLossGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
     return l.kernel(kernel, adaptor.getOperands(), crossEntropyParams(grad, l));
   }
 };
@@ -875,6 +1164,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerVariadic<SumOp>>(context, "add");
   patterns.add<LowerVariadic<MaxOp>>(context, "max");
   patterns.add<LowerVariadic<MinOp>>(context, "min");
+  patterns.add<LowerMean>(context);
   patterns.add<LowerGelu>(context, "gelu");
   // Linear algebra and normalisation.
   patterns.add<LowerMatMul>(context, "matmul");
@@ -921,9 +1211,15 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
   patterns.add<LowerTrilu>(context, "trilu");
+  patterns.add<LowerGatherElements>(context, "gather_elements");
+  patterns.add<LowerEinsum>(context);
+  patterns.add<LowerScatterElements>(context, "scatter_elements");
+  patterns.add<LowerScatterND>(context, "scatter_nd");
   // Losses and gradients.
   patterns.add<LowerCrossEntropy>(context, "softmax_cross_entropy");
   patterns.add<LowerCrossEntropyGrad>(context, "softmax_cross_entropy_grad");
+  patterns.add<LowerNllLoss>(context, "nll_loss");
+  patterns.add<LowerNllLossGrad>(context, "nll_loss_grad");
   patterns.add<LowerGatherGrad>(context, "gather_grad");
   patterns.add<LowerConvGrad<mlir::fsdp::ConvGradInputOp>>(context,
                                                            "conv_grad_input");

@@ -1137,6 +1137,34 @@ def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure
   }];
 }
 
+def FSDP_NllLossGradOp : FSDP_Op<"nll_loss_grad", [Pure]> {
+  let summary = "gradient of the negative log-likelihood loss";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.NegativeLogLikelihoodLoss` (torch's
+    `nll_loss`, usually after a `log_softmax`): with the loss's `target`
+    `[N, d...]`, its cotangent `grad` (a scalar for `mean` and `sum`, of the
+    target's shape for `none`) and the optional class `weight` `[C]`, a
+    tensor of the input's type `[N, C, d...]` that is zero except
+    `-g * w[t]` at each position's class `t` (`w` is 1 without weights),
+    divided for `mean` by the sum of `w[t]` over the positions not ignored.
+    Positions whose class is `ignore_index` are zero.
+
+    ```mlir
+    %gi = fsdp.nll_loss_grad %target, %g
+        {reduction = "mean", ignore_index = -100 : i64}
+        : (tensor<8xi64>, tensor<f32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$target, AnyRankedTensor:$grad,
+                   Optional<AnyRankedTensor>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$grad_input);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def FSDP_ConvGradInputOp : FSDP_Op<"conv_grad_input", [Pure]> {
   let summary = "gradient of a convolution with respect to its input";
   let description = [{

@@ -458,6 +458,29 @@ def ONNX_GatherElementsOp : ONNX_Op<"GatherElements"> {
   let results = (outs ONNX_Tensor:$output);
 }
 
+def ONNX_ScatterElementsOp : ONNX_Op<"ScatterElements"> {
+  let summary = "ONNX `ScatterElements`: `data` with `updates` written at "
+                "`indices` along `axis`";
+  let description = [{
+    `reduction` is `none` (later writes of a repeated index win), `add` or
+    `mul`. The gradient of `GatherElements` is this op adding into zeros.
+  }];
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   ONNX_Tensor:$updates,
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_ScatterNDOp : ONNX_Op<"ScatterND"> {
+  let summary = "ONNX `ScatterND`: `data` with slices of `updates` written "
+                "at the index tuples of `indices`";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   ONNX_Tensor:$updates,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs ONNX_Tensor:$output);
+}
+
 def ONNX_ExpandOp : ONNX_Op<"Expand"> {
   let summary = "ONNX `Expand`: broadcast to a shape";
   let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$shape);

@@ -265,6 +265,25 @@ LogicalResult backward(GatherOp op, GradientContext &ctx) {
   return success();
 }
 
+/// The gradient of GatherElements: its cotangent added into zeros of the
+/// data's type where each element was read (ScatterElements with add:
+/// repeated indices accumulate).
+LogicalResult backward(GatherElementsOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  if (r.active(op.getIndices()))
+    return op->emitOpError("indices cannot be differentiated");
+  auto type = cast<RankedTensorType>(op.getData().getType());
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += type.getRank();
+  OpBuilder &b = r.bb.b;
+  r.give(0, r.bb.op<ScatterElementsOp>(
+                type, {r.bb.zeros(type), op.getIndices(), r.g},
+                {b.getNamedAttr("axis", b.getI64IntegerAttr(axis)),
+                 b.getNamedAttr("reduction", b.getStringAttr("add"))}));
+  return success();
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachViewGradients(Dialect &dialect) {
@@ -283,4 +302,5 @@ void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<SplitOp, backward, /*everyResult=*/true>(ctx);
   attachGradient<SliceOp, backward>(ctx);
   attachGradient<GatherOp, backward>(ctx);
+  attachGradient<GatherElementsOp, backward>(ctx);
 }

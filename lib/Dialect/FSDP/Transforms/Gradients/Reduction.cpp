@@ -173,6 +173,26 @@ LogicalResult backward(SoftmaxCrossEntropyLossOp op, GradientContext &ctx) {
   return success();
 }
 
+LogicalResult backward(NegativeLogLikelihoodLossOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OpBuilder &b = r.bb.b;
+  if (r.active(op.getTarget()))
+    return op->emitOpError("target cannot be differentiated");
+  if (r.active(op.getWeight()))
+    return op->emitOpError("class weights cannot be differentiated");
+  SmallVector<NamedAttribute> attrs = {
+      b.getNamedAttr("reduction", b.getStringAttr(op.getReduction()))};
+  if (op.getIgnoreIndex())
+    attrs.push_back(b.getNamedAttr("ignore_index",
+                                   b.getI64IntegerAttr(*op.getIgnoreIndex())));
+  SmallVector<Value> operands = {op.getTarget(), r.g};
+  if (!isa<NoneType>(op.getWeight().getType()))
+    operands.push_back(op.getWeight());
+  r.give(0, r.bb.op<mlir::fsdp::NllLossGradOp>(op.getInput().getType(),
+                                               operands, attrs));
+  return success();
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachReductionGradients(MLIRContext &ctx) {
@@ -183,4 +203,5 @@ void mlir::fsdp::detail::attachReductionGradients(MLIRContext &ctx) {
   attachGradient<LogSoftmaxOp, backward>(ctx);
   attachGradient<LayerNormalizationOp, backward>(ctx);
   attachGradient<SoftmaxCrossEntropyLossOp, backward>(ctx);
+  attachGradient<NegativeLogLikelihoodLossOp, backward>(ctx);
 }
