@@ -1742,6 +1742,51 @@ TEST(Kernels, Trilu) {
   EXPECT_NE(r.error.find("rank 2 or more"), std::string::npos) << r.error;
 }
 
+// cumsum against a plain loop: every axis (a parameter or an int32 input),
+// exclusive and reverse; int64; an axis out of range when it runs.
+TEST(Kernels, CumSum) {
+  auto x = iota(2 * 3 * 4);
+  Shape shape = {2, 3, 4}, strides = {12, 4, 1};
+  for (int64_t axis : {0, 1, 2})
+    for (int64_t exclusive : {0, 1})
+      for (int64_t reverse : {0, 1}) {
+        std::vector<double> want(x.size());
+        for (size_t at = 0; at < x.size(); ++at) {
+          int64_t n = at / strides[axis] % shape[axis];
+          int64_t base = at - n * strides[axis];
+          double sum = 0;
+          for (int64_t m = 0; m < shape[axis]; ++m) {
+            bool before = reverse ? m > n : m < n;
+            if (before || (!exclusive && m == n))
+              sum += x[base + m * strides[axis]];
+          }
+          want[at] = sum;
+        }
+        AttrList attrs = {{"exclusive", exclusive}, {"reverse", reverse}};
+        AttrList withAxis = attrs;
+        withAxis.push_back({"axis", axis});
+        expectNear(runF32("cumsum", {f32(shape, x)}, shape, withAxis), want);
+        // The axis as an input, negative: counted from the end.
+        Value axisInput = i32({}, {static_cast<int32_t>(axis - 3)});
+        expectNear(runF32("cumsum", {f32(shape, x), axisInput}, shape, attrs),
+                   want);
+      }
+  Result r = runOp("cumsum", {i64({4}, {1, 2, 3, 4})}, {{I64, {4}}},
+                   {{"axis", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(), (std::vector<int64_t>{1, 3, 6, 10}));
+  // int32 sums wrap on overflow (as two's complement adds do).
+  r = runOp("cumsum", {i32({2}, {INT32_MAX, 2})}, {{I32, {2}}},
+            {{"axis", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int32_t>(),
+            (std::vector<int32_t>{INT32_MAX, INT32_MIN + 1}));
+  r = runOp("cumsum", {f32({2}, {1, 2}), i64({}, {2})}, {{F32, {2}}});
+  EXPECT_NE(r.error.find("axis 2 is out of range for rank 1"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(Kernels, TransposeSliceAndExpand) {
   auto x = iota(24);
   // transpose [2, 3, 4] by [2, 0, 1] -> [4, 2, 3]

@@ -266,3 +266,18 @@ func.func @mean(%a: tensor<3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %m = onnx.Mean %a, %b : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return %m : tensor<2x3xf32>
 }
+
+// -----
+
+// CumSum: a constant axis is a non-negative parameter; a computed one is
+// the kernel's second input.
+// CHECK-LABEL: func.func @cumsum
+// CHECK-NEXT: %[[A:.*]] = fsdp.kernel "cumsum"(%arg0) params {axis = 2 : i64, exclusive = 1 : i64, reverse = 0 : i64}
+// CHECK-NEXT: %[[B:.*]] = fsdp.kernel "cumsum"(%[[A]], %arg1) params {exclusive = 0 : i64, reverse = 1 : i64}
+// CHECK-NEXT: return %[[B]]
+func.func @cumsum(%x: tensor<2x3x4xf32>, %axis: tensor<i32>) -> tensor<2x3x4xf32> {
+  %m1 = onnx.Constant dense<-1> : tensor<i64>
+  %a = onnx.CumSum %x, %m1 {exclusive = 1 : i64} : (tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x4xf32>
+  %b = onnx.CumSum %a, %axis {reverse = 1 : i64} : (tensor<2x3x4xf32>, tensor<i32>) -> tensor<2x3x4xf32>
+  return %b : tensor<2x3x4xf32>
+}

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 namespace fsdprt::cpu {
 namespace {
@@ -419,6 +420,52 @@ KernelFn gatherElementsOf(Tensor data, Tensor indices, Tensor y, AlongAxis e) {
   };
 }
 
+/// One int read from a one-value I64 or I32 tensor.
+int64_t scalarInt(const Tensor &t) {
+  return t.dtype == FSDPRT_I64 ? *t.as<int64_t>() : *t.as<int32_t>();
+}
+
+/// What running sums of T add in: integers unsigned, so that they wrap on
+/// overflow as int64 `add` does.
+template <typename T, bool = std::is_integral_v<T>> struct SumOf {
+  using type = T;
+};
+template <typename T> struct SumOf<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+/// Running sums of T along `axis` (known when prepared, or -1: read from
+/// the one-value `axisInput` when run), ONNX CumSum's `exclusive` and
+/// `reverse` as flags.
+template <typename T>
+KernelFn cumsumOf(Tensor x, Tensor y, int64_t axis, Tensor axisInput,
+                  bool exclusive, bool reverse) {
+  return [=]() -> std::string {
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    int64_t a = axis >= 0 ? axis : scalarInt(axisInput);
+    if (a < -rank || a >= rank)
+      return "axis " + std::to_string(a) + " is out of range for rank " +
+             std::to_string(rank);
+    a = a < 0 ? a + rank : a;
+    int64_t outer = product(x.shape, 0, a), dim = x.shape[a];
+    int64_t inner = product(x.shape, a + 1, rank);
+    const T *px = x.as<T>();
+    T *py = y.as<T>();
+    parallelFor(outer * inner, dim, [&](int64_t line) {
+      int64_t base = line / inner * dim * inner + line % inner;
+      using Sum = typename SumOf<T>::type;
+      Sum sum = 0;
+      for (int64_t n = 0; n < dim; ++n) {
+        int64_t at = base + (reverse ? dim - 1 - n : n) * inner;
+        Sum value = static_cast<Sum>(px[at]); // read first: y may be x
+        py[at] = static_cast<T>(exclusive ? sum : sum + value);
+        sum += value;
+      }
+    });
+    return "";
+  };
+}
+
 /// ONNX GatherElements: y[i...] = data[i... with i_axis = indices[i...]].
 KernelFn gatherElements(KernelArgs &args) {
   requireArity(args, 2, 2, 1);
@@ -568,6 +615,42 @@ KernelFn scatterND(KernelArgs &args) {
   });
 }
 
+/// ONNX CumSum: F32, F64, I64 or I32; the axis a parameter or the optional
+/// second input (one I64 or I32 value).
+KernelFn cumsum(KernelArgs &args) {
+  requireArity(args, 1, 2, 1);
+  const Tensor &x = args.in[0], &y = args.out[0];
+  require(y.shape == x.shape && y.dtype == x.dtype,
+          "output must have the input's shape and dtype");
+  require(!x.shape.empty(), "takes a tensor of rank 1 or more");
+  Tensor axisInput = args.in.size() == 2 ? args.in[1] : Tensor();
+  int64_t axis = -1;
+  if (args.in.size() == 2) {
+    require(axisInput.dtype == FSDPRT_I64 || axisInput.dtype == FSDPRT_I32,
+            "axis must be int64 or int32");
+    require(axisInput.numel == 1, "axis must hold one value");
+  } else {
+    axis = args.attrs.getInt("axis", 0);
+    require(axis >= 0 && axis < static_cast<int64_t>(x.shape.size()),
+            "axis out of range");
+  }
+  bool exclusive = args.attrs.getInt("exclusive", 0) != 0;
+  bool reverse = args.attrs.getInt("reverse", 0) != 0;
+  switch (x.dtype) {
+  case FSDPRT_F32:
+    return cumsumOf<float>(x, y, axis, axisInput, exclusive, reverse);
+  case FSDPRT_F64:
+    return cumsumOf<double>(x, y, axis, axisInput, exclusive, reverse);
+  case FSDPRT_I64:
+    return cumsumOf<int64_t>(x, y, axis, axisInput, exclusive, reverse);
+  case FSDPRT_I32:
+    return cumsumOf<int32_t>(x, y, axis, axisInput, exclusive, reverse);
+  default:
+    throw KernelError(std::string("does not support ") +
+                      fsdprt_dtype_name(x.dtype));
+  }
+}
+
 } // namespace
 
 bool isStridedRead(const std::string &op) {
@@ -593,6 +676,7 @@ void registerData(Registry &r) {
   r["split"] = [](KernelArgs &a) { return pieces(a, false); };
   r["gather"] = gather;
   r["trilu"] = trilu;
+  r["cumsum"] = cumsum;
   r["gather_grad"] = gatherGrad;
   r["gather_elements"] = gatherElements;
   r["scatter_elements"] = scatterElements;

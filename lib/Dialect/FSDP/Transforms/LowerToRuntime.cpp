@@ -651,6 +651,29 @@ struct LowerTrilu : KernelPattern<TriluOp> {
   }
 };
 
+/// CumSum's axis: a non-negative parameter when it is a constant, else
+/// the kernel's second input (checked when it runs).
+struct LowerCumSum : KernelPattern<CumSumOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(CumSumOp cumsum, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    SmallVector<NamedAttribute> params = {
+        l.i64("exclusive", cumsum.getExclusive()),
+        l.i64("reverse", cumsum.getReverse())};
+    DenseIntElementsAttr axis;
+    if (!matchPattern(cumsum.getAxis(), m_Constant(&axis)))
+      return l.kernel(kernel, {adaptor.getX(), adaptor.getAxis()}, params);
+    if (axis.getNumElements() != 1)
+      return l.fail("axis must hold one value");
+    FailureOr<int64_t> a = l.axis(
+        (*axis.getValues<APInt>().begin()).getSExtValue(), rankOf(cumsum.getX()));
+    if (failed(a))
+      return failure();
+    params.push_back(l.i64("axis", *a));
+    return l.kernel(kernel, adaptor.getX(), params);
+  }
+};
+
 struct LowerConcat : KernelPattern<ConcatOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(ConcatOp concat, OpAdaptor adaptor,
@@ -1215,6 +1238,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerEinsum>(context);
   patterns.add<LowerScatterElements>(context, "scatter_elements");
   patterns.add<LowerScatterND>(context, "scatter_nd");
+  patterns.add<LowerCumSum>(context, "cumsum");
   // Losses and gradients.
   patterns.add<LowerCrossEntropy>(context, "softmax_cross_entropy");
   patterns.add<LowerCrossEntropyGrad>(context, "softmax_cross_entropy_grad");

@@ -62,6 +62,18 @@ LogicalResult backward(TriluOp op, GradientContext &ctx) {
   return success();
 }
 
+/// Each x_j adds to the sums that come after it (before it, reversed):
+/// the gradient is the cotangent summed the other way, exclusive alike.
+LogicalResult backward(CumSumOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OpBuilder &b = ctx.getBuilder();
+  NamedAttribute attrs[] = {
+      b.getNamedAttr("exclusive", b.getI64IntegerAttr(op.getExclusive())),
+      b.getNamedAttr("reverse", b.getI64IntegerAttr(!op.getReverse()))};
+  r.give(0, r.bb.op<CumSumOp>(r.yt, {r.g, op.getAxis()}, attrs));
+  return success();
+}
+
 LogicalResult backward(ExpandOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   r.give(0, r.g);
@@ -298,6 +310,7 @@ void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<TransposeOp, backward>(ctx);
   attachGradient<ExpandOp, backward>(ctx);
   attachGradient<TriluOp, backward>(ctx);
+  attachGradient<CumSumOp, backward>(ctx);
   attachGradient<ConcatOp, backward>(ctx);
   attachGradient<SplitOp, backward, /*everyResult=*/true>(ctx);
   attachGradient<SliceOp, backward>(ctx);
