@@ -19,7 +19,10 @@ between two Linears with Tanh/Sigmoid gating; 3-D activations with softmax
 gating, division by a parameter and a sequence mean; convolutions, pooling
 and BatchNorm; Log, Abs and a max over a dimension; strided and reversed
 slices, 1-D MatMul operands and a
-class-weighted cross-entropy over [N, C, T] logits), and every model of
+class-weighted cross-entropy over [N, C, T] logits; a MobileNetV3-like
+block: HardSwish, a HardSigmoid squeeze-excite, per-channel PReLU, ELU and
+reflect, replicate and constant padding; nearest and bilinear upsampling),
+and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -148,6 +151,50 @@ class LogAbsMax(nn.Module):
         return self.head(h.amax(dim=1))
 
 
+class MobileBlock(nn.Module):
+    """MobileNetV3's HardSwish and HardSigmoid squeeze-excite, PReLU with a
+    slope per channel, ELU, and reflect, replicate and constant padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3)
+        self.reduce = nn.Conv2d(8, 4, 1)
+        self.expand = nn.Conv2d(4, 8, 1)
+        self.prelu = nn.PReLU(8, init=0.1)
+        self.conv2 = nn.Conv2d(8, 8, 3)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = F.hardswish(self.conv1(F.pad(x, (1, 1, 2, 1), mode="reflect")))
+        s = h.mean(dim=(2, 3), keepdim=True)
+        s = F.hardsigmoid(self.expand(torch.relu(self.reduce(s))))
+        h = self.prelu(h * s)
+        h = F.elu(self.conv2(F.pad(h, (1, 2, 1, 0), mode="replicate")))
+        h = F.pad(h, (1, 1, 1, 1), value=0.5)
+        return self.head(h.mean(dim=(2, 3)))
+
+
+class UpsampleDecoder(nn.Module):
+    """Nearest and bilinear upsampling between convolutions: nn.Upsample
+    (Resize asymmetric / floor), F.interpolate by a scale (pytorch_half_pixel)
+    and to a size with align_corners."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.conv2 = nn.Conv2d(6, 6, 3, stride=2)
+        self.head = nn.Linear(6, 5)
+
+    def forward(self, x):
+        h = self.up(torch.tanh(self.conv1(x)))  # [N, 6, 8, 8]
+        h = F.interpolate(h, scale_factor=1.5, mode="bilinear",
+                          align_corners=False)  # [N, 6, 12, 12]
+        h = torch.relu(self.conv2(h))  # [N, 6, 5, 5]
+        h = F.interpolate(h, size=(7, 6), mode="bilinear", align_corners=True)
+        return self.head(h.mean(dim=(2, 3)))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -165,6 +212,9 @@ CASES = {
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
     "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
     "log_abs_max": (LogAbsMax, lambda g: torch.randn(5, 6, 8, generator=g), 4),
+    "upsample_decoder": (UpsampleDecoder,
+                         lambda g: torch.randn(4, 3, 4, 4, generator=g), 5),
+    "mobile_block": (MobileBlock, lambda g: 2 * torch.randn(4, 3, 9, 9, generator=g), 5),
     "strided_seq": (StridedSeq, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                     weighted_loss),
 }

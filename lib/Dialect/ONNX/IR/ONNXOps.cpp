@@ -9,6 +9,7 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -301,6 +302,113 @@ LogicalResult GreaterOrEqualOp::verify() {
 }
 LogicalResult AndOp::verify() { return verifyBinary(*this, false, true); }
 LogicalResult OrOp::verify() { return verifyBinary(*this, false, true); }
+LogicalResult XorOp::verify() { return verifyBinary(*this, false, true); }
+
+LogicalResult CeluOp::verify() {
+  if (getAlpha().isZero())
+    return emitOpError("alpha must not be 0 (Celu divides by it)");
+  return success();
+}
+
+LogicalResult ShrinkOp::verify() {
+  if (getLambd().isNegative())
+    return emitOpError() << "lambd must not be negative, not "
+                         << getLambd().convertToDouble();
+  return success();
+}
+
+/// The slope broadcasts to X one way: its dimensions, aligned to X's last
+/// ones, are 1 or X's.
+LogicalResult PReluOp::verify() {
+  RankedTensorType x = tensorType(getX()), slope = tensorType(getSlope());
+  if (failed(expectElement(*this, "slope", slope.getElementType(),
+                           x.getElementType())))
+    return failure();
+  int64_t offset = x.getRank() - slope.getRank();
+  bool broadcasts = offset >= 0;
+  for (int64_t d = 0; broadcasts && d < slope.getRank(); ++d)
+    broadcasts = slope.getDimSize(d) == 1 ||
+                 compatible(slope.getDimSize(d), x.getDimSize(d + offset));
+  if (!broadcasts)
+    return emitOpError() << "slope " << slope << " does not broadcast to X "
+                         << x;
+  return success();
+}
+
+LogicalResult ResizeOp::verify() {
+  StringRef mode = getMode(), nearest = getNearestMode(),
+            transform = getCoordinateTransformationMode();
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return emitOpError() << "mode must be nearest, linear or cubic, not '"
+                         << mode << "'";
+  if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor",
+                           "ceil"},
+                          nearest))
+    return emitOpError() << "nearest_mode '" << nearest << "' is not one of "
+                         << "round_prefer_floor, round_prefer_ceil, floor, ceil";
+  if (!llvm::is_contained({"half_pixel", "pytorch_half_pixel", "align_corners",
+                           "asymmetric", "tf_half_pixel_for_nn",
+                           "tf_crop_and_resize"},
+                          transform))
+    return emitOpError() << "coordinate_transformation_mode '" << transform
+                         << "' is not an ONNX one";
+  if (getType().getRank() != tensorType(getX()).getRank())
+    return emitOpError() << "result rank " << getType().getRank()
+                         << " differs from X's " << tensorType(getX()).getRank();
+  return expectElement(*this, "the result", getType().getElementType(),
+                       elementOf(getX()));
+}
+
+std::optional<SmallVector<double>> ResizeOp::getConstantScales() {
+  RankedTensorType x = tensorType(getX());
+  DenseFPElementsAttr scales;
+  if (!isa<NoneType>(getScales().getType()) &&
+      matchPattern(getScales(), m_Constant(&scales)) && !scales.empty()) {
+    if (scales.getNumElements() != x.getRank())
+      return std::nullopt;
+    return llvm::to_vector(llvm::map_range(
+        scales.getValues<APFloat>(),
+        [](const APFloat &v) { return v.convertToDouble(); }));
+  }
+  DenseIntElementsAttr sizes;
+  if (isa<NoneType>(getSizes().getType()) ||
+      !matchPattern(getSizes(), m_Constant(&sizes)) ||
+      sizes.getNumElements() != x.getRank() || !x.hasStaticShape())
+    return std::nullopt;
+  SmallVector<double> result;
+  for (auto [size, dim] : llvm::zip(sizes.getValues<APInt>(), x.getShape())) {
+    if (dim == 0)
+      return std::nullopt;
+    result.push_back(static_cast<double>(size.getSExtValue()) / dim);
+  }
+  return result;
+}
+
+LogicalResult PadOp::verify() {
+  StringRef mode = getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOpError() << "mode must be constant, reflect or edge, not '"
+                         << mode << "'";
+  RankedTensorType data = tensorType(getData()), pads = tensorType(getPads());
+  if (failed(expectElement(*this, "pads", pads.getElementType(),
+                           Builder(getContext()).getI64Type())) ||
+      failed(expectElement(*this, "the result", getType().getElementType(),
+                           data.getElementType())))
+    return failure();
+  if (pads.getRank() != 1 || !compatible(pads.getDimSize(0), 2 * data.getRank()))
+    return emitOpError() << "pads must be a 1-D tensor of " << 2 * data.getRank()
+                         << " values (a begin and an end per axis), not "
+                         << pads;
+  if (!isa<NoneType>(getConstantValue().getType()) &&
+      failed(expectElement(*this, "constant_value",
+                           elementOf(getConstantValue()),
+                           data.getElementType())))
+    return failure();
+  if (getType().getRank() != data.getRank())
+    return emitOpError() << "result rank " << getType().getRank()
+                         << " differs from the data's " << data.getRank();
+  return success();
+}
 
 LogicalResult WhereOp::verify() {
   Builder b(getContext());
