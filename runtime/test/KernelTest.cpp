@@ -231,6 +231,12 @@ TEST(Kernels, UnaryFunctions) {
            }},
           {"sign", {}, [](double v) { return double((v > 0) - (v < 0)); }},
           {"softsign", {}, [](double v) { return v / (1 + std::fabs(v)); }},
+          {"round", {}, [](double v) { return std::nearbyint(v); }},
+          {"tan", {}, [](double v) { return std::tan(v); }},
+          {"sinh", {}, [](double v) { return std::sinh(v); }},
+          {"cosh", {}, [](double v) { return std::cosh(v); }},
+          {"atan", {}, [](double v) { return std::atan(v); }},
+          {"asinh", {}, [](double v) { return std::asinh(v); }},
           {"elu",
            {{"alpha", 0.7}},
            [](double v) { return v < 0 ? 0.7 * (std::exp(v) - 1) : v; }},
@@ -1670,6 +1676,24 @@ TEST(Kernels, ResizeNearestAndLinear) {
   EXPECT_NE(r.error.find("scales needs one entry per dimension"),
             std::string::npos)
       << r.error;
+}
+
+TEST(Kernels, HardmaxIsInfAndGlobalMaxPool) {
+  // Ties go to the first largest, as ONNX's reference (argmax) does.
+  auto y = runF32("hardmax", {f32({2, 3}, {1, 3, 3, -1, -2, -5})}, {2, 3},
+                  {{"axis", int64_t(1)}});
+  expectNear(y, {0, 1, 0, 1, 0, 0});
+  y = runF32("hardmax", {f32({2, 3}, {1, 3, 3, -1, -2, -5})}, {2, 3},
+             {{"axis", int64_t(0)}});
+  expectNear(y, {1, 1, 1, 0, 0, 0});
+  float inf = std::numeric_limits<float>::infinity();
+  Result r = runOp("is_inf", {f32({4}, {inf, -inf, 1, std::nanf("")})},
+                   {{BOOL, {4}}}, {{"detect_positive", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 0}));
+  y = runF32("global_max_pool", {f32({1, 2, 2, 2}, {1, 5, -2, 3, -1, -4, -3, -2})},
+             {1, 2, 1, 1});
+  expectNear(y, {5, -1});
 }
 
 TEST(Kernels, PReluAndXorBroadcast) {

@@ -94,3 +94,20 @@ func.func @resize(%x: tensor<1x3x4x4xf32>) -> (tensor<1x3x8x8xf32>, tensor<1x3x6
   %b = onnx.Resize %x, %none, %empty, %sizes {coordinate_transformation_mode = "align_corners", mode = "linear"} : (tensor<1x3x4x4xf32>, none, tensor<0xf32>, tensor<4xi64>) -> tensor<1x3x6x3xf32>
   return %a, %b : tensor<1x3x8x8xf32>, tensor<1x3x6x3xf32>
 }
+
+// Hardmax keeps its (non-negative) axis, IsInf its flags; the
+// trigonometric functions, Round and GlobalMaxPool have no parameters.
+// CHECK-LABEL: func.func @more_unary
+// CHECK-NEXT: fsdp.kernel "hardmax"(%arg0) params {axis = 3 : i64}
+// CHECK-NEXT: fsdp.kernel "is_inf"(%arg0) params {detect_negative = 0 : i64, detect_positive = 1 : i64}
+// CHECK-NEXT: fsdp.kernel "round"(%arg0)
+// CHECK-NEXT: fsdp.kernel "atanh"(%arg0)
+// CHECK-NEXT: fsdp.kernel "global_max_pool"(%arg0)
+func.func @more_unary(%x: tensor<1x3x4x4xf32>) -> (tensor<1x3x4x4xf32>, tensor<1x3x4x4xi1>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x1x1xf32>) {
+  %h = onnx.Hardmax %x : (tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %i = onnx.IsInf %x {detect_negative = 0 : i64} : (tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xi1>
+  %r = onnx.Round %x : (tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %a = onnx.Atanh %x : (tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %g = onnx.GlobalMaxPool %x : (tensor<1x3x4x4xf32>) -> tensor<1x3x1x1xf32>
+  return %h, %i, %r, %a, %g : tensor<1x3x4x4xf32>, tensor<1x3x4x4xi1>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x1x1xf32>
+}

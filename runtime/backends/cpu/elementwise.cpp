@@ -494,6 +494,55 @@ void registerElementwise(Registry &r) {
         a, [](float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; },
         [](int64_t x) { return int64_t(x > 0) - int64_t(x < 0); });
   };
+  // Halves to even, as ONNX's Round (numpy.round) does.
+  r["round"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::nearbyint(x); });
+  };
+  r["tan"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::tan(x); });
+  };
+  r["sinh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::sinh(x); });
+  };
+  r["cosh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::cosh(x); });
+  };
+  r["asin"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::asin(x); });
+  };
+  r["acos"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::acos(x); });
+  };
+  r["atan"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::atan(x); });
+  };
+  r["asinh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::asinh(x); });
+  };
+  r["acosh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::acosh(x); });
+  };
+  r["atanh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::atanh(x); });
+  };
+  r["is_inf"] = [](KernelArgs &a) {
+    requireArity(a, 1, 1, 1);
+    requireDtype(a.in[0], FSDPRT_F32, "the input");
+    requireDtype(a.out[0], FSDPRT_BOOL, "the output");
+    bool negative = a.attrs.getInt("detect_negative", 1) != 0;
+    bool positive = a.attrs.getInt("detect_positive", 1) != 0;
+    Tensor x = a.in[0], y = a.out[0];
+    require(x.shape == y.shape, "input " + shapeString(x.shape) +
+                                    " and output " + shapeString(y.shape) +
+                                    " differ in shape");
+    return KernelFn([=]() {
+      parallelFor(x.numel, 1, [&](int64_t i) {
+        float v = x.as<float>()[i];
+        y.as<uint8_t>()[i] = std::isinf(v) && (v < 0 ? negative : positive);
+      });
+      return std::string();
+    });
+  };
   r["softsign"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return x / (1.0f + std::fabs(x)); });
   };

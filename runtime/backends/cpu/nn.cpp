@@ -66,6 +66,32 @@ KernelFn softmax(KernelArgs &args, bool log) {
   };
 }
 
+/// ONNX Hardmax: 1 at the first largest value along the axis, 0 elsewhere.
+KernelFn hardmax(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireF32(args);
+  Tensor x = args.in[0], y = args.out[0];
+  requireSameShape(x, y);
+  int64_t axis = axisOf(args, x);
+  int64_t n = x.shape.empty() ? 1 : x.shape[axis];
+  int64_t inner = product(x.shape, axis + 1, x.shape.size());
+  int64_t outer = n != 0 && inner != 0 ? x.numel / (n * inner) : 0;
+  return [=]() {
+    parallelFor(outer * inner, n, [&](int64_t idx) {
+      int64_t o = idx / inner, i = idx % inner;
+      const float *px = x.as<float>() + o * n * inner + i;
+      float *py = y.as<float>() + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t j = 1; j < n; ++j)
+        if (px[j * inner] > px[best * inner])
+          best = j;
+      for (int64_t j = 0; j < n; ++j)
+        py[j * inner] = j == best ? 1.0f : 0.0f;
+    });
+    return std::string();
+  };
+}
+
 /// How a normalisation reads its scale or bias at each of the `cols`
 /// normalised elements of a row: a step of 1 (same shape), 0 (one value)
 /// or, for a partial broadcast, an index per element.
@@ -415,6 +441,34 @@ KernelFn poolGrad(KernelArgs &args) {
             p.visit(i, j, false, [&](int64_t at) { pdx[at] += share; });
           }
         }
+    });
+    return std::string();
+  };
+}
+
+/// The largest value over all spatial dims (NaN wins, as torch's amax).
+KernelFn globalMaxPool(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireF32(args);
+  Tensor x = args.in[0], y = args.out[0];
+  require(x.shape.size() >= 3,
+          "x must be [N, C, spatial...], not " + shapeString(x.shape));
+  std::vector<int64_t> expected(x.shape.size(), 1);
+  expected[0] = x.shape[0];
+  expected[1] = x.shape[1];
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
+  int64_t inner = product(x.shape, 2, x.shape.size());
+  return [=]() {
+    parallelFor(y.numel, inner, [&](int64_t r) {
+      float best = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < inner; ++j) {
+        float v = x.as<float>()[r * inner + j];
+        best = v > best || v != v ? v : best;
+        if (v != v)
+          break;
+      }
+      y.as<float>()[r] = best;
     });
     return std::string();
   };
@@ -919,6 +973,8 @@ void registerNN(Registry &r) {
   r["max_pool"] = [](KernelArgs &a) { return pool(a, true); };
   r["average_pool"] = [](KernelArgs &a) { return pool(a, false); };
   r["global_average_pool"] = globalAveragePool;
+  r["global_max_pool"] = globalMaxPool;
+  r["hardmax"] = hardmax;
   r["resize"] = resize;
   r["pool_grad"] = poolGrad;
   r["reduce_sum"] = [](KernelArgs &a) { return reduce(a, Reduce::Sum); };

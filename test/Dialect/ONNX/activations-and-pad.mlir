@@ -29,6 +29,14 @@ func.func @activations(%x: tensor<2x3x4x4xf32>, %slope: tensor<3x1x1xf32>,
   %9 = onnx.Softsign %8 : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   // CHECK: onnx.Xor %{{.*}}, %{{.*}} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
   %10 = onnx.Xor %p, %q : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  // CHECK: onnx.Hardmax %{{.*}} {axis = 1 : i64}
+  %11 = onnx.Hardmax %x {axis = 1 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: onnx.IsInf %{{.*}} {detect_positive = 0 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xi1>
+  %12 = onnx.IsInf %x {detect_positive = 0 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xi1>
+  // CHECK: onnx.GlobalMaxPool
+  %13 = onnx.GlobalMaxPool %x : (tensor<2x3x4x4xf32>) -> tensor<2x3x1x1xf32>
+  // CHECK: onnx.Acosh
+  %14 = onnx.Acosh %x : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   return
 }
 

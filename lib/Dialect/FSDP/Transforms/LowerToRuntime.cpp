@@ -413,7 +413,7 @@ struct LowerAttention : KernelPattern<AttentionOp> {
   }
 };
 
-/// Softmax and LogSoftmax along one normalised axis.
+/// Softmax, LogSoftmax and Hardmax along one normalised axis.
 template <typename SoftmaxLikeOp>
 struct LowerSoftmax : KernelPattern<SoftmaxLikeOp> {
   using KernelPattern<SoftmaxLikeOp>::KernelPattern;
@@ -933,6 +933,23 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<PlainKernel<HardSwishOp>>(context, "hard_swish");
   patterns.add<PlainKernel<SignOp>>(context, "sign");
   patterns.add<PlainKernel<SoftsignOp>>(context, "softsign");
+  patterns.add<PlainKernel<RoundOp>>(context, "round");
+  patterns.add<PlainKernel<TanOp>>(context, "tan");
+  patterns.add<PlainKernel<SinhOp>>(context, "sinh");
+  patterns.add<PlainKernel<CoshOp>>(context, "cosh");
+  patterns.add<PlainKernel<AsinOp>>(context, "asin");
+  patterns.add<PlainKernel<AcosOp>>(context, "acos");
+  patterns.add<PlainKernel<AtanOp>>(context, "atan");
+  patterns.add<PlainKernel<AsinhOp>>(context, "asinh");
+  patterns.add<PlainKernel<AcoshOp>>(context, "acosh");
+  patterns.add<PlainKernel<AtanhOp>>(context, "atanh");
+  patterns.add<PlainKernel<GlobalMaxPoolOp>>(context, "global_max_pool");
+  patterns.add<LowerActivation<IsInfOp>>(
+      context, "is_inf", +[](IsInfOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{
+            l.i64("detect_negative", op.getDetectNegative()),
+            l.i64("detect_positive", op.getDetectPositive())};
+      });
   patterns.add<LowerActivation<HardSigmoidOp>>(
       context, "hard_sigmoid", +[](HardSigmoidOp op, Lowering &l) {
         return SmallVector<NamedAttribute>{l.f32("alpha", op.getAlpha()),
@@ -974,6 +991,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
                                                             "attention_grad");
   patterns.add<LowerSoftmax<SoftmaxOp>>(context, "softmax");
   patterns.add<LowerSoftmax<LogSoftmaxOp>>(context, "log_softmax");
+  patterns.add<LowerSoftmax<HardmaxOp>>(context, "hardmax");
   patterns.add<LowerLayerNorm>(context, "layer_norm");
   patterns.add<LowerRMSNorm>(context, "rms_norm");
   patterns.add<LowerBatchNorm>(context, "batch_norm");

@@ -127,6 +127,7 @@ static LogicalResult verifyAxisOp(AxisOp op) {
 }
 LogicalResult SoftmaxOp::verify() { return verifyAxisOp(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxisOp(*this); }
+LogicalResult HardmaxOp::verify() { return verifyAxisOp(*this); }
 
 LogicalResult LayerNormalizationOp::verify() {
   RankedTensorType x = tensorType(getX());

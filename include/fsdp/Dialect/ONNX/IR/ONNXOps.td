@@ -118,13 +118,20 @@ def ONNX_IdentityOp : ONNX_ViewOp<"Identity", [SameOperandsAndResultShape,
 
 def ONNX_IsNaNOp : ONNX_UnaryOp<"IsNaN">;
 
+def ONNX_IsInfOp : ONNX_UnaryOp<"IsInf"> {
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedAttr<I64Attr, "1">:$detect_negative,
+                   DefaultValuedAttr<I64Attr, "1">:$detect_positive);
+}
+
 def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu", [SameOperandsAndResultElementType]> {
   let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
 }
 
 // Activations with ONNX's default constants (HardSwish is HardSigmoid with
 // alpha 1/6, beta 0.5, times x; Sign and Softsign have none).
-foreach name = ["HardSwish", "Sign", "Softsign"] in
+foreach name = ["HardSwish", "Sign", "Softsign", "Round", "Tan", "Sinh",
+                "Cosh", "Asin", "Acos", "Atan", "Asinh", "Acosh", "Atanh"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
 
 def ONNX_HardSigmoidOp : ONNX_UnaryOp<"HardSigmoid",
@@ -269,6 +276,7 @@ class ONNX_AxisOp<string mnemonic, string defaultAxis>
 }
 def ONNX_SoftmaxOp : ONNX_AxisOp<"Softmax", "-1">;
 def ONNX_LogSoftmaxOp : ONNX_AxisOp<"LogSoftmax", "-1">;
+def ONNX_HardmaxOp : ONNX_AxisOp<"Hardmax", "-1">;
 
 def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization"> {
   let summary = "ONNX `LayerNormalization` over the axes from `axis` on";
@@ -377,6 +385,11 @@ def ONNX_AveragePoolOp : ONNX_PoolOp<"AveragePool"> {
 }
 def ONNX_GlobalAveragePoolOp : ONNX_Op<"GlobalAveragePool"> {
   let summary = "ONNX `GlobalAveragePool`";
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+}
+def ONNX_GlobalMaxPoolOp : ONNX_Op<"GlobalMaxPool"> {
+  let summary = "ONNX `GlobalMaxPool`";
   let arguments = (ins ONNX_Tensor:$X);
   let results = (outs ONNX_Tensor:$Y);
 }
