@@ -79,3 +79,24 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// ConvTranspose: dX is the convolution it transposes applied to g, dW that
+// convolution's weight gradient with g as its input, dB the sum of g.
+// CHECK-LABEL: func.func @forward
+// CHECK: fsdp.conv_grad_weight %{{.*}}, %arg0 {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x6x6xf32>, tensor<1x3x3x3xf32>) -> tensor<3x2x3x3xf32>
+// CHECK: onnx.ReduceSum %{{.*}} : (tensor<1x2x6x6xf32>, tensor<3xi64>) -> tensor<1x2x1x1xf32>
+module {
+  fsdp.param @w : tensor<3x2x3x3xf32> at <"m.onnx", offset = 0, length = 216>
+  fsdp.param @b : tensor<2xf32> at <"m.onnx", offset = 216, length = 8>
+  func.func @forward(%x: tensor<1x3x3x3xf32>) -> (tensor<f32> {fsdp.name = "loss"}) {
+    %w = fsdp.get_param @w : tensor<3x2x3x3xf32>
+    %b = fsdp.get_param @b : tensor<2xf32>
+    %y = onnx.ConvTranspose %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, output_padding = array<i64: 1, 1>} : (tensor<1x3x3x3xf32>, tensor<3x2x3x3xf32>, tensor<2xf32>) -> tensor<1x2x6x6xf32>
+    %sq = onnx.Mul %y, %y : (tensor<1x2x6x6xf32>, tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xf32>
+    %axes = onnx.Constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+    %loss = onnx.ReduceSum %sq, %axes {keepdims = 0 : i64} : (tensor<1x2x6x6xf32>, tensor<4xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

@@ -111,3 +111,21 @@ func.func @more_unary(%x: tensor<1x3x4x4xf32>) -> (tensor<1x3x4x4xf32>, tensor<1
   %g = onnx.GlobalMaxPool %x : (tensor<1x3x4x4xf32>) -> tensor<1x3x1x1xf32>
   return %h, %i, %r, %a, %g : tensor<1x3x4x4xf32>, tensor<1x3x4x4xi1>, tensor<1x3x4x4xf32>, tensor<1x3x4x4xf32>, tensor<1x3x1x1xf32>
 }
+
+// ConvTranspose: conv_grad_input under the window of the convolution it
+// transposes (its end pads sized so it maps Y back to X), the bias added
+// per channel through a view. With output_shape
+// [10, 8] (strides 3, 2; 3x3 kernel on 3x3) ONNX derives pads whose end
+// is negative: the kernel's end pads are 0, the extra rows stay zero.
+// CHECK-LABEL: func.func @conv_transpose
+// CHECK-NEXT: %[[T:.*]] = fsdp.kernel "conv_grad_input"(%arg0, %arg1) params {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 0, 0>, strides = array<i64: 2, 2>}
+// CHECK-NEXT: %[[B:.*]] = fsdp.view %arg2 : tensor<2xf32> to tensor<2x1x1xf32>
+// CHECK-NEXT: %[[Y:.*]] = fsdp.kernel "add"(%[[T]], %[[B]])
+// CHECK-NEXT: fsdp.kernel "conv_grad_input"(%arg3, %arg4) params {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 3, 2>}
+func.func @conv_transpose(%x: tensor<1x3x3x3xf32>, %w: tensor<3x2x3x3xf32>, %b: tensor<2xf32>,
+                          %x2: tensor<1x1x3x3xf32>, %w2: tensor<1x2x3x3xf32>) -> (tensor<1x2x6x6xf32>, tensor<1x2x10x8xf32>) {
+  %none = onnx.NoValue
+  %y = onnx.ConvTranspose %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, output_padding = array<i64: 1, 1>} : (tensor<1x3x3x3xf32>, tensor<3x2x3x3xf32>, tensor<2xf32>) -> tensor<1x2x6x6xf32>
+  %y2 = onnx.ConvTranspose %x2, %w2, %none {strides = array<i64: 3, 2>, output_shape = array<i64: 10, 8>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x10x8xf32>
+  return %y, %y2 : tensor<1x2x6x6xf32>, tensor<1x2x10x8xf32>
+}

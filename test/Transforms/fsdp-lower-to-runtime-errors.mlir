@@ -128,3 +128,21 @@ func.func @resize_scales_at_run_time(%x: tensor<1x1x2x2xf32>, %scales: tensor<4x
   %y = onnx.Resize %x, %none, %scales, %none : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
   return %y : tensor<1x1x4x4xf32>
 }
+
+// -----
+
+func.func @conv_transpose_auto_pad(%x: tensor<1x1x3x3xf32>, %w: tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.ConvTranspose' op auto_pad "SAME_UPPER" is not supported; export with explicit pads}}
+  %y = onnx.ConvTranspose %x, %w, %none {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x6x6xf32>
+  return %y : tensor<1x2x6x6xf32>
+}
+
+// -----
+
+func.func @conv_transpose_too_far(%x: tensor<1x1x3x3xf32>, %w: tensor<1x2x3x3xf32>) -> tensor<1x2x9x7xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.ConvTranspose' op output dimension 0 (9) cannot come from the input's with begin pad 0}}
+  %y = onnx.ConvTranspose %x, %w, %none {strides = array<i64: 2, 2>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x9x7xf32>
+  return %y : tensor<1x2x9x7xf32>
+}

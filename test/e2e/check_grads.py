@@ -21,7 +21,8 @@ and BatchNorm; Log, Abs and a max over a dimension; strided and reversed
 slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits; a MobileNetV3-like
 block: HardSwish, a HardSigmoid squeeze-excite, per-channel PReLU, ELU and
-reflect, replicate and constant padding; nearest and bilinear upsampling),
+reflect, replicate and constant padding; nearest and bilinear upsampling and
+a transposed convolution),
 and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
@@ -177,20 +178,24 @@ class MobileBlock(nn.Module):
 class UpsampleDecoder(nn.Module):
     """Nearest and bilinear upsampling between convolutions: nn.Upsample
     (Resize asymmetric / floor), F.interpolate by a scale (pytorch_half_pixel)
-    and to a size with align_corners."""
+    and to a size with align_corners; a grouped, strided ConvTranspose2d
+    with output_padding."""
 
     def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
         self.conv2 = nn.Conv2d(6, 6, 3, stride=2)
-        self.head = nn.Linear(6, 5)
+        self.deconv = nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1,
+                                         output_padding=1, groups=2)
+        self.head = nn.Linear(4, 5)
 
     def forward(self, x):
         h = self.up(torch.tanh(self.conv1(x)))  # [N, 6, 8, 8]
         h = F.interpolate(h, scale_factor=1.5, mode="bilinear",
                           align_corners=False)  # [N, 6, 12, 12]
         h = torch.relu(self.conv2(h))  # [N, 6, 5, 5]
+        h = torch.tanh(self.deconv(h))  # [N, 4, 10, 10]
         h = F.interpolate(h, size=(7, 6), mode="bilinear", align_corners=True)
         return self.head(h.mean(dim=(2, 3)))
 

@@ -534,6 +534,41 @@ struct LowerConv : KernelPattern<ConvOp> {
   }
 };
 
+/// ConvTranspose is conv_grad_input (the transposed convolution) of X by W
+/// under the window of the convolution it transposes, plus the bias per
+/// channel.
+struct LowerConvTranspose : KernelPattern<ConvTransposeOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ConvTransposeOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (rankOf(op.getX()) != 3 && rankOf(op.getX()) != 4)
+      return l.fail("only 1-D and 2-D transposed convolutions are supported");
+    std::string why;
+    FailureOr<SmallVector<int64_t>> pads = convolutionPads(op, why);
+    if (failed(pads))
+      return l.fail(why);
+    SmallVector<NamedAttribute> params = {
+        l.ints("strides", op.getStridesOrDefault()), l.ints("pads", *pads),
+        l.ints("dilations", op.getDilationsOrDefault()),
+        l.i64("group", op.getGroup())};
+    if (isa<NoneType>(adaptor.getB().getType()))
+      return l.kernel(kernel, {adaptor.getX(), adaptor.getW()}, params);
+    auto transposed = l.rewriter.create<KernelOp>(
+        op.getLoc(), TypeRange{op.getY().getType()},
+        l.b.getStringAttr(kernel), ValueRange{adaptor.getX(), adaptor.getW()},
+        l.b.getDictionaryAttr(params));
+    SmallVector<int64_t> perChannel(rankOf(op.getX()) - 1, 1);
+    perChannel[0] = shapeOf(op.getB())[0];
+    Value bias = l.rewriter.create<ViewOp>(
+        op.getLoc(),
+        RankedTensorType::get(perChannel,
+                              cast<RankedTensorType>(op.getB().getType())
+                                  .getElementType()),
+        adaptor.getB());
+    return l.kernel("add", {transposed->getResult(0), bias});
+  }
+};
+
 struct LowerMaxPool : KernelPattern<MaxPoolOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(MaxPoolOp pool, OpAdaptor adaptor,
@@ -1000,6 +1035,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<RejectDropout>(context);
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");
+  patterns.add<LowerConvTranspose>(context, "conv_grad_input");
   patterns.add<LowerMaxPool>(context, "max_pool");
   patterns.add<LowerAveragePool>(context, "average_pool");
   patterns.add<PlainKernel<GlobalAveragePoolOp>>(context,

@@ -336,6 +336,53 @@ LogicalResult PReluOp::verify() {
   return success();
 }
 
+/// Python's `a // b`, as ONNX's pads from output_shape use it.
+static int64_t floorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+FailureOr<SmallVector<int64_t>>
+mlir::onnxir::convolutionPads(ConvTransposeOp op, std::string &why) {
+  int64_t n = op.getSpatialRank();
+  ArrayRef<int64_t> in = tensorType(op.getX()).getShape().drop_front(2);
+  ArrayRef<int64_t> out = op.getType().getShape().drop_front(2);
+  ArrayRef<int64_t> kernel = tensorType(op.getW()).getShape().drop_front(2);
+  SmallVector<int64_t> strides = op.getStridesOrDefault(),
+                       dilations = op.getDilationsOrDefault(),
+                       pads = op.getPadsOrDefault(),
+                       extraRows = valuesOrDefault(op.getOutputPadding(), n, 0);
+  std::optional<ArrayRef<int64_t>> shape = op.getOutputShape();
+  if (op.getAutoPad() != "NOTSET")
+    why = "auto_pad \"" + op.getAutoPad().str() +
+          "\" is not supported; export with explicit pads";
+  else if (static_cast<int64_t>(in.size()) != n ||
+           static_cast<int64_t>(kernel.size()) != n ||
+           static_cast<int64_t>(strides.size()) != n ||
+           static_cast<int64_t>(dilations.size()) != n ||
+           static_cast<int64_t>(pads.size()) != 2 * n ||
+           static_cast<int64_t>(extraRows.size()) != n ||
+           (shape && static_cast<int64_t>(shape->size()) < n))
+    why = "strides, pads, dilations, output_padding or output_shape do not "
+          "match the kernel rank";
+  for (int64_t d = 0; why.empty() && d < n; ++d) {
+    int64_t natural = strides[d] * (in[d] - 1) + (kernel[d] - 1) * dilations[d] + 1;
+    if (shape) {
+      int64_t total = natural + extraRows[d] - (*shape)[shape->size() - n + d];
+      pads[d] = total - floorDiv(total, 2);
+    }
+    int64_t extra = out[d] - (natural - pads[d]); // rows past the last window
+    if (pads[d] < 0 || extra >= strides[d])
+      why = "output dimension " + std::to_string(d) + " (" +
+            std::to_string(out[d]) +
+            ") cannot come from the input's with begin pad " +
+            std::to_string(pads[d]);
+    pads[d + n] = std::max<int64_t>(0, -extra);
+  }
+  if (!why.empty())
+    return failure();
+  return pads;
+}
+
 LogicalResult ResizeOp::verify() {
   StringRef mode = getMode(), nearest = getNearestMode(),
             transform = getCoordinateTransformationMode();

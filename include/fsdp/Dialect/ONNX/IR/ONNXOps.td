@@ -364,6 +364,29 @@ def ONNX_ConvOp : ONNX_WindowOp<"Conv", [{
   let hasVerifier = 1;
 }
 
+def ONNX_ConvTransposeOp : ONNX_WindowOp<"ConvTranspose", [{
+    return ::llvm::cast<::mlir::RankedTensorType>(getW().getType()).getRank() - 2;
+  }]> {
+  let summary = "ONNX `ConvTranspose`";
+  let description = [{
+    The transposed convolution (torch's `nn.ConvTranspose2d`): `W` is
+    `[C, M/group, k...]`; each input pixel scatters its kernel-weighted
+    values over the output, the window attributes being those of the
+    convolution it transposes. `pads` crop the output; `output_padding`
+    adds rows at its end; `output_shape`, when given, sets the pads.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_OptTensor:$B,
+                   DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_padding,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
 class ONNX_PoolOp<string mnemonic>
     : ONNX_WindowOp<mnemonic, [{ return getKernelShape().size(); }]> {
   let summary = "ONNX `" # mnemonic # "`";
