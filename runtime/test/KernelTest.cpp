@@ -223,7 +223,9 @@ TEST(Kernels, UnaryFunctions) {
            [](double v) { return v < 0 ? 0.2 * v : v; }},
           {"hard_sigmoid",
            {{"alpha", 0.25}, {"beta", 0.4}},
-           [](double v) { return std::min(1.0, std::max(0.0, 0.25 * v + 0.4)); }},
+           [](double v) {
+             return std::min(1.0, std::max(0.0, 0.25 * v + 0.4));
+           }},
           {"hard_swish",
            {},
            [](double v) {
@@ -253,7 +255,9 @@ TEST(Kernels, UnaryFunctions) {
            [](double v) { return v > 0.3 ? v : 0; }},
           {"shrink",
            {{"bias", 0.1}, {"lambd", 0.4}},
-           [](double v) { return v < -0.4 ? v + 0.1 : v > 0.4 ? v - 0.1 : 0; }},
+           [](double v) {
+             return v < -0.4 ? v + 0.1 : v > 0.4 ? v - 0.1 : 0;
+           }},
           {"clip",
            {{"min", -0.5}, {"max", 0.25}},
            [](double v) { return std::min(std::max(v, -0.5), 0.25); }},
@@ -1658,10 +1662,11 @@ TEST(Kernels, ResizeNearestAndLinear) {
              {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("linear")}});
   expectNear(y, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5,
                  2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  std::string corners = "align_corners";
   y = runF32("resize", {x}, {1, 1, 4, 4},
              {{"scales", Floats{1, 1, 2, 2}},
               {"mode", std::string("linear")},
-              {"coordinate_transformation_mode", std::string("align_corners")}});
+              {"coordinate_transformation_mode", corners}});
   double t = 1.0 / 3, u = 2.0 / 3;
   expectNear(y, {1, 1 + t, 1 + u, 2, 1 + u, 2, 2 + t, 2 + u,
                  2 + t, 2 + u, 3, 3 + t, 3, 3 + t, 3 + u, 4},
@@ -1691,8 +1696,8 @@ TEST(Kernels, HardmaxIsInfAndGlobalMaxPool) {
                    {{BOOL, {4}}}, {{"detect_positive", int64_t(0)}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 0}));
-  y = runF32("global_max_pool", {f32({1, 2, 2, 2}, {1, 5, -2, 3, -1, -4, -3, -2})},
-             {1, 2, 1, 1});
+  y = runF32("global_max_pool",
+             {f32({1, 2, 2, 2}, {1, 5, -2, 3, -1, -4, -3, -2})}, {1, 2, 1, 1});
   expectNear(y, {5, -1});
 }
 

@@ -1345,7 +1345,8 @@ static onnx::NodeProto asCast(const onnx::NodeProto &castLike,
   onnx::AttributeProto *to = cast.add_attribute();
   to->set_name("to");
   to->set_type(onnx::AttributeProto::INT);
-  to->set_i(output == types.end() ? 0 : output->second.tensor_type().elem_type());
+  to->set_i(output == types.end() ? 0
+                                  : output->second.tensor_type().elem_type());
   return cast;
 }
 

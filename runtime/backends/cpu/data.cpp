@@ -241,8 +241,7 @@ KernelFn padOf(Tensor x, Tensor y, std::vector<int64_t> pads, PadMode mode,
   std::vector<int64_t> xStrides = stridesOf(x.shape);
   std::vector<int64_t> lastSource;
   for (int64_t j = 0; rank && j < inner; ++j)
-    lastSource.push_back(
-        padSource(j, x.shape.back(), pads[rank - 1], mode));
+    lastSource.push_back(padSource(j, x.shape.back(), pads[rank - 1], mode));
   return [=]() {
     parallelFor(rows, inner, [&](int64_t row) {
       T *dst = y.as<T>() + row * inner;
@@ -259,8 +258,8 @@ KernelFn padOf(Tensor x, Tensor y, std::vector<int64_t> pads, PadMode mode,
       }
       const T *src = x.as<T>() + from;
       for (int64_t j = 0; j < inner; ++j)
-        dst[j] = rank && lastSource[j] < 0 ? fill
-                                           : src[rank ? lastSource[j] : 0];
+        dst[j] =
+            rank && lastSource[j] < 0 ? fill : src[rank ? lastSource[j] : 0];
     });
     return std::string();
   };
@@ -271,7 +270,8 @@ PadMode padMode(const std::string &name) {
     return PadMode::Constant;
   if (name == "reflect")
     return PadMode::Reflect;
-  require(name == "edge", "mode must be constant, reflect or edge, not " + name);
+  require(name == "edge",
+          "mode must be constant, reflect or edge, not " + name);
   return PadMode::Edge;
 }
 

@@ -491,7 +491,9 @@ void registerElementwise(Registry &r) {
   };
   r["sign"] = [](KernelArgs &a) {
     return signedUnary(
-        a, [](float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : x; },
+        a, [](float x) { return x > 0   ? 1.0f
+                                : x < 0 ? -1.0f
+                                        : x; },
         [](int64_t x) { return int64_t(x > 0) - int64_t(x < 0); });
   };
   // Halves to even, as ONNX's Round (numpy.round) does.
@@ -548,9 +550,8 @@ void registerElementwise(Registry &r) {
   };
   r["elu"] = [](KernelArgs &a) {
     float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
-    return unary(a, [alpha](float x) {
-      return x < 0 ? alpha * std::expm1(x) : x;
-    });
+    return unary(
+        a, [alpha](float x) { return x < 0 ? alpha * std::expm1(x) : x; });
   };
   r["selu"] = [](KernelArgs &a) {
     float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.6732632));

@@ -524,7 +524,8 @@ int64_t resizeRound(double x, const std::string &mode) {
   if (mode == "ceil")
     return static_cast<int64_t>(std::ceil(x));
   if (x - floor == 0.5)
-    return static_cast<int64_t>(mode == "round_prefer_ceil" ? floor + 1 : floor);
+    return static_cast<int64_t>(mode == "round_prefer_ceil" ? floor + 1
+                                                            : floor);
   return static_cast<int64_t>(std::round(x));
 }
 
@@ -540,7 +541,8 @@ std::vector<ResizeTap> resizeTaps(int64_t n, int64_t m, double scale,
   std::string mode = args.attrs.getString("mode", "nearest");
   std::string transform =
       args.attrs.getString("coordinate_transformation_mode", "half_pixel");
-  std::string nearest = args.attrs.getString("nearest_mode", "round_prefer_floor");
+  std::string nearest =
+      args.attrs.getString("nearest_mode", "round_prefer_floor");
   auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
   std::vector<ResizeTap> taps;
   for (int64_t j = 0; j < m; ++j) {
@@ -561,7 +563,8 @@ void requireResizeModes(const KernelArgs &args) {
   std::string mode = args.attrs.getString("mode", "nearest");
   std::string transform =
       args.attrs.getString("coordinate_transformation_mode", "half_pixel");
-  std::string nearest = args.attrs.getString("nearest_mode", "round_prefer_floor");
+  std::string nearest =
+      args.attrs.getString("nearest_mode", "round_prefer_floor");
   require(mode == "nearest" || mode == "linear",
           "mode must be nearest or linear, not " + mode);
   require(transform == "half_pixel" || transform == "pytorch_half_pixel" ||

@@ -268,7 +268,8 @@ template <typename SourceOp> struct LowerActivation : KernelPattern<SourceOp> {
 /// absent) becomes the `value` parameter.
 struct LowerPad : KernelPattern<PadOp> {
   using KernelPattern::KernelPattern;
-  LogicalResult lower(PadOp pad, OpAdaptor adaptor, Lowering &l) const override {
+  LogicalResult lower(PadOp pad, OpAdaptor adaptor,
+                      Lowering &l) const override {
     FailureOr<SmallVector<int64_t>> pads =
         l.constantInts(adaptor.getPads(), "pads");
     if (failed(pads))
@@ -554,16 +555,16 @@ struct LowerConvTranspose : KernelPattern<ConvTransposeOp> {
     if (isa<NoneType>(adaptor.getB().getType()))
       return l.kernel(kernel, {adaptor.getX(), adaptor.getW()}, params);
     auto transposed = l.rewriter.create<KernelOp>(
-        op.getLoc(), TypeRange{op.getY().getType()},
-        l.b.getStringAttr(kernel), ValueRange{adaptor.getX(), adaptor.getW()},
+        op.getLoc(), TypeRange{op.getY().getType()}, l.b.getStringAttr(kernel),
+        ValueRange{adaptor.getX(), adaptor.getW()},
         l.b.getDictionaryAttr(params));
     SmallVector<int64_t> perChannel(rankOf(op.getX()) - 1, 1);
     perChannel[0] = shapeOf(op.getB())[0];
     Value bias = l.rewriter.create<ViewOp>(
         op.getLoc(),
-        RankedTensorType::get(perChannel,
-                              cast<RankedTensorType>(op.getB().getType())
-                                  .getElementType()),
+        RankedTensorType::get(
+            perChannel,
+            cast<RankedTensorType>(op.getB().getType()).getElementType()),
         adaptor.getB());
     return l.kernel("add", {transposed->getResult(0), bias});
   }

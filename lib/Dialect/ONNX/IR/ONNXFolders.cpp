@@ -266,7 +266,8 @@ OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
 
 /// A Pad that adds nothing is its input.
 OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
-  DenseIntElementsAttr pads = dyn_cast_or_null<DenseIntElementsAttr>(adaptor.getPads());
+  DenseIntElementsAttr pads =
+      dyn_cast_or_null<DenseIntElementsAttr>(adaptor.getPads());
   if (!pads || getData().getType() != getType() ||
       !llvm::all_of(pads.getValues<APInt>(),
                     [](const APInt &v) { return v.isZero(); }))
@@ -444,10 +445,10 @@ SlicedAxis sliceAxis(int64_t start, int64_t end, int64_t step, int64_t size) {
   int64_t span = step > 0 ? stop - begin : begin - stop;
   uint64_t magnitude =
       step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
-  int64_t count =
-      span <= 0 ? 0
-                : static_cast<int64_t>((static_cast<uint64_t>(span) - 1) /
-                                           magnitude + 1);
+  int64_t count = span <= 0
+                      ? 0
+                      : static_cast<int64_t>(
+                            (static_cast<uint64_t>(span) - 1) / magnitude + 1);
   return {begin, step, count};
 }
 
@@ -477,7 +478,8 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   SmallVector<SlicedAxis> sliced;
   for (int64_t d = 0; d < rank; ++d)
     sliced.push_back({0, 1, shape[d]});
-  for (auto [axis, start, end, step] : llvm::zip(*axes, *starts, *ends, *steps)) {
+  for (auto [axis, start, end, step] :
+       llvm::zip(*axes, *starts, *ends, *steps)) {
     int64_t a = axis < 0 ? axis + rank : axis;
     if (a < 0 || a >= rank || shape[a] == 0)
       return {};

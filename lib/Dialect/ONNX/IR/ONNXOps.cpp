@@ -365,7 +365,8 @@ mlir::onnxir::convolutionPads(ConvTransposeOp op, std::string &why) {
     why = "strides, pads, dilations, output_padding or output_shape do not "
           "match the kernel rank";
   for (int64_t d = 0; why.empty() && d < n; ++d) {
-    int64_t natural = strides[d] * (in[d] - 1) + (kernel[d] - 1) * dilations[d] + 1;
+    int64_t natural =
+        strides[d] * (in[d] - 1) + (kernel[d] - 1) * dilations[d] + 1;
     if (shape) {
       int64_t total = natural + extraRows[d] - (*shape)[shape->size() - n + d];
       pads[d] = total - floorDiv(total, 2);
@@ -389,11 +390,12 @@ LogicalResult ResizeOp::verify() {
   if (mode != "nearest" && mode != "linear" && mode != "cubic")
     return emitOpError() << "mode must be nearest, linear or cubic, not '"
                          << mode << "'";
-  if (!llvm::is_contained({"round_prefer_floor", "round_prefer_ceil", "floor",
-                           "ceil"},
-                          nearest))
-    return emitOpError() << "nearest_mode '" << nearest << "' is not one of "
-                         << "round_prefer_floor, round_prefer_ceil, floor, ceil";
+  if (!llvm::is_contained(
+          {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"},
+          nearest))
+    return emitOpError()
+           << "nearest_mode '" << nearest << "' is not one of "
+           << "round_prefer_floor, round_prefer_ceil, floor, ceil";
   if (!llvm::is_contained({"half_pixel", "pytorch_half_pixel", "align_corners",
                            "asymmetric", "tf_half_pixel_for_nn",
                            "tf_crop_and_resize"},
@@ -402,7 +404,8 @@ LogicalResult ResizeOp::verify() {
                          << "' is not an ONNX one";
   if (getType().getRank() != tensorType(getX()).getRank())
     return emitOpError() << "result rank " << getType().getRank()
-                         << " differs from X's " << tensorType(getX()).getRank();
+                         << " differs from X's "
+                         << tensorType(getX()).getRank();
   return expectElement(*this, "the result", getType().getElementType(),
                        elementOf(getX()));
 }
@@ -414,9 +417,9 @@ std::optional<SmallVector<double>> ResizeOp::getConstantScales() {
       matchPattern(getScales(), m_Constant(&scales)) && !scales.empty()) {
     if (scales.getNumElements() != x.getRank())
       return std::nullopt;
-    return llvm::to_vector(llvm::map_range(
-        scales.getValues<APFloat>(),
-        [](const APFloat &v) { return v.convertToDouble(); }));
+    return llvm::to_vector(
+        llvm::map_range(scales.getValues<APFloat>(),
+                        [](const APFloat &v) { return v.convertToDouble(); }));
   }
   DenseIntElementsAttr sizes;
   if (isa<NoneType>(getSizes().getType()) ||
@@ -443,8 +446,10 @@ LogicalResult PadOp::verify() {
       failed(expectElement(*this, "the result", getType().getElementType(),
                            data.getElementType())))
     return failure();
-  if (pads.getRank() != 1 || !compatible(pads.getDimSize(0), 2 * data.getRank()))
-    return emitOpError() << "pads must be a 1-D tensor of " << 2 * data.getRank()
+  if (pads.getRank() != 1 ||
+      !compatible(pads.getDimSize(0), 2 * data.getRank()))
+    return emitOpError() << "pads must be a 1-D tensor of "
+                         << 2 * data.getRank()
                          << " values (a begin and an end per axis), not "
                          << pads;
   if (!isa<NoneType>(getConstantValue().getType()) &&

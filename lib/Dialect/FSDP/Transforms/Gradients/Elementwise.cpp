@@ -224,9 +224,9 @@ LogicalResult backward(HardSwishOp op, GradientContext &ctx) {
   Value upper = bb.op<WhereOp>(
       r.yt, {bb.op<LessOrEqualOp>(mask, {x, bb.scalar(3, r.element)}),
              bb.mul(r.g, ramp, r.yt), r.g});
-  r.give(0, bb.op<WhereOp>(
-                r.yt, {bb.op<LessOp>(mask, {x, bb.scalar(-3, r.element)}),
-                       bb.scalar(0, r.element), upper}));
+  r.give(0, bb.op<WhereOp>(r.yt,
+                           {bb.op<LessOp>(mask, {x, bb.scalar(-3, r.element)}),
+                            bb.scalar(0, r.element), upper}));
   return success();
 }
 
@@ -238,8 +238,8 @@ LogicalResult backward(PReluOp op, GradientContext &ctx) {
   Value x = op.getX(), zero = bb.scalar(0, r.element);
   Value positive = bb.op<GreaterOp>(maskLike(x, bb), {x, zero});
   if (r.active(x))
-    r.give(0, bb.op<WhereOp>(r.yt, {positive, r.g,
-                                    bb.mul(r.g, op.getSlope(), r.yt)}));
+    r.give(0, bb.op<WhereOp>(
+                  r.yt, {positive, r.g, bb.mul(r.g, op.getSlope(), r.yt)}));
   if (r.active(op.getSlope()))
     r.give(1, bb.op<WhereOp>(r.yt, {positive, zero, bb.mul(r.g, x, r.yt)}));
   return success();
@@ -253,10 +253,10 @@ LogicalResult backward(EluOp op, GradientContext &ctx) {
   Value negative = bb.mul(
       r.g, bb.add(r.y, bb.scalar(op.getAlpha().convertToDouble(), r.element)),
       r.yt);
-  r.give(0, bb.op<WhereOp>(
-                r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
-                                        {x, bb.scalar(0, r.element)}),
-                       r.g, negative}));
+  r.give(0,
+         bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
+                                                {x, bb.scalar(0, r.element)}),
+                               r.g, negative}));
   return success();
 }
 

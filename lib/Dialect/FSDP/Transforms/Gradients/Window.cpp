@@ -69,8 +69,8 @@ LogicalResult backward(ConvTransposeOp op, GradientContext &ctx) {
       b.getNamedAttr("group", b.getI64IntegerAttr(op.getGroup()))};
   if (r.active(op.getX())) {
     Value none = b.create<NoValueOp>(op.getLoc(), b.getNoneType());
-    r.give(0, bb.op<ConvOp>(op.getX().getType(), {r.g, op.getW(), none},
-                            window));
+    r.give(0,
+           bb.op<ConvOp>(op.getX().getType(), {r.g, op.getW(), none}, window));
   }
   if (r.active(op.getW()))
     r.give(1, bb.op<mlir::fsdp::ConvGradWeightOp>(op.getW().getType(),
