@@ -57,6 +57,8 @@ public:
   std::string getString(const char *name, const std::string &fallback) const;
   std::vector<int64_t> getInts(const char *name,
                                std::vector<int64_t> fallback) const;
+  std::vector<double> getFloats(const char *name,
+                                std::vector<double> fallback) const;
   bool has(const char *name) const { return find(name) != nullptr; }
 
 private:

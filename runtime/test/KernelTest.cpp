@@ -274,6 +274,43 @@ TEST(Kernels, UnaryFunctions) {
           {"leaky_relu",
            {{"alpha", 0.2}},
            [](double v) { return v < 0 ? 0.2 * v : v; }},
+          {"hard_sigmoid",
+           {{"alpha", 0.25}, {"beta", 0.4}},
+           [](double v) {
+             return std::min(1.0, std::max(0.0, 0.25 * v + 0.4));
+           }},
+          {"hard_swish",
+           {},
+           [](double v) {
+             return v * std::min(1.0, std::max(0.0, (v + 3) / 6));
+           }},
+          {"sign", {}, [](double v) { return double((v > 0) - (v < 0)); }},
+          {"softsign", {}, [](double v) { return v / (1 + std::fabs(v)); }},
+          {"round", {}, [](double v) { return std::nearbyint(v); }},
+          {"tan", {}, [](double v) { return std::tan(v); }},
+          {"sinh", {}, [](double v) { return std::sinh(v); }},
+          {"cosh", {}, [](double v) { return std::cosh(v); }},
+          {"atan", {}, [](double v) { return std::atan(v); }},
+          {"asinh", {}, [](double v) { return std::asinh(v); }},
+          {"elu",
+           {{"alpha", 0.7}},
+           [](double v) { return v < 0 ? 0.7 * (std::exp(v) - 1) : v; }},
+          {"selu",
+           {{"alpha", 1.5}, {"gamma", 2.0}},
+           [](double v) { return 2 * (v <= 0 ? 1.5 * (std::exp(v) - 1) : v); }},
+          {"celu",
+           {{"alpha", 2.0}},
+           [](double v) {
+             return std::max(0.0, v) + std::min(0.0, 2 * (std::exp(v / 2) - 1));
+           }},
+          {"thresholded_relu",
+           {{"alpha", 0.3}},
+           [](double v) { return v > 0.3 ? v : 0; }},
+          {"shrink",
+           {{"bias", 0.1}, {"lambd", 0.4}},
+           [](double v) {
+             return v < -0.4 ? v + 0.1 : v > 0.4 ? v - 0.1 : 0;
+           }},
           {"clip",
            {{"min", -0.5}, {"max", 0.25}},
            [](double v) { return std::min(std::max(v, -0.5), 0.25); }},
@@ -1827,6 +1864,125 @@ TEST(Kernels, TransposeSliceAndExpand) {
   r = runOp("expand", {boolean({2}, {1, 0})}, {{BOOL, {2, 2}}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{1, 0, 1, 0}));
+}
+
+TEST(Kernels, PadConstantReflectEdge) {
+  auto x = iota(2 * 3 * 4);
+  // pads [0, 2, 1] before, [1, 1, 3] after: [2, 3, 4] -> [3, 6, 8].
+  Shape pads = {0, 2, 1, 1, 1, 3}, out = {3, 6, 8};
+  // Where output index j of an axis of size n reads, by each mode's
+  // definition (numpy.pad's constant, reflect and edge); -1: the fill.
+  auto source = [](int64_t j, int64_t n, int64_t before,
+                   const std::string &mode) -> int64_t {
+    int64_t i = j - before;
+    if (i >= 0 && i < n)
+      return i;
+    if (mode == "constant")
+      return -1;
+    if (mode == "edge")
+      return std::clamp<int64_t>(i, 0, n - 1);
+    int64_t m = std::abs(i);
+    return m < n ? m : 2 * (n - 1) - m;
+  };
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    SCOPED_TRACE(mode);
+    // Every pad is smaller than its dim, as reflect needs.
+    auto y = runF32("pad", {f32({2, 3, 4}, x)}, out,
+                    {{"pads", pads}, {"mode", mode}, {"value", 2.5}});
+    std::vector<double> want;
+    for (int64_t a = 0; a < 3; ++a)
+      for (int64_t b = 0; b < 6; ++b)
+        for (int64_t c = 0; c < 8; ++c) {
+          int64_t i = source(a, 2, 0, mode), j = source(b, 3, 2, mode),
+                  k = source(c, 4, 1, mode);
+          want.push_back(i < 0 || j < 0 || k < 0 ? 2.5
+                                                 : x[(i * 3 + j) * 4 + k]);
+        }
+    expectNear(y, want);
+  }
+  Result r = runOp("pad", {i64({3}, {1, 2, 3})}, {{I64, {6}}},
+                   {{"pads", Shape{1, 2}}, {"value", -7.0}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int64_t>(),
+            (std::vector<int64_t>{-7, 1, 2, 3, -7, -7}));
+  r = runOp("pad", {f32({3}, {1, 2, 3})}, {{F32, {7}}},
+            {{"pads", Shape{3, 1}}, {"mode", std::string("reflect")}});
+  EXPECT_NE(r.error.find("reflect pads of dimension 0 must be smaller than "
+                         "its size"),
+            std::string::npos)
+      << r.error;
+  r = runOp("pad", {f32({3}, {1, 2, 3})}, {{F32, {5}}},
+            {{"pads", Shape{1, 1}}, {"mode", std::string("wrap")}});
+  EXPECT_NE(r.error.find("mode must be constant, reflect or edge, not wrap"),
+            std::string::npos)
+      << r.error;
+}
+
+// The expected values are ONNX's Resize examples (onnx/docs/Operators.md:
+// resize_upsample_scales_nearest, _linear and _linear_align_corners).
+TEST(Kernels, ResizeNearestAndLinear) {
+  auto x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  using Floats = std::vector<double>;
+  auto y = runF32("resize", {x}, {1, 1, 4, 6},
+                  {{"scales", Floats{1, 1, 2, 3}},
+                   {"mode", std::string("nearest")}});
+  expectNear(y, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2,
+                 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4});
+  y = runF32("resize", {x}, {1, 1, 4, 4},
+             {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("linear")}});
+  expectNear(y, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5,
+                 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+  std::string corners = "align_corners";
+  y = runF32("resize", {x}, {1, 1, 4, 4},
+             {{"scales", Floats{1, 1, 2, 2}},
+              {"mode", std::string("linear")},
+              {"coordinate_transformation_mode", corners}});
+  double t = 1.0 / 3, u = 2.0 / 3;
+  expectNear(y, {1, 1 + t, 1 + u, 2, 1 + u, 2, 2 + t, 2 + u,
+                 2 + t, 2 + u, 3, 3 + t, 3, 3 + t, 3 + u, 4},
+             1e-6);
+  Result r = runOp("resize", {x}, {{F32, {1, 1, 4, 4}}},
+                   {{"scales", Floats{1, 1, 2, 2}},
+                    {"mode", std::string("cubic")}});
+  EXPECT_NE(r.error.find("mode must be nearest or linear, not cubic"),
+            std::string::npos)
+      << r.error;
+  r = runOp("resize", {x}, {{F32, {1, 1, 4, 4}}}, {{"scales", Floats{2, 2}}});
+  EXPECT_NE(r.error.find("scales needs one entry per dimension"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, HardmaxIsInfAndGlobalMaxPool) {
+  // Ties go to the first largest, as ONNX's reference (argmax) does.
+  auto y = runF32("hardmax", {f32({2, 3}, {1, 3, 3, -1, -2, -5})}, {2, 3},
+                  {{"axis", int64_t(1)}});
+  expectNear(y, {0, 1, 0, 1, 0, 0});
+  y = runF32("hardmax", {f32({2, 3}, {1, 3, 3, -1, -2, -5})}, {2, 3},
+             {{"axis", int64_t(0)}});
+  expectNear(y, {1, 1, 1, 0, 0, 0});
+  float inf = std::numeric_limits<float>::infinity();
+  Result r = runOp("is_inf", {f32({4}, {inf, -inf, 1, std::nanf("")})},
+                   {{BOOL, {4}}}, {{"detect_positive", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 0}));
+  y = runF32("global_max_pool",
+             {f32({1, 2, 2, 2}, {1, 5, -2, 3, -1, -4, -3, -2})}, {1, 2, 1, 1});
+  expectNear(y, {5, -1});
+}
+
+TEST(Kernels, PReluAndXorBroadcast) {
+  auto x = randomFloats(2 * 3 * 4, 21), slope = randomFloats(3, 22);
+  auto y = runF32("prelu", {f32({2, 3, 4}, x), f32({3, 1}, slope)}, {2, 3, 4});
+  std::vector<double> want;
+  for (int i = 0; i < 24; ++i)
+    want.push_back(x[i] < 0 ? slope[i / 4 % 3] * x[i] : x[i]);
+  expectNear(y, want);
+  Result r = runOp("xor", {boolean({4}, {0, 1, 0, 1}), boolean({2, 1}, {0, 1})},
+                   {{BOOL, {2, 4}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(),
+            (std::vector<uint8_t>{0, 1, 0, 1, 1, 0, 1, 0}));
 }
 
 TEST(Kernels, CopyConcatAndSplit) {

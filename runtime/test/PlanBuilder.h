@@ -22,7 +22,8 @@
 namespace fsdprt::test {
 
 using Shape = std::vector<int64_t>;
-using AttrValue = std::variant<int64_t, double, std::string, Shape>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, Shape, std::vector<double>>;
 using AttrList = std::vector<std::pair<std::string, AttrValue>>;
 
 inline int64_t numel(const Shape &shape) {
@@ -168,6 +169,10 @@ private:
       return plan::CreateAttrDirect(
           b, name.c_str(), plan::AttrValue::StringAttr,
           plan::CreateStringAttrDirect(b, s->c_str()).Union());
+    if (auto *fs = std::get_if<std::vector<double>>(&value))
+      return plan::CreateAttrDirect(
+          b, name.c_str(), plan::AttrValue::FloatsAttr,
+          plan::CreateFloatsAttrDirect(b, fs).Union());
     return plan::CreateAttrDirect(
         b, name.c_str(), plan::AttrValue::IntsAttr,
         plan::CreateIntsAttrDirect(b, &std::get<Shape>(value)).Union());

@@ -81,8 +81,84 @@ func.func @einsum_diagonal(%x: tensor<3x5x5xf32>) -> tensor<3x5xf32> {
 
 // -----
 
+// Pad's pads become the kernel's parameters, so they must be known.
+func.func @pads_at_run_time(%x: tensor<2x3xf32>, %pads: tensor<4xi64>) -> tensor<4x5xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Pad' op pads must be a constant to run on the runtime}}
+  %y = onnx.Pad %x, %pads, %none : (tensor<2x3xf32>, tensor<4xi64>, none) -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}
+
+// -----
+
 func.func @einsum_two_contractions(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) -> tensor<2x5xf32> {
   // expected-error @+1 {{'onnx.Einsum' op equation "ijk,jkl->il" is not supported}}
   %y = onnx.Einsum %a, %b {equation = "ijk,jkl->il"} : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x5xf32>
   return %y : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @negative_pads(%x: tensor<2x3xf32>) -> tensor<2x2xf32> {
+  %none = onnx.NoValue
+  %pads = onnx.Constant dense<[0, -1, 0, 0]> : tensor<4xi64>
+  // expected-error @+1 {{'onnx.Pad' op negative pads (cropping) are not supported}}
+  %y = onnx.Pad %x, %pads, %none : (tensor<2x3xf32>, tensor<4xi64>, none) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @reflect_too_far(%x: tensor<2x3xf32>) -> tensor<2x6xf32> {
+  %none = onnx.NoValue
+  %pads = onnx.Constant dense<[0, 3, 0, 0]> : tensor<4xi64>
+  // expected-error @+1 {{'onnx.Pad' op reflect pads of axis 1 must be smaller than its size 3}}
+  %y = onnx.Pad %x, %pads, %none {mode = "reflect"} : (tensor<2x3xf32>, tensor<4xi64>, none) -> tensor<2x6xf32>
+  return %y : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @fill_at_run_time(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x4xf32> {
+  %pads = onnx.Constant dense<[0, 1, 0, 0]> : tensor<4xi64>
+  // expected-error @+1 {{'onnx.Pad' op constant_value must be a constant scalar to run on the runtime}}
+  %y = onnx.Pad %x, %pads, %v : (tensor<2x3xf32>, tensor<4xi64>, tensor<f32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @resize_cubic(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+  %none = onnx.NoValue
+  %scales = onnx.Constant dense<[1.0, 1.0, 2.0, 2.0]> : tensor<4xf32>
+  // expected-error @+1 {{'onnx.Resize' op mode cubic is not supported (nearest and linear are)}}
+  %y = onnx.Resize %x, %none, %scales, %none {mode = "cubic"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+func.func @resize_scales_at_run_time(%x: tensor<1x1x2x2xf32>, %scales: tensor<4xf32>) -> tensor<1x1x4x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Resize' op scales or sizes must be a constant with one entry per axis to run on the runtime}}
+  %y = onnx.Resize %x, %none, %scales, %none : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  return %y : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+func.func @conv_transpose_auto_pad(%x: tensor<1x1x3x3xf32>, %w: tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.ConvTranspose' op auto_pad "SAME_UPPER" is not supported; export with explicit pads}}
+  %y = onnx.ConvTranspose %x, %w, %none {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x6x6xf32>
+  return %y : tensor<1x2x6x6xf32>
+}
+
+// -----
+
+func.func @conv_transpose_too_far(%x: tensor<1x1x3x3xf32>, %w: tensor<1x2x3x3xf32>) -> tensor<1x2x9x7xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.ConvTranspose' op output dimension 0 (9) cannot come from the input's with begin pad 0}}
+  %y = onnx.ConvTranspose %x, %w, %none {strides = array<i64: 2, 2>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x9x7xf32>
+  return %y : tensor<1x2x9x7xf32>
 }

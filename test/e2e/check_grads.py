@@ -22,7 +22,10 @@ and BatchNorm; Log, Abs and a max over a dimension; triu and tril
 slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits; torch.gather with a
 repeated index and a class-weighted nll_loss of log-probabilities, which
-export as GatherElements and NegativeLogLikelihoodLoss), and every model of
+export as GatherElements and NegativeLogLikelihoodLoss; a MobileNetV3-like
+block: HardSwish, a HardSigmoid squeeze-excite, per-channel PReLU, ELU and
+reflect, replicate and constant padding; nearest and bilinear upsampling and
+a transposed convolution), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -188,6 +191,54 @@ class GatherNll(nn.Module):
         return torch.log(torch.softmax(logits, dim=-1)).transpose(1, 2)  # [N, 5, T]
 
 
+class MobileBlock(nn.Module):
+    """MobileNetV3's HardSwish and HardSigmoid squeeze-excite, PReLU with a
+    slope per channel, ELU, and reflect, replicate and constant padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3)
+        self.reduce = nn.Conv2d(8, 4, 1)
+        self.expand = nn.Conv2d(4, 8, 1)
+        self.prelu = nn.PReLU(8, init=0.1)
+        self.conv2 = nn.Conv2d(8, 8, 3)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = F.hardswish(self.conv1(F.pad(x, (1, 1, 2, 1), mode="reflect")))
+        s = h.mean(dim=(2, 3), keepdim=True)
+        s = F.hardsigmoid(self.expand(torch.relu(self.reduce(s))))
+        h = self.prelu(h * s)
+        h = F.elu(self.conv2(F.pad(h, (1, 2, 1, 0), mode="replicate")))
+        h = F.pad(h, (1, 1, 1, 1), value=0.5)
+        return self.head(h.mean(dim=(2, 3)))
+
+
+class UpsampleDecoder(nn.Module):
+    """Nearest and bilinear upsampling between convolutions: nn.Upsample
+    (Resize asymmetric / floor), F.interpolate by a scale (pytorch_half_pixel)
+    and to a size with align_corners; a grouped, strided ConvTranspose2d
+    with output_padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.conv2 = nn.Conv2d(6, 6, 3, stride=2)
+        self.deconv = nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1,
+                                         output_padding=1, groups=2)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, x):
+        h = self.up(torch.tanh(self.conv1(x)))  # [N, 6, 8, 8]
+        h = F.interpolate(h, scale_factor=1.5, mode="bilinear",
+                          align_corners=False)  # [N, 6, 12, 12]
+        h = torch.relu(self.conv2(h))  # [N, 6, 5, 5]
+        h = torch.tanh(self.deconv(h))  # [N, 4, 10, 10]
+        h = F.interpolate(h, size=(7, 6), mode="bilinear", align_corners=True)
+        return self.head(h.mean(dim=(2, 3)))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -211,6 +262,11 @@ CASES = {
     "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
     "log_abs_max": (LogAbsMax, lambda g: torch.randn(5, 6, 8, generator=g), 4),
     "tri_mask": (TriMask, lambda g: torch.randn(6, 8, generator=g), 4),
+
+
+    "upsample_decoder": (UpsampleDecoder,
+                         lambda g: torch.randn(4, 3, 4, 4, generator=g), 5),
+    "mobile_block": (MobileBlock, lambda g: 2 * torch.randn(4, 3, 9, 9, generator=g), 5),
     "strided_seq": (StridedSeq, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                     weighted_loss),
     "gather_nll": (GatherNll, lambda g: torch.randn(4, 6, 8, generator=g), 5,

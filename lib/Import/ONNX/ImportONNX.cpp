@@ -1323,8 +1323,31 @@ Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
   return b.create(state);
 }
 
-LogicalResult Importer::buildNode(const onnx::NodeProto &node) {
-  Location loc = nodeLoc(node);
+/// CastLike as the Cast it means: `to` is the element type shape inference
+/// gave its output (the second input's), which the Cast op records.
+static onnx::NodeProto asCast(const onnx::NodeProto &castLike,
+                              const llvm::StringMap<onnx::TypeProto> &types) {
+  onnx::NodeProto cast = castLike;
+  cast.set_op_type("Cast");
+  cast.clear_input();
+  cast.add_input(castLike.input(0));
+  cast.clear_attribute();
+  auto output = types.find(castLike.output(0));
+  onnx::AttributeProto *to = cast.add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(output == types.end() ? 0
+                                  : output->second.tensor_type().elem_type());
+  return cast;
+}
+
+LogicalResult Importer::buildNode(const onnx::NodeProto &given) {
+  Location loc = nodeLoc(given);
+  std::optional<onnx::NodeProto> cast;
+  if (given.op_type() == "CastLike" && given.input_size() == 2 &&
+      given.output_size() == 1)
+    cast = asCast(given, valueTypes);
+  const onnx::NodeProto &node = cast ? *cast : given;
   auto [inputs, outputs] = nodeSignature(node, opset);
   SmallVector<Value> operands;
   for (const std::string &input : inputs) {
@@ -1390,7 +1413,7 @@ LogicalResult Importer::foldShapeComputations() {
       "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
       "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
       "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
-      "Mod",   "Neg"};
+      "Mod",   "Neg",   "Transpose"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

@@ -441,6 +441,11 @@ PlanWriter::attrOf(mlir::fsdp::KernelOp kernel, NamedAttribute attr) {
     return plan::CreateAttr(fbb, name, plan::AttrValue::IntsAttr,
                             plan::CreateIntsAttr(fbb, values).Union());
   }
+  if (auto floats = dyn_cast<DenseF64ArrayAttr>(value)) {
+    auto values = fbb.CreateVector(floats.asArrayRef().data(), floats.size());
+    return plan::CreateAttr(fbb, name, plan::AttrValue::FloatsAttr,
+                            plan::CreateFloatsAttr(fbb, values).Union());
+  }
   return kernel.emitOpError() << "parameter '" << attr.getName()
                               << "' has a kind the plan cannot hold: " << value;
 }

@@ -69,6 +69,19 @@ std::vector<int64_t> Attrs::getInts(const char *name,
                     "' is not a list of ints");
 }
 
+std::vector<double> Attrs::getFloats(const char *name,
+                                     std::vector<double> fallback) const {
+  const plan::Attr *attr = find(name);
+  if (!attr)
+    return fallback;
+  if (const plan::FloatsAttr *value = attr->value_as_FloatsAttr())
+    return value->values() ? std::vector<double>(value->values()->begin(),
+                                                 value->values()->end())
+                           : std::vector<double>();
+  throw KernelError(std::string("attribute '") + name +
+                    "' is not a list of floats");
+}
+
 namespace cpu {
 
 //===----------------------------------------------------------------------===//

@@ -179,6 +179,146 @@ KernelFn oneRankCollective(KernelArgs &args) {
   return copy(args);
 }
 
+//===----------------------------------------------------------------------===//
+// pad
+//===----------------------------------------------------------------------===//
+
+enum class PadMode { Constant, Reflect, Edge };
+
+/// Where output index `j` of a padded axis (size `n`, `before` added in
+/// front) reads the input, or -1 for the fill value.
+int64_t padSource(int64_t j, int64_t n, int64_t before, PadMode mode) {
+  int64_t i = j - before;
+  if (i >= 0 && i < n)
+    return i;
+  if (mode == PadMode::Constant)
+    return -1;
+  if (mode == PadMode::Edge)
+    return i < 0 ? 0 : n - 1;
+  return i < 0 ? -i : 2 * (n - 1) - i;
+}
+
+/// The fill value's bits in `dtype` (low bytes of the result).
+uint64_t fillBits(fsdprt_dtype_t dtype, double value) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+  case FSDPRT_F32:
+    put(static_cast<float>(value));
+    break;
+  case FSDPRT_F64:
+    put(value);
+    break;
+  case FSDPRT_I64:
+    put(static_cast<int64_t>(value));
+    break;
+  case FSDPRT_I32:
+    put(static_cast<int32_t>(value));
+    break;
+  case FSDPRT_I16:
+    put(static_cast<int16_t>(value));
+    break;
+  case FSDPRT_I8:
+  case FSDPRT_U8:
+  case FSDPRT_BOOL:
+    put(static_cast<uint8_t>(value));
+    break;
+  default:
+    require(value == 0, std::string("a non-zero fill value for ") +
+                            fsdprt_dtype_name(dtype) + " is not supported");
+  }
+  return bits;
+}
+
+/// y = x padded per axis (`pads`: begins then ends), a row of y at a time:
+/// the row's source row (or the fill) from the outer indices, then each
+/// element of the last axis from its source.
+template <typename T>
+KernelFn padOf(Tensor x, Tensor y, std::vector<int64_t> pads, PadMode mode,
+               T fill) {
+  size_t rank = x.shape.size();
+  int64_t inner = rank ? y.shape.back() : 1;
+  int64_t rows = inner ? y.numel / inner : 0;
+  std::vector<int64_t> xStrides = stridesOf(x.shape);
+  std::vector<int64_t> lastSource;
+  for (int64_t j = 0; rank && j < inner; ++j)
+    lastSource.push_back(padSource(j, x.shape.back(), pads[rank - 1], mode));
+  return [=]() {
+    parallelFor(rows, inner, [&](int64_t row) {
+      T *dst = y.as<T>() + row * inner;
+      int64_t from = 0;
+      int64_t r = row;
+      for (int64_t d = static_cast<int64_t>(rank) - 2; d >= 0;
+           r /= y.shape[d], --d) {
+        int64_t i = padSource(r % y.shape[d], x.shape[d], pads[d], mode);
+        if (i < 0) {
+          std::fill(dst, dst + inner, fill);
+          return;
+        }
+        from += i * xStrides[d];
+      }
+      const T *src = x.as<T>() + from;
+      for (int64_t j = 0; j < inner; ++j)
+        dst[j] =
+            rank && lastSource[j] < 0 ? fill : src[rank ? lastSource[j] : 0];
+    });
+    return std::string();
+  };
+}
+
+PadMode padMode(const std::string &name) {
+  if (name == "constant")
+    return PadMode::Constant;
+  if (name == "reflect")
+    return PadMode::Reflect;
+  require(name == "edge",
+          "mode must be constant, reflect or edge, not " + name);
+  return PadMode::Edge;
+}
+
+KernelFn pad(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireSameDtype(args);
+  const Tensor &x = args.in[0], &y = args.out[0];
+  size_t rank = x.shape.size();
+  std::vector<int64_t> pads = args.attrs.getInts("pads", {});
+  PadMode mode = padMode(args.attrs.getString("mode", "constant"));
+  require(pads.size() == 2 * rank && y.shape.size() == rank,
+          "pads needs a begin and an end for each dimension of x " +
+              shapeString(x.shape));
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t before = pads[d], after = pads[d + rank];
+    require(before >= 0 && after >= 0 &&
+                y.shape[d] == x.shape[d] + before + after,
+            "output " + shapeString(y.shape) + " is not x " +
+                shapeString(x.shape) + " padded by non-negative pads");
+    bool padded = before || after;
+    require(!padded || mode == PadMode::Constant || x.shape[d] > 0,
+            "dimension " + std::to_string(d) + " is empty: nothing to copy");
+    require(!padded || mode != PadMode::Reflect ||
+                (before < x.shape[d] && after < x.shape[d]),
+            "reflect pads of dimension " + std::to_string(d) +
+                " must be smaller than its size");
+  }
+  pads.resize(rank); // the kernel needs only the begins
+  uint64_t bits = fillBits(y.dtype, args.attrs.getFloat("value", 0));
+  auto typed = [&](auto zero) {
+    decltype(zero) fill;
+    std::memcpy(&fill, &bits, sizeof(fill));
+    return padOf(x, y, pads, mode, fill);
+  };
+  switch (fsdprt_dtype_size(y.dtype)) {
+  case 1:
+    return typed(uint8_t());
+  case 2:
+    return typed(uint16_t());
+  case 4:
+    return typed(uint32_t());
+  default:
+    return typed(uint64_t());
+  }
+}
+
 /// Concat (pieces = inputs) and split (pieces = outputs) along `axis`.
 KernelFn pieces(KernelArgs &args, bool concat) {
   require(concat ? args.out.size() == 1 && !args.in.empty()
@@ -672,6 +812,7 @@ void registerData(Registry &r) {
   r["slice"] = [](KernelArgs &a) { return stridedKernel(a, sliceRead(a)); };
   r["expand"] = [](KernelArgs &a) { return stridedKernel(a, expandRead(a)); };
   r["copy"] = copy;
+  r["pad"] = pad;
   r["concat"] = [](KernelArgs &a) { return pieces(a, true); };
   r["split"] = [](KernelArgs &a) { return pieces(a, false); };
   r["gather"] = gather;

@@ -498,6 +498,15 @@ void registerElementwise(Registry &r) {
   r["or"] = [](KernelArgs &a) {
     return logical(a, [](uint8_t x, uint8_t y) -> uint8_t { return x || y; });
   };
+  r["xor"] = [](KernelArgs &a) {
+    return logical(a, [](uint8_t x, uint8_t y) -> uint8_t { return x != y; });
+  };
+  // The slope broadcasts to x (the compiler checks it does one way).
+  r["prelu"] = [](KernelArgs &a) {
+    return arithmetic(
+        a, [](float x, float slope) { return x < 0 ? slope * x : x; },
+        [](int64_t, int64_t) { return int64_t(0); }, false);
+  };
   r["where"] = where;
   r["exp"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return std::exp(x); });
@@ -530,6 +539,107 @@ void registerElementwise(Registry &r) {
   r["softplus"] = [](KernelArgs &a) {
     return unary(a, [](float x) {
       return std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x)));
+    });
+  };
+  r["hard_sigmoid"] = [](KernelArgs &a) {
+    float alpha = static_cast<float>(a.attrs.getFloat("alpha", 0.2));
+    float beta = static_cast<float>(a.attrs.getFloat("beta", 0.5));
+    return unary(a, [alpha, beta](float x) {
+      return std::min(1.0f, std::max(0.0f, alpha * x + beta));
+    });
+  };
+  r["hard_swish"] = [](KernelArgs &a) {
+    return unary(a, [](float x) {
+      return x * std::min(1.0f, std::max(0.0f, x / 6.0f + 0.5f));
+    });
+  };
+  r["sign"] = [](KernelArgs &a) {
+    return signedUnary(
+        a, [](float x) { return x > 0   ? 1.0f
+                                : x < 0 ? -1.0f
+                                        : x; },
+        [](int64_t x) { return int64_t(x > 0) - int64_t(x < 0); });
+  };
+  // Halves to even, as ONNX's Round (numpy.round) does.
+  r["round"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::nearbyint(x); });
+  };
+  r["tan"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::tan(x); });
+  };
+  r["sinh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::sinh(x); });
+  };
+  r["cosh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::cosh(x); });
+  };
+  r["asin"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::asin(x); });
+  };
+  r["acos"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::acos(x); });
+  };
+  r["atan"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::atan(x); });
+  };
+  r["asinh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::asinh(x); });
+  };
+  r["acosh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::acosh(x); });
+  };
+  r["atanh"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return std::atanh(x); });
+  };
+  r["is_inf"] = [](KernelArgs &a) {
+    requireArity(a, 1, 1, 1);
+    requireDtype(a.in[0], FSDPRT_F32, "the input");
+    requireDtype(a.out[0], FSDPRT_BOOL, "the output");
+    bool negative = a.attrs.getInt("detect_negative", 1) != 0;
+    bool positive = a.attrs.getInt("detect_positive", 1) != 0;
+    Tensor x = a.in[0], y = a.out[0];
+    require(x.shape == y.shape, "input " + shapeString(x.shape) +
+                                    " and output " + shapeString(y.shape) +
+                                    " differ in shape");
+    return KernelFn([=]() {
+      parallelFor(x.numel, 1, [&](int64_t i) {
+        float v = x.as<float>()[i];
+        y.as<uint8_t>()[i] = std::isinf(v) && (v < 0 ? negative : positive);
+      });
+      return std::string();
+    });
+  };
+  r["softsign"] = [](KernelArgs &a) {
+    return unary(a, [](float x) { return x / (1.0f + std::fabs(x)); });
+  };
+  r["elu"] = [](KernelArgs &a) {
+    float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
+    return unary(
+        a, [alpha](float x) { return x < 0 ? alpha * std::expm1(x) : x; });
+  };
+  r["selu"] = [](KernelArgs &a) {
+    float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.6732632));
+    float gamma = static_cast<float>(a.attrs.getFloat("gamma", 1.0507010));
+    return unary(a, [alpha, gamma](float x) {
+      return gamma * (x <= 0 ? alpha * std::expm1(x) : x);
+    });
+  };
+  r["celu"] = [](KernelArgs &a) {
+    float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
+    require(alpha != 0, "alpha must not be 0");
+    return unary(a, [alpha](float x) {
+      return std::max(0.0f, x) + std::min(0.0f, alpha * std::expm1(x / alpha));
+    });
+  };
+  r["thresholded_relu"] = [](KernelArgs &a) {
+    float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
+    return unary(a, [alpha](float x) { return x > alpha ? x : 0.0f; });
+  };
+  r["shrink"] = [](KernelArgs &a) {
+    float bias = static_cast<float>(a.attrs.getFloat("bias", 0.0));
+    float lambd = static_cast<float>(a.attrs.getFloat("lambd", 0.5));
+    return unary(a, [bias, lambd](float x) {
+      return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
     });
   };
   r["leaky_relu"] = [](KernelArgs &a) {

@@ -66,6 +66,32 @@ KernelFn softmax(KernelArgs &args, bool log) {
   };
 }
 
+/// ONNX Hardmax: 1 at the first largest value along the axis, 0 elsewhere.
+KernelFn hardmax(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireF32(args);
+  Tensor x = args.in[0], y = args.out[0];
+  requireSameShape(x, y);
+  int64_t axis = axisOf(args, x);
+  int64_t n = x.shape.empty() ? 1 : x.shape[axis];
+  int64_t inner = product(x.shape, axis + 1, x.shape.size());
+  int64_t outer = n != 0 && inner != 0 ? x.numel / (n * inner) : 0;
+  return [=]() {
+    parallelFor(outer * inner, n, [&](int64_t idx) {
+      int64_t o = idx / inner, i = idx % inner;
+      const float *px = x.as<float>() + o * n * inner + i;
+      float *py = y.as<float>() + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t j = 1; j < n; ++j)
+        if (px[j * inner] > px[best * inner])
+          best = j;
+      for (int64_t j = 0; j < n; ++j)
+        py[j * inner] = j == best ? 1.0f : 0.0f;
+    });
+    return std::string();
+  };
+}
+
 /// How a normalisation reads its scale or bias at each of the `cols`
 /// normalised elements of a row: a step of 1 (same shape), 0 (one value)
 /// or, for a partial broadcast, an index per element.
@@ -472,6 +498,34 @@ KernelFn poolGrad(KernelArgs &args) {
   };
 }
 
+/// The largest value over all spatial dims (NaN wins, as torch's amax).
+KernelFn globalMaxPool(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireF32(args);
+  Tensor x = args.in[0], y = args.out[0];
+  require(x.shape.size() >= 3,
+          "x must be [N, C, spatial...], not " + shapeString(x.shape));
+  std::vector<int64_t> expected(x.shape.size(), 1);
+  expected[0] = x.shape[0];
+  expected[1] = x.shape[1];
+  require(y.shape == expected, "output " + shapeString(y.shape) +
+                                   " should be " + shapeString(expected));
+  int64_t inner = product(x.shape, 2, x.shape.size());
+  return [=]() {
+    parallelFor(y.numel, inner, [&](int64_t r) {
+      float best = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < inner; ++j) {
+        float v = x.as<float>()[r * inner + j];
+        best = v > best || v != v ? v : best;
+        if (v != v)
+          break;
+      }
+      y.as<float>()[r] = best;
+    });
+    return std::string();
+  };
+}
+
 KernelFn globalAveragePool(KernelArgs &args) {
   requireArity(args, 1, 1, 1);
   requireF32(args);
@@ -490,6 +544,128 @@ KernelFn globalAveragePool(KernelArgs &args) {
       for (int64_t j = 0; j < inner; ++j)
         sum += x.as<float>()[r * inner + j];
       y.as<float>()[r] = static_cast<float>(sum / inner);
+    });
+    return std::string();
+  };
+}
+
+//===----------------------------------------------------------------------===//
+// resize
+//===----------------------------------------------------------------------===//
+
+/// Where output index `j` of an axis resized from `n` to `m` by `scale`
+/// lies in the input, by ONNX Resize's coordinate_transformation_mode.
+double resizeSource(int64_t j, int64_t n, int64_t m, double scale,
+                    const std::string &mode) {
+  if (mode == "align_corners")
+    return m == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (m - 1);
+  if (mode == "asymmetric")
+    return j / scale;
+  if (mode == "tf_half_pixel_for_nn")
+    return (j + 0.5) / scale;
+  if (mode == "pytorch_half_pixel" && m == 1)
+    return 0.0;
+  return (j + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
+}
+
+/// ONNX's nearest_mode rounding of a source coordinate.
+int64_t resizeRound(double x, const std::string &mode) {
+  double floor = std::floor(x);
+  if (mode == "floor")
+    return static_cast<int64_t>(floor);
+  if (mode == "ceil")
+    return static_cast<int64_t>(std::ceil(x));
+  if (x - floor == 0.5)
+    return static_cast<int64_t>(mode == "round_prefer_ceil" ? floor + 1
+                                                            : floor);
+  return static_cast<int64_t>(std::round(x));
+}
+
+/// One output index of one axis: the two input indices it blends and the
+/// weight of the second (0 for nearest).
+struct ResizeTap {
+  int64_t lo, hi;
+  double weight;
+};
+
+std::vector<ResizeTap> resizeTaps(int64_t n, int64_t m, double scale,
+                                  const KernelArgs &args) {
+  std::string mode = args.attrs.getString("mode", "nearest");
+  std::string transform =
+      args.attrs.getString("coordinate_transformation_mode", "half_pixel");
+  std::string nearest =
+      args.attrs.getString("nearest_mode", "round_prefer_floor");
+  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
+  std::vector<ResizeTap> taps;
+  for (int64_t j = 0; j < m; ++j) {
+    double x = resizeSource(j, n, m, scale, transform);
+    if (mode == "nearest") {
+      int64_t i = clamp(resizeRound(x, nearest));
+      taps.push_back({i, i, 0.0});
+      continue;
+    }
+    double floor = std::floor(x);
+    int64_t i = static_cast<int64_t>(floor);
+    taps.push_back({clamp(i), clamp(i + 1), x - floor});
+  }
+  return taps;
+}
+
+void requireResizeModes(const KernelArgs &args) {
+  std::string mode = args.attrs.getString("mode", "nearest");
+  std::string transform =
+      args.attrs.getString("coordinate_transformation_mode", "half_pixel");
+  std::string nearest =
+      args.attrs.getString("nearest_mode", "round_prefer_floor");
+  require(mode == "nearest" || mode == "linear",
+          "mode must be nearest or linear, not " + mode);
+  require(transform == "half_pixel" || transform == "pytorch_half_pixel" ||
+              transform == "align_corners" || transform == "asymmetric" ||
+              transform == "tf_half_pixel_for_nn",
+          "coordinate_transformation_mode " + transform + " is not supported");
+  require(nearest == "round_prefer_floor" || nearest == "round_prefer_ceil" ||
+              nearest == "floor" || nearest == "ceil",
+          "nearest_mode " + nearest + " is not supported");
+}
+
+/// ONNX Resize, nearest or (multi)linear, with one scale per axis: each
+/// output element blends the 2^rank corners its axes' taps name.
+KernelFn resize(KernelArgs &args) {
+  requireArity(args, 1, 1, 1);
+  requireF32(args);
+  requireResizeModes(args);
+  Tensor x = args.in[0], y = args.out[0];
+  size_t rank = x.shape.size();
+  std::vector<double> scales = args.attrs.getFloats("scales", {});
+  require(scales.size() == rank && y.shape.size() == rank && rank <= 8,
+          "scales needs one entry per dimension of x " + shapeString(x.shape));
+  std::vector<std::vector<ResizeTap>> taps;
+  for (size_t d = 0; d < rank; ++d) {
+    require(scales[d] > 0, "scales must be positive");
+    require(x.shape[d] > 0 || y.shape[d] == 0,
+            "dimension " + std::to_string(d) + " of x is empty");
+    taps.push_back(resizeTaps(x.shape[d], y.shape[d], scales[d], args));
+  }
+  std::vector<int64_t> xStrides = stridesOf(x.shape);
+  return [=]() {
+    parallelFor(y.numel, 1 << rank, [&](int64_t i) {
+      const ResizeTap *at[8];
+      for (int64_t d = static_cast<int64_t>(rank) - 1, r = i; d >= 0;
+           r /= y.shape[d], --d)
+        at[d] = &taps[d][r % y.shape[d]];
+      double sum = 0;
+      for (uint32_t corner = 0; corner < (1u << rank); ++corner) {
+        double weight = 1;
+        int64_t from = 0;
+        for (size_t d = 0; d < rank && weight != 0; ++d) {
+          bool high = corner >> d & 1;
+          weight *= high ? at[d]->weight : 1 - at[d]->weight;
+          from += (high ? at[d]->hi : at[d]->lo) * xStrides[d];
+        }
+        if (weight != 0)
+          sum += weight * x.as<float>()[from];
+      }
+      y.as<float>()[i] = static_cast<float>(sum);
     });
     return std::string();
   };
@@ -1049,6 +1225,9 @@ void registerNN(Registry &r) {
   r["max_pool"] = [](KernelArgs &a) { return pool(a, true); };
   r["average_pool"] = [](KernelArgs &a) { return pool(a, false); };
   r["global_average_pool"] = globalAveragePool;
+  r["global_max_pool"] = globalMaxPool;
+  r["hardmax"] = hardmax;
+  r["resize"] = resize;
   r["pool_grad"] = poolGrad;
   r["reduce_sum"] = [](KernelArgs &a) { return reduce(a, Reduce::Sum); };
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };

@@ -182,3 +182,80 @@ func.func @f(%x: tensor<2x3xf32>) {
   %0 = onnx.Flatten %x {axis = -3 : i64} : (tensor<2x3xf32>) -> tensor<1x6xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'onnx.Celu' op alpha must not be 0 (Celu divides by it)}}
+  %0 = onnx.Celu %x {alpha = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'onnx.Shrink' op lambd must not be negative, not -1}}
+  %0 = onnx.Shrink %x {lambd = -1.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3x4xf32>, %s: tensor<4x1xf32>) {
+  // expected-error @+1 {{'onnx.PRelu' op slope 'tensor<4x1xf32>' does not broadcast to X 'tensor<2x3x4xf32>'}}
+  %0 = onnx.PRelu %x, %s : (tensor<2x3x4xf32>, tensor<4x1xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %pads: tensor<4xi64>) {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Pad' op mode must be constant, reflect or edge, not 'wrap'}}
+  %0 = onnx.Pad %x, %pads, %none {mode = "wrap"} : (tensor<2x3xf32>, tensor<4xi64>, none) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %pads: tensor<6xi64>) {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Pad' op pads must be a 1-D tensor of 4 values (a begin and an end per axis), not 'tensor<6xi64>'}}
+  %0 = onnx.Pad %x, %pads, %none : (tensor<2x3xf32>, tensor<6xi64>, none) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %pads: tensor<4xi64>, %v: tensor<i64>) {
+  // expected-error @+1 {{'onnx.Pad' op constant_value has element type 'i64' but must have 'f32'}}
+  %0 = onnx.Pad %x, %pads, %v : (tensor<2x3xf32>, tensor<4xi64>, tensor<i64>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %s: tensor<4xf32>) {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Resize' op mode must be nearest, linear or cubic, not 'area'}}
+  %0 = onnx.Resize %x, %none, %s, %none {mode = "area"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %s: tensor<4xf32>) {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Resize' op nearest_mode 'round' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil}}
+  %0 = onnx.Resize %x, %none, %s, %none {nearest_mode = "round"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %s: tensor<4xf32>) {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.Resize' op coordinate_transformation_mode 'corners' is not an ONNX one}}
+  %0 = onnx.Resize %x, %none, %s, %none {coordinate_transformation_mode = "corners"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  return
+}

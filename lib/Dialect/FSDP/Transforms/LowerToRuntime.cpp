@@ -309,6 +309,84 @@ struct LowerLeakyRelu : KernelPattern<LeakyReluOp> {
   }
 };
 
+/// An activation whose kernel takes the op's constants (alpha, beta, ...)
+/// as parameters, defaults made explicit by `params`.
+template <typename SourceOp> struct LowerActivation : KernelPattern<SourceOp> {
+  using Params = SmallVector<NamedAttribute> (*)(SourceOp, Lowering &);
+  LowerActivation(MLIRContext *context, StringRef kernel, Params params)
+      : KernelPattern<SourceOp>(context, kernel), params(params) {}
+  LogicalResult lower(SourceOp op, typename SourceOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(this->kernel, adaptor.getOperands(), params(op, l));
+  }
+  Params params;
+};
+
+/// Pad with constant, non-negative pads; a constant fill value (0 when
+/// absent) becomes the `value` parameter.
+struct LowerPad : KernelPattern<PadOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(PadOp pad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<SmallVector<int64_t>> pads =
+        l.constantInts(adaptor.getPads(), "pads");
+    if (failed(pads))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(pad.getData());
+    int64_t rank = shape.size();
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t before = (*pads)[d], after = (*pads)[d + rank];
+      if (before < 0 || after < 0)
+        return l.fail("negative pads (cropping) are not supported");
+      if (pad.getMode() == "reflect" && (before || after) &&
+          (before >= shape[d] || after >= shape[d]))
+        return l.fail("reflect pads of axis " + Twine(d) +
+                      " must be smaller than its size " + Twine(shape[d]));
+      if (pad.getMode() == "edge" && (before || after) && shape[d] == 0)
+        return l.fail("edge pads an empty axis " + Twine(d));
+    }
+    double value = 0;
+    if (!isa<NoneType>(adaptor.getConstantValue().getType())) {
+      DenseElementsAttr attr;
+      if (!matchPattern(adaptor.getConstantValue(), m_Constant(&attr)) ||
+          attr.getNumElements() != 1)
+        return l.fail("constant_value must be a constant scalar to run on "
+                      "the runtime");
+      if (auto floats = dyn_cast<DenseFPElementsAttr>(attr))
+        value = (*floats.getValues<APFloat>().begin()).convertToDouble();
+      else if (auto ints = dyn_cast<DenseIntElementsAttr>(attr))
+        value = (*ints.getValues<APInt>().begin()).getSExtValue();
+    }
+    return l.kernel(kernel, adaptor.getData(),
+                    {l.ints("pads", *pads), l.str("mode", pad.getMode()),
+                     l.b.getNamedAttr("value", l.b.getF64FloatAttr(value))});
+  }
+};
+
+/// Resize, nearest or linear, with one constant scale per axis.
+struct LowerResize : KernelPattern<ResizeOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ResizeOp resize, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (resize.getMode() == "cubic")
+      return l.fail("mode cubic is not supported (nearest and linear are)");
+    if (resize.getCoordinateTransformationMode() == "tf_crop_and_resize")
+      return l.fail("coordinate_transformation_mode tf_crop_and_resize is "
+                    "not supported");
+    std::optional<SmallVector<double>> scales = resize.getConstantScales();
+    if (!scales)
+      return l.fail("scales or sizes must be a constant with one entry per "
+                    "axis to run on the runtime");
+    return l.kernel(
+        kernel, adaptor.getX(),
+        {l.str("mode", resize.getMode()),
+         l.str("coordinate_transformation_mode",
+               resize.getCoordinateTransformationMode()),
+         l.str("nearest_mode", resize.getNearestMode()),
+         l.b.getNamedAttr("scales", l.b.getDenseF64ArrayAttr(*scales))});
+  }
+};
+
 /// Clip is `clip` with its (constant, scalar) bounds as attributes; an
 /// absent bound is none.
 struct LowerClip : KernelPattern<ClipOp> {
@@ -394,7 +472,7 @@ struct LowerAttention : KernelPattern<AttentionOp> {
   }
 };
 
-/// Softmax and LogSoftmax along one normalised axis.
+/// Softmax, LogSoftmax and Hardmax along one normalised axis.
 template <typename SoftmaxLikeOp>
 struct LowerSoftmax : KernelPattern<SoftmaxLikeOp> {
   using KernelPattern<SoftmaxLikeOp>::KernelPattern;
@@ -515,6 +593,41 @@ struct LowerConv : KernelPattern<ConvOp> {
                     {l.ints("strides", win->strides), l.ints("pads", win->pads),
                      l.ints("dilations", win->dilations),
                      l.i64("group", conv.getGroup())});
+  }
+};
+
+/// ConvTranspose is conv_grad_input (the transposed convolution) of X by W
+/// under the window of the convolution it transposes, plus the bias per
+/// channel.
+struct LowerConvTranspose : KernelPattern<ConvTransposeOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(ConvTransposeOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (rankOf(op.getX()) != 3 && rankOf(op.getX()) != 4)
+      return l.fail("only 1-D and 2-D transposed convolutions are supported");
+    std::string why;
+    FailureOr<SmallVector<int64_t>> pads = convolutionPads(op, why);
+    if (failed(pads))
+      return l.fail(why);
+    SmallVector<NamedAttribute> params = {
+        l.ints("strides", op.getStridesOrDefault()), l.ints("pads", *pads),
+        l.ints("dilations", op.getDilationsOrDefault()),
+        l.i64("group", op.getGroup())};
+    if (isa<NoneType>(adaptor.getB().getType()))
+      return l.kernel(kernel, {adaptor.getX(), adaptor.getW()}, params);
+    auto transposed = l.rewriter.create<KernelOp>(
+        op.getLoc(), TypeRange{op.getY().getType()}, l.b.getStringAttr(kernel),
+        ValueRange{adaptor.getX(), adaptor.getW()},
+        l.b.getDictionaryAttr(params));
+    SmallVector<int64_t> perChannel(rankOf(op.getX()) - 1, 1);
+    perChannel[0] = shapeOf(op.getB())[0];
+    Value bias = l.rewriter.create<ViewOp>(
+        op.getLoc(),
+        RankedTensorType::get(
+            perChannel,
+            cast<RankedTensorType>(op.getB().getType()).getElementType()),
+        adaptor.getB());
+    return l.kernel("add", {transposed->getResult(0), bias});
   }
 };
 
@@ -1183,6 +1296,55 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<PlainKernel<CeilOp>>(context, "ceil");
   patterns.add<PlainKernel<SoftplusOp>>(context, "softplus");
   patterns.add<LowerLeakyRelu>(context, "leaky_relu");
+  patterns.add<PlainKernel<XorOp>>(context, "xor");
+  patterns.add<PlainKernel<PReluOp>>(context, "prelu");
+  patterns.add<PlainKernel<HardSwishOp>>(context, "hard_swish");
+  patterns.add<PlainKernel<SignOp>>(context, "sign");
+  patterns.add<PlainKernel<SoftsignOp>>(context, "softsign");
+  patterns.add<PlainKernel<RoundOp>>(context, "round");
+  patterns.add<PlainKernel<TanOp>>(context, "tan");
+  patterns.add<PlainKernel<SinhOp>>(context, "sinh");
+  patterns.add<PlainKernel<CoshOp>>(context, "cosh");
+  patterns.add<PlainKernel<AsinOp>>(context, "asin");
+  patterns.add<PlainKernel<AcosOp>>(context, "acos");
+  patterns.add<PlainKernel<AtanOp>>(context, "atan");
+  patterns.add<PlainKernel<AsinhOp>>(context, "asinh");
+  patterns.add<PlainKernel<AcoshOp>>(context, "acosh");
+  patterns.add<PlainKernel<AtanhOp>>(context, "atanh");
+  patterns.add<PlainKernel<GlobalMaxPoolOp>>(context, "global_max_pool");
+  patterns.add<LowerActivation<IsInfOp>>(
+      context, "is_inf", +[](IsInfOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{
+            l.i64("detect_negative", op.getDetectNegative()),
+            l.i64("detect_positive", op.getDetectPositive())};
+      });
+  patterns.add<LowerActivation<HardSigmoidOp>>(
+      context, "hard_sigmoid", +[](HardSigmoidOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.f32("alpha", op.getAlpha()),
+                                           l.f32("beta", op.getBeta())};
+      });
+  patterns.add<LowerActivation<EluOp>>(
+      context, "elu", +[](EluOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.f32("alpha", op.getAlpha())};
+      });
+  patterns.add<LowerActivation<SeluOp>>(
+      context, "selu", +[](SeluOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.f32("alpha", op.getAlpha()),
+                                           l.f32("gamma", op.getGamma())};
+      });
+  patterns.add<LowerActivation<CeluOp>>(
+      context, "celu", +[](CeluOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.f32("alpha", op.getAlpha())};
+      });
+  patterns.add<LowerActivation<ThresholdedReluOp>>(
+      context, "thresholded_relu", +[](ThresholdedReluOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.f32("alpha", op.getAlpha())};
+      });
+  patterns.add<LowerActivation<ShrinkOp>>(
+      context, "shrink", +[](ShrinkOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.f32("bias", op.getBias()),
+                                           l.f32("lambd", op.getLambd())};
+      });
   patterns.add<LowerClip>(context, "clip");
   patterns.add<LowerVariadic<SumOp>>(context, "add");
   patterns.add<LowerVariadic<MaxOp>>(context, "max");
@@ -1198,6 +1360,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
                                                             "attention_grad");
   patterns.add<LowerSoftmax<SoftmaxOp>>(context, "softmax");
   patterns.add<LowerSoftmax<LogSoftmaxOp>>(context, "log_softmax");
+  patterns.add<LowerSoftmax<HardmaxOp>>(context, "hardmax");
   patterns.add<LowerLayerNorm>(context, "layer_norm");
   patterns.add<LowerRMSNorm>(context, "rms_norm");
   patterns.add<LowerBatchNorm>(context, "batch_norm");
@@ -1206,6 +1369,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<RejectDropout>(context);
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");
+  patterns.add<LowerConvTranspose>(context, "conv_grad_input");
   patterns.add<LowerMaxPool>(context, "max_pool");
   patterns.add<LowerAveragePool>(context, "average_pool");
   patterns.add<PlainKernel<GlobalAveragePoolOp>>(context,
@@ -1231,6 +1395,8 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerConcat>(context, "concat");
   patterns.add<LowerSplit>(context, "split");
   patterns.add<LowerSlice>(context, "slice");
+  patterns.add<LowerPad>(context, "pad");
+  patterns.add<LowerResize>(context, "resize");
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
   patterns.add<LowerTrilu>(context, "trilu");

@@ -75,7 +75,7 @@ int64_t broadcastIndex(int64_t linear, ArrayRef<int64_t> resultShape,
 
 /// Mod: the remainder with the divisor's sign (ONNX Mod, fmod = 0); FMod:
 /// with the dividend's (fmod = 1, C's fmod).
-enum class BinaryKind { Add, Sub, Mul, Div, Mod, FMod, Pow, Eq, Lt, Le, Gt, Ge, And, Or };
+enum class BinaryKind { Add, Sub, Mul, Div, Mod, FMod, Pow, Eq, Lt, Le, Gt, Ge, And, Or, Xor };
 
 std::optional<APInt> foldInt(BinaryKind kind, const APInt &a, const APInt &b) {
   switch (kind) {
@@ -112,6 +112,8 @@ std::optional<APInt> foldInt(BinaryKind kind, const APInt &a, const APInt &b) {
     return a & b;
   case BinaryKind::Or:
     return a | b;
+  case BinaryKind::Xor:
+    return a ^ b;
   case BinaryKind::Pow:
     return std::nullopt;
   }
@@ -254,11 +256,23 @@ FOLD_BINARY(GreaterOp, Gt)
 FOLD_BINARY(GreaterOrEqualOp, Ge)
 FOLD_BINARY(AndOp, And)
 FOLD_BINARY(OrOp, Or)
+FOLD_BINARY(XorOp, Xor)
 #undef FOLD_BINARY
 
 OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
   return foldBinary(getFmod() ? BinaryKind::FMod : BinaryKind::Mod,
                     adaptor.getA(), adaptor.getB(), getType());
+}
+
+/// A Pad that adds nothing is its input.
+OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
+  DenseIntElementsAttr pads =
+      dyn_cast_or_null<DenseIntElementsAttr>(adaptor.getPads());
+  if (!pads || getData().getType() != getType() ||
+      !llvm::all_of(pads.getValues<APInt>(),
+                    [](const APInt &v) { return v.isZero(); }))
+    return {};
+  return getData();
 }
 
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
@@ -412,6 +426,32 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(result, values);
 }
 
+/// One sliced axis: where it starts, its step and how many it keeps, with
+/// ONNX's clamping (starts to [0, size] going forward, [0, size - 1]
+/// backward; ends to [0, size] or [-1, size - 1]).
+struct SlicedAxis {
+  int64_t begin, step, count;
+};
+
+SlicedAxis sliceAxis(int64_t start, int64_t end, int64_t step, int64_t size) {
+  auto clamp = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0)
+      v += size;
+    return std::clamp(v, lo, hi);
+  };
+  int64_t begin = step > 0 ? clamp(start, 0, size) : clamp(start, 0, size - 1);
+  int64_t stop = step > 0 ? clamp(end, 0, size) : clamp(end, -1, size - 1);
+  // Count first (no overflow for any step), then index begin + k * step.
+  int64_t span = step > 0 ? stop - begin : begin - stop;
+  uint64_t magnitude =
+      step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  int64_t count = span <= 0
+                      ? 0
+                      : static_cast<int64_t>(
+                            (static_cast<uint64_t>(span) - 1) / magnitude + 1);
+  return {begin, step, count};
+}
+
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   if (getData().getType() == getType() && !adaptor.getData())
     return {}; // A full slice of a non-constant needs its bounds checked; skip.
@@ -419,44 +459,66 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   RankedTensorType result = staticType(getType());
   std::optional<SmallVector<int64_t>> starts = intValues(adaptor.getStarts());
   std::optional<SmallVector<int64_t>> ends = intValues(adaptor.getEnds());
-  if (!data || !result || data.getType().getRank() != 1 || !starts || !ends ||
-      starts->size() != 1 || ends->size() != 1)
+  if (!data || !result || !starts || !ends || starts->size() != ends->size() ||
+      data.getElementType() != result.getElementType())
     return {};
-  int64_t step = 1;
-  if (!isa<NoneType>(getSteps().getType())) {
-    std::optional<SmallVector<int64_t>> steps = intValues(adaptor.getSteps());
-    if (!steps || steps->size() != 1 || (*steps)[0] == 0)
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  int64_t rank = shape.size();
+  std::optional<SmallVector<int64_t>> axes = llvm::to_vector(
+      llvm::seq<int64_t>(0, static_cast<int64_t>(starts->size())));
+  if (!isa<NoneType>(getAxes().getType()))
+    axes = intValues(adaptor.getAxes());
+  std::optional<SmallVector<int64_t>> steps =
+      SmallVector<int64_t>(starts->size(), 1);
+  if (!isa<NoneType>(getSteps().getType()))
+    steps = intValues(adaptor.getSteps());
+  if (!axes || !steps || axes->size() != starts->size() ||
+      steps->size() != starts->size() || llvm::is_contained(*steps, 0))
+    return {};
+  SmallVector<SlicedAxis> sliced;
+  for (int64_t d = 0; d < rank; ++d)
+    sliced.push_back({0, 1, shape[d]});
+  for (auto [axis, start, end, step] :
+       llvm::zip(*axes, *starts, *ends, *steps)) {
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank || shape[a] == 0)
       return {};
-    step = (*steps)[0];
+    sliced[a] = sliceAxis(start, end, step, shape[a]);
   }
-  int64_t size = data.getNumElements();
-  auto clamp = [&](int64_t v, int64_t lo, int64_t hi) {
-    if (v < 0)
-      v += size;
-    return std::clamp(v, lo, hi);
-  };
-  if (size == 0 || data.getElementType() != result.getElementType())
+  for (int64_t d = 0; d < rank; ++d)
+    if (sliced[d].count != result.getDimSize(d))
+      return {};
+  auto all = data.getValues<Attribute>();
+  SmallVector<int64_t> stride = strides(shape);
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i) {
+    int64_t from = 0;
+    for (int64_t d = rank - 1, rest = i; d >= 0; rest /= sliced[d].count, --d)
+      from += (sliced[d].begin + rest % sliced[d].count * sliced[d].step) *
+              stride[d];
+    values.push_back(all[from]);
+  }
+  return DenseElementsAttr::get(result, values);
+}
+
+/// A small constant transposed.
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr data = smallConstant(adaptor.getData());
+  RankedTensorType result = staticType(getType());
+  if (!data || !result || data.getElementType() != result.getElementType())
     return {};
-  // ONNX clamps starts to [0, size] (step > 0) or [0, size - 1] (step < 0)
-  // and ends to [0, size] or [-1, size - 1].
-  int64_t begin = step > 0 ? clamp((*starts)[0], 0, size)
-                           : clamp((*starts)[0], 0, size - 1);
-  int64_t end = step > 0 ? clamp((*ends)[0], 0, size)
-                         : clamp((*ends)[0], -1, size - 1);
-  // Count first (no overflow for any step), then index begin + k * step.
-  int64_t span = step > 0 ? end - begin : begin - end;
-  uint64_t magnitude = step > 0 ? static_cast<uint64_t>(step)
-                                : 0 - static_cast<uint64_t>(step);
-  int64_t count =
-      span <= 0 ? 0 : static_cast<int64_t>((static_cast<uint64_t>(span) - 1) /
-                                               magnitude + 1);
-  if (count != result.getNumElements())
-    return {};
+  SmallVector<int64_t> perm = getPermOrDefault();
+  SmallVector<int64_t> stride = strides(data.getType().getShape());
+  ArrayRef<int64_t> shape = result.getShape();
   auto all = data.getValues<Attribute>();
   SmallVector<Attribute> values;
-  for (int64_t k = 0; k < count; ++k)
-    values.push_back(all[step > 0 ? begin + k * step
-                                  : begin - k * static_cast<int64_t>(magnitude)]);
+  for (int64_t i = 0; i < result.getNumElements(); ++i) {
+    int64_t from = 0;
+    for (int64_t d = result.getRank() - 1, rest = i; d >= 0;
+         rest /= shape[d], --d)
+      from += rest % shape[d] * stride[perm[d]];
+    values.push_back(all[from]);
+  }
   return DenseElementsAttr::get(result, values);
 }
 

@@ -9,6 +9,7 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -126,6 +127,7 @@ static LogicalResult verifyAxisOp(AxisOp op) {
 }
 LogicalResult SoftmaxOp::verify() { return verifyAxisOp(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxisOp(*this); }
+LogicalResult HardmaxOp::verify() { return verifyAxisOp(*this); }
 
 LogicalResult LayerNormalizationOp::verify() {
   RankedTensorType x = tensorType(getX());
@@ -301,6 +303,165 @@ LogicalResult GreaterOrEqualOp::verify() {
 }
 LogicalResult AndOp::verify() { return verifyBinary(*this, false, true); }
 LogicalResult OrOp::verify() { return verifyBinary(*this, false, true); }
+LogicalResult XorOp::verify() { return verifyBinary(*this, false, true); }
+
+LogicalResult CeluOp::verify() {
+  if (getAlpha().isZero())
+    return emitOpError("alpha must not be 0 (Celu divides by it)");
+  return success();
+}
+
+LogicalResult ShrinkOp::verify() {
+  if (getLambd().isNegative())
+    return emitOpError() << "lambd must not be negative, not "
+                         << getLambd().convertToDouble();
+  return success();
+}
+
+/// The slope broadcasts to X one way: its dimensions, aligned to X's last
+/// ones, are 1 or X's.
+LogicalResult PReluOp::verify() {
+  RankedTensorType x = tensorType(getX()), slope = tensorType(getSlope());
+  if (failed(expectElement(*this, "slope", slope.getElementType(),
+                           x.getElementType())))
+    return failure();
+  int64_t offset = x.getRank() - slope.getRank();
+  bool broadcasts = offset >= 0;
+  for (int64_t d = 0; broadcasts && d < slope.getRank(); ++d)
+    broadcasts = slope.getDimSize(d) == 1 ||
+                 compatible(slope.getDimSize(d), x.getDimSize(d + offset));
+  if (!broadcasts)
+    return emitOpError() << "slope " << slope << " does not broadcast to X "
+                         << x;
+  return success();
+}
+
+/// Python's `a // b`, as ONNX's pads from output_shape use it.
+static int64_t floorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+FailureOr<SmallVector<int64_t>>
+mlir::onnxir::convolutionPads(ConvTransposeOp op, std::string &why) {
+  int64_t n = op.getSpatialRank();
+  ArrayRef<int64_t> in = tensorType(op.getX()).getShape().drop_front(2);
+  ArrayRef<int64_t> out = op.getType().getShape().drop_front(2);
+  ArrayRef<int64_t> kernel = tensorType(op.getW()).getShape().drop_front(2);
+  SmallVector<int64_t> strides = op.getStridesOrDefault(),
+                       dilations = op.getDilationsOrDefault(),
+                       pads = op.getPadsOrDefault(),
+                       extraRows = valuesOrDefault(op.getOutputPadding(), n, 0);
+  std::optional<ArrayRef<int64_t>> shape = op.getOutputShape();
+  if (op.getAutoPad() != "NOTSET")
+    why = "auto_pad \"" + op.getAutoPad().str() +
+          "\" is not supported; export with explicit pads";
+  else if (static_cast<int64_t>(in.size()) != n ||
+           static_cast<int64_t>(kernel.size()) != n ||
+           static_cast<int64_t>(strides.size()) != n ||
+           static_cast<int64_t>(dilations.size()) != n ||
+           static_cast<int64_t>(pads.size()) != 2 * n ||
+           static_cast<int64_t>(extraRows.size()) != n ||
+           (shape && static_cast<int64_t>(shape->size()) < n))
+    why = "strides, pads, dilations, output_padding or output_shape do not "
+          "match the kernel rank";
+  for (int64_t d = 0; why.empty() && d < n; ++d) {
+    int64_t natural =
+        strides[d] * (in[d] - 1) + (kernel[d] - 1) * dilations[d] + 1;
+    if (shape) {
+      int64_t total = natural + extraRows[d] - (*shape)[shape->size() - n + d];
+      pads[d] = total - floorDiv(total, 2);
+    }
+    int64_t extra = out[d] - (natural - pads[d]); // rows past the last window
+    if (pads[d] < 0 || extra >= strides[d])
+      why = "output dimension " + std::to_string(d) + " (" +
+            std::to_string(out[d]) +
+            ") cannot come from the input's with begin pad " +
+            std::to_string(pads[d]);
+    pads[d + n] = std::max<int64_t>(0, -extra);
+  }
+  if (!why.empty())
+    return failure();
+  return pads;
+}
+
+LogicalResult ResizeOp::verify() {
+  StringRef mode = getMode(), nearest = getNearestMode(),
+            transform = getCoordinateTransformationMode();
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    return emitOpError() << "mode must be nearest, linear or cubic, not '"
+                         << mode << "'";
+  if (!llvm::is_contained(
+          {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"},
+          nearest))
+    return emitOpError()
+           << "nearest_mode '" << nearest << "' is not one of "
+           << "round_prefer_floor, round_prefer_ceil, floor, ceil";
+  if (!llvm::is_contained({"half_pixel", "pytorch_half_pixel", "align_corners",
+                           "asymmetric", "tf_half_pixel_for_nn",
+                           "tf_crop_and_resize"},
+                          transform))
+    return emitOpError() << "coordinate_transformation_mode '" << transform
+                         << "' is not an ONNX one";
+  if (getType().getRank() != tensorType(getX()).getRank())
+    return emitOpError() << "result rank " << getType().getRank()
+                         << " differs from X's "
+                         << tensorType(getX()).getRank();
+  return expectElement(*this, "the result", getType().getElementType(),
+                       elementOf(getX()));
+}
+
+std::optional<SmallVector<double>> ResizeOp::getConstantScales() {
+  RankedTensorType x = tensorType(getX());
+  DenseFPElementsAttr scales;
+  if (!isa<NoneType>(getScales().getType()) &&
+      matchPattern(getScales(), m_Constant(&scales)) && !scales.empty()) {
+    if (scales.getNumElements() != x.getRank())
+      return std::nullopt;
+    return llvm::to_vector(
+        llvm::map_range(scales.getValues<APFloat>(),
+                        [](const APFloat &v) { return v.convertToDouble(); }));
+  }
+  DenseIntElementsAttr sizes;
+  if (isa<NoneType>(getSizes().getType()) ||
+      !matchPattern(getSizes(), m_Constant(&sizes)) ||
+      sizes.getNumElements() != x.getRank() || !x.hasStaticShape())
+    return std::nullopt;
+  SmallVector<double> result;
+  for (auto [size, dim] : llvm::zip(sizes.getValues<APInt>(), x.getShape())) {
+    if (dim == 0)
+      return std::nullopt;
+    result.push_back(static_cast<double>(size.getSExtValue()) / dim);
+  }
+  return result;
+}
+
+LogicalResult PadOp::verify() {
+  StringRef mode = getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOpError() << "mode must be constant, reflect or edge, not '"
+                         << mode << "'";
+  RankedTensorType data = tensorType(getData()), pads = tensorType(getPads());
+  if (failed(expectElement(*this, "pads", pads.getElementType(),
+                           Builder(getContext()).getI64Type())) ||
+      failed(expectElement(*this, "the result", getType().getElementType(),
+                           data.getElementType())))
+    return failure();
+  if (pads.getRank() != 1 ||
+      !compatible(pads.getDimSize(0), 2 * data.getRank()))
+    return emitOpError() << "pads must be a 1-D tensor of "
+                         << 2 * data.getRank()
+                         << " values (a begin and an end per axis), not "
+                         << pads;
+  if (!isa<NoneType>(getConstantValue().getType()) &&
+      failed(expectElement(*this, "constant_value",
+                           elementOf(getConstantValue()),
+                           data.getElementType())))
+    return failure();
+  if (getType().getRank() != data.getRank())
+    return emitOpError() << "result rank " << getType().getRank()
+                         << " differs from the data's " << data.getRank();
+  return success();
+}
 
 LogicalResult WhereOp::verify() {
   Builder b(getContext());

@@ -29,4 +29,15 @@ valuesOrDefault(std::optional<llvm::ArrayRef<int64_t>> values, size_t count,
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h.inc"
 
+namespace mlir::onnxir {
+/// The pads of the convolution a ConvTranspose transposes (begins, then
+/// ends): the begins from `pads`, or from `output_shape` as ONNX derives
+/// them; the ends such that that convolution of Y's size gives X's size
+/// (rows past the last window, output_padding's, are never read). Fails,
+/// saying why, when Y's size cannot come from X's (auto_pad, a negative
+/// begin, more output padding than the stride).
+llvm::FailureOr<llvm::SmallVector<int64_t>>
+convolutionPads(ConvTransposeOp op, std::string &why);
+} // namespace mlir::onnxir
+
 #endif // FSDP_DIALECT_ONNX_IR_ONNXOPS_H

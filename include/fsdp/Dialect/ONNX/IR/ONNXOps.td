@@ -118,8 +118,75 @@ def ONNX_IdentityOp : ONNX_ViewOp<"Identity", [SameOperandsAndResultShape,
 
 def ONNX_IsNaNOp : ONNX_UnaryOp<"IsNaN">;
 
+def ONNX_IsInfOp : ONNX_UnaryOp<"IsInf"> {
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedAttr<I64Attr, "1">:$detect_negative,
+                   DefaultValuedAttr<I64Attr, "1">:$detect_positive);
+}
+
 def ONNX_LeakyReluOp : ONNX_UnaryOp<"LeakyRelu", [SameOperandsAndResultElementType]> {
   let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+
+// Activations with ONNX's default constants (HardSwish is HardSigmoid with
+// alpha 1/6, beta 0.5, times x; Sign and Softsign have none).
+foreach name = ["HardSwish", "Sign", "Softsign", "Round", "Tan", "Sinh",
+                "Cosh", "Asin", "Acos", "Atan", "Asinh", "Acosh", "Atanh"] in
+  def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+def ONNX_HardSigmoidOp : ONNX_UnaryOp<"HardSigmoid",
+                                      [SameOperandsAndResultElementType]> {
+  let description = [{ `max(0, min(1, alpha * x + beta))` }];
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "0.2">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.5">:$beta);
+}
+
+def ONNX_EluOp : ONNX_UnaryOp<"Elu", [SameOperandsAndResultElementType]> {
+  let description = [{ `x < 0 ? alpha * (exp(x) - 1) : x` }];
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+
+def ONNX_SeluOp : ONNX_UnaryOp<"Selu", [SameOperandsAndResultElementType]> {
+  let description = [{ `gamma * (x <= 0 ? alpha * (exp(x) - 1) : x)` }];
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedAttr<F32Attr, "1.67326319217681884765625">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.05070102214813232421875">:$gamma);
+}
+
+def ONNX_CeluOp : ONNX_UnaryOp<"Celu", [SameOperandsAndResultElementType]> {
+  let description = [{
+    `max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`; alpha must not be 0.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+  let hasVerifier = 1;
+}
+
+def ONNX_ThresholdedReluOp : ONNX_UnaryOp<"ThresholdedRelu",
+                                          [SameOperandsAndResultElementType]> {
+  let description = [{ `x > alpha ? x : 0` }];
+  let arguments = (ins ONNX_Tensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+}
+
+def ONNX_ShrinkOp : ONNX_UnaryOp<"Shrink", [SameOperandsAndResultElementType]> {
+  let description = [{
+    `x < -lambd ? x + bias : x > lambd ? x - bias : 0`; lambd must not be
+    negative.
+  }];
+  let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<F32Attr, "0.0">:$bias,
+                   DefaultValuedAttr<F32Attr, "0.5">:$lambd);
+  let results = (outs ONNX_Tensor:$output);
+  let hasVerifier = 1;
+}
+
+def ONNX_PReluOp : ONNX_Op<"PRelu", [AllTypesMatch<["X", "Y"]>]> {
+  let summary = "ONNX `PRelu`: `x < 0 ? slope * x : x`";
+  let description = [{
+    `slope` broadcasts to `X` (one slope per channel is `[C, 1, 1]` for an
+    `[N, C, H, W]` input, as torch's nn.PReLU exports it).
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$slope);
+  let results = (outs ONNX_Tensor:$Y);
+  let hasVerifier = 1;
 }
 
 def ONNX_CastOp : ONNX_UnaryOp<"Cast"> {
@@ -140,7 +207,7 @@ class ONNX_BinaryOp<string mnemonic, list<Trait> traits = []>
 foreach name = ["Add", "Sub", "Mul", "Div", "Pow"] in
   def ONNX_#name#Op : ONNX_BinaryOp<name>;
 foreach name = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-                "And", "Or"] in
+                "And", "Or", "Xor"] in
   def ONNX_#name#Op : ONNX_BinaryOp<name>;
 
 def ONNX_ModOp : ONNX_BinaryOp<"Mod"> {
@@ -209,6 +276,7 @@ class ONNX_AxisOp<string mnemonic, string defaultAxis>
 }
 def ONNX_SoftmaxOp : ONNX_AxisOp<"Softmax", "-1">;
 def ONNX_LogSoftmaxOp : ONNX_AxisOp<"LogSoftmax", "-1">;
+def ONNX_HardmaxOp : ONNX_AxisOp<"Hardmax", "-1">;
 
 def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization"> {
   let summary = "ONNX `LayerNormalization` over the axes from `axis` on";
@@ -296,6 +364,29 @@ def ONNX_ConvOp : ONNX_WindowOp<"Conv", [{
   let hasVerifier = 1;
 }
 
+def ONNX_ConvTransposeOp : ONNX_WindowOp<"ConvTranspose", [{
+    return ::llvm::cast<::mlir::RankedTensorType>(getW().getType()).getRank() - 2;
+  }]> {
+  let summary = "ONNX `ConvTranspose`";
+  let description = [{
+    The transposed convolution (torch's `nn.ConvTranspose2d`): `W` is
+    `[C, M/group, k...]`; each input pixel scatters its kernel-weighted
+    values over the output, the window attributes being those of the
+    convolution it transposes. `pads` crop the output; `output_padding`
+    adds rows at its end; `output_shape`, when given, sets the pads.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_OptTensor:$B,
+                   DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                   OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                   DefaultValuedAttr<I64Attr, "1">:$group,
+                   OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_padding,
+                   OptionalAttr<DenseI64ArrayAttr>:$output_shape,
+                   OptionalAttr<DenseI64ArrayAttr>:$pads,
+                   OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
 class ONNX_PoolOp<string mnemonic>
     : ONNX_WindowOp<mnemonic, [{ return getKernelShape().size(); }]> {
   let summary = "ONNX `" # mnemonic # "`";
@@ -317,6 +408,11 @@ def ONNX_AveragePoolOp : ONNX_PoolOp<"AveragePool"> {
 }
 def ONNX_GlobalAveragePoolOp : ONNX_Op<"GlobalAveragePool"> {
   let summary = "ONNX `GlobalAveragePool`";
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+}
+def ONNX_GlobalMaxPoolOp : ONNX_Op<"GlobalMaxPool"> {
+  let summary = "ONNX `GlobalMaxPool`";
   let arguments = (ins ONNX_Tensor:$X);
   let results = (outs ONNX_Tensor:$Y);
 }
@@ -397,6 +493,7 @@ def ONNX_TransposeOp : ONNX_Op<"Transpose"> {
   let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs ONNX_Tensor:$transposed);
   let hasVerifier = 1;
+  let hasFolder = 1;
   let extraClassDeclaration = [{
     /// `perm`, or ONNX's default: the dimensions reversed.
     ::llvm::SmallVector<int64_t> getPermOrDefault();
@@ -440,6 +537,62 @@ def ONNX_SliceOp : ONNX_Op<"Slice"> {
                    ONNX_OptTensor:$axes, ONNX_OptTensor:$steps);
   let results = (outs ONNX_Tensor:$output);
   let hasFolder = 1;
+}
+
+def ONNX_PadOp : ONNX_Op<"Pad"> {
+  let summary = "ONNX `Pad`";
+  let description = [{
+    `pads` holds each axis's begin counts, then each axis's end counts.
+    `mode` is `constant` (filled with `constant_value`, 0 when absent),
+    `reflect` (mirrored without repeating the edge, as torch's
+    `F.pad(mode="reflect")`) or `edge` (the edge repeated, torch's
+    `replicate`). A Pad whose pads are all zero folds to its input: torch
+    exports one before `AvgPool2d(2, 2)`.
+
+    ```mlir
+    %p = onnx.Pad %x, %pads, %none {mode = "reflect"}
+        : (tensor<1x3x4x4xf32>, tensor<8xi64>, none) -> tensor<1x3x6x6xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$pads,
+                   ONNX_OptTensor:$constant_value,
+                   DefaultValuedAttr<StrAttr, "\"constant\"">:$mode);
+  let results = (outs ONNX_Tensor:$output);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def ONNX_ResizeOp : ONNX_Op<"Resize"> {
+  let summary = "ONNX `Resize`";
+  let description = [{
+    Resizes every axis by a scale: `scales` (one per axis) when given and
+    not empty, else `sizes` divided by the input's sizes. Each output
+    index maps to an input coordinate by `coordinate_transformation_mode`;
+    `nearest` rounds it by `nearest_mode`, `linear` blends its two
+    neighbours (multilinear over the axes). torch exports
+    `F.interpolate(mode="nearest")` as asymmetric / floor and bilinear as
+    `pytorch_half_pixel` (`align_corners` when asked).
+
+    ```mlir
+    %y = onnx.Resize %x, %none, %scales, %none {mode = "linear"}
+        : (tensor<1x3x4x4xf32>, none, tensor<4xf32>, none) -> tensor<1x3x8x8xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_OptTensor:$roi,
+                   ONNX_OptTensor:$scales, ONNX_OptTensor:$sizes,
+                   DefaultValuedAttr<StrAttr, "\"half_pixel\"">:$coordinate_transformation_mode,
+                   DefaultValuedAttr<F32Attr, "-0.75">:$cubic_coeff_a,
+                   DefaultValuedAttr<I64Attr, "0">:$exclude_outside,
+                   DefaultValuedAttr<F32Attr, "0.0">:$extrapolation_value,
+                   DefaultValuedAttr<StrAttr, "\"nearest\"">:$mode,
+                   DefaultValuedAttr<StrAttr, "\"round_prefer_floor\"">:$nearest_mode);
+  let results = (outs ONNX_Tensor:$Y);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// One scale per axis, from a constant `scales` or (when it is absent
+    /// or empty) a constant `sizes`; nothing when neither is constant.
+    std::optional<::llvm::SmallVector<double>> getConstantScales();
+  }];
 }
 
 def ONNX_GatherOp : ONNX_Op<"Gather"> {

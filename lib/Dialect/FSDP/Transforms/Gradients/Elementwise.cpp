@@ -193,6 +193,73 @@ LogicalResult backward(WhereOp op, GradientContext &ctx) {
   return success();
 }
 
+/// A bool tensor of `like`'s shape.
+RankedTensorType maskLike(Value like, OnnxBuilder &bb) {
+  return RankedTensorType::get(typeOf(like).getShape(), bb.b.getI1Type());
+}
+
+// g * alpha where the line alpha x + beta is inside (0, 1), i.e. where y
+// is; 0 where it saturates (torch's hardsigmoid backward).
+LogicalResult backward(HardSigmoidOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  RankedTensorType mask = maskLike(r.y, bb);
+  Value inside = bb.op<AndOp>(
+      mask, {bb.op<GreaterOp>(mask, {r.y, bb.scalar(0, r.element)}),
+             bb.op<LessOp>(mask, {r.y, bb.scalar(1, r.element)})});
+  Value slope = bb.scalar(op.getAlpha().convertToDouble(), r.element);
+  r.give(0, bb.op<WhereOp>(r.yt, {inside, bb.mul(r.g, slope, r.yt),
+                                  bb.scalar(0, r.element)}));
+  return success();
+}
+
+// torch's hardswish backward: 0 below -3, g (x / 3 + 1/2) up to 3, g above.
+LogicalResult backward(HardSwishOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  RankedTensorType mask = maskLike(r.y, bb);
+  Value x = op.getX();
+  Value ramp = bb.add(bb.op<DivOp>(r.yt, {x, bb.scalar(3, r.element)}),
+                      bb.scalar(0.5, r.element));
+  Value upper = bb.op<WhereOp>(
+      r.yt, {bb.op<LessOrEqualOp>(mask, {x, bb.scalar(3, r.element)}),
+             bb.mul(r.g, ramp, r.yt), r.g});
+  r.give(0, bb.op<WhereOp>(r.yt,
+                           {bb.op<LessOp>(mask, {x, bb.scalar(-3, r.element)}),
+                            bb.scalar(0, r.element), upper}));
+  return success();
+}
+
+// torch's prelu backward: dX = x > 0 ? g : slope g; dslope = x > 0 ? 0 :
+// x g, summed over the dimensions the slope was broadcast along.
+LogicalResult backward(PReluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX(), zero = bb.scalar(0, r.element);
+  Value positive = bb.op<GreaterOp>(maskLike(x, bb), {x, zero});
+  if (r.active(x))
+    r.give(0, bb.op<WhereOp>(
+                  r.yt, {positive, r.g, bb.mul(r.g, op.getSlope(), r.yt)}));
+  if (r.active(op.getSlope()))
+    r.give(1, bb.op<WhereOp>(r.yt, {positive, zero, bb.mul(r.g, x, r.yt)}));
+  return success();
+}
+
+// torch's elu backward from the result: x > 0 ? g : g (y + alpha).
+LogicalResult backward(EluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX();
+  Value negative = bb.mul(
+      r.g, bb.add(r.y, bb.scalar(op.getAlpha().convertToDouble(), r.element)),
+      r.yt);
+  r.give(0,
+         bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
+                                                {x, bb.scalar(0, r.element)}),
+                               r.g, negative}));
+  return success();
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachElementwiseGradients(MLIRContext &ctx) {
@@ -214,4 +281,8 @@ void mlir::fsdp::detail::attachElementwiseGradients(MLIRContext &ctx) {
   attachGradient<SqrtOp, backward>(ctx);
   attachGradient<ReciprocalOp, backward>(ctx);
   attachGradient<WhereOp, backward>(ctx);
+  attachGradient<HardSigmoidOp, backward>(ctx);
+  attachGradient<HardSwishOp, backward>(ctx);
+  attachGradient<PReluOp, backward>(ctx);
+  attachGradient<EluOp, backward>(ctx);
 }

@@ -16,6 +16,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::onnxir;
@@ -161,6 +162,163 @@ LogicalResult backward(SliceOp op, GradientContext &ctx) {
     grad = bb.op<mlir::fsdp::GatherGradOp>(
         RankedTensorType::get(shape, r.element), {grad, bb.ints(positions)},
         {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(axis))});
+  }
+  r.give(0, grad);
+  return success();
+}
+
+/// Pad: the constant mode's gradient is g's interior (a Slice); reflect
+/// and edge read some inputs several times, so per padded axis g is
+/// scattered back to the positions each output read (fsdp.gather_grad
+/// with those constant positions), which accumulates the repeats.
+LogicalResult backward(PadOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  auto pads = constantInts(op.getPads());
+  auto in = typeOf(op.getData());
+  int64_t rank = in.getRank();
+  if (!pads || static_cast<int64_t>(pads->size()) != 2 * rank ||
+      llvm::any_of(*pads, [](int64_t p) { return p < 0; }))
+    return op->emitOpError("only Pads with constant, non-negative pads have "
+                           "a gradient rule");
+  if (op.getMode() == "constant") {
+    SmallVector<int64_t> starts, ends, axes;
+    for (int64_t d = 0; d < rank; ++d) {
+      starts.push_back((*pads)[d]);
+      ends.push_back((*pads)[d] + in.getDimSize(d));
+      axes.push_back(d);
+    }
+    r.give(0, bb.op<SliceOp>(in, {r.g, bb.ints(starts), bb.ints(ends),
+                                  bb.ints(axes),
+                                  bb.ints(SmallVector<int64_t>(rank, 1))}));
+    return success();
+  }
+  bool edge = op.getMode() == "edge";
+  Value grad = r.g;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t before = (*pads)[d], n = in.getDimSize(d);
+    int64_t size = typeOf(grad).getDimSize(d);
+    if (size == n)
+      continue;
+    SmallVector<int64_t> positions, shape(typeOf(grad).getShape());
+    for (int64_t j = 0; j < size; ++j) {
+      int64_t i = j - before;
+      if (i < 0)
+        i = edge ? 0 : -i;
+      else if (i >= n)
+        i = edge ? n - 1 : 2 * (n - 1) - i;
+      positions.push_back(i);
+    }
+    shape[d] = n;
+    grad = bb.op<mlir::fsdp::GatherGradOp>(
+        RankedTensorType::get(shape, r.element), {grad, bb.ints(positions)},
+        {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(d))});
+  }
+  r.give(0, grad);
+  return success();
+}
+
+/// One output index of a resized axis: the input indices it blends and the
+/// weight of the second (0 for nearest), as the runtime's `resize` kernel
+/// computes them (docs/plan-format.md).
+struct ResizeTap {
+  int64_t lo, hi;
+  double weight;
+};
+
+/// The taps of one axis resized from `n` to `m` by `scale`; fails on the
+/// modes the rule does not handle.
+FailureOr<SmallVector<ResizeTap>> resizeTaps(ResizeOp op, int64_t n, int64_t m,
+                                             double scale) {
+  StringRef transform = op.getCoordinateTransformationMode();
+  StringRef nearest = op.getNearestMode();
+  bool linear = op.getMode() == "linear";
+  if ((!linear && op.getMode() != "nearest") ||
+      transform == "tf_crop_and_resize")
+    return failure();
+  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
+  SmallVector<ResizeTap> taps;
+  for (int64_t j = 0; j < m; ++j) {
+    double x = (j + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
+    if (transform == "align_corners")
+      x = m == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (m - 1);
+    else if (transform == "asymmetric")
+      x = j / scale;
+    else if (transform == "tf_half_pixel_for_nn")
+      x = (j + 0.5) / scale;
+    else if (transform == "pytorch_half_pixel" && m == 1)
+      x = 0.0;
+    double floor = std::floor(x);
+    if (linear) {
+      int64_t i = static_cast<int64_t>(floor);
+      taps.push_back({clamp(i), clamp(i + 1), x - floor});
+      continue;
+    }
+    int64_t i = static_cast<int64_t>(std::round(x));
+    if (nearest == "floor")
+      i = static_cast<int64_t>(floor);
+    else if (nearest == "ceil")
+      i = static_cast<int64_t>(std::ceil(x));
+    else if (x - floor == 0.5)
+      i = static_cast<int64_t>(nearest == "round_prefer_ceil" ? floor + 1
+                                                              : floor);
+    taps.push_back({clamp(i), clamp(i), 0.0});
+  }
+  return taps;
+}
+
+/// Resize (nearest or linear) is separable: per resized axis, g goes back
+/// to the input positions each output read (fsdp.gather_grad), weighted by
+/// 1 - w to the lower neighbour and w to the upper one for linear.
+LogicalResult backward(ResizeOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  auto in = typeOf(op.getX());
+  std::optional<SmallVector<double>> scales = op.getConstantScales();
+  if (!scales)
+    return op->emitOpError("only Resizes with constant scales or sizes have "
+                           "a gradient rule");
+  Value grad = r.g;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t n = in.getDimSize(d), m = typeOf(grad).getDimSize(d);
+    FailureOr<SmallVector<ResizeTap>> taps = resizeTaps(op, n, m, (*scales)[d]);
+    if (failed(taps))
+      return op->emitOpError("only nearest and linear Resizes have a "
+                             "gradient rule");
+    SmallVector<int64_t> lo, hi, shape(typeOf(grad).getShape());
+    SmallVector<float> low, high;
+    for (const ResizeTap &tap : *taps) {
+      lo.push_back(tap.lo);
+      hi.push_back(tap.hi);
+      low.push_back(static_cast<float>(1 - tap.weight));
+      high.push_back(static_cast<float>(tap.weight));
+    }
+    if (n == m && llvm::equal(lo, llvm::seq<int64_t>(0, n)) &&
+        llvm::all_of(high, [](float w) { return w == 0; }))
+      continue; // this axis is not resized
+    shape[d] = n;
+    auto back = [&](Value g, ArrayRef<int64_t> positions) {
+      return bb.op<mlir::fsdp::GatherGradOp>(
+          RankedTensorType::get(shape, r.element), {g, bb.ints(positions)},
+          {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(d))});
+    };
+    if (op.getMode() == "nearest") {
+      grad = back(grad, lo);
+      continue;
+    }
+    SmallVector<int64_t> along(in.getRank(), 1);
+    along[d] = m;
+    auto weights = [&](ArrayRef<float> w) -> Value {
+      SmallVector<Attribute> values;
+      for (float v : w)
+        values.push_back(bb.b.getFloatAttr(r.element, v));
+      auto type = RankedTensorType::get(along, r.element);
+      return bb.b.create<ConstantOp>(op.getLoc(),
+                                     DenseElementsAttr::get(type, values));
+    };
+    Value toLow = back(bb.mul(grad, weights(low), grad.getType()), lo);
+    Value toHigh = back(bb.mul(grad, weights(high), grad.getType()), hi);
+    grad = bb.add(toLow, toHigh);
   }
   r.give(0, grad);
   return success();
@@ -314,6 +472,8 @@ void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<ConcatOp, backward>(ctx);
   attachGradient<SplitOp, backward, /*everyResult=*/true>(ctx);
   attachGradient<SliceOp, backward>(ctx);
+  attachGradient<PadOp, backward>(ctx);
+  attachGradient<ResizeOp, backward>(ctx);
   attachGradient<GatherOp, backward>(ctx);
   attachGradient<GatherElementsOp, backward>(ctx);
 }

@@ -49,6 +49,41 @@ LogicalResult backward(ConvOp op, GradientContext &ctx) {
   return success();
 }
 
+/// ConvTranspose is the adjoint of the convolution it transposes in that
+/// convolution's input: dX is that convolution of g by W, dW its weight
+/// gradient with g as the input and X as the output gradient.
+LogicalResult backward(ConvTransposeOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  OpBuilder &b = bb.b;
+  std::string why;
+  FailureOr<SmallVector<int64_t>> pads = convolutionPads(op, why);
+  if (failed(pads))
+    return op->emitOpError(why);
+  SmallVector<NamedAttribute> window = {
+      b.getNamedAttr("strides",
+                     b.getDenseI64ArrayAttr(op.getStridesOrDefault())),
+      b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
+      b.getNamedAttr("dilations",
+                     b.getDenseI64ArrayAttr(op.getDilationsOrDefault())),
+      b.getNamedAttr("group", b.getI64IntegerAttr(op.getGroup()))};
+  if (r.active(op.getX())) {
+    Value none = b.create<NoValueOp>(op.getLoc(), b.getNoneType());
+    r.give(0,
+           bb.op<ConvOp>(op.getX().getType(), {r.g, op.getW(), none}, window));
+  }
+  if (r.active(op.getW()))
+    r.give(1, bb.op<mlir::fsdp::ConvGradWeightOp>(op.getW().getType(),
+                                                  {r.g, op.getX()}, window));
+  if (!isa<NoneType>(op.getB().getType()) && r.active(op.getB())) {
+    SmallVector<int64_t> axes = {0};
+    for (int64_t i = 0; i < op.getSpatialRank(); ++i)
+      axes.push_back(2 + i);
+    r.give(2, bb.reshape(bb.reduce<ReduceSumOp>(r.g, axes), typeOf(op.getB())));
+  }
+  return success();
+}
+
 /// MaxPool's and AveragePool's: fsdp.pool_grad with the forward's window.
 template <typename PoolOp>
 LogicalResult poolBackward(PoolOp op, GradientContext &ctx) {
@@ -104,6 +139,7 @@ LogicalResult backward(GlobalAveragePoolOp op, GradientContext &ctx) {
 
 void mlir::fsdp::detail::attachWindowGradients(MLIRContext &ctx) {
   attachGradient<ConvOp, backward>(ctx);
+  attachGradient<ConvTransposeOp, backward>(ctx);
   attachGradient<MaxPoolOp, backward>(ctx);
   attachGradient<AveragePoolOp, backward>(ctx);
   attachGradient<GlobalAveragePoolOp, backward>(ctx);
