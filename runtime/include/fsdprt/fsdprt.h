@@ -421,6 +421,13 @@ typedef struct fsdprt_session_options_s {
    *  a CUDA graph and replays that graph from then on (the arenas never
    *  move, so the same launches do the same work). */
   int disable_graphs;
+  /** The seed of the session's random kernels (training-mode Dropout):
+   *  their draws are Philox-4x32-10 of (seed; step, op, element), where the
+   *  step counts the runs the session has completed and elements are
+   *  numbered over the global batch, so the same seed gives the same masks
+   *  at any thread count and any world size (docs/training.md,
+   *  "Randomness"). Default 0. */
+  uint64_t seed;
 } fsdprt_session_options_t;
 
 /** Fills `options` with the defaults: the plan's model_dir, one thread per
