@@ -16,7 +16,10 @@ the 1/(1-p) scaling and that the gradient uses the forward's mask. Then:
 (2 micro-batches) draw the same masks as world size 1 on the whole batch
 (step 1's loss the same bits; every loss equal to torch's reference within
 1e-5: later steps sum gradients in another order); another seed gives other losses; and
-p=0 is plain torch training.
+p=0 is plain torch training. A residual MLP with torchvision's
+StochasticDepth (p=0.5, row mode; exported as a Dropout of a per-sample
+ones tensor) trains as torch's with the per-sample masks philox_ref draws,
+at world sizes 1 and 2.
 """
 
 from __future__ import annotations
@@ -116,6 +119,49 @@ def run(bindir, work, plan, seed, threads=1, world=1):
     return found
 
 
+def check_stochastic_depth(torch, fsdp_mlir, bindir, work, x, y, check) -> None:
+    """Losses of a StochasticDepth MLP against torch's with philox_ref's
+    per-sample masks (the only random op: id 0, one element per sample)."""
+    import torchvision
+
+    def model():
+        torch.manual_seed(0)
+
+        class Residual(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 16)
+                self.sd = torchvision.ops.StochasticDepth(0.5, "row")
+                self.fc3 = torch.nn.Linear(16, 1)
+
+            def forward(self, x):
+                h = torch.relu(self.fc1(x))
+                return self.fc3(h + self.sd(self.fc2(h)))
+
+        return Residual()
+
+    onnx = work / "sd.onnx"
+    fsdp_mlir.export(model(), (x, y), onnx, loss_fn=loss_fn)
+    reference = model()
+    opt = torch.optim.SGD(reference.parameters(), lr=LR)
+    want = []
+    for step in range(STEPS):
+        keep = philox_ref.keep_mask(SEED, step, 0, 0, BATCH, 0.5)
+        noise = torch.from_numpy(keep).float().reshape(BATCH, 1) * 2.0
+        reference.sd.forward = lambda h, noise=noise: h * noise
+        opt.zero_grad()
+        loss = loss_fn(reference(x), y)
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    for world in (1, 2):
+        got = run(bindir, work, compile_plan(bindir, onnx, work, f"sd-w{world}", world), SEED,
+                  world=world)
+        close = np.allclose([float(v) for v in got], want, rtol=1e-5, atol=1e-7)
+        check(f"stochastic depth at world size {world} vs torch with the same masks", close,
+              f"{got} vs {want}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("build", type=Path)
@@ -169,6 +215,7 @@ def main(argv=None) -> int:
             other = [float(v) for v in run(bindir, work, plan1, SEED + 1)]
             differs = not np.allclose(other[1:], want[1:], rtol=1e-3)
             check("another seed gives other losses", differs, f"{other}")
+        check_stochastic_depth(torch, fsdp_mlir, bindir, work, x, y, check)
     print(f"{'all' if not failures else failures} dropout check(s) "
           f"{'passed' if not failures else 'FAILED'}")
     return 1 if failures else 0
