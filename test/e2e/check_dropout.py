@@ -19,7 +19,8 @@ the 1/(1-p) scaling and that the gradient uses the forward's mask. Then:
 p=0 is plain torch training. A residual MLP with torchvision's
 StochasticDepth (p=0.5, row mode; exported as a Dropout of a per-sample
 ones tensor) trains as torch's with the per-sample masks philox_ref draws,
-at world sizes 1 and 2.
+at world sizes 1 and 2. A run resumed from a sharded checkpoint after 2
+steps gives the uninterrupted run's last 3 losses bit for bit.
 """
 
 from __future__ import annotations
@@ -106,15 +107,15 @@ def compile_plan(bindir, onnx, work, name, world, accumulate=1):
     return plan
 
 
-def run(bindir, work, plan, seed, threads=1, world=1):
+def run(bindir, work, plan, seed, threads=1, world=1, steps=STEPS, extra=()):
     cmd = [str(bindir / "fsdp-run"), str(plan), "--input", f"input_0={work / 'x.npy'}",
            "--input", f"input_1={work / 'y.npy'}", "--lr", str(LR), "--threads",
-           str(threads), "--steps", str(STEPS), "--seed", str(seed)]
+           str(threads), "--steps", str(steps), "--seed", str(seed), *extra]
     if world > 1:
         cmd += ["--local-ranks", str(world)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     found = re.findall(r"^step \d+ loss (\S+)$", proc.stdout, re.M)
-    if len(found) != STEPS:
+    if len(found) != steps:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-500:]}")
     return found
 
@@ -212,6 +213,11 @@ def main(argv=None) -> int:
             close = np.allclose([float(v) for v in acc], want, rtol=1e-5, atol=1e-7)
             check("2 micro-batches draw the whole batch's masks", close and acc[0] == one[0],
                   f"{acc}")
+            ckpt = str(work / "ckpt")
+            run(bindir, work, plan1, SEED, steps=2, extra=("--save-checkpoint", ckpt))
+            resumed = run(bindir, work, plan1, SEED, steps=STEPS - 2, extra=("--resume", ckpt))
+            check("a resumed run draws the masks of the steps it resumes", resumed == one[2:],
+                  f"{resumed}")
             other = [float(v) for v in run(bindir, work, plan1, SEED + 1)]
             differs = not np.allclose(other[1:], want[1:], rtol=1e-3)
             check("another seed gives other losses", differs, f"{other}")
