@@ -368,6 +368,44 @@ def _preserved_state(model):
         torch.set_rng_state(rng)
 
 
+def _stochastic_depth_modules(model) -> list[tuple[str, Any]]:
+    """(FQN, module) of every torchvision-style StochasticDepth: a module of
+    that class name with a drop probability `p` and a `mode`."""
+    return [(name, m) for name, m in model.named_modules()
+            if type(m).__name__ == "StochasticDepth" and hasattr(m, "p")
+            and getattr(m, "mode", None) in ("row", "batch")]
+
+
+@contextlib.contextmanager
+def _stochastic_depth_as_dropout(model):
+    """torch 1.13 cannot export StochasticDepth's `bernoulli_` in training
+    mode. For the export each one computes the same thing with an op ONNX
+    has: its noise, 1/(1-p) or 0 per sample ("row"; one for the batch in
+    "batch" mode), is Dropout(ones([N, 1, ...]), p) in training mode, which
+    the compiler trains with the runtime's random masks (docs/training.md,
+    "Randomness")."""
+    import torch
+
+    def dropout_forward(module):
+        def forward(x):
+            if not module.training or module.p == 0.0:
+                return x
+            size = [x.shape[0]] + [1] * (x.dim() - 1) if module.mode == "row" \
+                else [1] * x.dim()
+            ones = torch.ones(size, dtype=x.dtype, device=x.device)
+            return x * torch.nn.functional.dropout(ones, module.p, True)
+        return forward
+
+    swapped = _stochastic_depth_modules(model)
+    for _, m in swapped:
+        m.forward = dropout_forward(m)
+    try:
+        yield [{"fqn": name, "p": float(m.p), "mode": m.mode} for name, m in swapped]
+    finally:
+        for _, m in swapped:
+            del m.forward
+
+
 # --------------------------------------------------------------------------
 # Which exporter
 # --------------------------------------------------------------------------
@@ -647,7 +685,10 @@ def export(
     "auto": TorchScript where the installed torch has it, else dynamo.
 
     The model is exported in training mode (BatchNorm as training-mode
-    BatchNormalization, dropout live) but left as it was: its mode,
+    BatchNormalization, dropout live; a torchvision StochasticDepth, whose
+    bernoulli_ torch 1.13 cannot export, as the same per-sample noise drawn
+    by a Dropout of ones, listed in the metadata's "stochastic_depth") but
+    left as it was: its mode,
     buffers and the RNG state are restored, and the file holds the buffer
     values from before the call. Any failure raises ExportError (a
     RuntimeError) naming the failed step.
@@ -717,7 +758,8 @@ def export(
     exported = model if loss_fn is None else _make_loss_wrapper(model, loss_fn)
     prefix = "" if loss_fn is None else _WRAPPER_PREFIX
 
-    with _preserved_state(model) as saved_buffers:
+    with _preserved_state(model) as saved_buffers, \
+            _stochastic_depth_as_dropout(model) as stochastic:
         with _step("running the model on example_inputs (in training mode)"):
             exported.train()
             with torch.no_grad():
@@ -852,6 +894,7 @@ def export(
                     "outputs": [o.name for o in proto.graph.output],
                     "batch_dim": 0 if dynamic_batch else None,
                     "loss": loss_fn is not None,
+                    "stochastic_depth": stochastic,
                 }
                 if meta["inputs"] != list(input_names):
                     raise ValueError(

@@ -56,7 +56,7 @@ class _SessionOptions(ctypes.Structure):
                 ("local_group", ctypes.c_void_p), ("local_rank", ctypes.c_int),
                 ("nccl_id_store", ctypes.c_char_p), ("nccl_rank", ctypes.c_int),
                 ("nccl_world_size", ctypes.c_int), ("nccl_timeout_seconds", ctypes.c_double),
-                ("disable_graphs", ctypes.c_int)]
+                ("disable_graphs", ctypes.c_int), ("seed", ctypes.c_uint64)]
 
 
 def _find_library() -> str:
@@ -180,7 +180,7 @@ class Session:
     def __init__(self, plan, *, rank: int | None = None, world_size: int | None = None,
                  model_dir=None, threads: int = 0, timeout: float = 300.0,
                  memory_budget: int = 0, load_weights: bool = True,
-                 device: str = "cpu"):
+                 device: str = "cpu", seed: int = 0):
         """rank, world_size: what the caller expects (checked against the
         plan and the MPI job; None: whatever they are). model_dir: where the
         model's weight files are (default: the plan's). threads: kernel
@@ -195,9 +195,16 @@ class Session:
         memory, the CPU's kernel for an op with no CUDA kernel) and
         "fake-cuda:strict" (the same, refusing such an op as a GPU does)
         and "fake-cuda:cudnn" (strict, attention through the cuDNN path on
-        a host model of cuDNN)."""
+        a host model of cuDNN). seed: the seed of training-mode Dropout's
+        masks, an int from 0 to 2**64-1: Philox-4x32-10 of (seed; step, op,
+        element over the global batch), so the same seed gives the same
+        masks at any thread count and world size (docs/training.md,
+        "Randomness"); the step counts this session's runs."""
         if not isinstance(threads, numbers.Integral) or not 0 <= threads <= MAX_THREADS:
             raise ValueError(f"threads must be an int from 0 to {MAX_THREADS}, not {threads!r}")
+        if (not isinstance(seed, numbers.Integral) or isinstance(seed, bool)
+                or not 0 <= seed < 2**64):
+            raise ValueError(f"seed must be an int from 0 to 2**64-1, not {seed!r}")
         if not math.isfinite(timeout) or timeout < 0:
             raise ValueError(f"timeout must be finite seconds >= 0 (0: none), not {timeout!r}")
         lib = _library()
@@ -220,6 +227,7 @@ class Session:
         options.model_dir = str(model_dir).encode() if model_dir else None
         options.num_threads = int(threads)
         options.memory_budget_bytes = memory_budget
+        options.seed = int(seed)
         options.device = str(device).encode()
         if self.world_size > 1:
             mpi_rank, size = ctypes.c_int(), ctypes.c_int()

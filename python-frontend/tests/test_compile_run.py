@@ -71,10 +71,34 @@ class CompileAndRunTest(unittest.TestCase):
         for timeout in (float("nan"), float("inf"), -1.0):
             with self.assertRaisesRegex(ValueError, "timeout must be finite seconds >= 0"):
                 fsdp_mlir.Session(self.plan1, timeout=timeout)
+        for seed in (-1, 2**64, 1.5, True):
+            with self.assertRaisesRegex(ValueError, "seed must be an int from 0 to 2\\*\\*64-1"):
+                fsdp_mlir.Session(self.plan1, seed=seed)
         with fsdp_mlir.Session(self.plan1, threads=1) as session:
             for lr in (float("nan"), float("inf")):
                 with self.assertRaisesRegex(ValueError, "lr must be a finite number"):
                     session.step(self.batch, lr=lr)
+
+    def test_seed_decides_the_dropout_masks(self):
+        # The same seed trains the same (the masks are a function of seed,
+        # step, op and element); another seed draws other masks.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Dropout(0.5),
+                                    torch.nn.Linear(32, 1))
+        x, y = torch.randn(4, 8), torch.randn(4, 1)
+        onnx = fsdp_mlir.export(model, (x, y), self.work / "drop.onnx",
+                                loss_fn=lambda o, t: ((o - t) ** 2).mean())
+        plan = fsdp_mlir.compile(onnx, batch_size=4, world_size=1, optimizer={"optimizer": "sgd"},
+                                 out=self.work / "drop.plan")
+
+        def losses(seed):
+            with fsdp_mlir.Session(plan, seed=seed) as session:
+                batch = {"input_0": x.numpy(), "input_1": y.numpy()}
+                return [session.step(batch, lr=0.1) for _ in range(3)]
+
+        first = losses(2**64 - 1)
+        self.assertEqual(first, losses(2**64 - 1))
+        self.assertNotEqual(first, losses(5))
 
     def test_step_equals_torch_and_state_dict_loads_strictly(self):
         with fsdp_mlir.Session(self.plan1) as session:

@@ -142,6 +142,29 @@ class ExportTestBase(unittest.TestCase):
 # --------------------------------------------------------------------------
 
 
+class StochasticDepthExportTest(ExportTestBase):
+    def test_exports_as_a_dropout_of_per_sample_noise(self):
+        # torch 1.13 cannot export bernoulli_ in training mode; the export
+        # draws the noise with a Dropout, and the module is left as it was.
+        import torchvision
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4),
+                                    torchvision.ops.StochasticDepth(0.25, "row"))
+        forward = model[1].forward
+        proto = onnx.load(str(fsdp_mlir.export(model, torch.randn(3, 4), self.tmp / "sd.onnx")))
+        self.assertEqual(metadata(proto)["stochastic_depth"],
+                         [{"fqn": "1", "p": 0.25, "mode": "row"}])
+        dropouts = [n for n in proto.graph.node if n.op_type == "Dropout"]
+        self.assertEqual(len(dropouts), 1)
+        self.assertNotIn("forward", vars(model[1]))
+        self.assertEqual(model[1].forward, forward)
+        x = torch.ones(1000, 4)
+        model[1].train()
+        kept = (model[1](x)[:, 0] != 0).float().mean().item()
+        self.assertGreater(kept, 0.6)  # torch's own again: about 0.75 kept
+        self.assertLess(kept, 0.9)
+
+
 class LossExportTest(ExportTestBase):
     def setUp(self):
         super().setUp()
@@ -164,7 +187,8 @@ class LossExportTest(ExportTestBase):
         self.assertEqual(self.meta["version"], 1)
         self.assertEqual(set(self.meta), {"version", "modules", "embeddings", "params",
                                           "buffers", "inputs", "outputs", "batch_dim",
-                                          "loss"})
+                                          "loss", "stochastic_depth"})
+        self.assertEqual(self.meta["stochastic_depth"], [])
         self.assertEqual(self.meta["embeddings"], [])  # no padding_idx
         self.assertEqual(set(self.meta["modules"][0]),
                          {"fqn", "class", "qualname", "children", "params", "buffers"})

@@ -85,6 +85,16 @@ private:
 /// A prepared kernel: runs on bound tensors; returns "" or a message.
 using KernelFn = std::function<std::string()>;
 
+/// What random kernels (dropout) draw from, owned by the session: its seed,
+/// the step (the runs it has completed, read by a kernel when it runs) and
+/// its rank, which places the rank's slice of the global batch among the
+/// elements (docs/training.md, "Randomness").
+struct RandomState {
+  uint64_t seed = 0;
+  uint32_t step = 0;
+  int64_t rank = 0;
+};
+
 /// What a kernel factory receives. Factories check shapes, dtypes and
 /// attributes and throw KernelError (saying what is wrong) on a mismatch.
 struct KernelArgs {
@@ -96,6 +106,8 @@ struct KernelArgs {
   /// The kernel in messages ("kernel 12 (gather at 'node')"): faults a
   /// device finds after the launch are reported with it.
   std::string where = {};
+  /// The session's random state (nullptr: kernels that draw refuse).
+  const RandomState *random = nullptr;
 };
 
 /// Work runs on a stream in order; an event marks a point of a stream that

@@ -872,6 +872,9 @@ fsdprt_status_t fsdprt_session_load_sharded_checkpoint(fsdprt_session_t *s,
       return status;
     if (step)
       *step = reader.step;
+    // Training goes on where it stopped: the next run draws step `step`'s
+    // random masks, as it would have without the checkpoint.
+    s->random.step = static_cast<uint32_t>(reader.step);
     s->weightsLoaded = true;
     return nullptr;
   });

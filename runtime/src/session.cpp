@@ -304,7 +304,8 @@ fsdprt_status_t prepareKernels(fsdprt_session_s &s) {
   for (size_t i = 0; i < count; ++i) {
     const plan::Kernel *k = kernels->Get(i);
     fsdprt::KernelArgs args{{},        {},           fsdprt::Attrs(*k),
-                            s.threads, &s.workspace, describeKernel(k, i)};
+                            s.threads, &s.workspace, describeKernel(k, i),
+                            &s.random};
     for (auto [ids, list] : {std::make_pair(k->inputs(), &args.in),
                              std::make_pair(k->outputs(), &args.out)}) {
       if (!ids)
@@ -583,6 +584,8 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
     return status;
   if (fsdprt_status_t status = fillConstants(*s))
     return status;
+  s->random.seed = options.seed;
+  s->random.rank = s->rank();
   if (fsdprt_status_t status = prepareKernels(*s))
     return status;
   if (fsdprt_status_t status =
@@ -955,6 +958,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
         s->backend->copy(s->buffers[u->target()].data,
                          s->buffers[u->source()].data,
                          s->buffers[u->target()].bytes());
+    ++s->random.step;
     s->computeSeconds.store(computeSeconds, std::memory_order_relaxed);
     s->communicationSeconds.store(communicationSeconds,
                                   std::memory_order_relaxed);

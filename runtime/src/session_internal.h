@@ -42,6 +42,9 @@ struct fsdprt_session_s {
   void *workspaceMemory = nullptr;
   std::vector<fsdprt::Tensor> buffers;
   std::vector<fsdprt::KernelFn> kernels;
+  /// The seed, step and rank random kernels draw from: the step counts the
+  /// runs completed so far.
+  fsdprt::RandomState random;
   bool weightsLoaded = false;
   /// Graphs (single-rank sessions on the CUDA backend): whether to use
   /// them, the runs made directly so far, and the step once captured.

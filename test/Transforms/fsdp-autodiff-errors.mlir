@@ -30,12 +30,26 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 module {
   fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
-  func.func @forward(%x: tensor<8xf32>) -> tensor<f32> {
+  func.func @forward(%x: tensor<8xf32>, %ratio: tensor<f32>) -> tensor<f32> {
+    %s = fsdp.get_param @s : tensor<8xf32>
+    %0 = onnx.Mul %x, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    %train = onnx.Constant dense<true> : tensor<i1>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.Dropout' op ratio must be a constant}}
+    %1, %mask = onnx.Dropout %0, %ratio, %train : (tensor<8xf32>, tensor<f32>, tensor<i1>) -> (tensor<8xf32>, none)
+    %2 = onnx.ReduceMean %1 {keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
+    return %2 : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  fsdp.param @s : tensor<8xf32> at <"m.onnx", offset = 0, length = 32>
+  func.func @forward(%x: tensor<8xf32>, %train: tensor<i1>) -> tensor<f32> {
     %s = fsdp.get_param @s : tensor<8xf32>
     %0 = onnx.Mul %x, %s : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
     %ratio = onnx.Constant dense<0.1> : tensor<f32>
-    %train = onnx.Constant dense<true> : tensor<i1>
-    // expected-error @+1 {{fsdp-autodiff: 'onnx.Dropout' op Dropout that drops in training needs random masks, which the runtime does not generate yet; export with p=0 (ratio 0.100000)}}
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.Dropout' op training_mode must be a constant (the plan runs in one mode)}}
     %1, %mask = onnx.Dropout %0, %ratio, %train : (tensor<8xf32>, tensor<f32>, tensor<i1>) -> (tensor<8xf32>, none)
     %2 = onnx.ReduceMean %1 {keepdims = 0 : i64} : (tensor<8xf32>) -> tensor<f32>
     return %2 : tensor<f32>

@@ -39,8 +39,27 @@ func.func @training_bn(%x: tensor<2x4xf32>, %s: tensor<4xf32>) -> tensor<2x4xf32
 
 func.func @dropout(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %none = onnx.NoValue
-  // expected-error @+1 {{'onnx.Dropout' op is a training-mode Dropout; run --fsdp-inference first}}
+  // expected-error @+1 {{'onnx.Dropout' op is not in training mode (or its mode is not a constant); run --fsdp-inference first}}
   %y, %mask = onnx.Dropout %x, %none, %none : (tensor<2x4xf32>, none, none) -> (tensor<2x4xf32>, none)
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @dropout_ratio(%x: tensor<2x4xf32>, %ratio: tensor<f32>) -> tensor<2x4xf32> {
+  %train = onnx.Constant dense<true> : tensor<i1>
+  // expected-error @+1 {{'onnx.Dropout' op needs a constant ratio}}
+  %y, %mask = onnx.Dropout %x, %ratio, %train : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, none)
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @dropout_zero(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %train = onnx.Constant dense<true> : tensor<i1>
+  %ratio = onnx.Constant dense<0.0> : tensor<f32>
+  // expected-error @+1 {{'onnx.Dropout' op ratio 0.000000 is not in (0, 1); a ratio of 0 is fsdp-inference's to remove}}
+  %y, %mask = onnx.Dropout %x, %ratio, %train : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, none)
   return %y : tensor<2x4xf32>
 }
 

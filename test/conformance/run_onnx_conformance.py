@@ -18,8 +18,13 @@ case ends in one class:
   refused-compile reason is recorded, and the stage that said it
   refused-session (fsdp-run refusing a plan counts as the session's)
   dropout-random  Dropout in training mode with a non-zero ratio: the mask
-                  is random, so the expected outputs cannot apply; run (a
-                  crash still fails) but not compared
+                  is random, so the expected outputs cannot apply. The
+                  data set's ratio and mode are made constants of the
+                  graph, which compiles with --fsdp-lower-pipeline (the
+                  training-mode dropout kernel) and runs; checked: every
+                  output is 0 or x / (1 - ratio), the mask output says
+                  which, the kept share is within 5 binomial standard
+                  deviations of 1 - ratio (a failed check is `wrong`)
   wrong           outputs differ (values, shapes, dtypes or count)
   crash           a tool died of a signal or a crash handler spoke
   timeout         a tool ran past --timeout seconds
@@ -169,6 +174,76 @@ def compare(name, got, want):
     return ""
 
 
+def frozen_dropout_model(model, feeds, path):
+    """`model` with each Dropout's fed ratio and mode as Constant nodes."""
+    import onnx
+    from onnx import helper, numpy_helper
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(model)
+    names = {name for node in model.graph.node if node.op_type == "Dropout"
+             for name in node.input[1:3] if name in feeds}
+    for name in sorted(names):
+        frozen.graph.node.insert(0, helper.make_node(
+            "Constant", [], [name], value=numpy_helper.from_array(feeds[name], name)))
+    kept = [i for i in frozen.graph.input if i.name not in names]
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(kept)
+    onnx.save(frozen, path)
+    return {k: v for k, v in feeds.items() if k not in names}
+
+
+def check_random_dropout(model, feeds, out_dir):
+    """'' when the outputs of a one-Dropout case are a dropout of x, else why."""
+    import numpy as np
+    node = next(n for n in model.graph.node if n.op_type == "Dropout")
+    ratio = float(feeds.get(node.input[1], 0.5)) if len(node.input) > 1 and \
+        node.input[1] else 0.5
+    x = feeds[node.input[0]]
+    y = np.load(os.path.join(out_dir, f"{node.output[0]}.npy"))
+    scaled = x * (np.float32(1) / np.float32(1 - ratio))
+    kept = y != 0
+    if len(node.output) > 1 and node.output[1]:
+        kept = np.load(os.path.join(out_dir, f"{node.output[1]}.npy"))
+    if y.shape != x.shape or not np.array_equal(y, np.where(kept, scaled, 0)):
+        return "y is not x / (1 - ratio) where the mask keeps and 0 elsewhere"
+    n, q = x.size, 1 - ratio
+    if abs(int(kept.sum()) - n * q) > 5 * (n * q * (1 - q)) ** 0.5:
+        return f"kept {int(kept.sum())} of {n}, far from {n * q:.1f}"
+    return ""
+
+
+def run_random_dropout(model, sets, all_feeds, tools, work, timeout):
+    """A dropout-random case, each data set compiled with its ratio and mode
+    fixed, run and checked (check_random_dropout)."""
+    import numpy as np
+    for index, feeds in enumerate(all_feeds):
+        frozen = os.path.join(work, f"frozen{index}.onnx")
+        rest = frozen_dropout_model(model, feeds, frozen)
+        imported = os.path.join(work, f"d{index}.imported.mlir")
+        compiled = os.path.join(work, f"d{index}.mlir")
+        plan = os.path.join(work, f"d{index}.plan")
+        import onnx
+        options = import_options(onnx.load(frozen), rest)
+        run_tool("import", [tools["fsdp-opt"], frozen, *options, "-o", imported], timeout)
+        run_tool("compile", [tools["fsdp-opt"], imported, "--fsdp-lower-pipeline",
+                             "-o", compiled], timeout)
+        run_tool("compile", [tools["fsdp-translate"], "--mlir-to-plan", compiled,
+                             "-o", plan], timeout)
+        out_dir = os.path.join(work, f"out{index}")
+        cmd = [tools["fsdp-run"], plan, "--threads", "1", "--seed", str(index),
+               "--output-dir", out_dir]
+        for name, value in rest.items():
+            path = os.path.join(work, f"in{index}_{name}.npy")
+            np.save(path, value)
+            cmd += ["--input", f"{name}={path}"]
+        run_tool("session", cmd, timeout)
+        why = check_random_dropout(model, feeds, out_dir)
+        if why:
+            raise Outcome("wrong", f"data set {index}: {why}")
+    return ("dropout-random", "", "ran with the data set's ratio; rate, "
+            "scaling and mask checked")
+
+
 def run_case(case, tools, work, timeout):
     """Runs one case; returns (class, stage, detail)."""
     import numpy as np
@@ -199,6 +274,13 @@ def run_case(case, tools, work, timeout):
         load_error = f"{type(e).__name__}: {e}"
     if all_feeds:
         random = any(random_dropout(model, f) for f in all_feeds)
+    if random and sum(n.op_type == "Dropout" for n in model.graph.node) == 1:
+        try:
+            return run_random_dropout(model, sets, all_feeds, tools, work, timeout)
+        except Outcome as outcome:
+            if outcome.cls in ("wrong", "crash", "timeout", "unexplained"):
+                return outcome.cls, outcome.stage, outcome.detail
+            return "dropout-random", outcome.stage, outcome.detail
 
     plans = {}
     try:

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -59,6 +60,10 @@ options:
   --model-dir DIR        where the weight files are (default: the plan's)
   --threads N            threads for kernels (default 0: one per core; at
                          most 1024)
+  --seed S               the seed of training-mode Dropout's masks, 0 to
+                         2^64-1 (default 0): the same seed gives the same
+                         masks, hence losses, at any --threads and any
+                         number of ranks for the same global batch
   --warmup W             untimed runs before the timed ones (default 0)
   --repeat K             timed runs (default 1)
   --steps K              training: run the step K times on the same inputs,
@@ -350,6 +355,7 @@ struct Options {
   bool json = false, timing = false, describe = false;
   double timeout = 300;
   uint64_t memoryBudget = 0;
+  uint64_t seed = 0;
   /// This process's place among the ranks mpirun started (0 of 1 alone),
   /// or, with --local-ranks, this thread's among the local group's.
   int rank = 0, world = 1;
@@ -457,6 +463,17 @@ Options parse(int argc, char **argv) {
       o.modelDir = value();
     } else if (flag == "--threads") {
       o.threads = toInt(flag, value(), 0, FSDPRT_MAX_THREADS);
+    } else if (flag == "--seed") {
+      std::string v = value();
+      bool digits = !v.empty() && v.size() <= 20 &&
+                    std::all_of(v.begin(), v.end(), [](unsigned char c) {
+                      return std::isdigit(c);
+                    });
+      errno = 0;
+      o.seed = digits ? std::strtoull(v.c_str(), nullptr, 10) : 0;
+      if (!digits || errno == ERANGE)
+        throw Error("--seed needs an integer from 0 to 2^64-1, not '" + v +
+                    "'");
     } else if (flag == "--warmup") {
       o.warmup = toInt(flag, value(), 0);
       o.timing = true;
@@ -900,6 +917,7 @@ int run(Options o) {
   fsdprt_session_options_init(&options);
   options.model_dir = modelDir;
   options.num_threads = o.threads;
+  options.seed = o.seed;
   options.memory_budget_bytes = o.memoryBudget;
   options.device = o.device.empty() ? nullptr : o.device.c_str();
   options.disable_graphs = o.noGraph;

@@ -331,6 +331,7 @@ public:
     registerNN(registry);
     registerData(registry);
     registerOptim(registry);
+    registerRandom(registry);
   }
 
   const char *name() const override { return "cpu"; }

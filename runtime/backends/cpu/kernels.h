@@ -23,6 +23,7 @@ void registerLinalg(Registry &registry);
 void registerNN(Registry &registry);
 void registerData(Registry &registry);
 void registerOptim(Registry &registry);
+void registerRandom(Registry &registry);
 
 //===----------------------------------------------------------------------===//
 // Checks made when a kernel is prepared

@@ -425,6 +425,14 @@ typedef struct fsdprt_session_options_s {
    *  a CUDA graph and replays that graph from then on (the arenas never
    *  move, so the same launches do the same work). */
   int disable_graphs;
+  /** The seed of the session's random kernels (training-mode Dropout):
+   *  their draws are Philox-4x32-10 of (seed; step, op, element), where the
+   *  step counts the runs the session has completed (or starts from a
+   *  loaded sharded checkpoint's step) and elements are
+   *  numbered over the global batch, so the same seed gives the same masks
+   *  at any thread count and any world size (docs/training.md,
+   *  "Randomness"). Default 0. */
+  uint64_t seed;
 } fsdprt_session_options_t;
 
 /** Fills `options` with the defaults: the plan's model_dir, one thread per
@@ -545,7 +553,8 @@ FSDPRT_API fsdprt_status_t fsdprt_session_save_sharded_checkpoint(
 /** Loads a sharded checkpoint written at any world size: each rank reads
  *  the pieces of the old shards its own shard covers (resharding) and its
  *  optimizer state the same way; other state from the same rank's file (or
- *  rank 0's). `*step` (may be NULL) gets the saved step. Where `dir` has no
+ *  rank 0's). `*step` (may be NULL) gets the saved step, and the session's
+ *  step (which keys Dropout's masks) becomes it. Where `dir` has no
  *  index.json (a save interrupted between its renames), the finished
  *  `dir`.tmp, else `dir`.old, is loaded; with neither it is refused. Every
  *  rank file's rank, world size, step and shards must agree with its name

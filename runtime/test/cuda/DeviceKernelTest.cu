@@ -15,6 +15,8 @@
 #include "kernels/rows.h"
 #include "launch.h"
 
+#include "../../src/philox.h"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -694,6 +696,43 @@ void attention(cuda::MaskKind kind, int64_t batch, int64_t l, int64_t s,
   expect(what + " dv", e, bdv.read(), dvs, 1e-4);
 }
 
+/// Philox-4x32-10 on the device: each thread's four words of element
+/// block i of a stream, equal bit for bit to the host's (philox.h, whose
+/// host results the runtime's tests check against Random123's vectors).
+__global__ void philoxBlocks(fsdprt::RandomStream stream, uint32_t *out,
+                             int64_t blocks) {
+  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= blocks)
+    return;
+  fsdprt::Philox4x32 words = stream.block(static_cast<uint64_t>(i));
+  for (int w = 0; w < 4; ++w)
+    out[4 * i + w] = words.v[w];
+}
+
+void philox(int64_t blocks) {
+  ++checks;
+  fsdprt::RandomStream stream{0x0123456789abcdefull, 3, 9};
+  uint32_t *device = nullptr;
+  cudaMalloc(&device, blocks * 4 * sizeof(uint32_t));
+  philoxBlocks<<<(blocks + 255) / 256, 256>>>(stream, device, blocks);
+  cudaError_t e = cudaDeviceSynchronize();
+  std::vector<uint32_t> got(blocks * 4);
+  cudaMemcpy(got.data(), device, got.size() * sizeof(uint32_t),
+             cudaMemcpyDeviceToHost);
+  cudaFree(device);
+  for (int64_t i = 0; e == cudaSuccess && i < blocks * 4; ++i)
+    if (got[i] != stream.bits(static_cast<uint64_t>(i))) {
+      std::fprintf(stderr, "FAIL: philox: word %lld differs from the host's\n",
+                   static_cast<long long>(i));
+      ++failures;
+      return;
+    }
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "FAIL: philox: %s\n", cudaGetErrorString(e));
+    ++failures;
+  }
+}
+
 } // namespace
 
 int main() {
@@ -705,6 +744,7 @@ int main() {
     return kSkipped;
   }
   unsigned seed = 1;
+  philox(100003);
   for (int64_t n : {1, 7, 256, 257, 100003, 5000000}) {
     unary<cuda::Unary::Exp>(n, seed++);
     unary<cuda::Unary::Log>(n, seed++);

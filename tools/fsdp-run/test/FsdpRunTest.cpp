@@ -308,6 +308,13 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
       {"a.plan --memory-budget 0",
        "--memory-budget needs a byte count > 0 such as 1073741824 or 1G, not "
        "'0'"},
+      {"a.plan --seed -1",
+       "--seed needs an integer from 0 to 2^64-1, not '-1'"},
+      {"a.plan --seed 18446744073709551616",
+       "--seed needs an integer from 0 to 2^64-1, not "
+       "'18446744073709551616'"},
+      {"a.plan --seed 1e3",
+       "--seed needs an integer from 0 to 2^64-1, not '1e3'"},
       {"a.plan --memory-budget 20000000000T",
        "--memory-budget needs a byte count > 0 such as 1073741824 or 1G, not "
        "'20000000000T'"},
@@ -322,7 +329,7 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
   for (const char *flag :
        {"--input NAME=FILE.npy", "--output-dir DIR", "--model-dir DIR",
         "--threads N", "--warmup W", "--repeat K", "--json",
-        "--memory-budget BYTES", "--help"})
+        "--memory-budget BYTES", "--seed S", "--help"})
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
 }
 

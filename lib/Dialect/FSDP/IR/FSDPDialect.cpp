@@ -149,6 +149,16 @@ LogicalResult verifyDiscardable(Operation *op, NamedAttribute attr,
   if (name == FSDPDialect::ConfigAttrHelper::getNameStr() &&
       !isa<UnitConfigAttr>(value))
     return mismatch("an #fsdp.unit_config");
+  if (name == FSDPDialect::RandomOpAttrHelper::getNameStr()) {
+    auto id = dyn_cast<IntegerAttr>(value);
+    if (!id || id.getValue().isNegative() || id.getValue().getActiveBits() > 32)
+      return mismatch("an integer from 0 to 2^32-1");
+  }
+  if (name == FSDPDialect::MicroBatchAttrHelper::getNameStr()) {
+    auto slot = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!slot || slot.size() != 2 || slot[0] < 0 || slot[1] <= slot[0])
+      return mismatch("array<i64: slot, slots> with 0 <= slot < slots");
+  }
   return success();
 }
 

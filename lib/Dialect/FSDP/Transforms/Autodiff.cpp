@@ -90,6 +90,7 @@ private:
   bool active(Value value) const { return isActive(value); }
   LogicalResult attachLoss();
   LogicalResult prepare();
+  LogicalResult prepareDropout(DropoutOp dropout);
   FailureOr<llvm::StringSet<>> checkpointedUnits();
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
   LogicalResult fuseBatchNorm(BatchNormalizationOp norm);
@@ -311,8 +312,7 @@ void Autodiff::countBatch(BatchNormalizationOp norm, OnnxBuilder &bb) {
 
 /// Rewrites what trains differently from how it runs: BatchNorm (fused in
 /// training unless fuse-batch-norm=false, else decomposed; see above) and
-/// Dropout (only without dropping: ratio 0 or
-/// not in training).
+/// Dropout (removed where it drops nothing; see prepareDropout).
 LogicalResult Autodiff::prepare() {
   SmallVector<Operation *> ops;
   for (Operation &op : func.getBody().front())
@@ -336,32 +336,52 @@ LogicalResult Autodiff::prepare() {
         for (NamedAttribute mark : marks)
           added->setAttr(mark.getName(), mark.getValue());
     } else if (auto dropout = dyn_cast<DropoutOp>(op)) {
-      std::optional<double> training =
-          isa<NoneType>(dropout.getTrainingMode().getType())
-              ? 0.0
-              : constantScalar(dropout.getTrainingMode());
-      std::optional<double> ratio = isa<NoneType>(dropout.getRatio().getType())
-                                        ? 0.5
-                                        : constantScalar(dropout.getRatio());
-      if (!training || (*training != 0 && (!ratio || *ratio != 0)))
-        return op->emitOpError("Dropout that drops in "
-                               "training needs random masks, which the "
-                               "runtime does not generate yet; export with "
-                               "p=0 (ratio ")
-               << (ratio ? std::to_string(*ratio) : std::string("unknown"))
-               << ")";
-      Value mask = dropout.getMask();
-      if (!isa<NoneType>(mask.getType()) && !mask.use_empty()) {
-        OpBuilder b(dropout);
-        mask.replaceAllUsesWith(b.create<ConstantOp>(
-            dropout.getLoc(), DenseElementsAttr::get(typeOf(mask), true)));
-      }
-      dropout.getOutput().replaceAllUsesWith(dropout.getData());
-      dropout.erase();
+      if (failed(prepareDropout(dropout)))
+        return failure();
     }
   }
+  mlir::fsdp::numberRandomOps(func);
   return success();
 }
+
+/// A Dropout that drops nothing (ratio 0, or not training) goes; one that
+/// drops stays, with its mask as a result: its gradient rule reads it
+/// (Gradients/Elementwise.cpp).
+LogicalResult Autodiff::prepareDropout(DropoutOp dropout) {
+  std::optional<double> training =
+      isa<NoneType>(dropout.getTrainingMode().getType())
+          ? 0.0
+          : constantScalar(dropout.getTrainingMode());
+  std::optional<double> ratio = isa<NoneType>(dropout.getRatio().getType())
+                                    ? 0.5
+                                    : constantScalar(dropout.getRatio());
+  if (!training)
+    return dropout.emitOpError("training_mode must be a constant (the plan "
+                               "runs in one mode)");
+  if (*training != 0 && !ratio)
+    return dropout.emitOpError("ratio must be a constant");
+  OpBuilder b(dropout);
+  Value mask = dropout.getMask();
+  if (*training == 0 || *ratio == 0) {
+    if (!isa<NoneType>(mask.getType()) && !mask.use_empty())
+      mask.replaceAllUsesWith(b.create<ConstantOp>(
+          dropout.getLoc(), DenseElementsAttr::get(typeOf(mask), true)));
+    dropout.getOutput().replaceAllUsesWith(dropout.getData());
+    dropout.erase();
+    return success();
+  }
+  if (!isa<NoneType>(mask.getType()))
+    return success();
+  auto maskType = RankedTensorType::get(typeOf(dropout.getData()).getShape(),
+                                        b.getI1Type());
+  auto withMask = b.create<DropoutOp>(
+      dropout.getLoc(), TypeRange{dropout.getOutput().getType(), maskType},
+      dropout->getOperands(), dropout->getAttrs());
+  dropout.getOutput().replaceAllUsesWith(withMask.getOutput());
+  dropout.erase();
+  return success();
+}
+
 
 /// Differentiated attention chains become fsdp.attention with its lse
 /// result (differentiated by fsdp.attention_grad), so that the backward keeps
@@ -698,3 +718,19 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
 };
 
 } // namespace
+
+void mlir::fsdp::numberRandomOps(func::FuncOp func) {
+  using RandomOp = FSDPDialect::RandomOpAttrHelper;
+  int64_t next = 0;
+  func.walk([&](DropoutOp op) {
+    RandomOp helper(op.getContext());
+    if (helper.isAttrPresent(op))
+      next = std::max(next, helper.getAttr(op).getInt() + 1);
+  });
+  func.walk([&](DropoutOp op) {
+    RandomOp helper(op.getContext());
+    if (!helper.isAttrPresent(op))
+      helper.setAttr(op, IntegerAttr::get(IntegerType::get(op.getContext(), 64),
+                                          next++));
+  });
+}

@@ -72,8 +72,13 @@ struct InferencePass : mlir::fsdp::impl::InferenceBase<InferencePass> {
     SmallVector<onnxir::DropoutOp> dropouts;
     SmallVector<onnxir::BatchNormalizationOp> norms;
     getOperation().walk([&](Operation *op) {
-      if (auto dropout = dyn_cast<onnxir::DropoutOp>(op))
-        dropouts.push_back(dropout);
+      // A Dropout fsdp-autodiff kept (numbered) is a training step's: its
+      // gradient reads its mask.
+      if (auto dropout = dyn_cast<onnxir::DropoutOp>(op)) {
+        if (!FSDPDialect::RandomOpAttrHelper(op->getContext())
+                 .isAttrPresent(op))
+          dropouts.push_back(dropout);
+      }
       else if (auto norm = dyn_cast<onnxir::BatchNormalizationOp>(op))
         if (norm.getTrainingMode() != 0)
           norms.push_back(norm);

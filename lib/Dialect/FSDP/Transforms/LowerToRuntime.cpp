@@ -547,11 +547,46 @@ struct LowerBatchNormGrad : KernelPattern<mlir::fsdp::BatchNormGradOp> {
   }
 };
 
-/// Dropout has no kernel: fsdp-inference removes it.
-struct RejectDropout : KernelPattern<DropoutOp> {
+/// A training Dropout that drops: kernel `dropout` on the data (its mask
+/// too where the op has one), with its ratio, its id (fsdp.random_op) and
+/// its micro-batch slot. One that drops nothing is fsdp-inference's (or
+/// fsdp-autodiff's) to remove.
+struct LowerDropout : KernelPattern<DropoutOp> {
   using KernelPattern::KernelPattern;
-  LogicalResult lower(DropoutOp, OpAdaptor, Lowering &l) const override {
-    return l.fail("is a training-mode Dropout; run --fsdp-inference first");
+  LogicalResult lower(DropoutOp dropout, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    APFloat ratio(0.5);
+    DenseElementsAttr training;
+    if (isa<NoneType>(dropout.getTrainingMode().getType()) ||
+        !matchPattern(dropout.getTrainingMode(), m_Constant(&training)) ||
+        training.getNumElements() != 1 ||
+        !training.getElementType().isInteger(1) ||
+        !*training.getValues<bool>().begin())
+      return l.fail("is not in training mode (or its mode is not a "
+                    "constant); run --fsdp-inference first");
+    DenseFPElementsAttr ratios;
+    if (!isa<NoneType>(dropout.getRatio().getType())) {
+      if (!matchPattern(dropout.getRatio(), m_Constant(&ratios)) ||
+          ratios.getNumElements() != 1)
+        return l.fail("needs a constant ratio");
+      ratio = *ratios.getValues<APFloat>().begin();
+    }
+    double p = ratio.convertToDouble();
+    if (!(p > 0 && p < 1))
+      return l.fail("ratio " + Twine(std::to_string(p)) +
+                    " is not in (0, 1); a ratio of 0 is fsdp-inference's to "
+                    "remove");
+    auto id = mlir::fsdp::FSDPDialect::RandomOpAttrHelper(dropout.getContext())
+                  .getAttr(dropout);
+    DenseI64ArrayAttr slot =
+        mlir::fsdp::FSDPDialect::MicroBatchAttrHelper(dropout.getContext())
+            .getAttr(dropout);
+    if (!id)
+      return l.fail("has no fsdp.random_op id");
+    return l.kernel(kernel, {adaptor.getData()},
+                    {l.f64("ratio", ratio), l.i64("op", id.getInt()),
+                     l.i64("slot", slot ? slot[0] : 0),
+                     l.i64("slots", slot ? slot[1] : 1)});
   }
 };
 
@@ -1366,7 +1401,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerBatchNorm>(context, "batch_norm");
   patterns.add<LowerBatchNormTrain>(context, "batch_norm_train");
   patterns.add<LowerBatchNormGrad>(context, "batch_norm_grad");
-  patterns.add<RejectDropout>(context);
+  patterns.add<LowerDropout>(context, "dropout");
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");
   patterns.add<LowerConvTranspose>(context, "conv_grad_input");
@@ -1514,6 +1549,7 @@ struct LowerToRuntimePass
       failed |= mlir::failed(checkArguments(func));
     });
 
+    module.walk([](func::FuncOp func) { mlir::fsdp::numberRandomOps(func); });
     SymbolTableCollection symbols;
     RewritePatternSet patterns(&getContext());
     populateLoweringPatterns(patterns, symbols);

@@ -196,6 +196,11 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
   SmallVector<Value> latest;
   for (auto &[buffer, value] : step.updates)
     latest.push_back(value);
+  // Each micro-batch's random ops draw for its own slice of the batch.
+  FSDPDialect::MicroBatchAttrHelper microBatch(func.getContext());
+  for (Operation *op : forward)
+    if (isa<DropoutOp>(op))
+      microBatch.setAttr(op, b.getDenseI64ArrayAttr({0, n}));
   for (int64_t k = 1; k < n; ++k) {
     IRMapping map;
     for (auto [first, mine] : llvm::zip(slices[0], slices[k]))
@@ -209,7 +214,9 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
             map.map(get.getResult(), latest[index]);
         continue;
       }
-      b.clone(*op, map);
+      Operation *clone = b.clone(*op, map);
+      if (isa<DropoutOp>(clone))
+        microBatch.setAttr(clone, b.getDenseI64ArrayAttr({k, n}));
     }
     lossSum = tail.add(lossSum, map.lookupOrDefault(step.loss));
     for (auto [index, grad] : llvm::enumerate(step.grads))

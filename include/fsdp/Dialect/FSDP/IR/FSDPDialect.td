@@ -27,7 +27,13 @@ def FSDP_Dialect : Dialect {
     function argument or result), and on the module `fsdp.units` (a list of
     `#fsdp.unit`), `fsdp.auto_wrap` (an `#fsdp.auto_wrap` record) and
     `fsdp.cost_model` (an `#fsdp.cost_model`); on an `fsdp.flat_param`,
-    `fsdp.config` (its unit's configuration, an `#fsdp.unit_config`).
+    `fsdp.config` (its unit's configuration, an `#fsdp.unit_config`). On
+    a random op (a training-mode `onnx.Dropout`), `fsdp.random_op` (its id
+    in the plan, an integer from 0 to 2^32-1, given by `fsdp-autodiff`, or by
+    `fsdp-lower-to-runtime` to those without one, and kept by the clones of
+    checkpointing, which so draw the same mask) and `fsdp.micro_batch`
+    (`array<i64: slot, slots>`: which of the step's micro-batches the op
+    works on, set by `fsdp-optimizer`'s gradient accumulation).
 
     ```mlir
     mesh.mesh @world(shape = 4)
@@ -50,7 +56,9 @@ def FSDP_Dialect : Dialect {
     "::mlir::ArrayAttr":$units,
     "::mlir::fsdp::AutoWrapRecordAttr":$auto_wrap,
     "::mlir::fsdp::CostModelAttr":$cost_model,
-    "::mlir::fsdp::UnitConfigAttr":$config
+    "::mlir::fsdp::UnitConfigAttr":$config,
+    "::mlir::IntegerAttr":$random_op,
+    "::mlir::DenseI64ArrayAttr":$micro_batch
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

@@ -663,6 +663,10 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
     whose `training_mode` is decided at run time (a graph input, or computed
     from one) and whose ratio is not 0: the plan never drops, and would
     ignore a true value.
+
+    A Dropout that `fsdp-autodiff` kept for a training step (one with an
+    `fsdp.random_op` id) is left as it is: the training pipelines run this
+    pass after the gradient, which reads its mask.
   }];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
@@ -707,7 +711,12 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     exported momentum) are returned after the gradients with
     `fsdp.update_of = @<buffer>`; in eval mode the running statistics.
     `Dropout` that drops nothing (ratio 0, or not training) is removed;
-    one that drops is an error (the runtime has no random masks yet).
+    one that drops (a constant ratio in (0, 1), training) stays, with its
+    mask as a result, and gets its id `fsdp.random_op` (0, 1, ... in the
+    function's order, before anything is cloned: the same at every world
+    size); its gradient is `Where(mask, g * (1 / (1 - p)), 0)`, the
+    forward's own mask. The runtime draws the mask from the session's seed
+    (docs/training.md, "Randomness").
 
     With `loss=cross-entropy` the model may return logits instead of a
     loss: the step gains an int64 input (`labels`, shaped like the logits

@@ -182,6 +182,27 @@ LogicalResult backward(ReciprocalOp op, GradientContext &ctx) { // -g y^2
   return success();
 }
 
+/// A training Dropout (fsdp-autodiff keeps only those that drop, each with
+/// its mask): g / (1 - p) where the forward kept, 0 elsewhere, with the
+/// forward's own scale (1 / (1 - p) in f32, as torch).
+LogicalResult backward(DropoutOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  auto ratio = op.getRatio().getDefiningOp<ConstantOp>();
+  auto dense = ratio ? dyn_cast<DenseFPElementsAttr>(ratio.getValue()) : nullptr;
+  if (!dense || dense.getNumElements() != 1 ||
+      isa<NoneType>(op.getMask().getType()))
+    return op.emitOpError("has no gradient rule without a constant ratio and "
+                          "its mask");
+  double p = (*dense.getValues<APFloat>().begin()).convertToDouble();
+  float scale = 1.0f / static_cast<float>(1.0 - p);
+  OnnxBuilder &bb = r.bb;
+  Value zero = bb.scalar(0, r.element);
+  r.give(0, bb.op<WhereOp>(r.yt, {op.getMask(),
+                                  bb.mul(r.g, bb.scalar(scale, r.element), r.yt),
+                                  zero}));
+  return success();
+}
+
 LogicalResult backward(WhereOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   OnnxBuilder &bb = r.bb;
@@ -285,4 +306,5 @@ void mlir::fsdp::detail::attachElementwiseGradients(MLIRContext &ctx) {
   attachGradient<HardSwishOp, backward>(ctx);
   attachGradient<PReluOp, backward>(ctx);
   attachGradient<EluOp, backward>(ctx);
+  attachGradient<DropoutOp, backward>(ctx);
 }
