@@ -1399,7 +1399,10 @@ LogicalResult Importer::foldShapeComputations() {
       "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
       "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
       "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
-      "Mod",   "Neg"};
+      "Mod",   "Neg",
+      // Hugging Face's attention masks: shape-only, so constant here.
+      "Expand", "GatherND", "CumSum", "Not", "Max", "Min", "And", "Or", "Less",
+      "LessOrEqual", "Greater", "GreaterOrEqual"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

@@ -95,3 +95,55 @@ func.func @negate(%x: tensor<2xf32>) -> (tensor<1xi64>, tensor<2xf32>, tensor<2x
   %nx = onnx.Neg %x : (tensor<2xf32>) -> tensor<2xf32>
   return %n, %nf, %nx : tensor<1xi64>, tensor<2xf32>, tensor<2xf32>
 }
+
+// Hugging Face's attention masks (transformers 5, torch 2.x's exporter)
+// depend only on shapes: GatherND, Expand, CumSum, Not, Max and the
+// comparisons fold once the sequence length is static.
+// CHECK-LABEL: func.func @mask_ops
+func.func @mask_ops() -> (tensor<2x2xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2xi1>, tensor<3xi64>, tensor<3xf32>) {
+  // GatherND: elements (0,2) and (1,0) of [[0,1,2],[3,4,5]] are 2 and 3.
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[2, 3], [3, 0]]> : tensor<2x2xi64>
+  // Expand of a row to 2x3.
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0, 1, 2], [0, 1, 2]]> : tensor<2x3xi64>
+  // CumSum along axis 1, inclusive and exclusive-reversed.
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0, 1, 3], [3, 7, 12]]> : tensor<2x3xi64>
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[3, 2, 0], [9, 5, 0]]> : tensor<2x3xi64>
+  // CHECK-DAG: onnx.Constant dense<[false, true]> : tensor<2xi1>
+  // CHECK-DAG: onnx.Constant dense<[2, 1, 2]> : tensor<3xi64>
+  // CHECK-DAG: onnx.Constant dense<[-1.000000e+00, 0.000000e+00, -3.000000e+00]> : tensor<3xf32>
+  // CHECK-NOT: onnx.GatherND
+  // CHECK-NOT: onnx.Expand
+  // CHECK-NOT: onnx.CumSum
+  // CHECK-NOT: onnx.Not
+  // CHECK-NOT: onnx.Max
+  // CHECK-NOT: onnx.Min
+  %data = onnx.Constant dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>
+  %pairs = onnx.Constant dense<[[[0, 2], [1, 0]], [[1, 0], [0, 0]]]> : tensor<2x2x2xi64>
+  %g = onnx.GatherND %data, %pairs : (tensor<2x3xi64>, tensor<2x2x2xi64>) -> tensor<2x2xi64>
+  %row = onnx.Constant dense<[0, 1, 2]> : tensor<3xi64>
+  %shape = onnx.Constant dense<[2, 3]> : tensor<2xi64>
+  %e = onnx.Expand %row, %shape : (tensor<3xi64>, tensor<2xi64>) -> tensor<2x3xi64>
+  %one = onnx.Constant dense<1> : tensor<i64>
+  %c = onnx.CumSum %data, %one : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %r = onnx.CumSum %data, %one {exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %bits = onnx.Constant dense<[true, false]> : tensor<2xi1>
+  %n = onnx.Not %bits : (tensor<2xi1>) -> tensor<2xi1>
+  %lo = onnx.Constant dense<[2, 0, 1]> : tensor<3xi64>
+  %hi = onnx.Constant dense<[1, 1, 2]> : tensor<3xi64>
+  %m = onnx.Max %lo, %hi : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  %fa = onnx.Constant dense<[-1.0, 2.0, -3.0]> : tensor<3xf32>
+  %fb = onnx.Constant dense<0.0> : tensor<f32>
+  %mn = onnx.Min %fa, %fb : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %g, %e, %c, %r, %n, %m, %mn : tensor<2x2xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2xi1>, tensor<3xi64>, tensor<3xf32>
+}
+
+// A GatherND with batch_dims = 1: each batch row picks from its own row
+// (negative indices count from the end).
+// CHECK-LABEL: func.func @gather_nd_batch
+func.func @gather_nd_batch() -> tensor<2x2xi64> {
+  // CHECK: onnx.Constant dense<{{\[}}[2, 0], [4, 4]]> : tensor<2x2xi64>
+  %data = onnx.Constant dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>
+  %idx = onnx.Constant dense<[[[2], [0]], [[1], [-2]]]> : tensor<2x2x1xi64>
+  %g = onnx.GatherND %data, %idx {batch_dims = 1 : i64} : (tensor<2x3xi64>, tensor<2x2x1xi64>) -> tensor<2x2xi64>
+  return %g : tensor<2x2xi64>
+}
