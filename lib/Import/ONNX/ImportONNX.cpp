@@ -1402,7 +1402,9 @@ LogicalResult Importer::foldShapeComputations() {
       "Mod",   "Neg",
       // Hugging Face's attention masks: shape-only, so constant here.
       "Expand", "GatherND", "CumSum", "Not", "Max", "Min", "And", "Or", "Less",
-      "LessOrEqual", "Greater", "GreaterOrEqual"};
+      "LessOrEqual", "Greater", "GreaterOrEqual",
+      // torch 2.x's exported attention: the square root of its scale.
+      "Sqrt"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

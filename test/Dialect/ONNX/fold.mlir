@@ -147,3 +147,35 @@ func.func @gather_nd_batch() -> tensor<2x2xi64> {
   %g = onnx.GatherND %data, %idx {batch_dims = 1 : i64} : (tensor<2x3xi64>, tensor<2x2x1xi64>) -> tensor<2x2xi64>
   return %g : tensor<2x2xi64>
 }
+
+// torch 2.x's exported attention takes the square root of a float64 scale.
+// CHECK-LABEL: func.func @sqrt_scale
+func.func @sqrt_scale() -> (tensor<f64>, tensor<2xf32>) {
+  // CHECK-DAG: onnx.Constant dense<2.500000e-01> : tensor<f64>
+  // CHECK-DAG: onnx.Constant dense<[3.000000e+00, 5.000000e-01]> : tensor<2xf32>
+  // CHECK-NOT: onnx.Sqrt
+  %a = onnx.Constant dense<0.0625> : tensor<f64>
+  %b = onnx.Constant dense<[9.0, 0.25]> : tensor<2xf32>
+  %ra = onnx.Sqrt %a : (tensor<f64>) -> tensor<f64>
+  %rb = onnx.Sqrt %b : (tensor<2xf32>) -> tensor<2xf32>
+  return %ra, %rb : tensor<f64>, tensor<2xf32>
+}
+
+// Slice over several axes of a 2-D constant and Concat along its last axis,
+// as Hugging Face's position ids are built.
+// CHECK-LABEL: func.func @slice_concat_2d
+func.func @slice_concat_2d() -> (tensor<2x1xi64>, tensor<2x4xi64>) {
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[1], [4]]> : tensor<2x1xi64>
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0, 1, 2, 9], [3, 4, 5, 9]]> : tensor<2x4xi64>
+  // CHECK-NOT: onnx.Slice
+  // CHECK-NOT: onnx.Concat
+  %data = onnx.Constant dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>
+  %starts = onnx.Constant dense<[0, -2]> : tensor<2xi64>
+  %ends = onnx.Constant dense<[2, 2]> : tensor<2xi64>
+  %axes = onnx.Constant dense<[0, 1]> : tensor<2xi64>
+  %steps = onnx.Constant dense<[1, 2]> : tensor<2xi64>
+  %s = onnx.Slice %data, %starts, %ends, %axes, %steps : (tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<2x1xi64>
+  %nine = onnx.Constant dense<9> : tensor<2x1xi64>
+  %c = onnx.Concat %data, %nine {axis = -1 : i64} : (tensor<2x3xi64>, tensor<2x1xi64>) -> tensor<2x4xi64>
+  return %s, %c : tensor<2x1xi64>, tensor<2x4xi64>
+}

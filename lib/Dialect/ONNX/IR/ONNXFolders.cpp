@@ -604,6 +604,19 @@ OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
                          [](const APInt &v) { return ~v; });
 }
 
+OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getX());
+  if (!input || input.getType() != getType() ||
+      !(input.getElementType().isF32() || input.getElementType().isF64()))
+    return {};
+  bool f32 = input.getElementType().isF32();
+  return input.mapValues(input.getElementType(), [&](const APFloat &v) {
+    double root = std::sqrt(v.convertToDouble());
+    return f32 ? APFloat(static_cast<float>(root)).bitcastToAPInt()
+               : APFloat(root).bitcastToAPInt();
+  });
+}
+
 namespace {
 
 /// Folds Max or Min of one or two small constants of one element type.

@@ -99,13 +99,19 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
 }
 
 foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log",
-                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus", "Sqrt",
+                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus",
                 "Tanh"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
 
 // Folded at import: Hugging Face attention masks negate comparisons of
 // shape-only values.
 def ONNX_NotOp : ONNX_UnaryOp<"Not", [SameOperandsAndResultElementType]> {
+  let hasFolder = 1;
+}
+
+// Folded at import: torch 2.x's exported scaled_dot_product_attention takes
+// the square root of its float64 scale constant.
+def ONNX_SqrtOp : ONNX_UnaryOp<"Sqrt", [SameOperandsAndResultElementType]> {
   let hasFolder = 1;
 }
 
