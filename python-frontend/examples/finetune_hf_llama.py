@@ -78,7 +78,8 @@ def prepare(opts) -> None:
     np.save(work / "ids.npy", ids)
     np.save(work / "labels.npy", labels)
     model.config.save_pretrained(work / "model")
-    example = (torch.from_numpy(ids[0, :1]), torch.from_numpy(labels[0, :1]))
+    # A batch of 2 or more: torch.export specialises a dimension of size 1.
+    example = (torch.from_numpy(ids[0]), torch.from_numpy(labels[0]))
     fsdp_mlir.export(model, example, work / "llama.onnx", loss_fn=loss_fn,
                      input_names=["input_ids", "labels"])
     fsdp_mlir.compile(work / "llama.onnx", batch_size=opts.batch // 2, world_size=2,
