@@ -23,7 +23,8 @@ with every dropout off and use_cache=False, nothing downloaded:
      its half): loss and parameters equal torch's one process step on the
      whole batch.
 
-A model the compiler cannot take yet is listed in REFUSED with the text its
+Then LLaMA's forward at 256 tokens (a mask of 2 x 1 x 256 x 256, folded at
+import). A model the compiler cannot take yet is listed in REFUSED with the text its
 error must contain: the check then requires that refusal (so a fix, or a
 new failure, is noticed) and the summary names it. Tolerance: |ours -
 torch| <= 1e-5 + 1e-4 |torch| (logits, loss) and, for parameters after the
@@ -63,7 +64,7 @@ def lm_config(kind: str):
 
     common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                  max_position_embeddings=64, use_cache=False)
+                  max_position_embeddings=256, use_cache=False)
     if kind == "llama":
         return tf.LlamaConfig(**common), tf.LlamaForCausalLM, "LlamaDecoderLayer"
     if kind == "mistral":
@@ -195,7 +196,7 @@ def check_forward(fsdp_mlir, name, work) -> list[str]:
     import torch
 
     wrapper, _, _, inputs, _ = make(name)
-    onnx_path = fsdp_mlir.export(wrapper, inputs, work / f"{name}.fwd.onnx")
+    onnx_path = fsdp_mlir.export(wrapper, inputs, work / f"{name}.fwd{SEQ}.onnx")
     plan = fsdp_mlir.compile(onnx_path, batch_size=BATCH)
     with fsdp_mlir.Session(plan) as session:
         ours = session.forward(feed(session, inputs))["output_0"]
@@ -307,6 +308,17 @@ def check_distributed(fsdp_mlir, name, work, build) -> list[str]:
     return bad + compare_params(result["state"], wrapper, grads, f"{name}: 2-rank step")
 
 
+def check_long_sequence(fsdp_mlir, work) -> list[str]:
+    """LLaMA's forward at 256 tokens: its 2 x 1 x 256 x 256 mask (and the
+    B x T x T steps that build it) still folds at import."""
+    global SEQ
+    saved, SEQ = SEQ, 256
+    try:
+        return check_forward(fsdp_mlir, "llama", work)
+    finally:
+        SEQ = saved
+
+
 def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], str]:
     """(failures, status line) of one model; an expected refusal passes."""
     from fsdp_mlir import ToolError
@@ -368,6 +380,12 @@ def main(argv=None) -> int:
                 print(f"FAILED: {line}")
             failed += bad
             table.append(f"  {name:8s} {status}")
+        if not args.only or "llama" in args.only:
+            bad = check_long_sequence(fsdp_mlir, work)
+            for line in bad:
+                print(f"FAILED: {line}")
+            failed += bad
+            table.append(f"  llama at 256 tokens: forward {'FAILED' if bad else 'passed'}")
     print("summary:\n" + "\n".join(table))
     return 1 if failed else 0
 

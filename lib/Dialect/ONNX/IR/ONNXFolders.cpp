@@ -2,7 +2,7 @@
 //
 /// Folds the shape computations torch exports (Shape -> Gather -> Unsqueeze
 /// -> Concat -> Reshape and friends) once shapes are static, plus arithmetic
-/// on small constants. Only constants up to kMaxFoldElements are computed
+/// on small constants (and attention masks computed from shapes). Only constants up to kMaxFoldElements are computed
 /// element by element, so folding never blows up the IR with large tensors;
 /// splats (ConstantOfShape) and reshapes of constants stay cheap at any size.
 //
@@ -22,7 +22,9 @@ using namespace mlir::onnxir;
 
 namespace {
 
-constexpr int64_t kMaxFoldElements = 4096;
+// Hugging Face's attention masks are batch x 1 x T x T, built from shapes:
+// 2^20 elements is T = 1024 at batch 1, folded in about a second.
+constexpr int64_t kMaxFoldElements = 1 << 20;
 
 /// A small dense constant, or null.
 DenseElementsAttr smallConstant(Attribute attr) {

@@ -481,7 +481,7 @@ def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
     axes; the result has shape `indices.shape[:-1] + data.shape[batch_dims +
     k:]`. torch 2.x's exporter writes it for advanced indexing, as in
     Hugging Face's attention-mask code, where both operands depend only on
-    shapes: the importer folds it to a constant (up to 4096 elements). There
+    shapes: the importer folds it to a constant (up to 2^20 elements). There
     is no kernel for it; a GatherND left after import is refused at compile.
 
     ```mlir
