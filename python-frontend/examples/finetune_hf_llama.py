@@ -91,10 +91,14 @@ def prepare(opts) -> None:
 def train(opts) -> None:
     session = fsdp_mlir.Session(opts.work / "llama.plan", threads=1)
     ids, labels = np.load(opts.work / "ids.npy"), np.load(opts.work / "labels.npy")
+    losses = []
     for step in range(len(ids)):
-        loss = session.step({"input_ids": ids[step], "labels": labels[step]}, lr=opts.lr)
+        losses.append(session.step({"input_ids": ids[step], "labels": labels[step]},
+                                   lr=opts.lr))
         if session.rank == 0 and (step == 0 or (step + 1) % 10 == 0):
-            print(f"step {step + 1:3d} loss {loss:.4f}", flush=True)
+            print(f"step {step + 1:3d} loss {losses[-1]:.4f}", flush=True)
+    if session.rank == 0:
+        np.save(opts.work / "losses.npy", np.array(losses))
     # Collective: every rank takes part, rank 0 writes the file.
     session.save(opts.work / "model" / "model.safetensors", full=True)
 
@@ -113,7 +117,11 @@ def evaluate(opts) -> None:
     labels = torch.from_numpy(np.load(opts.work / "labels.npy")[-1])
     with torch.no_grad():
         loss = float(loss_fn(model(input_ids=ids).logits, labels))
-    print(f"from_pretrained({opts.work / 'model'}): loss {loss:.4f} on the last batch")
+    losses = np.load(opts.work / "losses.npy")
+    print(f"from_pretrained({opts.work / 'model'}): loss {loss:.4f} on the last batch "
+          f"(the first step's: {losses[0]:.4f})")
+    if not (losses[-1] < losses[0] and loss < losses[0]):
+        sys.exit("the loss did not fall")
 
 
 def main() -> int:
