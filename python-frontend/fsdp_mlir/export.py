@@ -446,6 +446,60 @@ def _choose_exporter(exporter: str) -> str:
     return exporter
 
 
+def _run_exporter(choice, model, exported, inputs, raw, input_names, output_names,
+                  dynamic_axes, opset) -> str:
+    """Exports with `choice` ("auto" resolved by _choose_exporter, or a name)
+    and returns the exporter that wrote `raw`. Under "auto" on torch 2.x a
+    TorchScript failure (an aten op it cannot translate, e.g. aten::diff in
+    Hugging Face's mask code) falls back to dynamo with a warning naming it."""
+    import warnings
+
+    first = _choose_exporter(choice)
+    fallback = choice == "auto" and first == "torchscript" and _has_dynamo()
+    try:
+        with _step(f"torch.onnx.export ({first})"), _handled_warnings_filtered(model):
+            _export_with(first, exported, inputs, raw, input_names, output_names,
+                         dynamic_axes, opset)
+        return first
+    except ExportError as e:
+        if not fallback:
+            raise
+        reason = e.detail.strip().splitlines()[0][:300] if e.detail.strip() else "no message"
+        warnings.warn(f"fsdp_mlir.export: the TorchScript exporter failed ({reason}); "
+                      "exporting with dynamo instead (exporter='auto')", stacklevel=3)
+    with _step("torch.onnx.export (dynamo, after TorchScript failed)"), \
+            _handled_warnings_filtered(model):
+        _export_with("dynamo", exported, inputs, raw, input_names, output_names,
+                     dynamic_axes, opset)
+    return "dynamo"
+
+
+def _export_with(exporter, exported, inputs, raw, input_names, output_names,
+                 dynamic_axes, opset) -> None:
+    import torch
+
+    if exporter == "dynamo":
+        _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axes, opset)
+        return
+    # torch 2.x defaults to the dynamo exporter: ask for TorchScript's by
+    # name (torch 1.13 has no such keyword).
+    choice = {"dynamo": False} if _has_dynamo() else {}
+    torch.onnx.export(
+        exported,
+        inputs,
+        str(raw),
+        export_params=True,
+        training=torch.onnx.TrainingMode.TRAINING,
+        input_names=input_names,
+        output_names=output_names,
+        opset_version=opset,
+        do_constant_folding=False,
+        dynamic_axes=dynamic_axes,
+        export_modules_as_functions=False,
+        **choice,
+    )
+
+
 def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axes, opset):
     """torch.onnx.export through torch.export, in the module's training
     mode, with the batch dimension dynamic where `dynamic_axes` says; then
@@ -735,7 +789,7 @@ def export(
                 raise ValueError(f"input_names are not unique: {input_names}")
         if not isinstance(opset, int) or opset < 9:
             raise ValueError(f"opset must be an int >= 9, got {opset!r}")
-        exporter = _choose_exporter(exporter)
+        _choose_exporter(exporter)  # checks the name now; resolved at the export
         path = Path(path)
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a directory")
@@ -785,29 +839,9 @@ def export(
                         dynamic_axes[n] = {0: BATCH_DIM_PARAM}
 
         with tempfile.TemporaryDirectory(prefix=".fsdp_mlir_export_", dir=path.parent) as tmp:
-            with _step(f"torch.onnx.export ({exporter})"), _handled_warnings_filtered(model):
-                raw = Path(tmp) / "torch.onnx"
-                if exporter == "dynamo":
-                    _export_dynamo(exported, inputs, raw, input_names,
-                                   output_names, dynamic_axes, opset)
-                else:
-                    # torch 2.x defaults to the dynamo exporter: ask for
-                    # TorchScript's by name (torch 1.13 has no such keyword).
-                    choice = {"dynamo": False} if _has_dynamo() else {}
-                    torch.onnx.export(
-                        exported,
-                        inputs,
-                        str(raw),
-                        export_params=True,
-                        training=torch.onnx.TrainingMode.TRAINING,
-                        input_names=input_names,
-                        output_names=output_names,
-                        opset_version=opset,
-                        do_constant_folding=False,
-                        dynamic_axes=dynamic_axes,
-                        export_modules_as_functions=False,
-                        **choice,
-                    )
+            raw = Path(tmp) / "torch.onnx"
+            exporter = _run_exporter(exporter, model, exported, inputs, raw, input_names,
+                                     output_names, dynamic_axes, opset)
             with _step("loading the exported ONNX model"):
                 proto = onnx.load(str(raw))
 

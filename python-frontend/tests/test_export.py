@@ -448,6 +448,28 @@ class ErrorTest(ExportTestBase):
                                    model, x, self.tmp / "bad.onnx", exporter="dynamo")
         self.assertEqual(list(self.tmp.iterdir()), [])
 
+    @unittest.skipIf(int(torch.__version__.split(".")[0]) < 2,
+                     "torch 1.13 has only the TorchScript exporter")
+    def test_auto_falls_back_to_dynamo(self):
+        class Diff(nn.Module):  # aten::diff: TorchScript cannot export it
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.diff(self.fc(x), dim=-1)
+
+        x = torch.randn(2, 4)
+        with self.assertWarnsRegex(UserWarning, r"the TorchScript exporter failed "
+                                   r"\(.*aten::diff.*\); exporting with dynamo instead"):
+            path = fsdp_mlir.export(Diff(), x, self.tmp / "diff.onnx")
+        graph = onnx.load(str(path)).graph
+        self.assertIn("fc.weight", [i.name for i in graph.initializer])
+        self.assertNotIn("ATen", [n.op_type for n in graph.node])
+        with self.assertRaisesRegex(fsdp_mlir.ExportError, r"torch\.onnx\.export "
+                                    r"\(torchscript\) failed: .*aten::diff"):
+            fsdp_mlir.export(Diff(), x, self.tmp / "diff2.onnx", exporter="torchscript")
+
     def test_wrong_number_of_inputs(self):
         model, x = _bn()
         self.assertExportFails(r"example_inputs .* failed: TypeError: .*positional",

@@ -227,6 +227,11 @@ TEST(Kernels, ComparisonsAndLogic) {
   r = runOp("and", {p, f32({4}, {1, 1, 1, 1})}, {{BOOL, {4}}});
   EXPECT_NE(r.error.find("every operand must be bool"), std::string::npos)
       << r.error;
+  r = runOp("isnan", {f32({4}, {1.f, NAN, -INFINITY, -NAN})}, {{BOOL, {4}}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<uint8_t>(), (std::vector<uint8_t>{0, 1, 0, 1}));
+  r = runOp("isnan", {p}, {{BOOL, {4}}});
+  EXPECT_NE(r.error.find("the input"), std::string::npos) << r.error;
 }
 
 TEST(Kernels, WhereBroadcastsThreeWays) {

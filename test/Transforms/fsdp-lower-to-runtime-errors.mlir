@@ -1,9 +1,9 @@
 // RUN: fsdp-opt %s --split-input-file --verify-diagnostics --fsdp-lower-to-runtime
 
-func.func @no_kernel(%x: tensor<2xf32>) -> tensor<2xi1> {
-  // expected-error @+1 {{'onnx.IsNaN' op has no runtime kernel (docs/ops.md lists the operators and their kernels)}}
-  %y = onnx.IsNaN %x : (tensor<2xf32>) -> tensor<2xi1>
-  return %y : tensor<2xi1>
+func.func @no_kernel(%x: tensor<2x3xf32>, %i: tensor<2x2xi64>) -> tensor<2xf32> {
+  // expected-error @+1 {{'onnx.GatherND' op has no runtime kernel (docs/ops.md lists the operators and their kernels)}}
+  %y = onnx.GatherND %x, %i : (tensor<2x3xf32>, tensor<2x2xi64>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
 }
 
 // -----

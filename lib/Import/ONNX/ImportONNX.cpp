@@ -1413,7 +1413,12 @@ LogicalResult Importer::foldShapeComputations() {
       "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
       "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
       "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
-      "Mod",   "Neg",   "Transpose"};
+      "Mod",   "Neg",   "Transpose",
+      // Hugging Face's attention masks: shape-only, so constant here.
+      "Expand", "GatherND", "CumSum", "Not", "Max", "Min", "And", "Or", "Less",
+      "LessOrEqual", "Greater", "GreaterOrEqual",
+      // torch 2.x's exported attention: the square root of its scale.
+      "Sqrt"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

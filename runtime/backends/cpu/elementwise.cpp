@@ -276,13 +276,14 @@ KernelFn where(KernelArgs &args) {
   }
 }
 
-template <typename T, typename Op> KernelFn unaryOf(KernelArgs &args, Op op) {
+template <typename T, typename Out = T, typename Op>
+KernelFn unaryOf(KernelArgs &args, Op op) {
   Tensor x = args.in[0], y = args.out[0];
   require(x.shape == y.shape, "input " + shapeString(x.shape) + " and output " +
                                   shapeString(y.shape) + " differ in shape");
   return [=]() {
     const T *px = x.as<T>();
-    T *py = y.as<T>();
+    Out *py = y.as<Out>();
     parallelFor(x.numel, 8, [&](int64_t i) { py[i] = op(px[i]); });
     return std::string();
   };
@@ -692,6 +693,15 @@ void registerElementwise(Registry &r) {
     requireDtype(a.in[0], FSDPRT_BOOL, "the input");
     requireDtype(a.out[0], FSDPRT_BOOL, "the output");
     return unaryOf<uint8_t>(a, [](uint8_t x) -> uint8_t { return !x; });
+  };
+  // torch's exported scaled_dot_product_attention zeroes the NaN rows of
+  // its softmax (a fully masked row) with Where(IsNaN(p), 0, p).
+  r["isnan"] = [](KernelArgs &a) {
+    requireArity(a, 1, 1, 1);
+    requireDtype(a.in[0], FSDPRT_F32, "the input");
+    requireDtype(a.out[0], FSDPRT_BOOL, "the output");
+    return unaryOf<float, uint8_t>(
+        a, [](float x) -> uint8_t { return std::isnan(x) ? 1 : 0; });
   };
   r["cast"] = cast;
 }

@@ -95,3 +95,87 @@ func.func @negate(%x: tensor<2xf32>) -> (tensor<1xi64>, tensor<2xf32>, tensor<2x
   %nx = onnx.Neg %x : (tensor<2xf32>) -> tensor<2xf32>
   return %n, %nf, %nx : tensor<1xi64>, tensor<2xf32>, tensor<2xf32>
 }
+
+// Hugging Face's attention masks (transformers 5, torch 2.x's exporter)
+// depend only on shapes: GatherND, Expand, CumSum, Not, Max and the
+// comparisons fold once the sequence length is static.
+// CHECK-LABEL: func.func @mask_ops
+func.func @mask_ops() -> (tensor<2x2xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2xi1>, tensor<3xi64>, tensor<3xf32>) {
+  // GatherND: elements (0,2) and (1,0) of [[0,1,2],[3,4,5]] are 2 and 3.
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[2, 3], [3, 0]]> : tensor<2x2xi64>
+  // Expand of a row to 2x3.
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0, 1, 2], [0, 1, 2]]> : tensor<2x3xi64>
+  // CumSum along axis 1, inclusive and exclusive-reversed.
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0, 1, 3], [3, 7, 12]]> : tensor<2x3xi64>
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[3, 2, 0], [9, 5, 0]]> : tensor<2x3xi64>
+  // CHECK-DAG: onnx.Constant dense<[false, true]> : tensor<2xi1>
+  // CHECK-DAG: onnx.Constant dense<[2, 1, 2]> : tensor<3xi64>
+  // CHECK-DAG: onnx.Constant dense<[-1.000000e+00, 0.000000e+00, -3.000000e+00]> : tensor<3xf32>
+  // CHECK-NOT: onnx.GatherND
+  // CHECK-NOT: onnx.Expand
+  // CHECK-NOT: onnx.CumSum
+  // CHECK-NOT: onnx.Not
+  // CHECK-NOT: onnx.Max
+  // CHECK-NOT: onnx.Min
+  %data = onnx.Constant dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>
+  %pairs = onnx.Constant dense<[[[0, 2], [1, 0]], [[1, 0], [0, 0]]]> : tensor<2x2x2xi64>
+  %g = onnx.GatherND %data, %pairs : (tensor<2x3xi64>, tensor<2x2x2xi64>) -> tensor<2x2xi64>
+  %row = onnx.Constant dense<[0, 1, 2]> : tensor<3xi64>
+  %shape = onnx.Constant dense<[2, 3]> : tensor<2xi64>
+  %e = onnx.Expand %row, %shape : (tensor<3xi64>, tensor<2xi64>) -> tensor<2x3xi64>
+  %one = onnx.Constant dense<1> : tensor<i64>
+  %c = onnx.CumSum %data, %one : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %r = onnx.CumSum %data, %one {exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %bits = onnx.Constant dense<[true, false]> : tensor<2xi1>
+  %n = onnx.Not %bits : (tensor<2xi1>) -> tensor<2xi1>
+  %lo = onnx.Constant dense<[2, 0, 1]> : tensor<3xi64>
+  %hi = onnx.Constant dense<[1, 1, 2]> : tensor<3xi64>
+  %m = onnx.Max %lo, %hi : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  %fa = onnx.Constant dense<[-1.0, 2.0, -3.0]> : tensor<3xf32>
+  %fb = onnx.Constant dense<0.0> : tensor<f32>
+  %mn = onnx.Min %fa, %fb : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  return %g, %e, %c, %r, %n, %m, %mn : tensor<2x2xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2xi1>, tensor<3xi64>, tensor<3xf32>
+}
+
+// A GatherND with batch_dims = 1: each batch row picks from its own row
+// (negative indices count from the end).
+// CHECK-LABEL: func.func @gather_nd_batch
+func.func @gather_nd_batch() -> tensor<2x2xi64> {
+  // CHECK: onnx.Constant dense<{{\[}}[2, 0], [4, 4]]> : tensor<2x2xi64>
+  %data = onnx.Constant dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>
+  %idx = onnx.Constant dense<[[[2], [0]], [[1], [-2]]]> : tensor<2x2x1xi64>
+  %g = onnx.GatherND %data, %idx {batch_dims = 1 : i64} : (tensor<2x3xi64>, tensor<2x2x1xi64>) -> tensor<2x2xi64>
+  return %g : tensor<2x2xi64>
+}
+
+// torch 2.x's exported attention takes the square root of a float64 scale.
+// CHECK-LABEL: func.func @sqrt_scale
+func.func @sqrt_scale() -> (tensor<f64>, tensor<2xf32>) {
+  // CHECK-DAG: onnx.Constant dense<2.500000e-01> : tensor<f64>
+  // CHECK-DAG: onnx.Constant dense<[3.000000e+00, 5.000000e-01]> : tensor<2xf32>
+  // CHECK-NOT: onnx.Sqrt
+  %a = onnx.Constant dense<0.0625> : tensor<f64>
+  %b = onnx.Constant dense<[9.0, 0.25]> : tensor<2xf32>
+  %ra = onnx.Sqrt %a : (tensor<f64>) -> tensor<f64>
+  %rb = onnx.Sqrt %b : (tensor<2xf32>) -> tensor<2xf32>
+  return %ra, %rb : tensor<f64>, tensor<2xf32>
+}
+
+// Slice over several axes of a 2-D constant and Concat along its last axis,
+// as Hugging Face's position ids are built.
+// CHECK-LABEL: func.func @slice_concat_2d
+func.func @slice_concat_2d() -> (tensor<2x1xi64>, tensor<2x4xi64>) {
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[1], [4]]> : tensor<2x1xi64>
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0, 1, 2, 9], [3, 4, 5, 9]]> : tensor<2x4xi64>
+  // CHECK-NOT: onnx.Slice
+  // CHECK-NOT: onnx.Concat
+  %data = onnx.Constant dense<[[0, 1, 2], [3, 4, 5]]> : tensor<2x3xi64>
+  %starts = onnx.Constant dense<[0, -2]> : tensor<2xi64>
+  %ends = onnx.Constant dense<[2, 2]> : tensor<2xi64>
+  %axes = onnx.Constant dense<[0, 1]> : tensor<2xi64>
+  %steps = onnx.Constant dense<[1, 2]> : tensor<2xi64>
+  %s = onnx.Slice %data, %starts, %ends, %axes, %steps : (tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<2x1xi64>
+  %nine = onnx.Constant dense<9> : tensor<2x1xi64>
+  %c = onnx.Concat %data, %nine {axis = -1 : i64} : (tensor<2x3xi64>, tensor<2x1xi64>) -> tensor<2x4xi64>
+  return %s, %c : tensor<2x1xi64>, tensor<2x4xi64>
+}

@@ -39,3 +39,10 @@ func.func @ops(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>,
   %loss:2 = onnx.SoftmaxCrossEntropyLoss %d#0, %labels, %none {ignore_index = -100 : i64} : (tensor<2x8xf32>, tensor<2xi64>, none) -> (tensor<f32>, none)
   return
 }
+
+// CHECK-LABEL: func.func @gather_nd
+func.func @gather_nd(%data: tensor<2x3xf32>, %idx: tensor<2x1x1xi64>) -> tensor<2x1xf32> {
+  // CHECK: onnx.GatherND %{{.*}}, %{{.*}} {batch_dims = 1 : i64} : (tensor<2x3xf32>, tensor<2x1x1xi64>) -> tensor<2x1xf32>
+  %y = onnx.GatherND %data, %idx {batch_dims = 1 : i64} : (tensor<2x3xf32>, tensor<2x1x1xi64>) -> tensor<2x1xf32>
+  return %y : tensor<2x1xf32>
+}

@@ -1321,6 +1321,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<PlainKernel<ReluOp>>(context, "relu");
   patterns.add<PlainKernel<ErfOp>>(context, "erf");
   patterns.add<PlainKernel<NotOp>>(context, "not");
+  patterns.add<PlainKernel<IsNaNOp>>(context, "isnan");
   patterns.add<PlainKernel<CastOp>>(context, "cast");
   patterns.add<PlainKernel<mlir::fsdp::SiluOp>>(context, "silu");
   patterns.add<PlainKernel<GreaterOrEqualOp>>(context, "greater_or_equal");

@@ -2,7 +2,7 @@
 //
 /// Folds the shape computations torch exports (Shape -> Gather -> Unsqueeze
 /// -> Concat -> Reshape and friends) once shapes are static, plus arithmetic
-/// on small constants. Only constants up to kMaxFoldElements are computed
+/// on small constants (and attention masks computed from shapes). Only constants up to kMaxFoldElements are computed
 /// element by element, so folding never blows up the IR with large tensors;
 /// splats (ConstantOfShape) and reshapes of constants stay cheap at any size.
 //
@@ -22,7 +22,9 @@ using namespace mlir::onnxir;
 
 namespace {
 
-constexpr int64_t kMaxFoldElements = 4096;
+// Hugging Face's attention masks are batch x 1 x T x T, built from shapes:
+// 2^20 elements is T = 1024 at batch 1, folded in about a second.
+constexpr int64_t kMaxFoldElements = 1 << 20;
 
 /// A small dense constant, or null.
 DenseElementsAttr smallConstant(Attribute attr) {
@@ -411,16 +413,36 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
     return getInputs()[0];
   RankedTensorType result = staticType(getType());
-  if (!result || result.getRank() != 1 ||
+  if (!result || result.getRank() < 1 ||
       result.getNumElements() > kMaxFoldElements)
     return {};
-  SmallVector<Attribute> values;
+  int64_t rank = result.getRank();
+  // I64Attr reads back as uint64_t: a negative axis needs the cast.
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return {};
+  // Row-major: for each index of the leading axes, every input's block of
+  // its axis and trailing axes in turn.
+  SmallVector<DenseElementsAttr> inputs;
   for (Attribute input : adaptor.getInputs()) {
     auto dense = dyn_cast_or_null<DenseElementsAttr>(input);
-    if (!dense)
+    if (!dense || dense.getType().getRank() != rank)
       return {};
-    llvm::append_range(values, dense.getValues<Attribute>());
+    inputs.push_back(dense);
   }
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= result.getShape()[d];
+  SmallVector<Attribute> values;
+  for (int64_t o = 0; o < outer; ++o)
+    for (DenseElementsAttr input : inputs) {
+      int64_t block = outer ? input.getNumElements() / outer : 0;
+      auto all = input.getValues<Attribute>();
+      for (int64_t i = 0; i < block; ++i)
+        values.push_back(all[o * block + i]);
+    }
   if (static_cast<int64_t>(values.size()) != result.getNumElements())
     return {};
   return DenseElementsAttr::get(result, values);
@@ -594,4 +616,160 @@ OpFoldResult RangeOp::fold(FoldAdaptor adaptor) {
     values.push_back(APInt(width, static_cast<int64_t>((*start)[0] + i * step),
                            /*isSigned=*/true));
   return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult NotOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getX());
+  if (!input || input.getType() != getType() ||
+      !input.getElementType().isInteger(1))
+    return {};
+  return input.mapValues(input.getElementType(),
+                         [](const APInt &v) { return ~v; });
+}
+
+OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getX());
+  if (!input || input.getType() != getType() ||
+      !(input.getElementType().isF32() || input.getElementType().isF64()))
+    return {};
+  bool f32 = input.getElementType().isF32();
+  return input.mapValues(input.getElementType(), [&](const APFloat &v) {
+    double root = std::sqrt(v.convertToDouble());
+    return f32 ? APFloat(static_cast<float>(root)).bitcastToAPInt()
+               : APFloat(root).bitcastToAPInt();
+  });
+}
+
+namespace {
+
+/// Folds Max or Min of one or two small constants of one element type.
+OpFoldResult foldExtremum(bool max, ArrayRef<Attribute> inputs,
+                          Type resultType) {
+  RankedTensorType result = staticType(resultType);
+  if (inputs.empty() || inputs.size() > 2 || !result)
+    return {};
+  DenseElementsAttr lhs = smallConstant(inputs.front());
+  DenseElementsAttr rhs = smallConstant(inputs.back());
+  if (!lhs || !rhs || lhs.getElementType() != result.getElementType() ||
+      rhs.getElementType() != result.getElementType() ||
+      result.getNumElements() > kMaxFoldElements)
+    return {};
+  if (result.getElementType().isInteger())
+    return mapBroadcast<APInt, APInt>(
+        lhs, rhs, result, [&](const APInt &a, const APInt &b) {
+          return std::optional<APInt>(max == a.sgt(b) ? a : b);
+        });
+  if (!isa<FloatType>(result.getElementType()))
+    return {};
+  return mapBroadcast<APFloat, APFloat>(
+      lhs, rhs, result, [&](const APFloat &a, const APFloat &b) {
+        return std::optional<APFloat>(max ? llvm::maximum(a, b)
+                                          : llvm::minimum(a, b));
+      });
+}
+
+/// The product of `shape[begin:end]`.
+int64_t product(ArrayRef<int64_t> shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d)
+    n *= shape[d];
+  return n;
+}
+
+} // namespace
+
+OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
+  return foldExtremum(/*max=*/true, adaptor.getData_0(), getType());
+}
+
+OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
+  return foldExtremum(/*max=*/false, adaptor.getData_0(), getType());
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getInput());
+  RankedTensorType result = staticType(getType());
+  if (!input || !result || result.getNumElements() > kMaxFoldElements ||
+      input.getElementType() != result.getElementType())
+    return {};
+  ArrayRef<int64_t> shape = result.getShape();
+  ArrayRef<int64_t> inputShape = input.getType().getShape();
+  if (inputShape.size() > shape.size())
+    return {};
+  auto all = input.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i)
+    values.push_back(all[broadcastIndex(i, shape, inputShape)]);
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult GatherNDOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr data = smallConstant(adaptor.getData());
+  std::optional<SmallVector<int64_t>> indices = intValues(adaptor.getIndices());
+  RankedTensorType result = staticType(getType());
+  auto indexType = dyn_cast<RankedTensorType>(getIndices().getType());
+  if (!data || !indices || !result || !indexType || indexType.getRank() < 1 ||
+      result.getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  ArrayRef<int64_t> indexShape = indexType.getShape();
+  size_t batch = getBatchDims(), k = indexShape.back();
+  if (batch + k > shape.size() || batch >= indexShape.size())
+    return {};
+  int64_t tuples = product(indexShape, batch, indexShape.size() - 1);
+  int64_t slice = product(shape, batch + k, shape.size());
+  int64_t batchStride = product(shape, batch, shape.size());
+  auto all = data.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t b = 0, n = product(shape, 0, batch); b < n; ++b)
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t offset = b * batchStride;
+      for (size_t d = 0; d < k; ++d) {
+        int64_t index = (*indices)[(b * tuples + t) * k + d];
+        int64_t size = shape[batch + d];
+        if (index < 0)
+          index += size;
+        if (index < 0 || index >= size)
+          return {};
+        offset += index * product(shape, batch + d + 1, shape.size());
+      }
+      for (int64_t i = 0; i < slice; ++i)
+        values.push_back(all[offset + i]);
+    }
+  if (static_cast<int64_t>(values.size()) != result.getNumElements())
+    return {};
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getX());
+  std::optional<SmallVector<int64_t>> axisValue = intValues(adaptor.getAxis());
+  if (!input || !axisValue || axisValue->size() != 1 ||
+      input.getType() != getType() || !input.getElementType().isInteger() ||
+      input.getNumElements() == 0)
+    return {};
+  ArrayRef<int64_t> shape = input.getType().getShape();
+  int64_t rank = shape.size(), axis = (*axisValue)[0];
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return {};
+  int64_t size = shape[axis], inner = product(shape, axis + 1, rank);
+  int64_t outer = product(shape, 0, axis);
+  SmallVector<APInt> values(input.getValues<APInt>());
+  SmallVector<APInt> sums(values.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      APInt running = APInt::getZero(values.front().getBitWidth());
+      for (int64_t s = 0; s < size; ++s) {
+        int64_t j = getReverse() ? size - 1 - s : s;
+        int64_t at = (o * size + j) * inner + i;
+        if (getExclusive())
+          sums[at] = running;
+        running += values[at];
+        if (!getExclusive())
+          sums[at] = running;
+      }
+    }
+  return DenseElementsAttr::get(input.getType(), sums);
 }

@@ -99,9 +99,21 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
 }
 
 foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log",
-                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus", "Sqrt",
-                "Tanh", "Not"] in
+                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus",
+                "Tanh"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+// Folded at import: Hugging Face attention masks negate comparisons of
+// shape-only values.
+def ONNX_NotOp : ONNX_UnaryOp<"Not", [SameOperandsAndResultElementType]> {
+  let hasFolder = 1;
+}
+
+// Folded at import: torch 2.x's exported scaled_dot_product_attention takes
+// the square root of its float64 scale constant.
+def ONNX_SqrtOp : ONNX_UnaryOp<"Sqrt", [SameOperandsAndResultElementType]> {
+  let hasFolder = 1;
+}
 
 // Folded at import: shape computations negate axes (LayerNormalization's
 // function body does).
@@ -227,8 +239,11 @@ class ONNX_VariadicOp<string mnemonic>
   let arguments = (ins Variadic<ONNX_Tensor>:$data_0);
   let results = (outs ONNX_Tensor:$result);
 }
-foreach name = ["Max", "Min", "Sum", "Mean"] in
+foreach name = ["Sum", "Mean"] in
   def ONNX_#name#Op : ONNX_VariadicOp<name>;
+// Folded at import (two small constants): mask code clamps positions.
+foreach name = ["Max", "Min"] in
+  def ONNX_#name#Op : ONNX_VariadicOp<name> { let hasFolder = 1; }
 
 def ONNX_WhereOp : ONNX_Op<"Where", [ResultsBroadcastableShape]> {
   let summary = "ONNX `Where`: select by a boolean condition";
@@ -634,10 +649,33 @@ def ONNX_ScatterNDOp : ONNX_Op<"ScatterND"> {
   let results = (outs ONNX_Tensor:$output);
 }
 
+def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
+  let summary = "ONNX `GatherND`: gathers slices by index tuples";
+  let description = [{
+    Each row of the last axis of `indices` (of length k) picks a slice of
+    `data` at those k leading coordinates after the first `batch_dims`
+    axes; the result has shape `indices.shape[:-1] + data.shape[batch_dims +
+    k:]`. torch 2.x's exporter writes it for advanced indexing, as in
+    Hugging Face's attention-mask code, where both operands depend only on
+    shapes: the importer folds it to a constant (up to 2^20 elements). There
+    is no kernel for it; a GatherND left after import is refused at compile.
+
+    ```mlir
+    %0 = onnx.GatherND %data, %indices {batch_dims = 0 : i64}
+        : (tensor<2x16xi64>, tensor<2x16x2xi64>) -> tensor<2x16xi64>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
 def ONNX_ExpandOp : ONNX_Op<"Expand"> {
   let summary = "ONNX `Expand`: broadcast to a shape";
   let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$shape);
   let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
 }
 
 def ONNX_TileOp : ONNX_Op<"Tile"> {
@@ -675,6 +713,9 @@ def ONNX_CumSumOp : ONNX_Op<"CumSum"> {
                    DefaultValuedAttr<I64Attr, "0">:$exclusive,
                    DefaultValuedAttr<I64Attr, "0">:$reverse);
   let results = (outs ONNX_Tensor:$y);
+  // Folded at import: Hugging Face numbers packed sequences by a CumSum
+  // over shape-only values.
+  let hasFolder = 1;
 }
 
 def ONNX_EinsumOp : ONNX_Op<"Einsum"> {
