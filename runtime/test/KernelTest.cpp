@@ -143,6 +143,28 @@ TEST(Kernels, NarrowIntegersWrapAndFloat64Computes) {
       << r.error;
 }
 
+TEST(Kernels, ModTakesTheDivisorsSignOrTheDividends) {
+  // Python's % (fmod = 0) and C's fmod (fmod = 1), against hand values;
+  // x mod 0 and INT64_MIN mod -1 are 0 rather than a trap.
+  const int64_t least = std::numeric_limits<int64_t>::min();
+  auto a = i64({6}, {7, -7, 7, -7, 5, least}), b = i64({6}, {3, 3, -3, -3, 0, -1});
+  auto run = [&](int64_t fmod) {
+    Result r = runOp("mod", {a, b}, {{I64, {6}}}, {{"fmod", fmod}});
+    EXPECT_EQ(r.error, "");
+    return r.error.empty() ? r.outputs[0].as<int64_t>()
+                           : std::vector<int64_t>();
+  };
+  EXPECT_EQ(run(0), (std::vector<int64_t>{1, 2, -2, -1, 0, 0}));
+  EXPECT_EQ(run(1), (std::vector<int64_t>{1, -1, 1, -1, 0, 0}));
+  Result r = runOp("mod", {f32({3}, {5.5f, -5.5f, 5.5f}), f32({3}, {2, 2, -2})},
+                   {{F32, {3}}}, {{"fmod", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  expectNear(r.outputs[0].as<float>(), {1.5, -1.5, 1.5});
+  r = runOp("mod", {f32({1}, {1}), f32({1}, {1})}, {{F32, {1}}});
+  EXPECT_NE(r.error.find("takes floats only with fmod = 1"), std::string::npos)
+      << r.error;
+}
+
 TEST(Kernels, PowTakesAnExponentOfAnotherDtype) {
   // The base's dtype is the output's; integer results truncate like
   // NumPy's cast of the double power.

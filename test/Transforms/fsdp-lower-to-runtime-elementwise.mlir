@@ -129,3 +129,15 @@ func.func @conv_transpose(%x: tensor<1x3x3x3xf32>, %w: tensor<3x2x3x3xf32>, %b: 
   %y2 = onnx.ConvTranspose %x2, %w2, %none {strides = array<i64: 3, 2>, output_shape = array<i64: 10, 8>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x10x8xf32>
   return %y, %y2 : tensor<1x2x6x6xf32>, tensor<1x2x10x8xf32>
 }
+
+// -----
+
+// Mod on tensors (over constants it folds at import) keeps its fmod flag.
+// CHECK-LABEL: func.func @mod
+// CHECK-NEXT: fsdp.kernel "mod"(%arg0, %arg1) params {fmod = 0 : i64}
+// CHECK-NEXT: fsdp.kernel "mod"(%arg2, %arg3) params {fmod = 1 : i64}
+func.func @mod(%a: tensor<4xi32>, %b: tensor<4xi32>, %x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xi32>, tensor<4xf32>) {
+  %m = onnx.Mod %a, %b : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %f = onnx.Mod %x, %y {fmod = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %m, %f : tensor<4xi32>, tensor<4xf32>
+}

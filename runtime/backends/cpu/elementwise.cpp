@@ -467,6 +467,24 @@ void registerElementwise(Registry &r) {
         true);
   };
   r["pow"] = pow;
+  // ONNX Mod: fmod = 1 takes the dividend's sign (C's fmod, any dtype);
+  // fmod = 0 (integers only) the divisor's, as Python's %. x mod 0 is 0
+  // for integers, as numpy's (without trapping).
+  r["mod"] = [](KernelArgs &a) {
+    bool fmod = a.attrs.getInt("fmod", 0) != 0;
+    fsdprt_dtype_t t = a.in[0].dtype;
+    require(fmod || (t != FSDPRT_F32 && t != FSDPRT_F64),
+            "takes floats only with fmod = 1 (ONNX)");
+    return arithmetic(
+        a, [](auto x, auto y) { return std::fmod(x, y); },
+        [fmod](int64_t x, int64_t y) -> int64_t {
+          if (y == 0 || y == -1) // x mod -1 is 0, and INT64_MIN % -1 traps
+            return 0;
+          int64_t rem = x % y;
+          return !fmod && rem != 0 && (rem < 0) != (y < 0) ? rem + y : rem;
+        },
+        true);
+  };
   r["equal"] = [](KernelArgs &a) {
     return compare(a, [](auto x, auto y) -> uint8_t { return x == y; });
   };

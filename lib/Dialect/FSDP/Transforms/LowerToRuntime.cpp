@@ -1348,6 +1348,10 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<PlainKernel<AcoshOp>>(context, "acosh");
   patterns.add<PlainKernel<AtanhOp>>(context, "atanh");
   patterns.add<PlainKernel<GlobalMaxPoolOp>>(context, "global_max_pool");
+  patterns.add<LowerActivation<ModOp>>(
+      context, "mod", +[](ModOp op, Lowering &l) {
+        return SmallVector<NamedAttribute>{l.i64("fmod", op.getFmod())};
+      });
   patterns.add<LowerActivation<IsInfOp>>(
       context, "is_inf", +[](IsInfOp op, Lowering &l) {
         return SmallVector<NamedAttribute>{
