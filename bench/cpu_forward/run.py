@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Forward latency of the CPU executor against torch eager, same run.
+"""Forward latency of the CPU executor against torch eager and onnxruntime,
+same run.
 
 For each model below (built in torch with fixed seeds, exported with
 fsdp_mlir.export, compiled with `fsdp-opt --fsdp-inference-pipeline` and
@@ -10,15 +11,22 @@ fsdp_mlir.export, compiled with `fsdp-opt --fsdp-inference-pipeline` and
   - fsdp-run: the same inputs (.npy), `--threads T --warmup W --repeat R`,
               its own per-run timings (weights loaded once, outside the
               timing, as torch's are);
+  - onnxruntime (CPU): the same ONNX file and inputs in a process of
+              `--ort-python` (default: the project's .venv-torch2, which
+              scripts/setup.sh makes with a pinned onnxruntime), one
+              InferenceSession with intra_op_num_threads=T and
+              inter_op_num_threads=1, all graph optimizations, `--warmup`
+              untimed runs then `--repeat` timed ones; left out, saying
+              why, when that interpreter has no onnxruntime;
 
-and prints the median of each, their ratio (fsdp-run / torch: below 1 is
-faster than torch) and the largest difference between the two outputs
-relative to the largest output magnitude, which must stay within fp32
-round-off. The two alternate in `--rounds` rounds so that load from other
+and prints the median of each, the ratios (fsdp-run / torch and fsdp-run /
+onnxruntime: below 1 is faster) and the largest difference between our
+output and torch's (and onnxruntime's and torch's) relative to the largest
+output magnitude, which must stay within fp32 round-off. The two alternate in `--rounds` rounds so that load from other
 work on the machine falls on both; medians over all rounds, not means.
 
     /usr/bin/python3 bench/cpu_forward/run.py [--build build] [--threads 1 2]
-        [--repeat 10] [--only gpt2-small resnet18 ...]
+        [--repeat 10] [--only gpt2-small resnet18 ...] [--ort-python PY]
 """
 
 from __future__ import annotations
@@ -128,6 +136,54 @@ def time_torch(model, inputs, threads: int, warmup: int, repeat: int):
     return times, out.numpy()
 
 
+# Runs in the --ort-python interpreter: argv = model, threads, warmup,
+# repeat, output .npy, then NAME=FILE.npy per input; prints the times as
+# JSON.
+ORT_TIMER = """
+import json, sys, time
+import numpy as np
+import onnxruntime as ort
+path, threads, warmup, repeat, out = sys.argv[1], *map(int, sys.argv[2:5]), sys.argv[5]
+feeds = {k: np.load(v) for k, v in (a.split("=", 1) for a in sys.argv[6:])}
+options = ort.SessionOptions()
+options.intra_op_num_threads = threads
+options.inter_op_num_threads = 1
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+for _ in range(warmup):
+    result = session.run(None, feeds)
+times = []
+for _ in range(repeat):
+    start = time.perf_counter()
+    result = session.run(None, feeds)
+    times.append(time.perf_counter() - start)
+np.save(out, result[0])
+print(json.dumps({"times": times, "version": ort.__version__}))
+"""
+
+
+def ort_missing(python: Path) -> str:
+    """Why onnxruntime cannot be timed with `python`, or "" when it can."""
+    if not python.exists():
+        return f"no {python} (scripts/setup.sh makes it)"
+    proc = subprocess.run([str(python), "-c", "import onnxruntime"], capture_output=True,
+                          text=True)
+    return "" if proc.returncode == 0 else f"{python} has no onnxruntime"
+
+
+def time_ort(python: Path, onnx_path: Path, feeds: dict, threads: int, warmup: int,
+             repeat: int, out: Path):
+    report = json.loads(run([str(python), "-c", ORT_TIMER, str(onnx_path), str(threads),
+                             str(warmup), str(repeat), str(out),
+                             *(f"{k}={v}" for k, v in feeds.items())]))
+    return report["times"], np.load(out), report["version"]
+
+
+def relative_diff(got, want) -> float:
+    return float(np.max(np.abs(got.astype(np.float64) - want)) /
+                 max(float(np.max(np.abs(want))), 1e-30))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", type=Path, default=ROOT / "build")
@@ -137,12 +193,18 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", nargs="+", choices=list(MODELS), metavar="MODEL")
     ap.add_argument("--work-dir", type=Path)
+    ap.add_argument("--ort-python", type=Path, default=ROOT / ".venv-torch2" / "bin" / "python",
+                    help="the interpreter that times onnxruntime")
     args = ap.parse_args(argv)
 
     import fsdp_mlir
     import torch
 
     bindir = args.build.resolve() / "bin"
+    no_ort = ort_missing(args.ort_python)
+    if no_ort:
+        print(f"onnxruntime left out: {no_ort}", flush=True)
+    ort_version = ""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work_dir or Path(tmp)
@@ -159,12 +221,13 @@ def main(argv=None) -> int:
                  "--fsdp-inference-pipeline", "-o", str(mlir)])
             run([str(bindir / "fsdp-translate"), "--mlir-to-plan", str(mlir), "-o", str(plan)])
             compile_s = time.perf_counter() - start
-            feeds = []
+            feeds, files = [], {}
             for n, x in zip(names, inputs):
-                np.save(work / f"{name}.{n}.npy", x.numpy())
-                feeds += ["--input", f"{n}={work / f'{name}.{n}.npy'}"]
+                files[n] = work / f"{name}.{n}.npy"
+                np.save(files[n], x.numpy())
+                feeds += ["--input", f"{n}={files[n]}"]
             for threads in args.threads:
-                t_torch, t_ours = [], []
+                t_torch, t_ours, t_ort = [], [], []
                 out = work / f"{name}.out"
                 for _ in range(args.rounds):
                     times, want = time_torch(model, inputs, threads, args.warmup, args.repeat)
@@ -174,27 +237,41 @@ def main(argv=None) -> int:
                          "--warmup", str(args.warmup), "--repeat", str(args.repeat),
                          "--output-dir", str(out), "--json"]))
                     t_ours += report["run_seconds"]
+                    if not no_ort:
+                        times, ort_out, ort_version = time_ort(
+                            args.ort_python, onnx_path, files, threads, args.warmup,
+                            args.repeat, work / f"{name}.ort.npy")
+                        t_ort += times
                 got = np.load(out / f"{report['outputs'][0]['name']}.npy")
-                diff = float(np.max(np.abs(got.astype(np.float64) - want)) /
-                             max(float(np.max(np.abs(want))), 1e-30))
+                diff = relative_diff(got, want)
                 ours = statistics.median(t_ours) * 1e3
                 theirs = statistics.median(t_torch) * 1e3
+                ort_ms = statistics.median(t_ort) * 1e3 if t_ort else None
+                ort_diff = relative_diff(ort_out, want) if t_ort else None
                 rows.append((name, threads, theirs, ours, ours / theirs, diff,
-                             report["memory"]["activation_bytes"], compile_s))
+                             report["memory"]["activation_bytes"], compile_s, ort_ms,
+                             ort_diff))
                 print(f"{name:12s} T={threads}  torch {theirs:9.2f} ms  fsdp-run "
-                      f"{ours:9.2f} ms  ratio {ours / theirs:5.2f}  rel. diff {diff:.1e}",
+                      f"{ours:9.2f} ms  ratio {ours / theirs:5.2f}  rel. diff {diff:.1e}"
+                      + (f"  onnxruntime {ort_ms:9.2f} ms  ours/ort {ours / ort_ms:5.2f}"
+                         f"  (its rel. diff {ort_diff:.1e})" if ort_ms else ""),
                       flush=True)
             print(f"  ({what}; compile {compile_s:.1f} s)", flush=True)
 
     print()
-    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; medians of "
+    print(f"torch {torch.__version__}, "
+          + (f"onnxruntime {ort_version}, " if ort_version else f"no onnxruntime ({no_ort}), ")
+          + f"{os.cpu_count()} CPUs; medians of "
           f"{args.rounds} x {args.repeat} runs, each round after {args.warmup} warm-up runs")
-    print("| model | threads | torch eager (ms) | fsdp-run (ms) | fsdp-run / torch "
+    print("| model | threads | torch eager (ms) | onnxruntime (ms) | fsdp-run (ms) "
+          "| fsdp-run / torch | fsdp-run / onnxruntime "
           "| max diff / max abs | activation arena (MiB) |")
-    print("|---|---|---|---|---|---|---|")
-    for name, threads, theirs, ours, ratio, diff, arena, _ in rows:
-        print(f"| {name} | {threads} | {theirs:.2f} | {ours:.2f} | {ratio:.2f} | "
-              f"{diff:.1e} | {arena / 2**20:.1f} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, threads, theirs, ours, ratio, diff, arena, _, ort_ms, _ in rows:
+        print(f"| {name} | {threads} | {theirs:.2f} | "
+              + (f"{ort_ms:.2f}" if ort_ms else "-") + f" | {ours:.2f} | {ratio:.2f} | "
+              + (f"{ours / ort_ms:.2f}" if ort_ms else "-")
+              + f" | {diff:.1e} | {arena / 2**20:.1f} |")
     return 0
 
 
