@@ -26,7 +26,13 @@ work on the machine falls on every side:
   - torch FSDP, N ranks: FullyShardedDataParallel (torch 1.13, FULL_SHARD,
                       the same policy) on gloo, one thread per rank, through
                       test/oracle/fsdp_oracle.py's CPU patches (gloo has no
-                      reduce-scatter: it runs as an all-reduce there).
+                      reduce-scatter: it runs as an all-reduce there);
+  - torch 2.x, for GPT-2 and LLaMA, when `--torch2-python` (default the
+                      project's .venv-torch2) has it: eager and
+                      torch.compile (inductor, CPU; the model compiled,
+                      AdamW eager) at T threads, pinned as above, and FSDP2
+                      (fully_shard on every block and the root, gloo) at N
+                      ranks; each compared with ours the same way.
 
 Each figure is the median step time over all rounds, the first `--warmup`
 steps of every run left out. It prints the ratios (ours / torch: below 1
@@ -136,8 +142,11 @@ def torch_worker(args) -> int:
     net.load_state_dict(torch.load(Path(args.work) / f"{args.model}.init.pt"))
     world = args.world
     if world > 1:
-        net, x, labels = fsdp_wrap(net, x, labels, args)
+        wrap = fsdp2_wrap if args.fsdp2 else fsdp_wrap
+        net, x, labels = wrap(net, x, labels, args)
     net.train()
+    if args.compile:
+        net = torch.compile(net)
     opt = torch.optim.AdamW(net.parameters(), lr=LR)
     times, losses = [], []
     for _ in range(args.steps):
@@ -183,6 +192,27 @@ def fsdp_wrap(net, x, labels, args):
     return wrapped, x[part], labels[part]
 
 
+def fsdp2_wrap(net, x, labels, args):
+    """torch 2.x FSDP2: fully_shard on every block and the root, gloo,
+    this rank's slice of the global batch."""
+    import datetime
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}",
+                            rank=args.rank, world_size=args.world,
+                            timeout=datetime.timedelta(seconds=300))
+    block = block_of(args.model, args.small)
+    for module in net.modules():
+        if type(module).__name__ == block:
+            fully_shard(module)
+    fully_shard(net)
+    per = x.shape[0] // args.world
+    part = slice(args.rank * per, (args.rank + 1) * per)
+    return net, x[part], labels[part]
+
+
 def torch_env(threads: int, passive: bool) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), GLOO_SOCKET_IFNAME="lo")
@@ -192,26 +222,47 @@ def torch_env(threads: int, passive: bool) -> dict:
     return env
 
 
-def torch_cmd(name: str, work: Path, steps: int, small: bool) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "_torch", name, str(work),
-            str(steps)] + (["--small"] if small else [])
+# torch 2.x's peers: (label, interpreter flag, worker flags).
+TORCH2_PEERS = [("torch 2.x eager", []), ("torch.compile", ["--compile"])]
+TORCH2_MODELS = ("gpt2", "llama")
 
 
-def time_torch(name, work, steps, small, threads, passive) -> dict:
-    proc = subprocess.run(torch_cmd(name, work, steps, small), capture_output=True,
-                          text=True, env=torch_env(threads, passive), timeout=1800)
+def torch_cmd(name: str, work: Path, steps: int, small: bool, python=None,
+              flags=()) -> list[str]:
+    return [str(python or sys.executable), str(Path(__file__).resolve()), "_torch", name,
+            str(work), str(steps)] + (["--small"] if small else []) + list(flags)
+
+
+def time_torch(name, work, steps, small, threads, passive, python=None, flags=()) -> dict:
+    proc = subprocess.run(torch_cmd(name, work, steps, small, python, flags),
+                          capture_output=True, text=True, env=torch_env(threads, passive),
+                          timeout=1800)
     if proc.returncode != 0:
-        sys.exit(f"torch ({name}, {threads} threads) failed:\n{proc.stderr}")
+        sys.exit(f"torch ({name}, {threads} threads, {python or sys.executable} "
+                 f"{' '.join(flags)}) failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def time_torch_fsdp(name, work, steps, small, world) -> list[dict]:
+def torch2_missing(python: Path) -> str:
+    """Why `python` cannot run the torch 2.x peers, or ""."""
+    if str(python) == "none":
+        return "--torch2-python none"
+    if not python.exists():
+        return f"no {python} (scripts/setup.sh makes it)"
+    proc = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip().startswith("2."):
+        return f"{python} has no torch 2.x"
+    return ""
+
+
+def time_torch_fsdp(name, work, steps, small, world, python=None, flags=()) -> list[dict]:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = [subprocess.Popen(torch_cmd(name, work, steps, small) +
+    procs = [subprocess.Popen(torch_cmd(name, work, steps, small, python, flags) +
                               ["--rank", str(r), "--world", str(world), "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=torch_env(1, False))
@@ -340,6 +391,8 @@ def main(argv=None) -> int:
         ap.add_argument("--rank", type=int, default=0)
         ap.add_argument("--world", type=int, default=1)
         ap.add_argument("--port", type=int, default=0)
+        ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+        ap.add_argument("--fsdp2", action="store_true", help="fully_shard, not FSDP1")
         return torch_worker(ap.parse_args(argv[1:]))
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -352,6 +405,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2, help="steps of each run not timed")
     ap.add_argument("--small", action="store_true", help="small shapes: a smoke run")
     ap.add_argument("--work-dir", type=Path)
+    ap.add_argument("--torch2-python", type=Path,
+                    default=ROOT / ".venv-torch2" / "bin" / "python",
+                    help="the interpreter of the torch 2.x peers ('none': leave them out)")
     args = ap.parse_args(argv)
     if args.steps <= args.warmup:
         ap.error("--steps must be more than --warmup")
@@ -359,6 +415,9 @@ def main(argv=None) -> int:
     import torch
 
     bindir = args.build.resolve() / "bin"
+    args.no_torch2 = torch2_missing(args.torch2_python)
+    if args.no_torch2:
+        print(f"torch 2.x peers left out: {args.no_torch2}", flush=True)
     table = []
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work_dir or Path(tmp)
@@ -388,6 +447,10 @@ def measure(name, work, bindir, prepared, args) -> list[list[str]]:
     theirs = {s: [] for s in settings}
     rss_ours, rss_theirs = {}, {}
     dist_ours, dist_theirs, dist_rss = [], [], (0, 0)
+    peers2 = [] if args.no_torch2 or name not in TORCH2_MODELS else TORCH2_PEERS
+    theirs2 = {(label, *s): [] for label, _ in peers2 for s in settings}
+    rss2, dist2, dist2_rss = {}, [], 0
+    losses2 = []
     losses = None
     for _ in range(args.rounds):
         for threads in args.threads:
@@ -400,6 +463,19 @@ def measure(name, work, bindir, prepared, args) -> list[list[str]]:
                 theirs[setting].append(median_after(result["times"], args.warmup))
                 rss_theirs[threads] = result["peak_rss"]
                 losses = (losses[0], result["losses"][0])
+                for label, flags in peers2:
+                    result = time_torch(name, work, args.steps, args.small, *setting,
+                                        python=args.torch2_python, flags=flags)
+                    theirs2[(label, *setting)].append(median_after(result["times"],
+                                                                   args.warmup))
+                    rss2[(label, threads)] = result["peak_rss"]
+                    losses2.append((label, result["losses"][0]))
+        if args.ranks > 1 and peers2:
+            results = time_torch_fsdp(name, work, args.steps, args.small, args.ranks,
+                                      python=args.torch2_python, flags=["--fsdp2"])
+            dist2.append(max(median_after(r["times"], args.warmup) for r in results))
+            dist2_rss = max(r["peak_rss"] for r in results)
+            losses2.append(("FSDP2", statistics.mean(r["losses"][0] for r in results)))
         if args.ranks > 1:
             report = time_ours(bindir, prepared, args.steps, 1, args.ranks)
             dist_ours.append(median_after(report["run_seconds"], args.warmup))
@@ -410,6 +486,11 @@ def measure(name, work, bindir, prepared, args) -> list[list[str]]:
     print(f"  first-step loss: ours {losses[0]:.6f}, torch {losses[1]:.6f}"
           f"{'' if agree else '  MISMATCH: the two sides do not train the same model'}",
           flush=True)
+    for label, loss in losses2:
+        if abs(losses[0] - loss) > 1e-4 * max(abs(loss), 1.0):
+            print(f"  first-step loss: ours {losses[0]:.6f}, {label} {loss:.6f}  MISMATCH: "
+                  "the two sides do not train the same model", flush=True)
+            agree = False
     if not agree:
         sys.exit(1)
     rows = []
@@ -428,6 +509,29 @@ def measure(name, work, bindir, prepared, args) -> list[list[str]]:
                      f"{rss_ours[threads] / mib:.0f} / {rss_theirs[threads] / mib:.0f}"])
         print(f"  {label}: torch {options[best]:.1f} ms, ours {mine:.1f} ms, "
               f"ratio {mine / options[best]:.2f}", flush=True)
+    for peer, _ in peers2:
+        for threads in args.threads:
+            mine = statistics.median(ours[threads]) * 1e3
+            options = {p: statistics.median(theirs2[(peer, threads, p)]) * 1e3
+                       for p in (False, True) if (peer, threads, p) in theirs2}
+            best = min(options, key=options.get)
+            label = f"{threads} thread{'s' if threads > 1 else ''} vs {peer}"
+            if len(options) > 1:
+                label += (f" ({'PASSIVE' if best else 'default'}; other "
+                          f"{options[not best]:.0f} ms)")
+            rows.append([name, label, f"{options[best]:.1f}", f"{mine:.1f}",
+                         f"{mine / options[best]:.2f}",
+                         f"{rss_ours[threads] / mib:.0f} / "
+                         f"{rss2[(peer, threads)] / mib:.0f}"])
+            print(f"  {label}: {peer} {options[best]:.1f} ms, ours {mine:.1f} ms, "
+                  f"ratio {mine / options[best]:.2f}", flush=True)
+    if dist2:
+        mine, other = statistics.median(dist_ours) * 1e3, statistics.median(dist2) * 1e3
+        rows.append([name, f"{args.ranks} ranks FULL_SHARD vs FSDP2 fully_shard (gloo)",
+                     f"{other:.1f}", f"{mine:.1f}", f"{mine / other:.2f}",
+                     f"{dist_rss[0] / mib:.0f} / {dist2_rss / mib:.0f}"])
+        print(f"  {args.ranks} ranks: FSDP2 {other:.1f} ms, ours {mine:.1f} ms, "
+              f"ratio {mine / other:.2f}", flush=True)
     if dist_ours:
         mine, other = statistics.median(dist_ours) * 1e3, statistics.median(dist_theirs) * 1e3
         rows.append([name, f"{args.ranks} ranks FULL_SHARD vs torch FSDP (gloo)",

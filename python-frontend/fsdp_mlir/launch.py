@@ -61,6 +61,10 @@ def command(n: int, script: str, args: list[str], hosts: str | None = None,
     env.setdefault("OMPI_MCA_btl", "self,vader,tcp" if remote else "self,vader")
     for key, value in keepalive(timeout).items():
         env.setdefault(key, value)
+    # OpenMP's idle threads sleep instead of spinning, as fsdp-run makes
+    # them (docs/runtime.md, "Threads"): libgomp reads this when each rank
+    # loads it.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
