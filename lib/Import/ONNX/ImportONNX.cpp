@@ -130,6 +130,8 @@ private:
                                       ArrayRef<std::string> outputs);
   LogicalResult infer();
   LogicalResult foldShapeComputations();
+  FailureOr<int> inlineConstantIfs(
+      const llvm::StringMap<DenseElementsAttr> &constants);
   FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &attr,
                                         const onnx::NodeProto &node);
 
@@ -1272,6 +1274,13 @@ Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
   Location loc = nodeLoc(node);
   std::optional<RegisteredOperationName> registered =
       RegisteredOperationName::lookup("onnx." + node.op_type(), &context);
+  // foldShapeComputations inlines every If whose condition it could fold.
+  if (node.op_type() == "If" && node.domain().empty())
+    return emitError(loc) << "node '" << label << "' (If): the condition '"
+                          << (node.input_size() ? node.input(0) : "")
+                          << "' is not a constant once the shapes are fixed; "
+                             "an If is supported only then (its branch is "
+                             "inlined at import)";
   if (!registered || node.op_type() == "NoValue")
     return emitError(loc) << "node '" << label << "': operator '"
                           << node.op_type() << "' of domain '"
@@ -1436,7 +1445,8 @@ LogicalResult Importer::foldShapeComputations() {
   OwningOpRef<ModuleOp> scratch = ModuleOp::create(fileLoc);
   OpBuilder b(&context);
   // Each round that changes anything turns at least one node into a
-  // Constant, so the node count bounds the rounds.
+  // Constant or replaces an If by its branch's nodes, so the node count
+  // (grown by what the branches add) bounds the rounds.
   for (int round = 0, rounds = graph->node_size() + 1; round < rounds;
        ++round) {
     if (failed(infer()))
@@ -1528,10 +1538,82 @@ LogicalResult Importer::foldShapeComputations() {
       *value->mutable_t() = std::move(*tensor);
       changed = true;
     }
-    if (!changed)
+    FailureOr<int> added = inlineConstantIfs(constants);
+    if (failed(added))
+      return failure();
+    if (!changed && *added < 0)
       return success();
+    rounds += std::max(*added, 0);
   }
   return error("folding shape computations did not converge");
+}
+
+/// Replaces every `If` whose condition is now a constant by the nodes of the
+/// branch it takes, then an Identity from each branch output to the If's
+/// output. torch's exporter writes such Ifs for checks decided by shapes
+/// (Hugging Face's and torchvision's), which are constant once the batch
+/// size is fixed. The ONNX checker holds names unique across subgraphs, so
+/// the branch's nodes keep theirs; its initializers become Constant nodes.
+/// Returns how many nodes it added, or -1 when there was none to inline.
+FailureOr<int> Importer::inlineConstantIfs(
+    const llvm::StringMap<DenseElementsAttr> &constants) {
+  onnx::GraphProto *graph = file.model.mutable_graph();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  int added = -1;
+  for (onnx::NodeProto &node : *graph->mutable_node()) {
+    auto cond = node.op_type() == "If" && node.input_size() == 1
+                    ? constants.find(node.input(0))
+                    : constants.end();
+    if (cond == constants.end()) {
+      *nodes.Add() = std::move(node);
+      continue;
+    }
+    std::string label = node.name().empty() ? "If" : node.name();
+    DenseElementsAttr value = cond->second;
+    if (!value.getElementType().isInteger(1) || value.getNumElements() != 1)
+      return emitError(nodeLoc(node))
+             << "node '" << label << "' (If): the condition '" << node.input(0)
+             << "' must be one bool, not " << value.getType();
+    bool taken = *value.value_begin<bool>();
+    StringRef branchName = taken ? "then_branch" : "else_branch";
+    const onnx::GraphProto *branch = nullptr;
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (attr.name() == branchName && attr.has_g())
+        branch = &attr.g();
+    if (!branch || branch->output_size() != node.output_size())
+      return emitError(nodeLoc(node))
+             << "node '" << label << "' (If): its " << branchName
+             << " must be a graph with " << node.output_size() << " outputs";
+    added = std::max(added, 0);
+    for (const onnx::TensorProto &init : branch->initializer()) {
+      onnx::NodeProto *constant = nodes.Add();
+      constant->set_op_type("Constant");
+      constant->set_name(label + "/" + init.name());
+      constant->add_output(init.name());
+      onnx::AttributeProto *attr = constant->add_attribute();
+      attr->set_name("value");
+      attr->set_type(onnx::AttributeProto::TENSOR);
+      *attr->mutable_t() = init;
+      ++added;
+    }
+    for (const onnx::NodeProto &inner : branch->node()) {
+      *nodes.Add() = inner;
+      ++added;
+    }
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty())
+        continue;
+      onnx::NodeProto *identity = nodes.Add();
+      identity->set_op_type("Identity");
+      identity->set_name(label + "/" + branchName.str() + "/output_" +
+                         std::to_string(i));
+      identity->add_input(branch->output(i).name());
+      identity->add_output(node.output(i));
+      ++added;
+    }
+  }
+  graph->mutable_node()->Swap(&nodes);
+  return added;
 }
 
 LogicalResult Importer::buildForward(ModuleOp module) {
