@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from fsdp_mlir import opset as _opset
 from fsdp_mlir._tools import ToolError, run_tool
 from fsdp_mlir.policy import Policy, PolicyError, no_wrap
 
@@ -108,6 +110,14 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     if wrap_frozen is None:
         wrap_frozen = policy.kind == "none"
     out = Path(out) if out else onnx_path.with_suffix(f".w{world_size}.plan")
+    if _opset.default_opset(onnx_path) > _opset.MAX_OPSET:
+        # The plan reads its weights from the model it was compiled from,
+        # so the converted model stays beside the plan.
+        converted = out.with_name(f"{out.stem}.opset{_opset.MAX_OPSET}.onnx")
+        print(f"fsdp_mlir.compile: {onnx_path} is at opset "
+              f"{_opset.default_opset(onnx_path)}; converting it to {_opset.MAX_OPSET} with "
+              f"ONNX's version converter as {converted}", file=sys.stderr)
+        onnx_path = _opset.convert(onnx_path, converted)
     work = Path(tempfile.mkdtemp(prefix="fsdp-compile-", dir=out.parent))
     try:
         wrap = policy.options(_modules(onnx_path), work)

@@ -422,7 +422,14 @@ LogicalResult Importer::checkOpsets() {
   }
   if (opset == 0)
     return error("the model imports no opset of the default ONNX domain");
-  if (opset < 1 || opset > kMaxOpset)
+  if (opset > kMaxOpset)
+    return error("opset " + Twine(opset) + " is newer than this compiler's "
+                 "ONNX library reads (1 to " + Twine(kMaxOpset) +
+                 "); convert the model with `python -m fsdp_mlir.opset "
+                 "MODEL OUT.onnx` (ONNX's version converter in torch 2.x's "
+                 "environment; fsdp_mlir.compile does it by itself) or "
+                 "re-export with opset_version=17");
+  if (opset < 1)
     return error("opset " + Twine(opset) + " is not supported (supported: " +
                  "1 to " + Twine(kMaxOpset) + ", those below " +
                  Twine(kMinOpset) + " converted to " + Twine(kMinOpset) +

@@ -1,0 +1,95 @@
+"""ONNX models at opsets newer than the compiler reads, converted down.
+
+    python -m fsdp_mlir.opset IN.onnx OUT.onnx [--opset 17]
+
+The compiler's ONNX library (Debian's 1.12) knows opsets up to 17. A model
+written at 18 or later (torch 2.x's torch.export-based exporter writes 18
+and later) is converted by ONNX's own version converter, from the `onnx`
+package of the running Python, which must know the model's opset (torch
+2.x's environment has it). `compile()` does this by itself, writing the
+converted model beside the plan; the command line does it by hand for
+`fsdp-opt` users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+MAX_OPSET = 17  # the newest opset fsdp-opt imports
+
+
+def default_opset(onnx_path) -> int:
+    """The model's opset of the default ONNX domain (0 when it has none)."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def convert(onnx_path, out, opset: int = MAX_OPSET) -> Path:
+    """Writes `onnx_path` converted to `opset` as `out` (tensors stored in
+    `out` itself, or in `<out name>.data` when the input kept its tensors
+    outside) and returns `out`. ValueError, naming the opset or the node,
+    when the conversion cannot be made."""
+    import onnx
+
+    from fsdp_mlir.export import _convert_down
+
+    onnx_path, out = Path(onnx_path), Path(out)
+    if onnx_path.resolve() == out.resolve():
+        raise ValueError(f"{out}: write the converted model to another file")
+    written = default_opset(onnx_path)
+    try:
+        onnx.defs.get_schema("Add", written)
+        known = written <= onnx.defs.onnx_opset_version()
+    except Exception:
+        known = False
+    if not known:
+        raise ValueError(f"{onnx_path} is at opset {written}, which this Python's onnx "
+                         f"{onnx.__version__} does not know (it knows up to "
+                         f"{onnx.defs.onnx_opset_version()}); run this with torch 2.x's "
+                         "environment (the project's .venv-torch2)")
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL
+                   for t in onnx.load(str(onnx_path), load_external_data=False)
+                   .graph.initializer)
+    proto = onnx.load(str(onnx_path))
+    if written != opset:
+        try:
+            proto = _convert_down(proto, written, opset)
+        except ValueError:
+            raise
+        except Exception as e:  # the converter's own errors name the node
+            raise ValueError(f"ONNX's version converter cannot convert {onnx_path} from "
+                             f"opset {written} to {opset}: {e}") from None
+    if external:
+        # onnx.save appends to an existing data file; a stale one is ours.
+        out.with_name(out.name + ".data").unlink(missing_ok=True)
+        onnx.save(proto, str(out), save_as_external_data=True,
+                  location=out.name + ".data")
+    else:
+        onnx.save(proto, str(out))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fsdp_mlir.opset",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--opset", type=int, default=MAX_OPSET)
+    args = ap.parse_args(argv)
+    try:
+        written = default_opset(args.model)
+        convert(args.model, args.out, args.opset)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.model} (opset {written}) -> {args.out} (opset {args.opset})",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
