@@ -500,5 +500,53 @@ class BatchNormCounterTest(unittest.TestCase):
                 self.assertEqual(int(session.state_dict()["1.num_batches_tracked"]), 5)
 
 
+
+class Rotary(torch.nn.Module):
+    """A non-persistent float buffer read by the forward, as a rotary
+    embedding's inv_freq: in no state dict, so not in the session's."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 6)
+        self.register_buffer("inv_freq", torch.linspace(0.5, 2.0, 6), persistent=False)
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.proj(x) * self.inv_freq))
+
+
+class NonPersistentBufferTest(unittest.TestCase):
+    def test_state_dict_is_torchs_and_training_equals_torch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            torch.manual_seed(0)
+            model = Rotary()
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            onnx_path = fsdp_mlir.export(model, (x[:2], y[:2]), work / "rot.onnx",
+                                         loss_fn=frozen_loss, input_names=["x", "y"])
+            plan = fsdp_mlir.compile(onnx_path, batch_size=8,
+                                     optimizer={"optimizer": "sgd"}, out=work / "t.plan")
+            with fsdp_mlir.Session(plan, threads=1) as session:
+                losses = [session.step({"x": x.numpy(), "y": y.numpy()}, lr=0.1)
+                          for _ in range(2)]
+                state = session.state_dict()
+            self.assertEqual(sorted(state), sorted(model.state_dict()))
+            ref = copy.deepcopy(model)
+            opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+            want = []
+            for _ in range(2):
+                opt.zero_grad()
+                loss = frozen_loss(ref(x), y)
+                loss.backward()
+                opt.step()
+                want.append(float(loss))
+            np.testing.assert_allclose(losses, want, rtol=1e-5, atol=1e-6)
+            loaded = Rotary()
+            loaded.load_state_dict(state, strict=True)
+            for name, tensor in ref.state_dict().items():
+                np.testing.assert_allclose(loaded.state_dict()[name].numpy(), tensor.numpy(),
+                                           rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 if __name__ == "__main__":
     unittest.main()

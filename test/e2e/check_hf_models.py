@@ -214,18 +214,14 @@ def check_checkpoint(session, model, config, name, work) -> list[str]:
     bad = []
     state = session.state_dict()
     fresh = type(model).__mro__[1](config)
-    # Known gap: the plan does not record a buffer's persistence, so the
-    # session's state dict also holds the non-persistent buffers (LLaMA's
-    # rotary inv_freq), which torch's does not. Any other extra key fails;
-    # those are dropped before the strict load.
-    transient = {n for n, _ in fresh.named_buffers()} - set(fresh.state_dict())
+    # torch's keys exactly: non-persistent buffers (LLaMA's rotary
+    # inv_freq) are constants of the plan, in no state dict.
     extra = set(state) - set(fresh.state_dict())
-    if not extra <= transient:
-        bad.append(f"{name}: the state dict has keys the model does not: "
-                   f"{sorted(extra - transient)}")
+    if extra:
+        bad.append(f"{name}: the state dict has keys the model's does not: "
+                   f"{sorted(extra)}")
     try:
-        fresh.load_state_dict({k: v for k, v in state.items() if k not in transient},
-                              strict=True)
+        fresh.load_state_dict(state, strict=True)
     except RuntimeError as e:
         bad.append(f"{name}: state_dict() does not load with strict=True: {e}")
     ckpt = work / f"{name}.hf"

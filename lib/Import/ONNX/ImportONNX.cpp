@@ -841,6 +841,12 @@ LogicalResult Importer::readMetadata() {
         std::optional<StringRef> init = entry->getString("initializer");
         if (!init)
           continue; // Not in the graph (unused, or folded into a constant).
+        // A non-persistent buffer (a rotary inv_freq, a causal mask) is in
+        // no state dict, and nothing but BatchNorm's statistics (persistent)
+        // is ever updated by a step: it is a constant of the model.
+        if (kind == InitKind::Buffer &&
+            entry->getBoolean("persistent") == std::optional<bool>(false))
+          continue;
         InitInfo info;
         info.kind = kind;
         info.fqn = fqn->str();
