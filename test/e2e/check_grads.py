@@ -239,6 +239,41 @@ class UpsampleDecoder(nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
+# torch 1.13 has no ONNX symbolic for these, though ONNX has had the ops
+# since opset 9: Activations exports them through these.
+for _name in ("sinh", "cosh", "asinh", "acosh", "atanh"):
+    torch.onnx.register_custom_op_symbolic(
+        f"aten::{_name}", lambda g, x, _op=_name.capitalize(): g.op(_op, x), 9)
+
+
+class Activations(nn.Module):
+    """Every activation and math op with a gradient rule of its own, each on
+    its own branch: leaky ReLU, SELU, CELU, softplus, softsign, hardtanh
+    (Clip, both bounds) and clamps with one bound, sin, cos, tan, the
+    hyperbolic functions and the inverses (inputs kept in their domains),
+    elementwise maximum / minimum (ties too) and the flat ones (floor,
+    ceil, round, sign: zero gradient)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.other = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h, o = self.proj(x), self.other(x)
+        t = torch.tanh(h) * 0.9  # in (-0.9, 0.9): asin, acos, atanh
+        parts = [F.leaky_relu(h, 0.2), F.selu(h), F.celu(h, 1.5), F.softplus(h),
+                 F.softsign(h), F.hardtanh(h, -0.5, 0.7), torch.clamp(h, min=-0.3),
+                 torch.clamp(h, max=0.4), torch.sin(h), torch.cos(h),
+                 torch.tan(t), torch.sinh(h), torch.cosh(h), torch.asin(t),
+                 torch.acos(t), torch.asinh(h), torch.acosh(h * h + 1.5),
+                 torch.atan(h), torch.atanh(t), torch.maximum(h, o),
+                 torch.minimum(h, o), torch.maximum(torch.relu(h), torch.relu(o)),
+                 h * torch.floor(o) + torch.ceil(h) + torch.round(h) + torch.sign(o)]
+        return self.head(sum(parts))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -271,6 +306,7 @@ CASES = {
                     weighted_loss),
     "gather_nll": (GatherNll, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                    weighted_nll_loss),
+    "activations": (Activations, lambda g: torch.randn(6, 8, generator=g), 4),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,

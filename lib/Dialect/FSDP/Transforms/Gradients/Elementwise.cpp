@@ -281,6 +281,224 @@ LogicalResult backward(EluOp op, GradientContext &ctx) {
   return success();
 }
 
+
+// torch's leaky_relu backward: x > 0 ? g : slope g.
+LogicalResult backward(LeakyReluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX();
+  Value slope = bb.scalar(op.getAlpha().convertToDouble(), r.element);
+  r.give(0, bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
+                                                   {x, bb.scalar(0, r.element)}),
+                                  r.g, bb.mul(r.g, slope, r.yt)}));
+  return success();
+}
+
+// torch's selu backward from the input: x > 0 ? gamma g : gamma alpha e^x g.
+LogicalResult backward(SeluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX();
+  double gamma = op.getGamma().convertToDouble();
+  double alpha = op.getAlpha().convertToDouble();
+  Value negative =
+      bb.mul(r.g,
+             bb.mul(bb.op<ExpOp>(r.yt, {x}), bb.scalar(gamma * alpha, r.element),
+                    r.yt),
+             r.yt);
+  r.give(0, bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
+                                                   {x, bb.scalar(0, r.element)}),
+                                  bb.mul(r.g, bb.scalar(gamma, r.element), r.yt),
+                                  negative}));
+  return success();
+}
+
+// torch's celu backward: x > 0 ? g : g e^(x / alpha).
+LogicalResult backward(CeluOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value x = op.getX();
+  Value scaled = bb.op<DivOp>(
+      r.yt, {x, bb.scalar(op.getAlpha().convertToDouble(), r.element)});
+  r.give(0, bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
+                                                   {x, bb.scalar(0, r.element)}),
+                                  r.g,
+                                  bb.mul(r.g, bb.op<ExpOp>(r.yt, {scaled}),
+                                         r.yt)}));
+  return success();
+}
+
+// softplus = log(1 + e^x): g sigmoid(x), as torch's at beta 1.
+LogicalResult backward(SoftplusOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  r.give(0, r.bb.mul(r.g, r.bb.op<SigmoidOp>(r.yt, {op.getX()}), r.yt));
+  return success();
+}
+
+// softsign = x / (1 + |x|): g / (1 + |x|)^2.
+LogicalResult backward(SoftsignOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  Value onePlus = bb.add(bb.op<AbsOp>(r.yt, {op.getX()}), bb.scalar(1, r.element));
+  r.give(0, bb.op<DivOp>(r.yt, {r.g, bb.mul(onePlus, onePlus, r.yt)}));
+  return success();
+}
+
+LogicalResult backward(SinOp op, GradientContext &ctx) { // g cos(x)
+  Rule r(op, ctx);
+  r.give(0, r.bb.mul(r.g, r.bb.op<CosOp>(r.yt, {op.getX()}), r.yt));
+  return success();
+}
+
+LogicalResult backward(CosOp op, GradientContext &ctx) { // -g sin(x)
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  r.give(0, bb.op<NegOp>(r.yt, {bb.mul(r.g, bb.op<SinOp>(r.yt, {op.getX()}),
+                                       r.yt)}));
+  return success();
+}
+
+LogicalResult backward(TanOp op, GradientContext &ctx) { // g (1 + y^2)
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  r.give(0, bb.mul(r.g, bb.add(bb.mul(r.y, r.y, r.yt), bb.scalar(1, r.element)),
+                   r.yt));
+  return success();
+}
+
+LogicalResult backward(SinhOp op, GradientContext &ctx) { // g cosh(x)
+  Rule r(op, ctx);
+  r.give(0, r.bb.mul(r.g, r.bb.op<CoshOp>(r.yt, {op.getX()}), r.yt));
+  return success();
+}
+
+LogicalResult backward(CoshOp op, GradientContext &ctx) { // g sinh(x)
+  Rule r(op, ctx);
+  r.give(0, r.bb.mul(r.g, r.bb.op<SinhOp>(r.yt, {op.getX()}), r.yt));
+  return success();
+}
+
+/// g / sqrt(inner): the inverse trigonometric and hyperbolic functions.
+Value overSqrt(Rule &r, Value inner) {
+  return r.bb.op<DivOp>(r.yt, {r.g, r.bb.op<SqrtOp>(r.yt, {inner})});
+}
+
+/// 1 - x^2 (asin, acos).
+Value oneMinusSquare(Rule &r, Value x) {
+  return r.bb.op<SubOp>(r.yt, {r.bb.scalar(1, r.element), r.bb.mul(x, x, r.yt)});
+}
+
+LogicalResult backward(AsinOp op, GradientContext &ctx) { // g / sqrt(1 - x^2)
+  Rule r(op, ctx);
+  r.give(0, overSqrt(r, oneMinusSquare(r, op.getX())));
+  return success();
+}
+
+LogicalResult backward(AcosOp op, GradientContext &ctx) { // -g / sqrt(1 - x^2)
+  Rule r(op, ctx);
+  r.give(0, r.bb.op<NegOp>(r.yt, {overSqrt(r, oneMinusSquare(r, op.getX()))}));
+  return success();
+}
+
+LogicalResult backward(AsinhOp op, GradientContext &ctx) { // g / sqrt(x^2 + 1)
+  Rule r(op, ctx);
+  Value x = op.getX();
+  r.give(0, overSqrt(r, r.bb.add(r.bb.mul(x, x, r.yt), r.bb.scalar(1, r.element))));
+  return success();
+}
+
+LogicalResult backward(AcoshOp op, GradientContext &ctx) { // g / sqrt(x^2 - 1)
+  Rule r(op, ctx);
+  Value x = op.getX();
+  r.give(0, overSqrt(r, r.bb.op<SubOp>(r.yt, {r.bb.mul(x, x, r.yt),
+                                              r.bb.scalar(1, r.element)})));
+  return success();
+}
+
+LogicalResult backward(AtanOp op, GradientContext &ctx) { // g / (1 + x^2)
+  Rule r(op, ctx);
+  Value x = op.getX();
+  r.give(0, r.bb.op<DivOp>(r.yt, {r.g, r.bb.add(r.bb.mul(x, x, r.yt),
+                                                r.bb.scalar(1, r.element))}));
+  return success();
+}
+
+LogicalResult backward(AtanhOp op, GradientContext &ctx) { // g / (1 - x^2)
+  Rule r(op, ctx);
+  r.give(0, r.bb.op<DivOp>(r.yt, {r.g, oneMinusSquare(r, op.getX())}));
+  return success();
+}
+
+/// Floor, Ceil, Round and Sign are flat almost everywhere: torch's gradient
+/// is zero, so no operand receives anything.
+template <typename OpT>
+LogicalResult flat(OpT, GradientContext &) {
+  return success();
+}
+
+// torch's clamp backward: g where min <= x <= max (bounds included), 0
+// elsewhere; an absent bound does not limit.
+LogicalResult backward(ClipOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  for (Value bound : {op.getMin(), op.getMax()})
+    if (bound && !isa<NoneType>(bound.getType()) && r.active(bound))
+      return op.emitOpError("has a gradient rule for its input only, not for "
+                            "trainable bounds");
+  Value x = op.getInput();
+  RankedTensorType mask = maskLike(r.y, bb);
+  Value inside;
+  auto limit = [&](Value bound, bool lower) {
+    if (!bound || isa<NoneType>(bound.getType()))
+      return;
+    Value ok = lower ? Value(bb.op<GreaterOrEqualOp>(mask, {x, bound}))
+                     : Value(bb.op<LessOrEqualOp>(mask, {x, bound}));
+    inside = inside ? Value(bb.op<AndOp>(mask, {inside, ok})) : ok;
+  };
+  limit(op.getMin(), true);
+  limit(op.getMax(), false);
+  r.give(0, inside ? bb.op<WhereOp>(r.yt, {inside, r.g, bb.scalar(0, r.element)})
+                   : r.g);
+  return success();
+}
+
+/// torch's maximum / minimum backward: the gradient goes to the input that
+/// won, split in halves on ties. `wins` is Greater for Max, Less for Min.
+template <typename OpT, typename WinsOp>
+LogicalResult extremum(OpT op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  if (op->getNumOperands() == 1) {
+    r.give(0, r.g);
+    return success();
+  }
+  if (op->getNumOperands() != 2)
+    return op.emitOpError("has a gradient rule for one or two inputs only, "
+                          "not ")
+           << op->getNumOperands();
+  OnnxBuilder &bb = r.bb;
+  Value a = op->getOperand(0), b = op->getOperand(1);
+  RankedTensorType mask = maskLike(r.y, bb);
+  Value zero = bb.scalar(0, r.element);
+  Value half = bb.mul(r.g, bb.scalar(0.5, r.element), r.yt);
+  Value tie = bb.op<EqualOp>(mask, {a, b});
+  Value aWins = bb.op<WinsOp>(mask, {a, b}), bWins = bb.op<WinsOp>(mask, {b, a});
+  if (r.active(a))
+    r.give(0, bb.op<WhereOp>(r.yt, {aWins, r.g,
+                                    bb.op<WhereOp>(r.yt, {tie, half, zero})}));
+  if (r.active(b))
+    r.give(1, bb.op<WhereOp>(r.yt, {bWins, r.g,
+                                    bb.op<WhereOp>(r.yt, {tie, half, zero})}));
+  return success();
+}
+
+LogicalResult backward(MaxOp op, GradientContext &ctx) {
+  return extremum<MaxOp, GreaterOp>(op, ctx);
+}
+
+LogicalResult backward(MinOp op, GradientContext &ctx) {
+  return extremum<MinOp, LessOp>(op, ctx);
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachElementwiseGradients(MLIRContext &ctx) {
@@ -307,4 +525,27 @@ void mlir::fsdp::detail::attachElementwiseGradients(MLIRContext &ctx) {
   attachGradient<PReluOp, backward>(ctx);
   attachGradient<EluOp, backward>(ctx);
   attachGradient<DropoutOp, backward>(ctx);
+  attachGradient<LeakyReluOp, backward>(ctx);
+  attachGradient<SeluOp, backward>(ctx);
+  attachGradient<CeluOp, backward>(ctx);
+  attachGradient<SoftplusOp, backward>(ctx);
+  attachGradient<SoftsignOp, backward>(ctx);
+  attachGradient<SinOp, backward>(ctx);
+  attachGradient<CosOp, backward>(ctx);
+  attachGradient<TanOp, backward>(ctx);
+  attachGradient<SinhOp, backward>(ctx);
+  attachGradient<CoshOp, backward>(ctx);
+  attachGradient<AsinOp, backward>(ctx);
+  attachGradient<AcosOp, backward>(ctx);
+  attachGradient<AsinhOp, backward>(ctx);
+  attachGradient<AcoshOp, backward>(ctx);
+  attachGradient<AtanOp, backward>(ctx);
+  attachGradient<AtanhOp, backward>(ctx);
+  attachGradient<FloorOp, flat<FloorOp>>(ctx);
+  attachGradient<CeilOp, flat<CeilOp>>(ctx);
+  attachGradient<RoundOp, flat<RoundOp>>(ctx);
+  attachGradient<SignOp, flat<SignOp>>(ctx);
+  attachGradient<ClipOp, backward>(ctx);
+  attachGradient<MaxOp, backward>(ctx);
+  attachGradient<MinOp, backward>(ctx);
 }
