@@ -12,9 +12,9 @@ through torch.roll and an attention mask, patch merging), torchvision's
 DenseNet at a small configuration (concatenating dense blocks, BatchNorm),
 a T5-style relative position bias (log-bucketed relative positions, an
 Embedding of buckets added to the attention scores) and an argmax
-mixture-of-experts router (gate linear, argmax, a one-hot mask of the
-chosen expert, its gate probability as the output's weight so gradients
-reach the router). Stochastic layers are off (dropout 0, stochastic depth
+mixture-of-experts router (gate linear, argmax, F.one_hot's mask of the
+chosen expert (ONNX OneHot, rewritten at import), its gate probability as
+the output's weight so gradients reach the router). Stochastic layers are off (dropout 0, stochastic depth
 0): e2e.dropout covers them.
 
 Each model is exported with its loss by fsdp_mlir.export; the forward plan
@@ -110,7 +110,7 @@ class T5Attention(nn.Module):
 
 class ArgmaxMoE(nn.Module):
     """Top-1 mixture of experts: the gate's argmax picks one expert per
-    token (a one-hot mask of Equal against the expert ids); the chosen
+    token (F.one_hot of it masks the experts' outputs); the chosen
     expert's output is scaled by its gate probability, so the router
     trains."""
 
@@ -126,9 +126,8 @@ class ArgmaxMoE(nn.Module):
     def forward(self, x):
         h = torch.relu(self.inp(x))  # (B, T, dim)
         probs = self.gate(h).softmax(-1)  # (B, T, E)
-        chosen = probs.argmax(-1, keepdim=True)  # (B, T, 1)
-        ids = torch.arange(probs.shape[-1], device=x.device)
-        mask = (chosen == ids).to(h.dtype)  # (B, T, E) one-hot
+        chosen = probs.argmax(-1)  # (B, T)
+        mask = F.one_hot(chosen, probs.shape[-1]).to(h.dtype)  # (B, T, E)
         weight = (probs * mask).sum(-1, keepdim=True)
         outs = torch.stack([e(h) for e in self.experts], -1)  # (B, T, dim, E)
         routed = (outs * mask.unsqueeze(-2)).sum(-1) * weight
