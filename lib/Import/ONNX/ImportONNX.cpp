@@ -1423,6 +1423,49 @@ static std::optional<onnx::TensorProto> toTensorProto(DenseElementsAttr value) {
   return tensor;
 }
 
+/// ONNX's shape inference leaves OneHot's new dimension unknown even when
+/// its depth is a constant; this writes the depth into the output's
+/// inferred type, which the next round of inference keeps and carries on.
+/// True when it wrote something.
+static bool
+pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
+               const llvm::StringMap<DenseElementsAttr> &constants) {
+  if (node.input_size() < 2 || node.output_size() < 1)
+    return false;
+  auto depth = constants.find(node.input(1));
+  if (depth == constants.end() || depth->second.getNumElements() != 1)
+    return false;
+  int64_t value;
+  Type element = depth->second.getElementType();
+  if (isa<IntegerType>(element))
+    value = (*depth->second.getValues<APInt>().begin()).getSExtValue();
+  else if (isa<FloatType>(element))
+    value = static_cast<int64_t>(
+        (*depth->second.getValues<APFloat>().begin()).convertToDouble());
+  else
+    return false;
+  if (value < 1)
+    return false;
+  int64_t axis = -1;
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == "axis")
+      axis = attr.i();
+  for (auto *list : {graph.mutable_value_info(), graph.mutable_output()})
+    for (onnx::ValueInfoProto &info : *list) {
+      if (info.name() != node.output(0) ||
+          !info.type().tensor_type().has_shape())
+        continue;
+      onnx::TensorShapeProto *shape =
+          info.mutable_type()->mutable_tensor_type()->mutable_shape();
+      int64_t at = axis < 0 ? axis + shape->dim_size() : axis;
+      if (at < 0 || at >= shape->dim_size() || shape->dim(at).has_dim_value())
+        return false;
+      shape->mutable_dim(at)->set_dim_value(value);
+      return true;
+    }
+  return false;
+}
+
 /// ONNX's shape inference propagates values only through a few operators
 /// (Shape, Gather, Concat, ...), so torch's shape chains that pass through
 /// others (Range, Where, ConstantOfShape, ...) leave later shapes unknown.
@@ -1466,6 +1509,8 @@ LogicalResult Importer::foldShapeComputations() {
       return failure();
     bool changed = false;
     for (onnx::NodeProto &node : *graph->mutable_node()) {
+      if (node.op_type() == "OneHot" && pinOneHotDepth(*graph, node, constants))
+        changed = true;
       if (!foldable.contains(node.op_type()) || node.output_size() != 1 ||
           constants.count(node.output(0)))
         continue;
@@ -1679,6 +1724,104 @@ LogicalResult Importer::buildForward(ModuleOp module) {
   return success();
 }
 
+/// A constant's integer values (integer or floating point elements), if
+/// `value` is an onnx.Constant.
+static std::optional<SmallVector<int64_t>> constantIntegers(Value value) {
+  auto constant = value.getDefiningOp<onnxir::ConstantOp>();
+  auto elements =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!elements)
+    return std::nullopt;
+  SmallVector<int64_t> ints;
+  if (isa<IntegerType>(elements.getElementType()))
+    for (const APInt &v : elements.getValues<APInt>())
+      ints.push_back(v.getSExtValue());
+  else if (isa<FloatType>(elements.getElementType()))
+    for (const APFloat &v : elements.getValues<APFloat>())
+      ints.push_back(static_cast<int64_t>(v.convertToDouble()));
+  else
+    return std::nullopt;
+  return ints;
+}
+
+/// OneHot has no kernel: it becomes
+///   Where(Or(Equal(u, ids), Equal(u, ids - depth)), values[1], values[0])
+/// with u the indices unsqueezed at `axis` and ids the constant 0..depth-1
+/// along that axis (so a negative index counts from depth, and one out of
+/// range selects values[0] everywhere, as ONNX says). Those ops have kernels
+/// and rules, so a gradient reaches `values`.
+static LogicalResult expandOneHot(onnxir::OneHotOp op) {
+  using namespace onnxir;
+  Location loc = op.getLoc();
+  auto indicesType = dyn_cast<RankedTensorType>(op.getIndices().getType());
+  auto valuesType = dyn_cast<RankedTensorType>(op.getValues().getType());
+  auto outType = dyn_cast<RankedTensorType>(op.getOutput().getType());
+  std::optional<SmallVector<int64_t>> depth = constantIntegers(op.getDepth());
+  if (!depth || depth->size() != 1 || (*depth)[0] < 1)
+    return op.emitError("OneHot's depth must be a positive constant");
+  if (!indicesType || !valuesType || valuesType.getRank() != 1 ||
+      valuesType.getDimSize(0) != 2 || !outType ||
+      !indicesType.hasStaticShape())
+    return op.emitError("OneHot needs statically shaped indices and two "
+                        "values [off, on]");
+  int64_t rank = indicesType.getRank() + 1;
+  int64_t given = static_cast<int64_t>(op.getAxis());
+  int64_t axis = given < 0 ? given + rank : given;
+  if (axis < 0 || axis >= rank)
+    return op.emitError("OneHot's axis ")
+           << given << " is out of range for rank " << rank;
+
+  OpBuilder b(op);
+  Type i64 = b.getI64Type();
+  auto ints = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> values) -> Value {
+    auto type = RankedTensorType::get(shape, i64);
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
+  };
+  Value indices = op.getIndices();
+  if (!indicesType.getElementType().isInteger(64))
+    indices = b.create<CastOp>(
+        loc, RankedTensorType::get(indicesType.getShape(), i64), indices,
+        b.getI64IntegerAttr(onnx::TensorProto::INT64));
+  SmallVector<int64_t> unsqueezed(indicesType.getShape());
+  unsqueezed.insert(unsqueezed.begin() + axis, 1);
+  Value u = b.create<UnsqueezeOp>(loc, RankedTensorType::get(unsqueezed, i64),
+                                  indices, ints({1}, {axis}));
+  SmallVector<int64_t> idsShape(rank, 1), outShape(indicesType.getShape());
+  idsShape[axis] = (*depth)[0];
+  outShape.insert(outShape.begin() + axis, (*depth)[0]);
+  SmallVector<int64_t> ids, negative;
+  for (int64_t i = 0; i < (*depth)[0]; ++i) {
+    ids.push_back(i);
+    negative.push_back(i - (*depth)[0]);
+  }
+  auto hitType = RankedTensorType::get(outShape, b.getI1Type());
+  Value hit = b.create<OrOp>(
+      loc, hitType, b.create<EqualOp>(loc, hitType, u, ints(idsShape, ids)),
+      b.create<EqualOp>(loc, hitType, u, ints(idsShape, negative)));
+  auto pick = [&](int64_t index) -> Value {
+    return b.create<GatherOp>(
+        loc, RankedTensorType::get({}, valuesType.getElementType()),
+        op.getValues(), ints({}, {index}), b.getI64IntegerAttr(0));
+  };
+  auto type = RankedTensorType::get(outShape, valuesType.getElementType());
+  if (type != outType)
+    return op.emitError("OneHot's result is ")
+           << outType << ", but its indices, depth and values give " << type;
+  Value result = b.create<WhereOp>(loc, type, hit, pick(1), pick(0));
+  op.getOutput().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+static LogicalResult expandOneHots(ModuleOp module) {
+  SmallVector<onnxir::OneHotOp> ops;
+  module.walk([&](onnxir::OneHotOp op) { ops.push_back(op); });
+  for (onnxir::OneHotOp op : ops)
+    if (failed(expandOneHot(op)))
+      return failure();
+  return success();
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   std::string message;
   std::optional<ModelFile> read = ::fsdp::onnx_import::readModel(path, message);
@@ -1710,7 +1853,8 @@ OwningOpRef<ModuleOp> Importer::run() {
     (*module)->setAttr("fsdp.torch_metadata",
                        builder.getStringAttr(metadata.json));
 
-  if (failed(declareState(*module)) || failed(buildForward(*module)))
+  if (failed(declareState(*module)) || failed(buildForward(*module)) ||
+      failed(expandOneHots(*module)))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;

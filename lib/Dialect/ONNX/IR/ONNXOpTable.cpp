@@ -38,7 +38,7 @@ std::string forwardText(const OpSupport &op) {
   case OpForward::Folded:
     return "folded at import (constant inputs only)";
   case OpForward::Rewritten:
-    return std::string("rewritten by `") + op.how + "`";
+    return std::string("rewritten by ") + op.how;
   case OpForward::None:
     return "**no kernel yet** (imports, refused at compile)";
   }
@@ -52,6 +52,8 @@ const char *gradientText(OpGradient gradient) {
     return "yes";
   case OpGradient::Autodiff:
     return "yes (rewritten by `fsdp-autodiff`)";
+  case OpGradient::Rewritten:
+    return "yes (through the ops it is rewritten into)";
   case OpGradient::None:
     return "**no gradient rule** (inference only)";
   case OpGradient::NotDifferentiable:

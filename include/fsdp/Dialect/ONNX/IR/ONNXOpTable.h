@@ -20,15 +20,17 @@ namespace mlir::onnxir {
 /// How the runtime runs an operator's forward (ONNXOpTable.def says more).
 enum class OpForward { Kernel, View, Constant, Folded, Rewritten, None };
 
-/// How fsdp-autodiff differentiates an operator.
-enum class OpGradient { Rule, Autodiff, None, NotDifferentiable };
+/// How fsdp-autodiff differentiates an operator (Rewritten: through the
+/// ops its Rewritten forward becomes, which have rules).
+enum class OpGradient { Rule, Autodiff, Rewritten, None, NotDifferentiable };
 
 /// One row of the table.
 struct OpSupport {
   /// The ONNX operator; its op is `onnx.<name>`.
   const char *name;
   OpForward forward;
-  /// Kernel: the runtime kernels, comma-separated; Rewritten: the pass.
+  /// Kernel: the runtime kernels, comma-separated; Rewritten: the pass (or
+  /// the importer) and the ops it becomes.
   const char *how;
   OpGradient gradient;
   /// Limits on attributes and inputs, or "".

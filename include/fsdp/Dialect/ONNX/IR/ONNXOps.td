@@ -610,6 +610,28 @@ def ONNX_ResizeOp : ONNX_Op<"Resize"> {
   }];
 }
 
+def ONNX_OneHotOp : ONNX_Op<"OneHot"> {
+  let summary = "ONNX `OneHot`, expanded at import";
+  let description = [{
+    `values[1]` where an index equals the position along `axis`, else
+    `values[0]` (negative indices count from `depth`; out-of-range ones give
+    `values[0]` everywhere). No kernel runs it: the importer rewrites it
+    into ops that have kernels and gradient rules, so a gradient reaches
+    `values`. `depth` must be a constant (torch's `F.one_hot` exports one):
+
+    ```mlir
+    %ids = onnx.Constant dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>
+    %u = onnx.Unsqueeze(%indices, [-1]) : tensor<8x1xi64>
+    %hit = onnx.Or(onnx.Equal(%u, %ids), onnx.Equal(%u, %ids - 4))
+    %y = onnx.Where(%hit, onnx.Gather(%values, 1), onnx.Gather(%values, 0))
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$indices, ONNX_Tensor:$depth,
+                   ONNX_Tensor:$values,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+}
+
 def ONNX_GatherOp : ONNX_Op<"Gather"> {
   let summary = "ONNX `Gather` (embedding lookups among others)";
   let arguments = (ins ONNX_Tensor:$data, ONNX_Tensor:$indices,
