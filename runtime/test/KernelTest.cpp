@@ -1761,6 +1761,149 @@ TEST(Kernels, NllLossGradMatchesFiniteDifferences) {
 }
 
 //===----------------------------------------------------------------------===//
+// Recurrent layers
+//===----------------------------------------------------------------------===//
+
+/// One recurrent configuration: the cell, its attributes and which optional
+/// inputs it has.
+struct RecurrentCase {
+  std::string cell, direction;
+  int64_t layout, linearBeforeReset;
+  bool bias, h0, c0;
+};
+
+/// Checks <cell>_grad against central differences of the forward kernel's
+/// sum(Y * gy) + sum(Y_h * gyh) (+ sum(Y_c * gyc)) in every input.
+void checkRecurrentGradient(const RecurrentCase &c) {
+  const int64_t seq = 3, batch = 2, input = 3, hidden = 2;
+  int64_t gates = c.cell == "lstm" ? 4 : c.cell == "gru" ? 3 : 1;
+  int64_t dirs = c.direction == "bidirectional" ? 2 : 1;
+  bool lstm = c.cell == "lstm";
+  Shape x = c.layout ? Shape{batch, seq, input} : Shape{seq, batch, input};
+  Shape state =
+      c.layout ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
+  Shape y = c.layout ? Shape{batch, seq, dirs, hidden}
+                     : Shape{seq, dirs, batch, hidden};
+  std::vector<Shape> shapes = {
+      x, {dirs, gates * hidden, input}, {dirs, gates * hidden, hidden}};
+  if (c.bias)
+    shapes.push_back({dirs, 2 * gates * hidden});
+  if (c.h0)
+    shapes.push_back(state);
+  if (c.c0)
+    shapes.push_back(state);
+  std::vector<std::vector<float>> inputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    inputs.push_back(randomFloats(numel(shapes[i]), 60 + i));
+    for (float &v : inputs.back())
+      v *= 0.6f;
+  }
+  std::vector<Shape> outShapes = {y, state};
+  if (lstm)
+    outShapes.push_back(state);
+  std::vector<std::vector<float>> cotangents;
+  for (size_t i = 0; i < outShapes.size(); ++i)
+    cotangents.push_back(randomFloats(numel(outShapes[i]), 80 + i));
+  AttrList attrs = {
+      {"hidden_size", hidden},     {"direction", c.direction},
+      {"layout", c.layout},        {"linear_before_reset", c.linearBeforeReset},
+      {"bias", int64_t(c.bias)},   {"initial_h", int64_t(c.h0)},
+      {"initial_c", int64_t(c.c0)}};
+  auto values = [&](const std::vector<std::vector<float>> &data) {
+    std::vector<Value> v;
+    for (size_t i = 0; i < data.size(); ++i)
+      v.push_back(f32(shapes[i], data[i]));
+    return v;
+  };
+  std::vector<std::pair<plan::DType, Shape>> outs;
+  for (const Shape &s : outShapes)
+    outs.push_back({F32, s});
+  auto objective = [&](const std::vector<std::vector<float>> &data) {
+    Result r = runOp(c.cell, values(data), outs, attrs);
+    EXPECT_EQ(r.error, "");
+    double sum = 0;
+    for (size_t o = 0; o < r.outputs.size(); ++o) {
+      std::vector<float> got = r.outputs[o].as<float>();
+      for (size_t i = 0; i < got.size(); ++i)
+        sum += double(got[i]) * cotangents[o][i];
+    }
+    return sum;
+  };
+  std::vector<Value> gradIns = values(inputs);
+  for (size_t o = 0; o < outShapes.size(); ++o)
+    gradIns.push_back(f32(outShapes[o], cotangents[o]));
+  std::vector<std::pair<plan::DType, Shape>> gradOuts = {
+      {F32, shapes[0]},
+      {F32, shapes[1]},
+      {F32, shapes[2]},
+      {F32, {dirs, 2 * gates * hidden}},
+      {F32, state}};
+  if (lstm)
+    gradOuts.push_back({F32, state});
+  Result g = runOp(c.cell + "_grad", gradIns, gradOuts, attrs);
+  ASSERT_EQ(g.error, "");
+  // Which output holds each input's gradient.
+  std::vector<size_t> gradOf = {0, 1, 2};
+  if (c.bias)
+    gradOf.push_back(3);
+  if (c.h0)
+    gradOf.push_back(4);
+  if (c.c0)
+    gradOf.push_back(5);
+  const float step = 1e-2f;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    std::vector<double> want;
+    for (size_t k = 0; k < inputs[i].size(); ++k) {
+      auto up = inputs, down = inputs;
+      up[i][k] += step;
+      down[i][k] -= step;
+      want.push_back((objective(up) - objective(down)) / (2 * step));
+    }
+    expectNear(g.outputs[gradOf[i]].as<float>(), want, 2e-3);
+  }
+}
+
+TEST(Kernels, LstmGradMatchesFiniteDifferences) {
+  checkRecurrentGradient({"lstm", "forward", 0, 0, true, true, true});
+  checkRecurrentGradient({"lstm", "bidirectional", 1, 0, true, false, true});
+  checkRecurrentGradient({"lstm", "reverse", 0, 0, false, true, false});
+}
+
+TEST(Kernels, GruGradMatchesFiniteDifferences) {
+  checkRecurrentGradient({"gru", "forward", 0, 0, true, true, false});
+  checkRecurrentGradient({"gru", "bidirectional", 1, 1, true, true, false});
+  checkRecurrentGradient({"gru", "reverse", 0, 1, false, false, false});
+  checkRecurrentGradient({"gru", "bidirectional", 0, 0, true, false, false});
+}
+
+TEST(Kernels, RnnGradMatchesFiniteDifferences) {
+  checkRecurrentGradient({"rnn", "bidirectional", 1, 0, true, true, false});
+  checkRecurrentGradient({"rnn", "forward", 0, 0, false, false, false});
+}
+
+TEST(Kernels, RecurrentKernelsRejectBadOperands) {
+  Result r = runOp("lstm",
+                   {f32({3, 2, 4}, randomFloats(24, 1)),
+                    f32({1, 12, 4}, randomFloats(48, 2)),
+                    f32({1, 8, 2}, randomFloats(16, 3))},
+                   {{F32, {3, 1, 2, 2}}, {F32, {1, 2, 2}}, {F32, {1, 2, 2}}},
+                   {{"hidden_size", int64_t(2)}});
+  EXPECT_NE(r.error.find("w [1, 12, 4] should be [1, 8, 4]"), std::string::npos)
+      << r.error;
+  r = runOp("gru",
+            {f32({3, 2, 4}, randomFloats(24, 1)),
+             f32({1, 6, 4}, randomFloats(24, 2)),
+             f32({1, 6, 2}, randomFloats(12, 3))},
+            {{F32, {3, 1, 2, 2}}, {F32, {1, 2, 2}}},
+            {{"hidden_size", int64_t(2)}, {"direction", std::string("up")}});
+  EXPECT_NE(r.error.find("direction must be forward, reverse or "
+                         "bidirectional, not 'up'"),
+            std::string::npos)
+      << r.error;
+}
+
+//===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
 

@@ -181,3 +181,50 @@ func.func @conv_transpose_too_far(%x: tensor<1x1x3x3xf32>, %w: tensor<1x2x3x3xf3
   %y = onnx.ConvTranspose %x, %w, %none {strides = array<i64: 2, 2>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x9x7xf32>
   return %y : tensor<1x2x9x7xf32>
 }
+
+// -----
+
+// What the recurrent kernels do not run is refused naming the attribute or
+// input.
+func.func @lstm_peepholes(%x: tensor<5x2x3xf32>, %w: tensor<1x16x3xf32>, %r: tensor<1x16x4xf32>, %p: tensor<1x12xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.LSTM' op input 'P' (peepholes) is not supported}}
+  %y, %yh, %yc = onnx.LSTM %x, %w, %r, %none, %none, %none, %none, %p {hidden_size = 4 : i64} : (tensor<5x2x3xf32>, tensor<1x16x3xf32>, tensor<1x16x4xf32>, none, none, none, none, tensor<1x12xf32>) -> (none, tensor<1x2x4xf32>, none)
+  return %yh : tensor<1x2x4xf32>
+}
+
+// -----
+
+func.func @gru_clip(%x: tensor<5x2x3xf32>, %w: tensor<1x12x3xf32>, %r: tensor<1x12x4xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.GRU' op attribute 'clip' is not supported}}
+  %y, %yh = onnx.GRU %x, %w, %r, %none, %none, %none {hidden_size = 4 : i64, clip = 3.0 : f32} : (tensor<5x2x3xf32>, tensor<1x12x3xf32>, tensor<1x12x4xf32>, none, none, none) -> (none, tensor<1x2x4xf32>)
+  return %yh : tensor<1x2x4xf32>
+}
+
+// -----
+
+func.func @rnn_activations(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<1x4x4xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.RNN' op attribute 'activations' is not supported: only the default activations (Tanh) run}}
+  %y, %yh = onnx.RNN %x, %w, %r, %none, %none, %none {hidden_size = 4 : i64, activations = ["Relu"]} : (tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, none, none, none) -> (none, tensor<1x2x4xf32>)
+  return %yh : tensor<1x2x4xf32>
+}
+
+// -----
+
+func.func @rnn_lengths(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<1x4x4xf32>, %lens: tensor<2xi32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.RNN' op input 'sequence_lens' is supported only as a constant equal to the sequence length (5) for every batch entry}}
+  %y, %yh = onnx.RNN %x, %w, %r, %none, %lens, %none {hidden_size = 4 : i64} : (tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, none, tensor<2xi32>, none) -> (none, tensor<1x2x4xf32>)
+  return %yh : tensor<1x2x4xf32>
+}
+
+// -----
+
+func.func @lstm_input_forget(%x: tensor<5x2x3xf32>, %w: tensor<1x16x3xf32>, %r: tensor<1x16x4xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.LSTM' op attribute 'input_forget' is not supported}}
+  %y, %yh, %yc = onnx.LSTM %x, %w, %r, %none, %none, %none, %none, %none {hidden_size = 4 : i64, input_forget = 1 : i64} : (tensor<5x2x3xf32>, tensor<1x16x3xf32>, tensor<1x16x4xf32>, none, none, none, none, none) -> (none, tensor<1x2x4xf32>, none)
+  return %yh : tensor<1x2x4xf32>
+}

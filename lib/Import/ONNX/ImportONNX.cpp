@@ -1214,6 +1214,11 @@ Importer::convertAttribute(const onnx::AttributeProto &attr,
   case onnx::AttributeProto::FLOATS:
     return Attribute(builder.getDenseF32ArrayAttr(
         SmallVector<float>(attr.floats().begin(), attr.floats().end())));
+  case onnx::AttributeProto::STRINGS: {
+    SmallVector<StringRef> strings(attr.strings().begin(),
+                                   attr.strings().end());
+    return Attribute(builder.getStrArrayAttr(strings));
+  }
   case onnx::AttributeProto::TENSOR: {
     FailureOr<ElementsAttr> value =
         tensorValue(attr.t(), std::nullopt,

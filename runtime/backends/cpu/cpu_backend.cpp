@@ -332,6 +332,7 @@ public:
     registerData(registry);
     registerOptim(registry);
     registerRandom(registry);
+    registerRecurrent(registry);
   }
 
   const char *name() const override { return "cpu"; }

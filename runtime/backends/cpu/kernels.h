@@ -24,6 +24,7 @@ void registerNN(Registry &registry);
 void registerData(Registry &registry);
 void registerOptim(Registry &registry);
 void registerRandom(Registry &registry);
+void registerRecurrent(Registry &registry);
 
 //===----------------------------------------------------------------------===//
 // Checks made when a kernel is prepared

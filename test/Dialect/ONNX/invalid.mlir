@@ -259,3 +259,30 @@ func.func @f(%x: tensor<1x1x2x2xf32>, %s: tensor<4xf32>) {
   %0 = onnx.Resize %x, %none, %s, %none {coordinate_transformation_mode = "corners"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
   return
 }
+
+// -----
+
+func.func @lstm_direction(%x: tensor<5x2x3xf32>, %w: tensor<1x16x3xf32>, %r: tensor<1x16x4xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.LSTM' op direction must be forward, reverse or bidirectional, not "sideways"}}
+  %y, %yh, %yc = onnx.LSTM %x, %w, %r, %none, %none, %none, %none, %none {hidden_size = 4 : i64, direction = "sideways"} : (tensor<5x2x3xf32>, tensor<1x16x3xf32>, tensor<1x16x4xf32>, none, none, none, none, none) -> (none, tensor<1x2x4xf32>, none)
+  return %yh : tensor<1x2x4xf32>
+}
+
+// -----
+
+func.func @gru_weights(%x: tensor<5x2x3xf32>, %w: tensor<1x16x3xf32>, %r: tensor<1x12x4xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.GRU' op W has type 'tensor<1x16x3xf32>'; expected shape 1x12x3}}
+  %y, %yh = onnx.GRU %x, %w, %r, %none, %none, %none {hidden_size = 4 : i64} : (tensor<5x2x3xf32>, tensor<1x16x3xf32>, tensor<1x12x4xf32>, none, none, none) -> (none, tensor<1x2x4xf32>)
+  return %yh : tensor<1x2x4xf32>
+}
+
+// -----
+
+func.func @rnn_state(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<1x4x4xf32>, %h0: tensor<2x1x4xf32>) -> tensor<1x2x4xf32> {
+  %none = onnx.NoValue
+  // expected-error @+1 {{'onnx.RNN' op initial_h has type 'tensor<2x1x4xf32>'; expected shape 1x2x4}}
+  %y, %yh = onnx.RNN %x, %w, %r, %none, %none, %h0 {hidden_size = 4 : i64} : (tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, none, none, tensor<2x1x4xf32>) -> (none, tensor<1x2x4xf32>)
+  return %yh : tensor<1x2x4xf32>
+}

@@ -1157,6 +1157,80 @@ struct LowerNllLoss : KernelPattern<NegativeLogLikelihoodLossOp> {
   }
 };
 
+/// The present ones of a recurrent op's optional inputs B, initial_h and
+/// initial_c, appended to X, W, R, with a 0/1 parameter saying which are
+/// there; the shared parameters (plan-format.md's `lstm`).
+LogicalResult recurrentOperands(Operation *op, Value x, Value w, Value r,
+                                ArrayRef<std::pair<StringRef, Value>> optional,
+                                Lowering &l, SmallVector<Value> &operands,
+                                SmallVector<NamedAttribute> &params) {
+  std::string why = recurrentUnsupported(op);
+  if (!why.empty())
+    return l.fail(why);
+  operands = {x, w, r};
+  for (auto [name, value] : optional) {
+    bool present = value && !isa<NoneType>(value.getType());
+    params.push_back(l.i64(name, present));
+    if (present)
+      operands.push_back(value);
+  }
+  return success();
+}
+
+template <typename RecurrentOp>
+struct LowerRecurrent : KernelPattern<RecurrentOp> {
+  using KernelPattern<RecurrentOp>::KernelPattern;
+  LogicalResult lower(RecurrentOp op, typename RecurrentOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    SmallVector<std::pair<StringRef, Value>> optional = {
+        {"bias", adaptor.getB()}, {"initial_h", adaptor.getInitialH()}};
+    SmallVector<NamedAttribute> params = {
+        l.i64("hidden_size", op.getHiddenSize()),
+        l.str("direction", op.getDirection()), l.i64("layout", op.getLayout())};
+    if constexpr (std::is_same_v<RecurrentOp, LSTMOp>)
+      optional.push_back({"initial_c", adaptor.getInitialC()});
+    if constexpr (std::is_same_v<RecurrentOp, GRUOp>)
+      params.push_back(
+          l.i64("linear_before_reset", op.getLinearBeforeReset() != 0));
+    SmallVector<Value> operands;
+    if (failed(recurrentOperands(op, adaptor.getX(), adaptor.getW(),
+                                 adaptor.getR(), optional, l, operands,
+                                 params)))
+      return failure();
+    auto kernelOp = l.rewriter.create<KernelOp>(
+        op.getLoc(), recurrentResultTypes(op.getOperation()),
+        l.rewriter.getStringAttr(this->kernel), operands,
+        l.b.getDictionaryAttr(params));
+    SmallVector<Value> replacements;
+    for (OpResult result : op->getResults())
+      replacements.push_back(
+          isa<NoneType>(result.getType())
+              ? Value(l.rewriter.create<NoValueOp>(op.getLoc()))
+              : kernelOp.getResult(result.getResultNumber()));
+    l.rewriter.replaceOp(op, replacements);
+    return success();
+  }
+};
+
+/// fsdp.recurrent_grad's operands and attributes are its kernel's.
+struct LowerRecurrentGrad : KernelPattern<mlir::fsdp::RecurrentGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::RecurrentGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    StringRef cell = grad.getCell();
+    if (cell != "lstm" && cell != "gru" && cell != "rnn")
+      return l.fail("cell must be lstm, gru or rnn, not '" + cell + "'");
+    return l.kernel((cell + "_grad").str(), adaptor.getOperands(),
+                    {l.i64("hidden_size", grad.getHiddenSize()),
+                     l.str("direction", grad.getDirection()),
+                     l.i64("layout", grad.getLayout()),
+                     l.i64("linear_before_reset", grad.getLinearBeforeReset()),
+                     l.i64("bias", grad.getBias()),
+                     l.i64("initial_h", grad.getInitialH()),
+                     l.i64("initial_c", grad.getInitialC())});
+  }
+};
+
 struct LowerNllLossGrad : KernelPattern<mlir::fsdp::NllLossGradOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(mlir::fsdp::NllLossGradOp grad, OpAdaptor adaptor,
@@ -1410,6 +1484,11 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");
   patterns.add<LowerConvTranspose>(context, "conv_grad_input");
+  // Recurrent layers, whole sequences.
+  patterns.add<LowerRecurrent<LSTMOp>>(context, "lstm");
+  patterns.add<LowerRecurrent<GRUOp>>(context, "gru");
+  patterns.add<LowerRecurrent<RNNOp>>(context, "rnn");
+  patterns.add<LowerRecurrentGrad>(context);
   patterns.add<LowerMaxPool>(context, "max_pool");
   patterns.add<LowerAveragePool>(context, "average_pool");
   patterns.add<PlainKernel<GlobalAveragePoolOp>>(context,

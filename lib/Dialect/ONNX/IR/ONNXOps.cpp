@@ -12,6 +12,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace mlir::onnxir;
@@ -382,6 +383,147 @@ mlir::onnxir::convolutionPads(ConvTransposeOp op, std::string &why) {
   if (!why.empty())
     return failure();
   return pads;
+}
+
+/// The shapes of a recurrent op's inputs and outputs (the ONNX dialect's
+/// ODS comment on ONNX_RecurrentOp).
+template <typename RecurrentOp>
+static LogicalResult verifyRecurrent(RecurrentOp op, Value initialC) {
+  StringRef direction = op.getDirection();
+  if (direction != "forward" && direction != "reverse" &&
+      direction != "bidirectional")
+    return op.emitOpError("direction must be forward, reverse or "
+                          "bidirectional, not \"")
+           << direction << "\"";
+  if (op.getLayout() != 0 && op.getLayout() != 1)
+    return op.emitOpError("layout must be 0 or 1, not ") << op.getLayout();
+  RankedTensorType x = tensorType(op.getX());
+  if (x.getRank() != 3)
+    return op.emitOpError("X must have rank 3, not ") << x.getRank();
+  bool batchFirst = op.getLayout() == 1;
+  int64_t seq = x.getDimSize(batchFirst ? 1 : 0),
+          batch = x.getDimSize(batchFirst ? 0 : 1), input = x.getDimSize(2);
+  int64_t dirs = op.getDirectionCount(), hidden = op.getHiddenSize(),
+          gates = op.getGateCount() * hidden;
+  auto expect = [&](Value value, StringRef what,
+                    ArrayRef<int64_t> shape) -> LogicalResult {
+    if (!value || isa<NoneType>(value.getType()))
+      return success();
+    RankedTensorType type = tensorType(value);
+    if (type.getShape() == shape)
+      return success();
+    std::string expected;
+    llvm::raw_string_ostream os(expected);
+    llvm::interleave(shape, os, "x");
+    return op.emitOpError()
+           << what << " has type " << type << "; expected shape " << expected;
+  };
+  SmallVector<int64_t> state = batchFirst
+                                   ? SmallVector<int64_t>{batch, dirs, hidden}
+                                   : SmallVector<int64_t>{dirs, batch, hidden};
+  SmallVector<int64_t> y = batchFirst
+                               ? SmallVector<int64_t>{batch, seq, dirs, hidden}
+                               : SmallVector<int64_t>{seq, dirs, batch, hidden};
+  if (failed(expect(op.getW(), "W", {dirs, gates, input})) ||
+      failed(expect(op.getR(), "R", {dirs, gates, hidden})) ||
+      failed(expect(op.getB(), "B", {dirs, 2 * gates})) ||
+      failed(expect(op.getSequenceLens(), "sequence_lens", {batch})) ||
+      failed(expect(op.getInitialH(), "initial_h", state)) ||
+      failed(expect(initialC, "initial_c", state)) ||
+      failed(expect(op->getResult(0), "Y", y)))
+    return failure();
+  for (unsigned i = 1; i < op->getNumResults(); ++i)
+    if (failed(expect(op->getResult(i), i == 1 ? "Y_h" : "Y_c", state)))
+      return failure();
+  return success();
+}
+
+LogicalResult LSTMOp::verify() {
+  if (failed(verifyRecurrent(*this, getInitialC())))
+    return failure();
+  int64_t peepholes = 3 * static_cast<int64_t>(getHiddenSize());
+  if (!isa<NoneType>(getP().getType()) &&
+      tensorType(getP()).getShape() !=
+          ArrayRef<int64_t>{getDirectionCount(), peepholes})
+    return emitOpError("P has type ")
+           << getP().getType() << "; expected [dirs, 3 * hidden_size]";
+  return success();
+}
+LogicalResult GRUOp::verify() { return verifyRecurrent(*this, Value()); }
+LogicalResult RNNOp::verify() { return verifyRecurrent(*this, Value()); }
+
+template <typename RecurrentOp>
+static std::string recurrentUnsupportedIn(RecurrentOp op,
+                                          ArrayRef<StringRef> defaults) {
+  if (std::optional<ArrayAttr> activations = op.getActivations()) {
+    bool same = activations->size() == defaults.size() * op.getDirectionCount();
+    for (unsigned i = 0; same && i < activations->size(); ++i)
+      same = cast<StringAttr>((*activations)[i])
+                 .getValue()
+                 .equals_insensitive(defaults[i % defaults.size()]);
+    if (!same)
+      return "attribute 'activations' is not supported: only the default "
+             "activations (" +
+             llvm::join(defaults, ", ") + ") run";
+  }
+  if (op.getActivationAlpha() || op.getActivationBeta())
+    return "attributes 'activation_alpha' and 'activation_beta' are not "
+           "supported";
+  if (op.getClip())
+    return "attribute 'clip' is not supported";
+  Value lens = op.getSequenceLens();
+  if (!isa<NoneType>(lens.getType())) {
+    DenseIntElementsAttr values;
+    int64_t seq = tensorType(op.getX()).getDimSize(op.getLayout() == 1 ? 1 : 0);
+    if (!matchPattern(lens, m_Constant(&values)) ||
+        llvm::any_of(values.getValues<APInt>(),
+                     [&](const APInt &v) { return v.getSExtValue() != seq; }))
+      return "input 'sequence_lens' is supported only as a constant equal to "
+             "the sequence length (" +
+             std::to_string(seq) + ") for every batch entry";
+  }
+  return "";
+}
+
+std::string mlir::onnxir::recurrentUnsupported(Operation *op) {
+  if (auto lstm = dyn_cast<LSTMOp>(op)) {
+    if (lstm.getInputForget() != 0)
+      return "attribute 'input_forget' is not supported";
+    if (!isa<NoneType>(lstm.getP().getType()))
+      return "input 'P' (peepholes) is not supported";
+    return recurrentUnsupportedIn(lstm, {"Sigmoid", "Tanh", "Tanh"});
+  }
+  if (auto gru = dyn_cast<GRUOp>(op))
+    return recurrentUnsupportedIn(gru, {"Sigmoid", "Tanh"});
+  return recurrentUnsupportedIn(cast<RNNOp>(op), {"Tanh"});
+}
+
+template <typename RecurrentOp>
+static SmallVector<Type> recurrentResultTypesOf(RecurrentOp op) {
+  RankedTensorType x = tensorType(op.getX());
+  bool batchFirst = op.getLayout() == 1;
+  int64_t seq = x.getDimSize(batchFirst ? 1 : 0),
+          batch = x.getDimSize(batchFirst ? 0 : 1),
+          dirs = op.getDirectionCount(), hidden = op.getHiddenSize();
+  Type element = x.getElementType();
+  SmallVector<int64_t> y = batchFirst
+                               ? SmallVector<int64_t>{batch, seq, dirs, hidden}
+                               : SmallVector<int64_t>{seq, dirs, batch, hidden};
+  SmallVector<int64_t> state = batchFirst
+                                   ? SmallVector<int64_t>{batch, dirs, hidden}
+                                   : SmallVector<int64_t>{dirs, batch, hidden};
+  SmallVector<Type> types = {RankedTensorType::get(y, element)};
+  for (unsigned i = 1; i < op->getNumResults(); ++i)
+    types.push_back(RankedTensorType::get(state, element));
+  return types;
+}
+
+SmallVector<Type> mlir::onnxir::recurrentResultTypes(Operation *op) {
+  if (auto lstm = dyn_cast<LSTMOp>(op))
+    return recurrentResultTypesOf(lstm);
+  if (auto gru = dyn_cast<GRUOp>(op))
+    return recurrentResultTypesOf(gru);
+  return recurrentResultTypesOf(cast<RNNOp>(op));
 }
 
 LogicalResult ResizeOp::verify() {

@@ -523,6 +523,25 @@ def metadata(out, kind):
     onnx.save_model(model, out)
 
 
+def recurrent(out, op, attribute):
+    """One LSTM/GRU/RNN node named `the_<op>` over x [3, 2, 4] (hidden
+    size 2, weights as parameters) with one extra attribute: `activations`
+    (Relu first: not the defaults), `defaults` (the default activations
+    spelled out), `clip`, or `none`."""
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    extra = {"activations": {"activations": ["Relu"] + ["Tanh"] * (min(gates, 3) - 1)},
+             "defaults": {"activations": {"LSTM": ["Sigmoid", "Tanh", "Tanh"],
+                                          "GRU": ["Sigmoid", "Tanh"],
+                                          "RNN": ["Tanh"]}[op]},
+             "clip": {"clip": 3.0}, "none": {}}[attribute]
+    model = graph_model(
+        [helper.make_node(op, ["x", "w", "r"], ["y"], name=f"the_{op.lower()}",
+                          hidden_size=2, **extra)],
+        [tensor("x", [3, 2, 4])], [tensor("y", [3, 1, 2, 2])],
+        [weight("w", [1, 2 * gates, 4]), weight("r", [1, 2 * gates, 2])])
+    onnx.save_model(model, out)
+
+
 def plain(out):
     """A good model (y = x @ W, x [batch, 8]) to give hostile options."""
     onnx.save_model(linear(), out)

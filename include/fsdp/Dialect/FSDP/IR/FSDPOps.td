@@ -1190,6 +1190,40 @@ def FSDP_ConvGradInputOp : FSDP_Op<"conv_grad_input", [Pure]> {
   }];
 }
 
+def FSDP_RecurrentGradOp : FSDP_Op<"recurrent_grad", [Pure]> {
+  let summary = "gradient of a whole-sequence LSTM, GRU or RNN";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.LSTM`, `onnx.GRU` and `onnx.RNN`
+    (`cell` says which): back-propagation through time over the whole
+    sequence in one op. Its operands are the forward's X, W, R, then those
+    of B, initial_h and initial_c present (`bias`, `initial_h`, `initial_c`
+    say which), then the cotangents of Y and Y_h (and of Y_c for an LSTM;
+    zeros where the loss does not reach). Its results are the gradients of
+    X, W, R, B (`[dirs, 2 * gates * hidden]`, also without a B) and
+    initial_h (and initial_c for an LSTM). The kernel recomputes the
+    forward's gates rather than keeping them from the forward.
+
+    ```mlir
+    %dx, %dw, %dr, %db, %dh0 = fsdp.recurrent_grad %x, %w, %r, %dy, %dyh
+        {cell = "rnn", hidden_size = 4 : i64, direction = "forward",
+         layout = 0 : i64, linear_before_reset = 0 : i64, bias = 0 : i64,
+         initial_h = 0 : i64, initial_c = 0 : i64}
+        : (tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>,
+           tensor<5x1x2x4xf32>, tensor<1x2x4xf32>)
+        -> (tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>,
+            tensor<1x8xf32>, tensor<1x2x4xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, StrAttr:$cell,
+                   I64Attr:$hidden_size, StrAttr:$direction, I64Attr:$layout,
+                   I64Attr:$linear_before_reset, I64Attr:$bias,
+                   I64Attr:$initial_h, I64Attr:$initial_c);
+  let results = (outs Variadic<AnyRankedTensor>:$grads);
+  let assemblyFormat = [{
+    $inputs attr-dict `:` functional-type($inputs, results)
+  }];
+}
+
 def FSDP_ConvGradWeightOp : FSDP_Op<"conv_grad_weight", [Pure]> {
   let summary = "gradient of a convolution with respect to its weights";
   let description = [{

@@ -38,6 +38,17 @@ namespace mlir::onnxir {
 /// begin, more output padding than the stride).
 llvm::FailureOr<llvm::SmallVector<int64_t>>
 convolutionPads(ConvTransposeOp op, std::string &why);
+
+/// What of an LSTM, GRU or RNN node the runtime's recurrent kernels do not
+/// run, naming the attribute or input ("" when they run all of it): other
+/// activations than the defaults, activation_alpha/beta, clip,
+/// input_forget, peepholes (P) and sequence_lens that are not a constant
+/// equal to the sequence length everywhere.
+std::string recurrentUnsupported(Operation *op);
+
+/// The types of an LSTM's, GRU's or RNN's results (Y, Y_h and LSTM's Y_c)
+/// as the runtime's kernels write them, whether or not the op uses them.
+llvm::SmallVector<Type> recurrentResultTypes(Operation *op);
 } // namespace mlir::onnxir
 
 #endif // FSDP_DIALECT_ONNX_IR_ONNXOPS_H

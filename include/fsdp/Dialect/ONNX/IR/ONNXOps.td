@@ -766,4 +766,105 @@ def ONNX_NegativeLogLikelihoodLossOp : ONNX_Op<"NegativeLogLikelihoodLoss"> {
   let results = (outs ONNX_Tensor:$loss);
 }
 
+// The recurrent layers: the whole sequence, every direction, in one op.
+// `X` is [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1);
+// W [dirs, gates*hidden, input], R [dirs, gates*hidden, hidden], B
+// [dirs, 2*gates*hidden] (W's biases, then R's). Y is [seq, dirs, batch,
+// hidden] (layout 0) or [batch, seq, dirs, hidden]; Y_h (and LSTM's Y_c)
+// [dirs, batch, hidden] or [batch, dirs, hidden].
+class ONNX_RecurrentOp<string mnemonic, string gates>
+    : ONNX_Op<mnemonic> {
+  let summary = "ONNX `" # mnemonic # "` over a whole sequence";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// How many gates each direction's W and R stack: }] # gates # [{.
+    int64_t getGateCount() { return }] # gates # [{; }
+    /// 2 for "bidirectional", else 1.
+    int64_t getDirectionCount() {
+      return getDirection() == "bidirectional" ? 2 : 1;
+    }
+  }];
+}
+
+def ONNX_GRUOp : ONNX_RecurrentOp<"GRU", "3"> {
+  let description = [{
+    Gates z, r, h (update, reset, hidden) in that order in W, R and B;
+    `linear_before_reset = 1` (torch's `nn.GRU`) applies the reset gate
+    after R's product and bias.
+
+    ```mlir
+    %y, %yh = onnx.GRU %x, %w, %r, %b, %none, %h0 {hidden_size = 4 : i64,
+        linear_before_reset = 1 : i64}
+        : (tensor<5x2x3xf32>, tensor<1x12x3xf32>, tensor<1x12x4xf32>,
+           tensor<1x24xf32>, none, tensor<1x2x4xf32>)
+        -> (tensor<5x1x2x4xf32>, tensor<1x2x4xf32>)
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_Tensor:$R,
+                   ONNX_OptTensor:$B, ONNX_OptTensor:$sequence_lens,
+                   ONNX_OptTensor:$initial_h,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_alpha,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_beta,
+                   OptionalAttr<StrArrayAttr>:$activations,
+                   OptionalAttr<F32Attr>:$clip,
+                   DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                   I64Attr:$hidden_size,
+                   DefaultValuedAttr<I64Attr, "0">:$layout,
+                   DefaultValuedAttr<I64Attr, "0">:$linear_before_reset);
+  let results = (outs ONNX_OptTensor:$Y, ONNX_OptTensor:$Y_h);
+}
+
+def ONNX_LSTMOp : ONNX_RecurrentOp<"LSTM", "4"> {
+  let description = [{
+    Gates i, o, f, c (input, output, forget, cell) in that order in W, R
+    and B (torch's `nn.LSTM` stacks i, f, g, o: its export reorders them).
+    `P` (peepholes) is [dirs, 3*hidden].
+
+    ```mlir
+    %y, %yh, %yc = onnx.LSTM %x, %w, %r, %none, %none, %none, %none, %none
+        {hidden_size = 4 : i64}
+        : (tensor<5x2x3xf32>, tensor<1x16x3xf32>, tensor<1x16x4xf32>, none,
+           none, none, none, none)
+        -> (tensor<5x1x2x4xf32>, tensor<1x2x4xf32>, tensor<1x2x4xf32>)
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_Tensor:$R,
+                   ONNX_OptTensor:$B, ONNX_OptTensor:$sequence_lens,
+                   ONNX_OptTensor:$initial_h, ONNX_OptTensor:$initial_c,
+                   ONNX_OptTensor:$P,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_alpha,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_beta,
+                   OptionalAttr<StrArrayAttr>:$activations,
+                   OptionalAttr<F32Attr>:$clip,
+                   DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                   I64Attr:$hidden_size,
+                   DefaultValuedAttr<I64Attr, "0">:$input_forget,
+                   DefaultValuedAttr<I64Attr, "0">:$layout);
+  let results = (outs ONNX_OptTensor:$Y, ONNX_OptTensor:$Y_h,
+                 ONNX_OptTensor:$Y_c);
+}
+
+def ONNX_RNNOp : ONNX_RecurrentOp<"RNN", "1"> {
+  let description = [{
+    The plain recurrence H = tanh(X W^T + H R^T + Wb + Rb).
+
+    ```mlir
+    %y, %yh = onnx.RNN %x, %w, %r, %none, %none, %none {hidden_size = 4 : i64}
+        : (tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, none,
+           none, none) -> (tensor<5x1x2x4xf32>, tensor<1x2x4xf32>)
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$W, ONNX_Tensor:$R,
+                   ONNX_OptTensor:$B, ONNX_OptTensor:$sequence_lens,
+                   ONNX_OptTensor:$initial_h,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_alpha,
+                   OptionalAttr<DenseF32ArrayAttr>:$activation_beta,
+                   OptionalAttr<StrArrayAttr>:$activations,
+                   OptionalAttr<F32Attr>:$clip,
+                   DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                   I64Attr:$hidden_size,
+                   DefaultValuedAttr<I64Attr, "0">:$layout);
+  let results = (outs ONNX_OptTensor:$Y, ONNX_OptTensor:$Y_h);
+}
+
 #endif // FSDP_ONNX_OPS

@@ -11,6 +11,7 @@ void mlir::fsdp::detail::registerGradientModels(DialectRegistry &registry) {
     attachReductionGradients(*ctx);
     attachMatMulGradients(*ctx);
     attachWindowGradients(*ctx);
+    attachRecurrentGradients(*ctx);
     attachViewGradients(*onnx);
   });
   registry.addExtension(+[](MLIRContext *ctx, FSDPDialect *fsdp) {

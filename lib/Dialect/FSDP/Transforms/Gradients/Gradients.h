@@ -73,6 +73,7 @@ void attachReductionGradients(MLIRContext &ctx);
 void attachMatMulGradients(MLIRContext &ctx);
 void attachWindowGradients(MLIRContext &ctx);
 void attachFusedGradients(MLIRContext &ctx);
+void attachRecurrentGradients(MLIRContext &ctx);
 /// The view rule (a reshape back) on every op of `dialect` that is
 /// ViewLikeOpInterface.
 void attachViewGradients(Dialect &dialect);
