@@ -2111,15 +2111,41 @@ TEST(Kernels, ResizeNearestAndLinear) {
   expectNear(y, {1, 1 + t, 1 + u, 2, 1 + u, 2, 2 + t, 2 + u,
                  2 + t, 2 + u, 3, 3 + t, 3, 3 + t, 3 + u, 4},
              1e-6);
-  Result r = runOp("resize", {x}, {{F32, {1, 1, 4, 4}}},
-                   {{"scales", Floats{1, 1, 2, 2}},
-                    {"mode", std::string("cubic")}});
-  EXPECT_NE(r.error.find("mode must be nearest or linear, not cubic"),
+  Result r =
+      runOp("resize", {x}, {{F32, {1, 1, 4, 4}}},
+            {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("area")}});
+  EXPECT_NE(r.error.find("mode must be nearest, linear or cubic, not area"),
             std::string::npos)
       << r.error;
   r = runOp("resize", {x}, {{F32, {1, 1, 4, 4}}}, {{"scales", Floats{2, 2}}});
   EXPECT_NE(r.error.find("scales needs one entry per dimension"),
             std::string::npos)
+      << r.error;
+}
+
+// ONNX's resize_upsample_scales_cubic example (its first output row), and
+// scales read at run time, checked against the planned shape.
+TEST(Kernels, ResizeCubicAndScalesAtRunTime) {
+  std::vector<float> ramp(16);
+  for (int i = 0; i < 16; ++i)
+    ramp[i] = static_cast<float>(i + 1);
+  using Floats = std::vector<double>;
+  auto y =
+      runF32("resize", {f32({1, 1, 4, 4}, ramp)}, {1, 1, 8, 8},
+             {{"scales", Floats{1, 1, 2, 2}}, {"mode", std::string("cubic")}});
+  ASSERT_EQ(y.size(), 64u);
+  expectNear(std::vector<float>(y.begin(), y.begin() + 8),
+             {0.47265625, 0.76953125, 1.24609375, 1.875, 2.28125, 2.91015625,
+              3.38671875, 3.68359375},
+             1e-5);
+  auto x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  y = runF32("resize", {x, f32({4}, {1, 1, 2, 2})}, {1, 1, 4, 4},
+             {{"mode", std::string("linear")}});
+  expectNear(y, {1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5,
+                 3, 3.25, 3.75, 4});
+  Result r = runOp("resize", {x, f32({4}, {1, 1, 3, 3})}, {{F32, {1, 1, 4, 4}}},
+                   {{"mode", std::string("linear")}});
+  EXPECT_NE(r.error.find("resizes 2 to 6, not the plan's 4"), std::string::npos)
       << r.error;
 }
 

@@ -8,12 +8,19 @@ func.func @no_kernel(%x: tensor<2x3xf32>, %i: tensor<2x2xi64>) -> tensor<2xf32> 
 
 // -----
 
-// Clip's bounds become the kernel's attributes, so they must be known.
-func.func @clip_bound_at_run_time(%x: tensor<2xf32>, %lo: tensor<f32>) -> tensor<2xf32> {
-  %none = onnx.NoValue
-  // expected-error @+1 {{'onnx.Clip' op min must be a constant float scalar to run on the runtime}}
-  %y = onnx.Clip %x, %lo, %none : (tensor<2xf32>, tensor<f32>, none) -> tensor<2xf32>
-  return %y : tensor<2xf32>
+// Axes given at run time that drop dimensions: the shapes cannot say which.
+func.func @reduce_axes_at_run_time(%x: tensor<3x3xf32>, %axes: tensor<1xi64>) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.ReduceSum' op axes must be a constant to run on the runtime}}
+  %y = onnx.ReduceSum %x, %axes {keepdims = 0 : i64} : (tensor<3x3xf32>, tensor<1xi64>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @pool3d_indices(%x: tensor<1x1x4x4x4xf32>) -> tensor<1x1x2x2x2xi64> {
+  // expected-error @+1 {{'onnx.MaxPool' op gives Indices, which 3-D pooling does not support}}
+  %y, %i = onnx.MaxPool %x {kernel_shape = array<i64: 2, 2, 2>, strides = array<i64: 2, 2, 2>} : (tensor<1x1x4x4x4xf32>) -> (tensor<1x1x2x2x2xf32>, tensor<1x1x2x2x2xi64>)
+  return %i : tensor<1x1x2x2x2xi64>
 }
 
 // -----
@@ -147,30 +154,22 @@ func.func @fill_at_run_time(%x: tensor<2x3xf32>, %v: tensor<f32>) -> tensor<2x4x
 
 // -----
 
-func.func @resize_cubic(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+func.func @resize_crop(%x: tensor<1x1x2x2xf32>, %roi: tensor<8xf32>) -> tensor<1x1x4x4xf32> {
   %none = onnx.NoValue
   %scales = onnx.Constant dense<[1.0, 1.0, 2.0, 2.0]> : tensor<4xf32>
-  // expected-error @+1 {{'onnx.Resize' op mode cubic is not supported (nearest and linear are)}}
-  %y = onnx.Resize %x, %none, %scales, %none {mode = "cubic"} : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  // expected-error @+1 {{'onnx.Resize' op coordinate_transformation_mode tf_crop_and_resize is not supported}}
+  %y = onnx.Resize %x, %roi, %scales, %none {coordinate_transformation_mode = "tf_crop_and_resize"} : (tensor<1x1x2x2xf32>, tensor<8xf32>, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
   return %y : tensor<1x1x4x4xf32>
 }
 
 // -----
 
-func.func @resize_scales_at_run_time(%x: tensor<1x1x2x2xf32>, %scales: tensor<4xf32>) -> tensor<1x1x4x4xf32> {
+// Scales at run time are read by the kernel only as f32.
+func.func @resize_scales_at_run_time(%x: tensor<1x1x2x2xf32>, %scales: tensor<4xf64>) -> tensor<1x1x4x4xf32> {
   %none = onnx.NoValue
-  // expected-error @+1 {{'onnx.Resize' op scales or sizes must be a constant with one entry per axis to run on the runtime}}
-  %y = onnx.Resize %x, %none, %scales, %none : (tensor<1x1x2x2xf32>, none, tensor<4xf32>, none) -> tensor<1x1x4x4xf32>
+  // expected-error @+1 {{'onnx.Resize' op scales or sizes must be a constant, or f32 scales with one entry per axis, to run on the runtime}}
+  %y = onnx.Resize %x, %none, %scales, %none : (tensor<1x1x2x2xf32>, none, tensor<4xf64>, none) -> tensor<1x1x4x4xf32>
   return %y : tensor<1x1x4x4xf32>
-}
-
-// -----
-
-func.func @conv_transpose_auto_pad(%x: tensor<1x1x3x3xf32>, %w: tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32> {
-  %none = onnx.NoValue
-  // expected-error @+1 {{'onnx.ConvTranspose' op auto_pad "SAME_UPPER" is not supported; export with explicit pads}}
-  %y = onnx.ConvTranspose %x, %w, %none {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<1x1x3x3xf32>, tensor<1x2x3x3xf32>, none) -> tensor<1x2x6x6xf32>
-  return %y : tensor<1x2x6x6xf32>
 }
 
 // -----

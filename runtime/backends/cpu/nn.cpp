@@ -557,13 +557,19 @@ KernelFn globalAveragePool(KernelArgs &args) {
 /// lies in the input, by ONNX Resize's coordinate_transformation_mode.
 double resizeSource(int64_t j, int64_t n, int64_t m, double scale,
                     const std::string &mode) {
+  // ONNX's reference takes the resized length as n * scale, unrounded (a
+  // scale 0.6 of 4 is 2.4 long, though 2 rows are computed); a scale made
+  // from sizes gives back m, but for rounding.
+  double length = n * scale;
+  if (std::abs(length - m) < 1e-6 * std::max<int64_t>(m, 1))
+    length = static_cast<double>(m);
   if (mode == "align_corners")
-    return m == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (m - 1);
+    return length == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (length - 1);
   if (mode == "asymmetric")
     return j / scale;
   if (mode == "tf_half_pixel_for_nn")
     return (j + 0.5) / scale;
-  if (mode == "pytorch_half_pixel" && m == 1)
+  if (mode == "pytorch_half_pixel" && length <= 1)
     return 0.0;
   return (j + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
 }
@@ -581,32 +587,86 @@ int64_t resizeRound(double x, const std::string &mode) {
   return static_cast<int64_t>(std::round(x));
 }
 
-/// One output index of one axis: the two input indices it blends and the
-/// weight of the second (0 for nearest).
+/// One output index of one axis: the input indices it blends (1 for
+/// nearest, 2 for linear, 4 for cubic) and their weights.
 struct ResizeTap {
-  int64_t lo, hi;
-  double weight;
+  int64_t at[4];
+  double weight[4];
+  int count;
 };
 
+/// The cubic convolution weights (Keys, with coefficient `a`) of the input
+/// rows base-1 .. base+2 for a source `r` rows past `base`.
+void cubicWeights(double r, double a, double *w) {
+  double s = 1 + r, t = 1 - r, u = 2 - r;
+  w[0] = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+  w[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
+  w[2] = ((a + 2) * t - (a + 3)) * t * t + 1;
+  w[3] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
+}
+
+/// The taps of an axis resized from `n` to `m` by `scale`, as ONNX's
+/// reference resize picks them: the rows nearest the source coordinate (an
+/// integer source takes the rows below it), clamped to the edge, or with
+/// exclude_outside dropped and the rest renormalised.
+struct ResizeModes {
+  std::string mode, transform, nearest;
+  double a;
+  bool exclude;
+};
+
+ResizeModes resizeModes(const KernelArgs &args) {
+  return {args.attrs.getString("mode", "nearest"),
+          args.attrs.getString("coordinate_transformation_mode", "half_pixel"),
+          args.attrs.getString("nearest_mode", "round_prefer_floor"),
+          args.attrs.getFloat("cubic_coeff_a", -0.75),
+          args.attrs.getInt("exclude_outside", 0) != 0};
+}
+
 std::vector<ResizeTap> resizeTaps(int64_t n, int64_t m, double scale,
-                                  const KernelArgs &args) {
-  std::string mode = args.attrs.getString("mode", "nearest");
-  std::string transform =
-      args.attrs.getString("coordinate_transformation_mode", "half_pixel");
-  std::string nearest =
-      args.attrs.getString("nearest_mode", "round_prefer_floor");
+                                  const ResizeModes &modes) {
+  const std::string &mode = modes.mode, &transform = modes.transform,
+                    &nearest = modes.nearest;
+  double a = modes.a;
+  bool exclude = modes.exclude;
   auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
   std::vector<ResizeTap> taps;
   for (int64_t j = 0; j < m; ++j) {
     double x = resizeSource(j, n, m, scale, transform);
+    ResizeTap tap{};
     if (mode == "nearest") {
-      int64_t i = clamp(resizeRound(x, nearest));
-      taps.push_back({i, i, 0.0});
+      tap.at[0] = clamp(resizeRound(x, nearest));
+      tap.weight[0] = 1;
+      tap.count = 1;
+      taps.push_back(tap);
       continue;
     }
     double floor = std::floor(x);
-    int64_t i = static_cast<int64_t>(floor);
-    taps.push_back({clamp(i), clamp(i + 1), x - floor});
+    int64_t base = static_cast<int64_t>(floor);
+    double r = x - floor;
+    if (mode == "linear") {
+      tap = {{clamp(base), clamp(base + 1)}, {1 - r, r}, 2};
+      taps.push_back(tap);
+      continue;
+    }
+    if (r == 0) { // the reference's neighbours of an integer lie below it
+      --base;
+      r = 1;
+    }
+    cubicWeights(r, a, tap.weight);
+    tap.count = 4;
+    double kept = 0;
+    for (int k = 0; k < 4; ++k) {
+      int64_t row = base - 1 + k;
+      if (exclude && (row < 0 || row >= n))
+        tap.weight[k] = 0;
+      kept += tap.weight[k];
+      tap.at[k] = clamp(row);
+    }
+    if (exclude && kept != 0)
+      for (double &w : tap.weight)
+        w /= kept;
+    taps.push_back(tap);
   }
   return taps;
 }
@@ -617,8 +677,8 @@ void requireResizeModes(const KernelArgs &args) {
       args.attrs.getString("coordinate_transformation_mode", "half_pixel");
   std::string nearest =
       args.attrs.getString("nearest_mode", "round_prefer_floor");
-  require(mode == "nearest" || mode == "linear",
-          "mode must be nearest or linear, not " + mode);
+  require(mode == "nearest" || mode == "linear" || mode == "cubic",
+          "mode must be nearest, linear or cubic, not " + mode);
   require(transform == "half_pixel" || transform == "pytorch_half_pixel" ||
               transform == "align_corners" || transform == "asymmetric" ||
               transform == "tf_half_pixel_for_nn",
@@ -628,42 +688,97 @@ void requireResizeModes(const KernelArgs &args) {
           "nearest_mode " + nearest + " is not supported");
 }
 
-/// ONNX Resize, nearest or (multi)linear, with one scale per axis: each
-/// output element blends the 2^rank corners its axes' taps name.
+/// Every axis's taps for `scales`; an error when a scale is not positive or
+/// does not give y's size (floor(x's size * scale), as ONNX sizes it).
+std::string resizeAxes(const Tensor &x, const Tensor &y,
+                       const std::vector<double> &scales, bool fromRunTime,
+                       const ResizeModes &modes,
+                       std::vector<std::vector<ResizeTap>> &taps) {
+  taps.clear();
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (!(scales[d] > 0))
+      return "scales must be positive";
+    if (fromRunTime &&
+        static_cast<int64_t>(std::floor(x.shape[d] * scales[d])) != y.shape[d])
+      return "scale " + std::to_string(scales[d]) + " of dimension " +
+             std::to_string(d) + " resizes " + std::to_string(x.shape[d]) +
+             " to " +
+             std::to_string(
+                 static_cast<int64_t>(std::floor(x.shape[d] * scales[d]))) +
+             ", not the plan's " + std::to_string(y.shape[d]);
+    taps.push_back(resizeTaps(x.shape[d], y.shape[d], scales[d], modes));
+  }
+  return std::string();
+}
+
+/// ONNX Resize, nearest, (multi)linear or (multi)cubic, with one scale per
+/// axis (the `scales` parameter, or an f32 input read at run time): each
+/// output element blends the product of its axes' taps.
 KernelFn resize(KernelArgs &args) {
-  requireArity(args, 1, 1, 1);
-  requireF32(args);
-  requireResizeModes(args);
+  requireArity(args, 1, 2, 1);
   Tensor x = args.in[0], y = args.out[0];
+  requireDtype(x, FSDPRT_F32, "x");
+  requireDtype(y, FSDPRT_F32, "y");
+  requireResizeModes(args);
   size_t rank = x.shape.size();
+  bool fromRunTime = args.in.size() == 2;
+  Tensor scalesIn = fromRunTime ? args.in[1] : Tensor();
   std::vector<double> scales = args.attrs.getFloats("scales", {});
+  if (fromRunTime) {
+    requireDtype(scalesIn, FSDPRT_F32, "scales");
+    require(scalesIn.numel == static_cast<int64_t>(rank) && scales.empty(),
+            "the scales input needs one entry per dimension of x " +
+                shapeString(x.shape) + " (and no scales parameter)");
+    scales.assign(rank, 1.0);
+  }
   require(scales.size() == rank && y.shape.size() == rank && rank <= 8,
           "scales needs one entry per dimension of x " + shapeString(x.shape));
-  std::vector<std::vector<ResizeTap>> taps;
-  for (size_t d = 0; d < rank; ++d) {
-    require(scales[d] > 0, "scales must be positive");
+  for (size_t d = 0; d < rank; ++d)
     require(x.shape[d] > 0 || y.shape[d] == 0,
             "dimension " + std::to_string(d) + " of x is empty");
-    taps.push_back(resizeTaps(x.shape[d], y.shape[d], scales[d], args));
+  ResizeModes modes = resizeModes(args);
+  std::vector<std::vector<ResizeTap>> planned;
+  if (!fromRunTime) {
+    std::string error = resizeAxes(x, y, scales, false, modes, planned);
+    require(error.empty(), error);
   }
   std::vector<int64_t> xStrides = stridesOf(x.shape);
   return [=]() {
-    parallelFor(y.numel, 1 << rank, [&](int64_t i) {
+    std::vector<std::vector<ResizeTap>> read;
+    if (fromRunTime) {
+      std::vector<double> given(rank);
+      for (size_t d = 0; d < rank; ++d)
+        given[d] = scalesIn.as<float>()[d];
+      std::string error = resizeAxes(x, y, given, true, modes, read);
+      if (!error.empty())
+        return error;
+    }
+    const std::vector<std::vector<ResizeTap>> &taps =
+        fromRunTime ? read : planned;
+    parallelFor(y.numel, 1 << (2 * rank), [&](int64_t i) {
       const ResizeTap *at[8];
       for (int64_t d = static_cast<int64_t>(rank) - 1, r = i; d >= 0;
            r /= y.shape[d], --d)
         at[d] = &taps[d][r % y.shape[d]];
+      int k[8] = {0};
       double sum = 0;
-      for (uint32_t corner = 0; corner < (1u << rank); ++corner) {
+      for (;;) {
         double weight = 1;
         int64_t from = 0;
         for (size_t d = 0; d < rank && weight != 0; ++d) {
-          bool high = corner >> d & 1;
-          weight *= high ? at[d]->weight : 1 - at[d]->weight;
-          from += (high ? at[d]->hi : at[d]->lo) * xStrides[d];
+          weight *= at[d]->weight[k[d]];
+          from += at[d]->at[k[d]] * xStrides[d];
         }
         if (weight != 0)
           sum += weight * x.as<float>()[from];
+        size_t d = 0;
+        for (; d < rank; ++d) {
+          if (++k[d] < at[d]->count)
+            break;
+          k[d] = 0;
+        }
+        if (d == rank)
+          break;
       }
       y.as<float>()[i] = static_cast<float>(sum);
     });

@@ -363,47 +363,84 @@ struct LowerPad : KernelPattern<PadOp> {
   }
 };
 
-/// Resize, nearest or linear, with one constant scale per axis.
+/// Resize, nearest, linear or cubic, with one scale per axis: constant
+/// scales (or sizes, constant or at run time, which the shapes turn into
+/// scales) are a parameter; f32 scales given at run time are the kernel's
+/// second input, which it checks against the planned shape.
 struct LowerResize : KernelPattern<ResizeOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(ResizeOp resize, OpAdaptor adaptor,
                       Lowering &l) const override {
-    if (resize.getMode() == "cubic")
-      return l.fail("mode cubic is not supported (nearest and linear are)");
     if (resize.getCoordinateTransformationMode() == "tf_crop_and_resize")
       return l.fail("coordinate_transformation_mode tf_crop_and_resize is "
                     "not supported");
-    std::optional<SmallVector<double>> scales = resize.getConstantScales();
-    if (!scales)
-      return l.fail("scales or sizes must be a constant with one entry per "
-                    "axis to run on the runtime");
-    return l.kernel(
-        kernel, adaptor.getX(),
-        {l.str("mode", resize.getMode()),
-         l.str("coordinate_transformation_mode",
-               resize.getCoordinateTransformationMode()),
-         l.str("nearest_mode", resize.getNearestMode()),
-         l.b.getNamedAttr("scales", l.b.getDenseF64ArrayAttr(*scales))});
+    SmallVector<NamedAttribute> params = {
+        l.str("mode", resize.getMode()),
+        l.str("coordinate_transformation_mode",
+              resize.getCoordinateTransformationMode()),
+        l.str("nearest_mode", resize.getNearestMode())};
+    if (resize.getMode() == "cubic") {
+      params.push_back(l.f64("cubic_coeff_a", resize.getCubicCoeffA()));
+      params.push_back(l.i64("exclude_outside", resize.getExcludeOutside()));
+    }
+    if (std::optional<SmallVector<double>> scales =
+            resize.getConstantScales()) {
+      params.push_back(
+          l.b.getNamedAttr("scales", l.b.getDenseF64ArrayAttr(*scales)));
+      return l.kernel(kernel, adaptor.getX(), params);
+    }
+    auto scalesType = dyn_cast<RankedTensorType>(resize.getScales().getType());
+    if (!scalesType || !scalesType.getElementType().isF32() ||
+        scalesType.getNumElements() != rankOf(resize.getX()))
+      return l.fail("scales or sizes must be a constant, or f32 scales with "
+                    "one entry per axis, to run on the runtime");
+    return l.kernel(kernel, {adaptor.getX(), adaptor.getScales()}, params);
   }
 };
 
 /// Clip is `clip` with its (constant, scalar) bounds as attributes; an
-/// absent bound is none.
+/// absent bound is none. Bounds known only at run time (graph inputs, or
+/// integer ones) make it `min(max(input, min), max)` on the broadcasting
+/// kernels, which is Clip's definition (a min above the max gives the max).
 struct LowerClip : KernelPattern<ClipOp> {
   using KernelPattern::KernelPattern;
-  LogicalResult lower(ClipOp, OpAdaptor adaptor, Lowering &l) const override {
+  LogicalResult lower(ClipOp clip, OpAdaptor adaptor,
+                      Lowering &l) const override {
     SmallVector<NamedAttribute> bounds;
+    bool constant = true;
     for (auto [name, value] : {std::pair<StringRef, Value>{"min", adaptor.getMin()},
                                {"max", adaptor.getMax()}}) {
       if (isa<NoneType>(value.getType()))
         continue;
       DenseFPElementsAttr attr;
-      if (!matchPattern(value, m_Constant(&attr)) || attr.getNumElements() != 1)
-        return l.fail(Twine(name) +
-                      " must be a constant float scalar to run on the runtime");
+      if (!matchPattern(value, m_Constant(&attr)) ||
+          attr.getNumElements() != 1) {
+        constant = false;
+        break;
+      }
       bounds.push_back(l.f32(name, *attr.getValues<APFloat>().begin()));
     }
-    return l.kernel(kernel, adaptor.getInput(), bounds);
+    if (constant)
+      return l.kernel(kernel, adaptor.getInput(), bounds);
+    for (Value bound : {adaptor.getMin(), adaptor.getMax()})
+      if (!isa<NoneType>(bound.getType()) && rankOf(bound) != 0 &&
+          cast<RankedTensorType>(bound.getType()).getNumElements() != 1)
+        return l.fail("min and max must be scalars");
+    Value result = adaptor.getInput();
+    for (auto [name, bound] :
+         {std::pair<StringRef, Value>{"max", adaptor.getMin()},
+          {"min", adaptor.getMax()}}) {
+      if (isa<NoneType>(bound.getType()))
+        continue;
+      result =
+          l.rewriter
+              .create<KernelOp>(clip.getLoc(), TypeRange{clip.getType()},
+                                l.b.getStringAttr(name),
+                                ValueRange{result, bound}, DictionaryAttr())
+              .getResult(0);
+    }
+    l.rewriter.replaceOp(clip, result);
+    return success();
   }
 };
 
@@ -412,6 +449,42 @@ struct LowerExpand : KernelPattern<ExpandOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(ExpandOp, OpAdaptor adaptor, Lowering &l) const override {
     return l.kernel(kernel, adaptor.getInput());
+  }
+};
+
+/// Tile is `expand` between views: X [d0, d1, ...] viewed as
+/// [1, d0, 1, d1, ...], expanded to [r0, d0, r1, d1, ...] and viewed as the
+/// result [r0*d0, r1*d1, ...]. The repeats are the static shapes' quotient,
+/// so they may be given at run time.
+struct LowerTile : KernelPattern<TileOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(TileOp tile, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    ArrayRef<int64_t> in = shapeOf(tile.getInput()),
+                      out = shapeOf(tile.getOutput());
+    if (in.size() != out.size())
+      return l.fail("result rank " + Twine(out.size()) +
+                    " differs from the input's " + Twine(in.size()));
+    SmallVector<int64_t> split, expanded;
+    for (auto [d, size] : llvm::enumerate(in)) {
+      if (size == 0 ? out[d] != 0 : out[d] % size != 0)
+        return l.fail("result dimension " + Twine(d) + " (" + Twine(out[d]) +
+                      ") is not a multiple of the input's (" + Twine(size) +
+                      ")");
+      split.append({1, size});
+      expanded.append({size == 0 ? 1 : out[d] / size, size});
+    }
+    Type element = cast<RankedTensorType>(tile.getType()).getElementType();
+    Location loc = tile.getLoc();
+    Value viewed = l.rewriter.create<ViewOp>(
+        loc, RankedTensorType::get(split, element), adaptor.getInput());
+    Value repeated =
+        l.rewriter
+            .create<KernelOp>(
+                loc, TypeRange{RankedTensorType::get(expanded, element)},
+                l.b.getStringAttr(kernel), ValueRange{viewed}, DictionaryAttr())
+            .getResult(0);
+    return l.view(repeated);
   }
 };
 
@@ -597,21 +670,40 @@ struct Window {
   SmallVector<int64_t> kernel, strides, pads, dilations;
 };
 
+/// The window of `op` over X (`input` is X's shape). auto_pad resolves to
+/// explicit pads: VALID pads nothing; SAME_UPPER and SAME_LOWER pad so that
+/// each spatial output is ceil(input / stride), the odd pad at the end
+/// (UPPER) or at the beginning (LOWER).
 template <typename WindowOp>
-FailureOr<Window> window(Lowering &l, WindowOp op,
+FailureOr<Window> window(Lowering &l, WindowOp op, ArrayRef<int64_t> input,
                          ArrayRef<int64_t> kernelShape) {
-  if (op.getAutoPad() != "NOTSET")
-    return l.fail("auto_pad \"" + op.getAutoPad() +
-                  "\" is not supported; export with explicit pads");
   size_t n = kernelShape.size();
   Window w;
   w.kernel.assign(kernelShape.begin(), kernelShape.end());
   w.strides = op.getStridesOrDefault();
   w.pads = op.getPadsOrDefault();
   w.dilations = op.getDilationsOrDefault();
+  StringRef autoPad = op.getAutoPad();
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    return l.fail("auto_pad \"" + autoPad +
+                  "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+  if (autoPad != "NOTSET")
+    w.pads.assign(2 * n, 0);
   if (w.strides.size() != n || w.pads.size() != 2 * n ||
-      w.dilations.size() != n)
+      w.dilations.size() != n || input.size() != n + 2)
     return l.fail("strides, pads or dilations do not match the kernel rank");
+  if (autoPad.starts_with("SAME"))
+    for (size_t d = 0; d < n; ++d) {
+      int64_t size = input[d + 2], stride = w.strides[d];
+      int64_t out = (size + stride - 1) / stride;
+      int64_t total = std::max<int64_t>(
+          0,
+          (out - 1) * stride + (w.kernel[d] - 1) * w.dilations[d] + 1 - size);
+      int64_t small = total / 2;
+      w.pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
+      w.pads[d + n] = total - w.pads[d];
+    }
   return w;
 }
 
@@ -619,7 +711,8 @@ struct LowerConv : KernelPattern<ConvOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(ConvOp conv, OpAdaptor adaptor,
                       Lowering &l) const override {
-    FailureOr<Window> win = window(l, conv, shapeOf(conv.getW()).drop_front(2));
+    FailureOr<Window> win = window(l, conv, shapeOf(conv.getX()),
+                                   shapeOf(conv.getW()).drop_front(2));
     if (failed(win))
       return failure();
     if (rankOf(conv.getX()) != 3 && rankOf(conv.getX()) != 4)
@@ -666,20 +759,117 @@ struct LowerConvTranspose : KernelPattern<ConvTransposeOp> {
   }
 };
 
+/// A 3-D pool as two 2-D ones: a box window's maximum is the maximum over
+/// its depth of the (H, W) windows' maxima, and its average the average of
+/// theirs (the count of elements a window takes, padding or not, is the
+/// product of the counts along each axis). First (H, W) over X viewed as
+/// [N, C*D, H, W], then D over that viewed as [N, C, D, Ho*Wo].
+LogicalResult pool3d(Lowering &l, StringRef name, Value x, const Window &w,
+                     bool withDilations, ArrayRef<NamedAttribute> extra) {
+  if (l.op->getNumResults() > 1 && !isa<NoneType>(l.op->getResult(1).getType()))
+    return l.fail("gives Indices, which 3-D pooling does not support");
+  auto type = cast<RankedTensorType>(x.getType());
+  ArrayRef<int64_t> in = type.getShape(), out = shapeOf(l.op->getResult(0));
+  Type element = type.getElementType();
+  Location loc = l.op->getLoc();
+  auto pool = [&](Value input, ArrayRef<int64_t> shape, ArrayRef<int64_t> k,
+                  ArrayRef<int64_t> st, ArrayRef<int64_t> pads,
+                  ArrayRef<int64_t> dil) -> Value {
+    SmallVector<NamedAttribute> params = {
+        l.ints("kernel_shape", k), l.ints("strides", st), l.ints("pads", pads)};
+    if (withDilations)
+      params.push_back(l.ints("dilations", dil));
+    llvm::append_range(params, extra);
+    return l.rewriter
+        .create<KernelOp>(loc, TypeRange{RankedTensorType::get(shape, element)},
+                          l.b.getStringAttr(name), input,
+                          l.b.getDictionaryAttr(params))
+        .getResult(0);
+  };
+  Value planes = l.rewriter.create<ViewOp>(
+      loc, RankedTensorType::get({in[0], in[1] * in[2], in[3], in[4]}, element),
+      x);
+  Value rows = pool(planes, {in[0], in[1] * in[2], out[3], out[4]},
+                    {w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]},
+                    {w.pads[1], w.pads[2], w.pads[4], w.pads[5]},
+                    {w.dilations[1], w.dilations[2]});
+  Value depth = l.rewriter.create<ViewOp>(
+      loc,
+      RankedTensorType::get({in[0], in[1], in[2], out[3] * out[4]}, element),
+      rows);
+  Value pooled = pool(depth, {in[0], in[1], out[2], out[3] * out[4]},
+                      {w.kernel[0], 1}, {w.strides[0], 1},
+                      {w.pads[0], 0, w.pads[3], 0}, {w.dilations[0], 1});
+  SmallVector<Value> replacements = {
+      l.rewriter.create<ViewOp>(loc, l.op->getResult(0).getType(), pooled)};
+  if (l.op->getNumResults() > 1)
+    replacements.push_back(l.rewriter.create<NoValueOp>(loc));
+  l.rewriter.replaceOp(l.op, replacements);
+  return success();
+}
+
+/// A pooling kernel (2-D) on `x` with window `w` and the op's other
+/// parameters. A 1-D window pools X viewed as [N, C, 1, L] with a window
+/// one row high, and the results are viewed back: a plane's flat indices
+/// are the same in both.
+LogicalResult poolKernel(Lowering &l, StringRef name, Value x, Window w,
+                         bool withDilations, ArrayRef<NamedAttribute> extra) {
+  bool oneD = w.kernel.size() == 1;
+  if (oneD) {
+    w.kernel.insert(w.kernel.begin(), 1);
+    w.strides.insert(w.strides.begin(), 1);
+    w.dilations.insert(w.dilations.begin(), 1);
+    w.pads = {0, w.pads[0], 0, w.pads[1]};
+  }
+  SmallVector<NamedAttribute> params = {l.ints("kernel_shape", w.kernel),
+                                        l.ints("strides", w.strides),
+                                        l.ints("pads", w.pads)};
+  if (withDilations)
+    params.push_back(l.ints("dilations", w.dilations));
+  llvm::append_range(params, extra);
+  if (w.kernel.size() == 3)
+    return pool3d(l, name, x, w, withDilations, extra);
+  if (!oneD)
+    return l.kernel(name, x, params);
+  auto unitRow = [](Type type) -> Type {
+    auto tensor = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(tensor.getShape());
+    shape.insert(shape.begin() + 2, 1);
+    return RankedTensorType::get(shape, tensor.getElementType());
+  };
+  Location loc = l.op->getLoc();
+  Value x2 = l.rewriter.create<ViewOp>(loc, unitRow(x.getType()), x);
+  SmallVector<Type> types;
+  for (Type type : l.op->getResultTypes())
+    if (!isa<NoneType>(type))
+      types.push_back(unitRow(type));
+  auto pooled = l.rewriter.create<KernelOp>(loc, types, l.b.getStringAttr(name),
+                                            x2, l.b.getDictionaryAttr(params));
+  SmallVector<Value> replacements;
+  unsigned next = 0;
+  for (Type type : l.op->getResultTypes())
+    replacements.push_back(isa<NoneType>(type)
+                               ? Value(l.rewriter.create<NoValueOp>(loc))
+                               : Value(l.rewriter.create<ViewOp>(
+                                     loc, type, pooled.getResult(next++))));
+  l.rewriter.replaceOp(l.op, replacements);
+  return success();
+}
+
 struct LowerMaxPool : KernelPattern<MaxPoolOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(MaxPoolOp pool, OpAdaptor adaptor,
                       Lowering &l) const override {
-    FailureOr<Window> win = window(l, pool, pool.getKernelShape());
+    FailureOr<Window> win =
+        window(l, pool, shapeOf(pool.getX()), pool.getKernelShape());
     if (failed(win))
       return failure();
     SmallVector<NamedAttribute> params = {
-        l.ints("kernel_shape", win->kernel), l.ints("strides", win->strides),
-        l.ints("pads", win->pads), l.ints("dilations", win->dilations),
         l.i64("ceil_mode", pool.getCeilMode())};
     if (!isa<NoneType>(pool.getIndices().getType()))
       params.push_back(l.i64("storage_order", pool.getStorageOrder()));
-    return l.kernel(kernel, adaptor.getX(), params);
+    return poolKernel(l, kernel, adaptor.getX(), *win, /*withDilations=*/true,
+                      params);
   }
 };
 
@@ -687,16 +877,15 @@ struct LowerAveragePool : KernelPattern<AveragePoolOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(AveragePoolOp pool, OpAdaptor adaptor,
                       Lowering &l) const override {
-    FailureOr<Window> win = window(l, pool, pool.getKernelShape());
+    FailureOr<Window> win =
+        window(l, pool, shapeOf(pool.getX()), pool.getKernelShape());
     if (failed(win))
       return failure();
     if (llvm::any_of(win->dilations, [](int64_t d) { return d != 1; }))
       return l.fail("dilations are not supported");
-    return l.kernel(kernel, adaptor.getX(),
-                    {l.ints("kernel_shape", win->kernel),
-                     l.ints("strides", win->strides), l.ints("pads", win->pads),
-                     l.i64("count_include_pad", pool.getCountIncludePad()),
-                     l.i64("ceil_mode", pool.getCeilMode())});
+    return poolKernel(l, kernel, adaptor.getX(), *win, /*withDilations=*/false,
+                      {l.i64("count_include_pad", pool.getCountIncludePad()),
+                       l.i64("ceil_mode", pool.getCeilMode())});
   }
 };
 
@@ -734,11 +923,34 @@ struct LowerReduceByAttr : KernelPattern<ReduceOp> {
 };
 
 /// ReduceSum: axes are a constant operand; none and noop_with_empty_axes
-/// make it a view.
+/// make it a view. Axes given at run time with keepdims 1 are the static
+/// shapes' to say: an axis whose size changes is reduced, one whose size
+/// stays is not or has size 1, where reducing changes nothing.
 struct LowerReduceSum : KernelPattern<ReduceSumOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(ReduceSumOp reduce, OpAdaptor adaptor,
                       Lowering &l) const override {
+    DenseIntElementsAttr constantAxes;
+    if (!isa<NoneType>(adaptor.getAxes().getType()) &&
+        !matchPattern(adaptor.getAxes(), m_Constant(&constantAxes)) &&
+        reduce.getKeepdims()) {
+      ArrayRef<int64_t> in = shapeOf(reduce.getData()),
+                        out = shapeOf(reduce.getReduced());
+      if (in.size() != out.size())
+        return l.fail("keeps its dimensions but changes the rank");
+      SmallVector<int64_t> changed;
+      for (int64_t d = 0, e = in.size(); d < e; ++d) {
+        if (in[d] != out[d] && out[d] != 1)
+          return l.fail("result dimension " + Twine(d) + " is neither " +
+                        Twine(in[d]) + " nor 1");
+        if (in[d] != out[d])
+          changed.push_back(d);
+      }
+      if (changed.empty())
+        return l.view(adaptor.getData());
+      return l.kernel(kernel, adaptor.getData(),
+                      {l.ints("axes", changed), l.i64("keepdims", 1)});
+    }
     FailureOr<SmallVector<int64_t>> values =
         l.optionalConstantInts(adaptor.getAxes(), "axes", {});
     if (failed(values))
@@ -776,6 +988,66 @@ struct LowerTranspose : KernelPattern<TransposeOp> {
                       Lowering &l) const override {
     return l.kernel(kernel, adaptor.getData(),
                     {l.ints("perm", transpose.getPermOrDefault())});
+  }
+};
+
+/// DepthToSpace and SpaceToDepth: a transpose between views. The input
+/// viewed with its channels (DepthToSpace) or spatial dims (SpaceToDepth)
+/// split into blocks, the blocks moved, and the result viewed flat.
+LogicalResult blockTranspose(Lowering &l, StringRef kernel, Value input,
+                             ArrayRef<int64_t> split, ArrayRef<int64_t> perm) {
+  auto type = cast<RankedTensorType>(input.getType());
+  Location loc = l.op->getLoc();
+  Type element = type.getElementType();
+  Value blocks = l.rewriter.create<ViewOp>(
+      loc, RankedTensorType::get(split, element), input);
+  SmallVector<int64_t> moved;
+  for (int64_t p : perm)
+    moved.push_back(split[p]);
+  Value transposed =
+      l.rewriter
+          .create<KernelOp>(loc,
+                            TypeRange{RankedTensorType::get(moved, element)},
+                            l.b.getStringAttr(kernel), ValueRange{blocks},
+                            l.b.getDictionaryAttr({l.ints("perm", perm)}))
+          .getResult(0);
+  return l.view(transposed);
+}
+
+struct LowerDepthToSpace : KernelPattern<DepthToSpaceOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(DepthToSpaceOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    ArrayRef<int64_t> in = shapeOf(op.getInput());
+    int64_t b = op.getBlocksize();
+    if (in.size() != 4 || b < 1 || in[1] % (b * b) != 0)
+      return l.fail("needs NCHW input whose channels are a multiple of "
+                    "blocksize² (blocksize " +
+                    Twine(b) + ")");
+    int64_t c = in[1] / (b * b);
+    if (op.getMode() == "DCR")
+      return blockTranspose(l, kernel, adaptor.getInput(),
+                            {in[0], b, b, c, in[2], in[3]}, {0, 3, 4, 1, 5, 2});
+    if (op.getMode() == "CRD")
+      return blockTranspose(l, kernel, adaptor.getInput(),
+                            {in[0], c, b, b, in[2], in[3]}, {0, 1, 4, 2, 5, 3});
+    return l.fail("mode must be DCR or CRD, not \"" + op.getMode() + "\"");
+  }
+};
+
+struct LowerSpaceToDepth : KernelPattern<SpaceToDepthOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(SpaceToDepthOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    ArrayRef<int64_t> in = shapeOf(op.getInput());
+    int64_t b = op.getBlocksize();
+    if (in.size() != 4 || b < 1 || in[2] % b != 0 || in[3] % b != 0)
+      return l.fail("needs NCHW input whose height and width are multiples "
+                    "of blocksize " +
+                    Twine(b));
+    return blockTranspose(l, kernel, adaptor.getInput(),
+                          {in[0], in[1], in[2] / b, b, in[3] / b, b},
+                          {0, 3, 5, 1, 2, 4});
   }
 };
 
@@ -1518,6 +1790,9 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerResize>(context, "resize");
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
+  patterns.add<LowerTile>(context, "expand");
+  patterns.add<LowerDepthToSpace>(context, "transpose");
+  patterns.add<LowerSpaceToDepth>(context, "transpose");
   patterns.add<LowerTrilu>(context, "trilu");
   patterns.add<LowerGatherElements>(context, "gather_elements");
   patterns.add<LowerEinsum>(context);

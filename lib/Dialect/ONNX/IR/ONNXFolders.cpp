@@ -574,10 +574,11 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor adaptor) {
-  // A splat is cheap here, but later passes would materialise it.
+  // A splat is cheap here, but later passes would materialise it. A static
+  // result type is the whole story even when the shape is a graph input:
+  // the value fed there must be that shape.
   RankedTensorType result = staticType(getType());
-  if (!result || !adaptor.getInput() ||
-      result.getNumElements() > kMaxFoldElements)
+  if (!result || result.getNumElements() > kMaxFoldElements)
     return {};
   Attribute element;
   if (std::optional<ElementsAttr> value = getValue()) {

@@ -353,9 +353,11 @@ mlir::onnxir::convolutionPads(ConvTransposeOp op, std::string &why) {
                        pads = op.getPadsOrDefault(),
                        extraRows = valuesOrDefault(op.getOutputPadding(), n, 0);
   std::optional<ArrayRef<int64_t>> shape = op.getOutputShape();
-  if (op.getAutoPad() != "NOTSET")
-    why = "auto_pad \"" + op.getAutoPad().str() +
-          "\" is not supported; export with explicit pads";
+  StringRef autoPad = op.getAutoPad();
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    why = "auto_pad \"" + autoPad.str() +
+          "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER";
   else if (static_cast<int64_t>(in.size()) != n ||
            static_cast<int64_t>(kernel.size()) != n ||
            static_cast<int64_t>(strides.size()) != n ||
@@ -371,6 +373,13 @@ mlir::onnxir::convolutionPads(ConvTransposeOp op, std::string &why) {
     if (shape) {
       int64_t total = natural + extraRows[d] - (*shape)[shape->size() - n + d];
       pads[d] = total - floorDiv(total, 2);
+    } else if (autoPad == "VALID") {
+      pads[d] = 0;
+    } else if (autoPad != "NOTSET") {
+      // SAME_*: the output is the result type's; the odd row of the crop
+      // goes to the end (UPPER) or the beginning (LOWER).
+      int64_t total = std::max<int64_t>(0, natural + extraRows[d] - out[d]);
+      pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
     }
     int64_t extra = out[d] - (natural - pads[d]); // rows past the last window
     if (pads[d] < 0 || extra >= strides[d])
@@ -563,16 +572,34 @@ std::optional<SmallVector<double>> ResizeOp::getConstantScales() {
         llvm::map_range(scales.getValues<APFloat>(),
                         [](const APFloat &v) { return v.convertToDouble(); }));
   }
-  DenseIntElementsAttr sizes;
-  if (isa<NoneType>(getSizes().getType()) ||
-      !matchPattern(getSizes(), m_Constant(&sizes)) ||
-      sizes.getNumElements() != x.getRank() || !x.hasStaticShape())
+  if (isa<NoneType>(getSizes().getType()) || !x.hasStaticShape())
+    return std::nullopt;
+  // Scales given at run time (non-empty) cannot be read here.
+  auto scalesType = dyn_cast<RankedTensorType>(getScales().getType());
+  if (!isa<NoneType>(getScales().getType()) && !scales &&
+      (!scalesType || !scalesType.hasStaticShape() ||
+       scalesType.getNumElements() != 0))
+    return std::nullopt;
+  SmallVector<int64_t> sizes;
+  DenseIntElementsAttr constantSizes;
+  if (matchPattern(getSizes(), m_Constant(&constantSizes))) {
+    for (const APInt &size : constantSizes.getValues<APInt>())
+      sizes.push_back(size.getSExtValue());
+  } else if (auto sizesType = dyn_cast<RankedTensorType>(getSizes().getType());
+             sizesType && sizesType.hasStaticShape() &&
+             sizesType.getNumElements() == x.getRank() &&
+             getType().hasStaticShape()) {
+    // Sizes given at run time: the static result shape is the contract they
+    // keep, and with sizes ONNX's scales are exactly sizes / X's dimensions.
+    llvm::append_range(sizes, getType().getShape());
+  }
+  if (static_cast<int64_t>(sizes.size()) != x.getRank())
     return std::nullopt;
   SmallVector<double> result;
-  for (auto [size, dim] : llvm::zip(sizes.getValues<APInt>(), x.getShape())) {
+  for (auto [size, dim] : llvm::zip(sizes, x.getShape())) {
     if (dim == 0)
       return std::nullopt;
-    result.push_back(static_cast<double>(size.getSExtValue()) / dim);
+    result.push_back(static_cast<double>(size) / dim);
   }
   return result;
 }

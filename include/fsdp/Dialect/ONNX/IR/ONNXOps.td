@@ -706,6 +706,28 @@ def ONNX_TileOp : ONNX_Op<"Tile"> {
   let results = (outs ONNX_Tensor:$output);
 }
 
+def ONNX_DepthToSpaceOp : ONNX_Op<"DepthToSpace"> {
+  let summary = "ONNX `DepthToSpace`";
+  let description = [{
+    Moves blocks of `blocksize` x `blocksize` channels of NCHW `input` into
+    the spatial dims: `[N, C, H, W]` -> `[N, C/b², H*b, W*b]`, the channels
+    read depth-column-row (DCR, as TensorFlow) or column-row-depth (CRD, as
+    torch's `pixel_shuffle`).
+  }];
+  let arguments = (ins ONNX_Tensor:$input, I64Attr:$blocksize,
+                   DefaultValuedAttr<StrAttr, "\"DCR\"">:$mode);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_SpaceToDepthOp : ONNX_Op<"SpaceToDepth"> {
+  let summary = "ONNX `SpaceToDepth`";
+  let description = [{
+    DepthToSpace's DCR inverse: `[N, C, H, W]` -> `[N, C*b², H/b, W/b]`.
+  }];
+  let arguments = (ins ONNX_Tensor:$input, I64Attr:$blocksize);
+  let results = (outs ONNX_Tensor:$output);
+}
+
 def ONNX_ConstantOfShapeOp : ONNX_Op<"ConstantOfShape"> {
   let summary = "ONNX `ConstantOfShape`";
   let arguments = (ins ONNX_Tensor:$input, OptionalAttr<ElementsAttr>:$value);

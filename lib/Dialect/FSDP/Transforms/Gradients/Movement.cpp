@@ -238,15 +238,20 @@ FailureOr<SmallVector<ResizeTap>> resizeTaps(ResizeOp op, int64_t n, int64_t m,
     return failure();
   auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
   SmallVector<ResizeTap> taps;
+  // The resized length as the resize kernel takes it (ONNX's reference):
+  // n * scale unrounded, m where that is m but for rounding.
+  double length = n * scale;
+  if (std::abs(length - m) < 1e-6 * std::max<int64_t>(m, 1))
+    length = static_cast<double>(m);
   for (int64_t j = 0; j < m; ++j) {
     double x = (j + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
     if (transform == "align_corners")
-      x = m == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (m - 1);
+      x = length == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (length - 1);
     else if (transform == "asymmetric")
       x = j / scale;
     else if (transform == "tf_half_pixel_for_nn")
       x = (j + 0.5) / scale;
-    else if (transform == "pytorch_half_pixel" && m == 1)
+    else if (transform == "pytorch_half_pixel" && length <= 1)
       x = 0.0;
     double floor = std::floor(x);
     if (linear) {
