@@ -283,3 +283,19 @@ func.func @transposed_operands(%a: tensor<4x6xf32>, %b: tensor<8x4xf32>, %c: ten
   %qt = onnx.Transpose %q {perm = array<i64: 0, 2, 1>} : (tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
   return %0, %c2, %p, %pt, %qt : tensor<6x8xf32>, tensor<5x2x3xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<2x3x3xf32>
 }
+
+// -----
+
+// float64 products never become Gemm (the gemm kernel takes f32, bf16 and
+// f16): a's Transpose stays. The Transposes that cancel still go.
+// CHECK-LABEL: func.func @f64_products
+// CHECK: %[[T:.*]] = onnx.Transpose %arg0 {perm = array<i64: 1, 0>}
+// CHECK-NOT: onnx.Gemm
+// CHECK: return %{{.*}}, %arg1
+func.func @f64_products(%a: tensor<4x6xf64>, %b: tensor<4x8xf64>) -> (tensor<6x8xf64>, tensor<4x8xf64>) {
+  %at = onnx.Transpose %a {perm = array<i64: 1, 0>} : (tensor<4x6xf64>) -> tensor<6x4xf64>
+  %0 = onnx.MatMul %at, %b : (tensor<6x4xf64>, tensor<4x8xf64>) -> tensor<6x8xf64>
+  %bt = onnx.Transpose %b {perm = array<i64: 1, 0>} : (tensor<4x8xf64>) -> tensor<8x4xf64>
+  %btt = onnx.Transpose %bt {perm = array<i64: 1, 0>} : (tensor<8x4xf64>) -> tensor<4x8xf64>
+  return %0, %btt : tensor<6x8xf64>, tensor<4x8xf64>
+}

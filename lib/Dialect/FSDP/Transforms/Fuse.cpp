@@ -363,8 +363,13 @@ Value transpose2D(PatternRewriter &rewriter, Location loc, Value value) {
       value, rewriter.getDenseI64ArrayAttr({1, 0}));
 }
 
+/// A 2-D operand of a type the gemm kernel takes (f32, bf16, f16: not the
+/// f64 or integer products only matmul runs).
 bool is2D(Value value) {
-  return cast<RankedTensorType>(value.getType()).getRank() == 2;
+  auto type = cast<RankedTensorType>(value.getType());
+  Type element = type.getElementType();
+  return type.getRank() == 2 &&
+         (element.isF32() || element.isBF16() || element.isF16());
 }
 
 /// Transpose(Transpose(x)) -> one Transpose of x by the composed
@@ -424,7 +429,7 @@ struct GemmFromTransposes : OpRewritePattern<MatMulOp> {
   LogicalResult matchAndRewrite(MatMulOp root,
                                 PatternRewriter &rewriter) const override {
     Value a = transposedFrom(root.getA());
-    if (!a || !is2D(root.getB()))
+    if (!a || !is2D(a) || !is2D(root.getB()))
       return rewriter.notifyMatchFailure(root, "not a 2-D product of a^T");
     Value b = transposedFrom(root.getB());
     auto none = rewriter.create<NoValueOp>(root.getLoc(),
