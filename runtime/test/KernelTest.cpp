@@ -18,6 +18,8 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
+#include <tuple>
 
 using namespace fsdprt::test;
 namespace plan = fsdprt::plan;
@@ -550,6 +552,44 @@ TEST(Kernels, GemmWithTransposesAndBroadcastC) {
                     {f32({80, 96}, p), f32({96, 70}, q), f32({80, 1}, r)},
                     {80, 70}),
              big, 1e-4);
+}
+
+/// `x` [rows, cols] transposed (row-major).
+std::vector<float> transposed(const std::vector<float> &x, int rows,
+                              int cols) {
+  std::vector<float> t(x.size());
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      t[j * rows + i] = x[i * cols + j];
+  return t;
+}
+
+TEST(Kernels, GemmReadsEitherOperandTransposedInPlace) {
+  // What fsdp-fuse makes of nn.Linear's weight gradient: gemm with trans_a
+  // (and trans_b) on the stored operands equals the untransposed product
+  // of the transposes, small and split across threads alike.
+  for (auto [m, k, n] : {std::tuple{3, 5, 4}, std::tuple{96, 130, 70}}) {
+    SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(k) + "x" +
+                 std::to_string(n));
+    auto at = randomFloats(k * m, 21), b = randomFloats(k * n, 22),
+         bt = randomFloats(n * k, 23);
+    auto a = transposed(at, k, m), bPlain = transposed(bt, n, k);
+    std::vector<float> plain =
+        runF32("gemm", {f32({m, k}, a), f32({k, n}, b)}, {m, n});
+    expectNear(runF32("gemm", {f32({k, m}, at), f32({k, n}, b)}, {m, n},
+                      {{"trans_a", int64_t(1)}}),
+               std::vector<double>(plain.begin(), plain.end()), 1e-4);
+    plain = runF32("gemm", {f32({m, k}, a), f32({k, n}, bPlain)}, {m, n});
+    expectNear(runF32("gemm", {f32({k, m}, at), f32({n, k}, bt)}, {m, n},
+                      {{"trans_a", int64_t(1)}, {"trans_b", int64_t(1)}}),
+               std::vector<double>(plain.begin(), plain.end()), 1e-4);
+    Result r = runOp("gemm", {f32({k, m}, at), f32({k, n}, b)},
+                     {{F32, {k, n}}}, {{"trans_a", int64_t(1)}});
+    if (m != k) {
+      EXPECT_NE(r.error.find("shapes do not chain"), std::string::npos)
+          << r.error;
+    }
+  }
 }
 
 TEST(Kernels, LinearFusesBiasAndEveryActivation) {
@@ -1992,6 +2032,49 @@ TEST(Kernels, CumSum) {
   EXPECT_NE(r.error.find("axis 2 is out of range for rank 1"),
             std::string::npos)
       << r.error;
+}
+
+TEST(Kernels, TransposesThatMoveTheContiguousDimRunByTiles) {
+  // The attention head permutations ([B, L, H, D] -> [B, H, D, L] and back,
+  // the last two swapped), over sizes that are not multiples of the tile,
+  // in 4-, 8- and 2-byte elements: each equals the element-by-element read.
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 37, 3, 45}, {0, 2, 3, 1}},
+      {{2, 3, 45, 37}, {0, 3, 1, 2}},
+      {{2, 3, 37, 45}, {0, 1, 3, 2}},
+      {{70, 33}, {1, 0}}};
+  for (const auto &[shape, perm] : cases) {
+    Shape out;
+    for (int64_t p : perm)
+      out.push_back(shape[p]);
+    int64_t n = numel(shape);
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t d = shape.size() - 1; d-- > 0;)
+      strides[d] = strides[d + 1] * shape[d + 1];
+    std::vector<int64_t> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t from = 0;
+      for (size_t d = out.size(), rest = i; d-- > 0; rest /= out[d])
+        from += int64_t(rest % out[d]) * strides[perm[d]];
+      want[i] = from;
+    }
+    std::vector<int64_t> x(n);
+    std::iota(x.begin(), x.end(), 0);
+    Result r = runOp("transpose", {i64(shape, x)}, {{I64, out}},
+                     {{"perm", perm}});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.outputs[0].as<int64_t>(), want);
+    std::vector<float> xf(x.begin(), x.end());
+    std::vector<float> got =
+        runF32("transpose", {f32(shape, xf)}, out, {{"perm", perm}});
+    EXPECT_EQ(got, std::vector<float>(want.begin(), want.end()));
+    std::vector<uint16_t> h(x.begin(), x.end());
+    r = runOp("transpose", {valueOf(plan::DType::BF16, shape, h)},
+              {{plan::DType::BF16, out}}, {{"perm", perm}});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.outputs[0].as<uint16_t>(),
+              std::vector<uint16_t>(want.begin(), want.end()));
+  }
 }
 
 TEST(Kernels, TransposeSliceAndExpand) {

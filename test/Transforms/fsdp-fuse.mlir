@@ -233,3 +233,69 @@ func.func @linear(%x: tensor<2x3x4xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>,
   %13 = onnx.Tanh %12 : (tensor<2x8xf32>) -> tensor<2x8xf32>
   return %6, %8, %11, %10, %13 : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x8xf32>
 }
+
+// -----
+
+// The gradients of nn.Linear (forward MatMul(x, Transpose(w))): dx =
+// g Transpose(Transpose(w)) reads w as stored (the Transposes cancel); dw =
+// Transpose(MatMul(Transpose(x), g)) = g^T x is one Gemm reading g
+// transposed, no Transpose left.
+// CHECK-LABEL: func.func @linear_gradients
+// CHECK-NOT: onnx.Transpose
+// CHECK: %[[DX:.*]] = fsdp.linear %arg2, %arg1 :
+// CHECK-NOT: onnx.Transpose
+// CHECK: %[[DW:.*]] = onnx.Gemm %arg2, %arg0, %{{.*}} {transA = 1 : i64} : (tensor<6x8xf32>, tensor<6x4xf32>, none) -> tensor<8x4xf32>
+// CHECK-NOT: onnx.Transpose
+// CHECK: return %[[DX]], %[[DW]]
+func.func @linear_gradients(%x: tensor<6x4xf32>, %w: tensor<8x4xf32>, %g: tensor<6x8xf32>) -> (tensor<6x4xf32>, tensor<8x4xf32>) {
+  %wt = onnx.Transpose %w {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %wtt = onnx.Transpose %wt {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %dx = onnx.MatMul %g, %wtt : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+  %xt = onnx.Transpose %x {perm = array<i64: 1, 0>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  %dwt = onnx.MatMul %xt, %g : (tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<4x8xf32>
+  %dw = onnx.Transpose %dwt {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  return %dx, %dw : tensor<6x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// Both operands transposed: one Gemm with transA and transB. Transposes
+// that compose to another permutation become one Transpose; a product
+// used twice keeps its Transpose (the product is still needed); a
+// Transpose of a 3-D product is left alone.
+// CHECK-LABEL: func.func @transposed_operands
+// CHECK: onnx.Gemm %arg0, %arg1, %{{.*}} {transA = 1 : i64, transB = 1 : i64} : (tensor<4x6xf32>, tensor<8x4xf32>, none) -> tensor<6x8xf32>
+// CHECK: onnx.Transpose %arg2 {perm = array<i64: 2, 0, 1>} : (tensor<2x3x5xf32>) -> tensor<5x2x3xf32>
+// CHECK-NOT: onnx.Transpose %{{.*}}perm = array<i64: 1, 0, 2>
+// CHECK: %[[P:.*]] = fsdp.linear %arg3, %arg1 :
+// CHECK: %[[PT:.*]] = onnx.Transpose %[[P]] {perm = array<i64: 1, 0>}
+// CHECK: %[[Q:.*]] = onnx.MatMul %arg4, %arg4 : (tensor<2x3x3xf32>, tensor<2x3x3xf32>)
+// CHECK: onnx.Transpose %[[Q]]
+func.func @transposed_operands(%a: tensor<4x6xf32>, %b: tensor<8x4xf32>, %c: tensor<2x3x5xf32>, %d: tensor<3x8xf32>, %e: tensor<2x3x3xf32>) -> (tensor<6x8xf32>, tensor<5x2x3xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<2x3x3xf32>) {
+  %at = onnx.Transpose %a {perm = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %bt = onnx.Transpose %b {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %0 = onnx.MatMul %at, %bt : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %c1 = onnx.Transpose %c {perm = array<i64: 1, 0, 2>} : (tensor<2x3x5xf32>) -> tensor<3x2x5xf32>
+  %c2 = onnx.Transpose %c1 {perm = array<i64: 2, 1, 0>} : (tensor<3x2x5xf32>) -> tensor<5x2x3xf32>
+  %p = onnx.MatMul %d, %b : (tensor<3x8xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
+  %pt = onnx.Transpose %p {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  %q = onnx.MatMul %e, %e : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %qt = onnx.Transpose %q {perm = array<i64: 0, 2, 1>} : (tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  return %0, %c2, %p, %pt, %qt : tensor<6x8xf32>, tensor<5x2x3xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<2x3x3xf32>
+}
+
+// -----
+
+// float64 products never become Gemm (the gemm kernel takes f32, bf16 and
+// f16): a's Transpose stays. The Transposes that cancel still go.
+// CHECK-LABEL: func.func @f64_products
+// CHECK: %[[T:.*]] = onnx.Transpose %arg0 {perm = array<i64: 1, 0>}
+// CHECK-NOT: onnx.Gemm
+// CHECK: return %{{.*}}, %arg1
+func.func @f64_products(%a: tensor<4x6xf64>, %b: tensor<4x8xf64>) -> (tensor<6x8xf64>, tensor<4x8xf64>) {
+  %at = onnx.Transpose %a {perm = array<i64: 1, 0>} : (tensor<4x6xf64>) -> tensor<6x4xf64>
+  %0 = onnx.MatMul %at, %b : (tensor<6x4xf64>, tensor<4x8xf64>) -> tensor<6x8xf64>
+  %bt = onnx.Transpose %b {perm = array<i64: 1, 0>} : (tensor<4x8xf64>) -> tensor<8x4xf64>
+  %btt = onnx.Transpose %bt {perm = array<i64: 1, 0>} : (tensor<8x4xf64>) -> tensor<4x8xf64>
+  return %0, %btt : tensor<6x8xf64>, tensor<4x8xf64>
+}

@@ -2,6 +2,7 @@
 
 #include "kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -17,13 +18,58 @@ void requireSameDtype(const KernelArgs &args) {
     require(t.dtype == args.out[0].dtype, "outputs must have one dtype");
 }
 
+/// Side of the square tiles a transposing read moves at a time: a tile's
+/// source columns and destination rows both stay in L1.
+constexpr int64_t kTransposeTile = 32;
+
+/// The strided read of a transpose whose last output dim is not
+/// contiguous in x while an earlier one, `p`, is: y viewed as a batch of
+/// [Y_p, Y_last] matrices (every other dim a batch dim) each read from
+/// its transpose in x, tile by tile, so that every cache line is used
+/// whole on both sides instead of one element per line read.
+template <typename T>
+KernelFn transposeTiles(Tensor x, Tensor y, std::vector<int64_t> strides,
+                        int64_t offset, size_t p) {
+  size_t last = y.shape.size() - 1;
+  std::vector<int64_t> own = stridesOf(y.shape), batch, from, to;
+  for (size_t d = 0; d < last; ++d)
+    if (d != p) {
+      batch.push_back(y.shape[d]);
+      from.push_back(strides[d]);
+      to.push_back(own[d]);
+    }
+  int64_t rows = y.shape[p], cols = y.shape[last];
+  int64_t rowStride = own[p], colStride = strides[last];
+  int64_t count = rows && cols ? y.numel / (rows * cols) : 0;
+  return [=]() {
+    const T *px = x.as<T>() + offset;
+    parallelFor(count, rows * cols, [&](int64_t b) {
+      const T *src = px + offsetOf(b, batch, from);
+      T *dst = y.as<T>() + offsetOf(b, batch, to);
+      for (int64_t i0 = 0; i0 < rows; i0 += kTransposeTile)
+        for (int64_t j0 = 0; j0 < cols; j0 += kTransposeTile) {
+          int64_t i1 = std::min(rows, i0 + kTransposeTile);
+          int64_t j1 = std::min(cols, j0 + kTransposeTile);
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = j0; j < j1; ++j)
+              dst[i * rowStride + j] = src[i + j * colStride];
+        }
+    });
+    return std::string();
+  };
+}
+
 /// y[i...] = x[offset + sum(i_d * strides_d)] for elements of type T (only
 /// their bytes matter): the strided read shared by transpose, slice and
-/// expand, a row of y at a time.
+/// expand, a row of y at a time, or by tiles when it transposes.
 template <typename T>
 KernelFn gatherStridedOf(Tensor x, Tensor y,
                          std::shared_ptr<const std::vector<int64_t>> strides,
                          int64_t offset) {
+  if (y.shape.size() >= 2 && y.shape.back() > 1 && strides->back() != 1)
+    for (size_t p = y.shape.size() - 1; p-- > 0;)
+      if ((*strides)[p] == 1 && y.shape[p] > 1)
+        return transposeTiles<T>(x, y, *strides, offset, p);
   int64_t inner = y.shape.empty() ? 1 : y.shape.back();
   int64_t rows = inner ? y.numel / inner : 0;
   int64_t step = y.shape.empty() ? 0 : strides->back();

@@ -338,6 +338,111 @@ struct Attention : OpRewritePattern<MatMulOp> {
 };
 
 //===----------------------------------------------------------------------===//
+// Transposes read by GEMMs
+//===----------------------------------------------------------------------===//
+
+/// The input of `value` when it is a 2-D Transpose (perm [1, 0]).
+Value transposedFrom(Value value) {
+  auto t = value.getDefiningOp<TransposeOp>();
+  if (!t || cast<RankedTensorType>(value.getType()).getRank() != 2)
+    return nullptr;
+  SmallVector<int64_t> perm = t.getPermOrDefault();
+  return perm[0] == 1 && perm[1] == 0 ? t.getData() : nullptr;
+}
+
+/// `value` transposed (2-D): the input of a Transpose that already made it,
+/// else a new Transpose.
+Value transpose2D(PatternRewriter &rewriter, Location loc, Value value) {
+  if (Value from = transposedFrom(value))
+    return from;
+  auto type = cast<RankedTensorType>(value.getType());
+  return rewriter.create<TransposeOp>(
+      loc,
+      RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)},
+                            type.getElementType()),
+      value, rewriter.getDenseI64ArrayAttr({1, 0}));
+}
+
+/// A 2-D operand of a type the gemm kernel takes (f32, bf16, f16: not the
+/// f64 or integer products only matmul runs).
+bool is2D(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Type element = type.getElementType();
+  return type.getRank() == 2 &&
+         (element.isF32() || element.isBF16() || element.isF16());
+}
+
+/// Transpose(Transpose(x)) -> one Transpose of x by the composed
+/// permutation, or x itself: what the gradient of MatMul(x, Transpose(w))
+/// (dx = g Transpose(Transpose(w))) and of a Transpose produce.
+struct ComposeTransposes : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp root,
+                                PatternRewriter &rewriter) const override {
+    auto inner = root.getData().getDefiningOp<TransposeOp>();
+    if (!inner)
+      return rewriter.notifyMatchFailure(root, "input is not a Transpose");
+    SmallVector<int64_t> outer = root.getPermOrDefault(),
+                         first = inner.getPermOrDefault(), perm;
+    bool identity = true;
+    for (int64_t d = 0, e = outer.size(); d < e; ++d) {
+      perm.push_back(first[outer[d]]);
+      identity &= perm.back() == d;
+    }
+    if (identity && inner.getData().getType() == root.getType()) {
+      rewriter.replaceOp(root, inner.getData());
+      return success();
+    }
+    rewriter.replaceOpWithNewOp<TransposeOp>(
+        root, root.getType(), inner.getData(),
+        rewriter.getDenseI64ArrayAttr(perm));
+    return success();
+  }
+};
+
+/// Transpose(MatMul(a, b)) of 2-D operands -> MatMul(b^T, a^T): the
+/// weight gradient of MatMul(x, Transpose(w)), (x^T g)^T = g^T x, computed
+/// in the layout it is stored in. The operands' transposes become GEMM
+/// flags (GemmFromTransposes).
+struct TransposedProduct : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TransposeOp root,
+                                PatternRewriter &rewriter) const override {
+    auto product = defOnce<MatMulOp>(root.getData());
+    if (!transposedFrom(root.getResult()) || !product ||
+        !is2D(product.getA()) || !is2D(product.getB()))
+      return rewriter.notifyMatchFailure(root,
+                                         "not the 2-D transpose of a 2-D product");
+    Value a = transpose2D(rewriter, root.getLoc(), product.getB());
+    Value b = transpose2D(rewriter, root.getLoc(), product.getA());
+    rewriter.replaceOpWithNewOp<MatMulOp>(root, root.getType(), a, b);
+    return success();
+  }
+};
+
+/// MatMul(Transpose(a), b) of 2-D operands -> Gemm(a, b) with transA (and
+/// transB when b is a Transpose too): the GEMM reads a transposed in place
+/// (the weight gradient, a^T g). A transposed b alone is fsdp.linear's
+/// transpose_weight (LinearFromMatMul).
+struct GemmFromTransposes : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp root,
+                                PatternRewriter &rewriter) const override {
+    Value a = transposedFrom(root.getA());
+    if (!a || !is2D(a) || !is2D(root.getB()))
+      return rewriter.notifyMatchFailure(root, "not a 2-D product of a^T");
+    Value b = transposedFrom(root.getB());
+    auto none = rewriter.create<NoValueOp>(root.getLoc(),
+                                           rewriter.getNoneType());
+    rewriter.replaceOpWithNewOp<GemmOp>(
+        root, root.getType(), a, b ? b : root.getB(), none,
+        rewriter.getF32FloatAttr(1.0), rewriter.getF32FloatAttr(1.0),
+        rewriter.getI64IntegerAttr(1), rewriter.getI64IntegerAttr(b ? 1 : 0));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Linear epilogues
 //===----------------------------------------------------------------------===//
 
@@ -454,12 +559,19 @@ struct FusePass : mlir::fsdp::impl::FuseBase<FusePass> {
     RewritePatternSet chains(&getContext());
     chains.add<GeluErf, GeluTanh, Silu, RMSNorm, LayerNorm, Attention>(
         &getContext());
+    // Then the transposes that GEMMs can read in place, before the
+    // epilogues turn their MatMuls into fsdp.linear.
+    RewritePatternSet transposes(&getContext());
+    transposes.add<ComposeTransposes, TransposedProduct, GemmFromTransposes>(
+        &getContext());
     RewritePatternSet epilogues(&getContext());
     epilogues
         .add<LinearFromMatMul, LinearFromGemm, LinearBias, LinearActivation>(
             &getContext());
     if (failed(
             applyPatternsAndFoldGreedily(getOperation(), std::move(chains))) ||
+        failed(applyPatternsAndFoldGreedily(getOperation(),
+                                            std::move(transposes))) ||
         failed(
             applyPatternsAndFoldGreedily(getOperation(), std::move(epilogues))))
       signalPassFailure();

@@ -893,6 +893,15 @@ def Fuse : Pass<"fsdp-fuse", "ModuleOp"> {
     | `MatMul(q, kᵀ), Mul s or Div d, [Add mask or Where(mask, fill, ·)], Softmax(-1), MatMul v` | `fsdp.attention` |
     | `MatMul(x, Transpose(w))`, `MatMul(x, w)` (2-D w) or `Gemm(x, w, b)` (transB, alpha = beta = 1), then `[Add bias]`, `[Relu, Tanh, Sigmoid, fsdp.gelu, fsdp.silu]` | `fsdp.linear` |
 
+    Between the chains and the linear epilogues, transposes that a GEMM can
+    read in place become its flags (the gradients of `nn.Linear`):
+
+    | pattern | becomes |
+    |---|---|
+    | `Transpose(Transpose(x))` | one `Transpose` by the composed permutation, or `x` |
+    | `Transpose(MatMul(a, b))`, 2-D, the product used once | `MatMul(bᵀ, aᵀ)` |
+    | `MatMul(Transpose(a), b)`, 2-D | `Gemm(a, b) {transA}` (and `transB` when b is a `Transpose` too) |
+
     Near misses (another constant, another axis, an intermediate used
     elsewhere) are left alone. Run it after `fsdp-inference` and before
     `fsdp-lower-to-runtime`.
