@@ -1,10 +1,11 @@
 //===- nn.cpp - Normalisation, softmax, pooling, reductions, losses -------===//
 //
-// Norm statistics (means, variances) accumulate in double: the results
-// then match PyTorch's fp32 kernels to round-off, whatever the order of the
-// sum. Where torch accumulates in float (softmax's and cross-entropy's sums
-// of exponentials, reduce_sum / reduce_mean of float32) so do these
-// kernels, through vmath's vectorised exp and blocked sums; each
+// Statistics (means, variances, reductions) accumulate in double: the
+// results then match PyTorch's fp32 kernels to round-off, whatever the
+// order of the sum, and a mean over a batch equals the mean of its halves'
+// means bit for bit (e2e.dropout: world size 2 and micro-batches give world
+// size 1's loss). Softmax's and cross-entropy's sums of exponentials
+// accumulate in float, as torch's, through vmath's vectorised exp; each
 // exponential is computed once and kept.
 //
 //===----------------------------------------------------------------------===//
@@ -779,71 +780,6 @@ KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
   };
 }
 
-/// reduce_sum and reduce_mean of F32 in float, as torch's: rows through
-/// vmath's blocked sum, columns with one float accumulator per column.
-/// The partial sums of a reduction of everything are added in double, in
-/// order (kReducePieces of them, whatever the thread count).
-KernelFn floatSumLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
-                       bool mean) {
-  int64_t outer = s.outer, n = s.n, inner = s.inner, count = s.count;
-  auto finish = [mean, count](float acc) {
-    return mean ? static_cast<float>(static_cast<double>(acc) / count) : acc;
-  };
-  if (inner == 1 && outer == 1) {
-    int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
-    return [=]() {
-      const float *px = x.as<float>();
-      float partial[kReducePieces];
-      parallelFor(pieces, n / pieces, [&](int64_t p) {
-        int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
-        partial[p] = vmath::sum(px + begin, end - begin);
-      });
-      double acc = 0;
-      for (int64_t p = 0; p < pieces; ++p)
-        acc += partial[p];
-      y.as<float>()[0] = static_cast<float>(mean ? acc / count : acc);
-      return std::string();
-    };
-  }
-  if (inner == 1)
-    return [=]() {
-      parallelFor(outer, n, [&](int64_t o) {
-        y.as<float>()[o] = finish(vmath::sum(x.as<float>() + o * n, n));
-      });
-      return std::string();
-    };
-  // Columns, a block of kBlock at a time so that the reads run along rows;
-  // a cascade of three float sums (kRows rows, kRows such blocks, the
-  // rest), so a long column's error grows as slowly as torch's.
-  constexpr int64_t kBlock = 256, kRows = 64;
-  int64_t blocks = (inner + kBlock - 1) / kBlock;
-  return [=]() {
-    parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
-      int64_t o = item / blocks, i0 = item % blocks * kBlock;
-      int64_t width = std::min(kBlock, inner - i0);
-      float total[kBlock] = {}, middle[kBlock] = {}, rows[kBlock];
-      for (int64_t j0 = 0; j0 < n; j0 += kRows) {
-        std::fill(rows, rows + width, 0.0f);
-        for (int64_t j = j0; j < std::min(n, j0 + kRows); ++j) {
-          const float *row = x.as<float>() + (o * n + j) * inner + i0;
-          for (int64_t i = 0; i < width; ++i)
-            rows[i] += row[i];
-        }
-        for (int64_t i = 0; i < width; ++i)
-          middle[i] += rows[i];
-        if ((j0 / kRows + 1) % kRows == 0)
-          for (int64_t i = 0; i < width; ++i) {
-            total[i] += middle[i];
-            middle[i] = 0.0f;
-          }
-      }
-      for (int64_t i = 0; i < width; ++i)
-        y.as<float>()[o * inner + i0 + i] = finish(total[i] + middle[i]);
-    });
-    return std::string();
-  };
-}
-
 /// The reduce_* kernels over F32 or F64 (ONNX's Reduce* with `axes` and
 /// `keepdims`; no axes reduces everything).
 KernelFn reduce(KernelArgs &args, Reduce kind) {
@@ -895,9 +831,6 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     }
   }
   int64_t count = s.count = product(s.red);
-  if (x.dtype == FSDPRT_F32 && (kind == Reduce::Sum || kind == Reduce::Mean) &&
-      s.reducedRuns <= 1)
-    return floatSumLoops(x, y, s, kind == Reduce::Mean);
   // Each element is mapped (squared, ...), the mapped values merged (by sum,
   // product, max or min), the result finished (mean, root, log).
   double inf = std::numeric_limits<double>::infinity();
