@@ -57,9 +57,12 @@ void expectClose(ArrayFn fn, double (*ref)(double), const std::vector<float> &x,
 
 double sigmoidRef(double x) { return 1 / (1 + std::exp(-x)); }
 double siluRef(double x) { return x / (1 + std::exp(-x)); }
-double geluErfRef(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double geluErfRef(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
 double geluTanhRef(double x) {
-  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x *
+         (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 double logRef(double x) { return std::log(x); }
 double expRef(double x) { return std::exp(x); }
@@ -87,8 +90,7 @@ TEST(VMath, FunctionsMatchDoubleReferences) {
     expectClose(t->sigmoid, sigmoidRef, sweep(-30, 30), 4 * eps, 1e-7,
                 "sigmoid");
     expectClose(t->silu, siluRef, sweep(-30, 30), 4 * eps, 1e-7, "silu");
-    expectClose(t->geluErf, geluErfRef, sweep(-10, 10), 4 * eps, 1e-7,
-                "gelu");
+    expectClose(t->geluErf, geluErfRef, sweep(-10, 10), 4 * eps, 1e-7, "gelu");
     expectClose(t->geluTanh, geluTanhRef, sweep(-10, 10), 1e-6, 1e-6,
                 "gelu_tanh");
   }
@@ -123,8 +125,8 @@ TEST(VMath, AValueDoesNotDependOnItsPositionOrTheLength) {
     v = normal(rng);
   for (const vmath::Table *t : tables()) {
     SCOPED_TRACE(t->name);
-    for (ArrayFn fn : {t->exp, t->tanh, t->erf, t->sigmoid, t->silu,
-                       t->geluErf, t->geluTanh}) {
+    for (ArrayFn fn : {t->exp, t->tanh, t->erf, t->sigmoid, t->silu, t->geluErf,
+                       t->geluTanh}) {
       std::vector<float> whole(x.size());
       fn(x.data(), whole.data(), x.size());
       // Every element alone (a tail of 1), and the array in odd pieces.
@@ -155,8 +157,7 @@ TEST(VMath, MaxSumAndExpSum) {
         max = std::max(max, x[i]);
       }
       EXPECT_EQ(t->max(x.data(), n), max) << n;
-      EXPECT_NEAR(t->sum(x.data(), n), want, 1e-6 * (std::fabs(want) + n))
-          << n;
+      EXPECT_NEAR(t->sum(x.data(), n), want, 1e-6 * (std::fabs(want) + n)) << n;
       // exp of the float difference, as the kernels shift.
       std::vector<float> e(n);
       auto shifted = [&](int64_t i) { return std::exp(double(x[i] - max)); };

@@ -958,7 +958,8 @@ float *threadScratch(int64_t n) {
 std::string checkLabels(const int64_t *labels, int64_t count, int64_t c,
                         bool hasIgnore, int64_t ignore) {
   for (int64_t p = 0; p < count; ++p)
-    if (!(hasIgnore && labels[p] == ignore) && (labels[p] < 0 || labels[p] >= c))
+    if (!(hasIgnore && labels[p] == ignore) &&
+        (labels[p] < 0 || labels[p] >= c))
       return "label " + std::to_string(labels[p]) + " is outside [0, " +
              std::to_string(c) + ")";
   return "";
@@ -1025,15 +1026,15 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
     if (std::string error = checkLabels(pl, n * inner, c, hasIgnore, ignore);
         !error.empty())
       return error;
-    // Each position's loss and weight, in parallel; then summed in order,
-    // so the result does not depend on the thread count.
+    // Each position's loss in parallel, then the losses and weights summed
+    // in order: the result does not depend on the thread count.
     std::vector<double> losses(none ? 0 : n * inner);
     parallelFor(n * inner, c * 8, [&](int64_t p) {
       int64_t b = p / inner, i = p % inner, label = pl[p];
       const float *row = scores.as<float>() + b * c * inner + i;
       float *scratch = threadScratch(2 * c);
-      float *lp = hasLogProb && inner == 1 ? logProb.as<float>() + b * c
-                                           : scratch + c;
+      float *lp =
+          hasLogProb && inner == 1 ? logProb.as<float>() + b * c : scratch + c;
       logSoftmaxOf(row, c, inner, lp, scratch);
       if (hasLogProb && inner != 1)
         for (int64_t j = 0; j < c; ++j)
@@ -1108,8 +1109,8 @@ KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
           out[j * inner] = 0.0f;
         return;
       }
-      float scale = static_cast<float>(
-          g.as<float>()[none ? p : 0] * (pw ? pw[label] : 1.0) / divisor);
+      float scale = static_cast<float>(g.as<float>()[none ? p : 0] *
+                                       (pw ? pw[label] : 1.0) / divisor);
       // softmax - onehot, scaled; the exponentials computed once, in place
       // when the classes are contiguous.
       float *scratch = threadScratch(2 * c);

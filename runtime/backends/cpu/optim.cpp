@@ -48,8 +48,8 @@ struct AdamwStep {
   float coef, b1, b2, c1, c2, root2, eps, keep, stepSize;
 };
 
-[[gnu::always_inline]] inline void adamwRange(const AdamwStep &s,
-                                              int64_t begin, int64_t end) {
+[[gnu::always_inline]] inline void adamwRange(const AdamwStep &s, int64_t begin,
+                                              int64_t end) {
   // Locals, so the compiler sees no aliasing between the step's fields and
   // the arrays.
   const float coef = s.coef, b1 = s.b1, b2 = s.b2, c1 = s.c1, c2 = s.c2;
@@ -79,8 +79,8 @@ void adamwBaseline(const AdamwStep &s, int64_t begin, int64_t end) {
                                        int64_t end) {
   adamwRange(s, begin, end);
 }
-[[gnu::target("avx512f")]] void adamwAvx512(const AdamwStep &s,
-                                            int64_t begin, int64_t end) {
+[[gnu::target("avx512f")]] void adamwAvx512(const AdamwStep &s, int64_t begin,
+                                            int64_t end) {
   adamwRange(s, begin, end);
 }
 
@@ -134,12 +134,13 @@ KernelFn adamw(KernelArgs &args) {
     const float keep = decay != 0 ? 1.0f - lr * decay : 1.0f;
     const float stepSize = lr / (1.0f - powLikeKernel(b1, step));
     const float root2 = std::sqrt(1.0f - powLikeKernel(b2, step));
-    AdamwStep s{in[0].as<float>(),  in[1].as<float>(),  in[2].as<float>(),
-                in[3].as<float>(),  out[0].as<float>(), out[1].as<float>(),
-                out[2].as<float>(), coef,               b1,
-                b2,                 c1,                 c2,
-                root2,              eps,                keep,
-                stepSize};
+    AdamwStep s;
+    s.p = in[0].as<float>(), s.g = in[1].as<float>();
+    s.m = in[2].as<float>(), s.v = in[3].as<float>();
+    s.pOut = out[0].as<float>(), s.mOut = out[1].as<float>();
+    s.vOut = out[2].as<float>();
+    s.coef = coef, s.b1 = b1, s.b2 = b2, s.c1 = c1, s.c2 = c2;
+    s.root2 = root2, s.eps = eps, s.keep = keep, s.stepSize = stepSize;
     auto loop = adamwLoop();
     forChunks(in[0].numel,
               [&](int64_t begin, int64_t end) { loop(s, begin, end); });
@@ -185,8 +186,8 @@ KernelFn sgd(KernelArgs &args) {
     const float *buf = stateful ? in[4].as<float>() : nullptr;
     float *pOut = out[0].as<float>();
     float *bufOut = stateful ? out[1].as<float>() : nullptr;
+    // Element i is read and written by iteration i alone (adamwRange).
     forChunks(in[0].numel, [&](int64_t begin, int64_t end) {
-      // Element i is read and written by iteration i alone (adamwRange).
 #pragma GCC ivdep
       for (int64_t i = begin; i < end; ++i) {
         float grad = g[i] * coef;

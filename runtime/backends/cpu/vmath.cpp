@@ -1,4 +1,4 @@
-//===- vmath.cpp - Choosing vmath's instruction set at run time ------------===//
+//===- vmath.cpp - Choosing vmath's instruction set at run time -----------===//
 
 #include "vmath.h"
 
@@ -12,8 +12,8 @@ namespace {
 /// "avx2"; anything else, or unset, caps nothing).
 const Table &choose() {
   const char *cap = std::getenv("FSDPRT_CPU_ISA");
-  bool noAvx512 = cap && (!std::strcmp(cap, "baseline") ||
-                          !std::strcmp(cap, "avx2"));
+  bool noAvx512 =
+      cap && (!std::strcmp(cap, "baseline") || !std::strcmp(cap, "avx2"));
   bool noAvx2 = cap && !std::strcmp(cap, "baseline");
   __builtin_cpu_init();
   // The OS must save the wide registers too: GCC's checks read cpuid's

@@ -52,18 +52,14 @@ inline const char *isa() { return table().name; }
 /// y[i] = f(x[i]) for i in [0, n); y may be x.
 inline void exp(const float *x, float *y, int64_t n) { table().exp(x, y, n); }
 inline void log(const float *x, float *y, int64_t n) { table().log(x, y, n); }
-inline void tanh(const float *x, float *y, int64_t n) {
-  table().tanh(x, y, n);
-}
+inline void tanh(const float *x, float *y, int64_t n) { table().tanh(x, y, n); }
 inline void erf(const float *x, float *y, int64_t n) { table().erf(x, y, n); }
 /// 1 / (1 + exp(-x)).
 inline void sigmoid(const float *x, float *y, int64_t n) {
   table().sigmoid(x, y, n);
 }
 /// x / (1 + exp(-x)), as torch's silu.
-inline void silu(const float *x, float *y, int64_t n) {
-  table().silu(x, y, n);
-}
+inline void silu(const float *x, float *y, int64_t n) { table().silu(x, y, n); }
 /// 0.5 x (1 + erf(x / sqrt(2))).
 inline void geluErf(const float *x, float *y, int64_t n) {
   table().geluErf(x, y, n);

@@ -1,4 +1,4 @@
-//===- vmath_avx2.cpp - vmath on AVX2 + FMA --------------------------------===//
+//===- vmath_avx2.cpp - vmath on AVX2 + FMA -------------------------------===//
 //
 // The only file compiled with -mavx2 -mfma (CMakeLists.txt); its table is
 // used only when cpuid says the CPU has both (vmath.cpp).

@@ -1,4 +1,4 @@
-//===- vmath_avx512.cpp - vmath on AVX-512F --------------------------------===//
+//===- vmath_avx512.cpp - vmath on AVX-512F -------------------------------===//
 //
 // The only file compiled with -mavx512f (CMakeLists.txt); its table is used
 // only when cpuid says the CPU has it (vmath.cpp).
@@ -27,8 +27,8 @@ struct V {
   // The NaN mask in a register's lanes (all ones where a lane saw a NaN).
   static R unord(R acc, R x) {
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    return _mm512_mask_mov_ps(acc, nan, _mm512_castsi512_ps(
-                                            _mm512_set1_epi32(-1)));
+    return _mm512_mask_mov_ps(acc, nan,
+                              _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
   }
   static bool anyNan(R m) {
     return _mm512_test_epi32_mask(_mm512_castps_si512(m),

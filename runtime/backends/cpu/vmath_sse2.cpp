@@ -1,4 +1,4 @@
-//===- vmath_sse2.cpp - vmath on baseline x86-64 (SSE2) --------------------===//
+//===- vmath_sse2.cpp - vmath on baseline x86-64 (SSE2) -------------------===//
 //
 // Compiled like the rest of the library: SSE2 is part of x86-64, so this
 // table runs on any x86-64 CPU.
