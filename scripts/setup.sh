@@ -17,6 +17,8 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   # CPU collectives and BLAS; zlib (checkpoint checksums).
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-pthread zlib1g-dev
+  # Vectorised exp/log/tanh/erf for the CPU kernels (with run-time dispatch).
+  libsleef-dev
   # C++ unit tests; clang for the libFuzzer targets; valgrind for the
   # runtime's leak test.
   libgtest-dev clang valgrind

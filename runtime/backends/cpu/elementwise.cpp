@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels.h"
+#include "vmath.h"
 
 #include "../../src/half.h"
 
@@ -296,9 +297,42 @@ template <typename Op> KernelFn unary(KernelArgs &args, Op op) {
   return unaryOf<float>(args, op);
 }
 
+/// A unary F32 kernel computed by `fn` (a vmath array function) on chunks
+/// spread over the threads.
+KernelFn vectorUnary(KernelArgs &args,
+                     void (*fn)(const float *, float *, int64_t)) {
+  requireArity(args, 1, 1, 1);
+  requireF32(args);
+  Tensor x = args.in[0], y = args.out[0];
+  require(x.shape == y.shape, "input " + shapeString(x.shape) + " and output " +
+                                  shapeString(y.shape) + " differ in shape");
+  return [=]() {
+    int64_t n = x.numel, chunks = (n + kChunk - 1) / kChunk;
+    parallelFor(chunks, kChunk * 8, [&](int64_t c) {
+      int64_t begin = c * kChunk;
+      fn(x.as<float>() + begin, y.as<float>() + begin,
+         std::min(kChunk, n - begin));
+    });
+    return std::string();
+  };
+}
+
 /// The unary kernel of an activation.
 KernelFn activation(KernelArgs &args, Activation kind) {
-  return withActivation(kind, [&](auto f) { return unary(args, f); });
+  switch (kind) {
+  case Activation::Gelu:
+    return vectorUnary(args, vmath::geluErf);
+  case Activation::GeluTanh:
+    return vectorUnary(args, vmath::geluTanh);
+  case Activation::Silu:
+    return vectorUnary(args, vmath::silu);
+  case Activation::Tanh:
+    return vectorUnary(args, vmath::tanh);
+  case Activation::Sigmoid:
+    return vectorUnary(args, vmath::sigmoid);
+  default:
+    return withActivation(kind, [&](auto f) { return unary(args, f); });
+  }
 }
 
 /// A unary kernel on F32 or, with `opi`, on I64.
@@ -427,6 +461,27 @@ KernelFn cast(KernelArgs &args) {
 
 } // namespace
 
+void applyActivation(Activation kind, float *row, int64_t n) {
+  switch (kind) {
+  case Activation::None:
+    return;
+  case Activation::Relu:
+    for (int64_t i = 0; i < n; ++i)
+      row[i] = row[i] > 0 ? row[i] : 0.0f;
+    return;
+  case Activation::Gelu:
+    return vmath::geluErf(row, row, n);
+  case Activation::GeluTanh:
+    return vmath::geluTanh(row, row, n);
+  case Activation::Silu:
+    return vmath::silu(row, row, n);
+  case Activation::Tanh:
+    return vmath::tanh(row, row, n);
+  case Activation::Sigmoid:
+    return vmath::sigmoid(row, row, n);
+  }
+}
+
 void registerElementwise(Registry &r) {
   r["add"] = [](KernelArgs &a) {
     return arithmetic(
@@ -527,21 +582,15 @@ void registerElementwise(Registry &r) {
         [](int64_t, int64_t) { return int64_t(0); }, false);
   };
   r["where"] = where;
-  r["exp"] = [](KernelArgs &a) {
-    return unary(a, [](float x) { return std::exp(x); });
-  };
-  r["log"] = [](KernelArgs &a) {
-    return unary(a, [](float x) { return std::log(x); });
-  };
+  r["exp"] = [](KernelArgs &a) { return vectorUnary(a, vmath::exp); };
+  r["log"] = [](KernelArgs &a) { return vectorUnary(a, vmath::log); };
   r["sqrt"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return std::sqrt(x); });
   };
   r["reciprocal"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return 1.0f / x; });
   };
-  r["erf"] = [](KernelArgs &a) {
-    return unary(a, [](float x) { return std::erf(x); });
-  };
+  r["erf"] = [](KernelArgs &a) { return vectorUnary(a, vmath::erf); };
   r["sin"] = [](KernelArgs &a) {
     return unary(a, [](float x) { return std::sin(x); });
   };

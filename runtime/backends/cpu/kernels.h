@@ -166,6 +166,11 @@ inline float geluTanh(float x) {
   return x / (1.0f + std::exp(-twoK * (x + 0.044715f * x * x * x)));
 }
 
+/// row[i] = f(row[i]) for the activation f of `kind`, i in [0, n): exp, erf
+/// and tanh through vmath (vectorised, chosen at run time), so the
+/// activation kernels and linear's epilogue give the same bits.
+void applyActivation(Activation kind, float *row, int64_t n);
+
 /// Calls `body` with the function of `kind` as a functor, so that loops in
 /// `body` are compiled once per activation, without a switch per element.
 template <typename Body> auto withActivation(Activation kind, Body body) {

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels.h"
+#include "vmath.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -222,13 +223,8 @@ KernelFn linear(KernelArgs &args) {
   GemmEpilogue epilogue;
   if (act != Activation::None)
     epilogue = [y, act, n](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-      withActivation(act, [&](auto f) {
-        for (int64_t i = m0; i < m1; ++i) {
-          float *row = y.as<float>() + i * n;
-          for (int64_t j = n0; j < n1; ++j)
-            row[j] = f(row[j]);
-        }
-      });
+      for (int64_t i = m0; i < m1; ++i)
+        applyActivation(act, y.as<float>() + i * n + n0, n1 - n0);
     };
   return [=]() {
     if (hasBias)
@@ -428,14 +424,8 @@ KernelFn attention(KernelArgs &args) {
       for (int64_t i = 0; i < rows; ++i) {
         float *row = scores + i * s;
         g.maskRow(row, b, r0 + i, 0, s);
-        float max = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < s; ++j)
-          max = std::max(max, row[j]);
-        float sum = 0;
-        for (int64_t j = 0; j < s; ++j) {
-          row[j] = std::exp(row[j] - max);
-          sum += row[j];
-        }
+        float max = vmath::max(row, s);
+        float sum = vmath::expSum(row, row, s, max);
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < s; ++j)
           row[j] *= inv;
@@ -509,11 +499,9 @@ KernelFn attentionGrad(KernelArgs &args) {
         delta[i] = dot;
         float *pi = p + i * n, *dsi = ds + i * n;
         g.maskRow(pi, b, r0 + i, c0, n);
-        float rowLse = lse.as<float>()[row];
-        for (int64_t j = 0; j < n; ++j) {
-          pi[j] = std::exp(pi[j] - rowLse);
+        vmath::expSum(pi, pi, n, lse.as<float>()[row]);
+        for (int64_t j = 0; j < n; ++j)
           dsi[j] = pi[j] * (dsi[j] - dot);
-        }
         g.clearReplaced(dsi, b, r0 + i, c0, n);
       }
     };

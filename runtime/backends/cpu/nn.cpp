@@ -1,12 +1,17 @@
 //===- nn.cpp - Normalisation, softmax, pooling, reductions, losses -------===//
 //
-// Statistics (means, variances, sums of exponentials, reductions)
-// accumulate in double: the results then match PyTorch's fp32 kernels to
-// round-off, whatever the order of the sum.
+// Statistics (means, variances, reductions) accumulate in double: the
+// results then match PyTorch's fp32 kernels to round-off, whatever the
+// order of the sum, and a mean over a batch equals the mean of its halves'
+// means bit for bit (e2e.dropout: world size 2 and micro-batches give world
+// size 1's loss). Softmax's and cross-entropy's sums of exponentials
+// accumulate in float, as torch's, through vmath's vectorised exp; each
+// exponential is computed once and kept.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels.h"
+#include "vmath.h"
 
 #include <algorithm>
 #include <limits>
@@ -35,6 +40,25 @@ inline double maxOf(double acc, double v) {
   return v > acc || std::isnan(v) ? v : acc;
 }
 
+/// The softmax (or log-softmax) of the `n` contiguous values x into y (y
+/// may be x), as torch's vectorised kernels: the max, exp(x - max) once per
+/// value with their float sum, then a scale by 1 / sum (or x - max -
+/// log(sum)).
+void softmaxRow(const float *x, float *y, int64_t n, bool log) {
+  float max = vmath::max(x, n);
+  if (!log) {
+    float inv = 1.0f / vmath::expSum(x, y, n, max);
+    for (int64_t j = 0; j < n; ++j)
+      y[j] *= inv;
+    return;
+  }
+  static thread_local std::vector<float> scratch;
+  scratch.resize(n);
+  float logSum = std::log(vmath::expSum(x, scratch.data(), n, max));
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = x[j] - max - logSum;
+}
+
 KernelFn softmax(KernelArgs &args, bool log) {
   requireArity(args, 1, 1, 1);
   requireF32(args);
@@ -49,18 +73,18 @@ KernelFn softmax(KernelArgs &args, bool log) {
       int64_t o = idx / inner, i = idx % inner;
       const float *px = x.as<float>() + o * n * inner + i;
       float *py = y.as<float>() + o * n * inner + i;
-      float max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n; ++j)
-        max = std::max(max, px[j * inner]);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        sum += std::exp(static_cast<double>(px[j * inner]) - max);
-      double logSum = std::log(sum);
-      for (int64_t j = 0; j < n; ++j) {
-        double shifted = static_cast<double>(px[j * inner]) - max;
-        py[j * inner] = static_cast<float>(log ? shifted - logSum
-                                               : std::exp(shifted) / sum);
+      if (inner == 1) {
+        softmaxRow(px, py, n, log);
+        return;
       }
+      // Along a strided axis: through a contiguous copy of the row.
+      static thread_local std::vector<float> row;
+      row.resize(n);
+      for (int64_t j = 0; j < n; ++j)
+        row[j] = px[j * inner];
+      softmaxRow(row.data(), row.data(), n, log);
+      for (int64_t j = 0; j < n; ++j)
+        py[j * inner] = row[j];
     });
     return std::string();
   };
@@ -1020,16 +1044,40 @@ KernelFn argExtreme(KernelArgs &args, bool max) {
   };
 }
 
-/// The log-softmax of `c` values read and written `stride` apart.
-void writeLogSoftmax(const float *x, float *y, int64_t c, int64_t stride) {
-  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+/// The log-softmax of the `c` class scores of one position, read `stride`
+/// apart, into `out` (contiguous; it may be a row of `x` when stride is 1).
+/// `scratch` holds c floats.
+void logSoftmaxOf(const float *x, int64_t c, int64_t stride, float *out,
+                  float *scratch) {
+  const float *row = x;
+  if (stride != 1) {
+    for (int64_t j = 0; j < c; ++j)
+      scratch[j] = x[j * stride];
+    row = scratch;
+  }
+  float max = vmath::max(row, c);
+  float logSum = std::log(vmath::expSum(row, out, c, max));
   for (int64_t j = 0; j < c; ++j)
-    max = maxOf(max, x[j * stride]);
-  for (int64_t j = 0; j < c; ++j)
-    sum += std::exp(x[j * stride] - max);
-  double logSum = std::log(sum) + max;
-  for (int64_t j = 0; j < c; ++j)
-    y[j * stride] = static_cast<float>(x[j * stride] - logSum);
+    out[j] = row[j] - max - logSum;
+}
+
+/// A thread's scratch of at least `n` floats.
+float *threadScratch(int64_t n) {
+  static thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < n)
+    scratch.resize(n);
+  return scratch.data();
+}
+
+/// The first label outside [0, c) (ignore_index aside), as an error.
+std::string checkLabels(const int64_t *labels, int64_t count, int64_t c,
+                        bool hasIgnore, int64_t ignore) {
+  for (int64_t p = 0; p < count; ++p)
+    if (!(hasIgnore && labels[p] == ignore) &&
+        (labels[p] < 0 || labels[p] >= c))
+      return "label " + std::to_string(labels[p]) + " is outside [0, " +
+             std::to_string(c) + ")";
+  return "";
 }
 
 /// Checks the scores [N, C, d...], labels [N, d...] and optional weights [C]
@@ -1089,35 +1137,40 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
   bool hasIgnore = args.attrs.has("ignore_index");
   int64_t ignore = args.attrs.getInt("ignore_index", 0);
   return [=]() -> std::string {
+    const int64_t *pl = labels.as<int64_t>();
+    if (std::string error = checkLabels(pl, n * inner, c, hasIgnore, ignore);
+        !error.empty())
+      return error;
+    // Each position's loss in parallel, then the losses and weights summed
+    // in order: the result does not depend on the thread count.
+    std::vector<double> losses(none ? 0 : n * inner);
+    parallelFor(n * inner, c * 8, [&](int64_t p) {
+      int64_t b = p / inner, i = p % inner, label = pl[p];
+      const float *row = scores.as<float>() + b * c * inner + i;
+      float *scratch = threadScratch(2 * c);
+      float *lp =
+          hasLogProb && inner == 1 ? logProb.as<float>() + b * c : scratch + c;
+      logSoftmaxOf(row, c, inner, lp, scratch);
+      if (hasLogProb && inner != 1)
+        for (int64_t j = 0; j < c; ++j)
+          logProb.as<float>()[(b * c + j) * inner + i] = lp[j];
+      double loss = 0;
+      if (!(hasIgnore && label == ignore))
+        loss = -(hasWeights ? weights.as<float>()[label] : 1.0) * lp[label];
+      if (none)
+        y.as<float>()[p] = static_cast<float>(loss);
+      else
+        losses[p] = loss;
+    });
+    if (none)
+      return "";
     double total = 0, weightSum = 0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t label = labels.as<int64_t>()[b * inner + i];
-        double loss = 0, w = 0;
-        if (hasLogProb)
-          writeLogSoftmax(scores.as<float>() + b * c * inner + i,
-                          logProb.as<float>() + b * c * inner + i, c, inner);
-        if (!(hasIgnore && label == ignore)) {
-          if (label < 0 || label >= c)
-            return "label " + std::to_string(label) + " is outside [0, " +
-                   std::to_string(c) + ")";
-          const float *row = scores.as<float>() + b * c * inner + i;
-          double max = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < c; ++j)
-            max = maxOf(max, row[j * inner]);
-          double sum = 0;
-          for (int64_t j = 0; j < c; ++j)
-            sum += std::exp(row[j * inner] - max);
-          w = hasWeights ? weights.as<float>()[label] : 1.0;
-          loss = w * (std::log(sum) + max - row[label * inner]);
-        }
-        if (none)
-          y.as<float>()[b * inner + i] = static_cast<float>(loss);
-        total += loss;
-        weightSum += w;
-      }
-    if (!none)
-      y.as<float>()[0] = static_cast<float>(mean ? total / weightSum : total);
+    for (int64_t p = 0; p < n * inner; ++p) {
+      total += losses[p];
+      if (!(hasIgnore && pl[p] == ignore))
+        weightSum += hasWeights ? weights.as<float>()[pl[p]] : 1.0;
+    }
+    y.as<float>()[0] = static_cast<float>(mean ? total / weightSum : total);
     return "";
   };
 }
@@ -1171,17 +1224,26 @@ KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
           out[j * inner] = 0.0f;
         return;
       }
-      double scale =
-          g.as<float>()[none ? p : 0] * (pw ? pw[label] : 1.0) / divisor;
-      double max = -std::numeric_limits<double>::infinity(), sum = 0;
+      float scale = static_cast<float>(g.as<float>()[none ? p : 0] *
+                                       (pw ? pw[label] : 1.0) / divisor);
+      // softmax - onehot, scaled; the exponentials computed once, in place
+      // when the classes are contiguous.
+      float *scratch = threadScratch(2 * c);
+      const float *x = row;
+      float *e = inner == 1 ? out : scratch + c;
+      if (inner != 1) {
+        for (int64_t j = 0; j < c; ++j)
+          scratch[j] = row[j * inner];
+        x = scratch;
+      }
+      float max = vmath::max(x, c);
+      float inv = 1.0f / vmath::expSum(x, e, c, max);
       for (int64_t j = 0; j < c; ++j)
-        max = maxOf(max, row[j * inner]);
-      for (int64_t j = 0; j < c; ++j)
-        sum += std::exp(row[j * inner] - max);
-      for (int64_t j = 0; j < c; ++j)
-        out[j * inner] =
-            static_cast<float>(scale * (std::exp(row[j * inner] - max) / sum -
-                                        (j == label ? 1.0 : 0.0)));
+        e[j] = scale * (e[j] * inv);
+      e[label] -= scale;
+      if (inner != 1)
+        for (int64_t j = 0; j < c; ++j)
+          out[j * inner] = e[j];
     });
     return "";
   };
