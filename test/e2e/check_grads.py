@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import re
 import subprocess
 import sys
@@ -486,10 +485,6 @@ def check_fused_attention(name: str, plan_mlir: str) -> bool:
     if name not in FUSED_ATTENTION:
         return True
     forward, backward, kind = FUSED_ATTENTION[name]
-    # torch 2.x's dynamo exporter keeps the causal mask a tensor (a buffer
-    # initializer), which fuses as a "fill" mask, not as causal.
-    if kind == "causal" and os.environ.get("FSDP_CAUSAL_MASK_AS_FILL") == "1":
-        kind = "fill"
     ok = True
     for kernel, count in (("attention", forward), ("attention_grad", backward)):
         found = re.findall(r'fsdp\.kernel "' + kernel + r'"\(.*mask_kind = "(\w+)"',

@@ -98,8 +98,6 @@ def check_exporter(exporter: str, build: Path, names: list[str], work: Path) -> 
             print(f"{name}: {units} units, layouts equal to torch 1.13's export")
 
     env = dict(os.environ, FSDP_CORPUS_DIR=str(corpus))
-    if exporter == "dynamo":
-        env["FSDP_CAUSAL_MASK_AS_FILL"] = "1"
     grads = [c for c in GRAD_CASES if c.split("+")[0] in names]
     for script, args in (("check_forward.py", ["--only", *names]),
                          ("check_grads.py", ["--only", *grads])):
