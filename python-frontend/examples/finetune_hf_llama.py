@@ -104,14 +104,8 @@ def train(opts) -> None:
 
 
 def evaluate(opts) -> None:
-    from safetensors.torch import load_file, save_file
-
-    # Without the non-persistent rotary buffer, which torch's state dict
-    # lacks (a plan does not record persistence; see docs/python.md).
-    path = opts.work / "model" / "model.safetensors"
-    state = {k: v for k, v in load_file(str(path)).items()
-             if not k.endswith("rotary_emb.inv_freq")}
-    save_file(state, str(path), metadata={"format": "pt"})
+    # The session's full checkpoint holds torch's state dict exactly (the
+    # rotary inv_freq, a non-persistent buffer, is a constant of the plan).
     model = LlamaForCausalLM.from_pretrained(opts.work / "model").eval()
     ids = torch.from_numpy(np.load(opts.work / "ids.npy")[-1])
     labels = torch.from_numpy(np.load(opts.work / "labels.npy")[-1])
