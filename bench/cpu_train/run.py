@@ -440,6 +440,15 @@ def main(argv=None) -> int:
     return 0
 
 
+def ratio_row(name, label, peer, other, mine, rss_mine, rss_other) -> list[str]:
+    """One table row (ours against `peer`), also printed."""
+    mib = 2.0 ** 20
+    print(f"  {label}: {peer} {other:.1f} ms, ours {mine:.1f} ms, ratio {mine / other:.2f}",
+          flush=True)
+    return [name, label, f"{other:.1f}", f"{mine:.1f}", f"{mine / other:.2f}",
+            f"{rss_mine / mib:.0f} / {rss_other / mib:.0f}"]
+
+
 def measure(name, work, bindir, prepared, args) -> list[list[str]]:
     """The rounds for one model; table rows."""
     settings = [(t, False) for t in args.threads] + [(t, True) for t in args.threads if t > 1]
@@ -494,51 +503,29 @@ def measure(name, work, bindir, prepared, args) -> list[list[str]]:
     if not agree:
         sys.exit(1)
     rows = []
-    mib = 2.0 ** 20
-    for threads in args.threads:
-        mine = statistics.median(ours[threads]) * 1e3
-        options = {p: statistics.median(theirs[(threads, p)]) * 1e3
-                   for p in (False, True) if (threads, p) in theirs}
-        best = min(options, key=options.get)
-        label = f"{threads} thread{'s' if threads > 1 else ''}"
-        if len(options) > 1:
-            label += (f" (torch {'PASSIVE' if best else 'default'}; other "
-                      f"{options[not best]:.0f} ms)")
-        rows.append([name, label, f"{options[best]:.1f}", f"{mine:.1f}",
-                     f"{mine / options[best]:.2f}",
-                     f"{rss_ours[threads] / mib:.0f} / {rss_theirs[threads] / mib:.0f}"])
-        print(f"  {label}: torch {options[best]:.1f} ms, ours {mine:.1f} ms, "
-              f"ratio {mine / options[best]:.2f}", flush=True)
-    for peer, _ in peers2:
+    for peer, times, rss in [("torch", theirs, rss_theirs)] + [
+            (label, {(t, p): v for (lab, t, p), v in theirs2.items() if lab == label},
+             {t: v for (lab, t), v in rss2.items() if lab == label})
+            for label, _ in peers2]:
         for threads in args.threads:
             mine = statistics.median(ours[threads]) * 1e3
-            options = {p: statistics.median(theirs2[(peer, threads, p)]) * 1e3
-                       for p in (False, True) if (peer, threads, p) in theirs2}
+            options = {p: statistics.median(times[(threads, p)]) * 1e3
+                       for p in (False, True) if (threads, p) in times}
             best = min(options, key=options.get)
-            label = f"{threads} thread{'s' if threads > 1 else ''} vs {peer}"
+            label = f"{threads} thread{'s' if threads > 1 else ''}"
+            label += "" if peer == "torch" else f" vs {peer}"
             if len(options) > 1:
-                label += (f" ({'PASSIVE' if best else 'default'}; other "
+                label += (f" ({'torch ' if peer == 'torch' else ''}"
+                          f"{'PASSIVE' if best else 'default'}; other "
                           f"{options[not best]:.0f} ms)")
-            rows.append([name, label, f"{options[best]:.1f}", f"{mine:.1f}",
-                         f"{mine / options[best]:.2f}",
-                         f"{rss_ours[threads] / mib:.0f} / "
-                         f"{rss2[(peer, threads)] / mib:.0f}"])
-            print(f"  {label}: {peer} {options[best]:.1f} ms, ours {mine:.1f} ms, "
-                  f"ratio {mine / options[best]:.2f}", flush=True)
-    if dist2:
-        mine, other = statistics.median(dist_ours) * 1e3, statistics.median(dist2) * 1e3
-        rows.append([name, f"{args.ranks} ranks FULL_SHARD vs FSDP2 fully_shard (gloo)",
-                     f"{other:.1f}", f"{mine:.1f}", f"{mine / other:.2f}",
-                     f"{dist_rss[0] / mib:.0f} / {dist2_rss / mib:.0f}"])
-        print(f"  {args.ranks} ranks: FSDP2 {other:.1f} ms, ours {mine:.1f} ms, "
-              f"ratio {mine / other:.2f}", flush=True)
-    if dist_ours:
-        mine, other = statistics.median(dist_ours) * 1e3, statistics.median(dist_theirs) * 1e3
-        rows.append([name, f"{args.ranks} ranks FULL_SHARD vs torch FSDP (gloo)",
-                     f"{other:.1f}", f"{mine:.1f}", f"{mine / other:.2f}",
-                     f"{dist_rss[0] / mib:.0f} / {dist_rss[1] / mib:.0f}"])
-        print(f"  {args.ranks} ranks: torch FSDP {other:.1f} ms, ours {mine:.1f} ms, "
-              f"ratio {mine / other:.2f}", flush=True)
+            rows.append(ratio_row(name, label, peer, options[best], mine,
+                                  rss_ours[threads], rss[threads]))
+    for peer, times, rss in (("FSDP2 fully_shard", dist2, dist2_rss),
+                             ("torch FSDP", dist_theirs, dist_rss[1])):
+        if times and dist_ours:
+            rows.append(ratio_row(name, f"{args.ranks} ranks FULL_SHARD vs {peer} (gloo)",
+                                  peer, statistics.median(times) * 1e3,
+                                  statistics.median(dist_ours) * 1e3, dist_rss[0], rss))
     profiled = time_ours(bindir, prepared, 2, 1, profile=True)
     parts = breakdown(profiled["profile"])
     total = sum(parts.values())
