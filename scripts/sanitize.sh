@@ -36,8 +36,9 @@ start=$(date +%s)
 status=0
 # Tests that load the instrumented libfsdprt into a Python process (the
 # python-frontend ones, the Sessions of the torch2 tests hf-models, fsdp2
-# and opset18, and e2e.model-families' launcher runs) are left out: ASan must be the first library of the
-# process, and Python is not built with it.
+# and opset18, and e2e.model-families' launcher runs) are left out: ASan
+# must be the first library of the process, and Python is not built with
+# it.
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L "unit|lit|e2e" \
   -E "python|oracle|leaks|example-hosts|hf-models|fsdp2|opset18|model-families" || status=$?
 echo "sanitize.sh: tests took $(( $(date +%s) - start )) s (ctest exit $status)"
