@@ -110,12 +110,13 @@ def compile(onnx_path, *, batch_size: int, world_size: int = 1, policy: Policy |
     if wrap_frozen is None:
         wrap_frozen = policy.kind == "none"
     out = Path(out) if out else onnx_path.with_suffix(f".w{world_size}.plan")
-    if _opset.default_opset(onnx_path) > _opset.MAX_OPSET:
+    written = _opset.default_opset(onnx_path)
+    if written > _opset.MAX_OPSET:
         # The plan reads its weights from the model it was compiled from,
         # so the converted model stays beside the plan.
         converted = out.with_name(f"{out.stem}.opset{_opset.MAX_OPSET}.onnx")
         print(f"fsdp_mlir.compile: {onnx_path} is at opset "
-              f"{_opset.default_opset(onnx_path)}; converting it to {_opset.MAX_OPSET} with "
+              f"{written}; converting it to {_opset.MAX_OPSET} with "
               f"ONNX's version converter as {converted}", file=sys.stderr)
         onnx_path = _opset.convert(onnx_path, converted)
     work = Path(tempfile.mkdtemp(prefix="fsdp-compile-", dir=out.parent))

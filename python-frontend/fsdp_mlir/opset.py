@@ -24,7 +24,10 @@ def default_opset(onnx_path) -> int:
     """The model's opset of the default ONNX domain (0 when it has none)."""
     import onnx
 
-    model = onnx.load(str(onnx_path), load_external_data=False)
+    return _default_opset(onnx.load(str(onnx_path), load_external_data=False))
+
+
+def _default_opset(model) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
@@ -40,7 +43,9 @@ def convert(onnx_path, out, opset: int = MAX_OPSET) -> Path:
     onnx_path, out = Path(onnx_path), Path(out)
     if onnx_path.resolve() == out.resolve():
         raise ValueError(f"{out}: write the converted model to another file")
-    written = default_opset(onnx_path)
+    # The graph without its tensors' bytes: the opset, and where they are.
+    header = onnx.load(str(onnx_path), load_external_data=False)
+    written = _default_opset(header)
     try:
         onnx.defs.get_schema("Add", written)
         known = written <= onnx.defs.onnx_opset_version()
@@ -52,14 +57,13 @@ def convert(onnx_path, out, opset: int = MAX_OPSET) -> Path:
                          f"{onnx.defs.onnx_opset_version()}); run this with torch 2.x's "
                          "environment (the project's .venv-torch2)")
     external = any(t.data_location == onnx.TensorProto.EXTERNAL
-                   for t in onnx.load(str(onnx_path), load_external_data=False)
-                   .graph.initializer)
+                   for t in header.graph.initializer)
     proto = onnx.load(str(onnx_path))
     if written != opset:
         try:
             proto = _convert_down(proto, written, opset)
         except ValueError:
-            raise
+            raise  # _convert_down's own refusals name the node already
         except Exception as e:  # the converter's own errors name the node
             raise ValueError(f"ONNX's version converter cannot convert {onnx_path} from "
                              f"opset {written} to {opset}: {e}") from None

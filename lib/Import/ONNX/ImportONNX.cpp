@@ -1621,12 +1621,20 @@ LogicalResult Importer::foldShapeComputations() {
 FailureOr<int> Importer::inlineConstantIfs(
     const llvm::StringMap<DenseElementsAttr> &constants) {
   onnx::GraphProto *graph = file.model.mutable_graph();
+  auto constantCondition = [&](const onnx::NodeProto &node) {
+    return node.op_type() == "If" && node.input_size() == 1
+               ? constants.find(node.input(0))
+               : constants.end();
+  };
+  // Every folding round asks; most graphs have no If to inline.
+  if (llvm::none_of(graph->node(), [&](const onnx::NodeProto &node) {
+        return constantCondition(node) != constants.end();
+      }))
+    return -1;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-  int added = -1;
+  int added = 0;
   for (onnx::NodeProto &node : *graph->mutable_node()) {
-    auto cond = node.op_type() == "If" && node.input_size() == 1
-                    ? constants.find(node.input(0))
-                    : constants.end();
+    auto cond = constantCondition(node);
     if (cond == constants.end()) {
       *nodes.Add() = std::move(node);
       continue;
@@ -1647,7 +1655,6 @@ FailureOr<int> Importer::inlineConstantIfs(
       return emitError(nodeLoc(node))
              << "node '" << label << "' (If): its " << branchName
              << " must be a graph with " << node.output_size() << " outputs";
-    added = std::max(added, 0);
     for (const onnx::TensorProto &init : branch->initializer()) {
       onnx::NodeProto *constant = nodes.Add();
       constant->set_op_type("Constant");

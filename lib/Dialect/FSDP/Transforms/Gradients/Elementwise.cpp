@@ -219,6 +219,13 @@ RankedTensorType maskLike(Value like, OnnxBuilder &bb) {
   return RankedTensorType::get(typeOf(like).getShape(), bb.b.getI1Type());
 }
 
+/// x > 0 ? positive : otherwise, the shape of the ELU family's gradients.
+Value wherePositive(Rule &r, Value x, Value positive, Value otherwise) {
+  OnnxBuilder &bb = r.bb;
+  Value mask = bb.op<GreaterOp>(maskLike(x, bb), {x, bb.scalar(0, r.element)});
+  return bb.op<WhereOp>(r.yt, {mask, positive, otherwise});
+}
+
 // g * alpha where the line alpha x + beta is inside (0, 1), i.e. where y
 // is; 0 where it saturates (torch's hardsigmoid backward).
 LogicalResult backward(HardSigmoidOp op, GradientContext &ctx) {
@@ -274,10 +281,7 @@ LogicalResult backward(EluOp op, GradientContext &ctx) {
   Value negative = bb.mul(
       r.g, bb.add(r.y, bb.scalar(op.getAlpha().convertToDouble(), r.element)),
       r.yt);
-  r.give(0,
-         bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
-                                                {x, bb.scalar(0, r.element)}),
-                               r.g, negative}));
+  r.give(0, wherePositive(r, x, r.g, negative));
   return success();
 }
 
@@ -288,9 +292,7 @@ LogicalResult backward(LeakyReluOp op, GradientContext &ctx) {
   OnnxBuilder &bb = r.bb;
   Value x = op.getX();
   Value slope = bb.scalar(op.getAlpha().convertToDouble(), r.element);
-  r.give(0, bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
-                                                   {x, bb.scalar(0, r.element)}),
-                                  r.g, bb.mul(r.g, slope, r.yt)}));
+  r.give(0, wherePositive(r, x, r.g, bb.mul(r.g, slope, r.yt)));
   return success();
 }
 
@@ -306,10 +308,8 @@ LogicalResult backward(SeluOp op, GradientContext &ctx) {
              bb.mul(bb.op<ExpOp>(r.yt, {x}), bb.scalar(gamma * alpha, r.element),
                     r.yt),
              r.yt);
-  r.give(0, bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
-                                                   {x, bb.scalar(0, r.element)}),
-                                  bb.mul(r.g, bb.scalar(gamma, r.element), r.yt),
-                                  negative}));
+  r.give(0, wherePositive(r, x, bb.mul(r.g, bb.scalar(gamma, r.element), r.yt),
+                          negative));
   return success();
 }
 
@@ -320,11 +320,8 @@ LogicalResult backward(CeluOp op, GradientContext &ctx) {
   Value x = op.getX();
   Value scaled = bb.op<DivOp>(
       r.yt, {x, bb.scalar(op.getAlpha().convertToDouble(), r.element)});
-  r.give(0, bb.op<WhereOp>(r.yt, {bb.op<GreaterOp>(maskLike(x, bb),
-                                                   {x, bb.scalar(0, r.element)}),
-                                  r.g,
-                                  bb.mul(r.g, bb.op<ExpOp>(r.yt, {scaled}),
-                                         r.yt)}));
+  r.give(0, wherePositive(r, x, r.g,
+                          bb.mul(r.g, bb.op<ExpOp>(r.yt, {scaled}), r.yt)));
   return success();
 }
 
@@ -480,14 +477,12 @@ LogicalResult extremum(OpT op, GradientContext &ctx) {
   RankedTensorType mask = maskLike(r.y, bb);
   Value zero = bb.scalar(0, r.element);
   Value half = bb.mul(r.g, bb.scalar(0.5, r.element), r.yt);
-  Value tie = bb.op<EqualOp>(mask, {a, b});
-  Value aWins = bb.op<WinsOp>(mask, {a, b}), bWins = bb.op<WinsOp>(mask, {b, a});
+  // What the loser gets: half the gradient on a tie, else nothing.
+  Value tied = bb.op<WhereOp>(r.yt, {bb.op<EqualOp>(mask, {a, b}), half, zero});
   if (r.active(a))
-    r.give(0, bb.op<WhereOp>(r.yt, {aWins, r.g,
-                                    bb.op<WhereOp>(r.yt, {tie, half, zero})}));
+    r.give(0, bb.op<WhereOp>(r.yt, {bb.op<WinsOp>(mask, {a, b}), r.g, tied}));
   if (r.active(b))
-    r.give(1, bb.op<WhereOp>(r.yt, {bWins, r.g,
-                                    bb.op<WhereOp>(r.yt, {tie, half, zero})}));
+    r.give(1, bb.op<WhereOp>(r.yt, {bb.op<WinsOp>(mask, {b, a}), r.g, tied}));
   return success();
 }
 
