@@ -35,7 +35,8 @@ def convert(onnx_path, out, opset: int = MAX_OPSET) -> Path:
     """Writes `onnx_path` converted to `opset` as `out` (tensors stored in
     `out` itself, or in `<out name>.data` when the input kept its tensors
     outside) and returns `out`. ValueError, naming the opset or the node,
-    when the conversion cannot be made."""
+    when the conversion cannot be made, or when `out` (or its data file)
+    exists and is not a model this module wrote."""
     import onnx
 
     from fsdp_mlir.export import _convert_down
@@ -43,6 +44,13 @@ def convert(onnx_path, out, opset: int = MAX_OPSET) -> Path:
     onnx_path, out = Path(onnx_path), Path(out)
     if onnx_path.resolve() == out.resolve():
         raise ValueError(f"{out}: write the converted model to another file")
+    # Only a model this module wrote (and its data file) is replaced.
+    present = [p for p in (out, out.with_name(out.name + ".data"))
+               if p.exists() or p.is_symlink()]
+    if present and not _converted(out):
+        raise ValueError(f"refusing to overwrite {present[0]}: it is not a model "
+                         "python -m fsdp_mlir.opset wrote (choose another path or move "
+                         "it away)")
     # The graph without its tensors' bytes: the opset, and where they are.
     header = onnx.load(str(onnx_path), load_external_data=False)
     written = _default_opset(header)
@@ -67,14 +75,49 @@ def convert(onnx_path, out, opset: int = MAX_OPSET) -> Path:
         except Exception as e:  # the converter's own errors name the node
             raise ValueError(f"ONNX's version converter cannot convert {onnx_path} from "
                              f"opset {written} to {opset}: {e}") from None
-    if external:
-        # onnx.save appends to an existing data file; a stale one is ours.
-        out.with_name(out.name + ".data").unlink(missing_ok=True)
-        onnx.save(proto, str(out), save_as_external_data=True,
-                  location=out.name + ".data")
-    else:
-        onnx.save(proto, str(out))
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = _MARK, str(onnx_path)
+    _write(proto, out, external)
     return out
+
+
+# Metadata key of a model this module wrote: only such a model (and its
+# data file) is ever replaced.
+_MARK = "fsdp_mlir.opset.converted_from"
+
+
+def _converted(path: Path) -> bool:
+    """Whether `path` is a regular file holding a model this module wrote."""
+    import onnx
+
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:
+        return False
+    return any(p.key == _MARK for p in model.metadata_props)
+
+
+def _write(proto, out: Path, external: bool) -> None:
+    """Writes `proto` as `out` (and `<out name>.data`), putting the new
+    files in place only once they are complete."""
+    import os
+    import tempfile
+
+    import onnx
+
+    data = out.with_name(out.name + ".data")
+    with tempfile.TemporaryDirectory(prefix=".fsdp-opset-", dir=out.parent) as tmp:
+        staged = Path(tmp) / out.name
+        if external:
+            onnx.save(proto, str(staged), save_as_external_data=True,
+                      location=data.name)
+            os.replace(Path(tmp) / data.name, data)
+        else:
+            onnx.save(proto, str(staged))
+            data.unlink(missing_ok=True)  # ours (checked above), now stale
+        os.replace(staged, out)
 
 
 def main(argv=None) -> int:

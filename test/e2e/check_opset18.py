@@ -11,6 +11,8 @@ writes them when a user calls torch.onnx.export(dynamo=True) directly.
   2. fsdp-opt refuses the opset-18 file, naming the command that converts
      it; `python -m fsdp_mlir.opset` converts it, and fsdp-opt imports the
      result;
+     a file the converter did not write is never overwritten, its own
+     output is;
   3. an interpreter whose onnx does not know opset 18 (Debian's onnx 1.12
      under /usr/bin/python3, when it has one) refuses to convert, saying so.
 
@@ -91,6 +93,22 @@ def main() -> int:
                 failed.append(f"fsdp-opt on the converted model: {proc.stderr}")
             else:
                 print("python -m fsdp_mlir.opset converts it; fsdp-opt imports the result")
+
+        # A file the converter did not write is never replaced; its own
+        # output is (compile() converts again on every call).
+        foreign = work / "foreign.onnx"
+        foreign.write_text("a user's file")
+        proc = subprocess.run([sys.executable, "-m", "fsdp_mlir.opset", str(path),
+                               str(foreign)], capture_output=True, text=True, env=env)
+        if (proc.returncode != 1 or "refusing to overwrite" not in proc.stderr
+                or foreign.read_text() != "a user's file"):
+            failed.append(f"a foreign output file: exit {proc.returncode}, {proc.stderr!r}")
+        else:
+            print(f"a foreign output is refused: {proc.stderr.strip()}")
+        proc = subprocess.run([sys.executable, "-m", "fsdp_mlir.opset", str(path),
+                               str(converted)], capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            failed.append(f"converting again onto its own output: {proc.stderr}")
 
         old = Path("/usr/bin/python3")
         check = subprocess.run([str(old), "-c", "import onnx, sys; "
