@@ -2562,3 +2562,144 @@ TEST(Kernels, MaxPoolGivesFlatIndices) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Fused training gradients
+//===----------------------------------------------------------------------===//
+
+/// Central differences of sum(forward(inputs)[0] * dy) in input `which`.
+std::vector<double>
+centralDifferences(const std::string &op, std::vector<Value> inputs,
+                   size_t which, const Shape &outShape,
+                   const std::vector<float> &dy, const AttrList &attrs) {
+  auto objective = [&](const std::vector<Value> &ins) {
+    Result r = runOp(op, ins, {{F32, outShape}}, attrs);
+    EXPECT_EQ(r.error, "");
+    std::vector<float> y = r.outputs.at(0).as<float>();
+    double sum = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      sum += double(y[i]) * dy[i];
+    return sum;
+  };
+  const float step = 1e-2f;
+  std::vector<float> base = inputs[which].as<float>();
+  std::vector<double> want;
+  for (size_t k = 0; k < base.size(); ++k) {
+    std::vector<float> up = base, down = base;
+    up[k] += step;
+    down[k] -= step;
+    inputs[which] = f32(inputs[which].shape, up);
+    double above = objective(inputs);
+    inputs[which] = f32(inputs[which].shape, down);
+    want.push_back((above - objective(inputs)) / (2 * step));
+  }
+  return want;
+}
+
+TEST(Kernels, ActivationGradMatchesFiniteDifferences) {
+  for (std::string activation : {"gelu", "gelu_tanh", "silu"}) {
+    SCOPED_TRACE(activation);
+    // 37 values: not a multiple of any vector width; a wide range.
+    Shape shape = {37};
+    std::vector<float> x = randomFloats(37, 5), dy = randomFloats(37, 6);
+    for (float &v : x)
+      v *= 2.5f;
+    std::string op = activation == "silu" ? "silu" : "gelu";
+    AttrList forward;
+    if (activation != "silu")
+      forward = {{"approximate", std::string(activation == "gelu_tanh"
+                                                 ? "tanh"
+                                                 : "none")}};
+    std::vector<double> want =
+        centralDifferences(op, {f32(shape, x)}, 0, shape, dy, forward);
+    Result g = runOp("activation_grad", {f32(shape, dy), f32(shape, x)},
+                     {{F32, shape}}, {{"activation", activation}});
+    ASSERT_EQ(g.error, "");
+    expectNear(g.outputs[0].as<float>(), want, 2e-3);
+  }
+  Result bad = runOp("activation_grad", {f32({2}, {1, 2}), f32({2}, {1, 2})},
+                     {{F32, {2}}}, {{"activation", std::string("relu")}});
+  EXPECT_NE(bad.error.find("activation must be gelu, gelu_tanh or silu"),
+            std::string::npos)
+      << bad.error;
+}
+
+/// layer_norm_grad or rms_norm_grad on x `shape` normalised from `axis`
+/// (scaled or not) against central differences of the forward kernel.
+void checkNormGradient(bool rms, const Shape &shape, int64_t axis,
+                       bool scaled) {
+  Shape normalised(shape.begin() + axis, shape.end());
+  int64_t n = numel(shape), cols = numel(normalised);
+  std::vector<float> x = randomFloats(n, 11), dy = randomFloats(n, 12);
+  std::vector<float> scale = randomFloats(cols, 13), bias = randomFloats(cols, 14);
+  std::vector<Value> ins = {f32(shape, x)};
+  if (scaled || !rms)
+    ins.push_back(f32(normalised, scale));
+  if (!rms)
+    ins.push_back(f32(normalised, bias));
+  AttrList attrs = {{"epsilon", 1e-5}};
+  if (!rms)
+    attrs.push_back({"axis", axis});
+  std::string forward = rms ? "rms_norm" : "layer_norm";
+  std::vector<Value> gradIns = {f32(shape, dy), f32(shape, x)};
+  if (ins.size() > 1)
+    gradIns.push_back(ins[1]);
+  std::vector<std::pair<plan::DType, Shape>> outs = {
+      {F32, shape}, {F32, normalised}, {F32, normalised}};
+  Result g = runOp(forward + "_grad", gradIns, outs, attrs);
+  ASSERT_EQ(g.error, "");
+  for (size_t i = 0; i < ins.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    expectNear(g.outputs[i].as<float>(),
+               centralDifferences(forward, ins, i, shape, dy, attrs), 3e-3);
+  }
+  if (!scaled && rms) { // dscale is given all the same: sum(dy * xhat)
+    std::vector<double> want(cols, 0.0);
+    for (int64_t r = 0; r < n / cols; ++r) {
+      double squares = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        squares += double(x[r * cols + j]) * x[r * cols + j];
+      double inv = 1 / std::sqrt(squares / cols + 1e-5);
+      for (int64_t j = 0; j < cols; ++j)
+        want[j] += double(dy[r * cols + j]) * x[r * cols + j] * inv;
+    }
+    expectNear(g.outputs[1].as<float>(), want, 1e-5);
+  }
+}
+
+TEST(Kernels, LayerNormGradMatchesFiniteDifferences) {
+  checkNormGradient(false, {3, 2, 7}, 2, true);
+  checkNormGradient(false, {2, 3, 5}, 1, true); // two normalised dims
+  checkNormGradient(false, {1, 9}, 1, true);    // one row
+}
+
+TEST(Kernels, RmsNormGradMatchesFiniteDifferences) {
+  checkNormGradient(true, {4, 6}, 1, true);
+  checkNormGradient(true, {2, 3, 5}, 2, false);
+}
+
+TEST(Kernels, NormGradGivesTheSameBitsAtAnyThreadCount) {
+  Shape shape = {515, 96};
+  std::vector<Value> ins = {f32(shape, randomFloats(515 * 96, 21)),
+                            f32(shape, randomFloats(515 * 96, 22)),
+                            f32({96}, randomFloats(96, 23))};
+  std::vector<std::pair<plan::DType, Shape>> outs = {
+      {F32, shape}, {F32, {96}}, {F32, {96}}};
+  AttrList attrs = {{"axis", int64_t(1)}, {"epsilon", 1e-5}};
+  Result two = runOp("layer_norm_grad", ins, outs, attrs, /*threads=*/2);
+  Result one = runOp("layer_norm_grad", ins, outs, attrs, /*threads=*/1);
+  ASSERT_EQ(two.error, "");
+  ASSERT_EQ(one.error, "");
+  for (size_t o = 0; o < 3; ++o)
+    EXPECT_EQ(one.outputs[o].bytes, two.outputs[o].bytes) << "output " << o;
+}
+
+TEST(Kernels, NormGradRejectsAMisshapenScale) {
+  Result r = runOp("layer_norm_grad",
+                   {f32({2, 4}, randomFloats(8, 1)), f32({2, 4}, randomFloats(8, 2)),
+                    f32({2}, {1, 1})},
+                   {{F32, {2, 4}}, {F32, {4}}, {F32, {4}}}, {{"axis", int64_t(1)}});
+  EXPECT_NE(r.error.find("scale [2] must be [4] (the normalised dims)"),
+            std::string::npos)
+      << r.error;
+}

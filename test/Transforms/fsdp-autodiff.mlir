@@ -73,11 +73,10 @@ module {
 // CHECK: onnx.Concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x4xf32>
 // Where(mask, fill, x): x's cotangent where the mask is false.
 // CHECK: onnx.Where %arg1, %{{.*}}, %{{.*}} : (tensor<3x4xi1>, tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-// LayerNorm: mean, centred, variance, 1 / sqrt(var + eps).
-// CHECK: onnx.ReduceMean %{{.*}} {axes = array<i64: 1>}
-// CHECK: onnx.Reciprocal
-// CHECK: %[[GE:.*]] = fsdp.gather_grad %{{.*}}, %arg0 {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
-// CHECK: return %{{.*}}, %[[GE]], %{{.*}} :
+// LayerNorm: one fsdp.norm_grad gives x and the scale theirs.
+// CHECK: %[[DX:.*]], %[[DS:.*]], %{{.*}} = fsdp.norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = {{.*}}, kind = "layer"}
+// CHECK: %[[GE:.*]] = fsdp.gather_grad %[[DX]], %arg0 {axis = 0 : i64} : (tensor<3x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+// CHECK: return %{{.*}}, %[[GE]], %[[DS]] :
 module {
   fsdp.param @emb : tensor<10x4xf32> at <"m.onnx", offset = 0, length = 160>
   fsdp.param @g : tensor<4xf32> at <"m.onnx", offset = 160, length = 16>

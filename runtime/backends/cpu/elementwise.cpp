@@ -335,6 +335,67 @@ KernelFn activation(KernelArgs &args, Activation kind) {
   }
 }
 
+/// activation_grad: dx = dy * f'(x) for `gelu` (erf), `gelu_tanh` and
+/// `silu`, the derivatives torch's gelu_backward and silu_backward take,
+/// on chunks through the vmath functions.
+KernelFn activationGrad(KernelArgs &args) {
+  constexpr int64_t kBlock = 1024;
+  requireArity(args, 2, 2, 1);
+  requireF32(args);
+  Tensor dy = args.in[0], x = args.in[1], dx = args.out[0];
+  require(dy.shape == x.shape && dx.shape == x.shape,
+          "dy " + shapeString(dy.shape) + ", x " + shapeString(x.shape) +
+              " and dx " + shapeString(dx.shape) + " differ in shape");
+  Activation kind = parseActivation(args.attrs.getString("activation", ""));
+  require(kind == Activation::Gelu || kind == Activation::GeluTanh ||
+              kind == Activation::Silu,
+          "activation must be gelu, gelu_tanh or silu");
+  // One block of at most kBlock elements from `begin`.
+  auto block = [=](int64_t begin, int64_t len) {
+      const float *px = x.as<float>() + begin, *pg = dy.as<float>() + begin;
+      float *pd = dx.as<float>() + begin;
+      float a[kBlock], b[kBlock];
+      if (kind == Activation::GeluTanh) {
+        // u = β(x + κx³); d = ½(1 + tanh u) + ½x(1 - tanh² u)β(1 + 3κx²).
+        const float beta = 0.7978845608028654f, kappa = 0.044715f;
+        for (int64_t i = 0; i < len; ++i)
+          a[i] = beta * (px[i] + kappa * px[i] * px[i] * px[i]);
+        vmath::tanh(a, a, len);
+        for (int64_t i = 0; i < len; ++i) {
+          float t = a[i], x2 = px[i] * px[i];
+          float right = 0.5f * px[i] * (1.0f - t * t) * beta *
+                        (1.0f + 3.0f * kappa * x2);
+          pd[i] = pg[i] * (0.5f * (1.0f + t) + right);
+        }
+      } else if (kind == Activation::Gelu) {
+        // d = Φ(x) + x φ(x): ½(1 + erf(x/√2)) + x exp(-x²/2) / √(2π).
+        for (int64_t i = 0; i < len; ++i) {
+          a[i] = px[i] * static_cast<float>(M_SQRT1_2);
+          b[i] = -0.5f * px[i] * px[i];
+        }
+        vmath::erf(a, a, len);
+        vmath::exp(b, b, len);
+        const float invSqrt2Pi = 0.3989422804014327f;
+        for (int64_t i = 0; i < len; ++i)
+          pd[i] = pg[i] * (0.5f * (1.0f + a[i]) + px[i] * b[i] * invSqrt2Pi);
+      } else {
+        // d = s(1 + x(1 - s)), s = sigmoid(x).
+        vmath::sigmoid(px, a, len);
+        for (int64_t i = 0; i < len; ++i)
+          pd[i] = pg[i] * (a[i] * (1.0f + px[i] * (1.0f - a[i])));
+      }
+  };
+  return [=]() {
+    int64_t n = x.numel, chunks = (n + kChunk - 1) / kChunk;
+    parallelFor(chunks, kChunk * 16, [&](int64_t c) {
+      int64_t end = std::min(n, (c + 1) * kChunk);
+      for (int64_t begin = c * kChunk; begin < end; begin += kBlock)
+        block(begin, std::min(kBlock, end - begin));
+    });
+    return std::string();
+  };
+}
+
 /// A unary kernel on F32 or, with `opi`, on I64.
 template <typename OpF, typename OpI>
 KernelFn signedUnary(KernelArgs &args, OpF opf, OpI opi) {
@@ -732,6 +793,7 @@ void registerElementwise(Registry &r) {
   };
   r["relu"] = [](KernelArgs &a) { return activation(a, Activation::Relu); };
   r["silu"] = [](KernelArgs &a) { return activation(a, Activation::Silu); };
+  r["activation_grad"] = activationGrad;
   r["gelu"] = [](KernelArgs &a) {
     std::string approximate = a.attrs.getString("approximate", "none");
     require(approximate == "none" || approximate == "tanh",

@@ -400,6 +400,97 @@ KernelFn batchNormGrad(KernelArgs &args) {
   };
 }
 
+/// layer_norm_grad and rms_norm_grad: the gradients of layer_norm (over
+/// dims [axis, rank)) and rms_norm (the last dim) whose scale has the
+/// normalised dims' shape, as torch's native_layer_norm_backward. In: dy,
+/// x, scale (optional). Out: dx, and dscale and dbias of the normalised
+/// dims' shape. Each row's statistics are recomputed as rowNorm computes
+/// them; with xhat the normalised row and gs = dy * scale,
+/// dx = invStd * (gs - mean(gs) - xhat * mean(gs * xhat)) (without
+/// mean(gs) for RMS). dscale = sum(dy * xhat) and dbias = sum(dy) over the
+/// rows are summed in double, per fixed block of rows and then the blocks
+/// in order, so that the bits do not depend on the thread count.
+KernelFn normGrad(KernelArgs &args, bool rms) {
+  requireArity(args, 2, 3, 3);
+  requireF32(args);
+  Tensor dy = args.in[0], x = args.in[1];
+  require(!x.shape.empty(), "x must have rank >= 1");
+  requireSameShape(x, dy);
+  requireSameShape(x, args.out[0]);
+  size_t axis = rms ? x.shape.size() - 1 : axisOf(args, x);
+  std::vector<int64_t> normalised(x.shape.begin() + axis, x.shape.end());
+  bool scaled = args.in.size() == 3;
+  if (scaled)
+    require(args.in[2].shape == normalised,
+            "scale " + shapeString(args.in[2].shape) + " must be " +
+                shapeString(normalised) + " (the normalised dims)");
+  for (size_t i = 1; i < 3; ++i)
+    require(args.out[i].shape == normalised,
+            (i == 1 ? "dscale " : "dbias ") + shapeString(args.out[i].shape) +
+                " must be " + shapeString(normalised));
+  int64_t cols = product(normalised), rows = cols ? x.numel / cols : 0;
+  double eps = args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5);
+  Tensor scale = scaled ? args.in[2] : Tensor(), dx = args.out[0],
+         dscale = args.out[1], dbias = args.out[2];
+  return [=]() {
+    constexpr int64_t kBlocks = 64;
+    int64_t blocks = std::min(rows, kBlocks);
+    int64_t per = blocks ? (rows + blocks - 1) / blocks : 0;
+    // Each block's dscale then dbias partial sums.
+    std::vector<double> partial(2 * blocks * cols, 0.0);
+    const float *ps = scaled ? scale.as<float>() : nullptr;
+    parallelFor(blocks, per * cols * 12, [&](int64_t block) {
+      double *sumScale = partial.data() + 2 * block * cols;
+      double *sumBias = sumScale + cols;
+      std::vector<double> xhat(cols);
+      for (int64_t r = block * per; r < std::min(rows, (block + 1) * per);
+           ++r) {
+        const float *px = x.as<float>() + r * cols;
+        const float *pg = dy.as<float>() + r * cols;
+        float *pdx = dx.as<float>() + r * cols;
+        double mean = 0, var = 0;
+        if (!rms) {
+          for (int64_t j = 0; j < cols; ++j)
+            mean += px[j];
+          mean /= cols;
+        }
+        for (int64_t j = 0; j < cols; ++j) {
+          double d = px[j] - mean;
+          var += d * d;
+        }
+        double inv = 1.0 / std::sqrt(var / cols + eps);
+        double meanGs = 0, meanGsXhat = 0;
+#pragma omp simd reduction(+ : meanGs, meanGsXhat)
+        for (int64_t j = 0; j < cols; ++j) {
+          xhat[j] = (px[j] - mean) * inv;
+          double gs = ps ? double(pg[j]) * ps[j] : double(pg[j]);
+          meanGs += gs;
+          meanGsXhat += gs * xhat[j];
+          sumScale[j] += pg[j] * xhat[j];
+          sumBias[j] += pg[j];
+        }
+        meanGs = rms ? 0.0 : meanGs / cols;
+        meanGsXhat /= cols;
+        for (int64_t j = 0; j < cols; ++j) {
+          double gs = ps ? double(pg[j]) * ps[j] : double(pg[j]);
+          pdx[j] = static_cast<float>(inv * (gs - meanGs - xhat[j] * meanGsXhat));
+        }
+      }
+    });
+    float *outScale = dscale.as<float>(), *outBias = dbias.as<float>();
+    for (int64_t j = 0; j < cols; ++j) {
+      double s = 0, b = 0;
+      for (int64_t block = 0; block < blocks; ++block) {
+        s += partial[2 * block * cols + j];
+        b += partial[(2 * block + 1) * cols + j];
+      }
+      outScale[j] = static_cast<float>(s);
+      outBias[j] = static_cast<float>(b);
+    }
+    return std::string();
+  };
+}
+
 } // namespace
 
 PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
@@ -1399,6 +1490,8 @@ void registerNN(Registry &r) {
   r["batch_norm"] = batchNorm;
   r["batch_norm_train"] = batchNormTrain;
   r["batch_norm_grad"] = batchNormGrad;
+  r["layer_norm_grad"] = [](KernelArgs &a) { return normGrad(a, false); };
+  r["rms_norm_grad"] = [](KernelArgs &a) { return normGrad(a, true); };
   r["max_pool"] = [](KernelArgs &a) { return pool(a, true); };
   r["average_pool"] = [](KernelArgs &a) { return pool(a, false); };
   r["global_average_pool"] = globalAveragePool;

@@ -795,6 +795,42 @@ KernelFn poolKernel(const std::string &op, Context &c) {
   });
 }
 
+/// activation_grad, layer_norm_grad and rms_norm_grad (kernels/grads.h),
+/// checked as the CPU checks them; a norm's row statistics in the
+/// workspace.
+KernelFn gradKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  if (!allF32(args))
+    return nullptr;
+  const Tensor dy = args.in[0], x = args.in[1], dx = args.out[0];
+  if (op == "activation_grad") {
+    std::string name = args.attrs.getString("activation", "");
+    ActivationGrad kind = name == "gelu_tanh" ? ActivationGrad::GeluTanh
+                          : name == "silu"    ? ActivationGrad::Silu
+                                              : ActivationGrad::Gelu;
+    ActivationGradBody body{dy.as<float>(), x.as<float>(), dx.as<float>(),
+                            kind};
+    int64_t n = x.numel;
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.activationGrad(s, body, n);
+    });
+  }
+  bool rms = op == "rms_norm_grad";
+  const Tensor dscale = args.out[1], dbias = args.out[2];
+  int64_t cols = dscale.numel, rows = cols ? x.numel / cols : 0;
+  const float *scale = args.in.size() == 3 ? args.in[2].as<float>() : nullptr;
+  float eps =
+      static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
+  Workspace *workspace = args.workspace;
+  workspace->reserve(2 * rows * sizeof(float));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.normGrad(s, rms, dy.as<float>(), x.as<float>(), scale,
+                      dx.as<float>(), dscale.as<float>(), dbias.as<float>(),
+                      workspace->as<float>(), rows, cols, eps);
+  });
+}
+
 /// adamw and sgd (kernels/optim.h): one pass over the parameter and its
 /// state, the CPU kernel's operands and constants.
 KernelFn optimizerKernel(const std::string &op, Context &c) {
@@ -1500,6 +1536,9 @@ KernelFn own(const std::string &op, Context &c) {
     return batchNormTrainKernel(op, c);
   if (op == "adamw" || op == "sgd")
     return optimizerKernel(op, c);
+  if (op == "activation_grad" || op == "layer_norm_grad" ||
+      op == "rms_norm_grad")
+    return gradKernel(op, c);
   if (op == "attention" || op == "attention_grad")
     return attentionKernel(op, c);
   if (op == "cast")

@@ -370,6 +370,19 @@ public:
     return check(launchInverseStd(var, invStd, channels, eps, raw(s)),
                  "inverse std kernel");
   }
+  std::string activationGrad(DeviceStream &s, const ActivationGradBody &body,
+                             int64_t n) override {
+    return check(launchActivationGrad(body, n, raw(s)),
+                 "activation gradient kernel");
+  }
+  std::string normGrad(DeviceStream &s, bool rms, const float *dy,
+                       const float *x, const float *scale, float *dx,
+                       float *dscale, float *dbias, float *stats, int64_t rows,
+                       int64_t n, float eps) override {
+    return check(launchNormGrad(rms, dy, x, scale, dx, dscale, dbias, stats,
+                                rows, n, eps, raw(s)),
+                 "norm gradient kernel");
+  }
   std::string adamw(DeviceStream &s, const AdamWBody &body,
                     int64_t n) override {
     return check(launchAdamW(body, n, raw(s)), "adamw kernel");

@@ -31,6 +31,7 @@
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
+#include "kernels/grads.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/optim.h"
@@ -223,6 +224,15 @@ public:
   virtual std::string inverseStd(DeviceStream &s, const float *var,
                                  float *invStd, int64_t channels,
                                  float eps) = 0;
+  /// The fused training gradients (kernels/grads.h; launch.h says what
+  /// each computes).
+  virtual std::string activationGrad(DeviceStream &s,
+                                     const ActivationGradBody &body,
+                                     int64_t n) = 0;
+  virtual std::string normGrad(DeviceStream &s, bool rms, const float *dy,
+                               const float *x, const float *scale, float *dx,
+                               float *dscale, float *dbias, float *stats,
+                               int64_t rows, int64_t n, float eps) = 0;
   /// The fused optimizer steps over n elements (kernels/optim.h).
   virtual std::string adamw(DeviceStream &s, const AdamWBody &body,
                             int64_t n) = 0;

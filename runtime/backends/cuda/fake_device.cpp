@@ -590,6 +590,21 @@ public:
                          int64_t channels, float eps) override {
     return each(InverseStdBody{var, invStd, eps}, channels);
   }
+  std::string activationGrad(DeviceStream &, const ActivationGradBody &body,
+                             int64_t n) override {
+    return each(body, n);
+  }
+  std::string normGrad(DeviceStream &, bool rms, const float *dy,
+                       const float *x, const float *scale, float *dx,
+                       float *dscale, float *dbias, float *stats, int64_t count,
+                       int64_t n, float eps) override {
+    std::string error =
+        rms ? rows(NormGradRows<true>{dy, x, scale, dx, stats, n, eps}, count)
+            : rows(NormGradRows<false>{dy, x, scale, dx, stats, n, eps}, count);
+    if (!error.empty())
+      return error;
+    return each(NormGradColumns{dy, x, stats, dscale, dbias, count, n}, n);
+  }
   std::string adamw(DeviceStream &, const AdamWBody &body, int64_t n) override {
     return each(body, n);
   }

@@ -15,6 +15,7 @@
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
+#include "kernels/grads.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/optim.h"
@@ -124,6 +125,17 @@ cudaError_t launchBatchNormGrad(const BatchNormGradBody &body,
 /// invStd [channels] = 1 / sqrt(var + eps).
 cudaError_t launchInverseStd(const float *var, float *invStd, int64_t channels,
                              float eps, cudaStream_t stream);
+
+/// activation_grad over n elements (kernels/grads.h).
+cudaError_t launchActivationGrad(const ActivationGradBody &body, int64_t n,
+                                 cudaStream_t stream);
+/// layer_norm_grad / rms_norm_grad of `rows` contiguous rows of n elements:
+/// dx and the rows' statistics (stats, 2 floats a row), then dscale and
+/// dbias [n] (kernels/grads.h).
+cudaError_t launchNormGrad(bool rms, const float *dy, const float *x,
+                           const float *scale, float *dx, float *dscale,
+                           float *dbias, float *stats, int64_t rows, int64_t n,
+                           float eps, cudaStream_t stream);
 
 /// adamw / sgd over n elements (kernels/optim.h); outputs may alias inputs.
 cudaError_t launchAdamW(const AdamWBody &body, int64_t n, cudaStream_t stream);

@@ -177,6 +177,48 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
          dy.read(), want, 2e-5);
 }
 
+/// activation_grad against its body run on the host.
+void activationGrad(cuda::ActivationGrad kind, int64_t n, unsigned seed) {
+  std::vector<float> dy = random(n, seed), x = random(n, seed + 1, 3), want(n);
+  cuda::ActivationGradBody body{dy.data(), x.data(), want.data(), kind};
+  cuda::hostForEach(body, n);
+  DeviceBuffer ddy(dy), dxin(x), ddx(poison<float>(n));
+  cudaError_t e = cuda::launchActivationGrad(
+      cuda::ActivationGradBody{ddy.data, dxin.data, ddx.data, kind}, n, nullptr);
+  expect("activation_grad " + std::to_string(static_cast<int>(kind)) +
+             " n=" + std::to_string(n),
+         e, ddx.read(), want, 1e-5);
+}
+
+/// layer_norm_grad / rms_norm_grad (dx, dscale, dbias) against the bodies
+/// run on the host.
+void normGrad(bool rms, int64_t rows, int64_t n, unsigned seed) {
+  std::vector<float> dy = random(rows * n, seed), x = random(rows * n, seed + 1, 3),
+                     s = random(n, seed + 2), dx(x.size()), ds(n), db(n),
+                     stats(2 * rows);
+  if (rms)
+    cuda::hostForEachRow(cuda::NormGradRows<true>{dy.data(), x.data(), s.data(), dx.data(),
+                                                  stats.data(), n, 1e-5f},
+                         rows, 1);
+  else
+    cuda::hostForEachRow(cuda::NormGradRows<false>{dy.data(), x.data(), s.data(), dx.data(),
+                                                   stats.data(), n, 1e-5f},
+                         rows, 1);
+  cuda::hostForEach(cuda::NormGradColumns{dy.data(), x.data(), stats.data(), ds.data(),
+                                          db.data(), rows, n},
+                    n);
+  DeviceBuffer ddy(dy), dxin(x), dsc(s), ddx(poison<float>(dx.size())),
+      dds(poison<float>(n)), ddb(poison<float>(n)), dstats(poison<float>(2 * rows));
+  cudaError_t e = cuda::launchNormGrad(rms, ddy.data, dxin.data, dsc.data, ddx.data,
+                                       dds.data, ddb.data, dstats.data, rows, n, 1e-5f,
+                                       nullptr);
+  std::string what = std::string(rms ? "rms_norm_grad" : "layer_norm_grad") +
+                     " n=" + std::to_string(n);
+  expect(what + " dx", e, ddx.read(), dx, 2e-5);
+  expect(what + " dscale", e, dds.read(), ds, 1e-4);
+  expect(what + " dbias", e, ddb.read(), db, 1e-4);
+}
+
 /// Device copies of a host array of any type, freed at scope end.
 template <typename T> struct DeviceArray {
   explicit DeviceArray(const std::vector<T> &host) : n(host.size()) {
@@ -775,6 +817,13 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       norm(rms, 5, n, seed++);
+  for (auto kind : {cuda::ActivationGrad::Gelu, cuda::ActivationGrad::GeluTanh,
+                    cuda::ActivationGrad::Silu})
+    for (int64_t n : {1, 257, 5000000})
+      activationGrad(kind, n, seed++);
+  for (bool rms : {false, true})
+    for (int64_t n : {1, 255, 4099})
+      normGrad(rms, 300, n, seed++);
   for (bool mean : {false, true}) {
     sum(mean, 4, 300, 5, seed++);
     sum(mean, 2, 100003, 1, seed++);

@@ -17,6 +17,7 @@
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/data.h"
 #include "../../backends/cuda/kernels/elementwise.h"
+#include "../../backends/cuda/kernels/grads.h"
 #include "../../backends/cuda/kernels/losses.h"
 #include "../../backends/cuda/kernels/rows.h"
 
@@ -220,6 +221,72 @@ TEST(CudaHost, NormRowsEqualTheCpuBackendInAnyGroup) {
             want = cpu("layer_norm", ins, {rows, n}, {{"axis", int64_t(1)}});
           }
           expectClose(y, want, n == 1 ? 1e-3 : 2e-5);
+        }
+}
+
+TEST(CudaHost, ActivationGradEqualsTheCpuBackend) {
+  unsigned seed = 700;
+  const std::pair<const char *, cuda::ActivationGrad> kinds[] = {
+      {"gelu", cuda::ActivationGrad::Gelu},
+      {"gelu_tanh", cuda::ActivationGrad::GeluTanh},
+      {"silu", cuda::ActivationGrad::Silu}};
+  for (const auto &[name, kind] : kinds)
+    for (int64_t n : kSizes) {
+      SCOPED_TRACE(std::string(name) + " n " + std::to_string(n));
+      std::vector<float> dy = randomFloats(n, seed++), x = randomFloats(n, seed++);
+      for (float &v : x)
+        v *= 3;
+      std::vector<float> dx(n);
+      cuda::hostForEach(
+          cuda::ActivationGradBody{dy.data(), x.data(), dx.data(), kind}, n);
+      expectClose(dx,
+                  cpu("activation_grad", {f32({n}, dy), f32({n}, x)}, {n},
+                      {{"activation", std::string(name)}}),
+                  1e-5); // erf's and exp's last bits (SLEEF's or libm's)
+    }
+}
+
+TEST(CudaHost, NormGradEqualsTheCpuBackendInAnyGroup) {
+  unsigned seed = 800;
+  for (bool rms : {false, true})
+    for (int64_t n : {1, 255, 4099})
+      for (bool scaled : {true, false})
+        for (int lanes : {1, 4, 32}) {
+          SCOPED_TRACE(std::string(rms ? "rms" : "layer") + " n " +
+                       std::to_string(n) + " scaled " +
+                       std::to_string(scaled) + " lanes " +
+                       std::to_string(lanes));
+          const int64_t rows = 300; // the column sums over many rows
+          std::vector<float> dy = randomFloats(rows * n, seed++),
+                             x = randomFloats(rows * n, seed++),
+                             s = randomFloats(n, seed++);
+          for (float &v : x)
+            v = v * 3 + 2;
+          std::vector<float> dx(x.size()), ds(n), db(n), stats(2 * rows);
+          const float *scale = scaled ? s.data() : nullptr;
+          float eps = 1e-5f;
+          if (rms)
+            cuda::hostForEachRow(cuda::NormGradRows<true>{dy.data(), x.data(), scale,
+                                                          dx.data(), stats.data(), n, eps},
+                                 rows, lanes);
+          else
+            cuda::hostForEachRow(cuda::NormGradRows<false>{dy.data(), x.data(), scale,
+                                                           dx.data(), stats.data(), n, eps},
+                                 rows, lanes);
+          cuda::hostForEach(cuda::NormGradColumns{dy.data(), x.data(), stats.data(),
+                                                  ds.data(), db.data(), rows, n},
+                            n);
+          std::vector<Value> ins = {f32({rows, n}, dy), f32({rows, n}, x)};
+          if (scaled)
+            ins.push_back(f32({n}, s));
+          Result want = runOp(rms ? "rms_norm_grad" : "layer_norm_grad", ins,
+                              {{F32, {rows, n}}, {F32, {n}}, {F32, {n}}},
+                              {{"axis", int64_t(1)}, {"epsilon", 1e-5}});
+          ASSERT_EQ(want.error, "");
+          // n == 1: a layer norm's dx is rounding noise around 0.
+          expectClose(dx, want.outputs[0].as<float>(), n == 1 ? 1e-2 : 1e-4);
+          expectClose(ds, want.outputs[1].as<float>(), 1e-4);
+          expectClose(db, want.outputs[2].as<float>(), 1e-4);
         }
 }
 

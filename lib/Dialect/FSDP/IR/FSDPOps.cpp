@@ -571,6 +571,41 @@ LogicalResult BatchNormGradOp::verify() {
                           {"scale", "saved_mean", "saved_invstd"});
 }
 
+LogicalResult ActivationGradOp::verify() {
+  if (getActivation() != "gelu" && getActivation() != "gelu_tanh" &&
+      getActivation() != "silu")
+    return emitOpError() << "activation must be \"gelu\", \"gelu_tanh\" or "
+                            "\"silu\", not \""
+                         << getActivation() << "\"";
+  return success();
+}
+
+LogicalResult NormGradOp::verify() {
+  if (getKind() != "layer" && getKind() != "rms")
+    return emitOpError() << "kind must be \"layer\" or \"rms\", not \""
+                         << getKind() << "\"";
+  auto x = cast<RankedTensorType>(getX().getType());
+  if (getGrad().getType() != x || getGradX().getType() != x)
+    return emitOpError() << "grad and grad_x must be " << x << ", not "
+                         << getGrad().getType() << " and "
+                         << getGradX().getType();
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= x.getRank())
+    return emitOpError() << "axis " << axis << " is not a dim of " << x;
+  auto normalised =
+      RankedTensorType::get(x.getShape().drop_front(axis), x.getElementType());
+  if (getScale() && getScale().getType() != normalised)
+    return emitOpError() << "scale must be " << normalised
+                         << " (the normalised dims), not "
+                         << getScale().getType();
+  if (getGradScale().getType() != normalised ||
+      getGradBias().getType() != normalised)
+    return emitOpError() << "grad_scale and grad_bias must be " << normalised;
+  if (getKind() == "rms" && axis != x.getRank() - 1)
+    return emitOpError() << "an RMS norm normalises the last dim only";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = cast<RankedTensorType>(getQuery().getType());
   auto kt = cast<RankedTensorType>(getKeyT().getType());

@@ -12,6 +12,7 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 #include <optional>
 #include <string>
@@ -31,6 +32,12 @@ template <typename OpTy> OpTy defOnce(Value value) {
     return nullptr;
   return value.getDefiningOp<OpTy>();
 }
+
+/// fsdp-fuse's chains that fsdp-autodiff also forms before differentiating,
+/// since their fused ops have fused gradients: GELU (erf and tanh forms),
+/// SiLU and RMSNorm. The fused op keeps the chain's fsdp.module and
+/// fsdp.unit marks.
+void addTrainableChains(RewritePatternSet &patterns);
 
 /// MatMul(Softmax(mask(MatMul(q, kt) * s)), v): what fsdp.attention needs.
 struct AttentionChain {

@@ -25,6 +25,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -85,6 +86,7 @@ public:
     }
   }
   OpBuilder &getBuilder() override { return *builder; }
+  bool fuseGradients() const override { return options.fuseGradients; }
 
 private:
   bool active(Value value) const { return isActive(value); }
@@ -438,6 +440,22 @@ void Autodiff::fuseAttention() {
 }
 
 LogicalResult Autodiff::run() {
+  if (options.fuseGradients) {
+    // GELU, SiLU and RMSNorm as one op each, whose gradient is one kernel;
+    // first, while nothing holds on to the forward's values. The chains
+    // end in a Mul; the driver starts from those alone (and erases the
+    // chains' ops that become dead), leaving the rest of the graph as it
+    // is.
+    SmallVector<Operation *> muls;
+    func.walk([&](MulOp mul) { muls.push_back(mul); });
+    RewritePatternSet chains(func.getContext());
+    mlir::fsdp::detail::addTrainableChains(chains);
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::AnyOp;
+    if (failed(applyOpPatternsAndFold(muls, std::move(chains), config)))
+      return func.emitError("forming the fused activations and norms did "
+                            "not converge");
+  }
   if (failed(attachLoss()))
     return failure();
   if (func.getNumResults() != 1)
@@ -712,6 +730,7 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
     options.checkpointPattern = checkpointPattern;
     options.fuseAttention = fuseAttention;
     options.fuseBatchNorm = fuseBatchNorm;
+    options.fuseGradients = fuseGradients;
     if (failed(Autodiff(func, module, std::move(options)).run()))
       signalPassFailure();
   }

@@ -39,6 +39,20 @@ bool isScalar(Value value, double expected) {
          std::abs(*v - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
 }
 
+/// Replaces `root` with a new `FusedOp`, which keeps the chain's module and
+/// FSDP unit marks (training forms chains after auto-wrap has marked them).
+template <typename FusedOp, typename... Args>
+void replaceMarked(PatternRewriter &rewriter, Operation *root,
+                   Args &&...args) {
+  rewriter.setInsertionPoint(root);
+  auto fused = rewriter.create<FusedOp>(root->getLoc(),
+                                        std::forward<Args>(args)...);
+  for (StringRef name : {"fsdp.module", "fsdp.unit"})
+    if (Attribute mark = root->getAttr(name))
+      fused->setAttr(name, mark);
+  rewriter.replaceOp(root, fused->getResults());
+}
+
 /// Of a binary op's operands, the one that is not `known` (or nullptr).
 Value otherOperand(Operation *op, Value known) {
   if (op->getOperand(0) == known)
@@ -103,8 +117,8 @@ struct GeluErf : OpRewritePattern<MulOp> {
                    operandBesideScalar(scaled, M_SQRT1_2) == x;
       if (!byDiv && !byMul)
         continue;
-      rewriter.replaceOpWithNewOp<mlir::fsdp::GeluOp>(root, root.getType(), x,
-                                                      "none");
+      replaceMarked<mlir::fsdp::GeluOp>(rewriter, root, root.getType(), x,
+                                        "none");
       return success();
     }
     return rewriter.notifyMatchFailure(root, "not GELU's erf form");
@@ -144,8 +158,8 @@ struct GeluTanh : OpRewritePattern<MulOp> {
       }
       if (!isCube)
         continue;
-      rewriter.replaceOpWithNewOp<mlir::fsdp::GeluOp>(root, root.getType(), x,
-                                                      "tanh");
+      replaceMarked<mlir::fsdp::GeluOp>(rewriter, root, root.getType(), x,
+                                        "tanh");
       return success();
     }
     return rewriter.notifyMatchFailure(root, "not GELU's tanh form");
@@ -161,8 +175,8 @@ struct Silu : OpRewritePattern<MulOp> {
       auto sigmoid = defOnce<SigmoidOp>(root->getOperand(side));
       if (sigmoid && sigmoid.getX() == root->getOperand(1 - side) &&
           sigmoid.getX().getType() == root.getType()) {
-        rewriter.replaceOpWithNewOp<mlir::fsdp::SiluOp>(root, root.getType(),
-                                                        sigmoid.getX());
+        replaceMarked<mlir::fsdp::SiluOp>(rewriter, root, root.getType(),
+                                          sigmoid.getX());
         return success();
       }
     }
@@ -231,11 +245,9 @@ struct RMSNorm : OpRewritePattern<MulOp> {
           replaced = next;
         }
       }
-      rewriter.setInsertionPoint(replaced);
-      auto norm = rewriter.create<mlir::fsdp::RMSNormOp>(
-          replaced->getLoc(), root.getType(), x, scale,
-          rewriter.getF32FloatAttr(*eps));
-      rewriter.replaceOp(replaced, norm.getResult());
+      replaceMarked<mlir::fsdp::RMSNormOp>(rewriter, replaced, root.getType(),
+                                           x, scale,
+                                           rewriter.getF32FloatAttr(*eps));
       return success();
     }
     return rewriter.notifyMatchFailure(root, "not an RMSNorm chain");
@@ -551,14 +563,22 @@ struct LinearActivation : RewritePattern {
   }
 };
 
+} // namespace
+
+void mlir::fsdp::detail::addTrainableChains(RewritePatternSet &patterns) {
+  patterns.add<GeluErf, GeluTanh, Silu, RMSNorm>(patterns.getContext());
+}
+
+namespace {
+
 struct FusePass : mlir::fsdp::impl::FuseBase<FusePass> {
   void runOnOperation() override {
     mlir::fsdp::PassDiagnosticScope diagnostics(&getContext(), getArgument());
     // Chains first (their intermediate MatMuls and Adds must still be
     // there), then the epilogues that absorb what the chains produced.
     RewritePatternSet chains(&getContext());
-    chains.add<GeluErf, GeluTanh, Silu, RMSNorm, LayerNorm, Attention>(
-        &getContext());
+    mlir::fsdp::detail::addTrainableChains(chains);
+    chains.add<LayerNorm, Attention>(&getContext());
     // Then the transposes that GEMMs can read in place, before the
     // epilogues turn their MatMuls into fsdp.linear.
     RewritePatternSet transposes(&getContext());

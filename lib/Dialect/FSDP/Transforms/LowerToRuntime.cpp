@@ -497,6 +497,16 @@ struct LowerGelu : KernelPattern<mlir::fsdp::GeluOp> {
   }
 };
 
+/// GELU's and SiLU's gradient: kernel `activation_grad` on (dy, x).
+struct LowerActivationGrad : KernelPattern<mlir::fsdp::ActivationGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::ActivationGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(kernel, adaptor.getOperands(),
+                    {l.str("activation", grad.getActivation())});
+  }
+};
+
 // Linear algebra and normalisation.
 
 /// MatMul is the matmul kernel with an untransposed right operand.
@@ -584,6 +594,20 @@ struct LowerRMSNorm : KernelPattern<mlir::fsdp::RMSNormOp> {
                       Lowering &l) const override {
     return l.kernel(kernel, adaptor.getOperands(),
                     {l.f32("epsilon", norm.getEpsilon())});
+  }
+};
+
+/// A layer or RMS norm's gradients: kernel `layer_norm_grad` or
+/// `rms_norm_grad` on (dy, x, scale?).
+struct LowerNormGrad : KernelPattern<mlir::fsdp::NormGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::NormGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    return l.kernel(grad.getKind() == "rms" ? "rms_norm_grad"
+                                            : "layer_norm_grad",
+                    adaptor.getOperands(),
+                    {l.i64("axis", grad.getAxis()),
+                     l.f32("epsilon", grad.getEpsilon())});
   }
 };
 
@@ -1752,6 +1776,8 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerBatchNorm>(context, "batch_norm");
   patterns.add<LowerBatchNormTrain>(context, "batch_norm_train");
   patterns.add<LowerBatchNormGrad>(context, "batch_norm_grad");
+  patterns.add<LowerNormGrad>(context, "layer_norm_grad");
+  patterns.add<LowerActivationGrad>(context, "activation_grad");
   patterns.add<LowerDropout>(context, "dropout");
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");

@@ -1086,6 +1086,59 @@ def FSDP_BatchNormGradOp : FSDP_Op<"batch_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def FSDP_ActivationGradOp : FSDP_Op<"activation_grad",
+    [Pure, AllTypesMatch<["grad", "input", "grad_input"]>]> {
+  let summary = "gradient of an elementwise activation, in one pass";
+  let description = [{
+    What `fsdp-autodiff` emits for `fsdp.gelu` and `fsdp.silu`:
+    `grad_input = grad * activation'(input)`, recomputed from the forward's
+    input. `activation` is `gelu` (erf form), `gelu_tanh` or `silu`, with
+    the derivatives torch's `gelu_backward` and `silu_backward` take.
+
+    ```mlir
+    %dx = fsdp.activation_grad %g, %x {activation = "gelu_tanh"}
+        : tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$input,
+                   StrAttr:$activation);
+  let results = (outs AnyRankedTensor:$grad_input);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($grad_input)";
+  let hasVerifier = 1;
+}
+
+def FSDP_NormGradOp : FSDP_Op<"norm_grad", [Pure]> {
+  let summary = "gradients of a layer or RMS normalisation, in one pass";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.LayerNormalization` (`kind =
+    "layer"`) and `fsdp.rms_norm` (`kind = "rms"`) whose scale and bias have
+    the normalised dims' shape (`x`'s dims from `axis` on). Each row's
+    statistics are recomputed from `x` as the forward computes them; with
+    `xhat` the normalised row and `gs = grad * scale`:
+    `grad_x = invstd * (gs - mean(gs) - xhat * mean(gs * xhat))` for a layer
+    norm (without the `mean(gs)` term for RMS), and over every row
+    `grad_scale = sum(grad * xhat)`, `grad_bias = sum(grad)`. Without a
+    scale, `gs = grad` and `grad_scale` is computed all the same. The
+    results have the types of `x`, then the normalised dims' shape twice.
+
+    ```mlir
+    %dx, %ds, %db = fsdp.norm_grad %g, %x, %scale
+        {kind = "layer", axis = 2 : i64, epsilon = 9.99999974E-6 : f32}
+        : (tensor<2x16x64xf32>, tensor<2x16x64xf32>, tensor<64xf32>)
+        -> (tensor<2x16x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$x,
+                   Optional<AnyRankedTensor>:$scale, StrAttr:$kind,
+                   I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs AnyRankedTensor:$grad_x, AnyRankedTensor:$grad_scale,
+                 AnyRankedTensor:$grad_bias);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def FSDP_GatherGradOp : FSDP_Op<"gather_grad", [Pure]> {
   let summary = "gradient of a gather (embedding lookup): scatter-add";
   let description = [{

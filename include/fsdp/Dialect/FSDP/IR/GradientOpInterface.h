@@ -33,6 +33,11 @@ public:
   /// return).
   virtual OpBuilder &getBuilder() = 0;
 
+  /// Whether rules with a fused gradient kernel (fsdp.norm_grad for
+  /// LayerNormalization) emit it rather than decomposed ops: fsdp-autodiff's
+  /// `fuse-gradients` option.
+  virtual bool fuseGradients() const { return true; }
+
 protected:
   ~GradientContext() = default;
 };

@@ -746,6 +746,15 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     and `native_batch_norm_backward`; with `fuse-batch-norm=false` it is
     decomposed as described above. Eval-mode ones are decomposed either way.
 
+    Norms and activations (`fuse-gradients`, on by default): before the
+    sweep, fsdp-fuse's GELU (erf and tanh forms), SiLU and RMSNorm chains
+    become `fsdp.gelu`, `fsdp.silu` and `fsdp.rms_norm`; their gradients,
+    and a `LayerNormalization`'s whose scale and bias have the normalised
+    dims' shape, are one `fsdp.activation_grad` or `fsdp.norm_grad` (the
+    row statistics recomputed from x, as torch's `gelu_backward`,
+    `silu_backward` and `native_layer_norm_backward` do) instead of their
+    decomposed elementwise and reduce ops.
+
     Activation checkpointing (after `fsdp-auto-wrap`): a checkpointed FSDP
     unit's forward ops are run again at the start of that unit's backward
     and its gradient rules read the copies, so the unit's activations die
@@ -796,7 +805,12 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     Option<"fuseBatchNorm", "fuse-batch-norm", "bool", /*default=*/"true",
            "Train BatchNormalization as fsdp.batch_norm_train (saving the "
            "batch's mean and inverse std) and fsdp.batch_norm_grad instead "
-           "of its decomposed elementwise and reduce ops">
+           "of its decomposed elementwise and reduce ops">,
+    Option<"fuseGradients", "fuse-gradients", "bool", /*default=*/"true",
+           "Form GELU, SiLU and RMSNorm chains before the sweep and "
+           "differentiate them and LayerNormalization with one fused "
+           "fsdp.activation_grad or fsdp.norm_grad each (false: their "
+           "decomposed ops, and GELU, SiLU, RMSNorm stay chains)">
   ];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect",
                            "::mlir::fsdp::FSDPDialect"];

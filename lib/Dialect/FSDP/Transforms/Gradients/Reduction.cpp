@@ -113,6 +113,28 @@ LogicalResult backward(LogSoftmaxOp op, GradientContext &ctx) {
   return success();
 }
 
+/// One fsdp.norm_grad for a layer norm whose scale and bias (if any) have
+/// the normalised dims' shape; false (nothing emitted) otherwise.
+bool fusedLayerNormGrad(LayerNormalizationOp op, Rule &r, int64_t axis) {
+  auto xt = typeOf(op.getX());
+  auto normalised = RankedTensorType::get(xt.getShape().drop_front(axis),
+                                          xt.getElementType());
+  Value bias = op.getB();
+  if (!r.ctx.fuseGradients() || op.getScale().getType() != normalised ||
+      (!isa<NoneType>(bias.getType()) && bias.getType() != normalised))
+    return false;
+  OpBuilder &b = r.bb.b;
+  auto grad = b.create<mlir::fsdp::NormGradOp>(
+      op->getLoc(), TypeRange{xt, normalised, normalised}, r.g, op.getX(),
+      op.getScale(), b.getStringAttr("layer"), b.getI64IntegerAttr(axis),
+      op.getEpsilonAttr());
+  r.give(0, grad.getGradX());
+  r.give(1, grad.getGradScale());
+  if (!isa<NoneType>(bias.getType()))
+    r.give(2, grad.getGradBias());
+  return true;
+}
+
 LogicalResult backward(LayerNormalizationOp op, GradientContext &ctx) {
   // Recompute the statistics, then
   // dx = rstd * (gs - mean(gs) - xhat * mean(gs * xhat)), gs = g * scale.
@@ -122,6 +144,8 @@ LogicalResult backward(LayerNormalizationOp op, GradientContext &ctx) {
   int64_t rank = typeOf(x).getRank(), axis = op.getAxis();
   if (axis < 0)
     axis += rank;
+  if (fusedLayerNormGrad(op, r, axis))
+    return success();
   SmallVector<int64_t> axes;
   for (int64_t i = axis; i < rank; ++i)
     axes.push_back(i);
