@@ -244,6 +244,9 @@ KernelFn linear(KernelArgs &args) {
 /// than kAttentionMinRows.
 constexpr int64_t kAttentionTile = 1 << 16;
 constexpr int64_t kAttentionMinRows = 16;
+/// A causal mask's tiles: this many rows (columns) at most, so that the
+/// scores above the diagonal, which the mask excludes, are mostly skipped.
+constexpr int64_t kCausalTile = 64;
 
 /// The shapes, attributes and mask that attention and attention_grad share
 /// (plan-format.md), checked once when the kernel is prepared.
@@ -355,11 +358,15 @@ void requireShape(const AttentionGeometry &g, const Tensor &t,
 }
 
 /// Splits `extent` rows into tiles of at most kAttentionTile / `width`
-/// rows (at least kAttentionMinRows), balanced: returns {tile, tiles}.
-std::pair<int64_t, int64_t> attentionTiles(int64_t extent, int64_t width) {
+/// rows (at least kAttentionMinRows; with a causal mask at most
+/// kCausalTile), balanced: returns {tile, tiles}.
+std::pair<int64_t, int64_t> attentionTiles(int64_t extent, int64_t width,
+                                           bool causal) {
   int64_t tile =
       std::min(extent, std::max(kAttentionMinRows,
                                 kAttentionTile / std::max<int64_t>(width, 1)));
+  if (causal)
+    tile = std::min(tile, kCausalTile);
   tile = std::max<int64_t>(tile, 1);
   int64_t tiles = (extent + tile - 1) / tile;
   if (tiles)
@@ -406,7 +413,8 @@ KernelFn attention(KernelArgs &args) {
   requireShape(g, y, {g.l, g.dv}, "the output");
   if (hasLse)
     requireShape(g, lse, {g.l}, "lse");
-  auto [tile, tiles] = attentionTiles(g.l, g.s);
+  bool causal = g.mode == AttentionGeometry::Causal;
+  auto [tile, tiles] = attentionTiles(g.l, g.s, causal);
   int64_t items = g.count * tiles;
   bool sideBySide = items >= args.threads &&
                     items * tile * g.s * (g.d + g.dv) >= kParallelGrain;
@@ -418,22 +426,24 @@ KernelFn attention(KernelArgs &args) {
     auto one = [&](int64_t item, float *scores) {
       int64_t b = item / tiles, r0 = item % tiles * tile;
       int64_t rows = std::min(tile, l - r0);
-      sgemm(false, false, rows, s, d, g.scale,
+      // A causal mask excludes every column past the tile's last row.
+      int64_t n = causal ? std::min(s, r0 + rows) : s;
+      sgemm(false, false, rows, n, d, g.scale,
             g.q.as<float>() + (b * l + r0) * d, d, g.kt.as<float>() + b * d * s,
-            s, 0.0f, scores, s);
+            s, 0.0f, scores, n);
       for (int64_t i = 0; i < rows; ++i) {
-        float *row = scores + i * s;
-        g.maskRow(row, b, r0 + i, 0, s);
-        float max = vmath::max(row, s);
-        float sum = vmath::expSum(row, row, s, max);
+        float *row = scores + i * n;
+        g.maskRow(row, b, r0 + i, 0, n);
+        float max = vmath::max(row, n);
+        float sum = vmath::expSum(row, row, n, max);
         float inv = 1.0f / sum;
-        for (int64_t j = 0; j < s; ++j)
+        for (int64_t j = 0; j < n; ++j)
           row[j] *= inv;
         if (hasLse)
           lse.as<float>()[b * l + r0 + i] =
               std::isinf(max) && max < 0 ? max : max + std::log(sum);
       }
-      sgemm(false, false, rows, dv, s, 1.0f, scores, s,
+      sgemm(false, false, rows, dv, n, 1.0f, scores, n,
             g.v.as<float>() + b * s * dv, dv, 0.0f,
             y.as<float>() + (b * l + r0) * dv, dv);
     };
@@ -466,8 +476,9 @@ KernelFn attentionGrad(KernelArgs &args) {
   requireShape(g, dq, {g.l, g.d}, "dq");
   requireShape(g, dkt, {g.d, g.s}, "dk_t");
   requireShape(g, dvOut, {g.s, g.dv}, "dv");
-  auto [rowTile, rowTiles] = attentionTiles(g.l, g.s);
-  auto [colTile, colTiles] = attentionTiles(g.s, g.l);
+  bool causal = g.mode == AttentionGeometry::Causal;
+  auto [rowTile, rowTiles] = attentionTiles(g.l, g.s, causal);
+  auto [colTile, colTiles] = attentionTiles(g.s, g.l, causal);
   int64_t rowItems = g.count * rowTiles, colItems = g.count * colTiles;
   int64_t work = g.count * g.l * g.s * (g.d + g.dv);
   auto threadsFor = [&](int64_t items) {
@@ -509,9 +520,11 @@ KernelFn attentionGrad(KernelArgs &args) {
                 [&](int64_t item, float *scratch) {
                   int64_t b = item / rowTiles, r0 = item % rowTiles * rowTile;
                   int64_t rows = std::min(rowTile, l - r0);
+                  // Causal: no column past the tile's last row counts.
+                  int64_t n = causal ? std::min(s, r0 + rows) : s;
                   float *p = scratch, *ds = p + rowTile * s;
-                  probabilities(b, r0, rows, 0, s, p, ds, ds + rowTile * s);
-                  sgemm(false, true, rows, d, s, g.scale, ds, s,
+                  probabilities(b, r0, rows, 0, n, p, ds, ds + rowTile * s);
+                  sgemm(false, true, rows, d, n, g.scale, ds, n,
                         g.kt.as<float>() + b * d * s, s, 0.0f,
                         dq.as<float>() + (b * l + r0) * d, d);
                 });
@@ -520,12 +533,23 @@ KernelFn attentionGrad(KernelArgs &args) {
         [&](int64_t item, float *scratch) {
           int64_t b = item / colTiles, c0 = item % colTiles * colTile;
           int64_t n = std::min(colTile, s - c0);
+          // Causal: no row before the tile's first column counts.
+          int64_t r0 = causal ? std::min(c0, l) : 0, rows = l - r0;
+          float *dvTile = dvOut.as<float>() + (b * s + c0) * dv;
+          float *dktTile = dkt.as<float>() + b * d * s + c0;
+          if (rows == 0) { // keys no query sees: no gradient
+            std::fill(dvTile, dvTile + n * dv, 0.0f);
+            for (int64_t c = 0; c < d; ++c)
+              std::fill(dktTile + c * s, dktTile + c * s + n, 0.0f);
+            return;
+          }
           float *p = scratch, *ds = p + l * n;
-          probabilities(b, 0, l, c0, n, p, ds, ds + l * n);
-          sgemm(true, false, n, dv, l, 1.0f, p, n, dy.as<float>() + b * l * dv,
-                dv, 0.0f, dvOut.as<float>() + (b * s + c0) * dv, dv);
-          sgemm(true, false, d, n, l, g.scale, g.q.as<float>() + b * l * d, d,
-                ds, n, 0.0f, dkt.as<float>() + b * d * s + c0, s);
+          probabilities(b, r0, rows, c0, n, p, ds, ds + l * n);
+          sgemm(true, false, n, dv, rows, 1.0f, p, n,
+                dy.as<float>() + (b * l + r0) * dv, dv, 0.0f, dvTile, dv);
+          sgemm(true, false, d, n, rows, g.scale,
+                g.q.as<float>() + (b * l + r0) * d, d, ds, n, 0.0f, dktTile,
+                s);
         });
     return std::string();
   };

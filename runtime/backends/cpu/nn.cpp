@@ -921,11 +921,12 @@ struct ReduceShape {
 
 /// The loops of a reduction over elements of type T (F32 or F64), in
 /// double: `combine` maps and merges an element, `merge` merges partial
-/// results, `finish` makes the result (mean, root, log).
+/// results, `finish` makes the result (mean, root, log); `plainSum`: the
+/// elements are merged by adding them as they are (sum, mean).
 template <typename T, typename Merge, typename Combine, typename Finish>
 KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
-                     double init, Merge merge, Combine combine,
-                     Finish finish) {
+                     double init, Merge merge, Combine combine, Finish finish,
+                     bool plainSum) {
   const T *px = x.as<T>();
   T *py = y.as<T>();
   int64_t outer = s.outer, n = s.n, inner = s.inner, count = s.count;
@@ -976,8 +977,12 @@ KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
       std::fill(acc, acc + width, init);
       for (int64_t j = 0; j < n; ++j) {
         const T *row = px + (o * n + j) * inner + i0;
-        for (int64_t i = 0; i < width; ++i)
-          acc[i] = combine(acc[i], row[i]);
+        if (plainSum) // a loop that vectorises (bias gradients)
+          for (int64_t i = 0; i < width; ++i)
+            acc[i] += row[i];
+        else
+          for (int64_t i = 0; i < width; ++i)
+            acc[i] = combine(acc[i], row[i]);
       }
       for (int64_t i = 0; i < width; ++i)
         py[o * inner + i0 + i] = static_cast<T>(finish(acc[i]));
@@ -1082,9 +1087,11 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
       return acc;
     }
   };
+  bool plainSum = kind == Reduce::Sum || kind == Reduce::Mean;
   if (x.dtype == FSDPRT_F64)
-    return reduceLoops<double>(x, y, s, init, merge, combine, finish);
-  return reduceLoops<float>(x, y, s, init, merge, combine, finish);
+    return reduceLoops<double>(x, y, s, init, merge, combine, finish,
+                               plainSum);
+  return reduceLoops<float>(x, y, s, init, merge, combine, finish, plainSum);
 }
 /// ArgMax or ArgMin along `axis`: the index (int64) of the first extreme
 /// value, or of the last with select_last_index.
