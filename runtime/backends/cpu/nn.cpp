@@ -157,6 +157,24 @@ struct RowStats {
   Tensor mean, invStd;
 };
 
+/// A row's mean (0 for RMS) and 1 / sqrt(var + eps) (RMS: the mean square
+/// for the variance), in double: what rowNorm normalises with and
+/// normGrad recomputes.
+std::pair<double, double> rowMoments(const float *px, int64_t cols,
+                                     double eps, bool rms) {
+  double mean = 0, var = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < cols; ++j)
+      mean += px[j];
+    mean /= cols;
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    double d = px[j] - mean;
+    var += d * d;
+  }
+  return {mean, 1.0 / std::sqrt(var / cols + eps)};
+}
+
 /// Normalises rows of `cols` elements: (x - mean) / sqrt(var + eps) * scale
 /// + bias, or for RMS x / sqrt(mean(x^2) + eps) * scale.
 KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
@@ -166,18 +184,7 @@ KernelFn rowNorm(Tensor x, Tensor y, const Affine &scale, const Affine &bias,
     parallelFor(rows, cols * 8, [&](int64_t r) {
       const float *px = x.as<float>() + r * cols;
       float *py = y.as<float>() + r * cols;
-      double mean = 0, var = 0;
-      if (!rms) {
-        for (int64_t j = 0; j < cols; ++j)
-          mean += px[j];
-        mean /= cols;
-      }
-      for (int64_t j = 0; j < cols; ++j) {
-        double d = px[j] - mean;
-        var += d * d;
-      }
-      var /= cols;
-      double inv = 1.0 / std::sqrt(var + eps);
+      auto [mean, inv] = rowMoments(px, cols, eps, rms);
       if (stats.mean.data) {
         stats.mean.as<float>()[r] = static_cast<float>(mean);
         stats.invStd.as<float>()[r] = static_cast<float>(inv);
@@ -448,17 +455,7 @@ KernelFn normGrad(KernelArgs &args, bool rms) {
         const float *px = x.as<float>() + r * cols;
         const float *pg = dy.as<float>() + r * cols;
         float *pdx = dx.as<float>() + r * cols;
-        double mean = 0, var = 0;
-        if (!rms) {
-          for (int64_t j = 0; j < cols; ++j)
-            mean += px[j];
-          mean /= cols;
-        }
-        for (int64_t j = 0; j < cols; ++j) {
-          double d = px[j] - mean;
-          var += d * d;
-        }
-        double inv = 1.0 / std::sqrt(var / cols + eps);
+        auto [mean, inv] = rowMoments(px, cols, eps, rms);
         double meanGs = 0, meanGsXhat = 0;
 #pragma omp simd reduction(+ : meanGs, meanGsXhat)
         for (int64_t j = 0; j < cols; ++j) {
