@@ -26,6 +26,7 @@
 #include "device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -332,51 +333,98 @@ template <class F> KernelFn onStream(Device &device, F launch) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <Unary Op> KernelFn unaryKernel(Context &c) {
+KernelFn unaryKernel(Context &c, Unary op, UnaryParams params = {}) {
   const Tensor x = c.args.in[0], y = c.args.out[0];
-  return onStream(c.device, [x, y](Device &d, DeviceStream &s) {
-    return d.unary(s, Op, x.as<float>(), y.as<float>(), y.numel);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.unary(s, op, x.as<float>(), y.as<float>(), y.numel, params);
   });
 }
 
+/// The attribute `name` as the CPU reads it (a double, then fp32).
+float floatAttr(const Context &c, const char *name, double fallback) {
+  return static_cast<float>(c.args.attrs.getFloat(name, fallback));
+}
+
+/// The unary functions (fp32; neg, abs and sign on int64 too) with their
+/// attributes, as the CPU backend reads them; is_inf and isnan.
 KernelFn unaryOp(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
-  if ((op == "neg" || op == "abs") && args.in.size() == 1 &&
+  if ((op == "neg" || op == "abs" || op == "sign") && args.in.size() == 1 &&
       args.out.size() == 1 && args.in[0].dtype == FSDPRT_I64 &&
       args.out[0].dtype == FSDPRT_I64 && args.in[0].shape == args.out[0].shape) {
     const Tensor x = args.in[0], y = args.out[0];
-    bool abs = op == "abs";
+    Unary kind = op == "neg" ? Unary::Neg : op == "abs" ? Unary::Abs : Unary::Sign;
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
-      return d.negAbs64(s, abs, x.as<int64_t>(), y.as<int64_t>(), y.numel);
+      return d.unary64(s, kind, x.as<int64_t>(), y.as<int64_t>(), y.numel);
+    });
+  }
+  if (op == "is_inf" || op == "isnan") {
+    checkLikeTheCpu(op, args);
+    const Tensor x = args.in[0], y = args.out[0];
+    if (x.dtype != FSDPRT_F32)
+      return nullptr; // a half runs widened
+    FloatClassBody body{x.as<float>(), y.as<uint8_t>(), op == "isnan",
+                        args.attrs.getInt("detect_negative", 1) != 0,
+                        args.attrs.getInt("detect_positive", 1) != 0};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.floatClass(s, body, y.numel);
     });
   }
   if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1 ||
       args.in[0].shape != args.out[0].shape)
     return nullptr;
-  static const std::map<std::string, Factory> unary = {
-      {"exp", unaryKernel<Unary::Exp>},
-      {"log", unaryKernel<Unary::Log>},
-      {"sqrt", unaryKernel<Unary::Sqrt>},
-      {"reciprocal", unaryKernel<Unary::Reciprocal>},
-      {"erf", unaryKernel<Unary::Erf>},
-      {"tanh", unaryKernel<Unary::Tanh>},
-      {"sigmoid", unaryKernel<Unary::Sigmoid>},
-      {"relu", unaryKernel<Unary::Relu>},
-      {"silu", unaryKernel<Unary::Silu>},
-      {"neg", unaryKernel<Unary::Neg>},
-      {"abs", unaryKernel<Unary::Abs>}};
+  static const std::map<std::string, Unary> plain = {
+      {"exp", Unary::Exp},           {"log", Unary::Log},
+      {"sqrt", Unary::Sqrt},         {"reciprocal", Unary::Reciprocal},
+      {"erf", Unary::Erf},           {"tanh", Unary::Tanh},
+      {"sigmoid", Unary::Sigmoid},   {"relu", Unary::Relu},
+      {"silu", Unary::Silu},         {"neg", Unary::Neg},
+      {"abs", Unary::Abs},           {"floor", Unary::Floor},
+      {"ceil", Unary::Ceil},         {"round", Unary::Round},
+      {"sign", Unary::Sign},         {"softsign", Unary::Softsign},
+      {"softplus", Unary::Softplus}, {"hard_swish", Unary::HardSwish},
+      {"sin", Unary::Sin},           {"cos", Unary::Cos},
+      {"tan", Unary::Tan},           {"sinh", Unary::Sinh},
+      {"cosh", Unary::Cosh},         {"asin", Unary::Asin},
+      {"acos", Unary::Acos},         {"atan", Unary::Atan},
+      {"asinh", Unary::Asinh},       {"acosh", Unary::Acosh},
+      {"atanh", Unary::Atanh}};
+  if (auto it = plain.find(op); it != plain.end())
+    return unaryKernel(c, it->second);
   if (op == "gelu") {
     std::string approximate = args.attrs.getString("approximate", "none");
     if (approximate == "tanh")
-      return unaryKernel<Unary::GeluTanh>(c);
-    return approximate == "none" ? unaryKernel<Unary::Gelu>(c) : nullptr;
+      return unaryKernel(c, Unary::GeluTanh);
+    return approximate == "none" ? unaryKernel(c, Unary::Gelu) : nullptr;
   }
-  auto it = unary.find(op);
-  return it == unary.end() ? nullptr : it->second(c);
+  // The defaults are the CPU's (and ONNX's).
+  if (op == "hard_sigmoid")
+    return unaryKernel(c, Unary::HardSigmoid,
+                       {floatAttr(c, "alpha", 0.2), floatAttr(c, "beta", 0.5)});
+  if (op == "elu")
+    return unaryKernel(c, Unary::Elu, {floatAttr(c, "alpha", 1.0)});
+  if (op == "selu")
+    return unaryKernel(c, Unary::Selu, {floatAttr(c, "alpha", 1.6732632),
+                                        floatAttr(c, "gamma", 1.0507010)});
+  if (op == "celu") {
+    checkLikeTheCpu(op, args); // alpha 0
+    return unaryKernel(c, Unary::Celu, {floatAttr(c, "alpha", 1.0)});
+  }
+  if (op == "leaky_relu")
+    return unaryKernel(c, Unary::LeakyRelu, {floatAttr(c, "alpha", 0.01)});
+  if (op == "thresholded_relu")
+    return unaryKernel(c, Unary::ThresholdedRelu, {floatAttr(c, "alpha", 1.0)});
+  if (op == "shrink")
+    return unaryKernel(c, Unary::Shrink, {floatAttr(c, "bias", 0.0),
+                                          floatAttr(c, "lambd", 0.5)});
+  if (op == "clip")
+    return unaryKernel(c, Unary::Clip, {floatAttr(c, "min", -INFINITY),
+                                        floatAttr(c, "max", INFINITY)});
+  return nullptr;
 }
 
-/// add, sub, mul, div on T (float or int64_t), pow on float only.
-template <Binary Op, typename T> KernelFn binaryKernel(Context &c) {
+/// A broadcasting binary function on T (float or int64_t).
+template <typename T> KernelFn binaryKernel(Context &c, Binary op) {
   const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
   Broadcast plan;
   try {
@@ -385,7 +433,7 @@ template <Binary Op, typename T> KernelFn binaryKernel(Context &c) {
     return nullptr; // the CPU kernel names what is wrong
   }
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.binary(s, Op, plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
+    return d.binary(s, op, plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
   });
 }
 
@@ -397,28 +445,30 @@ bool allI64(const KernelArgs &args) {
   return true;
 }
 
+/// add, sub, mul, div, mod, max and min on int64 and fp32; pow and prelu
+/// on fp32.
 KernelFn binaryOp(const std::string &op, Context &c) {
   if (c.args.in.size() != 2 || c.args.out.size() != 1)
     return nullptr;
-  if (allI64(c.args)) {
-    static const std::map<std::string, Factory> integer = {
-        {"add", binaryKernel<Binary::Add, int64_t>},
-        {"sub", binaryKernel<Binary::Sub, int64_t>},
-        {"mul", binaryKernel<Binary::Mul, int64_t>},
-        {"div", binaryKernel<Binary::Div, int64_t>}};
-    auto it = integer.find(op);
-    return it == integer.end() ? nullptr : it->second(c);
-  }
-  if (!allF32(c.args))
+  bool integers = allI64(c.args);
+  if (!integers && !allF32(c.args))
     return nullptr;
-  static const std::map<std::string, Factory> binary = {
-      {"add", binaryKernel<Binary::Add, float>},
-      {"sub", binaryKernel<Binary::Sub, float>},
-      {"mul", binaryKernel<Binary::Mul, float>},
-      {"div", binaryKernel<Binary::Div, float>},
-      {"pow", binaryKernel<Binary::Pow, float>}};
-  auto it = binary.find(op);
-  return it == binary.end() ? nullptr : it->second(c);
+  Binary kind;
+  static const std::map<std::string, Binary> ops = {
+      {"add", Binary::Add}, {"sub", Binary::Sub}, {"mul", Binary::Mul},
+      {"div", Binary::Div}, {"pow", Binary::Pow}, {"max", Binary::Max},
+      {"min", Binary::Min}, {"prelu", Binary::PRelu}};
+  if (op == "mod") {
+    checkLikeTheCpu(op, c.args); // fmod = 0 on floats
+    kind = c.args.attrs.getInt("fmod", 0) != 0 ? Binary::Mod : Binary::FloorMod;
+  } else if (auto it = ops.find(op); it != ops.end()) {
+    kind = it->second;
+  } else {
+    return nullptr;
+  }
+  if (integers && (kind == Binary::Pow || kind == Binary::PRelu))
+    return nullptr; // the CPU's pow in double, its refusal of prelu
+  return integers ? binaryKernel<int64_t>(c, kind) : binaryKernel<float>(c, kind);
 }
 
 /// cast: between fp32 and bf16/f16 (the mixed-precision casts, their own
@@ -443,14 +493,18 @@ KernelFn castKernel(Context &c) {
   });
 }
 
-/// equal, less, greater (F32, I64 or Bool operands) and and/or (Bool),
+/// The comparisons (F32, I64 or Bool operands) and and, or, xor (Bool),
 /// broadcasting: Bool outputs.
 KernelFn logicKernel(const std::string &op, Context &c) {
-  static const std::map<std::string, Logic> ops = {{"equal", Logic::Equal},
-                                                   {"less", Logic::Less},
-                                                   {"greater", Logic::Greater},
-                                                   {"and", Logic::And},
-                                                   {"or", Logic::Or}};
+  static const std::map<std::string, Logic> ops = {
+      {"equal", Logic::Equal},
+      {"less", Logic::Less},
+      {"greater", Logic::Greater},
+      {"greater_or_equal", Logic::GreaterOrEqual},
+      {"less_or_equal", Logic::LessOrEqual},
+      {"and", Logic::And},
+      {"or", Logic::Or},
+      {"xor", Logic::Xor}};
   checkLikeTheCpu(op, c.args);
   const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
   if (a.dtype != FSDPRT_F32 && a.dtype != FSDPRT_I64 && a.dtype != FSDPRT_BOOL)
@@ -1176,7 +1230,8 @@ KernelFn linearKernel(Context &c) {
     std::shared_ptr<PreparedGemm> product = prepareGemm(c, g);
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
       std::string error = d.gemm(s, *product, x.data, w.data, bias, y.data);
-      return error.empty() ? d.unary(s, then, y.as<float>(), y.as<float>(), y.numel)
+      return error.empty() ? d.unary(s, then, y.as<float>(), y.as<float>(),
+                                     y.numel, {})
                            : error;
     });
   }
@@ -1476,8 +1531,9 @@ KernelFn own(const std::string &op, Context &c) {
   if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
       op == "global_average_pool")
     return reduceKernel(op, c);
-  if (op == "equal" || op == "less" || op == "greater" || op == "and" ||
-      op == "or")
+  if (op == "equal" || op == "less" || op == "greater" ||
+      op == "greater_or_equal" || op == "less_or_equal" || op == "and" ||
+      op == "or" || op == "xor")
     return logicKernel(op, c);
   if (op == "not")
     return notKernel(c);

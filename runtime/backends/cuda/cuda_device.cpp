@@ -265,8 +265,12 @@ public:
   }
 
   std::string unary(DeviceStream &s, Unary op, const float *x, float *y,
-                    int64_t n) override {
-    return check(launchUnary(op, x, y, n, raw(s)), "unary kernel");
+                    int64_t n, UnaryParams p) override {
+    return check(launchUnary(op, p, x, y, n, raw(s)), "unary kernel");
+  }
+  std::string floatClass(DeviceStream &s, const FloatClassBody &body,
+                         int64_t n) override {
+    return check(launchFloatClass(body, n, raw(s)), "is_inf/isnan kernel");
   }
   std::string cast(DeviceStream &s, bool toHalf, fsdprt_dtype_t half,
                    const void *x, void *y, int64_t n) override {
@@ -276,9 +280,9 @@ public:
                       const void *x, void *y, int64_t n) override {
     return check(launchAnyCast(from, to, x, y, n, raw(s)), "cast kernel");
   }
-  std::string negAbs64(DeviceStream &s, bool abs, const int64_t *x,
-                       int64_t *y, int64_t n) override {
-    return check(launchNegAbs64(abs, x, y, n, raw(s)), "int64 neg/abs kernel");
+  std::string unary64(DeviceStream &s, Unary op, const int64_t *x,
+                      int64_t *y, int64_t n) override {
+    return check(launchUnary64(op, x, y, n, raw(s)), "int64 unary kernel");
   }
   std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,

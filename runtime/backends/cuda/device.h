@@ -164,14 +164,16 @@ public:
 
   // The launchers (launch.h has what each computes).
   virtual std::string unary(DeviceStream &s, Unary op, const float *x,
-                            float *y, int64_t n) = 0;
+                            float *y, int64_t n, UnaryParams params) = 0;
+  virtual std::string floatClass(DeviceStream &s, const FloatClassBody &body,
+                                 int64_t n) = 0;
   virtual std::string cast(DeviceStream &s, bool toHalf, fsdprt_dtype_t half,
                            const void *x, void *y, int64_t n) = 0;
   virtual std::string anyCast(DeviceStream &s, fsdprt_dtype_t from,
                               fsdprt_dtype_t to, const void *x, void *y,
                               int64_t n) = 0;
-  virtual std::string negAbs64(DeviceStream &s, bool abs, const int64_t *x,
-                               int64_t *y, int64_t n) = 0;
+  virtual std::string unary64(DeviceStream &s, Unary op, const int64_t *x,
+                              int64_t *y, int64_t n) = 0;
   virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                              const float *a, const float *b, float *y,
                              int64_t n) = 0;

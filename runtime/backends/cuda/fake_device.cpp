@@ -423,23 +423,14 @@ public:
   }
 
   std::string unary(DeviceStream &, Unary op, const float *x, float *y,
-                    int64_t n) override {
-    switch (op) {
-    case Unary::Exp: return each(UnaryBody<Unary::Exp>{x, y}, n);
-    case Unary::Log: return each(UnaryBody<Unary::Log>{x, y}, n);
-    case Unary::Sqrt: return each(UnaryBody<Unary::Sqrt>{x, y}, n);
-    case Unary::Reciprocal: return each(UnaryBody<Unary::Reciprocal>{x, y}, n);
-    case Unary::Erf: return each(UnaryBody<Unary::Erf>{x, y}, n);
-    case Unary::Tanh: return each(UnaryBody<Unary::Tanh>{x, y}, n);
-    case Unary::Sigmoid: return each(UnaryBody<Unary::Sigmoid>{x, y}, n);
-    case Unary::Relu: return each(UnaryBody<Unary::Relu>{x, y}, n);
-    case Unary::Silu: return each(UnaryBody<Unary::Silu>{x, y}, n);
-    case Unary::Gelu: return each(UnaryBody<Unary::Gelu>{x, y}, n);
-    case Unary::GeluTanh: return each(UnaryBody<Unary::GeluTanh>{x, y}, n);
-    case Unary::Neg: return each(UnaryBody<Unary::Neg>{x, y}, n);
-    case Unary::Abs: return each(UnaryBody<Unary::Abs>{x, y}, n);
-    }
-    return "unknown unary function";
+                    int64_t n, UnaryParams p) override {
+    return withUnary(op, [&](auto f) {
+      return each(UnaryBody<decltype(f)::value>{x, y, p}, n);
+    });
+  }
+  std::string floatClass(DeviceStream &, const FloatClassBody &body,
+                         int64_t n) override {
+    return each(body, n);
   }
   std::string cast(DeviceStream &, bool toHalf, fsdprt_dtype_t half,
                    const void *x, void *y, int64_t n) override {
@@ -455,9 +446,9 @@ public:
                       const void *x, void *y, int64_t n) override {
     return each(AnyCast{x, y, from, to}, n);
   }
-  std::string negAbs64(DeviceStream &, bool abs, const int64_t *x, int64_t *y,
-                       int64_t n) override {
-    return each(NegAbs64{abs, x, y}, n);
+  std::string unary64(DeviceStream &, Unary op, const int64_t *x, int64_t *y,
+                      int64_t n) override {
+    return each(Unary64{op, x, y}, n);
   }
   std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,
@@ -467,8 +458,8 @@ public:
   std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
                      const int64_t *a, const int64_t *b, int64_t *y,
                      int64_t n) override {
-    if (op == Binary::Pow)
-      return "no int64 pow kernel";
+    if (op == Binary::Pow || op == Binary::PRelu)
+      return std::string("no int64 ") + binaryName(op) + " kernel";
     return binaryOf(op, plan, a, b, y, n);
   }
   std::string softmax(DeviceStream &, bool log, const float *x, float *y,
@@ -485,8 +476,13 @@ public:
     case Logic::Less: return compareOf<Logic::Less>(dtype, plan, a, b, y, n);
     case Logic::Greater:
       return compareOf<Logic::Greater>(dtype, plan, a, b, y, n);
+    case Logic::GreaterOrEqual:
+      return compareOf<Logic::GreaterOrEqual>(dtype, plan, a, b, y, n);
+    case Logic::LessOrEqual:
+      return compareOf<Logic::LessOrEqual>(dtype, plan, a, b, y, n);
     case Logic::And: return logicOf<Logic::And, uint8_t>(plan, a, b, y, n);
     case Logic::Or: return logicOf<Logic::Or, uint8_t>(plan, a, b, y, n);
+    case Logic::Xor: return logicOf<Logic::Xor, uint8_t>(plan, a, b, y, n);
     }
     return "unknown logic function";
   }
@@ -783,14 +779,9 @@ private:
   template <typename T>
   std::string binaryOf(Binary op, const Broadcast &plan, const T *a,
                        const T *b, T *y, int64_t n) {
-    switch (op) {
-    case Binary::Add: return each(BinaryBody<Binary::Add, T>{plan, a, b, y}, n);
-    case Binary::Sub: return each(BinaryBody<Binary::Sub, T>{plan, a, b, y}, n);
-    case Binary::Mul: return each(BinaryBody<Binary::Mul, T>{plan, a, b, y}, n);
-    case Binary::Div: return each(BinaryBody<Binary::Div, T>{plan, a, b, y}, n);
-    case Binary::Pow: return each(BinaryBody<Binary::Pow, T>{plan, a, b, y}, n);
-    }
-    return "unknown binary function";
+    return withBinary(op, [&](auto f) {
+      return each(BinaryBody<decltype(f)::value, T>{plan, a, b, y}, n);
+    });
   }
   template <typename T>
   std::string stridedOf(const Broadcast &plan, const void *x, void *y,

@@ -26,8 +26,12 @@
 
 namespace fsdprt::cuda {
 
-cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
-                        cudaStream_t stream);
+/// A unary function (with its attributes, if it has any) of n elements.
+cudaError_t launchUnary(Unary op, UnaryParams params, const float *x, float *y,
+                        int64_t n, cudaStream_t stream);
+/// is_inf or isnan of n fp32 elements (the body's x, y and flags).
+cudaError_t launchFloatClass(const FloatClassBody &body, int64_t n,
+                             cudaStream_t stream);
 /// cast of n elements: fp32 to `half` (bf16 or f16), or back.
 cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
                        int64_t n, cudaStream_t stream);
@@ -38,15 +42,15 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
 cudaError_t launchAnyCast(fsdprt_dtype_t from, fsdprt_dtype_t to,
                           const void *x, void *y, int64_t n,
                           cudaStream_t stream);
-/// int64 neg (or, with `abs`, abs) of n elements, wrapping.
-cudaError_t launchNegAbs64(bool abs, const int64_t *x, int64_t *y, int64_t n,
-                           cudaStream_t stream);
-/// The same on int64 (add, sub, mul, div; Pow: cudaErrorInvalidValue).
+/// int64 neg, abs (wrapping) or sign of n elements.
+cudaError_t launchUnary64(Unary op, const int64_t *x, int64_t *y, int64_t n,
+                          cudaStream_t stream);
+/// The same on int64 (Pow, PRelu: cudaErrorInvalidValue).
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
                          const int64_t *b, int64_t *y, int64_t n,
                          cudaStream_t stream);
-/// equal, less or greater of two F32, I64 or Bool operands (`dtype`), or
-/// and/or of two Bool ones, broadcast by `plan` (planBroadcast of the
+/// a comparison of two F32, I64 or Bool operands (`dtype`), or and, or,
+/// xor of two Bool ones, broadcast by `plan` (planBroadcast of the
 /// output and the two operands): n Bool (one byte, 0 or 1) outputs.
 /// Another dtype: cudaErrorInvalidValue.
 cudaError_t launchLogic(Logic op, fsdprt_dtype_t dtype, const Broadcast &plan,

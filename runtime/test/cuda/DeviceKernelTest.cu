@@ -98,9 +98,34 @@ template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
       v = std::fabs(v) + 1e-3f;
   cuda::hostForEach(cuda::UnaryBody<Op>{x.data(), want.data()}, n);
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
-  cudaError_t e = cuda::launchUnary(Op, dx.data, dy.data, n, nullptr);
+  cudaError_t e = cuda::launchUnary(Op, {}, dx.data, dy.data, n, nullptr);
   cudaDeviceSynchronize();
   expect(std::string(cuda::unaryName(Op)) + " n=" + std::to_string(n), e,
+         dy.read(), want, 4e-6);
+}
+
+/// A unary function with its attributes (the cuda-host tests' values),
+/// its inputs in its domain and the values that matter among them.
+void unaryWith(cuda::Unary op, cuda::UnaryParams params, int64_t n,
+               unsigned seed) {
+  std::vector<float> x = random(n, seed, 3), want(n);
+  for (float &v : x)
+    if (op == cuda::Unary::Asin || op == cuda::Unary::Acos ||
+        op == cuda::Unary::Atanh)
+      v = std::tanh(v);
+    else if (op == cuda::Unary::Acosh)
+      v = 1 + std::fabs(v);
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.5f, 2.5f,
+                           -2.5f, 1.0f, -1.0f, 6.0f, -6.0f};
+  for (size_t i = 0; i < sizeof special / sizeof *special && i < x.size(); ++i)
+    x[i] = special[i];
+  cuda::withUnary(op, [&](auto f) {
+    cuda::hostForEach(
+        cuda::UnaryBody<decltype(f)::value>{x.data(), want.data(), params}, n);
+  });
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
+  cudaError_t e = cuda::launchUnary(op, params, dx.data, dy.data, n, nullptr);
+  expect(std::string(cuda::unaryName(op)) + " n=" + std::to_string(n), e,
          dy.read(), want, 4e-6);
 }
 
@@ -297,6 +322,73 @@ template <typename T> void wheres(unsigned &seed) {
   where<T>({257}, {257}, {}, {257}, seed++);
   where<T>({2, 1, 4}, {3, 1}, {4}, {2, 3, 4}, seed++);
   where<T>({5000000}, {5000000}, {1}, {5000000}, seed++);
+}
+
+/// is_inf (both flags) or isnan, bit for bit.
+void floatClass(bool nan, int64_t n, unsigned seed) {
+  std::vector<float> x = random(n, seed);
+  for (size_t i = 0; i < x.size(); i += 3)
+    x[i] = i % 2 ? INFINITY : i % 5 ? -INFINITY : NAN;
+  std::vector<uint8_t> want(n);
+  cuda::FloatClassBody host{x.data(), want.data(), nan, true, false};
+  cuda::hostForEach(host, n);
+  DeviceArray<float> dx(x);
+  DeviceArray<uint8_t> dy(poison<uint8_t>(n));
+  cuda::FloatClassBody body{dx.data, dy.data, nan, true, false};
+  expectSame(std::string(nan ? "isnan" : "is_inf") + " n=" + std::to_string(n),
+             cuda::launchFloatClass(body, n, nullptr), dy, want);
+}
+
+/// int64 sign, neg and abs, bit for bit.
+void unary64(cuda::Unary op, int64_t n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> x(n), want(n);
+  for (int64_t &v : x)
+    v = static_cast<int64_t>(gen()) >> (gen() % 64);
+  x[0] = INT64_MIN;
+  cuda::hostForEach(cuda::Unary64{op, x.data(), want.data()}, n);
+  DeviceArray<int64_t> dx(x), dy(poison<int64_t>(n));
+  expectSame("int64 " + std::string(cuda::unaryName(op)) +
+                 " n=" + std::to_string(n),
+             cuda::launchUnary64(op, dx.data, dy.data, n, nullptr), dy, want);
+}
+
+/// A broadcasting binary function on float or int64 operands of small
+/// values, bit for bit (int64 zero divisors among them; no float ones,
+/// whose NaN's sign bit the host's libm and the GPU's choose alike only
+/// by chance).
+template <cuda::Binary Op, typename T>
+void exactBinary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
+                 const std::vector<int64_t> &out, unsigned seed) {
+  std::mt19937 gen(seed);
+  auto draw = [&](int64_t n) {
+    std::vector<T> v(n);
+    for (T &x : v)
+      x = std::is_same_v<T, float>
+              ? static_cast<T>((int(gen() % 800) - 400) / 37.0f + 0.5f / 37)
+              : static_cast<T>(int(gen() % 41) - 20);
+    return v;
+  };
+  std::vector<T> a = draw(count(as)), b = draw(count(bs)), want(count(out));
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::BinaryBody<Op, T>{plan, a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<T> da(a), db(b), dy(poison<T>(want.size()));
+  cudaError_t e =
+      cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
+  expectSame(std::string(cuda::binaryName(Op)) +
+                 (std::is_same_v<T, float> ? " of f32" : " of i64") +
+                 (Op == cuda::Binary::FloorMod ? " (floor)" : "") +
+                 " n=" + std::to_string(count(out)),
+             e, dy, want);
+}
+
+template <cuda::Binary Op, typename T> void exactBinaries(unsigned &seed) {
+  exactBinary<Op, T>({1}, {1}, {1}, seed++);
+  exactBinary<Op, T>({257}, {}, {257}, seed++);
+  exactBinary<Op, T>({64, 1025}, {1025}, {64, 1025}, seed++);
+  exactBinary<Op, T>({2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
+  exactBinary<Op, T>({5000000}, {5000000}, {5000000}, seed++);
 }
 
 void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
@@ -760,6 +852,41 @@ int main() {
     unary<cuda::Unary::Neg>(n, seed++);
     unary<cuda::Unary::Abs>(n, seed++);
   }
+  {
+    using U = cuda::Unary;
+    const std::pair<U, cuda::UnaryParams> attributed[] = {
+        {U::Floor, {}},           {U::Ceil, {}},
+        {U::Round, {}},           {U::Sign, {}},
+        {U::Softsign, {}},        {U::Softplus, {}},
+        {U::HardSigmoid, {0.3f, 0.25f}},
+        {U::HardSwish, {}},       {U::Elu, {0.7f}},
+        {U::Selu, {1.5f, 2.0f}},  {U::Celu, {0.4f}},
+        {U::LeakyRelu, {0.2f}},   {U::ThresholdedRelu, {0.4f}},
+        {U::Shrink, {0.25f, 1.5f}}, {U::Clip, {-0.5f, 1.5f}},
+        {U::Sin, {}},             {U::Cos, {}},
+        {U::Tan, {}},             {U::Sinh, {}},
+        {U::Cosh, {}},            {U::Asin, {}},
+        {U::Acos, {}},            {U::Atan, {}},
+        {U::Asinh, {}},           {U::Acosh, {}},
+        {U::Atanh, {}}};
+    for (int64_t n : {1, 257, 100003, 5000000})
+      for (const auto &[op, params] : attributed)
+        unaryWith(op, params, n, seed++);
+    for (int64_t n : {1, 257, 5000000}) {
+      floatClass(false, n, seed++);
+      floatClass(true, n, seed++);
+      for (U op : {U::Sign, U::Neg, U::Abs})
+        unary64(op, n, seed++);
+    }
+  }
+  exactBinaries<cuda::Binary::Mod, float>(seed);
+  exactBinaries<cuda::Binary::Mod, int64_t>(seed);
+  exactBinaries<cuda::Binary::FloorMod, int64_t>(seed);
+  exactBinaries<cuda::Binary::Max, float>(seed);
+  exactBinaries<cuda::Binary::Min, float>(seed);
+  exactBinaries<cuda::Binary::Max, int64_t>(seed);
+  exactBinaries<cuda::Binary::Min, int64_t>(seed);
+  exactBinaries<cuda::Binary::PRelu, float>(seed);
   binaries<cuda::Binary::Add>(seed);
   binaries<cuda::Binary::Sub>(seed);
   binaries<cuda::Binary::Mul>(seed);
@@ -802,8 +929,13 @@ int main() {
   logics<cuda::Logic::Greater, float>(FSDPRT_F32, seed);
   logics<cuda::Logic::Greater, int64_t>(FSDPRT_I64, seed);
   logics<cuda::Logic::Greater, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::GreaterOrEqual, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::GreaterOrEqual, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::LessOrEqual, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::LessOrEqual, int64_t>(FSDPRT_I64, seed);
   logics<cuda::Logic::And, uint8_t>(FSDPRT_BOOL, seed);
   logics<cuda::Logic::Or, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Xor, uint8_t>(FSDPRT_BOOL, seed);
   for (int64_t n : {1, 257, 5000000})
     notOf(n, seed++);
   wheres<uint8_t>(seed);
