@@ -177,6 +177,9 @@ public:
   std::string takeFault();
 
   Device &dev() { return *device; }
+  /// A kernel that reads the session's step when it runs was prepared.
+  void noteRandom() { random = true; }
+  bool drawsRandom() const { return random; }
 
   /// Device memory for every kernel's ErrorSlot, zeroed: made at the
   /// first launch after kernels were prepared (sessions prepare every
@@ -196,6 +199,7 @@ private:
   ErrorSlot *slots = nullptr;
   size_t slotCount = 0;
   size_t replay = SIZE_MAX;
+  bool random = false;
   std::map<void *, void *> starts; // over-aligned blocks' starts
 };
 
@@ -224,7 +228,12 @@ public:
     return error;
   }
 
-  bool canCapture() const override { return true; }
+  /// Not on a GPU once a kernel draws random numbers: a CUDA graph would
+  /// replay the step it was captured at, and so the same masks every step
+  /// (the fake device's replays call the kernels again).
+  bool canCapture() const override {
+    return !backend.drawsRandom() || !backend.dev().nativeGraphs();
+  }
   std::string beginCapture() override {
     backend.makeSlots();
     Device &dev = backend.dev();
@@ -546,6 +555,37 @@ KernelFn whereKernel(Context &c) {
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.where(s, size, plan, cond.as<uint8_t>(), a.data, b.data, y.data,
                    y.numel);
+  });
+}
+
+/// dropout (training mode) as the CPU runs it, its checks and draws
+/// (kernels/random.h): the session's step and rank are read each time the
+/// kernel runs.
+KernelFn dropoutKernel(Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu("dropout", args);
+  if (args.in[0].dtype != FSDPRT_F32 || args.out[0].dtype != FSDPRT_F32)
+    return nullptr; // a half runs widened
+  const Tensor x = args.in[0], y = args.out[0];
+  uint8_t *mask = args.out.size() == 2 ? args.out[1].as<uint8_t>() : nullptr;
+  double ratio = args.attrs.getFloat("ratio", 0.5);
+  auto op = static_cast<uint32_t>(args.attrs.getInt("op", -1));
+  int64_t slot = args.attrs.getInt("slot", 0);
+  int64_t slots = args.attrs.getInt("slots", 1);
+  uint64_t threshold = keepThreshold(1.0 - ratio);
+  float scale = 1.0f / static_cast<float>(1.0 - ratio);
+  const RandomState *random = args.random;
+  c.backend.noteRandom();
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    DropoutBody body{{random->seed, random->step, op},
+                     static_cast<uint64_t>((random->rank * slots + slot) * x.numel),
+                     threshold,
+                     scale,
+                     x.as<float>(),
+                     y.as<float>(),
+                     mask,
+                     x.numel};
+    return d.dropout(s, body);
   });
 }
 
@@ -1537,6 +1577,8 @@ KernelFn own(const std::string &op, Context &c) {
     return logicKernel(op, c);
   if (op == "not")
     return notKernel(c);
+  if (op == "dropout")
+    return dropoutKernel(c);
   if (op == "where")
     return whereKernel(c);
   if (op == "gather_grad")

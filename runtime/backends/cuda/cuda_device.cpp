@@ -295,6 +295,9 @@ public:
     return check(launchBinary(op, plan, a, b, y, n, raw(s)),
                  "int64 binary kernel");
   }
+  std::string dropout(DeviceStream &s, const DropoutBody &body) override {
+    return check(launchDropout(body, raw(s)), "dropout kernel");
+  }
   std::string softmax(DeviceStream &s, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
     return check(launchSoftmax(log, x, y, outer, n, inner, raw(s)), "softmax kernel");

@@ -35,6 +35,7 @@
 #include "kernels/losses.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
+#include "kernels/random.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -180,6 +181,7 @@ public:
   virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                              const int64_t *a, const int64_t *b, int64_t *y,
                              int64_t n) = 0;
+  virtual std::string dropout(DeviceStream &s, const DropoutBody &body) = 0;
   virtual std::string softmax(DeviceStream &s, bool log, const float *x,
                               float *y, int64_t outer, int64_t n,
                               int64_t inner) = 0;

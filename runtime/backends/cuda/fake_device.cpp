@@ -462,6 +462,9 @@ public:
       return std::string("no int64 ") + binaryName(op) + " kernel";
     return binaryOf(op, plan, a, b, y, n);
   }
+  std::string dropout(DeviceStream &, const DropoutBody &body) override {
+    return each(body, body.blocks());
+  }
   std::string softmax(DeviceStream &, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
     if (log)

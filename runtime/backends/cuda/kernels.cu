@@ -1,7 +1,8 @@
 //===- kernels.cu - The CUDA backend's own kernels on the device ----------===//
 //
-// The device launchers (launch.h) of the unary, binary, cast, softmax,
-// norm, sum, gather, strided-read and cross-entropy bodies (kernels/),
+// The device launchers (launch.h) of the unary, binary, cast, dropout,
+// softmax, norm, sum, gather, strided-read and cross-entropy bodies
+// (kernels/),
 // run as device.cuh runs bodies.
 //
 //===----------------------------------------------------------------------===//
@@ -70,6 +71,10 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
   if (op == Binary::Pow || op == Binary::PRelu)
     return cudaErrorInvalidValue;
   return binaryOf(op, plan, a, b, y, n, s);
+}
+
+cudaError_t launchDropout(const DropoutBody &body, cudaStream_t s) {
+  return elementwise(body, body.blocks(), s);
 }
 
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,

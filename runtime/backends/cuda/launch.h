@@ -19,6 +19,7 @@
 #include "kernels/losses.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
+#include "kernels/random.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -64,6 +65,8 @@ cudaError_t launchNot(const uint8_t *x, uint8_t *y, int64_t n,
 cudaError_t launchWhere(size_t elementSize, const Broadcast &plan,
                         const uint8_t *cond, const void *a, const void *b,
                         void *y, int64_t n, cudaStream_t stream);
+/// Training-mode dropout (kernels/random.h): body.blocks() threads.
+cudaError_t launchDropout(const DropoutBody &body, cudaStream_t stream);
 /// Softmax or log-softmax of rows [outer, n, inner].
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
                           int64_t n, int64_t inner, cudaStream_t stream);

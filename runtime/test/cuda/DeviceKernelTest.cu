@@ -827,6 +827,31 @@ void philox(int64_t blocks) {
 
 } // namespace
 
+/// dropout over n elements from global element `base`, mask and y bit
+/// for bit as the host body's (which the cuda-host tests compare with the
+/// CPU backend's).
+void dropout(int64_t n, uint64_t base, double ratio, uint32_t step) {
+  std::vector<float> x = random(n, static_cast<unsigned>(n + base)), want(n);
+  std::vector<uint8_t> wantMask(n);
+  cuda::DropoutBody host{{0x0123456789abcdefull, step, 7},
+                         base,
+                         fsdprt::keepThreshold(1.0 - ratio),
+                         1.0f / static_cast<float>(1.0 - ratio),
+                         x.data(),
+                         want.data(),
+                         wantMask.data(),
+                         n};
+  cuda::hostForEach(host, host.blocks());
+  DeviceArray<float> dx(x), dy(poison<float>(n));
+  DeviceArray<uint8_t> dm(poison<uint8_t>(n));
+  cuda::DropoutBody body = host;
+  body.x = dx.data, body.y = dy.data, body.mask = dm.data;
+  std::string what = "dropout n=" + std::to_string(n) + " base=" +
+                     std::to_string(base) + " ratio=" + std::to_string(ratio);
+  expectSame(what + " (mask)", cuda::launchDropout(body, nullptr), dm, wantMask);
+  expectSame(what + " (y)", cudaSuccess, dy, want);
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -837,6 +862,12 @@ int main() {
   }
   unsigned seed = 1;
   philox(100003);
+  for (double ratio : {0.1, 0.5})
+    for (uint32_t step : {0u, 5u}) {
+      dropout(1, 0, ratio, step);
+      dropout(257, 3, ratio, step); // starts and ends mid-block
+      dropout(5000001, 5000001, ratio, step);
+    }
   for (int64_t n : {1, 7, 256, 257, 100003, 5000000}) {
     unary<cuda::Unary::Exp>(n, seed++);
     unary<cuda::Unary::Log>(n, seed++);
