@@ -63,16 +63,22 @@ void checkLikeTheCpu(const std::string &op, const KernelArgs &args) {
 }
 
 /// A fault a kernel reports through its ErrorSlot, in words.
-using FaultText = std::string (*)(const ErrorSlot &slot, int64_t bound);
+/// `bounds`: what the kernel checked the data against (a label's class
+/// count; the size of each dim an index indexes).
+using FaultText = std::string (*)(const ErrorSlot &slot,
+                                  const std::vector<int64_t> &bounds);
 
-std::string badLabel(const ErrorSlot &slot, int64_t classes) {
+std::string badLabel(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
   return "label " + std::to_string(slot.detail) + " is outside [0, " +
-         std::to_string(classes) + ")";
+         std::to_string(bounds[0]) + ")";
 }
 
-std::string badIndex(const ErrorSlot &slot, int64_t dim) {
+/// A bad index into dim `slot.code - kBadIndex` (scatter_nd's k dims; the
+/// one dim of the others).
+std::string badIndex(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
+  size_t d = std::min<size_t>(slot.code - kBadIndex, bounds.size() - 1);
   return "index " + std::to_string(slot.detail) +
-         " is out of range for a dimension of size " + std::to_string(dim);
+         " is out of range for a dimension of size " + std::to_string(bounds[d]);
 }
 
 class CudaBackend;
@@ -158,10 +164,11 @@ public:
 
   /// A new ErrorSlot for the kernel at `where`, whose faults `text` puts
   /// in words with `bound`; its address is slot(index) once prepared.
-  size_t addFault(const std::string &where, FaultText text, int64_t bound) {
+  size_t addFault(const std::string &where, FaultText text,
+                  std::vector<int64_t> bounds) {
     if (replay < faults.size())
       return replay++;
-    faults.push_back({where, text, bound});
+    faults.push_back({where, text, std::move(bounds)});
     return faults.size() - 1;
   }
   size_t faultCount() const { return faults.size(); }
@@ -191,7 +198,7 @@ private:
   struct Fault {
     std::string where;
     FaultText text;
-    int64_t bound;
+    std::vector<int64_t> bounds;
   };
   std::unique_ptr<Device> device;
   std::unique_ptr<Backend> cpu; // the fake devices' threads, fallback kernels
@@ -328,7 +335,7 @@ std::string CudaBackend::takeFault() {
     if (found[i].code) {
       device->fill(slots, 0, slotCount * sizeof(ErrorSlot));
       const Fault &f = faults[i];
-      return f.where + ": " + f.text(found[i], f.bound);
+      return f.where + ": " + f.text(found[i], f.bounds);
     }
   return "";
 }
@@ -700,7 +707,7 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   const float *g = grad ? args.in[2].as<float>() : nullptr;
   Workspace *workspace = args.workspace;
   workspace->reserve((2 * positions + 1) * sizeof(float));
-  size_t slot = c.backend.addFault(args.where, badLabel, classes);
+  size_t slot = c.backend.addFault(args.where, badLabel, {classes});
   CudaBackend *backend = &c.backend;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     CrossEntropyInputs in{scores.as<float>(), labels.as<int64_t>(), weights,
@@ -733,7 +740,7 @@ KernelFn gatherKernel(Context &c) {
     inner *= data.shape[d];
   size_t size = fsdprt_dtype_size(data.dtype);
   bool indices32 = indices.dtype == FSDPRT_I32;
-  size_t slot = c.backend.addFault(args.where, badIndex, dim);
+  size_t slot = c.backend.addFault(args.where, badIndex, {dim});
   CudaBackend *backend = &c.backend;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.gather(s, size, indices32, data.data, indices.data, y.data, outer,
@@ -774,12 +781,149 @@ KernelFn gatherGradKernel(Context &c) {
   bool indices32 = indices.dtype == FSDPRT_I32;
   Workspace *workspace = args.workspace;
   workspace->reserve(gatherGradScratch(count, dim) * sizeof(int64_t));
-  size_t slot = c.backend.addFault(args.where, badIndex, dim);
+  size_t slot = c.backend.addFault(args.where, badIndex, {dim});
   CudaBackend *backend = &c.backend;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.gatherGrad(s, indices32, g.as<float>(), indices.data,
                         y.as<float>(), outer, dim, count, inner,
                         workspace->as<int64_t>(), backend->slot(slot));
+  });
+}
+
+/// trilu of any element size; k the attribute or, as a second input, read
+/// by the kernel from device memory.
+KernelFn triluKernel(Context &c) {
+  checkLikeTheCpu("trilu", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  const int64_t *kInput =
+      c.args.in.size() == 2 ? c.args.in[1].as<int64_t>() : nullptr;
+  int64_t k = c.args.attrs.getInt("k", 0);
+  bool upper = c.args.attrs.getInt("upper", 1) != 0;
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  size_t size = fsdprt_dtype_size(x.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.trilu(s, size, x.data, y.data, y.numel, rows, cols, k, kInput,
+                   upper);
+  });
+}
+
+/// cumsum (F32, F64, I64, I32) along the attribute's axis; an axis given
+/// as an input (known only when it runs) has no own kernel.
+KernelFn cumsumKernel(Context &c) {
+  checkLikeTheCpu("cumsum", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (c.args.in.size() == 2 ||
+      (x.dtype != FSDPRT_F32 && x.dtype != FSDPRT_F64 &&
+       x.dtype != FSDPRT_I64 && x.dtype != FSDPRT_I32))
+    return nullptr;
+  int64_t axis = c.args.attrs.getInt("axis", 0);
+  int64_t dim = x.shape[axis];
+  int64_t inner = cpu::product(x.shape, axis + 1, x.shape.size());
+  int64_t lines = dim ? x.numel / dim : 0;
+  bool exclusive = c.args.attrs.getInt("exclusive", 0) != 0;
+  bool reverse = c.args.attrs.getInt("reverse", 0) != 0;
+  fsdprt_dtype_t dtype = x.dtype;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.cumsum(s, dtype, x.data, y.data, lines, dim, inner, exclusive,
+                    reverse);
+  });
+}
+
+/// gather_elements' and scatter_elements' walk of data and indices along
+/// `axis` (the CPU's checks have passed); false past kMaxDims dims.
+bool axisWalk(const Tensor &data, const Tensor &indices, int64_t axis,
+              AxisWalk &w) {
+  size_t rank = data.shape.size();
+  if (rank > static_cast<size_t>(kMaxDims))
+    return false;
+  std::vector<int64_t> dataStrides = cpu::stridesOf(data.shape);
+  std::vector<int64_t> indexStrides = cpu::stridesOf(indices.shape);
+  w.rank = static_cast<int>(rank);
+  w.axis = static_cast<int>(axis);
+  for (size_t d = 0; d < rank; ++d) {
+    w.data[d] = static_cast<int64_t>(d) == axis ? 1 : data.shape[d];
+    w.index[d] = indices.shape[d];
+    w.dataStride[d] = dataStrides[d];
+    w.indexStride[d] = indexStrides[d];
+  }
+  w.dim = data.shape[axis];
+  w.axisStride = dataStrides[axis];
+  w.count = indices.shape[axis];
+  return true;
+}
+
+/// gather_elements of any element size; a bad index in its ErrorSlot.
+KernelFn gatherElementsKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("gather_elements", args);
+  const Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
+  AxisWalk walk;
+  if (!axisWalk(data, indices, args.attrs.getInt("axis", 0), walk))
+    return nullptr;
+  size_t size = fsdprt_dtype_size(y.dtype);
+  bool indices32 = indices.dtype == FSDPRT_I32;
+  size_t slot = c.backend.addFault(args.where, badIndex, {walk.dim});
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.gatherElements(s, size, indices32, walk, data.data, indices.data,
+                            y.data, y.numel, backend->slot(slot));
+  });
+}
+
+/// scatter_elements and scatter_nd (reduction none, add or mul, as the CPU
+/// takes them); a bad index in the kernel's ErrorSlot.
+KernelFn scatterKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  const Tensor data = args.in[0], indices = args.in[1], updates = args.in[2];
+  const Tensor y = args.out[0];
+  std::string reduction = args.attrs.getString("reduction", "none");
+  ScatterArgs a{};
+  a.dtype = y.dtype;
+  a.elementSize = fsdprt_dtype_size(y.dtype);
+  a.indices32 = indices.dtype == FSDPRT_I32;
+  a.how = reduction == "add"   ? Combine::Add
+          : reduction == "mul" ? Combine::Mul
+                               : Combine::Assign;
+  if (a.how != Combine::Assign && y.dtype != FSDPRT_F32 &&
+      y.dtype != FSDPRT_F64 && y.dtype != FSDPRT_I32 && y.dtype != FSDPRT_I64)
+    return nullptr; // halves add and multiply widened, as on the CPU
+  a.data = data.data, a.indices = indices.data, a.updates = updates.data;
+  a.y = y.data;
+  CudaBackend *backend = &c.backend;
+  if (op == "scatter_elements") {
+    if (!axisWalk(data, indices, args.attrs.getInt("axis", 0), a.walk))
+      return nullptr;
+    int64_t lines = a.walk.dim ? data.numel / a.walk.dim : 0;
+    size_t slot = c.backend.addFault(args.where, badIndex, {a.walk.dim});
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      ScatterArgs bound = a;
+      bound.error = backend->slot(slot);
+      return d.scatterElements(s, bound, lines);
+    });
+  }
+  a.k = indices.shape.back();
+  if (a.k > kMaxDims)
+    return nullptr;
+  std::vector<int64_t> strides = cpu::stridesOf(data.shape);
+  for (int64_t d = 0; d < a.k; ++d) {
+    a.shape[d] = data.shape[d];
+    a.strides[d] = strides[d];
+  }
+  a.slice = cpu::product(data.shape, a.k, data.shape.size());
+  a.tuples = cpu::product(indices.shape, 0, indices.shape.size() - 1);
+  size_t slot = c.backend.addFault(
+      args.where, badIndex,
+      std::vector<int64_t>(data.shape.begin(), data.shape.begin() + a.k));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    if (y.data != data.data)
+      if (std::string e = d.copyElements(s, a.elementSize, data.data, y.data,
+                                         y.numel);
+          !e.empty())
+        return e;
+    ScatterArgs bound = a;
+    bound.error = backend->slot(slot);
+    return d.scatterND(s, bound);
   });
 }
 
@@ -1608,6 +1752,14 @@ KernelFn own(const std::string &op, Context &c) {
     return crossEntropyKernel(op, c);
   if (op == "gather")
     return gatherKernel(c);
+  if (op == "gather_elements")
+    return gatherElementsKernel(c);
+  if (op == "scatter_elements" || op == "scatter_nd")
+    return scatterKernel(op, c);
+  if (op == "trilu")
+    return triluKernel(c);
+  if (op == "cumsum")
+    return cumsumKernel(c);
   if (op == "conv")
     return convKernel(c);
   if (op == "conv_grad_input")

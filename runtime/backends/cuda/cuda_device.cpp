@@ -295,6 +295,36 @@ public:
     return check(launchBinary(op, plan, a, b, y, n, raw(s)),
                  "int64 binary kernel");
   }
+  std::string trilu(DeviceStream &s, size_t elementSize, const void *x,
+                    void *y, int64_t n, int64_t rows, int64_t cols, int64_t k,
+                    const int64_t *kInput, bool upper) override {
+    return check(launchTrilu(elementSize, x, y, n, rows, cols, k, kInput,
+                             upper, raw(s)),
+                 "trilu kernel");
+  }
+  std::string cumsum(DeviceStream &s, fsdprt_dtype_t dtype, const void *x,
+                     void *y, int64_t lines, int64_t dim, int64_t inner,
+                     bool exclusive, bool reverse) override {
+    return check(launchCumsum(dtype, x, y, lines, dim, inner, exclusive,
+                              reverse, raw(s)),
+                 "cumsum kernel");
+  }
+  std::string gatherElements(DeviceStream &s, size_t elementSize,
+                             bool indices32, const AxisWalk &walk,
+                             const void *data, const void *indices, void *y,
+                             int64_t n, ErrorSlot *error) override {
+    return check(launchGatherElements(elementSize, indices32, walk, data,
+                                      indices, y, n, error, raw(s)),
+                 "gather_elements kernel");
+  }
+  std::string scatterElements(DeviceStream &s, const ScatterArgs &args,
+                              int64_t lines) override {
+    return check(launchScatterElements(args, lines, raw(s)),
+                 "scatter_elements kernel");
+  }
+  std::string scatterND(DeviceStream &s, const ScatterArgs &args) override {
+    return check(launchScatterND(args, raw(s)), "scatter_nd kernel");
+  }
   std::string dropout(DeviceStream &s, const DropoutBody &body) override {
     return check(launchDropout(body, raw(s)), "dropout kernel");
   }

@@ -31,6 +31,7 @@
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
+#include "kernels/indexing.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/optim.h"
@@ -247,6 +248,21 @@ public:
   virtual std::string pack(DeviceStream &s, size_t elementSize,
                            const void *const *members, void *flat,
                            const PackPlan &plan) = 0;
+  virtual std::string trilu(DeviceStream &s, size_t elementSize,
+                            const void *x, void *y, int64_t n, int64_t rows,
+                            int64_t cols, int64_t k, const int64_t *kInput,
+                            bool upper) = 0;
+  virtual std::string cumsum(DeviceStream &s, fsdprt_dtype_t dtype,
+                             const void *x, void *y, int64_t lines,
+                             int64_t dim, int64_t inner, bool exclusive,
+                             bool reverse) = 0;
+  virtual std::string gatherElements(DeviceStream &s, size_t elementSize,
+                                     bool indices32, const AxisWalk &walk,
+                                     const void *data, const void *indices,
+                                     void *y, int64_t n, ErrorSlot *error) = 0;
+  virtual std::string scatterElements(DeviceStream &s, const ScatterArgs &args,
+                                      int64_t lines) = 0;
+  virtual std::string scatterND(DeviceStream &s, const ScatterArgs &args) = 0;
   virtual std::string stridedRead(DeviceStream &s, size_t elementSize,
                                   const Broadcast &plan, const void *x,
                                   void *y, int64_t offset, int64_t n) = 0;

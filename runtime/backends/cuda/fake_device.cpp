@@ -462,6 +462,60 @@ public:
       return std::string("no int64 ") + binaryName(op) + " kernel";
     return binaryOf(op, plan, a, b, y, n);
   }
+  std::string trilu(DeviceStream &, size_t elementSize, const void *x, void *y,
+                    int64_t n, int64_t rows, int64_t cols, int64_t k,
+                    const int64_t *kInput, bool upper) override {
+    return bySize(elementSize, "trilu", [&](auto t) {
+      using T = decltype(t);
+      return each(TriluBody<T>{static_cast<const T *>(x), static_cast<T *>(y),
+                               rows, cols, k, kInput, upper},
+                  n);
+    });
+  }
+  std::string cumsum(DeviceStream &, fsdprt_dtype_t dtype, const void *x,
+                     void *y, int64_t lines, int64_t dim, int64_t inner,
+                     bool exclusive, bool reverse) override {
+    auto run = [&](auto t) {
+      using T = decltype(t);
+      return each(CumsumBody<T>{static_cast<const T *>(x), static_cast<T *>(y),
+                                dim, inner, exclusive, reverse},
+                  lines);
+    };
+    switch (dtype) {
+    case FSDPRT_F32: return run(float{});
+    case FSDPRT_F64: return run(double{});
+    case FSDPRT_I64: return run(int64_t{});
+    case FSDPRT_I32: return run(int32_t{});
+    default: return std::string("no cumsum of ") + fsdprt_dtype_name(dtype);
+    }
+  }
+  std::string gatherElements(DeviceStream &, size_t elementSize, bool indices32,
+                             const AxisWalk &walk, const void *data,
+                             const void *indices, void *y, int64_t n,
+                             ErrorSlot *error) override {
+    return bySize(elementSize, "gather_elements", [&](auto t) {
+      using T = decltype(t);
+      auto run = [&](auto i) {
+        using I = decltype(i);
+        return each(GatherElementsBody<T, I>{walk, static_cast<const T *>(data),
+                                             static_cast<const I *>(indices),
+                                             static_cast<T *>(y), error},
+                    n);
+      };
+      return indices32 ? run(int32_t{}) : run(int64_t{});
+    });
+  }
+  std::string scatterElements(DeviceStream &, const ScatterArgs &args,
+                              int64_t lines) override {
+    return withScatterTypes(args, [&](auto t, auto i) {
+      return each(scatterElementsBody<decltype(t), decltype(i)>(args), lines);
+    });
+  }
+  std::string scatterND(DeviceStream &, const ScatterArgs &args) override {
+    return withScatterTypes(args, [&](auto t, auto i) {
+      return each(scatterNDBody<decltype(t), decltype(i)>(args), args.slice);
+    });
+  }
   std::string dropout(DeviceStream &, const DropoutBody &body) override {
     return each(body, body.blocks());
   }

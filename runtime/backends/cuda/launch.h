@@ -15,6 +15,7 @@
 #include "kernels/copy.h"
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
+#include "kernels/indexing.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/optim.h"
@@ -101,6 +102,26 @@ cudaError_t launchGatherGrad(bool indices32, const float *g,
                              int64_t dim, int64_t count, int64_t inner,
                              int64_t *scratch, ErrorSlot *error,
                              cudaStream_t stream);
+
+/// trilu of n elements of `elementSize` bytes (kernels/indexing.h).
+cudaError_t launchTrilu(size_t elementSize, const void *x, void *y, int64_t n,
+                        int64_t rows, int64_t cols, int64_t k,
+                        const int64_t *kInput, bool upper, cudaStream_t stream);
+/// cumsum of `lines` lines [outer, dim, inner] of F32, F64, I64 or I32.
+cudaError_t launchCumsum(fsdprt_dtype_t dtype, const void *x, void *y,
+                         int64_t lines, int64_t dim, int64_t inner,
+                         bool exclusive, bool reverse, cudaStream_t stream);
+/// gather_elements of n elements of `elementSize` bytes (I64 or, with
+/// indices32, I32 indices); bad indices go to `error`.
+cudaError_t launchGatherElements(size_t elementSize, bool indices32,
+                                 const AxisWalk &walk, const void *data,
+                                 const void *indices, void *y, int64_t n,
+                                 ErrorSlot *error, cudaStream_t stream);
+/// scatter_elements over `lines` lines of y (args.walk).
+cudaError_t launchScatterElements(const ScatterArgs &args, int64_t lines,
+                                  cudaStream_t stream);
+/// scatter_nd: y is data already; args.slice threads.
+cudaError_t launchScatterND(const ScatterArgs &args, cudaStream_t stream);
 
 /// A strided read (kernels/data.h) of n elements of `elementSize` bytes.
 cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,

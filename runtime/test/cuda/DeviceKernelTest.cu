@@ -852,6 +852,112 @@ void dropout(int64_t n, uint64_t base, double ratio, uint32_t step) {
   expectSame(what + " (y)", cudaSuccess, dy, want);
 }
 
+/// The walk of data [a, dim, b] and indices [a, count, b] along dim 1.
+cuda::AxisWalk walk3(int64_t a, int64_t dim, int64_t count, int64_t b) {
+  cuda::AxisWalk w;
+  w.rank = 3, w.axis = 1;
+  int64_t data[3] = {a, 1, b}, index[3] = {a, count, b};
+  int64_t dataStride[3] = {dim * b, b, 1}, indexStride[3] = {count * b, b, 1};
+  for (int d = 0; d < 3; ++d) {
+    w.data[d] = data[d], w.index[d] = index[d];
+    w.dataStride[d] = dataStride[d], w.indexStride[d] = indexStride[d];
+  }
+  w.dim = dim, w.axisStride = b, w.count = count;
+  return w;
+}
+
+/// trilu, cumsum, gather_elements, scatter_elements and scatter_nd of
+/// float elements (indices with repeats and negatives), bit for bit.
+void indexing(int64_t a, int64_t dim, int64_t count, int64_t b, unsigned seed) {
+  std::string shape = " [" + std::to_string(a) + ", " + std::to_string(dim) +
+                      ", " + std::to_string(b) + "]";
+  std::vector<float> x = random(a * dim * b, seed);
+  {
+    std::vector<float> want(x.size());
+    cuda::hostForEach(cuda::TriluBody<float>{x.data(), want.data(), dim, b, -1,
+                                             nullptr, true},
+                      x.size());
+    DeviceArray<float> dx(x), dy(poison<float>(x.size()));
+    expectSame("trilu" + shape,
+               cuda::launchTrilu(4, dx.data, dy.data, x.size(), dim, b, -1,
+                                 nullptr, true, nullptr),
+               dy, want);
+  }
+  {
+    std::vector<float> want(x.size());
+    cuda::hostForEach(cuda::CumsumBody<float>{x.data(), want.data(), dim, b,
+                                              false, true},
+                      a * b);
+    DeviceArray<float> dx(x), dy(poison<float>(x.size()));
+    expectSame("cumsum" + shape,
+               cuda::launchCumsum(FSDPRT_F32, dx.data, dy.data, a * b, dim, b,
+                                  false, true, nullptr),
+               dy, want);
+  }
+  std::mt19937 gen(seed);
+  std::vector<int64_t> idx(a * count * b);
+  for (int64_t &v : idx)
+    v = static_cast<int64_t>(gen() % dim) - (gen() % 2 ? dim : 0);
+  std::vector<float> updates = random(idx.size(), seed + 1);
+  cuda::AxisWalk walk = walk3(a, dim, count, b);
+  DeviceArray<float> dx(x), du(updates);
+  DeviceArray<int64_t> di(idx);
+  DeviceArray<cuda::ErrorSlot> slot(std::vector<cuda::ErrorSlot>(1, {0, 0}));
+  cuda::ErrorSlot hostSlot{0, 0};
+  {
+    std::vector<float> want(idx.size());
+    cuda::hostForEach(cuda::GatherElementsBody<float, int64_t>{
+                          walk, x.data(), idx.data(), want.data(), &hostSlot},
+                      idx.size());
+    DeviceArray<float> dy(poison<float>(idx.size()));
+    expectSame("gather_elements" + shape,
+               cuda::launchGatherElements(4, false, walk, dx.data, di.data,
+                                          dy.data, idx.size(), slot.data,
+                                          nullptr),
+               dy, want);
+  }
+  for (cuda::Combine how : {cuda::Combine::Assign, cuda::Combine::Add}) {
+    std::vector<float> want(x.size());
+    cuda::ScatterArgs args{};
+    args.dtype = FSDPRT_F32, args.elementSize = 4, args.how = how;
+    args.walk = walk;
+    args.data = x.data(), args.indices = idx.data();
+    args.updates = updates.data(), args.y = want.data(), args.error = &hostSlot;
+    cuda::hostForEach(cuda::scatterElementsBody<float, int64_t>(args), a * b);
+    DeviceArray<float> dy(poison<float>(x.size()));
+    args.data = dx.data, args.indices = di.data, args.updates = du.data;
+    args.y = dy.data, args.error = slot.data;
+    expectSame(std::string("scatter_elements ") +
+                   (how == cuda::Combine::Add ? "add" : "none") + shape,
+               cuda::launchScatterElements(args, a * b, nullptr), dy, want);
+  }
+  {
+    // scatter_nd into data [a * dim, b] with `count` one-index tuples.
+    std::vector<int64_t> rows(count);
+    for (int64_t &v : rows)
+      v = static_cast<int64_t>(gen() % (a * dim));
+    std::vector<float> want = x, part = random(count * b, seed + 2);
+    cuda::ScatterArgs args{};
+    args.dtype = FSDPRT_F32, args.elementSize = 4, args.how = cuda::Combine::Add;
+    args.k = 1, args.tuples = count, args.slice = b;
+    args.shape[0] = a * dim, args.strides[0] = b;
+    args.indices = rows.data(), args.updates = part.data(), args.y = want.data();
+    args.error = &hostSlot;
+    cuda::hostForEach(cuda::scatterNDBody<float, int64_t>(args), b);
+    DeviceArray<int64_t> dr(rows);
+    DeviceArray<float> dp(part), dy(x);
+    args.indices = dr.data, args.updates = dp.data, args.y = dy.data;
+    args.error = slot.data;
+    expectSame("scatter_nd add" + shape, cuda::launchScatterND(args, nullptr),
+               dy, want);
+  }
+  if (slot.read(0).code != 0 || hostSlot.code != 0) {
+    std::fprintf(stderr, "FAIL: indexing%s: a good index reported bad\n",
+                 shape.c_str());
+    ++failures;
+  }
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -862,6 +968,10 @@ int main() {
   }
   unsigned seed = 1;
   philox(100003);
+  indexing(1, 1, 1, 1, seed++);
+  indexing(3, 257, 300, 5, seed++);
+  indexing(2, 100003, 1000, 1, seed++); // a long line
+  indexing(64, 33, 7, 1000, seed++);
   for (double ratio : {0.1, 0.5})
     for (uint32_t step : {0u, 5u}) {
       dropout(1, 0, ratio, step);
