@@ -75,6 +75,11 @@ std::string badLabel(const ErrorSlot &slot, const std::vector<int64_t> &bounds) 
 
 /// A bad index into dim `slot.code - kBadIndex` (scatter_nd's k dims; the
 /// one dim of the others).
+std::string badTarget(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
+  return "target " + std::to_string(slot.detail) + " is outside [0, " +
+         std::to_string(bounds[0]) + ")";
+}
+
 std::string badIndex(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
   size_t d = std::min<size_t>(slot.code - kBadIndex, bounds.size() - 1);
   return "index " + std::to_string(slot.detail) +
@@ -718,6 +723,43 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
                                      y.as<float>())
                 : d.crossEntropy(s, in, positions, none, mean, scratch,
                                  y.as<float>());
+  });
+}
+
+/// nll_loss(_grad) (kernels/losses.h): its scratch in the workspace, a bad
+/// target in its ErrorSlot.
+KernelFn nllKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  bool grad = op == "nll_loss_grad";
+  const Tensor input = grad ? args.out[0] : args.in[0];
+  const Tensor target = grad ? args.in[0] : args.in[1];
+  const Tensor y = args.out[0];
+  bool weighted = args.in.size() == 3;
+  if (input.dtype != FSDPRT_F32 || (grad && args.in[1].dtype != FSDPRT_F32))
+    return nullptr; // halves run widened
+  int64_t classes = input.shape[1], positions = target.numel;
+  int64_t inner = cpu::product(input.shape, 2, input.shape.size());
+  std::string reduction = args.attrs.getString("reduction", "mean");
+  bool none = reduction == "none", mean = reduction == "mean";
+  bool hasIgnore = args.attrs.has("ignore_index");
+  int64_t ignore = args.attrs.getInt("ignore_index", 0);
+  const float *weights = weighted ? args.in[2].as<float>() : nullptr;
+  const float *g = grad ? args.in[1].as<float>() : nullptr;
+  const float *logProbs = grad ? nullptr : input.as<float>();
+  bool target32 = target.dtype == FSDPRT_I32;
+  Workspace *workspace = args.workspace;
+  workspace->reserve((2 * positions + 1) * sizeof(float));
+  size_t slot = c.backend.addFault(args.where, badTarget, {classes});
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    NllInputs in{logProbs, target.data, target32, weights, classes,
+                 inner,    hasIgnore,   ignore,   backend->slot(slot)};
+    float *scratch = workspace->as<float>();
+    return grad ? d.nllLossGrad(s, in, positions, g, none, mean, scratch,
+                                y.as<float>(), y.numel)
+                : d.nllLoss(s, in, positions, none, mean, scratch,
+                            y.as<float>());
   });
 }
 
@@ -1752,6 +1794,8 @@ KernelFn own(const std::string &op, Context &c) {
     return crossEntropyKernel(op, c);
   if (op == "gather")
     return gatherKernel(c);
+  if (op == "nll_loss" || op == "nll_loss_grad")
+    return nllKernel(op, c);
   if (op == "gather_elements")
     return gatherElementsKernel(c);
   if (op == "scatter_elements" || op == "scatter_nd")

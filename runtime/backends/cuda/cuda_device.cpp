@@ -450,6 +450,19 @@ public:
     return check(launchStridedRead(elementSize, plan, x, y, offset, n, raw(s)),
                  "strided read kernel");
   }
+  std::string nllLoss(DeviceStream &s, const NllInputs &in, int64_t positions,
+                      bool none, bool mean, float *scratch, float *y) override {
+    return check(launchNllLoss(in, positions, none, mean, scratch, y, raw(s)),
+                 "nll_loss kernel");
+  }
+  std::string nllLossGrad(DeviceStream &s, const NllInputs &in,
+                          int64_t positions, const float *g, bool none,
+                          bool mean, float *scratch, float *y,
+                          int64_t n) override {
+    return check(launchNllLossGrad(in, positions, g, none, mean, scratch, y, n,
+                                   raw(s)),
+                 "nll_loss gradient kernel");
+  }
   std::string crossEntropy(DeviceStream &s, const CrossEntropyInputs &in,
                            int64_t positions, bool none, bool mean,
                            float *scratch, float *y) override {

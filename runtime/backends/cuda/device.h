@@ -266,6 +266,13 @@ public:
   virtual std::string stridedRead(DeviceStream &s, size_t elementSize,
                                   const Broadcast &plan, const void *x,
                                   void *y, int64_t offset, int64_t n) = 0;
+  virtual std::string nllLoss(DeviceStream &s, const NllInputs &in,
+                              int64_t positions, bool none, bool mean,
+                              float *scratch, float *y) = 0;
+  virtual std::string nllLossGrad(DeviceStream &s, const NllInputs &in,
+                                  int64_t positions, const float *g, bool none,
+                                  bool mean, float *scratch, float *y,
+                                  int64_t n) = 0;
   virtual std::string crossEntropy(DeviceStream &s, const CrossEntropyInputs &in,
                                    int64_t positions, bool none, bool mean,
                                    float *scratch, float *y) = 0;

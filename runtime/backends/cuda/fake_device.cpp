@@ -712,6 +712,20 @@ public:
     }
     return "no strided read of " + std::to_string(elementSize) + "-byte elements";
   }
+  std::string nllLoss(DeviceStream &, const NllInputs &in, int64_t positions,
+                      bool none, bool mean, float *scratch, float *y) override {
+    HostLauncher launch{kLanes};
+    cuda::nllLoss(launch, in, positions, none, mean, scratch, y);
+    return "";
+  }
+  std::string nllLossGrad(DeviceStream &, const NllInputs &in,
+                          int64_t positions, const float *g, bool none,
+                          bool mean, float *scratch, float *y,
+                          int64_t n) override {
+    HostLauncher launch{kLanes};
+    cuda::nllLossGrad(launch, in, positions, g, none, mean, scratch, y, n);
+    return "";
+  }
   std::string crossEntropy(DeviceStream &, const CrossEntropyInputs &in,
                            int64_t positions, bool none, bool mean,
                            float *scratch, float *y) override {

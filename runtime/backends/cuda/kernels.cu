@@ -171,4 +171,18 @@ cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
   return crossEntropyGrad(launch, in, positions, g, none, mean, scratch, y);
 }
 
+cudaError_t launchNllLoss(const NllInputs &in, int64_t positions, bool none,
+                          bool mean, float *scratch, float *y, cudaStream_t s) {
+  DeviceLauncher launch{s};
+  return nllLoss(launch, in, positions, none, mean, scratch, y);
+}
+
+cudaError_t launchNllLossGrad(const NllInputs &in, int64_t positions,
+                              const float *g, bool none, bool mean,
+                              float *scratch, float *y, int64_t n,
+                              cudaStream_t s) {
+  DeviceLauncher launch{s};
+  return nllLossGrad(launch, in, positions, g, none, mean, scratch, y, n);
+}
+
 } // namespace fsdprt::cuda

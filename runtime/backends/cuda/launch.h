@@ -196,6 +196,18 @@ cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
                                    bool mean, float *scratch, float *y,
                                    cudaStream_t stream);
 
+/// nll_loss over `positions` positions into y ([positions] for reduction
+/// none, else one value); `scratch` holds 2 * positions floats. Bad
+/// targets go to in.error.
+cudaError_t launchNllLoss(const NllInputs &in, int64_t positions, bool none,
+                          bool mean, float *scratch, float *y,
+                          cudaStream_t stream);
+/// nll_loss_grad into y (n elements); `scratch` holds positions + 1 floats.
+cudaError_t launchNllLossGrad(const NllInputs &in, int64_t positions,
+                              const float *g, bool none, bool mean,
+                              float *scratch, float *y, int64_t n,
+                              cudaStream_t stream);
+
 /// attention: y and (when args.lse is set) lse from q, k_t, v and the mask
 /// (kernels/attention.h), in tiles of planAttentionTiles. Head dims whose
 /// tiles do not fit in shared memory: cudaErrorInvalidValue.

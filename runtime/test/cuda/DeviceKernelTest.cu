@@ -958,6 +958,52 @@ void indexing(int64_t a, int64_t dim, int64_t count, int64_t b, unsigned seed) {
   }
 }
 
+/// nll_loss (within fp32 rounding of the host's sum) and its gradient
+/// (bit for bit: whole weights, an exact divisor), an ignored class 0.
+void nll(int64_t n, int64_t classes, int64_t inner, bool none, bool mean,
+         unsigned seed) {
+  int64_t positions = n * inner, numel = n * classes * inner;
+  std::vector<float> x = random(numel, seed), w(classes);
+  std::mt19937 gen(seed);
+  std::vector<int64_t> t(positions);
+  for (int64_t &v : t)
+    v = gen() % classes;
+  for (float &v : w)
+    v = static_cast<float>(gen() % 5 + 1);
+  std::vector<float> g = random(none ? positions : 1, seed + 1);
+  int64_t outs = none ? positions : 1;
+  cuda::NllInputs host{x.data(), t.data(), false, w.data(), classes,
+                       inner,    true,     0,     nullptr};
+  std::vector<float> scratch(2 * positions + 1), want(outs), wantGrad(numel);
+  cuda::HostLauncher launch{1};
+  cuda::nllLoss(launch, host, positions, none, mean, scratch.data(), want.data());
+  cuda::nllLossGrad(launch, host, positions, g.data(), none, mean,
+                    scratch.data(), wantGrad.data(), numel);
+  DeviceArray<float> dx(x), dw(w), dg(g), ds(scratch);
+  DeviceArray<int64_t> dt(t);
+  DeviceArray<cuda::ErrorSlot> slot(std::vector<cuda::ErrorSlot>(1, {0, 0}));
+  DeviceBuffer dy(poison<float>(outs));
+  DeviceArray<float> ddx(poison<float>(numel));
+  cuda::NllInputs in{dx.data, dt.data, false, dw.data, classes,
+                     inner,   true,    0,     slot.data};
+  std::string what = std::string("nll_loss ") +
+                     (none ? "none" : mean ? "mean" : "sum") +
+                     " positions=" + std::to_string(positions) +
+                     " C=" + std::to_string(classes);
+  expect(what,
+         cuda::launchNllLoss(in, positions, none, mean, ds.data, dy.data,
+                             nullptr),
+         dy.read(), want, positions > 10000 ? 1e-4 : 1e-5);
+  expectSame(what + " grad",
+             cuda::launchNllLossGrad(in, positions, dg.data, none, mean,
+                                     ds.data, ddx.data, numel, nullptr),
+             ddx, wantGrad);
+  if (slot.read(0).code != 0) {
+    std::fprintf(stderr, "FAIL: %s: a good target reported bad\n", what.c_str());
+    ++failures;
+  }
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -1047,6 +1093,13 @@ int main() {
     sum(mean, 4, 300, 5, seed++);
     sum(mean, 2, 100003, 1, seed++);
     sum(mean, 70000, 3, 1, seed++);
+  }
+  for (int reduction = 0; reduction < 3; ++reduction) {
+    bool none = reduction == 0, mean = reduction == 2;
+    nll(1, 1, 1, none, mean, seed++);
+    nll(300, 257, 1, none, mean, seed++);
+    nll(4, 10, 33, none, mean, seed++);
+    nll(70000, 10, 1, none, mean, seed++);
   }
   for (bool mean : {false, true}) {
     crossEntropy(1, 1, mean, false, seed++);
