@@ -1051,14 +1051,25 @@ PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
   return w;
 }
 
-/// max_pool, average_pool and pool_grad over planes [N * C, H, W].
+/// max_pool (with its Indices output too), average_pool and pool_grad over
+/// planes [N * C, H, W].
 KernelFn poolKernel(const std::string &op, Context &c) {
   KernelArgs &args = c.args;
   checkLikeTheCpu(op, args);
-  if (!allF32(args))
-    return nullptr;
   const Tensor x = args.in[0], y = args.out[0];
   int64_t planes = x.shape[0] * x.shape[1];
+  if (op == "max_pool" && args.out.size() == 2) {
+    if (x.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
+      return nullptr; // halves run widened
+    MaxPoolIndicesBody body{poolWindow(args, x, y), x.as<float>(),
+                            y.as<float>(), args.out[1].as<int64_t>(),
+                            args.attrs.getInt("storage_order", 0) != 0};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.maxPoolIndices(s, body, planes);
+    });
+  }
+  if (!allF32(args))
+    return nullptr;
   if (op == "pool_grad") {
     const Tensor g = args.in[1];
     bool max = args.attrs.getString("mode", "") == "max";
@@ -1072,6 +1083,29 @@ KernelFn poolKernel(const std::string &op, Context &c) {
   PoolWindow window = poolWindow(args, x, y);
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.pool(s, max, window, x.as<float>(), y.as<float>(), planes);
+  });
+}
+
+/// global_max_pool over the spatial dims and hardmax along an axis, one
+/// thread per plane or row, as the CPU computes them.
+KernelFn maxKernel(const std::string &op, Context &c) {
+  checkLikeTheCpu(op, c.args);
+  if (!allF32(c.args))
+    return nullptr;
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (op == "global_max_pool") {
+    int64_t inner = cpu::product(x.shape, 2, x.shape.size());
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.globalMaxPool(s, x.as<float>(), y.as<float>(), y.numel, inner);
+    });
+  }
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = c.args.attrs.getInt("axis", -1); // the CPU's check: >= 0
+  int64_t n = x.shape.empty() ? 1 : x.shape[axis];
+  int64_t inner = x.shape.empty() ? 1 : cpu::product(x.shape, axis + 1, rank);
+  int64_t outer = n != 0 && inner != 0 ? x.numel / (n * inner) : 0;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.hardmax(s, x.as<float>(), y.as<float>(), outer, n, inner);
   });
 }
 
@@ -1778,6 +1812,8 @@ KernelFn own(const std::string &op, Context &c) {
     return packKernel(c);
   if (op == "max_pool" || op == "average_pool" || op == "pool_grad")
     return poolKernel(op, c);
+  if (op == "global_max_pool" || op == "hardmax")
+    return maxKernel(op, c);
   if (op == "batch_norm")
     return batchNormKernel(c);
   if (op == "batch_norm_train" || op == "batch_norm_grad")

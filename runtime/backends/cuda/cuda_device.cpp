@@ -374,6 +374,21 @@ public:
                                   inner, scratch, error, raw(s)),
                  "gather gradient kernel");
   }
+  std::string maxPoolIndices(DeviceStream &s, const MaxPoolIndicesBody &body,
+                             int64_t planes) override {
+    return check(launchMaxPoolIndices(body, planes, raw(s)),
+                 "max_pool indices kernel");
+  }
+  std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
+                            int64_t planes, int64_t inner) override {
+    return check(launchGlobalMaxPool(x, y, planes, inner, raw(s)),
+                 "global_max_pool kernel");
+  }
+  std::string hardmax(DeviceStream &s, const float *x, float *y, int64_t outer,
+                      int64_t n, int64_t inner) override {
+    return check(launchHardmax(x, y, outer, n, inner, raw(s)),
+                 "hardmax kernel");
+  }
   std::string pool(DeviceStream &s, bool max, const PoolWindow &window,
                    const float *x, float *y, int64_t planes) override {
     return check(launchPool(max, window, x, y, planes, raw(s)), "pool kernel");

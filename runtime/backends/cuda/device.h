@@ -213,6 +213,13 @@ public:
                                  ErrorSlot *error) = 0;
   virtual std::string pool(DeviceStream &s, bool max, const PoolWindow &window,
                            const float *x, float *y, int64_t planes) = 0;
+  virtual std::string maxPoolIndices(DeviceStream &s,
+                                     const MaxPoolIndicesBody &body,
+                                     int64_t planes) = 0;
+  virtual std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
+                                    int64_t planes, int64_t inner) = 0;
+  virtual std::string hardmax(DeviceStream &s, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner) = 0;
   virtual std::string poolGrad(DeviceStream &s, bool max,
                                const PoolWindow &window, const float *x,
                                const float *g, float *dx, int64_t planes) = 0;

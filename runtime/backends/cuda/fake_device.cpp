@@ -608,6 +608,18 @@ public:
           scratch);
     return "";
   }
+  std::string maxPoolIndices(DeviceStream &, const MaxPoolIndicesBody &body,
+                             int64_t planes) override {
+    return each(body, planes * body.win.oh * body.win.ow);
+  }
+  std::string globalMaxPool(DeviceStream &, const float *x, float *y,
+                            int64_t planes, int64_t inner) override {
+    return each(GlobalMaxPoolBody{x, y, inner}, planes);
+  }
+  std::string hardmax(DeviceStream &, const float *x, float *y, int64_t outer,
+                      int64_t n, int64_t inner) override {
+    return each(HardmaxBody{x, y, n, inner}, outer * inner);
+  }
   std::string pool(DeviceStream &, bool max, const PoolWindow &window,
                    const float *x, float *y, int64_t planes) override {
     int64_t n = planes * window.oh * window.ow;

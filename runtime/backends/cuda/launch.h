@@ -132,6 +132,15 @@ cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
 /// ow] (planes: N * C; the window's sizes as the CPU's checks give them).
 cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
                        float *y, int64_t planes, cudaStream_t stream);
+/// max_pool with Indices (kernels/pool.h) over `planes` planes.
+cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
+                                 int64_t planes, cudaStream_t stream);
+/// global_max_pool of `planes` planes of `inner` elements.
+cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
+                                int64_t inner, cudaStream_t stream);
+/// hardmax of rows [outer, n, inner], one thread per row.
+cudaError_t launchHardmax(const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, cudaStream_t stream);
 /// pool_grad (mode max, or average): dx [planes, h, w] from x and the
 /// gradient g [planes, oh, ow]; every element of dx is written.
 cudaError_t launchPoolGrad(bool max, const PoolWindow &window, const float *x,

@@ -628,6 +628,20 @@ void pool(bool max, int64_t planes, const cuda::PoolWindow &w, unsigned seed) {
   }
   DeviceBuffer dx(x), dg(g), dy(poison<float>(want.size())), ddx(poison<float>(x.size()));
   expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy.read(), want, 1e-6);
+  if (max) { // with the Indices output, column-major
+    std::vector<float> wantY(want.size());
+    std::vector<int64_t> wantIndices(want.size());
+    cuda::hostForEach(cuda::MaxPoolIndicesBody{w, x.data(), wantY.data(),
+                                               wantIndices.data(), true},
+                      want.size());
+    DeviceArray<float> iy(poison<float>(want.size()));
+    DeviceArray<int64_t> ii(poison<int64_t>(want.size()));
+    cudaError_t e = cuda::launchMaxPoolIndices(
+        cuda::MaxPoolIndicesBody{w, dx.data, iy.data, ii.data, true}, planes,
+        nullptr);
+    expectSame(what + " (y beside indices)", e, iy, wantY);
+    expectSame(what + " (indices)", cudaSuccess, ii, wantIndices);
+  }
   expect(what + " grad", cuda::launchPoolGrad(max, w, dx.data, dg.data, ddx.data, planes, nullptr),
          ddx.read(), wantGrad, 0);
 }
@@ -1004,6 +1018,28 @@ void nll(int64_t n, int64_t classes, int64_t inner, bool none, bool mean,
   }
 }
 
+/// global_max_pool and hardmax (one thread per plane or row), bit for bit.
+void maxes(int64_t outer, int64_t n, int64_t inner, unsigned seed) {
+  std::vector<float> x = random(outer * n * inner, seed);
+  for (float &v : x)
+    v = std::round(v * 2); // ties
+  x[x.size() / 2] = NAN;
+  std::vector<float> wantPool(outer), wantHard(x.size());
+  cuda::hostForEach(cuda::GlobalMaxPoolBody{x.data(), wantPool.data(), n * inner},
+                    outer);
+  cuda::hostForEach(cuda::HardmaxBody{x.data(), wantHard.data(), n, inner},
+                    outer * inner);
+  DeviceArray<float> dx(x), dp(poison<float>(outer)), dh(poison<float>(x.size()));
+  std::string what = " [" + std::to_string(outer) + ", " + std::to_string(n) +
+                     ", " + std::to_string(inner) + "]";
+  expectSame("global_max_pool" + what,
+             cuda::launchGlobalMaxPool(dx.data, dp.data, outer, n * inner, nullptr),
+             dp, wantPool);
+  expectSame("hardmax" + what,
+             cuda::launchHardmax(dx.data, dh.data, outer, n, inner, nullptr), dh,
+             wantHard);
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -1089,6 +1125,10 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       norm(rms, 5, n, seed++);
+  maxes(1, 1, 1, seed++);
+  maxes(6, 257, 5, seed++);
+  maxes(2, 100003, 1, seed++);
+  maxes(70000, 49, 1, seed++);
   for (bool mean : {false, true}) {
     sum(mean, 4, 300, 5, seed++);
     sum(mean, 2, 100003, 1, seed++);

@@ -2,8 +2,9 @@
 //
 // The convolutional nets' remaining ops as elementwise bodies (hd.h), as
 // the CPU backend computes them (runtime/backends/cpu/nn.cpp): 2-D max
-// and average pooling over planes [N * C, H, W], their gradient, and
-// batch norm with given statistics.
+// and average pooling over planes [N * C, H, W] (max_pool with ONNX's
+// Indices too), their gradient, global max pooling, and batch norm with
+// given statistics.
 //
 // pool_grad gathers instead of scattering: each input element visits the
 // outputs whose windows hold it, in row-major order, and adds what they
@@ -81,6 +82,45 @@ template <bool Max> struct PoolBody {
     int64_t count =
         win.visit(at / win.ow, at % win.ow, [&](int64_t p) { sum += px[p]; });
     y[i] = sum / static_cast<float>(count);
+  }
+};
+
+/// max_pool with its Indices output: y as PoolBody<true>, and the flat
+/// index in x [N, C, h, w] of each maximum (its plane read row-major, or
+/// with `columns` column-major: ONNX's storage_order 1), as the CPU's.
+struct MaxPoolIndicesBody {
+  PoolWindow win;
+  const float *x;
+  float *y;
+  int64_t *indices;
+  bool columns;
+
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t plane = i / (win.oh * win.ow), at = i % (win.oh * win.ow);
+    const float *px = x + plane * win.h * win.w;
+    int64_t best = win.argmax(px, at / win.ow, at % win.ow);
+    y[i] = best < 0 ? -INFINITY : px[best];
+    indices[i] = plane * win.h * win.w +
+                 (columns ? best % win.w * win.h + best / win.w : best);
+  }
+};
+
+/// global_max_pool over planes of `inner` elements: the largest, the first
+/// NaN if there is one (as torch's amax), -inf for an empty plane.
+struct GlobalMaxPoolBody {
+  const float *x;
+  float *y;
+  int64_t inner;
+
+  FSDP_HD void operator()(int64_t plane) const {
+    float best = -INFINITY;
+    for (int64_t j = 0; j < inner; ++j) {
+      float v = x[plane * inner + j];
+      best = v > best || v != v ? v : best;
+      if (v != v)
+        break;
+    }
+    y[plane] = best;
   }
 };
 

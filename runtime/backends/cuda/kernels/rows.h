@@ -106,6 +106,24 @@ template <bool Rms> struct NormBody {
   }
 };
 
+/// hardmax of rows [outer, n, inner] (row r as SoftmaxBody's), one row per
+/// index: 1 at the row's first largest element (a NaN is never larger),
+/// 0 elsewhere.
+struct HardmaxBody {
+  const float *x;
+  float *y;
+  int64_t n, inner;
+
+  FSDP_HD void operator()(int64_t row) const {
+    int64_t base = rowStart(row, n, inner), best = 0;
+    for (int64_t j = 1; j < n; ++j)
+      if (x[base + j * inner] > x[base + best * inner])
+        best = j;
+    for (int64_t j = 0; j < n; ++j)
+      y[base + j * inner] = j == best ? 1.0f : 0.0f;
+  }
+};
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_ROWS_H
