@@ -832,6 +832,53 @@ KernelFn gatherGradKernel(Context &c) {
   });
 }
 
+/// pad's constant in `dtype`, as bits (low bytes), as the CPU converts it;
+/// bf16 and f16 take only 0 (the CPU's check refuses others).
+uint64_t padFill(fsdprt_dtype_t dtype, double value) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+  case FSDPRT_F32: put(static_cast<float>(value)); break;
+  case FSDPRT_F64: put(value); break;
+  case FSDPRT_I64: put(static_cast<int64_t>(value)); break;
+  case FSDPRT_I32: put(static_cast<int32_t>(value)); break;
+  case FSDPRT_I16: put(static_cast<int16_t>(value)); break;
+  case FSDPRT_I8:
+  case FSDPRT_U8:
+  case FSDPRT_BOOL: put(static_cast<uint8_t>(value)); break;
+  default: break;
+  }
+  return bits;
+}
+
+/// pad (constant, reflect, edge) of any element size, as the CPU checks it.
+KernelFn padKernel(Context &c) {
+  checkLikeTheCpu("pad", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  size_t rank = x.shape.size();
+  if (rank > static_cast<size_t>(kMaxDims))
+    return nullptr;
+  std::vector<int64_t> pads = c.args.attrs.getInts("pads", {});
+  std::string mode = c.args.attrs.getString("mode", "constant");
+  std::vector<int64_t> strides = cpu::stridesOf(x.shape);
+  PadShape shape{};
+  shape.rank = static_cast<int>(rank);
+  shape.mode = mode == "reflect" ? PadMode::Reflect
+               : mode == "edge"  ? PadMode::Edge
+                                 : PadMode::Constant;
+  for (size_t d = 0; d < rank; ++d) {
+    shape.shape[d] = y.shape[d];
+    shape.from[d] = x.shape[d];
+    shape.stride[d] = strides[d];
+    shape.before[d] = pads[d];
+  }
+  uint64_t fill = padFill(y.dtype, c.args.attrs.getFloat("value", 0));
+  size_t size = fsdprt_dtype_size(y.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.pad(s, size, shape, x.data, y.data, y.numel, fill);
+  });
+}
+
 /// trilu of any element size; k the attribute or, as a second input, read
 /// by the kernel from device memory.
 KernelFn triluKernel(Context &c) {
@@ -1838,6 +1885,8 @@ KernelFn own(const std::string &op, Context &c) {
     return scatterKernel(op, c);
   if (op == "trilu")
     return triluKernel(c);
+  if (op == "pad")
+    return padKernel(c);
   if (op == "cumsum")
     return cumsumKernel(c);
   if (op == "conv")

@@ -295,6 +295,11 @@ public:
     return check(launchBinary(op, plan, a, b, y, n, raw(s)),
                  "int64 binary kernel");
   }
+  std::string pad(DeviceStream &s, size_t elementSize, const PadShape &shape,
+                  const void *x, void *y, int64_t n, uint64_t fill) override {
+    return check(launchPad(elementSize, shape, x, y, n, fill, raw(s)),
+                 "pad kernel");
+  }
   std::string trilu(DeviceStream &s, size_t elementSize, const void *x,
                     void *y, int64_t n, int64_t rows, int64_t cols, int64_t k,
                     const int64_t *kInput, bool upper) override {

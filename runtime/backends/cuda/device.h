@@ -255,6 +255,9 @@ public:
   virtual std::string pack(DeviceStream &s, size_t elementSize,
                            const void *const *members, void *flat,
                            const PackPlan &plan) = 0;
+  virtual std::string pad(DeviceStream &s, size_t elementSize,
+                          const PadShape &shape, const void *x, void *y,
+                          int64_t n, uint64_t fill) = 0;
   virtual std::string trilu(DeviceStream &s, size_t elementSize,
                             const void *x, void *y, int64_t n, int64_t rows,
                             int64_t cols, int64_t k, const int64_t *kInput,

@@ -462,6 +462,17 @@ public:
       return std::string("no int64 ") + binaryName(op) + " kernel";
     return binaryOf(op, plan, a, b, y, n);
   }
+  std::string pad(DeviceStream &, size_t elementSize, const PadShape &shape,
+                  const void *x, void *y, int64_t n, uint64_t fill) override {
+    return bySize(elementSize, "pad", [&](auto t) {
+      using T = decltype(t);
+      T value;
+      std::memcpy(&value, &fill, sizeof value);
+      return each(PadBody<T>{shape, static_cast<const T *>(x),
+                             static_cast<T *>(y), value},
+                  n);
+    });
+  }
   std::string trilu(DeviceStream &, size_t elementSize, const void *x, void *y,
                     int64_t n, int64_t rows, int64_t cols, int64_t k,
                     const int64_t *kInput, bool upper) override {

@@ -103,6 +103,10 @@ cudaError_t launchGatherGrad(bool indices32, const float *g,
                              int64_t *scratch, ErrorSlot *error,
                              cudaStream_t stream);
 
+/// pad of n output elements of `elementSize` bytes; `fill`: the constant's
+/// bits (low bytes).
+cudaError_t launchPad(size_t elementSize, const PadShape &shape, const void *x,
+                      void *y, int64_t n, uint64_t fill, cudaStream_t stream);
 /// trilu of n elements of `elementSize` bytes (kernels/indexing.h).
 cudaError_t launchTrilu(size_t elementSize, const void *x, void *y, int64_t n,
                         int64_t rows, int64_t cols, int64_t k,

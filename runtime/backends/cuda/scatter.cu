@@ -9,6 +9,8 @@
 
 #include "device.cuh"
 
+#include <cstring>
+
 namespace fsdprt::cuda {
 
 cudaError_t launchGatherGrad(bool indices32, const float *g,
@@ -42,6 +44,18 @@ template <class F> cudaError_t bySize(size_t elementSize, F f) {
 }
 
 } // namespace
+
+cudaError_t launchPad(size_t elementSize, const PadShape &shape, const void *x,
+                      void *y, int64_t n, uint64_t fill, cudaStream_t s) {
+  return bySize(elementSize, [&](auto t) {
+    using T = decltype(t);
+    T value;
+    std::memcpy(&value, &fill, sizeof value);
+    return elementwise(PadBody<T>{shape, static_cast<const T *>(x),
+                                  static_cast<T *>(y), value},
+                       n, s);
+  });
+}
 
 cudaError_t launchTrilu(size_t elementSize, const void *x, void *y, int64_t n,
                         int64_t rows, int64_t cols, int64_t k,

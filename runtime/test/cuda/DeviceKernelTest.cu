@@ -908,6 +908,29 @@ void indexing(int64_t a, int64_t dim, int64_t count, int64_t b, unsigned seed) {
                                   false, true, nullptr),
                dy, want);
   }
+  for (cuda::PadMode mode :
+       {cuda::PadMode::Constant, cuda::PadMode::Reflect, cuda::PadMode::Edge}) {
+    // One element before and after each dim (reflect: where it has two).
+    cuda::PadShape p{};
+    p.rank = 3, p.mode = mode;
+    int64_t from[3] = {a, dim, b}, stride[3] = {dim * b, b, 1};
+    int64_t n = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t pad = mode == cuda::PadMode::Reflect && from[d] < 2 ? 0 : 1;
+      p.shape[d] = from[d] + 2 * pad, p.from[d] = from[d];
+      p.stride[d] = stride[d], p.before[d] = pad;
+      n *= p.shape[d];
+    }
+    float fill = 1.5f;
+    uint32_t bits;
+    std::memcpy(&bits, &fill, 4);
+    std::vector<float> want(n);
+    cuda::hostForEach(cuda::PadBody<float>{p, x.data(), want.data(), fill}, n);
+    DeviceArray<float> dx(x), dy(poison<float>(n));
+    expectSame("pad mode " + std::to_string(static_cast<int>(mode)) + shape,
+               cuda::launchPad(4, p, dx.data, dy.data, n, bits, nullptr), dy,
+               want);
+  }
   std::mt19937 gen(seed);
   std::vector<int64_t> idx(a * count * b);
   for (int64_t &v : idx)

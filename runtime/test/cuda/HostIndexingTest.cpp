@@ -1,7 +1,8 @@
 //===- HostIndexingTest.cpp - Trilu, CumSum and the scatters on the host --===//
 //
-// cuda-host: kernels/indexing.h's bodies against the CPU backend's trilu,
-// cumsum, gather_elements, scatter_elements and scatter_nd, bit for bit:
+// cuda-host: kernels/indexing.h's bodies against the CPU backend's pad
+// (every mode), trilu, cumsum, gather_elements, scatter_elements and
+// scatter_nd, bit for bit:
 // every element size they move (1, 2, 4 and 8 bytes) and every dtype they
 // add in, int32 and int64 indices counted from the end too, repeated
 // indices (the CPU's order of updates), reductions none, add and mul,
@@ -87,6 +88,62 @@ template <typename T> void checkTrilu() {
         ASSERT_EQ(r.error, "");
         expectSameBits(y, r.outputs[0]);
       }
+}
+
+template <typename T> void checkPad(double value) {
+  SCOPED_TRACE(fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtypeOf<T>())));
+  struct Case {
+    Shape x;
+    std::vector<int64_t> pads;
+  };
+  const std::vector<Case> cases = {
+      {{}, {}},
+      {{1}, {0, 0}},
+      {{5}, {3, 4}},
+      {{3, 257}, {1, 2, 2, 0}},
+      {{2, 3, 4, 5}, {0, 1, 2, 3, 1, 0, 3, 4}},
+      {{2, 100003}, {0, 2, 1, 3}},
+  };
+  unsigned seed = 20;
+  for (const Case &c : cases)
+    for (const char *mode : {"constant", "reflect", "edge"}) {
+      SCOPED_TRACE(std::string(mode) + " rank " + std::to_string(c.x.size()));
+      size_t rank = c.x.size();
+      Shape out = c.x;
+      cuda::PadShape shape{};
+      shape.rank = static_cast<int>(rank);
+      shape.mode = std::string(mode) == "reflect" ? cuda::PadMode::Reflect
+                   : std::string(mode) == "edge"  ? cuda::PadMode::Edge
+                                                  : cuda::PadMode::Constant;
+      int64_t stride = 1;
+      for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+        out[d] += c.pads[d] + c.pads[d + rank];
+        shape.shape[d] = out[d];
+        shape.from[d] = c.x[d];
+        shape.stride[d] = stride;
+        shape.before[d] = c.pads[d];
+        stride *= c.x[d];
+      }
+      std::vector<T> x = values<T>(numel(c.x), seed++), y(numel(out));
+      T fill = static_cast<T>(value);
+      cuda::hostForEach(cuda::PadBody<T>{shape, x.data(), y.data(), fill},
+                        numel(out));
+      Result r = runOp("pad", {valueOf(dtypeOf<T>(), c.x, x)},
+                       {{dtypeOf<T>(), out}},
+                       {{"pads", c.pads},
+                        {"mode", std::string(mode)},
+                        {"value", value}});
+      ASSERT_EQ(r.error, "");
+      expectSameBits(y, r.outputs[0]);
+    }
+}
+
+TEST(CudaHost, PadEqualsTheCpuBackendInEveryMode) {
+  checkPad<float>(-2.5);
+  checkPad<double>(0.25);
+  checkPad<int64_t>(-7);
+  checkPad<int32_t>(3);
+  checkPad<uint8_t>(1);
 }
 
 TEST(CudaHost, TriluEqualsTheCpuBackendForEveryElementSize) {
@@ -383,6 +440,10 @@ TEST(CudaHost, IndexingOpsRunOnTheStrictFakeDeviceInEveryFloatType) {
     expectSameBytes("trilu", {x}, {{dtype, {2, 5, 7}}},
                     {{"k", int64_t(-1)}, {"upper", int64_t(0)}});
     expectSameBytes("trilu", {x, i64({}, {2})}, {{dtype, {2, 5, 7}}});
+    for (const char *mode : {"constant", "reflect", "edge"})
+      expectSameBytes("pad", {x}, {{dtype, {3, 8, 7}}},
+                      {{"pads", Shape{1, 2, 0, 0, 1, 0}},
+                       {"mode", std::string(mode)}});
     expectSameBytes("cumsum", {x}, {{dtype, {2, 5, 7}}},
                     {{"axis", int64_t(1)}, {"reverse", int64_t(1)}});
     Value idx = i64({2, 3, 7}, {0, 4, -1, 2, 2, 3, 1, 0, 0, 4, -5, 3, 2, 1,
@@ -402,6 +463,16 @@ TEST(CudaHost, IndexingOpsRunOnTheStrictFakeDeviceInEveryFloatType) {
       expectSameBytes("scatter_nd", {x, tuples, rows}, {{dtype, {2, 5, 7}}},
                       {{"reduction", std::string(reduction)}});
   }
+}
+
+TEST(CudaHost, PadFillsWithTheConstantInTheTensorsDtype) {
+  // The backend converts the constant as the CPU does.
+  expectSameBytes("pad", {f32({2, 3}, randomFloats(6, 11))}, {{F32, {4, 4}}},
+                  {{"pads", Shape{1, 0, 1, 1}}, {"value", -1.25}});
+  expectSameBytes("pad", {i64({3}, {4, 5, 6})}, {{plan::DType::I64, {6}}},
+                  {{"pads", Shape{2, 1}}, {"value", -3.0}});
+  expectSameBytes("pad", {boolean({2}, {1, 0})}, {{plan::DType::Bool, {4}}},
+                  {{"pads", Shape{1, 1}}, {"value", 1.0}});
 }
 
 TEST(CudaHost, BadIndicesAreReportedAsTheCpuReportsThem) {

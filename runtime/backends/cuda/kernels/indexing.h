@@ -1,6 +1,6 @@
 //===- indexing.h - Trilu, CumSum and the elementwise scatters --*- C++ -*-===//
 //
-// ONNX's Trilu, CumSum, GatherElements, ScatterElements and ScatterND as
+// ONNX's Pad, Trilu, CumSum, GatherElements, ScatterElements and ScatterND as
 // the CPU backend runs them (backends/cpu/data.cpp), as kernel bodies
 // (hd.h). Elements that are only moved are unsigned integers of their
 // size; sums and products are in their dtype (integers wrap).
@@ -39,6 +39,45 @@ template <typename T> struct TriluBody {
     // j - r lies in (-rows, cols): no overflow for any k.
     bool keep = upper ? j - r >= k : j - r <= k;
     y[i] = keep ? x[i] : T(0);
+  }
+};
+
+/// ONNX Pad's modes: the fill value, the nearest edge element, or the
+/// mirror image without the edge.
+enum class PadMode { Constant, Reflect, Edge };
+
+/// How y = pad(x) reads x: `before` elements added in front of each of
+/// the `rank` dims (y's dims `shape`, x's `from`, x's strides `stride`).
+struct PadShape {
+  int rank;
+  int64_t shape[kMaxDims], from[kMaxDims], stride[kMaxDims],
+      before[kMaxDims];
+  PadMode mode;
+};
+
+/// pad over output elements i; `fill` is the constant's bits in T.
+template <typename T> struct PadBody {
+  PadShape p;
+  const T *x;
+  T *y;
+  T fill;
+
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t at = 0, rest = i;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t j = rest % p.shape[d] - p.before[d], n = p.from[d];
+      rest /= p.shape[d];
+      if (j < 0 || j >= n) {
+        if (p.mode == PadMode::Constant) {
+          y[i] = fill;
+          return;
+        }
+        j = p.mode == PadMode::Edge ? (j < 0 ? 0 : n - 1)
+                                    : (j < 0 ? -j : 2 * (n - 1) - j);
+      }
+      at += j * p.stride[d];
+    }
+    y[i] = x[at];
   }
 };
 
