@@ -633,10 +633,12 @@ KernelFn normKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   bool rms = op == "rms_norm";
   const Tensor x = args.in[0], y = args.out[0];
-  // layer_norm's mean and inv_std_dev outputs have no kernel here yet.
+  // layer_norm may also give each row's mean and inv_std_dev.
   if (!allF32(args) || x.shape.empty() || x.shape != y.shape ||
-      args.out.size() != 1)
+      (args.out.size() != 1 && (rms || args.out.size() != 3)))
     return nullptr;
+  if (args.out.size() == 3)
+    checkLikeTheCpu(op, args); // their shapes
   int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);
   if (axis < 0 || axis >= rank || (!rms && args.in.size() < 2))
@@ -651,9 +653,12 @@ KernelFn normKernel(const std::string &op, Context &c) {
   const float *bias = args.in.size() > 2 ? args.in[2].as<float>() : nullptr;
   float eps = static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
   int64_t rows = cols ? x.numel / cols : 0;
+  RowStats stats;
+  if (args.out.size() == 3)
+    stats = {args.out[1].as<float>(), args.out[2].as<float>()};
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.norm(s, rms, x.as<float>(), scale, bias, y.as<float>(), rows,
-                  cols, eps);
+                  cols, eps, stats);
   });
 }
 
@@ -687,12 +692,16 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
 }
 
 /// softmax_cross_entropy(_grad) (kernels/losses.h): its scratch in the
-/// workspace, a bad label in its ErrorSlot.
+/// workspace, a bad label in its ErrorSlot; the forward's optional
+/// log_prob output the log-softmax kernel along the classes.
 KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   KernelArgs &args = c.args;
   bool grad = op == "softmax_cross_entropy_grad";
   size_t base = grad ? 3 : 2;
-  if (args.in.size() < base || args.in.size() > base + 1 || args.out.size() != 1)
+  bool logProb = !grad && args.out.size() == 2;
+  if (args.in.size() < base || args.in.size() > base + 1 ||
+      (args.out.size() != 1 && !logProb) ||
+      (logProb && args.out[1].dtype != FSDPRT_F32))
     return nullptr;
   const Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
   bool weighted = args.in.size() == base + 1;
@@ -704,6 +713,7 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   checkLikeTheCpu(op, args);
   int64_t classes = scores.shape[1];
   int64_t positions = labels.numel, inner = positions / scores.shape[0];
+  const Tensor logProbs = logProb ? args.out[1] : Tensor();
   std::string reduction = args.attrs.getString("reduction", "mean");
   bool none = reduction == "none", mean = reduction == "mean";
   bool hasIgnore = args.attrs.has("ignore_index");
@@ -719,10 +729,16 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
                           classes, inner, hasIgnore, ignore,
                           backend->slot(slot)};
     float *scratch = workspace->as<float>();
-    return grad ? d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,
-                                     y.as<float>())
-                : d.crossEntropy(s, in, positions, none, mean, scratch,
-                                 y.as<float>());
+    if (grad)
+      return d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,
+                                y.as<float>());
+    if (logProb)
+      if (std::string e = d.softmax(s, true, scores.as<float>(),
+                                    logProbs.as<float>(), scores.shape[0],
+                                    classes, inner);
+          !e.empty())
+        return e;
+    return d.crossEntropy(s, in, positions, none, mean, scratch, y.as<float>());
   });
 }
 

@@ -359,8 +359,8 @@ public:
   }
   std::string norm(DeviceStream &s, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t rows, int64_t n,
-                   float eps) override {
-    return check(launchNorm(rms, x, scale, bias, y, rows, n, eps, raw(s)),
+                   float eps, RowStats stats) override {
+    return check(launchNorm(rms, x, scale, bias, y, rows, n, eps, stats, raw(s)),
                  "norm kernel");
   }
   std::string gather(DeviceStream &s, size_t elementSize, bool indices32,

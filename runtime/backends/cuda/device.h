@@ -37,6 +37,7 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/random.h"
+#include "kernels/rows.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -200,7 +201,8 @@ public:
                              float *y) = 0;
   virtual std::string norm(DeviceStream &s, bool rms, const float *x,
                            const float *scale, const float *bias, float *y,
-                           int64_t rows, int64_t n, float eps) = 0;
+                           int64_t rows, int64_t n, float eps,
+                           RowStats stats) = 0;
   virtual std::string gather(DeviceStream &s, size_t elementSize,
                              bool indices32, const void *data,
                              const void *indices, void *y, int64_t outer,

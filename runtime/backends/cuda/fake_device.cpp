@@ -582,10 +582,10 @@ public:
   }
   std::string norm(DeviceStream &, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t count, int64_t n,
-                   float eps) override {
+                   float eps, RowStats stats) override {
     if (rms)
-      return rows(NormBody<true>{x, scale, bias, y, n, eps}, count);
-    return rows(NormBody<false>{x, scale, bias, y, n, eps}, count);
+      return rows(NormBody<true>{x, scale, bias, y, n, eps, stats}, count);
+    return rows(NormBody<false>{x, scale, bias, y, n, eps, stats}, count);
   }
   std::string gather(DeviceStream &, size_t elementSize, bool indices32,
                      const void *data, const void *indices, void *y,

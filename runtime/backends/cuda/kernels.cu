@@ -98,10 +98,10 @@ cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
 
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
-                       float eps, cudaStream_t s) {
+                       float eps, RowStats stats, cudaStream_t s) {
   if (rms)
-    return rowwise(NormBody<true>{x, scale, bias, y, n, eps}, rows, s);
-  return rowwise(NormBody<false>{x, scale, bias, y, n, eps}, rows, s);
+    return rowwise(NormBody<true>{x, scale, bias, y, n, eps, stats}, rows, s);
+  return rowwise(NormBody<false>{x, scale, bias, y, n, eps, stats}, rows, s);
 }
 
 namespace {

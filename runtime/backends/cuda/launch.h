@@ -21,6 +21,7 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/random.h"
+#include "kernels/rows.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -79,10 +80,11 @@ cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
 /// global_average_pool (reduce_mean over the spatial dims).
 cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
                          float *y, cudaStream_t stream);
-/// Layer norm or RMS norm of `rows` contiguous rows of n elements.
+/// Layer norm or RMS norm of `rows` contiguous rows of n elements (and
+/// each row's mean and inverse std where `stats` says).
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
-                       float eps, cudaStream_t stream);
+                       float eps, RowStats stats, cudaStream_t stream);
 
 /// gather of elements of `elementSize` bytes (1, 2, 4 or 8) with I64 (or,
 /// with indices32, I32) indices: y [outer, count, inner] from data

@@ -197,9 +197,20 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, want.data(), n, 1e-5f}, rows, 1);
   DeviceBuffer dx(x), ds(s), db(b), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchNorm(rms, dx.data, ds.data, rms ? nullptr : db.data,
-                                   dy.data, rows, n, rms ? 1e-6f : 1e-5f, nullptr);
+                                   dy.data, rows, n, rms ? 1e-6f : 1e-5f, {}, nullptr);
   expect(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n), e,
          dy.read(), want, 2e-5);
+  if (!rms) { // with the mean and inverse std outputs
+    std::vector<float> mean(rows), inv(rows), y2(x.size());
+    cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, y2.data(), n,
+                                               1e-5f, {mean.data(), inv.data()}},
+                         rows, 1);
+    DeviceBuffer dm(poison<float>(rows)), di(poison<float>(rows));
+    e = cuda::launchNorm(false, dx.data, ds.data, db.data, dy.data, rows, n, 1e-5f,
+                         {dm.data, di.data}, nullptr);
+    expect("layer_norm mean n=" + std::to_string(n), e, dm.read(), mean, 2e-5);
+    expect("layer_norm inv_std_dev n=" + std::to_string(n), e, di.read(), inv, 2e-5);
+  }
 }
 
 /// Device copies of a host array of any type, freed at scope end.

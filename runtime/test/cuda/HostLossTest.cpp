@@ -7,7 +7,10 @@
 // fp32 rounding of the CPU's double sums; int64 and int32 targets, class
 // weights, an ignored class, spatial dims, a mean over nothing (NaN, as
 // torch). Then both ops on "fake-cuda:strict" in fp32, bf16 and f16, and a
-// target out of range reported in the CPU's words.
+// target out of range reported in the CPU's words. The optional outputs:
+// layer_norm's mean and inv_std_dev (rows.h's NormBody, any group) and
+// softmax_cross_entropy's log_prob, against the CPU's, on the strict fake
+// device too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/losses.h"
+#include "../../backends/cuda/kernels/rows.h"
 
 #include "../../src/half.h"
 
@@ -185,6 +189,65 @@ TEST(CudaHost, NllLossRunsOnTheStrictFakeDeviceInEveryFloatType) {
   EXPECT_NE(cpu.error.find("target 3 is outside [0, 3)"), std::string::npos)
       << cpu.error;
   EXPECT_EQ(fake.error, cpu.error);
+}
+
+TEST(CudaHost, LayerNormStatisticsEqualTheCpuBackendInAnyGroup) {
+  unsigned seed = 40;
+  for (int64_t n : {1, 255, 4099})
+    for (int lanes : {1, 4, 32}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " lanes " + std::to_string(lanes));
+      const int64_t rows = 6;
+      std::vector<float> x = randomFloats(rows * n, seed++),
+                         s = randomFloats(n, seed++), b = randomFloats(n, seed++);
+      for (float &v : x)
+        v = v * 3 + 2; // a mean away from 0
+      std::vector<float> y(x.size()), mean(rows), inv(rows);
+      cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), b.data(),
+                                                 y.data(), n, 1e-5f,
+                                                 {mean.data(), inv.data()}},
+                           rows, lanes);
+      Shape xs = {2, 3, n}, stats = {2, 3, 1};
+      Result r = runOp("layer_norm", {f32(xs, x), f32({n}, s), f32({n}, b)},
+                       {{F32, xs}, {F32, stats}, {F32, stats}},
+                       {{"axis", int64_t(2)}});
+      ASSERT_EQ(r.error, "");
+      expectClose(y, r.outputs[0].as<float>(), 2e-5);
+      expectClose(mean, r.outputs[1].as<float>(), 2e-6);
+      expectClose(inv, r.outputs[2].as<float>(), 2e-5);
+    }
+}
+
+TEST(CudaHost, OptionalOutputsRunOnTheStrictFakeDevice) {
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16}) {
+    SCOPED_TRACE(fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+    double tol = dtype == plan::DType::F32 ? 2e-5 : 1e-2;
+    // layer_norm over the last two dims, with mean and inv_std_dev.
+    Shape xs = {3, 4, 5}, stats = {3, 1, 1};
+    std::vector<Value> ins = {floats(dtype, xs, randomFloats(60, 21)),
+                              floats(dtype, {4, 5}, randomFloats(20, 22))};
+    std::vector<std::pair<plan::DType, Shape>> outs = {
+        {dtype, xs}, {dtype, stats}, {dtype, stats}};
+    AttrList attrs = {{"axis", int64_t(1)}};
+    Result cpu = runOp("layer_norm", ins, outs, attrs);
+    Result fake = runOp("layer_norm", ins, outs, attrs, 2, "fake-cuda:strict");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    for (size_t i = 0; i < 3; ++i)
+      expectClose(floatsOf(fake.outputs[i]), floatsOf(cpu.outputs[i]), tol);
+    // softmax_cross_entropy with log_prob, spatial positions.
+    Shape scores = {2, 7, 3};
+    std::vector<Value> ce = {floats(dtype, scores, randomFloats(42, 23)),
+                             i64({2, 3}, {0, 6, 3, 2, 2, 5})};
+    std::vector<std::pair<plan::DType, Shape>> ceOuts = {{dtype, {}},
+                                                         {dtype, scores}};
+    cpu = runOp("softmax_cross_entropy", ce, ceOuts);
+    fake = runOp("softmax_cross_entropy", ce, ceOuts, {}, 2, "fake-cuda:strict");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    for (size_t i = 0; i < 2; ++i)
+      expectClose(floatsOf(fake.outputs[i]), floatsOf(cpu.outputs[i]), tol);
+  }
 }
 
 } // namespace

@@ -71,11 +71,18 @@ template <bool Mean> struct SumRows {
 /// Layer norm (or, with Rms, RMS norm) of contiguous rows of n elements:
 /// y = (x - mean) / sqrt(var + eps) * scale + bias (RMS: no mean, the mean
 /// square for the variance); scale and bias per column, or absent (null).
+/// Where a norm also writes each row's mean and 1 / sqrt(var + eps)
+/// (layer_norm's optional outputs), or null.
+struct RowStats {
+  float *mean = nullptr, *invStd = nullptr;
+};
+
 template <bool Rms> struct NormBody {
   const float *x, *scale, *bias;
   float *y;
   int64_t n;
   float eps;
+  RowStats stats = {};
 
   FSDP_GROUP_BODY
   template <class Group>
@@ -95,6 +102,10 @@ template <bool Rms> struct NormBody {
       squares += d * d;
     }
     float inv = 1.0f / sqrtf(g.sum(squares) / static_cast<float>(n) + eps);
+    if (stats.mean && g.lane() == 0) {
+      stats.mean[row] = mean;
+      stats.invStd[row] = inv;
+    }
     for (int64_t j = g.lane(); j < n; j += g.size()) {
       float v = (px[j] - mean) * inv;
       if (scale)
