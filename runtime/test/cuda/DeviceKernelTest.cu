@@ -67,8 +67,11 @@ struct DeviceBuffer {
   size_t n;
 };
 
+/// Compares `output` (read once the device is synchronised: a launch in
+/// the same call's arguments may run after the arguments are evaluated)
+/// with the host's values.
 void expect(const std::string &what, cudaError_t launched,
-            const std::vector<float> &got, const std::vector<float> &want,
+            const DeviceBuffer &output, const std::vector<float> &want,
             double tol) {
   ++checks;
   cudaError_t synced = cudaDeviceSynchronize();
@@ -78,10 +81,13 @@ void expect(const std::string &what, cudaError_t launched,
     ++failures;
     return;
   }
+  std::vector<float> got = output.read();
   for (size_t i = 0; i < want.size(); ++i) {
     bool same = std::isnan(want[i]) ? std::isnan(got[i])
-                                    : std::fabs(got[i] - want[i]) <=
-                                          tol * (1 + std::fabs(want[i]));
+                : got[i] == want[i] // infinities too
+                    ? true
+                    : std::fabs(got[i] - want[i]) <=
+                          tol * (1 + std::fabs(want[i]));
     if (!same) {
       std::fprintf(stderr, "FAIL: %s: at %zu the GPU gives %.9g, the host %.9g\n",
                    what.c_str(), i, got[i], want[i]);
@@ -101,7 +107,7 @@ template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
   cudaError_t e = cuda::launchUnary(Op, {}, dx.data, dy.data, n, nullptr);
   cudaDeviceSynchronize();
   expect(std::string(cuda::unaryName(Op)) + " n=" + std::to_string(n), e,
-         dy.read(), want, 4e-6);
+         dy, want, 4e-6);
 }
 
 /// A unary function with its attributes (the cuda-host tests' values),
@@ -126,7 +132,7 @@ void unaryWith(cuda::Unary op, cuda::UnaryParams params, int64_t n,
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchUnary(op, params, dx.data, dy.data, n, nullptr);
   expect(std::string(cuda::unaryName(op)) + " n=" + std::to_string(n), e,
-         dy.read(), want, 4e-6);
+         dy, want, 4e-6);
 }
 
 template <cuda::Binary Op>
@@ -149,7 +155,7 @@ void binary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
   DeviceBuffer da(a), db(b), dy(poison<float>(want.size()));
   cudaError_t e =
       cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
-  expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy.read(), want, 1e-6);
+  expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy, want, 1e-6);
 }
 
 template <cuda::Binary Op> void binaries(unsigned &seed) {
@@ -170,7 +176,7 @@ void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   cudaError_t e = cuda::launchSoftmax(log, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(log ? "log_softmax" : "softmax") + " n=" + std::to_string(n) +
              " inner=" + std::to_string(inner),
-         e, dy.read(), want, n > 10000 ? 2e-5 : 2e-6);
+         e, dy, want, n > 10000 ? 2e-5 : 2e-6);
 }
 
 void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
@@ -184,7 +190,7 @@ void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchSum(mean, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(mean ? "reduce_mean" : "reduce_sum") + " n=" + std::to_string(n), e,
-         dy.read(), want, n > 10000 ? 2e-4 : 2e-5);
+         dy, want, n > 10000 ? 2e-4 : 2e-5);
 }
 
 void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
@@ -199,7 +205,7 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
   cudaError_t e = cuda::launchNorm(rms, dx.data, ds.data, rms ? nullptr : db.data,
                                    dy.data, rows, n, rms ? 1e-6f : 1e-5f, {}, nullptr);
   expect(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n), e,
-         dy.read(), want, 2e-5);
+         dy, want, 2e-5);
   if (!rms) { // with the mean and inverse std outputs
     std::vector<float> mean(rows), inv(rows), y2(x.size());
     cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, y2.data(), n,
@@ -208,8 +214,8 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     DeviceBuffer dm(poison<float>(rows)), di(poison<float>(rows));
     e = cuda::launchNorm(false, dx.data, ds.data, db.data, dy.data, rows, n, 1e-5f,
                          {dm.data, di.data}, nullptr);
-    expect("layer_norm mean n=" + std::to_string(n), e, dm.read(), mean, 2e-5);
-    expect("layer_norm inv_std_dev n=" + std::to_string(n), e, di.read(), inv, 2e-5);
+    expect("layer_norm mean n=" + std::to_string(n), e, dm, mean, 2e-5);
+    expect("layer_norm inv_std_dev n=" + std::to_string(n), e, di, inv, 2e-5);
   }
 }
 
@@ -429,10 +435,10 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
   std::string what = "cross-entropy n=" + std::to_string(n) + " C=" +
                      std::to_string(classes) + (mean ? " mean" : " sum");
   cudaError_t e = cuda::launchCrossEntropy(din, n, false, mean, scratch.data, dy.data, nullptr);
-  expect(what, e, dy.read(), wantLoss, 1e-5);
+  expect(what, e, dy, wantLoss, 1e-5);
   e = cuda::launchCrossEntropyGrad(din, n, dg.data, false, mean, scratch.data, dgrad.data,
                                    nullptr);
-  expect(what + " grad", e, dgrad.read(), wantGrad, 1e-5);
+  expect(what + " grad", e, dgrad, wantGrad, 1e-5);
   cuda::ErrorSlot got = error.read(0);
   ++checks;
   if (got.code != hostError.code || (badLabel && got.detail != classes + 3)) {
@@ -463,7 +469,7 @@ void gather(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
   std::string what = "gather dim=" + std::to_string(dim) + " count=" + std::to_string(count);
   cudaError_t e = cuda::launchGather(4, false, dd.data, di.data, dy.data, outer, dim, count,
                                      inner, error.data, nullptr);
-  expect(what, e, dy.read(), want, 0);
+  expect(what, e, dy, want, 0);
   cuda::ErrorSlot got = error.read(0);
   ++checks;
   if (got.code != hostError.code || got.detail != hostError.detail) {
@@ -487,7 +493,7 @@ void stridedRead(const std::vector<int64_t> &out, const std::vector<int64_t> &st
                     n);
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchStridedRead(4, plan, dx.data, dy.data, offset, n, nullptr);
-  expect("strided read of " + std::to_string(n), e, dy.read(), want, 0);
+  expect("strided read of " + std::to_string(n), e, dy, want, 0);
 }
 
 template <cuda::Reduce Kind>
@@ -503,7 +509,7 @@ void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
   cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
   expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
              " into " + std::to_string(plan.rows),
-         e, dy.read(), want, Kind == cuda::Reduce::Max ? 0 : plan.count > 10000 ? 2e-4 : 2e-5);
+         e, dy, want, Kind == cuda::Reduce::Max ? 0 : plan.count > 10000 ? 2e-4 : 2e-5);
 }
 
 template <cuda::Reduce Kind> void reductions(unsigned &seed) {
@@ -638,7 +644,7 @@ void pool(bool max, int64_t planes, const cuda::PoolWindow &w, unsigned seed) {
     cuda::hostForEach(cuda::PoolGradBody<false>{w, x.data(), g.data(), wantGrad.data()}, x.size());
   }
   DeviceBuffer dx(x), dg(g), dy(poison<float>(want.size())), ddx(poison<float>(x.size()));
-  expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy.read(), want, 1e-6);
+  expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy, want, 1e-6);
   if (max) { // with the Indices output, column-major
     std::vector<float> wantY(want.size());
     std::vector<int64_t> wantIndices(want.size());
@@ -654,7 +660,7 @@ void pool(bool max, int64_t planes, const cuda::PoolWindow &w, unsigned seed) {
     expectSame(what + " (indices)", cudaSuccess, ii, wantIndices);
   }
   expect(what + " grad", cuda::launchPoolGrad(max, w, dx.data, dg.data, ddx.data, planes, nullptr),
-         ddx.read(), wantGrad, 0);
+         ddx, wantGrad, 0);
 }
 
 cuda::PoolWindow window(int64_t k, int64_t stride, int64_t pad, int64_t h, int64_t w) {
@@ -681,9 +687,9 @@ void conv(int64_t images, const cuda::ConvWindow &w, unsigned seed) {
       std::to_string(w.kernel[0]) + "x" + std::to_string(w.kernel[1]);
   expect(what + " im2col",
          cuda::launchIm2col(w, dx.data, dcol.data, images, nullptr),
-         dcol.read(), wantCol, 0);
+         dcol, wantCol, 0);
   expect(what + " col2im",
-         cuda::launchCol2im(w, dc.data, ddx.data, images, nullptr), ddx.read(),
+         cuda::launchCol2im(w, dc.data, ddx.data, images, nullptr), ddx,
          wantX, 0);
 }
 
@@ -711,7 +717,7 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
   expect("batch_norm of " + std::to_string(x.size()),
          cuda::launchBatchNorm(dx.data, ds.data, db.data, dm.data, dv.data, dy.data, n, channels,
                                inner, 1e-5f, nullptr),
-         dy.read(), want, 1e-6);
+         dy, want, 1e-6);
   // The inverse standard deviation cuDNN's inference-phase batch norm reads.
   std::vector<float> inv(channels);
   cuda::hostForEach(cuda::InverseStdBody{v.data(), inv.data(), 1e-5f}, channels);
@@ -731,9 +737,9 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
   onDevice.y = ty.data, onDevice.mean = tm.data, onDevice.invStd = ti.data;
   onDevice.nextMean = tnm.data, onDevice.nextVar = tnv.data;
   cudaError_t launched = cuda::launchBatchNormTrain(onDevice, nullptr);
-  expect("batch_norm_train y of " + std::to_string(x.size()), launched, ty.read(), hy, 1e-6);
-  expect("batch_norm_train statistics", launched, ti.read(), hi, 1e-6);
-  expect("batch_norm_train running var", launched, tnv.read(), hnv, 1e-6);
+  expect("batch_norm_train y of " + std::to_string(x.size()), launched, ty, hy, 1e-6);
+  expect("batch_norm_train statistics", launched, ti, hi, 1e-6);
+  expect("batch_norm_train running var", launched, tnv, hnv, 1e-6);
   std::vector<float> hdx(x.size()), hds(channels), hdb(channels);
   cuda::BatchNormGradBody grad{want.data(), x.data(), s.data(), hm.data(), hi.data(),
                                hdx.data(),  hds.data(), hdb.data(), n, channels, inner};
@@ -744,11 +750,11 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
                                        gdx.data, gds.data, gdb.data, n,       channels,
                                        inner};
   launched = cuda::launchBatchNormGrad(gradOnDevice, nullptr);
-  expect("batch_norm_grad dx of " + std::to_string(x.size()), launched, gdx.read(), hdx, 1e-6);
-  expect("batch_norm_grad dscale", launched, gds.read(), hds, 1e-6);
+  expect("batch_norm_grad dx of " + std::to_string(x.size()), launched, gdx, hdx, 1e-6);
+  expect("batch_norm_grad dscale", launched, gds, hds, 1e-6);
   DeviceBuffer dinv(poison<float>(channels));
   expect("inverse std of " + std::to_string(channels),
-         cuda::launchInverseStd(dv.data, dinv.data, channels, 1e-5f, nullptr), dinv.read(), inv,
+         cuda::launchInverseStd(dv.data, dinv.data, channels, 1e-5f, nullptr), dinv, inv,
          1e-6);
 }
 
@@ -801,16 +807,16 @@ void attention(cuda::MaskKind kind, int64_t batch, int64_t l, int64_t s,
   da.q = bq.data, da.kt = bkt.data, da.v = bv.data, da.mask = bmask.data;
   da.y = by.data, da.lse = blse.data, da.dy = bdy.data;
   cudaError_t e = cuda::launchAttention(da, nullptr);
-  expect(what, e, by.read(), y, 2e-5);
-  expect(what + " lse", e, blse.read(), lse, 2e-5);
+  expect(what, e, by, y, 2e-5);
+  expect(what + " lse", e, blse, lse, 2e-5);
   // The gradient from the host's y and lse, so that only it is compared.
   DeviceBuffer hy(y), hlse(lse);
   da.y = hy.data, da.lse = hlse.data;
   da.dq = bdq.data, da.dkt = bdkt.data, da.dv = bdv.data;
   e = cuda::launchAttentionGrad(da, nullptr);
-  expect(what + " dq", e, bdq.read(), dq, 1e-4);
-  expect(what + " dk_t", e, bdkt.read(), dkt, 1e-4);
-  expect(what + " dv", e, bdv.read(), dvs, 1e-4);
+  expect(what + " dq", e, bdq, dq, 1e-4);
+  expect(what + " dk_t", e, bdkt, dkt, 1e-4);
+  expect(what + " dv", e, bdv, dvs, 1e-4);
 }
 
 /// Philox-4x32-10 on the device: each thread's four words of element
@@ -1041,7 +1047,7 @@ void nll(int64_t n, int64_t classes, int64_t inner, bool none, bool mean,
   expect(what,
          cuda::launchNllLoss(in, positions, none, mean, ds.data, dy.data,
                              nullptr),
-         dy.read(), want, positions > 10000 ? 1e-4 : 1e-5);
+         dy, want, positions > 10000 ? 1e-4 : 1e-5);
   expectSame(what + " grad",
              cuda::launchNllLossGrad(in, positions, dg.data, none, mean,
                                      ds.data, ddx.data, numel, nullptr),
