@@ -1149,6 +1149,52 @@ KernelFn poolKernel(const std::string &op, Context &c) {
   });
 }
 
+/// resize with its scales as a parameter (the CPU's checks: modes, sizes),
+/// its taps computed by each output element's thread; scales given as an
+/// input (known only when it runs) have no own kernel.
+KernelFn resizeKernel(Context &c) {
+  checkLikeTheCpu("resize", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (c.args.in.size() != 1 || x.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
+    return nullptr; // halves run widened
+  const Attrs &attrs = c.args.attrs;
+  std::string mode = attrs.getString("mode", "nearest");
+  std::string transform =
+      attrs.getString("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = attrs.getString("nearest_mode", "round_prefer_floor");
+  std::vector<double> scales = attrs.getFloats("scales", {});
+  std::vector<int64_t> strides = cpu::stridesOf(x.shape);
+  ResizePlan plan{};
+  plan.rank = static_cast<int>(x.shape.size());
+  for (int d = 0; d < plan.rank; ++d) {
+    plan.in[d] = x.shape[d];
+    plan.out[d] = y.shape[d];
+    plan.stride[d] = strides[d];
+    plan.scale[d] = scales[d];
+  }
+  plan.mode = mode == "linear"  ? ResizeMode::Linear
+              : mode == "cubic" ? ResizeMode::Cubic
+                                : ResizeMode::Nearest;
+  static const std::map<std::string, ResizeTransform> transforms = {
+      {"half_pixel", ResizeTransform::HalfPixel},
+      {"pytorch_half_pixel", ResizeTransform::PytorchHalfPixel},
+      {"align_corners", ResizeTransform::AlignCorners},
+      {"asymmetric", ResizeTransform::Asymmetric},
+      {"tf_half_pixel_for_nn", ResizeTransform::TfHalfPixelForNn}};
+  static const std::map<std::string, NearestMode> nearests = {
+      {"round_prefer_floor", NearestMode::RoundPreferFloor},
+      {"round_prefer_ceil", NearestMode::RoundPreferCeil},
+      {"floor", NearestMode::Floor},
+      {"ceil", NearestMode::Ceil}};
+  plan.transform = transforms.at(transform);
+  plan.nearest = nearests.at(nearest);
+  plan.a = attrs.getFloat("cubic_coeff_a", -0.75);
+  plan.exclude = attrs.getInt("exclude_outside", 0) != 0;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.resize(s, plan, x.as<float>(), y.as<float>(), y.numel);
+  });
+}
+
 /// global_max_pool over the spatial dims and hardmax along an axis, one
 /// thread per plane or row, as the CPU computes them.
 KernelFn maxKernel(const std::string &op, Context &c) {
@@ -1877,6 +1923,8 @@ KernelFn own(const std::string &op, Context &c) {
     return poolKernel(op, c);
   if (op == "global_max_pool" || op == "hardmax")
     return maxKernel(op, c);
+  if (op == "resize")
+    return resizeKernel(c);
   if (op == "batch_norm")
     return batchNormKernel(c);
   if (op == "batch_norm_train" || op == "batch_norm_grad")

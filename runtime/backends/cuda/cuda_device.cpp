@@ -384,6 +384,10 @@ public:
     return check(launchMaxPoolIndices(body, planes, raw(s)),
                  "max_pool indices kernel");
   }
+  std::string resize(DeviceStream &s, const ResizePlan &plan, const float *x,
+                     float *y, int64_t n) override {
+    return check(launchResize(plan, x, y, n, raw(s)), "resize kernel");
+  }
   std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                             int64_t planes, int64_t inner) override {
     return check(launchGlobalMaxPool(x, y, planes, inner, raw(s)),

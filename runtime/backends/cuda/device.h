@@ -218,6 +218,8 @@ public:
   virtual std::string maxPoolIndices(DeviceStream &s,
                                      const MaxPoolIndicesBody &body,
                                      int64_t planes) = 0;
+  virtual std::string resize(DeviceStream &s, const ResizePlan &plan,
+                             const float *x, float *y, int64_t n) = 0;
   virtual std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                                     int64_t planes, int64_t inner) = 0;
   virtual std::string hardmax(DeviceStream &s, const float *x, float *y,

@@ -623,6 +623,10 @@ public:
                              int64_t planes) override {
     return each(body, planes * body.win.oh * body.win.ow);
   }
+  std::string resize(DeviceStream &, const ResizePlan &plan, const float *x,
+                     float *y, int64_t n) override {
+    return each(ResizeBody{plan, x, y}, n);
+  }
   std::string globalMaxPool(DeviceStream &, const float *x, float *y,
                             int64_t planes, int64_t inner) override {
     return each(GlobalMaxPoolBody{x, y, inner}, planes);

@@ -141,6 +141,9 @@ cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
 /// max_pool with Indices (kernels/pool.h) over `planes` planes.
 cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
                                  int64_t planes, cudaStream_t stream);
+/// resize of x into y (n elements), planned by `plan`.
+cudaError_t launchResize(const ResizePlan &plan, const float *x, float *y,
+                         int64_t n, cudaStream_t stream);
 /// global_max_pool of `planes` planes of `inner` elements.
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
                                 int64_t inner, cudaStream_t stream);

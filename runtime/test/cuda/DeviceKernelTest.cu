@@ -1080,6 +1080,32 @@ void maxes(int64_t outer, int64_t n, int64_t inner, unsigned seed) {
              wantHard);
 }
 
+/// resize of x [2, 3, h, w] by (1, 1, sh, sw) in `mode` (nvcc may fuse the
+/// double multiply-adds the host rounds twice: within fp32 rounding).
+void resize(cuda::ResizeMode mode, int64_t h, int64_t w, double sh, double sw,
+            unsigned seed) {
+  cuda::ResizePlan p{};
+  p.rank = 4;
+  int64_t in[4] = {2, 3, h, w};
+  double scales[4] = {1, 1, sh, sw};
+  int64_t stride = 1, n = 1;
+  for (int d = 3; d >= 0; --d) {
+    p.in[d] = in[d], p.scale[d] = scales[d], p.stride[d] = stride;
+    p.out[d] = static_cast<int64_t>(std::floor(in[d] * scales[d]));
+    stride *= in[d];
+    n *= p.out[d];
+  }
+  p.mode = mode, p.transform = cuda::ResizeTransform::HalfPixel;
+  p.nearest = cuda::NearestMode::RoundPreferFloor, p.a = -0.75;
+  std::vector<float> x = random(2 * 3 * h * w, seed), want(n);
+  cuda::hostForEach(cuda::ResizeBody{p, x.data(), want.data()}, n);
+  DeviceBuffer dx(x), dy(poison<float>(n));
+  cudaError_t e = cuda::launchResize(p, dx.data, dy.data, n, nullptr);
+  expect("resize mode " + std::to_string(static_cast<int>(mode)) + " of " +
+             std::to_string(h) + "x" + std::to_string(w),
+         e, dy, want, 1e-6);
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -1165,6 +1191,13 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       norm(rms, 5, n, seed++);
+  for (cuda::ResizeMode mode : {cuda::ResizeMode::Nearest,
+                                 cuda::ResizeMode::Linear,
+                                 cuda::ResizeMode::Cubic}) {
+    resize(mode, 1, 1, 3, 2, seed++);
+    resize(mode, 224, 224, 0.5, 0.5, seed++);
+    resize(mode, 17, 257, 1.5, 0.6, seed++);
+  }
   maxes(1, 1, 1, seed++);
   maxes(6, 257, 5, seed++);
   maxes(2, 100003, 1, seed++);

@@ -5,8 +5,10 @@
 // pool_grad (both modes: bit for bit, as both sum in the same order),
 // global_max_pool and batch_norm: strides, dilations, asymmetric padding,
 // count_include_pad, ceil_mode, planes of 1 element and rows of 257; and
-// rows.h's hardmax along every axis, with ties and NaN. Then those ops on
-// "fake-cuda:strict" in fp32, bf16 and f16.
+// rows.h's hardmax along every axis, with ties and NaN; resize in every
+// mode, coordinate transform and nearest mode, cubic with and without
+// exclude_outside, scales up, down and fractional, bit for bit. Then
+// those ops on "fake-cuda:strict" in fp32, bf16 and f16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -370,6 +372,92 @@ TEST(CudaHost, MaxOpsRunOnTheStrictFakeDeviceInEveryFloatType) {
         EXPECT_EQ(fake.outputs[i].bytes, cpu.outputs[i].bytes) << "output " << i;
     }
   }
+}
+
+TEST(CudaHost, ResizeEqualsTheCpuBackendBitForBit) {
+  struct Case {
+    Shape x;
+    std::vector<double> scales;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1, 4, 4}, {1, 1, 2, 2}},     {{1, 2, 5, 7}, {1, 1, 0.6, 1.5}},
+      {{2, 3, 9}, {1, 1, 3.0}},         {{13}, {0.5}},
+      {{1, 1, 1, 1}, {1, 1, 3, 2}},     {{2, 4, 3, 5}, {1, 0.5, 2.5, 0.8}},
+  };
+  const char *transforms[] = {"half_pixel", "pytorch_half_pixel",
+                              "align_corners", "asymmetric",
+                              "tf_half_pixel_for_nn"};
+  const char *nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                            "ceil"};
+  unsigned seed = 2400;
+  for (const Case &c : cases)
+    for (const char *mode : {"nearest", "linear", "cubic"})
+      for (const char *transform : transforms)
+        for (int variant = 0; variant < 4; ++variant) {
+          std::string m = mode;
+          if ((m == "linear" && variant > 0) || (m == "cubic" && variant > 1))
+            continue;
+          SCOPED_TRACE(m + " " + transform + " variant " +
+                       std::to_string(variant) + " rank " +
+                       std::to_string(c.x.size()));
+          Shape out;
+          for (size_t d = 0; d < c.x.size(); ++d)
+            out.push_back(static_cast<int64_t>(std::floor(c.x[d] * c.scales[d])));
+          AttrList attrs = {{"mode", m},
+                            {"coordinate_transformation_mode",
+                             std::string(transform)},
+                            {"scales", c.scales}};
+          cuda::ResizePlan p{};
+          p.rank = static_cast<int>(c.x.size());
+          int64_t stride = 1;
+          for (int d = p.rank - 1; d >= 0; --d) {
+            p.in[d] = c.x[d], p.out[d] = out[d], p.stride[d] = stride;
+            p.scale[d] = c.scales[d];
+            stride *= c.x[d];
+          }
+          p.mode = m == "nearest"  ? cuda::ResizeMode::Nearest
+                   : m == "linear" ? cuda::ResizeMode::Linear
+                                   : cuda::ResizeMode::Cubic;
+          p.transform = static_cast<cuda::ResizeTransform>(
+              std::find(std::begin(transforms), std::end(transforms),
+                        std::string(transform)) -
+              std::begin(transforms));
+          p.a = -0.75;
+          if (m == "nearest") {
+            attrs.push_back({"nearest_mode", std::string(nearests[variant])});
+            p.nearest = static_cast<cuda::NearestMode>(variant);
+          }
+          if (m == "cubic" && variant == 1) {
+            attrs.push_back({"exclude_outside", int64_t(1)});
+            attrs.push_back({"cubic_coeff_a", -0.5});
+            p.exclude = true, p.a = -0.5;
+          }
+          std::vector<float> x = randomFloats(numel(c.x), seed++),
+                             y(numel(out), NAN);
+          cuda::hostForEach(cuda::ResizeBody{p, x.data(), y.data()}, numel(out));
+          std::vector<float> want = cpu("resize", {f32(c.x, x)}, out, attrs);
+          ASSERT_EQ(want.size(), y.size());
+          EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)),
+                    0);
+        }
+}
+
+TEST(CudaHost, ResizeRunsOnTheStrictFakeDeviceInEveryFloatType) {
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16})
+    for (const char *mode : {"nearest", "linear", "cubic"}) {
+      SCOPED_TRACE(std::string(mode) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      Value x = floats(dtype, {1, 2, 5, 6}, randomFloats(60, 31));
+      AttrList attrs = {{"mode", std::string(mode)},
+                        {"scales", std::vector<double>{1, 1, 1.6, 0.5}}};
+      std::vector<std::pair<plan::DType, Shape>> outs = {{dtype, {1, 2, 8, 3}}};
+      Result cpu = runOp("resize", {x}, outs, attrs);
+      Result fake = runOp("resize", {x}, outs, attrs, 2, "fake-cuda:strict");
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+    }
 }
 
 } // namespace
