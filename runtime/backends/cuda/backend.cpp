@@ -1195,13 +1195,26 @@ KernelFn resizeKernel(Context &c) {
   });
 }
 
-/// global_max_pool over the spatial dims and hardmax along an axis, one
-/// thread per plane or row, as the CPU computes them.
+/// global_max_pool over the spatial dims, hardmax, arg_max and arg_min
+/// along an axis, one thread per plane or row, as the CPU computes them.
 KernelFn maxKernel(const std::string &op, Context &c) {
   checkLikeTheCpu(op, c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (op == "arg_max" || op == "arg_min") {
+    if (x.dtype != FSDPRT_F32)
+      return nullptr; // halves run widened
+    int64_t axis = c.args.attrs.getInt("axis", 0);
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    ArgExtremeBody body{x.as<float>(), y.as<int64_t>(), x.shape[axis],
+                        cpu::product(x.shape, axis + 1, rank), op == "arg_max",
+                        c.args.attrs.getInt("select_last_index", 0) != 0};
+    int64_t rows = y.numel;
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.argExtreme(s, body, rows);
+    });
+  }
   if (!allF32(c.args))
     return nullptr;
-  const Tensor x = c.args.in[0], y = c.args.out[0];
   if (op == "global_max_pool") {
     int64_t inner = cpu::product(x.shape, 2, x.shape.size());
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
@@ -1921,7 +1934,8 @@ KernelFn own(const std::string &op, Context &c) {
     return packKernel(c);
   if (op == "max_pool" || op == "average_pool" || op == "pool_grad")
     return poolKernel(op, c);
-  if (op == "global_max_pool" || op == "hardmax")
+  if (op == "global_max_pool" || op == "hardmax" || op == "arg_max" ||
+      op == "arg_min")
     return maxKernel(op, c);
   if (op == "resize")
     return resizeKernel(c);

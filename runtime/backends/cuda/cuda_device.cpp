@@ -393,6 +393,10 @@ public:
     return check(launchGlobalMaxPool(x, y, planes, inner, raw(s)),
                  "global_max_pool kernel");
   }
+  std::string argExtreme(DeviceStream &s, const ArgExtremeBody &body,
+                         int64_t rows) override {
+    return check(launchArgExtreme(body, rows, raw(s)), "arg_max/arg_min kernel");
+  }
   std::string hardmax(DeviceStream &s, const float *x, float *y, int64_t outer,
                       int64_t n, int64_t inner) override {
     return check(launchHardmax(x, y, outer, n, inner, raw(s)),

@@ -222,6 +222,8 @@ public:
                              const float *x, float *y, int64_t n) = 0;
   virtual std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                                     int64_t planes, int64_t inner) = 0;
+  virtual std::string argExtreme(DeviceStream &s, const ArgExtremeBody &body,
+                                 int64_t rows) = 0;
   virtual std::string hardmax(DeviceStream &s, const float *x, float *y,
                               int64_t outer, int64_t n, int64_t inner) = 0;
   virtual std::string poolGrad(DeviceStream &s, bool max,

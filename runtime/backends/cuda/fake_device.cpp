@@ -631,6 +631,10 @@ public:
                             int64_t planes, int64_t inner) override {
     return each(GlobalMaxPoolBody{x, y, inner}, planes);
   }
+  std::string argExtreme(DeviceStream &, const ArgExtremeBody &body,
+                         int64_t rows) override {
+    return each(body, rows);
+  }
   std::string hardmax(DeviceStream &, const float *x, float *y, int64_t outer,
                       int64_t n, int64_t inner) override {
     return each(HardmaxBody{x, y, n, inner}, outer * inner);

@@ -84,6 +84,11 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
   return rowwise(SoftmaxBody<false>{x, y, n, inner}, outer * inner, s);
 }
 
+cudaError_t launchArgExtreme(const ArgExtremeBody &body, int64_t rows,
+                             cudaStream_t s) {
+  return elementwise(body, rows, s);
+}
+
 cudaError_t launchHardmax(const float *x, float *y, int64_t outer, int64_t n,
                           int64_t inner, cudaStream_t s) {
   return elementwise(HardmaxBody{x, y, n, inner}, outer * inner, s);

@@ -147,6 +147,9 @@ cudaError_t launchResize(const ResizePlan &plan, const float *x, float *y,
 /// global_max_pool of `planes` planes of `inner` elements.
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
                                 int64_t inner, cudaStream_t stream);
+/// arg_max / arg_min (kernels/rows.h) over outer * inner rows.
+cudaError_t launchArgExtreme(const ArgExtremeBody &body, int64_t rows,
+                             cudaStream_t stream);
 /// hardmax of rows [outer, n, inner], one thread per row.
 cudaError_t launchHardmax(const float *x, float *y, int64_t outer, int64_t n,
                           int64_t inner, cudaStream_t stream);

@@ -1058,7 +1058,8 @@ void nll(int64_t n, int64_t classes, int64_t inner, bool none, bool mean,
   }
 }
 
-/// global_max_pool and hardmax (one thread per plane or row), bit for bit.
+/// global_max_pool, hardmax, arg_max and arg_min (one thread per plane or
+/// row), bit for bit.
 void maxes(int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   std::vector<float> x = random(outer * n * inner, seed);
   for (float &v : x)
@@ -1078,6 +1079,15 @@ void maxes(int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   expectSame("hardmax" + what,
              cuda::launchHardmax(dx.data, dh.data, outer, n, inner, nullptr), dh,
              wantHard);
+  for (bool max : {true, false}) {
+    std::vector<int64_t> wantArg(outer * inner);
+    cuda::ArgExtremeBody body{x.data(), wantArg.data(), n, inner, max, !max};
+    cuda::hostForEach(body, outer * inner);
+    DeviceArray<int64_t> da(poison<int64_t>(wantArg.size()));
+    body.x = dx.data, body.y = da.data;
+    expectSame(std::string(max ? "arg_max" : "arg_min (last)") + what,
+               cuda::launchArgExtreme(body, outer * inner, nullptr), da, wantArg);
+  }
 }
 
 /// resize of x [2, 3, h, w] by (1, 1, sh, sw) in `mode` (nvcc may fuse the

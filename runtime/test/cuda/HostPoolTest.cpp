@@ -5,7 +5,8 @@
 // pool_grad (both modes: bit for bit, as both sum in the same order),
 // global_max_pool and batch_norm: strides, dilations, asymmetric padding,
 // count_include_pad, ceil_mode, planes of 1 element and rows of 257; and
-// rows.h's hardmax along every axis, with ties and NaN; resize in every
+// rows.h's hardmax, arg_max and arg_min along every axis, with ties and
+// NaN (select_last_index too); resize in every
 // mode, coordinate transform and nearest mode, cubic with and without
 // exclude_outside, scales up, down and fractional, bit for bit. Then
 // those ops on "fake-cuda:strict" in fp32, bf16 and f16.
@@ -454,6 +455,63 @@ TEST(CudaHost, ResizeRunsOnTheStrictFakeDeviceInEveryFloatType) {
       std::vector<std::pair<plan::DType, Shape>> outs = {{dtype, {1, 2, 8, 3}}};
       Result cpu = runOp("resize", {x}, outs, attrs);
       Result fake = runOp("resize", {x}, outs, attrs, 2, "fake-cuda:strict");
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+    }
+}
+
+TEST(CudaHost, ArgMaxAndArgMinEqualTheCpuBackend) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {{{1}, 0},         {{7}, 0},
+                                   {{3, 257}, 1},    {{4, 33, 5}, 1},
+                                   {{2, 100003}, 1}, {{6, 7}, 0},
+                                   {{4, 33, 5}, 2}};
+  unsigned seed = 2500;
+  for (const Case &c : cases)
+    for (bool max : {true, false})
+      for (bool last : {false, true}) {
+        SCOPED_TRACE(std::string(max ? "arg_max" : "arg_min") + " axis " +
+                     std::to_string(c.axis) + " of rank " +
+                     std::to_string(c.x.size()) + (last ? " last" : ""));
+        std::vector<float> x = randomFloats(numel(c.x), seed++);
+        for (float &v : x)
+          v = std::round(v * 2); // ties
+        if (x.size() > 3)
+          x[2] = NAN, x[0] = NAN; // one at a row's front, one inside
+        int64_t n = c.x[c.axis], inner = 1;
+        for (size_t d = c.axis + 1; d < c.x.size(); ++d)
+          inner *= c.x[d];
+        Shape out = c.x;
+        out[c.axis] = 1;
+        std::vector<int64_t> y(numel(out), -5);
+        cuda::hostForEach(
+            cuda::ArgExtremeBody{x.data(), y.data(), n, inner, max, last},
+            numel(out));
+        Result r = runOp(max ? "arg_max" : "arg_min", {f32(c.x, x)},
+                         {{plan::DType::I64, out}},
+                         {{"axis", c.axis},
+                          {"select_last_index", int64_t(last)}});
+        ASSERT_EQ(r.error, "");
+        EXPECT_EQ(y, r.outputs[0].as<int64_t>());
+      }
+}
+
+TEST(CudaHost, ArgExtremesRunOnTheStrictFakeDeviceInEveryFloatType) {
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16})
+    for (const char *op : {"arg_max", "arg_min"}) {
+      SCOPED_TRACE(std::string(op) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      Value x = floats(dtype, {3, 8, 5}, randomFloats(120, 41));
+      AttrList attrs = {{"axis", int64_t(1)}, {"keepdims", int64_t(0)}};
+      std::vector<std::pair<plan::DType, Shape>> outs = {
+          {plan::DType::I64, {3, 5}}};
+      Result cpu = runOp(op, {x}, outs, attrs);
+      Result fake = runOp(op, {x}, outs, attrs, 2, "fake-cuda:strict");
       ASSERT_EQ(cpu.error, "");
       ASSERT_EQ(fake.error, "");
       EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);

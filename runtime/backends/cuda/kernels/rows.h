@@ -135,6 +135,32 @@ struct HardmaxBody {
   }
 };
 
+/// arg_max (max) or arg_min of rows [outer, n, inner], one row per index:
+/// the first extreme element's index, or the last with `last`
+/// (select_last_index), compared as the CPU compares them (a NaN is never
+/// better, and one at the front is kept).
+struct ArgExtremeBody {
+  const float *x;
+  int64_t *y;
+  int64_t n, inner;
+  bool max, last;
+
+  FSDP_HD void operator()(int64_t row) const {
+    int64_t base = rowStart(row, n, inner), best = 0;
+    float value = x[base];
+    for (int64_t j = 1; j < n; ++j) {
+      float v = x[base + j * inner];
+      bool better = max ? (last ? v >= value : v > value)
+                        : (last ? v <= value : v < value);
+      if (better) {
+        best = j;
+        value = v;
+      }
+    }
+    y[row] = best;
+  }
+};
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_ROWS_H
