@@ -677,9 +677,16 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
       axes.push_back(static_cast<int64_t>(d));
   else
     axes = args.attrs.getInts("axes", {});
-  Reduce kind = op == "reduce_sum"   ? Reduce::Sum
-                : op == "reduce_max" ? Reduce::Max
-                                     : Reduce::Mean;
+  static const std::map<std::string, Reduce> kinds = {
+      {"reduce_sum", Reduce::Sum},
+      {"reduce_mean", Reduce::Mean},
+      {"global_average_pool", Reduce::Mean},
+      {"reduce_max", Reduce::Max},
+      {"reduce_min", Reduce::Min},
+      {"reduce_sum_square", Reduce::SumSquare},
+      {"reduce_log_sum", Reduce::LogSum},
+      {"reduce_log_sum_exp", Reduce::LogSumExp}};
+  Reduce kind = kinds.at(op);
   ReducePlan plan;
   try {
     plan = planReduce(x.shape, axes);
@@ -1911,6 +1918,8 @@ KernelFn convGradWeightKernel(Context &c) {
 /// The project's own kernel for `op`, or an empty function.
 KernelFn own(const std::string &op, Context &c) {
   if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
+      op == "reduce_min" || op == "reduce_sum_square" ||
+      op == "reduce_log_sum" || op == "reduce_log_sum_exp" ||
       op == "global_average_pool")
     return reduceKernel(op, c);
   if (op == "equal" || op == "less" || op == "greater" ||

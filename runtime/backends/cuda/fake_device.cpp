@@ -570,15 +570,9 @@ public:
   }
   std::string reduce(DeviceStream &, Reduce kind, const ReducePlan &plan,
                      const float *x, float *y) override {
-    switch (kind) {
-    case Reduce::Sum:
-      return rows(ReduceBody<Reduce::Sum>{plan, x, y}, plan.rows);
-    case Reduce::Mean:
-      return rows(ReduceBody<Reduce::Mean>{plan, x, y}, plan.rows);
-    case Reduce::Max:
-      return rows(ReduceBody<Reduce::Max>{plan, x, y}, plan.rows);
-    }
-    return "unknown reduction";
+    return withReduce(kind, [&](auto k) {
+      return rows(ReduceBody<decltype(k)::value>{plan, x, y}, plan.rows);
+    });
   }
   std::string norm(DeviceStream &, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t count, int64_t n,

@@ -500,7 +500,7 @@ template <cuda::Reduce Kind>
 void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
             unsigned seed) {
   std::vector<float> x = random(count(shape), seed);
-  if (Kind == cuda::Reduce::Max && x.size() > 1000)
+  if ((Kind == cuda::Reduce::Max || Kind == cuda::Reduce::Min) && x.size() > 1000)
     x[x.size() / 3] = NAN; // one output is NaN
   cuda::ReducePlan plan = cuda::planReduce(shape, axes);
   std::vector<float> want(plan.rows);
@@ -509,7 +509,10 @@ void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
   cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
   expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
              " into " + std::to_string(plan.rows),
-         e, dy, want, Kind == cuda::Reduce::Max ? 0 : plan.count > 10000 ? 2e-4 : 2e-5);
+         e, dy, want,
+         Kind == cuda::Reduce::Max || Kind == cuda::Reduce::Min ? 0
+         : plan.count > 10000                                  ? 2e-4
+                                                               : 2e-5);
 }
 
 template <cuda::Reduce Kind> void reductions(unsigned &seed) {
@@ -1262,6 +1265,9 @@ int main() {
   reductions<cuda::Reduce::Sum>(seed);
   reductions<cuda::Reduce::Mean>(seed);
   reductions<cuda::Reduce::Max>(seed);
+  reductions<cuda::Reduce::Min>(seed);
+  reductions<cuda::Reduce::SumSquare>(seed);
+  reductions<cuda::Reduce::LogSumExp>(seed);
   gatherGrad(1, 1, 1, 1, false, seed++);
   gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
   gatherGrad(3, 257, 1000, 5, false, seed++);
