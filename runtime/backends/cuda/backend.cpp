@@ -685,7 +685,8 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
       {"reduce_min", Reduce::Min},
       {"reduce_sum_square", Reduce::SumSquare},
       {"reduce_log_sum", Reduce::LogSum},
-      {"reduce_log_sum_exp", Reduce::LogSumExp}};
+      {"reduce_log_sum_exp", Reduce::LogSumExp},
+      {"reduce_prod", Reduce::Prod}};
   Reduce kind = kinds.at(op);
   ReducePlan plan;
   try {
@@ -1920,6 +1921,7 @@ KernelFn own(const std::string &op, Context &c) {
   if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
       op == "reduce_min" || op == "reduce_sum_square" ||
       op == "reduce_log_sum" || op == "reduce_log_sum_exp" ||
+      op == "reduce_prod" ||
       op == "global_average_pool")
     return reduceKernel(op, c);
   if (op == "equal" || op == "less" || op == "greater" ||

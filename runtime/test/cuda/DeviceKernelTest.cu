@@ -1272,6 +1272,7 @@ int main() {
   reductions<cuda::Reduce::Min>(seed);
   reductions<cuda::Reduce::SumSquare>(seed);
   reductions<cuda::Reduce::LogSumExp>(seed);
+  reductions<cuda::Reduce::Prod>(seed);
   gatherGrad(1, 1, 1, 1, false, seed++);
   gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
   gatherGrad(3, 257, 1000, 5, false, seed++);

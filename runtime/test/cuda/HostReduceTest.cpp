@@ -59,7 +59,7 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
   for (cuda::Reduce kind :
        {cuda::Reduce::Sum, cuda::Reduce::Mean, cuda::Reduce::Max,
         cuda::Reduce::Min, cuda::Reduce::SumSquare, cuda::Reduce::LogSum,
-        cuda::Reduce::LogSumExp})
+        cuda::Reduce::LogSumExp, cuda::Reduce::Prod})
     for (const Case &c : cases)
       for (bool keepdims : {false, true})
         for (int lanes : {1, 4, 32}) {
@@ -74,6 +74,9 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
           if (kind == cuda::Reduce::LogSumExp)
             for (float &v : x)
               v = v * 30 + 60; // exp overflows fp32 without the shift
+          if (kind == cuda::Reduce::Prod)
+            for (float &v : x)
+              v = 1 + v / 4096; // a product that stays finite
           Shape out;
           for (size_t d = 0; d < c.x.size(); ++d) {
             bool reduced = c.axes.empty() ||
@@ -85,9 +88,10 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
           int64_t count = numel(c.x) / std::max<int64_t>(numel(out), 1);
           bool extreme =
               kind == cuda::Reduce::Max || kind == cuda::Reduce::Min;
-          double tol = extreme          ? 0
-                       : count > 10000 ? 2e-4
-                                       : 2e-5;
+          double tol = extreme                        ? 0
+                       : kind == cuda::Reduce::Prod  ? 1e-6
+                       : count > 10000               ? 2e-4
+                                                     : 2e-5;
           expectClose(y,
                       cpu(cuda::reduceName(kind), {f32(c.x, x)}, out,
                           {{"axes", c.axes}, {"keepdims", int64_t(keepdims)}}),
@@ -169,7 +173,7 @@ TEST(CudaHost, NewReductionsRunOnTheStrictFakeDeviceInEveryFloatType) {
   for (plan::DType dtype :
        {plan::DType::F32, plan::DType::BF16, plan::DType::F16})
     for (const char *op : {"reduce_min", "reduce_sum_square", "reduce_log_sum",
-                           "reduce_log_sum_exp"}) {
+                           "reduce_log_sum_exp", "reduce_prod"}) {
       SCOPED_TRACE(std::string(op) + " " +
                    fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
       std::vector<float> v = randomFloats(3 * 4 * 5, 91);

@@ -1,7 +1,8 @@
 //===- reduce.h - Reductions over any axes ----------------------*- C++ -*-===//
 //
 // reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_sum_square,
-// reduce_log_sum and reduce_log_sum_exp over any set of axes, reduced
+// reduce_log_sum, reduce_log_sum_exp and reduce_prod over any set of
+// axes, reduced
 // and kept dims interleaved or not, as a row body (hd.h): one row per
 // output element, whose `count` reduced elements the group's lanes stride
 // over, accumulating in fp32. The read is planned on the host
@@ -13,6 +14,10 @@
 // PyTorch) do; the lanes count the NaNs they met, since a group's max need
 // not keep one. reduce_log_sum_exp shifts by the row's max before exp (the
 // CPU sums exp(x) in double, which does not overflow where fp32 would).
+// reduce_prod has no group product: the group's first lane multiplies its
+// row in double, in order, as the CPU does (which splits a product of
+// everything into up to 64 pieces past 8192 elements: there, equal but
+// for rounding).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +28,13 @@
 
 namespace fsdprt::cuda {
 
-enum class Reduce { Sum, Mean, Max, Min, SumSquare, LogSum, LogSumExp };
+enum class Reduce { Sum, Mean, Max, Min, SumSquare, LogSum, LogSumExp, Prod };
 
 inline const char *reduceName(Reduce kind) {
   static const char *const names[] = {
       "reduce_sum",        "reduce_mean",    "reduce_max",
       "reduce_min",        "reduce_sum_square", "reduce_log_sum",
-      "reduce_log_sum_exp"};
+      "reduce_log_sum_exp", "reduce_prod"};
   return names[static_cast<int>(kind)];
 }
 
@@ -45,9 +50,11 @@ template <class F> decltype(auto) withReduce(Reduce kind, F &&f) {
     return f(std::integral_constant<Reduce, Reduce::SumSquare>{});
   case Reduce::LogSum:
     return f(std::integral_constant<Reduce, Reduce::LogSum>{});
-  case Reduce::LogSumExp: break;
+  case Reduce::LogSumExp:
+    return f(std::integral_constant<Reduce, Reduce::LogSumExp>{});
+  case Reduce::Prod: break;
   }
-  return f(std::integral_constant<Reduce, Reduce::LogSumExp>{});
+  return f(std::integral_constant<Reduce, Reduce::Prod>{});
 }
 
 /// Output element `row` (of `rows`) reduces the `count` elements of x at
@@ -67,6 +74,15 @@ template <Reduce Kind> struct ReduceBody {
   template <class Group>
   FSDP_HD void operator()(Group &g, int64_t row) const {
     const float *px = x + plan.kept.offset(0, row);
+    if constexpr (Kind == Reduce::Prod) {
+      if (g.lane() == 0) {
+        double acc = 1;
+        for (int64_t j = 0; j < plan.count; ++j)
+          acc *= px[plan.reduced.offset(0, j)];
+        y[row] = static_cast<float>(acc);
+      }
+      return;
+    }
     constexpr bool extreme = Kind == Reduce::Max || Kind == Reduce::Min ||
                              Kind == Reduce::LogSumExp;
     // The max (of -x for min) with the NaNs counted apart; else the sum.
