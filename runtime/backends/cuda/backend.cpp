@@ -26,6 +26,7 @@
 #include "device.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,16 +63,27 @@ void checkLikeTheCpu(const std::string &op, const KernelArgs &args) {
 }
 
 /// A fault a kernel reports through its ErrorSlot, in words.
-using FaultText = std::string (*)(const ErrorSlot &slot, int64_t bound);
+/// `bounds`: what the kernel checked the data against (a label's class
+/// count; the size of each dim an index indexes).
+using FaultText = std::string (*)(const ErrorSlot &slot,
+                                  const std::vector<int64_t> &bounds);
 
-std::string badLabel(const ErrorSlot &slot, int64_t classes) {
+std::string badLabel(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
   return "label " + std::to_string(slot.detail) + " is outside [0, " +
-         std::to_string(classes) + ")";
+         std::to_string(bounds[0]) + ")";
 }
 
-std::string badIndex(const ErrorSlot &slot, int64_t dim) {
+/// A bad index into dim `slot.code - kBadIndex` (scatter_nd's k dims; the
+/// one dim of the others).
+std::string badTarget(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
+  return "target " + std::to_string(slot.detail) + " is outside [0, " +
+         std::to_string(bounds[0]) + ")";
+}
+
+std::string badIndex(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
+  size_t d = std::min<size_t>(slot.code - kBadIndex, bounds.size() - 1);
   return "index " + std::to_string(slot.detail) +
-         " is out of range for a dimension of size " + std::to_string(dim);
+         " is out of range for a dimension of size " + std::to_string(bounds[d]);
 }
 
 class CudaBackend;
@@ -157,10 +169,11 @@ public:
 
   /// A new ErrorSlot for the kernel at `where`, whose faults `text` puts
   /// in words with `bound`; its address is slot(index) once prepared.
-  size_t addFault(const std::string &where, FaultText text, int64_t bound) {
+  size_t addFault(const std::string &where, FaultText text,
+                  std::vector<int64_t> bounds) {
     if (replay < faults.size())
       return replay++;
-    faults.push_back({where, text, bound});
+    faults.push_back({where, text, std::move(bounds)});
     return faults.size() - 1;
   }
   size_t faultCount() const { return faults.size(); }
@@ -176,6 +189,9 @@ public:
   std::string takeFault();
 
   Device &dev() { return *device; }
+  /// A kernel that reads the session's step when it runs was prepared.
+  void noteRandom() { random = true; }
+  bool drawsRandom() const { return random; }
 
   /// Device memory for every kernel's ErrorSlot, zeroed: made at the
   /// first launch after kernels were prepared (sessions prepare every
@@ -187,7 +203,7 @@ private:
   struct Fault {
     std::string where;
     FaultText text;
-    int64_t bound;
+    std::vector<int64_t> bounds;
   };
   std::unique_ptr<Device> device;
   std::unique_ptr<Backend> cpu; // the fake devices' threads, fallback kernels
@@ -195,6 +211,7 @@ private:
   ErrorSlot *slots = nullptr;
   size_t slotCount = 0;
   size_t replay = SIZE_MAX;
+  bool random = false;
   std::map<void *, void *> starts; // over-aligned blocks' starts
 };
 
@@ -223,7 +240,12 @@ public:
     return error;
   }
 
-  bool canCapture() const override { return true; }
+  /// Not on a GPU once a kernel draws random numbers: a CUDA graph would
+  /// replay the step it was captured at, and so the same masks every step
+  /// (the fake device's replays call the kernels again).
+  bool canCapture() const override {
+    return !backend.drawsRandom() || !backend.dev().nativeGraphs();
+  }
   std::string beginCapture() override {
     backend.makeSlots();
     Device &dev = backend.dev();
@@ -318,7 +340,7 @@ std::string CudaBackend::takeFault() {
     if (found[i].code) {
       device->fill(slots, 0, slotCount * sizeof(ErrorSlot));
       const Fault &f = faults[i];
-      return f.where + ": " + f.text(found[i], f.bound);
+      return f.where + ": " + f.text(found[i], f.bounds);
     }
   return "";
 }
@@ -332,51 +354,98 @@ template <class F> KernelFn onStream(Device &device, F launch) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <Unary Op> KernelFn unaryKernel(Context &c) {
+KernelFn unaryKernel(Context &c, Unary op, UnaryParams params = {}) {
   const Tensor x = c.args.in[0], y = c.args.out[0];
-  return onStream(c.device, [x, y](Device &d, DeviceStream &s) {
-    return d.unary(s, Op, x.as<float>(), y.as<float>(), y.numel);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.unary(s, op, x.as<float>(), y.as<float>(), y.numel, params);
   });
 }
 
+/// The attribute `name` as the CPU reads it (a double, then fp32).
+float floatAttr(const Context &c, const char *name, double fallback) {
+  return static_cast<float>(c.args.attrs.getFloat(name, fallback));
+}
+
+/// The unary functions (fp32; neg, abs and sign on int64 too) with their
+/// attributes, as the CPU backend reads them; is_inf and isnan.
 KernelFn unaryOp(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
-  if ((op == "neg" || op == "abs") && args.in.size() == 1 &&
+  if ((op == "neg" || op == "abs" || op == "sign") && args.in.size() == 1 &&
       args.out.size() == 1 && args.in[0].dtype == FSDPRT_I64 &&
       args.out[0].dtype == FSDPRT_I64 && args.in[0].shape == args.out[0].shape) {
     const Tensor x = args.in[0], y = args.out[0];
-    bool abs = op == "abs";
+    Unary kind = op == "neg" ? Unary::Neg : op == "abs" ? Unary::Abs : Unary::Sign;
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
-      return d.negAbs64(s, abs, x.as<int64_t>(), y.as<int64_t>(), y.numel);
+      return d.unary64(s, kind, x.as<int64_t>(), y.as<int64_t>(), y.numel);
+    });
+  }
+  if (op == "is_inf" || op == "isnan") {
+    checkLikeTheCpu(op, args);
+    const Tensor x = args.in[0], y = args.out[0];
+    if (x.dtype != FSDPRT_F32)
+      return nullptr; // a half runs widened
+    FloatClassBody body{x.as<float>(), y.as<uint8_t>(), op == "isnan",
+                        args.attrs.getInt("detect_negative", 1) != 0,
+                        args.attrs.getInt("detect_positive", 1) != 0};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.floatClass(s, body, y.numel);
     });
   }
   if (!allF32(args) || args.in.size() != 1 || args.out.size() != 1 ||
       args.in[0].shape != args.out[0].shape)
     return nullptr;
-  static const std::map<std::string, Factory> unary = {
-      {"exp", unaryKernel<Unary::Exp>},
-      {"log", unaryKernel<Unary::Log>},
-      {"sqrt", unaryKernel<Unary::Sqrt>},
-      {"reciprocal", unaryKernel<Unary::Reciprocal>},
-      {"erf", unaryKernel<Unary::Erf>},
-      {"tanh", unaryKernel<Unary::Tanh>},
-      {"sigmoid", unaryKernel<Unary::Sigmoid>},
-      {"relu", unaryKernel<Unary::Relu>},
-      {"silu", unaryKernel<Unary::Silu>},
-      {"neg", unaryKernel<Unary::Neg>},
-      {"abs", unaryKernel<Unary::Abs>}};
+  static const std::map<std::string, Unary> plain = {
+      {"exp", Unary::Exp},           {"log", Unary::Log},
+      {"sqrt", Unary::Sqrt},         {"reciprocal", Unary::Reciprocal},
+      {"erf", Unary::Erf},           {"tanh", Unary::Tanh},
+      {"sigmoid", Unary::Sigmoid},   {"relu", Unary::Relu},
+      {"silu", Unary::Silu},         {"neg", Unary::Neg},
+      {"abs", Unary::Abs},           {"floor", Unary::Floor},
+      {"ceil", Unary::Ceil},         {"round", Unary::Round},
+      {"sign", Unary::Sign},         {"softsign", Unary::Softsign},
+      {"softplus", Unary::Softplus}, {"hard_swish", Unary::HardSwish},
+      {"sin", Unary::Sin},           {"cos", Unary::Cos},
+      {"tan", Unary::Tan},           {"sinh", Unary::Sinh},
+      {"cosh", Unary::Cosh},         {"asin", Unary::Asin},
+      {"acos", Unary::Acos},         {"atan", Unary::Atan},
+      {"asinh", Unary::Asinh},       {"acosh", Unary::Acosh},
+      {"atanh", Unary::Atanh}};
+  if (auto it = plain.find(op); it != plain.end())
+    return unaryKernel(c, it->second);
   if (op == "gelu") {
     std::string approximate = args.attrs.getString("approximate", "none");
     if (approximate == "tanh")
-      return unaryKernel<Unary::GeluTanh>(c);
-    return approximate == "none" ? unaryKernel<Unary::Gelu>(c) : nullptr;
+      return unaryKernel(c, Unary::GeluTanh);
+    return approximate == "none" ? unaryKernel(c, Unary::Gelu) : nullptr;
   }
-  auto it = unary.find(op);
-  return it == unary.end() ? nullptr : it->second(c);
+  // The defaults are the CPU's (and ONNX's).
+  if (op == "hard_sigmoid")
+    return unaryKernel(c, Unary::HardSigmoid,
+                       {floatAttr(c, "alpha", 0.2), floatAttr(c, "beta", 0.5)});
+  if (op == "elu")
+    return unaryKernel(c, Unary::Elu, {floatAttr(c, "alpha", 1.0)});
+  if (op == "selu")
+    return unaryKernel(c, Unary::Selu, {floatAttr(c, "alpha", 1.6732632),
+                                        floatAttr(c, "gamma", 1.0507010)});
+  if (op == "celu") {
+    checkLikeTheCpu(op, args); // alpha 0
+    return unaryKernel(c, Unary::Celu, {floatAttr(c, "alpha", 1.0)});
+  }
+  if (op == "leaky_relu")
+    return unaryKernel(c, Unary::LeakyRelu, {floatAttr(c, "alpha", 0.01)});
+  if (op == "thresholded_relu")
+    return unaryKernel(c, Unary::ThresholdedRelu, {floatAttr(c, "alpha", 1.0)});
+  if (op == "shrink")
+    return unaryKernel(c, Unary::Shrink, {floatAttr(c, "bias", 0.0),
+                                          floatAttr(c, "lambd", 0.5)});
+  if (op == "clip")
+    return unaryKernel(c, Unary::Clip, {floatAttr(c, "min", -INFINITY),
+                                        floatAttr(c, "max", INFINITY)});
+  return nullptr;
 }
 
-/// add, sub, mul, div on T (float or int64_t), pow on float only.
-template <Binary Op, typename T> KernelFn binaryKernel(Context &c) {
+/// A broadcasting binary function on T (float or int64_t).
+template <typename T> KernelFn binaryKernel(Context &c, Binary op) {
   const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
   Broadcast plan;
   try {
@@ -385,7 +454,7 @@ template <Binary Op, typename T> KernelFn binaryKernel(Context &c) {
     return nullptr; // the CPU kernel names what is wrong
   }
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.binary(s, Op, plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
+    return d.binary(s, op, plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
   });
 }
 
@@ -397,28 +466,30 @@ bool allI64(const KernelArgs &args) {
   return true;
 }
 
+/// add, sub, mul, div, mod, max and min on int64 and fp32; pow and prelu
+/// on fp32.
 KernelFn binaryOp(const std::string &op, Context &c) {
   if (c.args.in.size() != 2 || c.args.out.size() != 1)
     return nullptr;
-  if (allI64(c.args)) {
-    static const std::map<std::string, Factory> integer = {
-        {"add", binaryKernel<Binary::Add, int64_t>},
-        {"sub", binaryKernel<Binary::Sub, int64_t>},
-        {"mul", binaryKernel<Binary::Mul, int64_t>},
-        {"div", binaryKernel<Binary::Div, int64_t>}};
-    auto it = integer.find(op);
-    return it == integer.end() ? nullptr : it->second(c);
-  }
-  if (!allF32(c.args))
+  bool integers = allI64(c.args);
+  if (!integers && !allF32(c.args))
     return nullptr;
-  static const std::map<std::string, Factory> binary = {
-      {"add", binaryKernel<Binary::Add, float>},
-      {"sub", binaryKernel<Binary::Sub, float>},
-      {"mul", binaryKernel<Binary::Mul, float>},
-      {"div", binaryKernel<Binary::Div, float>},
-      {"pow", binaryKernel<Binary::Pow, float>}};
-  auto it = binary.find(op);
-  return it == binary.end() ? nullptr : it->second(c);
+  Binary kind;
+  static const std::map<std::string, Binary> ops = {
+      {"add", Binary::Add}, {"sub", Binary::Sub}, {"mul", Binary::Mul},
+      {"div", Binary::Div}, {"pow", Binary::Pow}, {"max", Binary::Max},
+      {"min", Binary::Min}, {"prelu", Binary::PRelu}};
+  if (op == "mod") {
+    checkLikeTheCpu(op, c.args); // fmod = 0 on floats
+    kind = c.args.attrs.getInt("fmod", 0) != 0 ? Binary::Mod : Binary::FloorMod;
+  } else if (auto it = ops.find(op); it != ops.end()) {
+    kind = it->second;
+  } else {
+    return nullptr;
+  }
+  if (integers && (kind == Binary::Pow || kind == Binary::PRelu))
+    return nullptr; // the CPU's pow in double, its refusal of prelu
+  return integers ? binaryKernel<int64_t>(c, kind) : binaryKernel<float>(c, kind);
 }
 
 /// cast: between fp32 and bf16/f16 (the mixed-precision casts, their own
@@ -443,14 +514,18 @@ KernelFn castKernel(Context &c) {
   });
 }
 
-/// equal, less, greater (F32, I64 or Bool operands) and and/or (Bool),
+/// The comparisons (F32, I64 or Bool operands) and and, or, xor (Bool),
 /// broadcasting: Bool outputs.
 KernelFn logicKernel(const std::string &op, Context &c) {
-  static const std::map<std::string, Logic> ops = {{"equal", Logic::Equal},
-                                                   {"less", Logic::Less},
-                                                   {"greater", Logic::Greater},
-                                                   {"and", Logic::And},
-                                                   {"or", Logic::Or}};
+  static const std::map<std::string, Logic> ops = {
+      {"equal", Logic::Equal},
+      {"less", Logic::Less},
+      {"greater", Logic::Greater},
+      {"greater_or_equal", Logic::GreaterOrEqual},
+      {"less_or_equal", Logic::LessOrEqual},
+      {"and", Logic::And},
+      {"or", Logic::Or},
+      {"xor", Logic::Xor}};
   checkLikeTheCpu(op, c.args);
   const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
   if (a.dtype != FSDPRT_F32 && a.dtype != FSDPRT_I64 && a.dtype != FSDPRT_BOOL)
@@ -495,6 +570,37 @@ KernelFn whereKernel(Context &c) {
   });
 }
 
+/// dropout (training mode) as the CPU runs it, its checks and draws
+/// (kernels/random.h): the session's step and rank are read each time the
+/// kernel runs.
+KernelFn dropoutKernel(Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu("dropout", args);
+  if (args.in[0].dtype != FSDPRT_F32 || args.out[0].dtype != FSDPRT_F32)
+    return nullptr; // a half runs widened
+  const Tensor x = args.in[0], y = args.out[0];
+  uint8_t *mask = args.out.size() == 2 ? args.out[1].as<uint8_t>() : nullptr;
+  double ratio = args.attrs.getFloat("ratio", 0.5);
+  auto op = static_cast<uint32_t>(args.attrs.getInt("op", -1));
+  int64_t slot = args.attrs.getInt("slot", 0);
+  int64_t slots = args.attrs.getInt("slots", 1);
+  uint64_t threshold = keepThreshold(1.0 - ratio);
+  float scale = 1.0f / static_cast<float>(1.0 - ratio);
+  const RandomState *random = args.random;
+  c.backend.noteRandom();
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    DropoutBody body{{random->seed, random->step, op},
+                     static_cast<uint64_t>((random->rank * slots + slot) * x.numel),
+                     threshold,
+                     scale,
+                     x.as<float>(),
+                     y.as<float>(),
+                     mask,
+                     x.numel};
+    return d.dropout(s, body);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Rows: softmax, norms, sums, cross-entropy
 //===----------------------------------------------------------------------===//
@@ -527,10 +633,12 @@ KernelFn normKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   bool rms = op == "rms_norm";
   const Tensor x = args.in[0], y = args.out[0];
-  // layer_norm's mean and inv_std_dev outputs have no kernel here yet.
+  // layer_norm may also give each row's mean and inv_std_dev.
   if (!allF32(args) || x.shape.empty() || x.shape != y.shape ||
-      args.out.size() != 1)
+      (args.out.size() != 1 && (rms || args.out.size() != 3)))
     return nullptr;
+  if (args.out.size() == 3)
+    checkLikeTheCpu(op, args); // their shapes
   int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);
   if (axis < 0 || axis >= rank || (!rms && args.in.size() < 2))
@@ -545,9 +653,12 @@ KernelFn normKernel(const std::string &op, Context &c) {
   const float *bias = args.in.size() > 2 ? args.in[2].as<float>() : nullptr;
   float eps = static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
   int64_t rows = cols ? x.numel / cols : 0;
+  RowStats stats;
+  if (args.out.size() == 3)
+    stats = {args.out[1].as<float>(), args.out[2].as<float>()};
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.norm(s, rms, x.as<float>(), scale, bias, y.as<float>(), rows,
-                  cols, eps);
+                  cols, eps, stats);
   });
 }
 
@@ -566,9 +677,17 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
       axes.push_back(static_cast<int64_t>(d));
   else
     axes = args.attrs.getInts("axes", {});
-  Reduce kind = op == "reduce_sum"   ? Reduce::Sum
-                : op == "reduce_max" ? Reduce::Max
-                                     : Reduce::Mean;
+  static const std::map<std::string, Reduce> kinds = {
+      {"reduce_sum", Reduce::Sum},
+      {"reduce_mean", Reduce::Mean},
+      {"global_average_pool", Reduce::Mean},
+      {"reduce_max", Reduce::Max},
+      {"reduce_min", Reduce::Min},
+      {"reduce_sum_square", Reduce::SumSquare},
+      {"reduce_log_sum", Reduce::LogSum},
+      {"reduce_log_sum_exp", Reduce::LogSumExp},
+      {"reduce_prod", Reduce::Prod}};
+  Reduce kind = kinds.at(op);
   ReducePlan plan;
   try {
     plan = planReduce(x.shape, axes);
@@ -581,12 +700,16 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
 }
 
 /// softmax_cross_entropy(_grad) (kernels/losses.h): its scratch in the
-/// workspace, a bad label in its ErrorSlot.
+/// workspace, a bad label in its ErrorSlot; the forward's optional
+/// log_prob output the log-softmax kernel along the classes.
 KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   KernelArgs &args = c.args;
   bool grad = op == "softmax_cross_entropy_grad";
   size_t base = grad ? 3 : 2;
-  if (args.in.size() < base || args.in.size() > base + 1 || args.out.size() != 1)
+  bool logProb = !grad && args.out.size() == 2;
+  if (args.in.size() < base || args.in.size() > base + 1 ||
+      (args.out.size() != 1 && !logProb) ||
+      (logProb && args.out[1].dtype != FSDPRT_F32))
     return nullptr;
   const Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
   bool weighted = args.in.size() == base + 1;
@@ -598,6 +721,7 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   checkLikeTheCpu(op, args);
   int64_t classes = scores.shape[1];
   int64_t positions = labels.numel, inner = positions / scores.shape[0];
+  const Tensor logProbs = logProb ? args.out[1] : Tensor();
   std::string reduction = args.attrs.getString("reduction", "mean");
   bool none = reduction == "none", mean = reduction == "mean";
   bool hasIgnore = args.attrs.has("ignore_index");
@@ -606,17 +730,60 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   const float *g = grad ? args.in[2].as<float>() : nullptr;
   Workspace *workspace = args.workspace;
   workspace->reserve((2 * positions + 1) * sizeof(float));
-  size_t slot = c.backend.addFault(args.where, badLabel, classes);
+  size_t slot = c.backend.addFault(args.where, badLabel, {classes});
   CudaBackend *backend = &c.backend;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     CrossEntropyInputs in{scores.as<float>(), labels.as<int64_t>(), weights,
                           classes, inner, hasIgnore, ignore,
                           backend->slot(slot)};
     float *scratch = workspace->as<float>();
-    return grad ? d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,
-                                     y.as<float>())
-                : d.crossEntropy(s, in, positions, none, mean, scratch,
-                                 y.as<float>());
+    if (grad)
+      return d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,
+                                y.as<float>());
+    if (logProb)
+      if (std::string e = d.softmax(s, true, scores.as<float>(),
+                                    logProbs.as<float>(), scores.shape[0],
+                                    classes, inner);
+          !e.empty())
+        return e;
+    return d.crossEntropy(s, in, positions, none, mean, scratch, y.as<float>());
+  });
+}
+
+/// nll_loss(_grad) (kernels/losses.h): its scratch in the workspace, a bad
+/// target in its ErrorSlot.
+KernelFn nllKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  bool grad = op == "nll_loss_grad";
+  const Tensor input = grad ? args.out[0] : args.in[0];
+  const Tensor target = grad ? args.in[0] : args.in[1];
+  const Tensor y = args.out[0];
+  bool weighted = args.in.size() == 3;
+  if (input.dtype != FSDPRT_F32 || (grad && args.in[1].dtype != FSDPRT_F32))
+    return nullptr; // halves run widened
+  int64_t classes = input.shape[1], positions = target.numel;
+  int64_t inner = cpu::product(input.shape, 2, input.shape.size());
+  std::string reduction = args.attrs.getString("reduction", "mean");
+  bool none = reduction == "none", mean = reduction == "mean";
+  bool hasIgnore = args.attrs.has("ignore_index");
+  int64_t ignore = args.attrs.getInt("ignore_index", 0);
+  const float *weights = weighted ? args.in[2].as<float>() : nullptr;
+  const float *g = grad ? args.in[1].as<float>() : nullptr;
+  const float *logProbs = grad ? nullptr : input.as<float>();
+  bool target32 = target.dtype == FSDPRT_I32;
+  Workspace *workspace = args.workspace;
+  workspace->reserve((2 * positions + 1) * sizeof(float));
+  size_t slot = c.backend.addFault(args.where, badTarget, {classes});
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    NllInputs in{logProbs, target.data, target32, weights, classes,
+                 inner,    hasIgnore,   ignore,   backend->slot(slot)};
+    float *scratch = workspace->as<float>();
+    return grad ? d.nllLossGrad(s, in, positions, g, none, mean, scratch,
+                                y.as<float>(), y.numel)
+                : d.nllLoss(s, in, positions, none, mean, scratch,
+                            y.as<float>());
   });
 }
 
@@ -639,7 +806,7 @@ KernelFn gatherKernel(Context &c) {
     inner *= data.shape[d];
   size_t size = fsdprt_dtype_size(data.dtype);
   bool indices32 = indices.dtype == FSDPRT_I32;
-  size_t slot = c.backend.addFault(args.where, badIndex, dim);
+  size_t slot = c.backend.addFault(args.where, badIndex, {dim});
   CudaBackend *backend = &c.backend;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.gather(s, size, indices32, data.data, indices.data, y.data, outer,
@@ -680,12 +847,196 @@ KernelFn gatherGradKernel(Context &c) {
   bool indices32 = indices.dtype == FSDPRT_I32;
   Workspace *workspace = args.workspace;
   workspace->reserve(gatherGradScratch(count, dim) * sizeof(int64_t));
-  size_t slot = c.backend.addFault(args.where, badIndex, dim);
+  size_t slot = c.backend.addFault(args.where, badIndex, {dim});
   CudaBackend *backend = &c.backend;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.gatherGrad(s, indices32, g.as<float>(), indices.data,
                         y.as<float>(), outer, dim, count, inner,
                         workspace->as<int64_t>(), backend->slot(slot));
+  });
+}
+
+/// pad's constant in `dtype`, as bits (low bytes), as the CPU converts it;
+/// bf16 and f16 take only 0 (the CPU's check refuses others).
+uint64_t padFill(fsdprt_dtype_t dtype, double value) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+  case FSDPRT_F32: put(static_cast<float>(value)); break;
+  case FSDPRT_F64: put(value); break;
+  case FSDPRT_I64: put(static_cast<int64_t>(value)); break;
+  case FSDPRT_I32: put(static_cast<int32_t>(value)); break;
+  case FSDPRT_I16: put(static_cast<int16_t>(value)); break;
+  case FSDPRT_I8:
+  case FSDPRT_U8:
+  case FSDPRT_BOOL: put(static_cast<uint8_t>(value)); break;
+  default: break;
+  }
+  return bits;
+}
+
+/// pad (constant, reflect, edge) of any element size, as the CPU checks it.
+KernelFn padKernel(Context &c) {
+  checkLikeTheCpu("pad", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  size_t rank = x.shape.size();
+  if (rank > static_cast<size_t>(kMaxDims))
+    return nullptr;
+  std::vector<int64_t> pads = c.args.attrs.getInts("pads", {});
+  std::string mode = c.args.attrs.getString("mode", "constant");
+  std::vector<int64_t> strides = cpu::stridesOf(x.shape);
+  PadShape shape{};
+  shape.rank = static_cast<int>(rank);
+  shape.mode = mode == "reflect" ? PadMode::Reflect
+               : mode == "edge"  ? PadMode::Edge
+                                 : PadMode::Constant;
+  for (size_t d = 0; d < rank; ++d) {
+    shape.shape[d] = y.shape[d];
+    shape.from[d] = x.shape[d];
+    shape.stride[d] = strides[d];
+    shape.before[d] = pads[d];
+  }
+  uint64_t fill = padFill(y.dtype, c.args.attrs.getFloat("value", 0));
+  size_t size = fsdprt_dtype_size(y.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.pad(s, size, shape, x.data, y.data, y.numel, fill);
+  });
+}
+
+/// trilu of any element size; k the attribute or, as a second input, read
+/// by the kernel from device memory.
+KernelFn triluKernel(Context &c) {
+  checkLikeTheCpu("trilu", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  const int64_t *kInput =
+      c.args.in.size() == 2 ? c.args.in[1].as<int64_t>() : nullptr;
+  int64_t k = c.args.attrs.getInt("k", 0);
+  bool upper = c.args.attrs.getInt("upper", 1) != 0;
+  int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  size_t size = fsdprt_dtype_size(x.dtype);
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.trilu(s, size, x.data, y.data, y.numel, rows, cols, k, kInput,
+                   upper);
+  });
+}
+
+/// cumsum (F32, F64, I64, I32) along the attribute's axis; an axis given
+/// as an input (known only when it runs) has no own kernel.
+KernelFn cumsumKernel(Context &c) {
+  checkLikeTheCpu("cumsum", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (c.args.in.size() == 2 ||
+      (x.dtype != FSDPRT_F32 && x.dtype != FSDPRT_F64 &&
+       x.dtype != FSDPRT_I64 && x.dtype != FSDPRT_I32))
+    return nullptr;
+  int64_t axis = c.args.attrs.getInt("axis", 0);
+  int64_t dim = x.shape[axis];
+  int64_t inner = cpu::product(x.shape, axis + 1, x.shape.size());
+  int64_t lines = dim ? x.numel / dim : 0;
+  bool exclusive = c.args.attrs.getInt("exclusive", 0) != 0;
+  bool reverse = c.args.attrs.getInt("reverse", 0) != 0;
+  fsdprt_dtype_t dtype = x.dtype;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.cumsum(s, dtype, x.data, y.data, lines, dim, inner, exclusive,
+                    reverse);
+  });
+}
+
+/// gather_elements' and scatter_elements' walk of data and indices along
+/// `axis` (the CPU's checks have passed); false past kMaxDims dims.
+bool axisWalk(const Tensor &data, const Tensor &indices, int64_t axis,
+              AxisWalk &w) {
+  size_t rank = data.shape.size();
+  if (rank > static_cast<size_t>(kMaxDims))
+    return false;
+  std::vector<int64_t> dataStrides = cpu::stridesOf(data.shape);
+  std::vector<int64_t> indexStrides = cpu::stridesOf(indices.shape);
+  w.rank = static_cast<int>(rank);
+  w.axis = static_cast<int>(axis);
+  for (size_t d = 0; d < rank; ++d) {
+    w.data[d] = static_cast<int64_t>(d) == axis ? 1 : data.shape[d];
+    w.index[d] = indices.shape[d];
+    w.dataStride[d] = dataStrides[d];
+    w.indexStride[d] = indexStrides[d];
+  }
+  w.dim = data.shape[axis];
+  w.axisStride = dataStrides[axis];
+  w.count = indices.shape[axis];
+  return true;
+}
+
+/// gather_elements of any element size; a bad index in its ErrorSlot.
+KernelFn gatherElementsKernel(Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu("gather_elements", args);
+  const Tensor data = args.in[0], indices = args.in[1], y = args.out[0];
+  AxisWalk walk;
+  if (!axisWalk(data, indices, args.attrs.getInt("axis", 0), walk))
+    return nullptr;
+  size_t size = fsdprt_dtype_size(y.dtype);
+  bool indices32 = indices.dtype == FSDPRT_I32;
+  size_t slot = c.backend.addFault(args.where, badIndex, {walk.dim});
+  CudaBackend *backend = &c.backend;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.gatherElements(s, size, indices32, walk, data.data, indices.data,
+                            y.data, y.numel, backend->slot(slot));
+  });
+}
+
+/// scatter_elements and scatter_nd (reduction none, add or mul, as the CPU
+/// takes them); a bad index in the kernel's ErrorSlot.
+KernelFn scatterKernel(const std::string &op, Context &c) {
+  KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  const Tensor data = args.in[0], indices = args.in[1], updates = args.in[2];
+  const Tensor y = args.out[0];
+  std::string reduction = args.attrs.getString("reduction", "none");
+  ScatterArgs a{};
+  a.dtype = y.dtype;
+  a.elementSize = fsdprt_dtype_size(y.dtype);
+  a.indices32 = indices.dtype == FSDPRT_I32;
+  a.how = reduction == "add"   ? Combine::Add
+          : reduction == "mul" ? Combine::Mul
+                               : Combine::Assign;
+  if (a.how != Combine::Assign && y.dtype != FSDPRT_F32 &&
+      y.dtype != FSDPRT_F64 && y.dtype != FSDPRT_I32 && y.dtype != FSDPRT_I64)
+    return nullptr; // halves add and multiply widened, as on the CPU
+  a.data = data.data, a.indices = indices.data, a.updates = updates.data;
+  a.y = y.data;
+  CudaBackend *backend = &c.backend;
+  if (op == "scatter_elements") {
+    if (!axisWalk(data, indices, args.attrs.getInt("axis", 0), a.walk))
+      return nullptr;
+    int64_t lines = a.walk.dim ? data.numel / a.walk.dim : 0;
+    size_t slot = c.backend.addFault(args.where, badIndex, {a.walk.dim});
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      ScatterArgs bound = a;
+      bound.error = backend->slot(slot);
+      return d.scatterElements(s, bound, lines);
+    });
+  }
+  a.k = indices.shape.back();
+  if (a.k > kMaxDims)
+    return nullptr;
+  std::vector<int64_t> strides = cpu::stridesOf(data.shape);
+  for (int64_t d = 0; d < a.k; ++d) {
+    a.shape[d] = data.shape[d];
+    a.strides[d] = strides[d];
+  }
+  a.slice = cpu::product(data.shape, a.k, data.shape.size());
+  a.tuples = cpu::product(indices.shape, 0, indices.shape.size() - 1);
+  size_t slot = c.backend.addFault(
+      args.where, badIndex,
+      std::vector<int64_t>(data.shape.begin(), data.shape.begin() + a.k));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    if (y.data != data.data)
+      if (std::string e = d.copyElements(s, a.elementSize, data.data, y.data,
+                                         y.numel);
+          !e.empty())
+        return e;
+    ScatterArgs bound = a;
+    bound.error = backend->slot(slot);
+    return d.scatterND(s, bound);
   });
 }
 
@@ -771,14 +1122,25 @@ PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y) {
   return w;
 }
 
-/// max_pool, average_pool and pool_grad over planes [N * C, H, W].
+/// max_pool (with its Indices output too), average_pool and pool_grad over
+/// planes [N * C, H, W].
 KernelFn poolKernel(const std::string &op, Context &c) {
   KernelArgs &args = c.args;
   checkLikeTheCpu(op, args);
-  if (!allF32(args))
-    return nullptr;
   const Tensor x = args.in[0], y = args.out[0];
   int64_t planes = x.shape[0] * x.shape[1];
+  if (op == "max_pool" && args.out.size() == 2) {
+    if (x.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
+      return nullptr; // halves run widened
+    MaxPoolIndicesBody body{poolWindow(args, x, y), x.as<float>(),
+                            y.as<float>(), args.out[1].as<int64_t>(),
+                            args.attrs.getInt("storage_order", 0) != 0};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.maxPoolIndices(s, body, planes);
+    });
+  }
+  if (!allF32(args))
+    return nullptr;
   if (op == "pool_grad") {
     const Tensor g = args.in[1];
     bool max = args.attrs.getString("mode", "") == "max";
@@ -828,6 +1190,88 @@ KernelFn gradKernel(const std::string &op, Context &c) {
     return d.normGrad(s, rms, dy.as<float>(), x.as<float>(), scale,
                       dx.as<float>(), dscale.as<float>(), dbias.as<float>(),
                       workspace->as<float>(), rows, cols, eps);
+  });
+}
+
+/// resize with its scales as a parameter (the CPU's checks: modes, sizes),
+/// its taps computed by each output element's thread; scales given as an
+/// input (known only when it runs) have no own kernel.
+KernelFn resizeKernel(Context &c) {
+  checkLikeTheCpu("resize", c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (c.args.in.size() != 1 || x.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
+    return nullptr; // halves run widened
+  const Attrs &attrs = c.args.attrs;
+  std::string mode = attrs.getString("mode", "nearest");
+  std::string transform =
+      attrs.getString("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = attrs.getString("nearest_mode", "round_prefer_floor");
+  std::vector<double> scales = attrs.getFloats("scales", {});
+  std::vector<int64_t> strides = cpu::stridesOf(x.shape);
+  ResizePlan plan{};
+  plan.rank = static_cast<int>(x.shape.size());
+  for (int d = 0; d < plan.rank; ++d) {
+    plan.in[d] = x.shape[d];
+    plan.out[d] = y.shape[d];
+    plan.stride[d] = strides[d];
+    plan.scale[d] = scales[d];
+  }
+  plan.mode = mode == "linear"  ? ResizeMode::Linear
+              : mode == "cubic" ? ResizeMode::Cubic
+                                : ResizeMode::Nearest;
+  static const std::map<std::string, ResizeTransform> transforms = {
+      {"half_pixel", ResizeTransform::HalfPixel},
+      {"pytorch_half_pixel", ResizeTransform::PytorchHalfPixel},
+      {"align_corners", ResizeTransform::AlignCorners},
+      {"asymmetric", ResizeTransform::Asymmetric},
+      {"tf_half_pixel_for_nn", ResizeTransform::TfHalfPixelForNn}};
+  static const std::map<std::string, NearestMode> nearests = {
+      {"round_prefer_floor", NearestMode::RoundPreferFloor},
+      {"round_prefer_ceil", NearestMode::RoundPreferCeil},
+      {"floor", NearestMode::Floor},
+      {"ceil", NearestMode::Ceil}};
+  plan.transform = transforms.at(transform);
+  plan.nearest = nearests.at(nearest);
+  plan.a = attrs.getFloat("cubic_coeff_a", -0.75);
+  plan.exclude = attrs.getInt("exclude_outside", 0) != 0;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.resize(s, plan, x.as<float>(), y.as<float>(), y.numel);
+  });
+}
+
+/// global_max_pool over the spatial dims, hardmax, arg_max and arg_min
+/// along an axis, one thread per plane or row, as the CPU computes them.
+KernelFn maxKernel(const std::string &op, Context &c) {
+  checkLikeTheCpu(op, c.args);
+  const Tensor x = c.args.in[0], y = c.args.out[0];
+  if (op == "arg_max" || op == "arg_min") {
+    if (x.dtype != FSDPRT_F32)
+      return nullptr; // halves run widened
+    int64_t axis = c.args.attrs.getInt("axis", 0);
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    ArgExtremeBody body{x.as<float>(), y.as<int64_t>(), x.shape[axis],
+                        cpu::product(x.shape, axis + 1, rank), op == "arg_max",
+                        c.args.attrs.getInt("select_last_index", 0) != 0};
+    int64_t rows = y.numel;
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.argExtreme(s, body, rows);
+    });
+  }
+  if (!allF32(c.args))
+    return nullptr;
+  if (op == "global_max_pool") {
+    int64_t inner = cpu::product(x.shape, 2, x.shape.size());
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.globalMaxPool(s, x.as<float>(), y.as<float>(), y.numel, inner);
+    });
+  }
+  int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = c.args.attrs.getInt("axis", -1); // the CPU's check: >= 0
+  int64_t n = x.shape.empty() ? 1 : x.shape[axis];
+  int64_t inner = x.shape.empty() ? 1 : cpu::product(x.shape, axis + 1, rank);
+  int64_t outer = n != 0 && inner != 0 ? x.numel / (n * inner) : 0;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.hardmax(s, x.as<float>(), y.as<float>(), outer, n, inner);
   });
 }
 
@@ -1212,7 +1656,8 @@ KernelFn linearKernel(Context &c) {
     std::shared_ptr<PreparedGemm> product = prepareGemm(c, g);
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
       std::string error = d.gemm(s, *product, x.data, w.data, bias, y.data);
-      return error.empty() ? d.unary(s, then, y.as<float>(), y.as<float>(), y.numel)
+      return error.empty() ? d.unary(s, then, y.as<float>(), y.as<float>(),
+                                     y.numel, {})
                            : error;
     });
   }
@@ -1510,13 +1955,19 @@ KernelFn convGradWeightKernel(Context &c) {
 /// The project's own kernel for `op`, or an empty function.
 KernelFn own(const std::string &op, Context &c) {
   if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
+      op == "reduce_min" || op == "reduce_sum_square" ||
+      op == "reduce_log_sum" || op == "reduce_log_sum_exp" ||
+      op == "reduce_prod" ||
       op == "global_average_pool")
     return reduceKernel(op, c);
-  if (op == "equal" || op == "less" || op == "greater" || op == "and" ||
-      op == "or")
+  if (op == "equal" || op == "less" || op == "greater" ||
+      op == "greater_or_equal" || op == "less_or_equal" || op == "and" ||
+      op == "or" || op == "xor")
     return logicKernel(op, c);
   if (op == "not")
     return notKernel(c);
+  if (op == "dropout")
+    return dropoutKernel(c);
   if (op == "where")
     return whereKernel(c);
   if (op == "gather_grad")
@@ -1530,6 +1981,11 @@ KernelFn own(const std::string &op, Context &c) {
     return packKernel(c);
   if (op == "max_pool" || op == "average_pool" || op == "pool_grad")
     return poolKernel(op, c);
+  if (op == "global_max_pool" || op == "hardmax" || op == "arg_max" ||
+      op == "arg_min")
+    return maxKernel(op, c);
+  if (op == "resize")
+    return resizeKernel(c);
   if (op == "batch_norm")
     return batchNormKernel(c);
   if (op == "batch_norm_train" || op == "batch_norm_grad")
@@ -1549,6 +2005,18 @@ KernelFn own(const std::string &op, Context &c) {
     return crossEntropyKernel(op, c);
   if (op == "gather")
     return gatherKernel(c);
+  if (op == "nll_loss" || op == "nll_loss_grad")
+    return nllKernel(op, c);
+  if (op == "gather_elements")
+    return gatherElementsKernel(c);
+  if (op == "scatter_elements" || op == "scatter_nd")
+    return scatterKernel(op, c);
+  if (op == "trilu")
+    return triluKernel(c);
+  if (op == "pad")
+    return padKernel(c);
+  if (op == "cumsum")
+    return cumsumKernel(c);
   if (op == "conv")
     return convKernel(c);
   if (op == "conv_grad_input")

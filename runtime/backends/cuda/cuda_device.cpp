@@ -265,8 +265,12 @@ public:
   }
 
   std::string unary(DeviceStream &s, Unary op, const float *x, float *y,
-                    int64_t n) override {
-    return check(launchUnary(op, x, y, n, raw(s)), "unary kernel");
+                    int64_t n, UnaryParams p) override {
+    return check(launchUnary(op, p, x, y, n, raw(s)), "unary kernel");
+  }
+  std::string floatClass(DeviceStream &s, const FloatClassBody &body,
+                         int64_t n) override {
+    return check(launchFloatClass(body, n, raw(s)), "is_inf/isnan kernel");
   }
   std::string cast(DeviceStream &s, bool toHalf, fsdprt_dtype_t half,
                    const void *x, void *y, int64_t n) override {
@@ -276,9 +280,9 @@ public:
                       const void *x, void *y, int64_t n) override {
     return check(launchAnyCast(from, to, x, y, n, raw(s)), "cast kernel");
   }
-  std::string negAbs64(DeviceStream &s, bool abs, const int64_t *x,
-                       int64_t *y, int64_t n) override {
-    return check(launchNegAbs64(abs, x, y, n, raw(s)), "int64 neg/abs kernel");
+  std::string unary64(DeviceStream &s, Unary op, const int64_t *x,
+                      int64_t *y, int64_t n) override {
+    return check(launchUnary64(op, x, y, n, raw(s)), "int64 unary kernel");
   }
   std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,
@@ -290,6 +294,44 @@ public:
                      int64_t n) override {
     return check(launchBinary(op, plan, a, b, y, n, raw(s)),
                  "int64 binary kernel");
+  }
+  std::string pad(DeviceStream &s, size_t elementSize, const PadShape &shape,
+                  const void *x, void *y, int64_t n, uint64_t fill) override {
+    return check(launchPad(elementSize, shape, x, y, n, fill, raw(s)),
+                 "pad kernel");
+  }
+  std::string trilu(DeviceStream &s, size_t elementSize, const void *x,
+                    void *y, int64_t n, int64_t rows, int64_t cols, int64_t k,
+                    const int64_t *kInput, bool upper) override {
+    return check(launchTrilu(elementSize, x, y, n, rows, cols, k, kInput,
+                             upper, raw(s)),
+                 "trilu kernel");
+  }
+  std::string cumsum(DeviceStream &s, fsdprt_dtype_t dtype, const void *x,
+                     void *y, int64_t lines, int64_t dim, int64_t inner,
+                     bool exclusive, bool reverse) override {
+    return check(launchCumsum(dtype, x, y, lines, dim, inner, exclusive,
+                              reverse, raw(s)),
+                 "cumsum kernel");
+  }
+  std::string gatherElements(DeviceStream &s, size_t elementSize,
+                             bool indices32, const AxisWalk &walk,
+                             const void *data, const void *indices, void *y,
+                             int64_t n, ErrorSlot *error) override {
+    return check(launchGatherElements(elementSize, indices32, walk, data,
+                                      indices, y, n, error, raw(s)),
+                 "gather_elements kernel");
+  }
+  std::string scatterElements(DeviceStream &s, const ScatterArgs &args,
+                              int64_t lines) override {
+    return check(launchScatterElements(args, lines, raw(s)),
+                 "scatter_elements kernel");
+  }
+  std::string scatterND(DeviceStream &s, const ScatterArgs &args) override {
+    return check(launchScatterND(args, raw(s)), "scatter_nd kernel");
+  }
+  std::string dropout(DeviceStream &s, const DropoutBody &body) override {
+    return check(launchDropout(body, raw(s)), "dropout kernel");
   }
   std::string softmax(DeviceStream &s, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
@@ -317,8 +359,8 @@ public:
   }
   std::string norm(DeviceStream &s, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t rows, int64_t n,
-                   float eps) override {
-    return check(launchNorm(rms, x, scale, bias, y, rows, n, eps, raw(s)),
+                   float eps, RowStats stats) override {
+    return check(launchNorm(rms, x, scale, bias, y, rows, n, eps, stats, raw(s)),
                  "norm kernel");
   }
   std::string gather(DeviceStream &s, size_t elementSize, bool indices32,
@@ -336,6 +378,29 @@ public:
     return check(launchGatherGrad(indices32, g, indices, y, outer, dim, count,
                                   inner, scratch, error, raw(s)),
                  "gather gradient kernel");
+  }
+  std::string maxPoolIndices(DeviceStream &s, const MaxPoolIndicesBody &body,
+                             int64_t planes) override {
+    return check(launchMaxPoolIndices(body, planes, raw(s)),
+                 "max_pool indices kernel");
+  }
+  std::string resize(DeviceStream &s, const ResizePlan &plan, const float *x,
+                     float *y, int64_t n) override {
+    return check(launchResize(plan, x, y, n, raw(s)), "resize kernel");
+  }
+  std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
+                            int64_t planes, int64_t inner) override {
+    return check(launchGlobalMaxPool(x, y, planes, inner, raw(s)),
+                 "global_max_pool kernel");
+  }
+  std::string argExtreme(DeviceStream &s, const ArgExtremeBody &body,
+                         int64_t rows) override {
+    return check(launchArgExtreme(body, rows, raw(s)), "arg_max/arg_min kernel");
+  }
+  std::string hardmax(DeviceStream &s, const float *x, float *y, int64_t outer,
+                      int64_t n, int64_t inner) override {
+    return check(launchHardmax(x, y, outer, n, inner, raw(s)),
+                 "hardmax kernel");
   }
   std::string pool(DeviceStream &s, bool max, const PoolWindow &window,
                    const float *x, float *y, int64_t planes) override {
@@ -425,6 +490,19 @@ public:
                           int64_t offset, int64_t n) override {
     return check(launchStridedRead(elementSize, plan, x, y, offset, n, raw(s)),
                  "strided read kernel");
+  }
+  std::string nllLoss(DeviceStream &s, const NllInputs &in, int64_t positions,
+                      bool none, bool mean, float *scratch, float *y) override {
+    return check(launchNllLoss(in, positions, none, mean, scratch, y, raw(s)),
+                 "nll_loss kernel");
+  }
+  std::string nllLossGrad(DeviceStream &s, const NllInputs &in,
+                          int64_t positions, const float *g, bool none,
+                          bool mean, float *scratch, float *y,
+                          int64_t n) override {
+    return check(launchNllLossGrad(in, positions, g, none, mean, scratch, y, n,
+                                   raw(s)),
+                 "nll_loss gradient kernel");
   }
   std::string crossEntropy(DeviceStream &s, const CrossEntropyInputs &in,
                            int64_t positions, bool none, bool mean,

@@ -32,10 +32,13 @@
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/grads.h"
+#include "kernels/indexing.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
+#include "kernels/random.h"
+#include "kernels/rows.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -165,20 +168,23 @@ public:
 
   // The launchers (launch.h has what each computes).
   virtual std::string unary(DeviceStream &s, Unary op, const float *x,
-                            float *y, int64_t n) = 0;
+                            float *y, int64_t n, UnaryParams params) = 0;
+  virtual std::string floatClass(DeviceStream &s, const FloatClassBody &body,
+                                 int64_t n) = 0;
   virtual std::string cast(DeviceStream &s, bool toHalf, fsdprt_dtype_t half,
                            const void *x, void *y, int64_t n) = 0;
   virtual std::string anyCast(DeviceStream &s, fsdprt_dtype_t from,
                               fsdprt_dtype_t to, const void *x, void *y,
                               int64_t n) = 0;
-  virtual std::string negAbs64(DeviceStream &s, bool abs, const int64_t *x,
-                               int64_t *y, int64_t n) = 0;
+  virtual std::string unary64(DeviceStream &s, Unary op, const int64_t *x,
+                              int64_t *y, int64_t n) = 0;
   virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                              const float *a, const float *b, float *y,
                              int64_t n) = 0;
   virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                              const int64_t *a, const int64_t *b, int64_t *y,
                              int64_t n) = 0;
+  virtual std::string dropout(DeviceStream &s, const DropoutBody &body) = 0;
   virtual std::string softmax(DeviceStream &s, bool log, const float *x,
                               float *y, int64_t outer, int64_t n,
                               int64_t inner) = 0;
@@ -196,7 +202,8 @@ public:
                              float *y) = 0;
   virtual std::string norm(DeviceStream &s, bool rms, const float *x,
                            const float *scale, const float *bias, float *y,
-                           int64_t rows, int64_t n, float eps) = 0;
+                           int64_t rows, int64_t n, float eps,
+                           RowStats stats) = 0;
   virtual std::string gather(DeviceStream &s, size_t elementSize,
                              bool indices32, const void *data,
                              const void *indices, void *y, int64_t outer,
@@ -209,6 +216,17 @@ public:
                                  ErrorSlot *error) = 0;
   virtual std::string pool(DeviceStream &s, bool max, const PoolWindow &window,
                            const float *x, float *y, int64_t planes) = 0;
+  virtual std::string maxPoolIndices(DeviceStream &s,
+                                     const MaxPoolIndicesBody &body,
+                                     int64_t planes) = 0;
+  virtual std::string resize(DeviceStream &s, const ResizePlan &plan,
+                             const float *x, float *y, int64_t n) = 0;
+  virtual std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
+                                    int64_t planes, int64_t inner) = 0;
+  virtual std::string argExtreme(DeviceStream &s, const ArgExtremeBody &body,
+                                 int64_t rows) = 0;
+  virtual std::string hardmax(DeviceStream &s, const float *x, float *y,
+                              int64_t outer, int64_t n, int64_t inner) = 0;
   virtual std::string poolGrad(DeviceStream &s, bool max,
                                const PoolWindow &window, const float *x,
                                const float *g, float *dx, int64_t planes) = 0;
@@ -253,9 +271,34 @@ public:
   virtual std::string pack(DeviceStream &s, size_t elementSize,
                            const void *const *members, void *flat,
                            const PackPlan &plan) = 0;
+  virtual std::string pad(DeviceStream &s, size_t elementSize,
+                          const PadShape &shape, const void *x, void *y,
+                          int64_t n, uint64_t fill) = 0;
+  virtual std::string trilu(DeviceStream &s, size_t elementSize,
+                            const void *x, void *y, int64_t n, int64_t rows,
+                            int64_t cols, int64_t k, const int64_t *kInput,
+                            bool upper) = 0;
+  virtual std::string cumsum(DeviceStream &s, fsdprt_dtype_t dtype,
+                             const void *x, void *y, int64_t lines,
+                             int64_t dim, int64_t inner, bool exclusive,
+                             bool reverse) = 0;
+  virtual std::string gatherElements(DeviceStream &s, size_t elementSize,
+                                     bool indices32, const AxisWalk &walk,
+                                     const void *data, const void *indices,
+                                     void *y, int64_t n, ErrorSlot *error) = 0;
+  virtual std::string scatterElements(DeviceStream &s, const ScatterArgs &args,
+                                      int64_t lines) = 0;
+  virtual std::string scatterND(DeviceStream &s, const ScatterArgs &args) = 0;
   virtual std::string stridedRead(DeviceStream &s, size_t elementSize,
                                   const Broadcast &plan, const void *x,
                                   void *y, int64_t offset, int64_t n) = 0;
+  virtual std::string nllLoss(DeviceStream &s, const NllInputs &in,
+                              int64_t positions, bool none, bool mean,
+                              float *scratch, float *y) = 0;
+  virtual std::string nllLossGrad(DeviceStream &s, const NllInputs &in,
+                                  int64_t positions, const float *g, bool none,
+                                  bool mean, float *scratch, float *y,
+                                  int64_t n) = 0;
   virtual std::string crossEntropy(DeviceStream &s, const CrossEntropyInputs &in,
                                    int64_t positions, bool none, bool mean,
                                    float *scratch, float *y) = 0;

@@ -423,23 +423,14 @@ public:
   }
 
   std::string unary(DeviceStream &, Unary op, const float *x, float *y,
-                    int64_t n) override {
-    switch (op) {
-    case Unary::Exp: return each(UnaryBody<Unary::Exp>{x, y}, n);
-    case Unary::Log: return each(UnaryBody<Unary::Log>{x, y}, n);
-    case Unary::Sqrt: return each(UnaryBody<Unary::Sqrt>{x, y}, n);
-    case Unary::Reciprocal: return each(UnaryBody<Unary::Reciprocal>{x, y}, n);
-    case Unary::Erf: return each(UnaryBody<Unary::Erf>{x, y}, n);
-    case Unary::Tanh: return each(UnaryBody<Unary::Tanh>{x, y}, n);
-    case Unary::Sigmoid: return each(UnaryBody<Unary::Sigmoid>{x, y}, n);
-    case Unary::Relu: return each(UnaryBody<Unary::Relu>{x, y}, n);
-    case Unary::Silu: return each(UnaryBody<Unary::Silu>{x, y}, n);
-    case Unary::Gelu: return each(UnaryBody<Unary::Gelu>{x, y}, n);
-    case Unary::GeluTanh: return each(UnaryBody<Unary::GeluTanh>{x, y}, n);
-    case Unary::Neg: return each(UnaryBody<Unary::Neg>{x, y}, n);
-    case Unary::Abs: return each(UnaryBody<Unary::Abs>{x, y}, n);
-    }
-    return "unknown unary function";
+                    int64_t n, UnaryParams p) override {
+    return withUnary(op, [&](auto f) {
+      return each(UnaryBody<decltype(f)::value>{x, y, p}, n);
+    });
+  }
+  std::string floatClass(DeviceStream &, const FloatClassBody &body,
+                         int64_t n) override {
+    return each(body, n);
   }
   std::string cast(DeviceStream &, bool toHalf, fsdprt_dtype_t half,
                    const void *x, void *y, int64_t n) override {
@@ -455,9 +446,9 @@ public:
                       const void *x, void *y, int64_t n) override {
     return each(AnyCast{x, y, from, to}, n);
   }
-  std::string negAbs64(DeviceStream &, bool abs, const int64_t *x, int64_t *y,
-                       int64_t n) override {
-    return each(NegAbs64{abs, x, y}, n);
+  std::string unary64(DeviceStream &, Unary op, const int64_t *x, int64_t *y,
+                      int64_t n) override {
+    return each(Unary64{op, x, y}, n);
   }
   std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
                      const float *a, const float *b, float *y,
@@ -467,9 +458,77 @@ public:
   std::string binary(DeviceStream &, Binary op, const Broadcast &plan,
                      const int64_t *a, const int64_t *b, int64_t *y,
                      int64_t n) override {
-    if (op == Binary::Pow)
-      return "no int64 pow kernel";
+    if (op == Binary::Pow || op == Binary::PRelu)
+      return std::string("no int64 ") + binaryName(op) + " kernel";
     return binaryOf(op, plan, a, b, y, n);
+  }
+  std::string pad(DeviceStream &, size_t elementSize, const PadShape &shape,
+                  const void *x, void *y, int64_t n, uint64_t fill) override {
+    return bySize(elementSize, "pad", [&](auto t) {
+      using T = decltype(t);
+      T value;
+      std::memcpy(&value, &fill, sizeof value);
+      return each(PadBody<T>{shape, static_cast<const T *>(x),
+                             static_cast<T *>(y), value},
+                  n);
+    });
+  }
+  std::string trilu(DeviceStream &, size_t elementSize, const void *x, void *y,
+                    int64_t n, int64_t rows, int64_t cols, int64_t k,
+                    const int64_t *kInput, bool upper) override {
+    return bySize(elementSize, "trilu", [&](auto t) {
+      using T = decltype(t);
+      return each(TriluBody<T>{static_cast<const T *>(x), static_cast<T *>(y),
+                               rows, cols, k, kInput, upper},
+                  n);
+    });
+  }
+  std::string cumsum(DeviceStream &, fsdprt_dtype_t dtype, const void *x,
+                     void *y, int64_t lines, int64_t dim, int64_t inner,
+                     bool exclusive, bool reverse) override {
+    auto run = [&](auto t) {
+      using T = decltype(t);
+      return each(CumsumBody<T>{static_cast<const T *>(x), static_cast<T *>(y),
+                                dim, inner, exclusive, reverse},
+                  lines);
+    };
+    switch (dtype) {
+    case FSDPRT_F32: return run(float{});
+    case FSDPRT_F64: return run(double{});
+    case FSDPRT_I64: return run(int64_t{});
+    case FSDPRT_I32: return run(int32_t{});
+    default: return std::string("no cumsum of ") + fsdprt_dtype_name(dtype);
+    }
+  }
+  std::string gatherElements(DeviceStream &, size_t elementSize, bool indices32,
+                             const AxisWalk &walk, const void *data,
+                             const void *indices, void *y, int64_t n,
+                             ErrorSlot *error) override {
+    return bySize(elementSize, "gather_elements", [&](auto t) {
+      using T = decltype(t);
+      auto run = [&](auto i) {
+        using I = decltype(i);
+        return each(GatherElementsBody<T, I>{walk, static_cast<const T *>(data),
+                                             static_cast<const I *>(indices),
+                                             static_cast<T *>(y), error},
+                    n);
+      };
+      return indices32 ? run(int32_t{}) : run(int64_t{});
+    });
+  }
+  std::string scatterElements(DeviceStream &, const ScatterArgs &args,
+                              int64_t lines) override {
+    return withScatterTypes(args, [&](auto t, auto i) {
+      return each(scatterElementsBody<decltype(t), decltype(i)>(args), lines);
+    });
+  }
+  std::string scatterND(DeviceStream &, const ScatterArgs &args) override {
+    return withScatterTypes(args, [&](auto t, auto i) {
+      return each(scatterNDBody<decltype(t), decltype(i)>(args), args.slice);
+    });
+  }
+  std::string dropout(DeviceStream &, const DropoutBody &body) override {
+    return each(body, body.blocks());
   }
   std::string softmax(DeviceStream &, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
@@ -485,8 +544,13 @@ public:
     case Logic::Less: return compareOf<Logic::Less>(dtype, plan, a, b, y, n);
     case Logic::Greater:
       return compareOf<Logic::Greater>(dtype, plan, a, b, y, n);
+    case Logic::GreaterOrEqual:
+      return compareOf<Logic::GreaterOrEqual>(dtype, plan, a, b, y, n);
+    case Logic::LessOrEqual:
+      return compareOf<Logic::LessOrEqual>(dtype, plan, a, b, y, n);
     case Logic::And: return logicOf<Logic::And, uint8_t>(plan, a, b, y, n);
     case Logic::Or: return logicOf<Logic::Or, uint8_t>(plan, a, b, y, n);
+    case Logic::Xor: return logicOf<Logic::Xor, uint8_t>(plan, a, b, y, n);
     }
     return "unknown logic function";
   }
@@ -506,22 +570,16 @@ public:
   }
   std::string reduce(DeviceStream &, Reduce kind, const ReducePlan &plan,
                      const float *x, float *y) override {
-    switch (kind) {
-    case Reduce::Sum:
-      return rows(ReduceBody<Reduce::Sum>{plan, x, y}, plan.rows);
-    case Reduce::Mean:
-      return rows(ReduceBody<Reduce::Mean>{plan, x, y}, plan.rows);
-    case Reduce::Max:
-      return rows(ReduceBody<Reduce::Max>{plan, x, y}, plan.rows);
-    }
-    return "unknown reduction";
+    return withReduce(kind, [&](auto k) {
+      return rows(ReduceBody<decltype(k)::value>{plan, x, y}, plan.rows);
+    });
   }
   std::string norm(DeviceStream &, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t count, int64_t n,
-                   float eps) override {
+                   float eps, RowStats stats) override {
     if (rms)
-      return rows(NormBody<true>{x, scale, bias, y, n, eps}, count);
-    return rows(NormBody<false>{x, scale, bias, y, n, eps}, count);
+      return rows(NormBody<true>{x, scale, bias, y, n, eps, stats}, count);
+    return rows(NormBody<false>{x, scale, bias, y, n, eps, stats}, count);
   }
   std::string gather(DeviceStream &, size_t elementSize, bool indices32,
                      const void *data, const void *indices, void *y,
@@ -554,6 +612,26 @@ public:
                                   outer, dim, count, inner, error},
           scratch);
     return "";
+  }
+  std::string maxPoolIndices(DeviceStream &, const MaxPoolIndicesBody &body,
+                             int64_t planes) override {
+    return each(body, planes * body.win.oh * body.win.ow);
+  }
+  std::string resize(DeviceStream &, const ResizePlan &plan, const float *x,
+                     float *y, int64_t n) override {
+    return each(ResizeBody{plan, x, y}, n);
+  }
+  std::string globalMaxPool(DeviceStream &, const float *x, float *y,
+                            int64_t planes, int64_t inner) override {
+    return each(GlobalMaxPoolBody{x, y, inner}, planes);
+  }
+  std::string argExtreme(DeviceStream &, const ArgExtremeBody &body,
+                         int64_t rows) override {
+    return each(body, rows);
+  }
+  std::string hardmax(DeviceStream &, const float *x, float *y, int64_t outer,
+                      int64_t n, int64_t inner) override {
+    return each(HardmaxBody{x, y, n, inner}, outer * inner);
   }
   std::string pool(DeviceStream &, bool max, const PoolWindow &window,
                    const float *x, float *y, int64_t planes) override {
@@ -673,6 +751,20 @@ public:
     case 8: return stridedOf<uint64_t>(plan, x, y, offset, n);
     }
     return "no strided read of " + std::to_string(elementSize) + "-byte elements";
+  }
+  std::string nllLoss(DeviceStream &, const NllInputs &in, int64_t positions,
+                      bool none, bool mean, float *scratch, float *y) override {
+    HostLauncher launch{kLanes};
+    cuda::nllLoss(launch, in, positions, none, mean, scratch, y);
+    return "";
+  }
+  std::string nllLossGrad(DeviceStream &, const NllInputs &in,
+                          int64_t positions, const float *g, bool none,
+                          bool mean, float *scratch, float *y,
+                          int64_t n) override {
+    HostLauncher launch{kLanes};
+    cuda::nllLossGrad(launch, in, positions, g, none, mean, scratch, y, n);
+    return "";
   }
   std::string crossEntropy(DeviceStream &, const CrossEntropyInputs &in,
                            int64_t positions, bool none, bool mean,
@@ -798,14 +890,9 @@ private:
   template <typename T>
   std::string binaryOf(Binary op, const Broadcast &plan, const T *a,
                        const T *b, T *y, int64_t n) {
-    switch (op) {
-    case Binary::Add: return each(BinaryBody<Binary::Add, T>{plan, a, b, y}, n);
-    case Binary::Sub: return each(BinaryBody<Binary::Sub, T>{plan, a, b, y}, n);
-    case Binary::Mul: return each(BinaryBody<Binary::Mul, T>{plan, a, b, y}, n);
-    case Binary::Div: return each(BinaryBody<Binary::Div, T>{plan, a, b, y}, n);
-    case Binary::Pow: return each(BinaryBody<Binary::Pow, T>{plan, a, b, y}, n);
-    }
-    return "unknown binary function";
+    return withBinary(op, [&](auto f) {
+      return each(BinaryBody<decltype(f)::value, T>{plan, a, b, y}, n);
+    });
   }
   template <typename T>
   std::string stridedOf(const Broadcast &plan, const void *x, void *y,

@@ -1,7 +1,8 @@
 //===- kernels.cu - The CUDA backend's own kernels on the device ----------===//
 //
-// The device launchers (launch.h) of the unary, binary, cast, softmax,
-// norm, sum, gather, strided-read and cross-entropy bodies (kernels/),
+// The device launchers (launch.h) of the unary, binary, cast, dropout,
+// softmax, norm, sum, gather, strided-read and cross-entropy bodies
+// (kernels/),
 // run as device.cuh runs bodies.
 //
 //===----------------------------------------------------------------------===//
@@ -14,37 +15,26 @@
 namespace fsdprt::cuda {
 namespace {
 
-template <Unary Op>
-cudaError_t unaryOf(const float *x, float *y, int64_t n, cudaStream_t s) {
-  return elementwise(UnaryBody<Op>{x, y}, n, s);
-}
-
-template <Binary Op, typename T>
-cudaError_t binaryOf(const Broadcast &plan, const T *a, const T *b, T *y,
-                     int64_t n, cudaStream_t s) {
-  return elementwise(BinaryBody<Op, T>{plan, a, b, y}, n, s);
+template <typename T>
+cudaError_t binaryOf(Binary op, const Broadcast &plan, const T *a, const T *b,
+                     T *y, int64_t n, cudaStream_t s) {
+  return withBinary(op, [&](auto f) {
+    return elementwise(BinaryBody<decltype(f)::value, T>{plan, a, b, y}, n, s);
+  });
 }
 
 } // namespace
 
-cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
-                        cudaStream_t s) {
-  switch (op) {
-  case Unary::Exp: return unaryOf<Unary::Exp>(x, y, n, s);
-  case Unary::Log: return unaryOf<Unary::Log>(x, y, n, s);
-  case Unary::Sqrt: return unaryOf<Unary::Sqrt>(x, y, n, s);
-  case Unary::Reciprocal: return unaryOf<Unary::Reciprocal>(x, y, n, s);
-  case Unary::Erf: return unaryOf<Unary::Erf>(x, y, n, s);
-  case Unary::Tanh: return unaryOf<Unary::Tanh>(x, y, n, s);
-  case Unary::Sigmoid: return unaryOf<Unary::Sigmoid>(x, y, n, s);
-  case Unary::Relu: return unaryOf<Unary::Relu>(x, y, n, s);
-  case Unary::Silu: return unaryOf<Unary::Silu>(x, y, n, s);
-  case Unary::Gelu: return unaryOf<Unary::Gelu>(x, y, n, s);
-  case Unary::GeluTanh: return unaryOf<Unary::GeluTanh>(x, y, n, s);
-  case Unary::Neg: return unaryOf<Unary::Neg>(x, y, n, s);
-  case Unary::Abs: return unaryOf<Unary::Abs>(x, y, n, s);
-  }
-  return cudaErrorInvalidValue;
+cudaError_t launchUnary(Unary op, UnaryParams params, const float *x, float *y,
+                        int64_t n, cudaStream_t s) {
+  return withUnary(op, [&](auto f) {
+    return elementwise(UnaryBody<decltype(f)::value>{x, y, params}, n, s);
+  });
+}
+
+cudaError_t launchFloatClass(const FloatClassBody &body, int64_t n,
+                             cudaStream_t s) {
+  return elementwise(body, n, s);
 }
 
 cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
@@ -60,14 +50,7 @@ cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
 
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
                          const float *b, float *y, int64_t n, cudaStream_t s) {
-  switch (op) {
-  case Binary::Add: return binaryOf<Binary::Add>(plan, a, b, y, n, s);
-  case Binary::Sub: return binaryOf<Binary::Sub>(plan, a, b, y, n, s);
-  case Binary::Mul: return binaryOf<Binary::Mul>(plan, a, b, y, n, s);
-  case Binary::Div: return binaryOf<Binary::Div>(plan, a, b, y, n, s);
-  case Binary::Pow: return binaryOf<Binary::Pow>(plan, a, b, y, n, s);
-  }
-  return cudaErrorInvalidValue;
+  return binaryOf(op, plan, a, b, y, n, s);
 }
 
 cudaError_t launchAnyCast(fsdprt_dtype_t from, fsdprt_dtype_t to,
@@ -75,22 +58,23 @@ cudaError_t launchAnyCast(fsdprt_dtype_t from, fsdprt_dtype_t to,
   return elementwise(AnyCast{x, y, from, to}, n, s);
 }
 
-cudaError_t launchNegAbs64(bool abs, const int64_t *x, int64_t *y, int64_t n,
-                           cudaStream_t s) {
-  return elementwise(NegAbs64{abs, x, y}, n, s);
+cudaError_t launchUnary64(Unary op, const int64_t *x, int64_t *y, int64_t n,
+                          cudaStream_t s) {
+  if (op != Unary::Neg && op != Unary::Abs && op != Unary::Sign)
+    return cudaErrorInvalidValue;
+  return elementwise(Unary64{op, x, y}, n, s);
 }
 
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
                          const int64_t *b, int64_t *y, int64_t n,
                          cudaStream_t s) {
-  switch (op) {
-  case Binary::Add: return binaryOf<Binary::Add>(plan, a, b, y, n, s);
-  case Binary::Sub: return binaryOf<Binary::Sub>(plan, a, b, y, n, s);
-  case Binary::Mul: return binaryOf<Binary::Mul>(plan, a, b, y, n, s);
-  case Binary::Div: return binaryOf<Binary::Div>(plan, a, b, y, n, s);
-  case Binary::Pow: break;
-  }
-  return cudaErrorInvalidValue;
+  if (op == Binary::Pow || op == Binary::PRelu)
+    return cudaErrorInvalidValue;
+  return binaryOf(op, plan, a, b, y, n, s);
+}
+
+cudaError_t launchDropout(const DropoutBody &body, cudaStream_t s) {
+  return elementwise(body, body.blocks(), s);
 }
 
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
@@ -98,6 +82,16 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
   if (log)
     return rowwise(SoftmaxBody<true>{x, y, n, inner}, outer * inner, s);
   return rowwise(SoftmaxBody<false>{x, y, n, inner}, outer * inner, s);
+}
+
+cudaError_t launchArgExtreme(const ArgExtremeBody &body, int64_t rows,
+                             cudaStream_t s) {
+  return elementwise(body, rows, s);
+}
+
+cudaError_t launchHardmax(const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, cudaStream_t s) {
+  return elementwise(HardmaxBody{x, y, n, inner}, outer * inner, s);
 }
 
 cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
@@ -109,10 +103,10 @@ cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
 
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
-                       float eps, cudaStream_t s) {
+                       float eps, RowStats stats, cudaStream_t s) {
   if (rms)
-    return rowwise(NormBody<true>{x, scale, bias, y, n, eps}, rows, s);
-  return rowwise(NormBody<false>{x, scale, bias, y, n, eps}, rows, s);
+    return rowwise(NormBody<true>{x, scale, bias, y, n, eps, stats}, rows, s);
+  return rowwise(NormBody<false>{x, scale, bias, y, n, eps, stats}, rows, s);
 }
 
 namespace {
@@ -185,6 +179,20 @@ cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
                                    cudaStream_t s) {
   DeviceLauncher launch{s};
   return crossEntropyGrad(launch, in, positions, g, none, mean, scratch, y);
+}
+
+cudaError_t launchNllLoss(const NllInputs &in, int64_t positions, bool none,
+                          bool mean, float *scratch, float *y, cudaStream_t s) {
+  DeviceLauncher launch{s};
+  return nllLoss(launch, in, positions, none, mean, scratch, y);
+}
+
+cudaError_t launchNllLossGrad(const NllInputs &in, int64_t positions,
+                              const float *g, bool none, bool mean,
+                              float *scratch, float *y, int64_t n,
+                              cudaStream_t s) {
+  DeviceLauncher launch{s};
+  return nllLossGrad(launch, in, positions, g, none, mean, scratch, y, n);
 }
 
 } // namespace fsdprt::cuda

@@ -16,10 +16,13 @@
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/grads.h"
+#include "kernels/indexing.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
 #include "kernels/optim.h"
 #include "kernels/pool.h"
+#include "kernels/random.h"
+#include "kernels/rows.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
 
@@ -27,8 +30,12 @@
 
 namespace fsdprt::cuda {
 
-cudaError_t launchUnary(Unary op, const float *x, float *y, int64_t n,
-                        cudaStream_t stream);
+/// A unary function (with its attributes, if it has any) of n elements.
+cudaError_t launchUnary(Unary op, UnaryParams params, const float *x, float *y,
+                        int64_t n, cudaStream_t stream);
+/// is_inf or isnan of n fp32 elements (the body's x, y and flags).
+cudaError_t launchFloatClass(const FloatClassBody &body, int64_t n,
+                             cudaStream_t stream);
 /// cast of n elements: fp32 to `half` (bf16 or f16), or back.
 cudaError_t launchCast(bool toHalf, fsdprt_dtype_t half, const void *x, void *y,
                        int64_t n, cudaStream_t stream);
@@ -39,15 +46,15 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const float *a,
 cudaError_t launchAnyCast(fsdprt_dtype_t from, fsdprt_dtype_t to,
                           const void *x, void *y, int64_t n,
                           cudaStream_t stream);
-/// int64 neg (or, with `abs`, abs) of n elements, wrapping.
-cudaError_t launchNegAbs64(bool abs, const int64_t *x, int64_t *y, int64_t n,
-                           cudaStream_t stream);
-/// The same on int64 (add, sub, mul, div; Pow: cudaErrorInvalidValue).
+/// int64 neg, abs (wrapping) or sign of n elements.
+cudaError_t launchUnary64(Unary op, const int64_t *x, int64_t *y, int64_t n,
+                          cudaStream_t stream);
+/// The same on int64 (Pow, PRelu: cudaErrorInvalidValue).
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
                          const int64_t *b, int64_t *y, int64_t n,
                          cudaStream_t stream);
-/// equal, less or greater of two F32, I64 or Bool operands (`dtype`), or
-/// and/or of two Bool ones, broadcast by `plan` (planBroadcast of the
+/// a comparison of two F32, I64 or Bool operands (`dtype`), or and, or,
+/// xor of two Bool ones, broadcast by `plan` (planBroadcast of the
 /// output and the two operands): n Bool (one byte, 0 or 1) outputs.
 /// Another dtype: cudaErrorInvalidValue.
 cudaError_t launchLogic(Logic op, fsdprt_dtype_t dtype, const Broadcast &plan,
@@ -61,6 +68,8 @@ cudaError_t launchNot(const uint8_t *x, uint8_t *y, int64_t n,
 cudaError_t launchWhere(size_t elementSize, const Broadcast &plan,
                         const uint8_t *cond, const void *a, const void *b,
                         void *y, int64_t n, cudaStream_t stream);
+/// Training-mode dropout (kernels/random.h): body.blocks() threads.
+cudaError_t launchDropout(const DropoutBody &body, cudaStream_t stream);
 /// Softmax or log-softmax of rows [outer, n, inner].
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
                           int64_t n, int64_t inner, cudaStream_t stream);
@@ -72,10 +81,11 @@ cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
 /// global_average_pool (reduce_mean over the spatial dims).
 cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
                          float *y, cudaStream_t stream);
-/// Layer norm or RMS norm of `rows` contiguous rows of n elements.
+/// Layer norm or RMS norm of `rows` contiguous rows of n elements (and
+/// each row's mean and inverse std where `stats` says).
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,
                        const float *bias, float *y, int64_t rows, int64_t n,
-                       float eps, cudaStream_t stream);
+                       float eps, RowStats stats, cudaStream_t stream);
 
 /// gather of elements of `elementSize` bytes (1, 2, 4 or 8) with I64 (or,
 /// with indices32, I32) indices: y [outer, count, inner] from data
@@ -96,6 +106,30 @@ cudaError_t launchGatherGrad(bool indices32, const float *g,
                              int64_t *scratch, ErrorSlot *error,
                              cudaStream_t stream);
 
+/// pad of n output elements of `elementSize` bytes; `fill`: the constant's
+/// bits (low bytes).
+cudaError_t launchPad(size_t elementSize, const PadShape &shape, const void *x,
+                      void *y, int64_t n, uint64_t fill, cudaStream_t stream);
+/// trilu of n elements of `elementSize` bytes (kernels/indexing.h).
+cudaError_t launchTrilu(size_t elementSize, const void *x, void *y, int64_t n,
+                        int64_t rows, int64_t cols, int64_t k,
+                        const int64_t *kInput, bool upper, cudaStream_t stream);
+/// cumsum of `lines` lines [outer, dim, inner] of F32, F64, I64 or I32.
+cudaError_t launchCumsum(fsdprt_dtype_t dtype, const void *x, void *y,
+                         int64_t lines, int64_t dim, int64_t inner,
+                         bool exclusive, bool reverse, cudaStream_t stream);
+/// gather_elements of n elements of `elementSize` bytes (I64 or, with
+/// indices32, I32 indices); bad indices go to `error`.
+cudaError_t launchGatherElements(size_t elementSize, bool indices32,
+                                 const AxisWalk &walk, const void *data,
+                                 const void *indices, void *y, int64_t n,
+                                 ErrorSlot *error, cudaStream_t stream);
+/// scatter_elements over `lines` lines of y (args.walk).
+cudaError_t launchScatterElements(const ScatterArgs &args, int64_t lines,
+                                  cudaStream_t stream);
+/// scatter_nd: y is data already; args.slice threads.
+cudaError_t launchScatterND(const ScatterArgs &args, cudaStream_t stream);
+
 /// A strided read (kernels/data.h) of n elements of `elementSize` bytes.
 cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
                               const void *x, void *y, int64_t offset, int64_t n,
@@ -105,6 +139,21 @@ cudaError_t launchStridedRead(size_t elementSize, const Broadcast &plan,
 /// ow] (planes: N * C; the window's sizes as the CPU's checks give them).
 cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
                        float *y, int64_t planes, cudaStream_t stream);
+/// max_pool with Indices (kernels/pool.h) over `planes` planes.
+cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
+                                 int64_t planes, cudaStream_t stream);
+/// resize of x into y (n elements), planned by `plan`.
+cudaError_t launchResize(const ResizePlan &plan, const float *x, float *y,
+                         int64_t n, cudaStream_t stream);
+/// global_max_pool of `planes` planes of `inner` elements.
+cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
+                                int64_t inner, cudaStream_t stream);
+/// arg_max / arg_min (kernels/rows.h) over outer * inner rows.
+cudaError_t launchArgExtreme(const ArgExtremeBody &body, int64_t rows,
+                             cudaStream_t stream);
+/// hardmax of rows [outer, n, inner], one thread per row.
+cudaError_t launchHardmax(const float *x, float *y, int64_t outer, int64_t n,
+                          int64_t inner, cudaStream_t stream);
 /// pool_grad (mode max, or average): dx [planes, h, w] from x and the
 /// gradient g [planes, oh, ow]; every element of dx is written.
 cudaError_t launchPoolGrad(bool max, const PoolWindow &window, const float *x,
@@ -179,6 +228,18 @@ cudaError_t launchCrossEntropyGrad(const CrossEntropyInputs &in,
                                    int64_t positions, const float *g, bool none,
                                    bool mean, float *scratch, float *y,
                                    cudaStream_t stream);
+
+/// nll_loss over `positions` positions into y ([positions] for reduction
+/// none, else one value); `scratch` holds 2 * positions floats. Bad
+/// targets go to in.error.
+cudaError_t launchNllLoss(const NllInputs &in, int64_t positions, bool none,
+                          bool mean, float *scratch, float *y,
+                          cudaStream_t stream);
+/// nll_loss_grad into y (n elements); `scratch` holds positions + 1 floats.
+cudaError_t launchNllLossGrad(const NllInputs &in, int64_t positions,
+                              const float *g, bool none, bool mean,
+                              float *scratch, float *y, int64_t n,
+                              cudaStream_t stream);
 
 /// attention: y and (when args.lse is set) lse from q, k_t, v and the mask
 /// (kernels/attention.h), in tiles of planAttentionTiles. Head dims whose

@@ -45,15 +45,19 @@ cudaError_t whereOf(const Broadcast &plan, const uint8_t *cond, const void *a,
 cudaError_t launchLogic(Logic op, fsdprt_dtype_t dtype, const Broadcast &plan,
                         const void *a, const void *b, uint8_t *y, int64_t n,
                         cudaStream_t s) {
-  bool logical = op == Logic::And || op == Logic::Or;
-  if (logical && dtype != FSDPRT_BOOL)
+  if (logical(op) && dtype != FSDPRT_BOOL)
     return cudaErrorInvalidValue;
   switch (op) {
   case Logic::Equal: return compareOf<Logic::Equal>(dtype, plan, a, b, y, n, s);
   case Logic::Less: return compareOf<Logic::Less>(dtype, plan, a, b, y, n, s);
   case Logic::Greater: return compareOf<Logic::Greater>(dtype, plan, a, b, y, n, s);
+  case Logic::GreaterOrEqual:
+    return compareOf<Logic::GreaterOrEqual>(dtype, plan, a, b, y, n, s);
+  case Logic::LessOrEqual:
+    return compareOf<Logic::LessOrEqual>(dtype, plan, a, b, y, n, s);
   case Logic::And: return logicOf<Logic::And, uint8_t>(plan, a, b, y, n, s);
   case Logic::Or: return logicOf<Logic::Or, uint8_t>(plan, a, b, y, n, s);
+  case Logic::Xor: return logicOf<Logic::Xor, uint8_t>(plan, a, b, y, n, s);
   }
   return cudaErrorInvalidValue;
 }

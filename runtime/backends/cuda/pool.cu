@@ -18,6 +18,21 @@ cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
   return elementwise(PoolBody<false>{window, x, y}, n, s);
 }
 
+cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
+                                 int64_t planes, cudaStream_t s) {
+  return elementwise(body, planes * body.win.oh * body.win.ow, s);
+}
+
+cudaError_t launchResize(const ResizePlan &plan, const float *x, float *y,
+                         int64_t n, cudaStream_t s) {
+  return elementwise(ResizeBody{plan, x, y}, n, s);
+}
+
+cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
+                                int64_t inner, cudaStream_t s) {
+  return elementwise(GlobalMaxPoolBody{x, y, inner}, planes, s);
+}
+
 cudaError_t launchPoolGrad(bool max, const PoolWindow &window, const float *x,
                            const float *g, float *dx, int64_t planes,
                            cudaStream_t s) {

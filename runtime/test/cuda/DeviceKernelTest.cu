@@ -67,8 +67,11 @@ struct DeviceBuffer {
   size_t n;
 };
 
+/// Compares `output` (read once the device is synchronised: a launch in
+/// the same call's arguments may run after the arguments are evaluated)
+/// with the host's values.
 void expect(const std::string &what, cudaError_t launched,
-            const std::vector<float> &got, const std::vector<float> &want,
+            const DeviceBuffer &output, const std::vector<float> &want,
             double tol) {
   ++checks;
   cudaError_t synced = cudaDeviceSynchronize();
@@ -78,10 +81,13 @@ void expect(const std::string &what, cudaError_t launched,
     ++failures;
     return;
   }
+  std::vector<float> got = output.read();
   for (size_t i = 0; i < want.size(); ++i) {
     bool same = std::isnan(want[i]) ? std::isnan(got[i])
-                                    : std::fabs(got[i] - want[i]) <=
-                                          tol * (1 + std::fabs(want[i]));
+                : got[i] == want[i] // infinities too
+                    ? true
+                    : std::fabs(got[i] - want[i]) <=
+                          tol * (1 + std::fabs(want[i]));
     if (!same) {
       std::fprintf(stderr, "FAIL: %s: at %zu the GPU gives %.9g, the host %.9g\n",
                    what.c_str(), i, got[i], want[i]);
@@ -98,10 +104,35 @@ template <cuda::Unary Op> void unary(int64_t n, unsigned seed) {
       v = std::fabs(v) + 1e-3f;
   cuda::hostForEach(cuda::UnaryBody<Op>{x.data(), want.data()}, n);
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
-  cudaError_t e = cuda::launchUnary(Op, dx.data, dy.data, n, nullptr);
+  cudaError_t e = cuda::launchUnary(Op, {}, dx.data, dy.data, n, nullptr);
   cudaDeviceSynchronize();
   expect(std::string(cuda::unaryName(Op)) + " n=" + std::to_string(n), e,
-         dy.read(), want, 4e-6);
+         dy, want, 4e-6);
+}
+
+/// A unary function with its attributes (the cuda-host tests' values),
+/// its inputs in its domain and the values that matter among them.
+void unaryWith(cuda::Unary op, cuda::UnaryParams params, int64_t n,
+               unsigned seed) {
+  std::vector<float> x = random(n, seed, 3), want(n);
+  for (float &v : x)
+    if (op == cuda::Unary::Asin || op == cuda::Unary::Acos ||
+        op == cuda::Unary::Atanh)
+      v = std::tanh(v);
+    else if (op == cuda::Unary::Acosh)
+      v = 1 + std::fabs(v);
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.5f, 2.5f,
+                           -2.5f, 1.0f, -1.0f, 6.0f, -6.0f};
+  for (size_t i = 0; i < sizeof special / sizeof *special && i < x.size(); ++i)
+    x[i] = special[i];
+  cuda::withUnary(op, [&](auto f) {
+    cuda::hostForEach(
+        cuda::UnaryBody<decltype(f)::value>{x.data(), want.data(), params}, n);
+  });
+  DeviceBuffer dx(x), dy(poison<float>(want.size()));
+  cudaError_t e = cuda::launchUnary(op, params, dx.data, dy.data, n, nullptr);
+  expect(std::string(cuda::unaryName(op)) + " n=" + std::to_string(n), e,
+         dy, want, 4e-6);
 }
 
 template <cuda::Binary Op>
@@ -124,7 +155,7 @@ void binary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
   DeviceBuffer da(a), db(b), dy(poison<float>(want.size()));
   cudaError_t e =
       cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
-  expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy.read(), want, 1e-6);
+  expect(std::string(cuda::binaryName(Op)) + " broadcast", e, dy, want, 1e-6);
 }
 
 template <cuda::Binary Op> void binaries(unsigned &seed) {
@@ -145,7 +176,7 @@ void softmax(bool log, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   cudaError_t e = cuda::launchSoftmax(log, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(log ? "log_softmax" : "softmax") + " n=" + std::to_string(n) +
              " inner=" + std::to_string(inner),
-         e, dy.read(), want, n > 10000 ? 2e-5 : 2e-6);
+         e, dy, want, n > 10000 ? 2e-5 : 2e-6);
 }
 
 void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
@@ -159,7 +190,7 @@ void sum(bool mean, int64_t outer, int64_t n, int64_t inner, unsigned seed) {
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchSum(mean, dx.data, dy.data, outer, n, inner, nullptr);
   expect(std::string(mean ? "reduce_mean" : "reduce_sum") + " n=" + std::to_string(n), e,
-         dy.read(), want, n > 10000 ? 2e-4 : 2e-5);
+         dy, want, n > 10000 ? 2e-4 : 2e-5);
 }
 
 void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
@@ -172,9 +203,20 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, want.data(), n, 1e-5f}, rows, 1);
   DeviceBuffer dx(x), ds(s), db(b), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchNorm(rms, dx.data, ds.data, rms ? nullptr : db.data,
-                                   dy.data, rows, n, rms ? 1e-6f : 1e-5f, nullptr);
+                                   dy.data, rows, n, rms ? 1e-6f : 1e-5f, {}, nullptr);
   expect(std::string(rms ? "rms_norm" : "layer_norm") + " n=" + std::to_string(n), e,
-         dy.read(), want, 2e-5);
+         dy, want, 2e-5);
+  if (!rms) { // with the mean and inverse std outputs
+    std::vector<float> mean(rows), inv(rows), y2(x.size());
+    cuda::hostForEachRow(cuda::NormBody<false>{x.data(), s.data(), bias, y2.data(), n,
+                                               1e-5f, {mean.data(), inv.data()}},
+                         rows, 1);
+    DeviceBuffer dm(poison<float>(rows)), di(poison<float>(rows));
+    e = cuda::launchNorm(false, dx.data, ds.data, db.data, dy.data, rows, n, 1e-5f,
+                         {dm.data, di.data}, nullptr);
+    expect("layer_norm mean n=" + std::to_string(n), e, dm, mean, 2e-5);
+    expect("layer_norm inv_std_dev n=" + std::to_string(n), e, di, inv, 2e-5);
+  }
 }
 
 /// activation_grad against its body run on the host.
@@ -341,6 +383,73 @@ template <typename T> void wheres(unsigned &seed) {
   where<T>({5000000}, {5000000}, {1}, {5000000}, seed++);
 }
 
+/// is_inf (both flags) or isnan, bit for bit.
+void floatClass(bool nan, int64_t n, unsigned seed) {
+  std::vector<float> x = random(n, seed);
+  for (size_t i = 0; i < x.size(); i += 3)
+    x[i] = i % 2 ? INFINITY : i % 5 ? -INFINITY : NAN;
+  std::vector<uint8_t> want(n);
+  cuda::FloatClassBody host{x.data(), want.data(), nan, true, false};
+  cuda::hostForEach(host, n);
+  DeviceArray<float> dx(x);
+  DeviceArray<uint8_t> dy(poison<uint8_t>(n));
+  cuda::FloatClassBody body{dx.data, dy.data, nan, true, false};
+  expectSame(std::string(nan ? "isnan" : "is_inf") + " n=" + std::to_string(n),
+             cuda::launchFloatClass(body, n, nullptr), dy, want);
+}
+
+/// int64 sign, neg and abs, bit for bit.
+void unary64(cuda::Unary op, int64_t n, unsigned seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<int64_t> x(n), want(n);
+  for (int64_t &v : x)
+    v = static_cast<int64_t>(gen()) >> (gen() % 64);
+  x[0] = INT64_MIN;
+  cuda::hostForEach(cuda::Unary64{op, x.data(), want.data()}, n);
+  DeviceArray<int64_t> dx(x), dy(poison<int64_t>(n));
+  expectSame("int64 " + std::string(cuda::unaryName(op)) +
+                 " n=" + std::to_string(n),
+             cuda::launchUnary64(op, dx.data, dy.data, n, nullptr), dy, want);
+}
+
+/// A broadcasting binary function on float or int64 operands of small
+/// values, bit for bit (int64 zero divisors among them; no float ones,
+/// whose NaN's sign bit the host's libm and the GPU's choose alike only
+/// by chance).
+template <cuda::Binary Op, typename T>
+void exactBinary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
+                 const std::vector<int64_t> &out, unsigned seed) {
+  std::mt19937 gen(seed);
+  auto draw = [&](int64_t n) {
+    std::vector<T> v(n);
+    for (T &x : v)
+      x = std::is_same_v<T, float>
+              ? static_cast<T>((int(gen() % 800) - 400) / 37.0f + 0.5f / 37)
+              : static_cast<T>(int(gen() % 41) - 20);
+    return v;
+  };
+  std::vector<T> a = draw(count(as)), b = draw(count(bs)), want(count(out));
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::BinaryBody<Op, T>{plan, a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<T> da(a), db(b), dy(poison<T>(want.size()));
+  cudaError_t e =
+      cuda::launchBinary(Op, plan, da.data, db.data, dy.data, count(out), nullptr);
+  expectSame(std::string(cuda::binaryName(Op)) +
+                 (std::is_same_v<T, float> ? " of f32" : " of i64") +
+                 (Op == cuda::Binary::FloorMod ? " (floor)" : "") +
+                 " n=" + std::to_string(count(out)),
+             e, dy, want);
+}
+
+template <cuda::Binary Op, typename T> void exactBinaries(unsigned &seed) {
+  exactBinary<Op, T>({1}, {1}, {1}, seed++);
+  exactBinary<Op, T>({257}, {}, {257}, seed++);
+  exactBinary<Op, T>({64, 1025}, {1025}, {64, 1025}, seed++);
+  exactBinary<Op, T>({2, 3, 1, 5}, {1, 3, 4, 1}, {2, 3, 4, 5}, seed++);
+  exactBinary<Op, T>({5000000}, {5000000}, {5000000}, seed++);
+}
+
 void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
                   unsigned seed) {
   std::vector<float> scores = random(n * classes, seed, 3), g = {0.5f};
@@ -349,12 +458,14 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
     labels[p] = (p * 7919) % classes;
   if (badLabel)
     labels[n / 2] = classes + 3;
-  // The host: the same kernels in the same order (launch.h), one lane.
+  // The host: the same kernels in the same order (launch.h), one lane, or
+  // for long rows 32 (one lane's fp32 sum of 50,257 terms is itself too
+  // far from the GPU's tree of sums for the tolerance).
   cuda::ErrorSlot hostError{0, 0};
   cuda::CrossEntropyInputs in{scores.data(), labels.data(), nullptr, classes, 1,
                               false, 0, &hostError};
   std::vector<float> hostScratch(2 * n + 1), wantLoss(1), wantGrad(n * classes);
-  cuda::HostLauncher host{1};
+  cuda::HostLauncher host{classes > 10000 ? 32 : 1};
   cuda::crossEntropy(host, in, n, false, mean, hostScratch.data(), wantLoss.data());
   cuda::crossEntropyGrad(host, in, n, g.data(), false, mean, hostScratch.data(),
                          wantGrad.data());
@@ -368,10 +479,10 @@ void crossEntropy(int64_t n, int64_t classes, bool mean, bool badLabel,
   std::string what = "cross-entropy n=" + std::to_string(n) + " C=" +
                      std::to_string(classes) + (mean ? " mean" : " sum");
   cudaError_t e = cuda::launchCrossEntropy(din, n, false, mean, scratch.data, dy.data, nullptr);
-  expect(what, e, dy.read(), wantLoss, 1e-5);
+  expect(what, e, dy, wantLoss, 1e-5);
   e = cuda::launchCrossEntropyGrad(din, n, dg.data, false, mean, scratch.data, dgrad.data,
                                    nullptr);
-  expect(what + " grad", e, dgrad.read(), wantGrad, 1e-5);
+  expect(what + " grad", e, dgrad, wantGrad, 1e-5);
   cuda::ErrorSlot got = error.read(0);
   ++checks;
   if (got.code != hostError.code || (badLabel && got.detail != classes + 3)) {
@@ -402,7 +513,7 @@ void gather(int64_t outer, int64_t dim, int64_t count, int64_t inner, bool bad,
   std::string what = "gather dim=" + std::to_string(dim) + " count=" + std::to_string(count);
   cudaError_t e = cuda::launchGather(4, false, dd.data, di.data, dy.data, outer, dim, count,
                                      inner, error.data, nullptr);
-  expect(what, e, dy.read(), want, 0);
+  expect(what, e, dy, want, 0);
   cuda::ErrorSlot got = error.read(0);
   ++checks;
   if (got.code != hostError.code || got.detail != hostError.detail) {
@@ -426,23 +537,28 @@ void stridedRead(const std::vector<int64_t> &out, const std::vector<int64_t> &st
                     n);
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchStridedRead(4, plan, dx.data, dy.data, offset, n, nullptr);
-  expect("strided read of " + std::to_string(n), e, dy.read(), want, 0);
+  expect("strided read of " + std::to_string(n), e, dy, want, 0);
 }
 
 template <cuda::Reduce Kind>
 void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
             unsigned seed) {
   std::vector<float> x = random(count(shape), seed);
-  if (Kind == cuda::Reduce::Max && x.size() > 1000)
+  if ((Kind == cuda::Reduce::Max || Kind == cuda::Reduce::Min) && x.size() > 1000)
     x[x.size() / 3] = NAN; // one output is NaN
   cuda::ReducePlan plan = cuda::planReduce(shape, axes);
   std::vector<float> want(plan.rows);
-  cuda::hostForEachRow(cuda::ReduceBody<Kind>{plan, x.data(), want.data()}, plan.rows, 1);
+  // A row of millions in 32 lanes: one lane's fp32 sum is far from exact.
+  cuda::hostForEachRow(cuda::ReduceBody<Kind>{plan, x.data(), want.data()}, plan.rows,
+                       plan.count > 1000000 ? 32 : 1);
   DeviceBuffer dx(x), dy(poison<float>(want.size()));
   cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
   expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
              " into " + std::to_string(plan.rows),
-         e, dy.read(), want, Kind == cuda::Reduce::Max ? 0 : plan.count > 10000 ? 2e-4 : 2e-5);
+         e, dy, want,
+         Kind == cuda::Reduce::Max || Kind == cuda::Reduce::Min ? 0
+         : plan.count > 10000                                  ? 2e-4
+                                                               : 2e-5);
 }
 
 template <cuda::Reduce Kind> void reductions(unsigned &seed) {
@@ -577,9 +693,23 @@ void pool(bool max, int64_t planes, const cuda::PoolWindow &w, unsigned seed) {
     cuda::hostForEach(cuda::PoolGradBody<false>{w, x.data(), g.data(), wantGrad.data()}, x.size());
   }
   DeviceBuffer dx(x), dg(g), dy(poison<float>(want.size())), ddx(poison<float>(x.size()));
-  expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy.read(), want, 1e-6);
+  expect(what, cuda::launchPool(max, w, dx.data, dy.data, planes, nullptr), dy, want, 1e-6);
+  if (max) { // with the Indices output, column-major
+    std::vector<float> wantY(want.size());
+    std::vector<int64_t> wantIndices(want.size());
+    cuda::hostForEach(cuda::MaxPoolIndicesBody{w, x.data(), wantY.data(),
+                                               wantIndices.data(), true},
+                      want.size());
+    DeviceArray<float> iy(poison<float>(want.size()));
+    DeviceArray<int64_t> ii(poison<int64_t>(want.size()));
+    cudaError_t e = cuda::launchMaxPoolIndices(
+        cuda::MaxPoolIndicesBody{w, dx.data, iy.data, ii.data, true}, planes,
+        nullptr);
+    expectSame(what + " (y beside indices)", e, iy, wantY);
+    expectSame(what + " (indices)", cudaSuccess, ii, wantIndices);
+  }
   expect(what + " grad", cuda::launchPoolGrad(max, w, dx.data, dg.data, ddx.data, planes, nullptr),
-         ddx.read(), wantGrad, 0);
+         ddx, wantGrad, 0);
 }
 
 cuda::PoolWindow window(int64_t k, int64_t stride, int64_t pad, int64_t h, int64_t w) {
@@ -606,9 +736,9 @@ void conv(int64_t images, const cuda::ConvWindow &w, unsigned seed) {
       std::to_string(w.kernel[0]) + "x" + std::to_string(w.kernel[1]);
   expect(what + " im2col",
          cuda::launchIm2col(w, dx.data, dcol.data, images, nullptr),
-         dcol.read(), wantCol, 0);
+         dcol, wantCol, 0);
   expect(what + " col2im",
-         cuda::launchCol2im(w, dc.data, ddx.data, images, nullptr), ddx.read(),
+         cuda::launchCol2im(w, dc.data, ddx.data, images, nullptr), ddx,
          wantX, 0);
 }
 
@@ -636,7 +766,7 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
   expect("batch_norm of " + std::to_string(x.size()),
          cuda::launchBatchNorm(dx.data, ds.data, db.data, dm.data, dv.data, dy.data, n, channels,
                                inner, 1e-5f, nullptr),
-         dy.read(), want, 1e-6);
+         dy, want, 1e-6);
   // The inverse standard deviation cuDNN's inference-phase batch norm reads.
   std::vector<float> inv(channels);
   cuda::hostForEach(cuda::InverseStdBody{v.data(), inv.data(), 1e-5f}, channels);
@@ -656,9 +786,9 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
   onDevice.y = ty.data, onDevice.mean = tm.data, onDevice.invStd = ti.data;
   onDevice.nextMean = tnm.data, onDevice.nextVar = tnv.data;
   cudaError_t launched = cuda::launchBatchNormTrain(onDevice, nullptr);
-  expect("batch_norm_train y of " + std::to_string(x.size()), launched, ty.read(), hy, 1e-6);
-  expect("batch_norm_train statistics", launched, ti.read(), hi, 1e-6);
-  expect("batch_norm_train running var", launched, tnv.read(), hnv, 1e-6);
+  expect("batch_norm_train y of " + std::to_string(x.size()), launched, ty, hy, 1e-6);
+  expect("batch_norm_train statistics", launched, ti, hi, 1e-6);
+  expect("batch_norm_train running var", launched, tnv, hnv, 1e-6);
   std::vector<float> hdx(x.size()), hds(channels), hdb(channels);
   cuda::BatchNormGradBody grad{want.data(), x.data(), s.data(), hm.data(), hi.data(),
                                hdx.data(),  hds.data(), hdb.data(), n, channels, inner};
@@ -669,11 +799,11 @@ void batchNorm(int64_t n, int64_t channels, int64_t inner, unsigned seed) {
                                        gdx.data, gds.data, gdb.data, n,       channels,
                                        inner};
   launched = cuda::launchBatchNormGrad(gradOnDevice, nullptr);
-  expect("batch_norm_grad dx of " + std::to_string(x.size()), launched, gdx.read(), hdx, 1e-6);
-  expect("batch_norm_grad dscale", launched, gds.read(), hds, 1e-6);
+  expect("batch_norm_grad dx of " + std::to_string(x.size()), launched, gdx, hdx, 1e-6);
+  expect("batch_norm_grad dscale", launched, gds, hds, 1e-6);
   DeviceBuffer dinv(poison<float>(channels));
   expect("inverse std of " + std::to_string(channels),
-         cuda::launchInverseStd(dv.data, dinv.data, channels, 1e-5f, nullptr), dinv.read(), inv,
+         cuda::launchInverseStd(dv.data, dinv.data, channels, 1e-5f, nullptr), dinv, inv,
          1e-6);
 }
 
@@ -726,16 +856,16 @@ void attention(cuda::MaskKind kind, int64_t batch, int64_t l, int64_t s,
   da.q = bq.data, da.kt = bkt.data, da.v = bv.data, da.mask = bmask.data;
   da.y = by.data, da.lse = blse.data, da.dy = bdy.data;
   cudaError_t e = cuda::launchAttention(da, nullptr);
-  expect(what, e, by.read(), y, 2e-5);
-  expect(what + " lse", e, blse.read(), lse, 2e-5);
+  expect(what, e, by, y, 2e-5);
+  expect(what + " lse", e, blse, lse, 2e-5);
   // The gradient from the host's y and lse, so that only it is compared.
   DeviceBuffer hy(y), hlse(lse);
   da.y = hy.data, da.lse = hlse.data;
   da.dq = bdq.data, da.dkt = bdkt.data, da.dv = bdv.data;
   e = cuda::launchAttentionGrad(da, nullptr);
-  expect(what + " dq", e, bdq.read(), dq, 1e-4);
-  expect(what + " dk_t", e, bdkt.read(), dkt, 1e-4);
-  expect(what + " dv", e, bdv.read(), dvs, 1e-4);
+  expect(what + " dq", e, bdq, dq, 1e-4);
+  expect(what + " dk_t", e, bdkt, dkt, 1e-4);
+  expect(what + " dv", e, bdv, dvs, 1e-4);
 }
 
 /// Philox-4x32-10 on the device: each thread's four words of element
@@ -777,6 +907,264 @@ void philox(int64_t blocks) {
 
 } // namespace
 
+/// dropout over n elements from global element `base`, mask and y bit
+/// for bit as the host body's (which the cuda-host tests compare with the
+/// CPU backend's).
+void dropout(int64_t n, uint64_t base, double ratio, uint32_t step) {
+  std::vector<float> x = random(n, static_cast<unsigned>(n + base)), want(n);
+  std::vector<uint8_t> wantMask(n);
+  cuda::DropoutBody host{{0x0123456789abcdefull, step, 7},
+                         base,
+                         fsdprt::keepThreshold(1.0 - ratio),
+                         1.0f / static_cast<float>(1.0 - ratio),
+                         x.data(),
+                         want.data(),
+                         wantMask.data(),
+                         n};
+  cuda::hostForEach(host, host.blocks());
+  DeviceArray<float> dx(x), dy(poison<float>(n));
+  DeviceArray<uint8_t> dm(poison<uint8_t>(n));
+  cuda::DropoutBody body = host;
+  body.x = dx.data, body.y = dy.data, body.mask = dm.data;
+  std::string what = "dropout n=" + std::to_string(n) + " base=" +
+                     std::to_string(base) + " ratio=" + std::to_string(ratio);
+  expectSame(what + " (mask)", cuda::launchDropout(body, nullptr), dm, wantMask);
+  expectSame(what + " (y)", cudaSuccess, dy, want);
+}
+
+/// The walk of data [a, dim, b] and indices [a, count, b] along dim 1.
+cuda::AxisWalk walk3(int64_t a, int64_t dim, int64_t count, int64_t b) {
+  cuda::AxisWalk w;
+  w.rank = 3, w.axis = 1;
+  int64_t data[3] = {a, 1, b}, index[3] = {a, count, b};
+  int64_t dataStride[3] = {dim * b, b, 1}, indexStride[3] = {count * b, b, 1};
+  for (int d = 0; d < 3; ++d) {
+    w.data[d] = data[d], w.index[d] = index[d];
+    w.dataStride[d] = dataStride[d], w.indexStride[d] = indexStride[d];
+  }
+  w.dim = dim, w.axisStride = b, w.count = count;
+  return w;
+}
+
+/// trilu, cumsum, gather_elements, scatter_elements and scatter_nd of
+/// float elements (indices with repeats and negatives), bit for bit.
+void indexing(int64_t a, int64_t dim, int64_t count, int64_t b, unsigned seed) {
+  std::string shape = " [" + std::to_string(a) + ", " + std::to_string(dim) +
+                      ", " + std::to_string(b) + "]";
+  std::vector<float> x = random(a * dim * b, seed);
+  {
+    std::vector<float> want(x.size());
+    cuda::hostForEach(cuda::TriluBody<float>{x.data(), want.data(), dim, b, -1,
+                                             nullptr, true},
+                      x.size());
+    DeviceArray<float> dx(x), dy(poison<float>(x.size()));
+    expectSame("trilu" + shape,
+               cuda::launchTrilu(4, dx.data, dy.data, x.size(), dim, b, -1,
+                                 nullptr, true, nullptr),
+               dy, want);
+  }
+  {
+    std::vector<float> want(x.size());
+    cuda::hostForEach(cuda::CumsumBody<float>{x.data(), want.data(), dim, b,
+                                              false, true},
+                      a * b);
+    DeviceArray<float> dx(x), dy(poison<float>(x.size()));
+    expectSame("cumsum" + shape,
+               cuda::launchCumsum(FSDPRT_F32, dx.data, dy.data, a * b, dim, b,
+                                  false, true, nullptr),
+               dy, want);
+  }
+  for (cuda::PadMode mode :
+       {cuda::PadMode::Constant, cuda::PadMode::Reflect, cuda::PadMode::Edge}) {
+    // One element before and after each dim (reflect: where it has two).
+    cuda::PadShape p{};
+    p.rank = 3, p.mode = mode;
+    int64_t from[3] = {a, dim, b}, stride[3] = {dim * b, b, 1};
+    int64_t n = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t pad = mode == cuda::PadMode::Reflect && from[d] < 2 ? 0 : 1;
+      p.shape[d] = from[d] + 2 * pad, p.from[d] = from[d];
+      p.stride[d] = stride[d], p.before[d] = pad;
+      n *= p.shape[d];
+    }
+    float fill = 1.5f;
+    uint32_t bits;
+    std::memcpy(&bits, &fill, 4);
+    std::vector<float> want(n);
+    cuda::hostForEach(cuda::PadBody<float>{p, x.data(), want.data(), fill}, n);
+    DeviceArray<float> dx(x), dy(poison<float>(n));
+    expectSame("pad mode " + std::to_string(static_cast<int>(mode)) + shape,
+               cuda::launchPad(4, p, dx.data, dy.data, n, bits, nullptr), dy,
+               want);
+  }
+  std::mt19937 gen(seed);
+  std::vector<int64_t> idx(a * count * b);
+  for (int64_t &v : idx)
+    v = static_cast<int64_t>(gen() % dim) - (gen() % 2 ? dim : 0);
+  std::vector<float> updates = random(idx.size(), seed + 1);
+  cuda::AxisWalk walk = walk3(a, dim, count, b);
+  DeviceArray<float> dx(x), du(updates);
+  DeviceArray<int64_t> di(idx);
+  DeviceArray<cuda::ErrorSlot> slot(std::vector<cuda::ErrorSlot>(1, {0, 0}));
+  cuda::ErrorSlot hostSlot{0, 0};
+  {
+    std::vector<float> want(idx.size());
+    cuda::hostForEach(cuda::GatherElementsBody<float, int64_t>{
+                          walk, x.data(), idx.data(), want.data(), &hostSlot},
+                      idx.size());
+    DeviceArray<float> dy(poison<float>(idx.size()));
+    expectSame("gather_elements" + shape,
+               cuda::launchGatherElements(4, false, walk, dx.data, di.data,
+                                          dy.data, idx.size(), slot.data,
+                                          nullptr),
+               dy, want);
+  }
+  for (cuda::Combine how : {cuda::Combine::Assign, cuda::Combine::Add}) {
+    std::vector<float> want(x.size());
+    cuda::ScatterArgs args{};
+    args.dtype = FSDPRT_F32, args.elementSize = 4, args.how = how;
+    args.walk = walk;
+    args.data = x.data(), args.indices = idx.data();
+    args.updates = updates.data(), args.y = want.data(), args.error = &hostSlot;
+    cuda::hostForEach(cuda::scatterElementsBody<float, int64_t>(args), a * b);
+    DeviceArray<float> dy(poison<float>(x.size()));
+    args.data = dx.data, args.indices = di.data, args.updates = du.data;
+    args.y = dy.data, args.error = slot.data;
+    expectSame(std::string("scatter_elements ") +
+                   (how == cuda::Combine::Add ? "add" : "none") + shape,
+               cuda::launchScatterElements(args, a * b, nullptr), dy, want);
+  }
+  {
+    // scatter_nd into data [a * dim, b] with `count` one-index tuples.
+    std::vector<int64_t> rows(count);
+    for (int64_t &v : rows)
+      v = static_cast<int64_t>(gen() % (a * dim));
+    std::vector<float> want = x, part = random(count * b, seed + 2);
+    cuda::ScatterArgs args{};
+    args.dtype = FSDPRT_F32, args.elementSize = 4, args.how = cuda::Combine::Add;
+    args.k = 1, args.tuples = count, args.slice = b;
+    args.shape[0] = a * dim, args.strides[0] = b;
+    args.indices = rows.data(), args.updates = part.data(), args.y = want.data();
+    args.error = &hostSlot;
+    cuda::hostForEach(cuda::scatterNDBody<float, int64_t>(args), b);
+    DeviceArray<int64_t> dr(rows);
+    DeviceArray<float> dp(part), dy(x);
+    args.indices = dr.data, args.updates = dp.data, args.y = dy.data;
+    args.error = slot.data;
+    expectSame("scatter_nd add" + shape, cuda::launchScatterND(args, nullptr),
+               dy, want);
+  }
+  if (slot.read(0).code != 0 || hostSlot.code != 0) {
+    std::fprintf(stderr, "FAIL: indexing%s: a good index reported bad\n",
+                 shape.c_str());
+    ++failures;
+  }
+}
+
+/// nll_loss (within fp32 rounding of the host's sum) and its gradient
+/// (bit for bit: whole weights, an exact divisor), an ignored class 0.
+void nll(int64_t n, int64_t classes, int64_t inner, bool none, bool mean,
+         unsigned seed) {
+  int64_t positions = n * inner, numel = n * classes * inner;
+  std::vector<float> x = random(numel, seed), w(classes);
+  std::mt19937 gen(seed);
+  std::vector<int64_t> t(positions);
+  for (int64_t &v : t)
+    v = gen() % classes;
+  for (float &v : w)
+    v = static_cast<float>(gen() % 5 + 1);
+  std::vector<float> g = random(none ? positions : 1, seed + 1);
+  int64_t outs = none ? positions : 1;
+  cuda::NllInputs host{x.data(), t.data(), false, w.data(), classes,
+                       inner,    true,     0,     nullptr};
+  std::vector<float> scratch(2 * positions + 1), want(outs), wantGrad(numel);
+  cuda::HostLauncher launch{1};
+  cuda::nllLoss(launch, host, positions, none, mean, scratch.data(), want.data());
+  cuda::nllLossGrad(launch, host, positions, g.data(), none, mean,
+                    scratch.data(), wantGrad.data(), numel);
+  DeviceArray<float> dx(x), dw(w), dg(g), ds(scratch);
+  DeviceArray<int64_t> dt(t);
+  DeviceArray<cuda::ErrorSlot> slot(std::vector<cuda::ErrorSlot>(1, {0, 0}));
+  DeviceBuffer dy(poison<float>(outs));
+  DeviceArray<float> ddx(poison<float>(numel));
+  cuda::NllInputs in{dx.data, dt.data, false, dw.data, classes,
+                     inner,   true,    0,     slot.data};
+  std::string what = std::string("nll_loss ") +
+                     (none ? "none" : mean ? "mean" : "sum") +
+                     " positions=" + std::to_string(positions) +
+                     " C=" + std::to_string(classes);
+  expect(what,
+         cuda::launchNllLoss(in, positions, none, mean, ds.data, dy.data,
+                             nullptr),
+         dy, want, positions > 10000 ? 1e-4 : 1e-5);
+  expectSame(what + " grad",
+             cuda::launchNllLossGrad(in, positions, dg.data, none, mean,
+                                     ds.data, ddx.data, numel, nullptr),
+             ddx, wantGrad);
+  if (slot.read(0).code != 0) {
+    std::fprintf(stderr, "FAIL: %s: a good target reported bad\n", what.c_str());
+    ++failures;
+  }
+}
+
+/// global_max_pool, hardmax, arg_max and arg_min (one thread per plane or
+/// row), bit for bit.
+void maxes(int64_t outer, int64_t n, int64_t inner, unsigned seed) {
+  std::vector<float> x = random(outer * n * inner, seed);
+  for (float &v : x)
+    v = std::round(v * 2); // ties
+  x[x.size() / 2] = NAN;
+  std::vector<float> wantPool(outer), wantHard(x.size());
+  cuda::hostForEach(cuda::GlobalMaxPoolBody{x.data(), wantPool.data(), n * inner},
+                    outer);
+  cuda::hostForEach(cuda::HardmaxBody{x.data(), wantHard.data(), n, inner},
+                    outer * inner);
+  DeviceArray<float> dx(x), dp(poison<float>(outer)), dh(poison<float>(x.size()));
+  std::string what = " [" + std::to_string(outer) + ", " + std::to_string(n) +
+                     ", " + std::to_string(inner) + "]";
+  expectSame("global_max_pool" + what,
+             cuda::launchGlobalMaxPool(dx.data, dp.data, outer, n * inner, nullptr),
+             dp, wantPool);
+  expectSame("hardmax" + what,
+             cuda::launchHardmax(dx.data, dh.data, outer, n, inner, nullptr), dh,
+             wantHard);
+  for (bool max : {true, false}) {
+    std::vector<int64_t> wantArg(outer * inner);
+    cuda::ArgExtremeBody body{x.data(), wantArg.data(), n, inner, max, !max};
+    cuda::hostForEach(body, outer * inner);
+    DeviceArray<int64_t> da(poison<int64_t>(wantArg.size()));
+    body.x = dx.data, body.y = da.data;
+    expectSame(std::string(max ? "arg_max" : "arg_min (last)") + what,
+               cuda::launchArgExtreme(body, outer * inner, nullptr), da, wantArg);
+  }
+}
+
+/// resize of x [2, 3, h, w] by (1, 1, sh, sw) in `mode` (nvcc may fuse the
+/// double multiply-adds the host rounds twice: within fp32 rounding).
+void resize(cuda::ResizeMode mode, int64_t h, int64_t w, double sh, double sw,
+            unsigned seed) {
+  cuda::ResizePlan p{};
+  p.rank = 4;
+  int64_t in[4] = {2, 3, h, w};
+  double scales[4] = {1, 1, sh, sw};
+  int64_t stride = 1, n = 1;
+  for (int d = 3; d >= 0; --d) {
+    p.in[d] = in[d], p.scale[d] = scales[d], p.stride[d] = stride;
+    p.out[d] = static_cast<int64_t>(std::floor(in[d] * scales[d]));
+    stride *= in[d];
+    n *= p.out[d];
+  }
+  p.mode = mode, p.transform = cuda::ResizeTransform::HalfPixel;
+  p.nearest = cuda::NearestMode::RoundPreferFloor, p.a = -0.75;
+  std::vector<float> x = random(2 * 3 * h * w, seed), want(n);
+  cuda::hostForEach(cuda::ResizeBody{p, x.data(), want.data()}, n);
+  DeviceBuffer dx(x), dy(poison<float>(n));
+  cudaError_t e = cuda::launchResize(p, dx.data, dy.data, n, nullptr);
+  expect("resize mode " + std::to_string(static_cast<int>(mode)) + " of " +
+             std::to_string(h) + "x" + std::to_string(w),
+         e, dy, want, 1e-6);
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -787,6 +1175,16 @@ int main() {
   }
   unsigned seed = 1;
   philox(100003);
+  indexing(1, 1, 1, 1, seed++);
+  indexing(3, 257, 300, 5, seed++);
+  indexing(2, 100003, 1000, 1, seed++); // a long line
+  indexing(64, 33, 7, 1000, seed++);
+  for (double ratio : {0.1, 0.5})
+    for (uint32_t step : {0u, 5u}) {
+      dropout(1, 0, ratio, step);
+      dropout(257, 3, ratio, step); // starts and ends mid-block
+      dropout(5000001, 5000001, ratio, step);
+    }
   for (int64_t n : {1, 7, 256, 257, 100003, 5000000}) {
     unary<cuda::Unary::Exp>(n, seed++);
     unary<cuda::Unary::Log>(n, seed++);
@@ -802,6 +1200,41 @@ int main() {
     unary<cuda::Unary::Neg>(n, seed++);
     unary<cuda::Unary::Abs>(n, seed++);
   }
+  {
+    using U = cuda::Unary;
+    const std::pair<U, cuda::UnaryParams> attributed[] = {
+        {U::Floor, {}},           {U::Ceil, {}},
+        {U::Round, {}},           {U::Sign, {}},
+        {U::Softsign, {}},        {U::Softplus, {}},
+        {U::HardSigmoid, {0.3f, 0.25f}},
+        {U::HardSwish, {}},       {U::Elu, {0.7f}},
+        {U::Selu, {1.5f, 2.0f}},  {U::Celu, {0.4f}},
+        {U::LeakyRelu, {0.2f}},   {U::ThresholdedRelu, {0.4f}},
+        {U::Shrink, {0.25f, 1.5f}}, {U::Clip, {-0.5f, 1.5f}},
+        {U::Sin, {}},             {U::Cos, {}},
+        {U::Tan, {}},             {U::Sinh, {}},
+        {U::Cosh, {}},            {U::Asin, {}},
+        {U::Acos, {}},            {U::Atan, {}},
+        {U::Asinh, {}},           {U::Acosh, {}},
+        {U::Atanh, {}}};
+    for (int64_t n : {1, 257, 100003, 5000000})
+      for (const auto &[op, params] : attributed)
+        unaryWith(op, params, n, seed++);
+    for (int64_t n : {1, 257, 5000000}) {
+      floatClass(false, n, seed++);
+      floatClass(true, n, seed++);
+      for (U op : {U::Sign, U::Neg, U::Abs})
+        unary64(op, n, seed++);
+    }
+  }
+  exactBinaries<cuda::Binary::Mod, float>(seed);
+  exactBinaries<cuda::Binary::Mod, int64_t>(seed);
+  exactBinaries<cuda::Binary::FloorMod, int64_t>(seed);
+  exactBinaries<cuda::Binary::Max, float>(seed);
+  exactBinaries<cuda::Binary::Min, float>(seed);
+  exactBinaries<cuda::Binary::Max, int64_t>(seed);
+  exactBinaries<cuda::Binary::Min, int64_t>(seed);
+  exactBinaries<cuda::Binary::PRelu, float>(seed);
   binaries<cuda::Binary::Add>(seed);
   binaries<cuda::Binary::Sub>(seed);
   binaries<cuda::Binary::Mul>(seed);
@@ -824,10 +1257,28 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       normGrad(rms, 300, n, seed++);
+  for (cuda::ResizeMode mode : {cuda::ResizeMode::Nearest,
+                                 cuda::ResizeMode::Linear,
+                                 cuda::ResizeMode::Cubic}) {
+    resize(mode, 1, 1, 3, 2, seed++);
+    resize(mode, 224, 224, 0.5, 0.5, seed++);
+    resize(mode, 17, 257, 1.5, 0.6, seed++);
+  }
+  maxes(1, 1, 1, seed++);
+  maxes(6, 257, 5, seed++);
+  maxes(2, 100003, 1, seed++);
+  maxes(70000, 49, 1, seed++);
   for (bool mean : {false, true}) {
     sum(mean, 4, 300, 5, seed++);
     sum(mean, 2, 100003, 1, seed++);
     sum(mean, 70000, 3, 1, seed++);
+  }
+  for (int reduction = 0; reduction < 3; ++reduction) {
+    bool none = reduction == 0, mean = reduction == 2;
+    nll(1, 1, 1, none, mean, seed++);
+    nll(300, 257, 1, none, mean, seed++);
+    nll(4, 10, 33, none, mean, seed++);
+    nll(70000, 10, 1, none, mean, seed++);
   }
   for (bool mean : {false, true}) {
     crossEntropy(1, 1, mean, false, seed++);
@@ -851,8 +1302,13 @@ int main() {
   logics<cuda::Logic::Greater, float>(FSDPRT_F32, seed);
   logics<cuda::Logic::Greater, int64_t>(FSDPRT_I64, seed);
   logics<cuda::Logic::Greater, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::GreaterOrEqual, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::GreaterOrEqual, int64_t>(FSDPRT_I64, seed);
+  logics<cuda::Logic::LessOrEqual, float>(FSDPRT_F32, seed);
+  logics<cuda::Logic::LessOrEqual, int64_t>(FSDPRT_I64, seed);
   logics<cuda::Logic::And, uint8_t>(FSDPRT_BOOL, seed);
   logics<cuda::Logic::Or, uint8_t>(FSDPRT_BOOL, seed);
+  logics<cuda::Logic::Xor, uint8_t>(FSDPRT_BOOL, seed);
   for (int64_t n : {1, 257, 5000000})
     notOf(n, seed++);
   wheres<uint8_t>(seed);
@@ -862,6 +1318,10 @@ int main() {
   reductions<cuda::Reduce::Sum>(seed);
   reductions<cuda::Reduce::Mean>(seed);
   reductions<cuda::Reduce::Max>(seed);
+  reductions<cuda::Reduce::Min>(seed);
+  reductions<cuda::Reduce::SumSquare>(seed);
+  reductions<cuda::Reduce::LogSumExp>(seed);
+  reductions<cuda::Reduce::Prod>(seed);
   gatherGrad(1, 1, 1, 1, false, seed++);
   gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
   gatherGrad(3, 257, 1000, 5, false, seed++);

@@ -1,9 +1,15 @@
 //===- HostPoolTest.cpp - Pooling and batch norm on the host --------------===//
 //
-// cuda-host: kernels/pool.h's bodies against the CPU backend's max_pool,
-// average_pool, pool_grad (both modes: bit for bit, as both sum in the
-// same order) and batch_norm: strides, dilations, asymmetric padding,
-// count_include_pad, ceil_mode, planes of 1 element and rows of 257.
+// cuda-host: kernels/pool.h's bodies against the CPU backend's max_pool
+// (with its Indices output too, both storage orders), average_pool,
+// pool_grad (both modes: bit for bit, as both sum in the same order),
+// global_max_pool and batch_norm: strides, dilations, asymmetric padding,
+// count_include_pad, ceil_mode, planes of 1 element and rows of 257; and
+// rows.h's hardmax, arg_max and arg_min along every axis, with ties and
+// NaN (select_last_index too); resize in every
+// mode, coordinate transform and nearest mode, cubic with and without
+// exclude_outside, scales up, down and fractional, bit for bit. Then
+// those ops on "fake-cuda:strict" in fp32, bf16 and f16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +17,9 @@
 
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/pool.h"
+#include "../../backends/cuda/kernels/rows.h"
+
+#include "../../src/half.h"
 
 using namespace fsdprt::test;
 namespace cuda = fsdprt::cuda;
@@ -240,6 +249,273 @@ TEST(CudaHost, BatchNormEqualsTheCpuBackend) {
                     shape, {{"epsilon", double(eps)}}),
                 2e-6);
   }
+}
+
+TEST(CudaHost, MaxPoolIndicesEqualTheCpuBackendInBothStorageOrders) {
+  unsigned seed = 2100;
+  for (const PoolCase &c : kPools)
+    for (bool columns : {false, true}) {
+      SCOPED_TRACE(std::to_string(c.x[2]) + "x" + std::to_string(c.x[3]) +
+                   " kernel " + std::to_string(c.kernel[0]) +
+                   (columns ? " column-major" : " row-major"));
+      cuda::PoolWindow w = windowOf(c);
+      std::vector<float> x = randomFloats(numel(c.x), seed++);
+      for (size_t i = 0; i < x.size(); i += 5)
+        x[i] = 0.5f; // ties: the first maximal element wins
+      x[x.size() / 2] = NAN;
+      Shape out = {c.x[0], c.x[1], w.oh, w.ow};
+      std::vector<float> y(numel(out));
+      std::vector<int64_t> indices(numel(out), -7);
+      cuda::hostForEach(cuda::MaxPoolIndicesBody{w, x.data(), y.data(),
+                                                 indices.data(), columns},
+                        numel(out));
+      AttrList attrs = attrsOf(c);
+      attrs.push_back({"storage_order", int64_t(columns)});
+      Result r = runOp("max_pool", {f32(c.x, x)},
+                       {{F32, out}, {plan::DType::I64, out}}, attrs);
+      ASSERT_EQ(r.error, "");
+      EXPECT_EQ(std::memcmp(y.data(), r.outputs[0].bytes.data(),
+                            y.size() * sizeof(float)),
+                0);
+      EXPECT_EQ(indices, r.outputs[1].as<int64_t>());
+    }
+}
+
+TEST(CudaHost, GlobalMaxPoolEqualsTheCpuBackend) {
+  const std::vector<Shape> shapes = {{1, 1, 1}, {2, 3, 5, 5}, {2, 2, 100003},
+                                     {3, 4, 2, 3, 2}};
+  unsigned seed = 2200;
+  for (const Shape &shape : shapes) {
+    SCOPED_TRACE("rank " + std::to_string(shape.size()) + ", " +
+                 std::to_string(numel(shape)) + " elements");
+    std::vector<float> x = randomFloats(numel(shape), seed++);
+    int64_t planes = shape[0] * shape[1], inner = numel(shape) / planes;
+    if (planes > 1) {
+      x[inner + inner / 2] = NAN; // the second plane's max is NaN
+      x[inner + inner - 1] = INFINITY;
+    }
+    Shape out(shape.size(), 1);
+    out[0] = shape[0], out[1] = shape[1];
+    std::vector<float> y(planes);
+    cuda::hostForEach(cuda::GlobalMaxPoolBody{x.data(), y.data(), inner},
+                      planes);
+    std::vector<float> want = cpu("global_max_pool", {f32(shape, x)}, out);
+    ASSERT_EQ(want.size(), y.size());
+    EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
+    EXPECT_TRUE(planes == 1 || std::isnan(y[1]));
+  }
+}
+
+TEST(CudaHost, HardmaxEqualsTheCpuBackendAlongEveryAxis) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {{{1}, 0},        {{7}, 0},
+                                   {{3, 257}, 1},   {{4, 33, 5}, 1},
+                                   {{2, 100003}, 1}, {{6, 7}, 0},
+                                   {{4, 33, 5}, 2}};
+  unsigned seed = 2300;
+  for (const Case &c : cases) {
+    SCOPED_TRACE("axis " + std::to_string(c.axis) + " of rank " +
+                 std::to_string(c.x.size()));
+    std::vector<float> x = randomFloats(numel(c.x), seed++);
+    for (float &v : x)
+      v = std::round(v * 2); // ties
+    if (x.size() > 3)
+      x[2] = NAN;
+    int64_t n = c.x[c.axis], inner = 1;
+    for (size_t d = c.axis + 1; d < c.x.size(); ++d)
+      inner *= c.x[d];
+    std::vector<float> y(x.size(), NAN);
+    cuda::hostForEach(cuda::HardmaxBody{x.data(), y.data(), n, inner},
+                      numel(c.x) / n);
+    EXPECT_EQ(y, cpu("hardmax", {f32(c.x, x)}, c.x, {{"axis", c.axis}}));
+  }
+}
+
+Value floats(plan::DType dtype, const Shape &shape, const std::vector<float> &v) {
+  if (dtype == plan::DType::F32)
+    return f32(shape, v);
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    h[i] = fsdprt::floatToHalf(v[i], static_cast<fsdprt_dtype_t>(dtype));
+  return valueOf(dtype, shape, h);
+}
+
+TEST(CudaHost, MaxOpsRunOnTheStrictFakeDeviceInEveryFloatType) {
+  const char *strict = "fake-cuda:strict";
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16}) {
+    SCOPED_TRACE(fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+    Value x = floats(dtype, {2, 3, 9, 8}, randomFloats(432, 5));
+    const PoolCase &c = kPools[1];
+    cuda::PoolWindow w = windowOf({{2, 3, 9, 8}, c.kernel, c.strides, c.pads,
+                                   c.dilations, false, false});
+    Shape pooled = {2, 3, w.oh, w.ow};
+    struct Run {
+      const char *op;
+      std::vector<std::pair<plan::DType, Shape>> outs;
+      AttrList attrs;
+    };
+    AttrList poolAttrs = attrsOf(c);
+    poolAttrs.push_back({"storage_order", int64_t(1)});
+    for (const Run &run :
+         {Run{"max_pool", {{dtype, pooled}, {plan::DType::I64, pooled}}, poolAttrs},
+          Run{"global_max_pool", {{dtype, {2, 3, 1, 1}}}, {}},
+          Run{"hardmax", {{dtype, {2, 3, 9, 8}}}, {{"axis", int64_t(2)}}}}) {
+      SCOPED_TRACE(run.op);
+      Result cpu = runOp(run.op, {x}, run.outs, run.attrs);
+      Result fake = runOp(run.op, {x}, run.outs, run.attrs, 2, strict);
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      for (size_t i = 0; i < run.outs.size(); ++i)
+        EXPECT_EQ(fake.outputs[i].bytes, cpu.outputs[i].bytes) << "output " << i;
+    }
+  }
+}
+
+TEST(CudaHost, ResizeEqualsTheCpuBackendBitForBit) {
+  struct Case {
+    Shape x;
+    std::vector<double> scales;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1, 4, 4}, {1, 1, 2, 2}},     {{1, 2, 5, 7}, {1, 1, 0.6, 1.5}},
+      {{2, 3, 9}, {1, 1, 3.0}},         {{13}, {0.5}},
+      {{1, 1, 1, 1}, {1, 1, 3, 2}},     {{2, 4, 3, 5}, {1, 0.5, 2.5, 0.8}},
+  };
+  const char *transforms[] = {"half_pixel", "pytorch_half_pixel",
+                              "align_corners", "asymmetric",
+                              "tf_half_pixel_for_nn"};
+  const char *nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                            "ceil"};
+  unsigned seed = 2400;
+  for (const Case &c : cases)
+    for (const char *mode : {"nearest", "linear", "cubic"})
+      for (const char *transform : transforms)
+        for (int variant = 0; variant < 4; ++variant) {
+          std::string m = mode;
+          if ((m == "linear" && variant > 0) || (m == "cubic" && variant > 1))
+            continue;
+          SCOPED_TRACE(m + " " + transform + " variant " +
+                       std::to_string(variant) + " rank " +
+                       std::to_string(c.x.size()));
+          Shape out;
+          for (size_t d = 0; d < c.x.size(); ++d)
+            out.push_back(static_cast<int64_t>(std::floor(c.x[d] * c.scales[d])));
+          AttrList attrs = {{"mode", m},
+                            {"coordinate_transformation_mode",
+                             std::string(transform)},
+                            {"scales", c.scales}};
+          cuda::ResizePlan p{};
+          p.rank = static_cast<int>(c.x.size());
+          int64_t stride = 1;
+          for (int d = p.rank - 1; d >= 0; --d) {
+            p.in[d] = c.x[d], p.out[d] = out[d], p.stride[d] = stride;
+            p.scale[d] = c.scales[d];
+            stride *= c.x[d];
+          }
+          p.mode = m == "nearest"  ? cuda::ResizeMode::Nearest
+                   : m == "linear" ? cuda::ResizeMode::Linear
+                                   : cuda::ResizeMode::Cubic;
+          p.transform = static_cast<cuda::ResizeTransform>(
+              std::find(std::begin(transforms), std::end(transforms),
+                        std::string(transform)) -
+              std::begin(transforms));
+          p.a = -0.75;
+          if (m == "nearest") {
+            attrs.push_back({"nearest_mode", std::string(nearests[variant])});
+            p.nearest = static_cast<cuda::NearestMode>(variant);
+          }
+          if (m == "cubic" && variant == 1) {
+            attrs.push_back({"exclude_outside", int64_t(1)});
+            attrs.push_back({"cubic_coeff_a", -0.5});
+            p.exclude = true, p.a = -0.5;
+          }
+          std::vector<float> x = randomFloats(numel(c.x), seed++),
+                             y(numel(out), NAN);
+          cuda::hostForEach(cuda::ResizeBody{p, x.data(), y.data()}, numel(out));
+          std::vector<float> want = cpu("resize", {f32(c.x, x)}, out, attrs);
+          ASSERT_EQ(want.size(), y.size());
+          EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)),
+                    0);
+        }
+}
+
+TEST(CudaHost, ResizeRunsOnTheStrictFakeDeviceInEveryFloatType) {
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16})
+    for (const char *mode : {"nearest", "linear", "cubic"}) {
+      SCOPED_TRACE(std::string(mode) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      Value x = floats(dtype, {1, 2, 5, 6}, randomFloats(60, 31));
+      AttrList attrs = {{"mode", std::string(mode)},
+                        {"scales", std::vector<double>{1, 1, 1.6, 0.5}}};
+      std::vector<std::pair<plan::DType, Shape>> outs = {{dtype, {1, 2, 8, 3}}};
+      Result cpu = runOp("resize", {x}, outs, attrs);
+      Result fake = runOp("resize", {x}, outs, attrs, 2, "fake-cuda:strict");
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+    }
+}
+
+TEST(CudaHost, ArgMaxAndArgMinEqualTheCpuBackend) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {{{1}, 0},         {{7}, 0},
+                                   {{3, 257}, 1},    {{4, 33, 5}, 1},
+                                   {{2, 100003}, 1}, {{6, 7}, 0},
+                                   {{4, 33, 5}, 2}};
+  unsigned seed = 2500;
+  for (const Case &c : cases)
+    for (bool max : {true, false})
+      for (bool last : {false, true}) {
+        SCOPED_TRACE(std::string(max ? "arg_max" : "arg_min") + " axis " +
+                     std::to_string(c.axis) + " of rank " +
+                     std::to_string(c.x.size()) + (last ? " last" : ""));
+        std::vector<float> x = randomFloats(numel(c.x), seed++);
+        for (float &v : x)
+          v = std::round(v * 2); // ties
+        if (x.size() > 3)
+          x[2] = NAN, x[0] = NAN; // one at a row's front, one inside
+        int64_t n = c.x[c.axis], inner = 1;
+        for (size_t d = c.axis + 1; d < c.x.size(); ++d)
+          inner *= c.x[d];
+        Shape out = c.x;
+        out[c.axis] = 1;
+        std::vector<int64_t> y(numel(out), -5);
+        cuda::hostForEach(
+            cuda::ArgExtremeBody{x.data(), y.data(), n, inner, max, last},
+            numel(out));
+        Result r = runOp(max ? "arg_max" : "arg_min", {f32(c.x, x)},
+                         {{plan::DType::I64, out}},
+                         {{"axis", c.axis},
+                          {"select_last_index", int64_t(last)}});
+        ASSERT_EQ(r.error, "");
+        EXPECT_EQ(y, r.outputs[0].as<int64_t>());
+      }
+}
+
+TEST(CudaHost, ArgExtremesRunOnTheStrictFakeDeviceInEveryFloatType) {
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16})
+    for (const char *op : {"arg_max", "arg_min"}) {
+      SCOPED_TRACE(std::string(op) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      Value x = floats(dtype, {3, 8, 5}, randomFloats(120, 41));
+      AttrList attrs = {{"axis", int64_t(1)}, {"keepdims", int64_t(0)}};
+      std::vector<std::pair<plan::DType, Shape>> outs = {
+          {plan::DType::I64, {3, 5}}};
+      Result cpu = runOp(op, {x}, outs, attrs);
+      Result fake = runOp(op, {x}, outs, attrs, 2, "fake-cuda:strict");
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+    }
 }
 
 } // namespace

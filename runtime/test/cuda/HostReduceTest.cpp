@@ -1,9 +1,12 @@
 //===- HostReduceTest.cpp - Reductions over any axes on the host ----------===//
 //
 // cuda-host: kernels/reduce.h's body against the CPU backend's
-// reduce_sum, reduce_mean and reduce_max (and global_average_pool) over
+// reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_sum_square,
+// reduce_log_sum and reduce_log_sum_exp (and global_average_pool) over
 // interleaved axes, every axis, rows of 100,003 elements, in groups of 1,
-// 4 and 32 lanes; reduce_max with NaNs and infinities, exactly.
+// 4 and 32 lanes; reduce_max with NaNs and infinities, exactly, and
+// reduce_min and reduce_log_sum_exp at NaN, infinities and rows of -inf;
+// the new reductions on "fake-cuda:strict" in fp32, bf16 and f16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +14,8 @@
 
 #include "../../backends/cuda/host_launch.h"
 #include "../../backends/cuda/kernels/reduce.h"
+
+#include "../../src/half.h"
 
 using namespace fsdprt::test;
 namespace cuda = fsdprt::cuda;
@@ -24,23 +29,11 @@ std::vector<float> hostReduce(cuda::Reduce kind, const Shape &shape,
                               const std::vector<float> &x, int lanes) {
   cuda::ReducePlan p = cuda::planReduce(shape, axes);
   std::vector<float> y(p.rows);
-  switch (kind) {
-  case cuda::Reduce::Sum:
+  cuda::withReduce(kind, [&](auto k) {
     cuda::hostForEachRow(
-        cuda::ReduceBody<cuda::Reduce::Sum>{p, x.data(), y.data()}, p.rows,
+        cuda::ReduceBody<decltype(k)::value>{p, x.data(), y.data()}, p.rows,
         lanes);
-    break;
-  case cuda::Reduce::Mean:
-    cuda::hostForEachRow(
-        cuda::ReduceBody<cuda::Reduce::Mean>{p, x.data(), y.data()}, p.rows,
-        lanes);
-    break;
-  case cuda::Reduce::Max:
-    cuda::hostForEachRow(
-        cuda::ReduceBody<cuda::Reduce::Max>{p, x.data(), y.data()}, p.rows,
-        lanes);
-    break;
-  }
+  });
   return y;
 }
 
@@ -64,7 +57,9 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
   };
   unsigned seed = 1300;
   for (cuda::Reduce kind :
-       {cuda::Reduce::Sum, cuda::Reduce::Mean, cuda::Reduce::Max})
+       {cuda::Reduce::Sum, cuda::Reduce::Mean, cuda::Reduce::Max,
+        cuda::Reduce::Min, cuda::Reduce::SumSquare, cuda::Reduce::LogSum,
+        cuda::Reduce::LogSumExp, cuda::Reduce::Prod})
     for (const Case &c : cases)
       for (bool keepdims : {false, true})
         for (int lanes : {1, 4, 32}) {
@@ -73,6 +68,15 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
                        std::to_string(c.axes.size()) + " axes, lanes " +
                        std::to_string(lanes));
           std::vector<float> x = randomFloats(numel(c.x), seed++);
+          if (kind == cuda::Reduce::LogSum)
+            for (float &v : x)
+              v = std::fabs(v) + 0.1f; // a positive sum
+          if (kind == cuda::Reduce::LogSumExp)
+            for (float &v : x)
+              v = v * 30 + 60; // exp overflows fp32 without the shift
+          if (kind == cuda::Reduce::Prod)
+            for (float &v : x)
+              v = 1 + v / 4096; // a product that stays finite
           Shape out;
           for (size_t d = 0; d < c.x.size(); ++d) {
             bool reduced = c.axes.empty() ||
@@ -82,9 +86,12 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
           }
           std::vector<float> y = hostReduce(kind, c.x, c.axes, x, lanes);
           int64_t count = numel(c.x) / std::max<int64_t>(numel(out), 1);
-          double tol = kind == cuda::Reduce::Max ? 0
-                       : count > 10000           ? 2e-4
-                                                 : 2e-5;
+          bool extreme =
+              kind == cuda::Reduce::Max || kind == cuda::Reduce::Min;
+          double tol = extreme                        ? 0
+                       : kind == cuda::Reduce::Prod  ? 1e-6
+                       : count > 10000               ? 2e-4
+                                                     : 2e-5;
           expectClose(y,
                       cpu(cuda::reduceName(kind), {f32(c.x, x)}, out,
                           {{"axes", c.axes}, {"keepdims", int64_t(keepdims)}}),
@@ -139,6 +146,62 @@ TEST(CudaHost, ReducePlansCollapseAndRefuse) {
   // Neighbouring reduced axes collapse into one.
   EXPECT_EQ(cuda::planReduce({4, 6, 5, 7}, {2, 3}).reduced.rank, 1);
   EXPECT_THROW(cuda::planReduce({4, 6}, {2}), std::invalid_argument);
+}
+
+TEST(CudaHost, ReduceMinAndLogSumExpKeepTheCpusSpecialValues) {
+  // Rows of 5 (axis 1): plain, a NaN, +inf, all -inf.
+  const Shape shape = {4, 5};
+  std::vector<float> x = randomFloats(20, 81);
+  x[5 + 2] = NAN;
+  x[10 + 4] = INFINITY;
+  for (int j = 0; j < 5; ++j)
+    x[15 + j] = -INFINITY;
+  for (cuda::Reduce kind : {cuda::Reduce::Min, cuda::Reduce::LogSumExp})
+    for (int lanes : {1, 4}) {
+      SCOPED_TRACE(std::string(cuda::reduceName(kind)) + " lanes " +
+                   std::to_string(lanes));
+      std::vector<float> y = hostReduce(kind, shape, {1}, x, lanes);
+      std::vector<float> want =
+          cpu(cuda::reduceName(kind), {f32(shape, x)}, {4},
+              {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}});
+      expectClose(y, want, 2e-6);
+      EXPECT_TRUE(std::isnan(y[1]));
+    }
+}
+
+TEST(CudaHost, NewReductionsRunOnTheStrictFakeDeviceInEveryFloatType) {
+  for (plan::DType dtype :
+       {plan::DType::F32, plan::DType::BF16, plan::DType::F16})
+    for (const char *op : {"reduce_min", "reduce_sum_square", "reduce_log_sum",
+                           "reduce_log_sum_exp", "reduce_prod"}) {
+      SCOPED_TRACE(std::string(op) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      std::vector<float> v = randomFloats(3 * 4 * 5, 91);
+      for (float &e : v)
+        e = std::fabs(e) + 0.25f;
+      Value x = f32({3, 4, 5}, v);
+      if (dtype != plan::DType::F32) {
+        std::vector<uint16_t> h(v.size());
+        for (size_t i = 0; i < v.size(); ++i)
+          h[i] = fsdprt::floatToHalf(v[i], static_cast<fsdprt_dtype_t>(dtype));
+        x = valueOf(dtype, {3, 4, 5}, h);
+      }
+      AttrList attrs = {{"axes", std::vector<int64_t>{0, 2}},
+                        {"keepdims", int64_t(1)}};
+      std::vector<std::pair<plan::DType, Shape>> outs = {{dtype, {1, 4, 1}}};
+      Result cpu = runOp(op, {x}, outs, attrs);
+      Result fake = runOp(op, {x}, outs, attrs, 2, "fake-cuda:strict");
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      if (dtype == plan::DType::F32) {
+        expectClose(fake.outputs[0].as<float>(), cpu.outputs[0].as<float>(), 2e-6);
+        continue;
+      }
+      std::vector<uint16_t> a = fake.outputs[0].as<uint16_t>(),
+                            b = cpu.outputs[0].as<uint16_t>();
+      for (size_t i = 0; i < a.size(); ++i) // within one rounding
+        EXPECT_LE(std::abs(int(a[i]) - int(b[i])), 1) << "at " << i;
+    }
 }
 
 } // namespace

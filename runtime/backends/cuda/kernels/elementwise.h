@@ -18,6 +18,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace fsdprt::cuda {
@@ -35,18 +36,112 @@ enum class Unary {
   Gelu,
   GeluTanh,
   Neg,
-  Abs
+  Abs,
+  Floor,
+  Ceil,
+  Round,
+  Sign,
+  Softsign,
+  Softplus,
+  HardSigmoid,
+  HardSwish,
+  Elu,
+  Selu,
+  Celu,
+  LeakyRelu,
+  ThresholdedRelu,
+  Shrink,
+  Clip,
+  Sin,
+  Cos,
+  Tan,
+  Sinh,
+  Cosh,
+  Asin,
+  Acos,
+  Atan,
+  Asinh,
+  Acosh,
+  Atanh
 };
 
 /// The plan op (docs/plan-format.md) each Unary computes.
 inline const char *unaryName(Unary op) {
   static const char *const names[] = {
-      "exp",  "log",     "sqrt", "reciprocal", "erf",  "tanh", "sigmoid",
-      "relu", "silu",    "gelu", "gelu",       "neg",  "abs"};
+      "exp",      "log",          "sqrt",  "reciprocal",   "erf",
+      "tanh",     "sigmoid",      "relu",  "silu",         "gelu",
+      "gelu",     "neg",          "abs",   "floor",        "ceil",
+      "round",    "sign",         "softsign", "softplus",  "hard_sigmoid",
+      "hard_swish", "elu",        "selu",  "celu",         "leaky_relu",
+      "thresholded_relu", "shrink", "clip", "sin",         "cos",
+      "tan",      "sinh",         "cosh",  "asin",         "acos",
+      "atan",     "asinh",        "acosh", "atanh"};
   return names[static_cast<int>(op)];
 }
 
-template <Unary Op> FSDP_HD inline float unary(float x) {
+/// Calls f(std::integral_constant<Unary, op>{}): the launchers' one switch
+/// from a Unary to its body's instantiation.
+template <class F> decltype(auto) withUnary(Unary op, F &&f) {
+  switch (op) {
+  case Unary::Exp: return f(std::integral_constant<Unary, Unary::Exp>{});
+  case Unary::Log: return f(std::integral_constant<Unary, Unary::Log>{});
+  case Unary::Sqrt: return f(std::integral_constant<Unary, Unary::Sqrt>{});
+  case Unary::Reciprocal: return f(std::integral_constant<Unary, Unary::Reciprocal>{});
+  case Unary::Erf: return f(std::integral_constant<Unary, Unary::Erf>{});
+  case Unary::Tanh: return f(std::integral_constant<Unary, Unary::Tanh>{});
+  case Unary::Sigmoid: return f(std::integral_constant<Unary, Unary::Sigmoid>{});
+  case Unary::Relu: return f(std::integral_constant<Unary, Unary::Relu>{});
+  case Unary::Silu: return f(std::integral_constant<Unary, Unary::Silu>{});
+  case Unary::Gelu: return f(std::integral_constant<Unary, Unary::Gelu>{});
+  case Unary::GeluTanh: return f(std::integral_constant<Unary, Unary::GeluTanh>{});
+  case Unary::Neg: return f(std::integral_constant<Unary, Unary::Neg>{});
+  case Unary::Abs: return f(std::integral_constant<Unary, Unary::Abs>{});
+  case Unary::Floor: return f(std::integral_constant<Unary, Unary::Floor>{});
+  case Unary::Ceil: return f(std::integral_constant<Unary, Unary::Ceil>{});
+  case Unary::Round: return f(std::integral_constant<Unary, Unary::Round>{});
+  case Unary::Sign: return f(std::integral_constant<Unary, Unary::Sign>{});
+  case Unary::Softsign: return f(std::integral_constant<Unary, Unary::Softsign>{});
+  case Unary::Softplus: return f(std::integral_constant<Unary, Unary::Softplus>{});
+  case Unary::HardSigmoid: return f(std::integral_constant<Unary, Unary::HardSigmoid>{});
+  case Unary::HardSwish: return f(std::integral_constant<Unary, Unary::HardSwish>{});
+  case Unary::Elu: return f(std::integral_constant<Unary, Unary::Elu>{});
+  case Unary::Selu: return f(std::integral_constant<Unary, Unary::Selu>{});
+  case Unary::Celu: return f(std::integral_constant<Unary, Unary::Celu>{});
+  case Unary::LeakyRelu: return f(std::integral_constant<Unary, Unary::LeakyRelu>{});
+  case Unary::ThresholdedRelu: return f(std::integral_constant<Unary, Unary::ThresholdedRelu>{});
+  case Unary::Shrink: return f(std::integral_constant<Unary, Unary::Shrink>{});
+  case Unary::Clip: return f(std::integral_constant<Unary, Unary::Clip>{});
+  case Unary::Sin: return f(std::integral_constant<Unary, Unary::Sin>{});
+  case Unary::Cos: return f(std::integral_constant<Unary, Unary::Cos>{});
+  case Unary::Tan: return f(std::integral_constant<Unary, Unary::Tan>{});
+  case Unary::Sinh: return f(std::integral_constant<Unary, Unary::Sinh>{});
+  case Unary::Cosh: return f(std::integral_constant<Unary, Unary::Cosh>{});
+  case Unary::Asin: return f(std::integral_constant<Unary, Unary::Asin>{});
+  case Unary::Acos: return f(std::integral_constant<Unary, Unary::Acos>{});
+  case Unary::Atan: return f(std::integral_constant<Unary, Unary::Atan>{});
+  case Unary::Asinh: return f(std::integral_constant<Unary, Unary::Asinh>{});
+  case Unary::Acosh: return f(std::integral_constant<Unary, Unary::Acosh>{});
+  case Unary::Atanh: break;
+  }
+  return f(std::integral_constant<Unary, Unary::Atanh>{});
+}
+
+/// The attributes of the unary functions that have them, as the CPU
+/// backend reads them (runtime/backends/cpu/elementwise.cpp): a is alpha
+/// (hard_sigmoid, elu, selu, celu, leaky_relu, thresholded_relu), shrink's
+/// bias and clip's lower bound; b is hard_sigmoid's beta, selu's gamma,
+/// shrink's lambd and clip's upper bound.
+struct UnaryParams {
+  float a = 0, b = 0;
+};
+
+/// std::min and std::max, which the CPU's kernels use: the first operand
+/// when the two are unordered (a NaN), unlike fminf and fmaxf.
+FSDP_HD inline float stdMin(float a, float b) { return b < a ? b : a; }
+FSDP_HD inline float stdMax(float a, float b) { return a < b ? b : a; }
+
+template <Unary Op>
+FSDP_HD inline float unary(float x, UnaryParams p = {}) {
   if constexpr (Op == Unary::Exp)
     return expf(x);
   else if constexpr (Op == Unary::Log)
@@ -72,15 +167,81 @@ template <Unary Op> FSDP_HD inline float unary(float x) {
                             (x + 0.044715f * x * x * x)));
   else if constexpr (Op == Unary::Neg)
     return -x;
-  else
+  else if constexpr (Op == Unary::Abs)
     return fabsf(x);
+  else if constexpr (Op == Unary::Floor)
+    return floorf(x);
+  else if constexpr (Op == Unary::Ceil)
+    return ceilf(x);
+  else if constexpr (Op == Unary::Round) // halves to even (numpy.round)
+    return rintf(x);
+  else if constexpr (Op == Unary::Sign) // NaN and -0 as they are
+    return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
+  else if constexpr (Op == Unary::Softsign)
+    return x / (1.0f + fabsf(x));
+  else if constexpr (Op == Unary::Softplus) // exp never overflows
+    return stdMax(x, 0.0f) + log1pf(expf(-fabsf(x)));
+  else if constexpr (Op == Unary::HardSigmoid)
+    return stdMin(1.0f, stdMax(0.0f, p.a * x + p.b));
+  else if constexpr (Op == Unary::HardSwish)
+    return x * stdMin(1.0f, stdMax(0.0f, x / 6.0f + 0.5f));
+  else if constexpr (Op == Unary::Elu)
+    return x < 0 ? p.a * expm1f(x) : x;
+  else if constexpr (Op == Unary::Selu)
+    return p.b * (x <= 0 ? p.a * expm1f(x) : x);
+  else if constexpr (Op == Unary::Celu)
+    return stdMax(0.0f, x) + stdMin(0.0f, p.a * expm1f(x / p.a));
+  else if constexpr (Op == Unary::LeakyRelu)
+    return x < 0 ? p.a * x : x;
+  else if constexpr (Op == Unary::ThresholdedRelu)
+    return x > p.a ? x : 0.0f;
+  else if constexpr (Op == Unary::Shrink)
+    return x < -p.b ? x + p.a : x > p.b ? x - p.a : 0.0f;
+  else if constexpr (Op == Unary::Clip) // NaN stays NaN
+    return x != x ? x : stdMin(stdMax(x, p.a), p.b);
+  else if constexpr (Op == Unary::Sin)
+    return sinf(x);
+  else if constexpr (Op == Unary::Cos)
+    return cosf(x);
+  else if constexpr (Op == Unary::Tan)
+    return tanf(x);
+  else if constexpr (Op == Unary::Sinh)
+    return sinhf(x);
+  else if constexpr (Op == Unary::Cosh)
+    return coshf(x);
+  else if constexpr (Op == Unary::Asin)
+    return asinf(x);
+  else if constexpr (Op == Unary::Acos)
+    return acosf(x);
+  else if constexpr (Op == Unary::Atan)
+    return atanf(x);
+  else if constexpr (Op == Unary::Asinh)
+    return asinhf(x);
+  else if constexpr (Op == Unary::Acosh)
+    return acoshf(x);
+  else
+    return atanhf(x);
 }
 
 /// y[i] = f(x[i]).
 template <Unary Op> struct UnaryBody {
   const float *x;
   float *y;
-  FSDP_HD void operator()(int64_t i) const { y[i] = unary<Op>(x[i]); }
+  UnaryParams p = {};
+  FSDP_HD void operator()(int64_t i) const { y[i] = unary<Op>(x[i], p); }
+};
+
+/// is_inf (with the infinities of the signs asked for) or isnan of fp32
+/// elements: Bool outputs.
+struct FloatClassBody {
+  const float *x;
+  uint8_t *y;
+  bool nan, negative, positive; // nan: isnan, else is_inf
+  FSDP_HD void operator()(int64_t i) const {
+    float v = x[i];
+    bool infinite = v == INFINITY || v == -INFINITY;
+    y[i] = nan ? v != v : infinite && (v < 0 ? negative : positive);
+  }
 };
 
 /// cast between fp32 and bf16 or f16 (`half`): rounded to nearest-even,
@@ -169,24 +330,50 @@ struct AnyCast {
   }
 };
 
-/// int64 neg and abs, wrapping as the CPU's: -INT64_MIN and
-/// abs(INT64_MIN) are INT64_MIN.
-struct NegAbs64 {
-  bool abs;
+/// int64 neg, abs and sign (op), as the CPU's: neg and abs wrap, so
+/// -INT64_MIN and abs(INT64_MIN) are INT64_MIN.
+struct Unary64 {
+  Unary op;
   const int64_t *x;
   int64_t *y;
   FSDP_HD void operator()(int64_t i) const {
     int64_t v = x[i];
-    y[i] = !abs || v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v))
-                         : v;
+    if (op == Unary::Sign)
+      y[i] = int64_t(v > 0) - int64_t(v < 0);
+    else
+      y[i] = op == Unary::Neg || v < 0
+                 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v))
+                 : v;
   }
 };
 
-enum class Binary { Add, Sub, Mul, Div, Pow };
+/// Mod is ONNX Mod with fmod = 1 (the dividend's sign, C's fmod); FloorMod
+/// with fmod = 0 (the divisor's sign, Python's %: integers only in ONNX).
+/// Max and Min propagate NaN; PRelu is x < 0 ? slope * x : x.
+enum class Binary { Add, Sub, Mul, Div, Pow, Mod, FloorMod, Max, Min, PRelu };
 
 inline const char *binaryName(Binary op) {
-  static const char *const names[] = {"add", "sub", "mul", "div", "pow"};
+  static const char *const names[] = {"add", "sub", "mul", "div", "pow",
+                                      "mod", "mod", "max", "min", "prelu"};
   return names[static_cast<int>(op)];
+}
+
+/// Calls f(std::integral_constant<Binary, op>{}): the launchers' one
+/// switch from a Binary to its body's instantiation.
+template <class F> decltype(auto) withBinary(Binary op, F &&f) {
+  switch (op) {
+  case Binary::Add: return f(std::integral_constant<Binary, Binary::Add>{});
+  case Binary::Sub: return f(std::integral_constant<Binary, Binary::Sub>{});
+  case Binary::Mul: return f(std::integral_constant<Binary, Binary::Mul>{});
+  case Binary::Div: return f(std::integral_constant<Binary, Binary::Div>{});
+  case Binary::Pow: return f(std::integral_constant<Binary, Binary::Pow>{});
+  case Binary::Mod: return f(std::integral_constant<Binary, Binary::Mod>{});
+  case Binary::FloorMod: return f(std::integral_constant<Binary, Binary::FloorMod>{});
+  case Binary::Max: return f(std::integral_constant<Binary, Binary::Max>{});
+  case Binary::Min: return f(std::integral_constant<Binary, Binary::Min>{});
+  case Binary::PRelu: break;
+  }
+  return f(std::integral_constant<Binary, Binary::PRelu>{});
 }
 
 template <Binary Op> FSDP_HD inline float binary(float a, float b) {
@@ -198,13 +385,25 @@ template <Binary Op> FSDP_HD inline float binary(float a, float b) {
     return a * b;
   else if constexpr (Op == Binary::Div)
     return a / b;
+  else if constexpr (Op == Binary::Mod)
+    return fmodf(a, b);
+  else if constexpr (Op == Binary::FloorMod) {
+    float rem = fmodf(a, b);
+    return rem != 0 && (rem < 0) != (b < 0) ? rem + b : rem;
+  } else if constexpr (Op == Binary::Max)
+    return a >= b || a != a ? a : b;
+  else if constexpr (Op == Binary::Min)
+    return a <= b || a != a ? a : b;
+  else if constexpr (Op == Binary::PRelu)
+    return a < 0 ? b * a : a;
   else // a square is exact, as the CPU backend computes it
     return b == 2.0f ? a * a : powf(a, b);
 }
 
 /// int64 arithmetic as the CPU backend's: wrapping on overflow (through
 /// uint64), division truncating toward zero, x / 0 = 0 and INT64_MIN / -1
-/// wrapping, never a trap. Pow has no int64 kernel.
+/// wrapping, x mod 0 = x mod -1 = 0, never a trap. Pow and PRelu have no
+/// int64 kernel.
 template <Binary Op> FSDP_HD inline int64_t binary(int64_t a, int64_t b) {
   uint64_t p = static_cast<uint64_t>(a), q = static_cast<uint64_t>(b);
   if constexpr (Op == Binary::Add)
@@ -215,6 +414,16 @@ template <Binary Op> FSDP_HD inline int64_t binary(int64_t a, int64_t b) {
     return static_cast<int64_t>(p * q);
   else if constexpr (Op == Binary::Div)
     return b == 0 ? 0 : b == -1 ? static_cast<int64_t>(0 - p) : a / b;
+  else if constexpr (Op == Binary::Mod || Op == Binary::FloorMod) {
+    if (b == 0 || b == -1) // INT64_MIN % -1 traps
+      return 0;
+    int64_t rem = a % b;
+    bool floor = Op == Binary::FloorMod;
+    return floor && rem != 0 && (rem < 0) != (b < 0) ? rem + b : rem;
+  } else if constexpr (Op == Binary::Max)
+    return a < b ? b : a;
+  else if constexpr (Op == Binary::Min)
+    return b < a ? b : a;
   else
     return 0;
 }

@@ -1,7 +1,9 @@
 //===- logic.h - Comparison, logic and where kernel bodies ------*- C++ -*-===//
 //
-// The CPU backend's comparisons (equal, less, greater: F32, I64 or Bool
-// operands, a Bool output), its logic (and, or, not: Bool throughout) and
+// The CPU backend's comparisons (equal, less, greater, greater_or_equal,
+// less_or_equal: F32, I64 or Bool operands, a Bool output), its logic
+// (and, or, xor, not: Bool throughout; xor compares the bytes, as the
+// CPU's does) and
 // where (a Bool condition picking between two operands of any element
 // size) as kernel bodies (hd.h), broadcasting as elementwise.h plans it.
 // Bool is one byte; any nonzero byte is true, and results are 0 or 1.
@@ -15,11 +17,27 @@
 
 namespace fsdprt::cuda {
 
-enum class Logic { Equal, Less, Greater, And, Or };
+enum class Logic {
+  Equal,
+  Less,
+  Greater,
+  GreaterOrEqual,
+  LessOrEqual,
+  And,
+  Or,
+  Xor
+};
 
 inline const char *logicName(Logic op) {
-  static const char *const names[] = {"equal", "less", "greater", "and", "or"};
+  static const char *const names[] = {"equal", "less",          "greater",
+                                      "greater_or_equal", "less_or_equal",
+                                      "and",   "or",            "xor"};
   return names[static_cast<int>(op)];
+}
+
+/// Whether `op` takes Bool operands only.
+inline bool logical(Logic op) {
+  return op == Logic::And || op == Logic::Or || op == Logic::Xor;
 }
 
 template <Logic Op, typename T> FSDP_HD inline uint8_t logic(T a, T b) {
@@ -29,14 +47,20 @@ template <Logic Op, typename T> FSDP_HD inline uint8_t logic(T a, T b) {
     return a < b;
   else if constexpr (Op == Logic::Greater)
     return a > b;
+  else if constexpr (Op == Logic::GreaterOrEqual)
+    return a >= b;
+  else if constexpr (Op == Logic::LessOrEqual)
+    return a <= b;
   else if constexpr (Op == Logic::And)
     return a && b;
-  else
+  else if constexpr (Op == Logic::Or)
     return a || b;
+  else
+    return a != b;
 }
 
 /// y[i] = a[.] op b[.], broadcasting; T is float, int64_t or uint8_t
-/// (Bool) for the comparisons, uint8_t for and/or.
+/// (Bool) for the comparisons, uint8_t for and, or and xor.
 template <Logic Op, typename T> struct LogicBody {
   Broadcast plan;
   const T *a, *b;

@@ -12,6 +12,11 @@
 // the weights). The gradient is CrossEntropyTotal over the weights alone
 // (the mean's divisor) then CrossEntropyGradRows.
 //
+// nll_loss and its gradient (on log-probabilities [N, C, d...], I64 or I32
+// targets) are the same sequences with NllRows and NllGradBody; their
+// per-position losses and gradients are the CPU's bits, the reductions
+// fp32 sums in a group (the CPU's are in double).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDPRT_BACKENDS_CUDA_KERNELS_LOSSES_H
@@ -97,6 +102,8 @@ struct CrossEntropyTotal {
   const float *values, *divisors;
   float *y;
   int64_t count;
+  /// A mean over no weight is 0 / 0 = NaN (nll_loss, as torch's), not 0.
+  bool nanWithoutWeight = false;
 
   FSDP_GROUP_BODY
   template <class Group>
@@ -110,7 +117,8 @@ struct CrossEntropyTotal {
     total = g.sum(total);
     divisor = divisors ? g.sum(divisor) : 1.0f;
     if (g.lane() == 0)
-      y[0] = divisors && divisor != 0 ? total / divisor : total;
+      y[0] = divisors && (divisor != 0 || nanWithoutWeight) ? total / divisor
+                                                            : total;
   }
 };
 
@@ -186,6 +194,109 @@ auto crossEntropyGrad(Launcher &launch, const CrossEntropyInputs &in,
   }
   return launch.rowwise(CrossEntropyGradRows{in, g, divisor, none, y},
                         positions);
+}
+
+/// What the nll_loss bodies share: log-probabilities [N, C, d...] read as
+/// positions p of N * d... with C classes `inner` apart, the targets and
+/// the checks of a target (kBadLabel outside [0, C)).
+struct NllInputs {
+  const float *input;
+  const void *target; // int64, or int32 with target32
+  bool target32;
+  const float *weights; // [C] or null
+  int64_t classes, inner;
+  bool hasIgnore;
+  int64_t ignore;
+  ErrorSlot *error;
+
+  /// Position p's class, or -1 when it is ignored or out of range (then
+  /// recorded as a fault).
+  FSDP_HD int64_t cls(int64_t p) const {
+    int64_t t = target32 ? static_cast<const int32_t *>(target)[p]
+                         : static_cast<const int64_t *>(target)[p];
+    if (hasIgnore && t == ignore)
+      return -1;
+    if (t < 0 || t >= classes) {
+      reportError(error, kBadLabel, t);
+      return -1;
+    }
+    return t;
+  }
+  FSDP_HD float weight(int64_t c) const { return weights ? weights[c] : 1.0f; }
+};
+
+/// Per position p: loss[p] = -w * input[p, class] (when loss is given) and
+/// weight[p] = w (when weight is given), both 0 for an ignored class.
+struct NllRows {
+  NllInputs in;
+  float *loss, *weight;
+  FSDP_HD void operator()(int64_t p) const {
+    int64_t c = in.cls(p);
+    float w = c >= 0 ? in.weight(c) : 0.0f;
+    if (loss)
+      loss[p] = c >= 0 ? -w * in.input[rowStart(p, in.classes, in.inner) +
+                                       c * in.inner]
+                       : 0.0f;
+    if (weight)
+      weight[p] = w;
+  }
+};
+
+/// Per element i of d input [N, C, d...]: -g * w / divisor at each
+/// position's class, 0 elsewhere, computed in double as the CPU does. g is
+/// one value, or one per position (reduction none); divisor (a device
+/// scalar) is the mean's summed weights (0: 1), or null.
+struct NllGradBody {
+  NllInputs in;
+  const float *g, *divisor;
+  bool perPosition;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t r = i % in.inner, rest = i / in.inner;
+    int64_t j = rest % in.classes, p = rest / in.classes * in.inner + r;
+    int64_t c = in.cls(p);
+    if (c != j) {
+      y[i] = 0.0f;
+      return;
+    }
+    double d = divisor && *divisor != 0 ? *divisor : 1.0;
+    y[i] = static_cast<float>(-static_cast<double>(g[perPosition ? p : 0]) *
+                              in.weight(c) / d);
+  }
+};
+
+/// nll_loss's kernels in order, through `launch` (as crossEntropy): y is
+/// [positions] for reduction none, else one value; `scratch` holds 2 *
+/// positions floats.
+template <class Launcher>
+auto nllLoss(Launcher &launch, const NllInputs &in, int64_t positions,
+             bool none, bool mean, float *scratch, float *y) {
+  if (none)
+    return launch.elementwise(NllRows{in, y, nullptr}, positions);
+  float *loss = scratch, *weight = scratch + positions;
+  if (auto e = launch.elementwise(NllRows{in, loss, weight}, positions))
+    return e;
+  return launch.rowwise(
+      CrossEntropyTotal{loss, mean ? weight : nullptr, y, positions, true}, 1);
+}
+
+/// nll_loss_grad's kernels in order; `scratch` holds positions + 1
+/// floats; y has `n` elements.
+template <class Launcher>
+auto nllLossGrad(Launcher &launch, const NllInputs &in, int64_t positions,
+                 const float *g, bool none, bool mean, float *scratch, float *y,
+                 int64_t n) {
+  float *divisor = nullptr;
+  if (mean) {
+    float *weight = scratch;
+    divisor = scratch + positions;
+    if (auto e = launch.elementwise(NllRows{in, nullptr, weight}, positions))
+      return e;
+    if (auto e = launch.rowwise(
+            CrossEntropyTotal{weight, nullptr, divisor, positions}, 1))
+      return e;
+  }
+  return launch.elementwise(NllGradBody{in, g, divisor, none, y}, n);
 }
 
 } // namespace fsdprt::cuda

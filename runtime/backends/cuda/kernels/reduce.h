@@ -1,6 +1,8 @@
 //===- reduce.h - Reductions over any axes ----------------------*- C++ -*-===//
 //
-// reduce_sum, reduce_mean and reduce_max over any set of axes, reduced
+// reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_sum_square,
+// reduce_log_sum, reduce_log_sum_exp and reduce_prod over any set of
+// axes, reduced
 // and kept dims interleaved or not, as a row body (hd.h): one row per
 // output element, whose `count` reduced elements the group's lanes stride
 // over, accumulating in fp32. The read is planned on the host
@@ -8,8 +10,14 @@
 // strided read (data.h), so the body needs no knowledge of the axes.
 // global_average_pool is reduce_mean over the spatial dims.
 //
-// reduce_max propagates NaN as the CPU backend (and PyTorch) do; the
-// lanes count the NaNs they met, since a group's max need not keep one.
+// reduce_max and reduce_min propagate NaN as the CPU backend (and
+// PyTorch) do; the lanes count the NaNs they met, since a group's max need
+// not keep one. reduce_log_sum_exp shifts by the row's max before exp (the
+// CPU sums exp(x) in double, which does not overflow where fp32 would).
+// reduce_prod has no group product: the group's first lane multiplies its
+// row in double, in order, as the CPU does (which splits a product of
+// everything into up to 64 pieces past 8192 elements: there, equal but
+// for rounding).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,12 +28,33 @@
 
 namespace fsdprt::cuda {
 
-enum class Reduce { Sum, Mean, Max };
+enum class Reduce { Sum, Mean, Max, Min, SumSquare, LogSum, LogSumExp, Prod };
 
 inline const char *reduceName(Reduce kind) {
-  static const char *const names[] = {"reduce_sum", "reduce_mean",
-                                      "reduce_max"};
+  static const char *const names[] = {
+      "reduce_sum",        "reduce_mean",    "reduce_max",
+      "reduce_min",        "reduce_sum_square", "reduce_log_sum",
+      "reduce_log_sum_exp", "reduce_prod"};
   return names[static_cast<int>(kind)];
+}
+
+/// Calls f(std::integral_constant<Reduce, kind>{}): the launchers' one
+/// switch from a Reduce to its body's instantiation.
+template <class F> decltype(auto) withReduce(Reduce kind, F &&f) {
+  switch (kind) {
+  case Reduce::Sum: return f(std::integral_constant<Reduce, Reduce::Sum>{});
+  case Reduce::Mean: return f(std::integral_constant<Reduce, Reduce::Mean>{});
+  case Reduce::Max: return f(std::integral_constant<Reduce, Reduce::Max>{});
+  case Reduce::Min: return f(std::integral_constant<Reduce, Reduce::Min>{});
+  case Reduce::SumSquare:
+    return f(std::integral_constant<Reduce, Reduce::SumSquare>{});
+  case Reduce::LogSum:
+    return f(std::integral_constant<Reduce, Reduce::LogSum>{});
+  case Reduce::LogSumExp:
+    return f(std::integral_constant<Reduce, Reduce::LogSumExp>{});
+  case Reduce::Prod: break;
+  }
+  return f(std::integral_constant<Reduce, Reduce::Prod>{});
 }
 
 /// Output element `row` (of `rows`) reduces the `count` elements of x at
@@ -45,26 +74,50 @@ template <Reduce Kind> struct ReduceBody {
   template <class Group>
   FSDP_HD void operator()(Group &g, int64_t row) const {
     const float *px = x + plan.kept.offset(0, row);
-    float acc = Kind == Reduce::Max ? -INFINITY : 0.0f, nans = 0;
+    if constexpr (Kind == Reduce::Prod) {
+      if (g.lane() == 0) {
+        double acc = 1;
+        for (int64_t j = 0; j < plan.count; ++j)
+          acc *= px[plan.reduced.offset(0, j)];
+        y[row] = static_cast<float>(acc);
+      }
+      return;
+    }
+    constexpr bool extreme = Kind == Reduce::Max || Kind == Reduce::Min ||
+                             Kind == Reduce::LogSumExp;
+    // The max (of -x for min) with the NaNs counted apart; else the sum.
+    float acc = extreme ? -INFINITY : 0.0f, nans = 0;
     for (int64_t j = g.lane(); j < plan.count; j += g.size()) {
       float v = px[plan.reduced.offset(0, j)];
-      if (Kind != Reduce::Max)
-        acc += v;
+      if (!extreme)
+        acc += Kind == Reduce::SumSquare ? v * v : v;
       else if (v != v) // NaN
         nans += 1;
       else
-        acc = fmaxf(acc, v);
+        acc = fmaxf(acc, Kind == Reduce::Min ? -v : v);
     }
-    if (Kind == Reduce::Max) {
+    if (extreme) {
       acc = g.max(acc);
       if (g.sum(nans) > 0)
         acc = NAN;
     } else {
       acc = g.sum(acc);
     }
+    if (Kind == Reduce::LogSumExp) {
+      // log(sum(exp(x - max))) + max; an infinite max (or NaN) is the
+      // result, as the CPU's double sum gives it.
+      float max = acc, sum = 0;
+      bool finite = max - max == 0;
+      for (int64_t j = g.lane(); j < plan.count && finite; j += g.size())
+        sum += expf(px[plan.reduced.offset(0, j)] - max);
+      sum = g.sum(sum);
+      acc = finite ? logf(sum) + max : max;
+    }
     if (g.lane() == 0)
-      y[row] =
-          Kind == Reduce::Mean ? acc / static_cast<float>(plan.count) : acc;
+      y[row] = Kind == Reduce::Mean     ? acc / static_cast<float>(plan.count)
+               : Kind == Reduce::Min    ? -acc
+               : Kind == Reduce::LogSum ? logf(acc)
+                                        : acc;
   }
 };
 

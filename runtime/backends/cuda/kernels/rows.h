@@ -71,11 +71,18 @@ template <bool Mean> struct SumRows {
 /// Layer norm (or, with Rms, RMS norm) of contiguous rows of n elements:
 /// y = (x - mean) / sqrt(var + eps) * scale + bias (RMS: no mean, the mean
 /// square for the variance); scale and bias per column, or absent (null).
+/// Where a norm also writes each row's mean and 1 / sqrt(var + eps)
+/// (layer_norm's optional outputs), or null.
+struct RowStats {
+  float *mean = nullptr, *invStd = nullptr;
+};
+
 template <bool Rms> struct NormBody {
   const float *x, *scale, *bias;
   float *y;
   int64_t n;
   float eps;
+  RowStats stats = {};
 
   FSDP_GROUP_BODY
   template <class Group>
@@ -95,6 +102,10 @@ template <bool Rms> struct NormBody {
       squares += d * d;
     }
     float inv = 1.0f / sqrtf(g.sum(squares) / static_cast<float>(n) + eps);
+    if (stats.mean && g.lane() == 0) {
+      stats.mean[row] = mean;
+      stats.invStd[row] = inv;
+    }
     for (int64_t j = g.lane(); j < n; j += g.size()) {
       float v = (px[j] - mean) * inv;
       if (scale)
@@ -103,6 +114,50 @@ template <bool Rms> struct NormBody {
         v += bias[j];
       py[j] = v;
     }
+  }
+};
+
+/// hardmax of rows [outer, n, inner] (row r as SoftmaxBody's), one row per
+/// index: 1 at the row's first largest element (a NaN is never larger),
+/// 0 elsewhere.
+struct HardmaxBody {
+  const float *x;
+  float *y;
+  int64_t n, inner;
+
+  FSDP_HD void operator()(int64_t row) const {
+    int64_t base = rowStart(row, n, inner), best = 0;
+    for (int64_t j = 1; j < n; ++j)
+      if (x[base + j * inner] > x[base + best * inner])
+        best = j;
+    for (int64_t j = 0; j < n; ++j)
+      y[base + j * inner] = j == best ? 1.0f : 0.0f;
+  }
+};
+
+/// arg_max (max) or arg_min of rows [outer, n, inner], one row per index:
+/// the first extreme element's index, or the last with `last`
+/// (select_last_index), compared as the CPU compares them (a NaN is never
+/// better, and one at the front is kept).
+struct ArgExtremeBody {
+  const float *x;
+  int64_t *y;
+  int64_t n, inner;
+  bool max, last;
+
+  FSDP_HD void operator()(int64_t row) const {
+    int64_t base = rowStart(row, n, inner), best = 0;
+    float value = x[base];
+    for (int64_t j = 1; j < n; ++j) {
+      float v = x[base + j * inner];
+      bool better = max ? (last ? v >= value : v > value)
+                        : (last ? v <= value : v < value);
+      if (better) {
+        best = j;
+        value = v;
+      }
+    }
+    y[row] = best;
   }
 };
 
