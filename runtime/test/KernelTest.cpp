@@ -1263,8 +1263,9 @@ void forEachConvProduct(const ConvCase &c, Visit visit) {
 }
 
 TEST(Kernels, ConvAndGradientsOnEveryPath) {
-  // Each case through oneDNN (the default) and through im2col + GEMM
-  // (FSDPRT_DNNL=off), both against the definition in double.
+  // Each case through oneDNN (the default; a 1x1 weight gradient over at
+  // most 64 windows takes im2col + GEMM on two threads) and through im2col +
+  // GEMM (FSDPRT_DNNL=off), both against the definition in double.
   // name, x, w, y, strides, pads, dilations, group
   // clang-format off
   const std::vector<ConvCase> cases = {
@@ -1283,6 +1284,8 @@ TEST(Kernels, ConvAndGradientsOnEveryPath) {
       {"2x2 spatial, more channels", {4, 32, 2, 2}, {64, 32, 3, 3},
        {4, 64, 2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
       {"1x1, 4x4 spatial", {4, 96, 4, 4}, {40, 96, 1, 1}, {4, 40, 4, 4},
+       {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"1x1, 8x8 spatial", {2, 24, 8, 8}, {40, 24, 1, 1}, {2, 40, 8, 8},
        {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
       {"1-D", {2, 3, 10}, {4, 3, 3}, {2, 4, 6}, {2}, {1, 2}, {1}, 1},
   };

@@ -38,8 +38,10 @@ enum class ConvPass { Forward, GradInput, GradWeight };
 /// primitive's own layouts, when it has others, reordered to and from them
 /// in `workspace`): y = conv(x, w) (+ bias), dx = conv_grad_input(dy, w) or
 /// dw = conv_grad_weight(x, dy). `x`, `w` and `y` are the forward's
-/// operands or their gradients. Returns an empty function when oneDNN has
-/// no primitive for the geometry (the caller falls back to im2col + GEMM).
+/// operands or their gradients. Returns an empty function where im2col +
+/// GEMM should run instead: oneDNN has no primitive for the geometry, is
+/// turned off (FSDPRT_DNNL=off), or is the slower of the two (a 1x1 weight
+/// gradient over few windows on several threads).
 KernelFn dnnlConv(ConvPass pass, const ConvGeometry &g, const Tensor &x,
                   const Tensor &w, const Tensor &y, const Tensor *bias,
                   int threads, Workspace *workspace);
