@@ -19,6 +19,8 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev libopenblas0-pthread zlib1g-dev
   # Vectorised exp/log/tanh/erf for the CPU kernels (with run-time dispatch).
   libsleef-dev
+  # oneDNN: the CPU backend's convolutions and their gradients.
+  libdnnl-dev
   # C++ unit tests; clang for the libFuzzer targets; valgrind for the
   # runtime's leak test.
   libgtest-dev clang valgrind

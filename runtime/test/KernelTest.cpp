@@ -1223,6 +1223,105 @@ TEST(Kernels, Conv1D) {
                         {2, 4, 1, 6}, {1, 2}, {0, 1, 0, 2}, {1, 1}, 1));
 }
 
+/// A convolution case: x [N, C, (H,) W], w [M, C/group, (kh,) kw], the
+/// output's shape and ONNX's attributes (1-D cases name one spatial dim).
+struct ConvCase {
+  const char *name;
+  Shape x, w, y, strides, pads, dil;
+  int64_t group;
+};
+
+/// Calls visit(xIndex, wIndex, yIndex) for every product of the
+/// convolution `c` (flat NC[H]W / OI[H]W indices), by definition.
+template <typename Visit>
+void forEachConvProduct(const ConvCase &c, Visit visit) {
+  bool oneD = c.x.size() == 3;
+  auto at = [&](const Shape &s, size_t d) {
+    return oneD && d == 2 ? 1 : s[oneD ? d - 1 : d];
+  };
+  int64_t n = c.x[0], ch = c.x[1], h = at(c.x, 2), wd = at(c.x, 3);
+  int64_t m = c.w[0], cg = c.w[1], kh = at(c.w, 2), kw = at(c.w, 3);
+  int64_t oh = at(c.y, 2), ow = at(c.y, 3), mg = m / c.group;
+  int64_t sh = oneD ? 1 : c.strides[0], sw = c.strides.back();
+  int64_t ph = oneD ? 0 : c.pads[0], pw = oneD ? c.pads[0] : c.pads[1];
+  int64_t dh = oneD ? 1 : c.dil[0], dw = c.dil.back();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j)
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                int64_t ih = i * sh - ph + a * dh, iw = j * sw - pw + e * dw;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= wd)
+                  continue;
+                int64_t xc = (o / mg) * cg + ci;
+                visit(((b * ch + xc) * h + ih) * wd + iw,
+                      ((o * cg + ci) * kh + a) * kw + e,
+                      ((b * m + o) * oh + i) * ow + j);
+              }
+}
+
+TEST(Kernels, ConvAndGradientsOnEveryPath) {
+  // Each case through oneDNN (the default; a 1x1 weight gradient over at
+  // most 64 windows takes im2col + GEMM on two threads) and through im2col +
+  // GEMM (FSDPRT_DNNL=off), both against the definition in double.
+  // name, x, w, y, strides, pads, dilations, group
+  // clang-format off
+  const std::vector<ConvCase> cases = {
+      {"7x7 stride 2, batch 1", {1, 3, 19, 17}, {8, 3, 7, 7}, {1, 8, 10, 9},
+       {2, 2}, {3, 3, 3, 3}, {1, 1}, 1},
+      {"1x1", {2, 16, 5, 5}, {24, 16, 1, 1}, {2, 24, 5, 5},
+       {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"1x1 stride 2", {2, 8, 7, 7}, {12, 8, 1, 1}, {2, 12, 4, 4},
+       {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"3x3 stride 2, groups", {2, 4, 9, 9}, {6, 2, 3, 3}, {2, 6, 5, 5},
+       {2, 2}, {1, 1, 1, 1}, {1, 1}, 2},
+      {"dilation, asymmetric pads", {1, 8, 12, 12}, {16, 8, 3, 3},
+       {1, 16, 10, 12}, {1, 1}, {2, 1, 0, 3}, {2, 2}, 1},
+      {"depthwise", {2, 6, 8, 8}, {6, 1, 3, 3}, {2, 6, 8, 8},
+       {1, 1}, {1, 1, 1, 1}, {1, 1}, 6},
+      {"2x2 spatial, more channels", {4, 32, 2, 2}, {64, 32, 3, 3},
+       {4, 64, 2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"1x1, 4x4 spatial", {4, 96, 4, 4}, {40, 96, 1, 1}, {4, 40, 4, 4},
+       {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"1x1, 8x8 spatial", {2, 24, 8, 8}, {40, 24, 1, 1}, {2, 40, 8, 8},
+       {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"1-D", {2, 3, 10}, {4, 3, 3}, {2, 4, 6}, {2}, {1, 2}, {1}, 1},
+  };
+  // clang-format on
+  unsigned seed = 60;
+  for (const ConvCase &c : cases) {
+    auto x = randomFloats(numel(c.x), seed++),
+         w = randomFloats(numel(c.w), seed++),
+         dy = randomFloats(numel(c.y), seed++);
+    std::vector<double> y(numel(c.y)), dx(numel(c.x)), dw(numel(c.w));
+    forEachConvProduct(c, [&](int64_t xi, int64_t wi, int64_t yi) {
+      y[yi] += double(x[xi]) * w[wi];
+      dx[xi] += double(dy[yi]) * w[wi];
+      dw[wi] += double(x[xi]) * dy[yi];
+    });
+    AttrList attrs = {{"strides", c.strides},
+                      {"pads", c.pads},
+                      {"dilations", c.dil},
+                      {"group", c.group}};
+    for (bool dnnl : {true, false}) {
+      SCOPED_TRACE(std::string(c.name) + (dnnl ? "" : ", FSDPRT_DNNL=off"));
+      if (!dnnl)
+        ::setenv("FSDPRT_DNNL", "off", 1);
+      expectNear(runF32("conv", {f32(c.x, x), f32(c.w, w)}, c.y, attrs), y,
+                 1e-4);
+      expectNear(
+          runF32("conv_grad_input", {f32(c.y, dy), f32(c.w, w)}, c.x, attrs),
+          dx, 1e-4);
+      expectNear(
+          runF32("conv_grad_weight", {f32(c.x, x), f32(c.y, dy)}, c.w, attrs),
+          dw, 1e-4);
+      ::unsetenv("FSDPRT_DNNL");
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation, softmax, pooling, reductions, losses
 //===----------------------------------------------------------------------===//

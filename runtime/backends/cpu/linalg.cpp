@@ -6,10 +6,12 @@
 // (tiles of scores by GEMM into a per-thread scratch tile, masked and
 // normalised in place, GEMM with the values; the gradient recomputes the
 // probabilities from the forward's log-sum-exp), conv (im2col + GEMM) and its
-// gradients (GEMM + col2im; im2col + GEMM).
+// gradients (GEMM + col2im; im2col + GEMM) where oneDNN has no primitive
+// (conv_dnnl.cpp) or is turned off.
 //
 //===----------------------------------------------------------------------===//
 
+#include "conv.h"
 #include "kernels.h"
 #include "vmath.h"
 
@@ -555,16 +557,7 @@ KernelFn attentionGrad(KernelArgs &args) {
   };
 }
 
-/// A 1-D or 2-D convolution of x [N, C, spatial] by w [M, C/group, k]
-/// giving y [N, M, out], as a 2-D one (a 1-D convolution has height 1),
-/// with ONNX's defaults filled in.
-struct ConvGeometry {
-  std::vector<int64_t> strides, pads, dil;
-  int64_t n, c, h, wd, m, cg, kh, kw, oh, ow, group;
-  int64_t mg, kdim, spatial;
-  /// A 1x1 window with unit strides and no padding reads x as it is.
-  bool direct;
-};
+} // namespace
 
 ConvGeometry convGeometry(KernelArgs &args, const Tensor &x, const Tensor &w,
                           const Tensor &y) {
@@ -623,6 +616,8 @@ ConvGeometry convGeometry(KernelArgs &args, const Tensor &x, const Tensor &w,
              g.pads[3] == 0;
   return g;
 }
+
+namespace {
 
 /// The input row of window row `i`, kernel row `ki` (and columns alike).
 inline int64_t inputRow(const ConvGeometry &g, int64_t i, int64_t ki) {
@@ -684,6 +679,10 @@ KernelFn conv(KernelArgs &args) {
           "bias must be [" + std::to_string(g.m) + "], not " +
               shapeString(bias.shape));
   Workspace *workspace = args.workspace;
+  if (KernelFn fn =
+          dnnlConv(ConvPass::Forward, g, x, w, y, hasBias ? &bias : nullptr,
+                   args.threads, workspace))
+    return fn;
   if (!g.direct)
     workspace->reserve(g.kdim * g.spatial * sizeof(float));
   return [=]() {
@@ -719,6 +718,9 @@ KernelFn convGradInput(KernelArgs &args) {
   Tensor dy = args.in[0], w = args.in[1], dx = args.out[0];
   ConvGeometry g = convGeometry(args, dx, w, dy);
   Workspace *workspace = args.workspace;
+  if (KernelFn fn = dnnlConv(ConvPass::GradInput, g, dx, w, dy, nullptr,
+                             args.threads, workspace))
+    return fn;
   if (!g.direct)
     workspace->reserve(g.kdim * g.spatial * sizeof(float));
   return [=]() {
@@ -745,6 +747,9 @@ KernelFn convGradWeight(KernelArgs &args) {
   Tensor x = args.in[0], dy = args.in[1], dw = args.out[0];
   ConvGeometry g = convGeometry(args, x, dw, dy);
   Workspace *workspace = args.workspace;
+  if (KernelFn fn = dnnlConv(ConvPass::GradWeight, g, x, dw, dy, nullptr,
+                             args.threads, workspace))
+    return fn;
   if (!g.direct)
     workspace->reserve(g.kdim * g.spatial * sizeof(float));
   return [=]() {
