@@ -11,17 +11,6 @@
 namespace fsdprt::cuda {
 namespace {
 
-/// f(T{}) with T the unsigned integer of `elementSize` bytes.
-template <class F> cudaError_t bySize(size_t elementSize, F f) {
-  switch (elementSize) {
-  case 1: return f(uint8_t{});
-  case 2: return f(uint16_t{});
-  case 4: return f(uint32_t{});
-  case 8: return f(uint64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 /// The pointers (void or const void) as T pointers.
 template <typename T, typename P>
 std::vector<T *> typed(P *const *pointers, size_t n) {

@@ -140,6 +140,17 @@ struct DeviceLauncher {
   }
 };
 
+/// f(T{}) with T the unsigned integer of `elementSize` bytes.
+template <class F> cudaError_t bySize(size_t elementSize, F f) {
+  switch (elementSize) {
+  case 1: return f(uint8_t{});
+  case 2: return f(uint16_t{});
+  case 4: return f(uint32_t{});
+  case 8: return f(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 } // namespace
 } // namespace fsdprt::cuda
 

@@ -30,21 +30,6 @@ cudaError_t launchGatherGrad(bool indices32, const float *g,
                     scratch);
 }
 
-namespace {
-
-/// f(T{}) with T the unsigned integer of `elementSize` bytes.
-template <class F> cudaError_t bySize(size_t elementSize, F f) {
-  switch (elementSize) {
-  case 1: return f(uint8_t{});
-  case 2: return f(uint16_t{});
-  case 4: return f(uint32_t{});
-  case 8: return f(uint64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
-} // namespace
-
 cudaError_t launchPad(size_t elementSize, const PadShape &shape, const void *x,
                       void *y, int64_t n, uint64_t fill, cudaStream_t s) {
   return bySize(elementSize, [&](auto t) {
