@@ -405,8 +405,9 @@ TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
 }
 
 TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
-  // layer_norm's CUDA kernel gives y only: with mean and inv_std_dev it is
-  // refused, as nll_loss (no CUDA kernel) is, never run for y alone.
+  // cumsum's CUDA kernel takes its axis as an attribute: with the axis as
+  // an input (read only when it runs) it is refused, as lstm (no CUDA
+  // kernel) is, never run on the host's kernel.
   auto refusal = [](PlanBuilder b) {
     auto bytes = b.finish();
     fsdprt_plan_t *p = nullptr;
@@ -421,20 +422,21 @@ TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
     fsdprt_plan_destroy(p);
     return error;
   };
-  PlanBuilder norm;
-  uint32_t x = norm.input("x", F32, {2, 4}), w = norm.input("w", F32, {4});
-  norm.kernel("layer_norm", {x, w},
-              {norm.output("y", F32, {2, 4}), norm.output("m", F32, {2, 1}),
-               norm.output("r", F32, {2, 1})},
-              {{"axis", int64_t(1)}}, "ln");
-  EXPECT_NE(refusal(std::move(norm))
-                .find("kernel 0 (layer_norm at 'ln'): has no CUDA kernel yet"),
+  PlanBuilder cumsum;
+  uint32_t x = cumsum.input("x", F32, {2, 4}), axis = cumsum.input("axis", I64, {});
+  cumsum.kernel("cumsum", {x, axis}, {cumsum.output("y", F32, {2, 4})}, {}, "cs");
+  EXPECT_NE(refusal(std::move(cumsum))
+                .find("kernel 0 (cumsum at 'cs'): has no CUDA kernel yet"),
             std::string::npos);
-  PlanBuilder nll;
-  uint32_t in = nll.input("x", F32, {2, 4}), t = nll.input("t", I64, {2});
-  nll.kernel("nll_loss", {in, t}, {nll.output("loss", F32, {})}, {}, "nll");
-  EXPECT_NE(refusal(std::move(nll))
-                .find("kernel 0 (nll_loss at 'nll'): has no CUDA kernel yet"),
+  PlanBuilder lstm;
+  uint32_t in = lstm.input("x", F32, {3, 2, 4}), w = lstm.input("w", F32, {1, 8, 4}),
+           r = lstm.input("r", F32, {1, 8, 2});
+  lstm.kernel("lstm", {in, w, r},
+              {lstm.output("y", F32, {3, 1, 2, 2}), lstm.output("h", F32, {1, 2, 2}),
+               lstm.output("c", F32, {1, 2, 2})},
+              {{"hidden_size", int64_t(2)}}, "lstm");
+  EXPECT_NE(refusal(std::move(lstm))
+                .find("kernel 0 (lstm at 'lstm'): has no CUDA kernel yet"),
             std::string::npos);
 }
 

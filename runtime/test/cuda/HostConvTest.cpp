@@ -1,6 +1,7 @@
 //===- HostConvTest.cpp - Convolutions on the host ------------------------===//
 //
-// cuda-host: kernels/conv.h's bodies against the CPU backend, bit for bit
+// cuda-host: kernels/conv.h's bodies against the CPU backend's im2col +
+// GEMM path (FSDPRT_DNNL=off), bit for bit
 // (im2col through a conv whose weights pick one column row each, so its
 // GEMM adds only exact zeros; col2im through a conv_grad_input with one
 // output channel per group, so its GEMM is a single product per entry),
@@ -25,6 +26,11 @@ namespace plan = fsdprt::plan;
 namespace {
 
 constexpr const char *kStrict = "fake-cuda:strict";
+
+/// The CUDA backend runs convolutions as the CPU backend's im2col + GEMM
+/// path does; the CPU's default is oneDNN's primitives (other roundings),
+/// so these tests take that path (FSDPRT_DNNL=off) as their reference.
+void compareWithIm2col() { ASSERT_EQ(setenv("FSDPRT_DNNL", "off", 1), 0); }
 
 struct ConvCase {
   const char *name;
@@ -117,6 +123,7 @@ std::vector<float> pickRows(const ConvCase &c, Shape &shape) {
 }
 
 TEST(CudaHost, Im2colEqualsTheCpuBackendBitForBit) {
+  compareWithIm2col();
   unsigned seed = 2100;
   for (const ConvCase &c : kConvs) {
     SCOPED_TRACE(c.name);
@@ -138,6 +145,7 @@ TEST(CudaHost, Im2colEqualsTheCpuBackendBitForBit) {
 }
 
 TEST(CudaHost, Col2imEqualsTheCpuBackendBitForBit) {
+  compareWithIm2col();
   unsigned seed = 2200;
   for (const ConvCase &c : kConvs) {
     SCOPED_TRACE(c.name);
@@ -200,6 +208,7 @@ Value asBf16(const Value &v) {
 }
 
 TEST(CudaHost, ConvAndItsGradientsOnTheStrictFakeDeviceEqualTheCpu) {
+  compareWithIm2col();
   unsigned seed = 2300;
   for (const ConvCase &c : kConvs) {
     SCOPED_TRACE(c.name);
@@ -229,6 +238,7 @@ TEST(CudaHost, ConvAndItsGradientsOnTheStrictFakeDeviceEqualTheCpu) {
 /// an image, so chunks of 2, 2, 2 and 1 images, the weight gradient summed
 /// over all of them.
 TEST(CudaHost, ConvInChunksOfImagesEqualsTheCpu) {
+  compareWithIm2col();
   ConvCase c = {"chunks", {7, 64, 64, 64}, {2, 64, 5, 5},
                 {1, 1},   {2, 2, 2, 2},    {1, 1},
                 1};
@@ -243,6 +253,7 @@ TEST(CudaHost, ConvInChunksOfImagesEqualsTheCpu) {
 }
 
 TEST(CudaHost, ConvMismatchIsNamedAsOnTheCpu) {
+  compareWithIm2col();
   // Channels that do not match the weights' groups: the CPU's message.
   Value x = f32({1, 4, 5, 5}, randomFloats(100, 1));
   Value w = f32({2, 3, 3, 3}, randomFloats(54, 2));
