@@ -30,7 +30,9 @@
 #include <set>
 #include <unistd.h>
 
+using fsdprt::makeAgreedStatus;
 using fsdprt::makeStatus;
+using fsdprt::markAgreed;
 namespace st = fsdprt::safetensors;
 namespace plan = fsdprt::plan;
 
@@ -327,10 +329,21 @@ fsdprt_status_t agreed(fsdprt_session_s &s, fsdprt_status_t status,
   if (allOk(s, !status, agreement))
     return nullptr;
   if (status)
-    return status;
+    return agreement.empty() ? markAgreed(status) : status;
   if (!agreement.empty())
     return makeStatus(FSDPRT_IO_ERROR, agreement);
   return makeStatus(FSDPRT_PEER_FAILED, "another rank could not " + what);
+}
+
+/// The failure after an agreement (allOk) that failed: this rank's `error`,
+/// else the agreement's own, else `elsewhere` (another rank's failure).
+/// Agreed (fsdprt_status_agreed) when the agreement itself completed.
+fsdprt_status_t disagreed(fsdprt_status_code_t code, const std::string &error,
+                          const std::string &agreement,
+                          const std::string &elsewhere) {
+  if (!agreement.empty())
+    return makeStatus(code, error.empty() ? agreement : error);
+  return makeAgreedStatus(code, error.empty() ? elsewhere : error);
 }
 
 /// Loads the full checkpoint at `path` into `s` (this rank's part).
@@ -629,10 +642,10 @@ fsdprt_status_t fsdprt_session_save_full_checkpoint(fsdprt_session_t *s,
     if (s->rank() == 0)
       error = checkFullTarget(path);
     if (!allOk(*s, error.empty(), agreement))
-      return !error.empty() || !agreement.empty()
-                 ? invalid(!error.empty() ? error : agreement)
-                 : makeStatus(FSDPRT_PEER_FAILED, "rank 0 cannot write '" +
-                                                      std::string(path) + "'");
+      return error.empty() && agreement.empty()
+                 ? makeStatus(FSDPRT_PEER_FAILED,
+                              "rank 0 cannot write '" + std::string(path) + "'")
+                 : disagreed(FSDPRT_INVALID_ARGUMENT, error, agreement, "");
     std::vector<st::Source> tensors;
     std::vector<std::vector<char>> storage;
     std::set<std::string> names;
@@ -673,12 +686,9 @@ fsdprt_status_t fsdprt_session_save_full_checkpoint(fsdprt_session_t *s,
       ok = error.empty();
     }
     if (!allOk(*s, ok, agreement))
-      return makeStatus(FSDPRT_IO_ERROR,
-                        !error.empty() ? error
-                        : !agreement.empty()
-                            ? agreement
-                            : "rank 0 could not write the checkpoint '" +
-                                  std::string(path) + "'");
+      return disagreed(FSDPRT_IO_ERROR, error, agreement,
+                       "rank 0 could not write the checkpoint '" +
+                           std::string(path) + "'");
     return nullptr;
   });
 }
@@ -732,11 +742,8 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         error = "cannot create '" + staging + "': " + code.message();
     }
     if (!allOk(*s, error.empty(), agreement))
-      return makeStatus(FSDPRT_IO_ERROR,
-                        !error.empty() ? error
-                        : !agreement.empty()
-                            ? agreement
-                            : "rank 0 could not create '" + staging + "'");
+      return disagreed(FSDPRT_IO_ERROR, error, agreement,
+                       "rank 0 could not create '" + staging + "'");
     // What this rank holds, and which shard of each unit.
     std::vector<int64_t> mesh = fsdprt::meshOf(*s->plan->root);
     int world = s->comm ? s->comm->size() : 1;
@@ -774,12 +781,11 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         !why.empty() && error.empty())
       error = why;
     if (!allOk(*s, error.empty(), agreement))
-      return !error.empty() || !agreement.empty()
-                 ? makeStatus(FSDPRT_IO_ERROR,
-                              !error.empty() ? error : agreement)
-                 : makeStatus(FSDPRT_PEER_FAILED,
+      return error.empty() && agreement.empty()
+                 ? makeStatus(FSDPRT_PEER_FAILED,
                               "another rank could not write its shard of '" +
-                                  target + "'");
+                                  target + "'")
+                 : disagreed(FSDPRT_IO_ERROR, error, agreement, "");
     // The index, last: a directory without it is not a checkpoint.
     if (s->rank() == 0) {
       if (mesh.empty())
@@ -843,11 +849,8 @@ fsdprt_status_t fsdprt_session_save_sharded_checkpoint(fsdprt_session_t *s,
         fs::remove_all(old, code);
     }
     if (!allOk(*s, error.empty(), agreement))
-      return makeStatus(FSDPRT_IO_ERROR,
-                        !error.empty() ? error
-                        : !agreement.empty()
-                            ? agreement
-                            : "rank 0 could not finish '" + target + "'");
+      return disagreed(FSDPRT_IO_ERROR, error, agreement,
+                       "rank 0 could not finish '" + target + "'");
     return nullptr;
   });
 }

@@ -7,6 +7,7 @@
 struct fsdprt_status_s {
   fsdprt_status_code_t code;
   std::string message;
+  bool agreed = false;
 };
 
 namespace {
@@ -23,10 +24,28 @@ fsdprt_status_t fsdprt::makeStatus(fsdprt_status_code_t code,
   }
 }
 
+fsdprt_status_t fsdprt::makeAgreedStatus(fsdprt_status_code_t code,
+                                         std::string message) {
+  fsdprt_status_t status = makeStatus(code, std::move(message));
+  if (status != &outOfMemory)
+    status->agreed = true;
+  return status;
+}
+
+fsdprt_status_t fsdprt::markAgreed(fsdprt_status_t status) {
+  if (status && status != &outOfMemory)
+    status->agreed = true;
+  return status;
+}
+
 extern "C" {
 
 fsdprt_status_code_t fsdprt_status_code(fsdprt_status_t status) {
   return status ? status->code : FSDPRT_OK;
+}
+
+int fsdprt_status_agreed(fsdprt_status_t status) {
+  return status && (status->agreed || status->code == FSDPRT_PEER_FAILED);
 }
 
 const char *fsdprt_status_message(fsdprt_status_t status) {

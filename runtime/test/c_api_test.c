@@ -51,6 +51,7 @@ int main(void) {
 
   CHECK(fsdprt_status_code(NULL) == FSDPRT_OK);
   CHECK(strcmp(fsdprt_status_message(NULL), "") == 0);
+  CHECK(fsdprt_status_agreed(NULL) == 0);
   CHECK(strcmp(fsdprt_status_code_name(FSDPRT_OUT_OF_RANGE), "OUT_OF_RANGE") ==
         0);
   CHECK(strcmp(fsdprt_status_code_name(FSDPRT_PEER_FAILED), "PEER_FAILED") ==

@@ -16,7 +16,9 @@ compiled for world sizes 1, 2 and 4 on a global batch of 4:
    loaded on 4 ranks (--load-full) step 1's loss is the reference's step 4
    loss (the loss does not depend on optimizer state);
  - a truncated rank file and a checkpoint without index.json (an
-   interrupted save) are refused with messages that say so;
+   interrupted save) are refused with messages that say so; every rank
+   learns of the truncated file in the load's agreement, so the job ends
+   without MPI_Abort (exit 1 from mpirun), five runs of five;
  - two runs of the same plan on the same inputs and ranks give
    bit-identical losses.
 Exit 1 on any failure.
@@ -132,10 +134,19 @@ def main(argv=None) -> int:
         shutil.copytree(work / "ck", torn)
         shard = torn / "rank-1.safetensors"
         shard.write_bytes(shard.read_bytes()[:-100])
-        proc, _ = run(4, bindir, work, "--steps", 1, "--resume", torn, expect_ok=False)
-        good = proc.returncode != 0 and "is torn" in proc.stderr
-        print(f"truncated rank file: {'refused' if good else 'NOT REFUSED'}: "
-              f"{next((l for l in proc.stderr.splitlines() if 'torn' in l), proc.stderr[-200:])}")
+        # Ranks 2 and 3 both read rank-1's file. Every rank learns of the
+        # failure in the load's agreement, so each ends normally with status
+        # 1: no MPI_Abort (two ranks aborting while the others finalize
+        # crashed or hung mpirun about one run in five). Run it a few times.
+        for attempt in range(5):
+            proc, _ = run(4, bindir, work, "--steps", 1, "--resume", torn, expect_ok=False)
+            good = (proc.returncode == 1 and "is torn" in proc.stderr
+                    and "MPI_ABORT" not in proc.stdout + proc.stderr)
+            if not good:
+                break
+        print(f"truncated rank file: {'refused' if good else 'NOT REFUSED'} "
+              f"(exit {proc.returncode}, each rank ended normally): "
+              f"{next((l for l in proc.stderr.splitlines() if 'is torn' in l), proc.stderr[-400:])}")
         ok &= good
         unfinished = work / "unfinished"
         shutil.copytree(work / "ck", unfinished)

@@ -161,10 +161,12 @@ with status 1.
 
 struct Error : std::runtime_error {
   explicit Error(const std::string &message,
-                 fsdprt_status_code_t code = FSDPRT_OK)
-      : std::runtime_error(message), code(code) {}
+                 fsdprt_status_code_t code = FSDPRT_OK, bool agreed = false)
+      : std::runtime_error(message), code(code), agreed(agreed) {}
   /// The runtime's status code when the runtime said it, else FSDPRT_OK.
   fsdprt_status_code_t code;
+  /// Every rank fails the same call (fsdprt_status_agreed).
+  bool agreed;
 };
 
 void check(fsdprt_status_t status, const std::string &what) {
@@ -172,8 +174,9 @@ void check(fsdprt_status_t status, const std::string &what) {
     return;
   std::string message = what + ": " + fsdprt_status_message(status);
   fsdprt_status_code_t code = fsdprt_status_code(status);
+  bool agreed = fsdprt_status_agreed(status) != 0;
   fsdprt_status_free(status);
-  throw Error(message, code);
+  throw Error(message, code, agreed);
 }
 
 /// `name` (of a tensor in the plan) as a file name; refused if it could
@@ -1266,14 +1269,17 @@ int main(int argc, char **argv) {
     std::cout.flush();
     if (::write(STDERR_FILENO, line.data(), line.size()) < 0)
       std::perror("fsdp-run");
-    // Every rank ends: the others may be waiting on this one. Except a rank
-    // that only learned, in a collective every rank joined, that another
-    // rank failed (FSDPRT_PEER_FAILED): that rank aborts the job itself,
-    // and an abort from here could kill it before its message, the one
-    // that says why, reaches the launcher.
+    // Every rank ends: the others may be waiting on this one, so the job is
+    // aborted. Except when every rank fails this same call, having learned
+    // of it in a collective they all completed (fsdprt_status_agreed): then
+    // each ends normally with status 1, and mpirun reports it. Aborting
+    // there is worse than needless: two ranks aborting while the others
+    // finalize can crash or hang Open MPI's mpirun (4.1, in
+    // PMIx_server_finalize), and an abort could kill a rank before its
+    // message, the one that says why, is written.
     const auto *error = dynamic_cast<const Error *>(&e);
-    bool secondary = error && error->code == FSDPRT_PEER_FAILED;
-    if (world > 1 && !secondary)
+    bool agreed = error && error->agreed;
+    if (world > 1 && !agreed)
       MPI_Abort(MPI_COMM_WORLD, 1);
     if (mpi)
       MPI_Finalize();

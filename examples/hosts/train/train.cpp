@@ -46,6 +46,12 @@
 
 namespace {
 
+/// A failure every rank returns from the same call (fsdprt_status_agreed,
+/// e.g. a torn checkpoint): no rank waits on another, so each ends normally.
+struct Agreed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// Throws the status's message (and frees it) if the call failed.
 void check(fsdprt_status_t status, const std::string &what) {
   if (!status)
@@ -53,7 +59,10 @@ void check(fsdprt_status_t status, const std::string &what) {
   std::string message = what + ": " + fsdprt_status_message(status) + " (" +
                         fsdprt_status_code_name(fsdprt_status_code(status)) +
                         ")";
+  bool agreed = fsdprt_status_agreed(status);
   fsdprt_status_free(status);
+  if (agreed)
+    throw Agreed(message);
   throw std::runtime_error(message);
 }
 
@@ -337,6 +346,10 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   try {
     run(argc, argv, rank, world);
+  } catch (const Agreed &e) {
+    std::fprintf(stderr, "train: error: [rank %d] %s\n", rank, e.what());
+    MPI_Finalize(); // every rank failed the same call; none is waiting
+    return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "train: error: [rank %d] %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1); // no rank is left waiting in a collective

@@ -90,6 +90,14 @@ FSDPRT_API const char *fsdprt_status_message(fsdprt_status_t status);
 /** A short name for a code, e.g. "INVALID_ARGUMENT"; static storage. */
 FSDPRT_API const char *fsdprt_status_code_name(fsdprt_status_code_t code);
 
+/** Nonzero when every rank of the session fails this same call, having
+ *  learned of the failure in a collective they all completed (checkpoint
+ *  saves and loads agree this way): no rank is left waiting on another, so
+ *  a launcher can end each rank normally (MPI_Finalize, a non-zero exit)
+ *  rather than abort the job. FSDPRT_PEER_FAILED statuses always are;
+ *  0 for NULL. */
+FSDPRT_API int fsdprt_status_agreed(fsdprt_status_t status);
+
 /** Releases a status. NULL is accepted and ignored. */
 FSDPRT_API void fsdprt_status_free(fsdprt_status_t status);
 
