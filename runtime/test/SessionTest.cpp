@@ -406,8 +406,8 @@ TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
 
 TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
   // cumsum's CUDA kernel takes its axis as an attribute: with the axis as
-  // an input (read only when it runs) it is refused, as lstm (no CUDA
-  // kernel) is, never run on the host's kernel.
+  // an input (read only when it runs) it is refused, as int16 arithmetic
+  // (integer kernels take int64 only) is, never run on the host's kernel.
   auto refusal = [](PlanBuilder b) {
     auto bytes = b.finish();
     fsdprt_plan_t *p = nullptr;
@@ -428,15 +428,13 @@ TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
   EXPECT_NE(refusal(std::move(cumsum))
                 .find("kernel 0 (cumsum at 'cs'): has no CUDA kernel yet"),
             std::string::npos);
-  PlanBuilder lstm;
-  uint32_t in = lstm.input("x", F32, {3, 2, 4}), w = lstm.input("w", F32, {1, 8, 4}),
-           r = lstm.input("r", F32, {1, 8, 2});
-  lstm.kernel("lstm", {in, w, r},
-              {lstm.output("y", F32, {3, 1, 2, 2}), lstm.output("h", F32, {1, 2, 2}),
-               lstm.output("c", F32, {1, 2, 2})},
-              {{"hidden_size", int64_t(2)}}, "lstm");
-  EXPECT_NE(refusal(std::move(lstm))
-                .find("kernel 0 (lstm at 'lstm'): has no CUDA kernel yet"),
+  PlanBuilder add16;
+  uint32_t a = add16.input("a", plan::DType::I16, {3}),
+           b = add16.input("b", plan::DType::I16, {3});
+  add16.kernel("add", {a, b}, {add16.output("y", plan::DType::I16, {3})}, {},
+               "add16");
+  EXPECT_NE(refusal(std::move(add16))
+                .find("kernel 0 (add at 'add16'): has no CUDA kernel yet"),
             std::string::npos);
 }
 

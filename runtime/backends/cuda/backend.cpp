@@ -1949,6 +1949,380 @@ KernelFn convGradWeightKernel(Context &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Recurrences: lstm, gru, rnn and their gradients (kernels/recurrent.h)
+//===----------------------------------------------------------------------===//
+
+/// A GEMM of row-major operands as cpu::sgemm takes them.
+Gemm rowMajor(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              int64_t lda, int64_t ldb, int64_t ldy, float beta = 0) {
+  Gemm g;
+  g.transA = transA;
+  g.transB = transB;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldy = ldy;
+  g.beta = beta;
+  return g;
+}
+
+/// A recurrence's shape from its (CPU-checked) arguments.
+RecurrentShape recurrentShape(const KernelArgs &args, RecurrentCell cell) {
+  RecurrentShape rc{};
+  rc.cell = cell;
+  rc.gates = cell == RecurrentCell::Lstm  ? 4
+             : cell == RecurrentCell::Gru ? 3
+                                          : 1;
+  rc.hidden = args.attrs.getInt("hidden_size", 0);
+  std::string direction = args.attrs.getString("direction", "forward");
+  rc.dirs = direction == "bidirectional" ? 2 : 1;
+  rc.reverse = direction == "reverse";
+  rc.batchFirst = args.attrs.getInt("layout", 0) == 1;
+  rc.linearBeforeReset = args.attrs.getInt("linear_before_reset", 0) != 0;
+  const Tensor &x = args.in[0];
+  rc.seq = x.shape[rc.batchFirst ? 1 : 0];
+  rc.batch = x.shape[rc.batchFirst ? 0 : 1];
+  rc.input = x.shape[2];
+  return rc;
+}
+
+/// What a direction's forward reads: x, w, r and the optional b,
+/// initial_h, initial_c (whole tensors, or null; b, initial_h and
+/// initial_c as RecurrentBody's fields, which a gradient's pieces write).
+struct RecurrentInputs {
+  const float *x, *w, *r;
+  float *b, *h0, *c0;
+};
+
+/// The inputs of `args` (the bias, initial_h and initial_c attributes say
+/// which optional ones follow x, w and r); `next`: the index after them.
+RecurrentInputs recurrentInputs(const KernelArgs &args, RecurrentCell cell,
+                                size_t &next) {
+  RecurrentInputs in{args.in[0].as<float>(),
+                     args.in[1].as<float>(),
+                     args.in[2].as<float>(),
+                     nullptr,
+                     nullptr,
+                     nullptr};
+  next = 3;
+  if (args.attrs.getInt("bias", 0) != 0)
+    in.b = args.in[next++].as<float>();
+  if (args.attrs.getInt("initial_h", 0) != 0)
+    in.h0 = args.in[next++].as<float>();
+  if (cell == RecurrentCell::Lstm && args.attrs.getInt("initial_c", 0) != 0)
+    in.c0 = args.in[next++].as<float>();
+  return in;
+}
+
+/// The GEMMs of one direction's forward: the input projection X W^T, each
+/// step's h R^T (a GRU resetting first: z's and r's part, then (r * h)
+/// R_h^T).
+struct RecurrentGemms {
+  std::shared_ptr<PreparedGemm> projection, recurrent, resetHidden;
+};
+
+RecurrentGemms forwardGemms(Context &c, const RecurrentShape &rc) {
+  const int64_t H = rc.hidden, GH = rc.gh(), N = rc.batch;
+  RecurrentGemms g;
+  g.projection = prepareGemm(c, rowMajor(false, true, rc.seq * N, GH, rc.input,
+                                         rc.input, rc.input, GH));
+  g.recurrent = prepareGemm(
+      c, rowMajor(false, true, N, rc.resetFirst() ? 2 * H : GH, H, H, H, GH));
+  if (rc.resetFirst())
+    g.resetHidden = prepareGemm(c, rowMajor(false, true, N, H, H, H, H, GH));
+  return g;
+}
+
+/// The forward's buffers of one direction (workspace floats).
+struct ForwardScratch {
+  float *proj, *q, *h, *c, *m;
+  static int64_t floats(const RecurrentShape &rc) {
+    return rc.seq * rc.batch * rc.gh() + rc.batch * (rc.gh() + 3 * rc.hidden);
+  }
+  ForwardScratch(const RecurrentShape &rc, float *at)
+      : proj(at), q(proj + rc.seq * rc.batch * rc.gh()),
+        h(q + rc.batch * rc.gh()), c(h + rc.batch * rc.hidden),
+        m(c + rc.batch * rc.hidden) {}
+};
+
+/// Enqueues direction d's forward. `saved` (a gradient's): each step's
+/// states in saved.h/saved.c [seq + 1, batch, hidden] and its gates in
+/// saved.act/saved.qh; otherwise y, y_h, y_c when given.
+std::string runForward(Device &dev, DeviceStream &s, const RecurrentShape &rc,
+                       const RecurrentGemms &gemms, const RecurrentInputs &in,
+                       int64_t d, const ForwardScratch &f,
+                       const RecurrentBody *saved, float *y, float *yh,
+                       float *yc) {
+  const int64_t H = rc.hidden, GH = rc.gh(), N = rc.batch, NH = N * H;
+  const float *w = in.w + d * GH * rc.input, *r = in.r + d * GH * H;
+  RecurrentBody body{};
+  body.rc = rc;
+  body.d = d;
+  body.proj = f.proj;
+  body.q = f.q;
+  body.m = f.m;
+  body.wb = in.b ? in.b + d * 2 * GH : nullptr;
+  body.rb = body.wb ? body.wb + GH : nullptr;
+  auto launch = [&](RecurrentStep step, int64_t n) {
+    body.step = step;
+    return dev.recurrent(s, body, n);
+  };
+  if (std::string e = dev.gemm(s, *gemms.projection, in.x, w, nullptr, f.proj);
+      !e.empty())
+    return e;
+  if (body.wb)
+    if (std::string e = launch(RecurrentStep::Bias, rc.seq * N * GH);
+        !e.empty())
+      return e;
+  body.h = saved ? saved->h : f.h;
+  body.c = saved ? saved->c : f.c;
+  body.h0 = in.h0;
+  body.c0 = in.c0;
+  if (std::string e = launch(RecurrentStep::Start, NH); !e.empty())
+    return e;
+  body.y = y;
+  for (int64_t step = 0; step < rc.seq; ++step) {
+    body.t = rc.timeOf(step, d);
+    if (saved) {
+      body.h = saved->h + step * NH;
+      body.c = saved->c + step * NH;
+      body.act = saved->act + step * N * GH;
+      body.qh = saved->qh + step * NH;
+    }
+    body.hOut = saved ? body.h + NH : body.h;
+    body.cOut = saved ? body.c + NH : body.c;
+    if (std::string e = dev.gemm(s, *gemms.recurrent, body.h, r, nullptr, f.q);
+        !e.empty())
+      return e;
+    if (rc.cell == RecurrentCell::Gru) {
+      if (std::string e = launch(RecurrentStep::ResetGate, NH); !e.empty())
+        return e;
+      if (rc.resetFirst())
+        if (std::string e = dev.gemm(s, *gemms.resetHidden, f.m, r + 2 * H * H,
+                                     nullptr, f.q + 2 * H);
+            !e.empty())
+          return e;
+    }
+    if (std::string e = launch(RecurrentStep::Gates, NH); !e.empty())
+      return e;
+  }
+  if (saved || (!yh && !yc))
+    return "";
+  body.h = f.h;
+  body.c = f.c;
+  body.yh = yh;
+  body.yc = yc;
+  return launch(RecurrentStep::Finish, NH);
+}
+
+/// lstm, gru, rnn: x, w, r[, b][, initial_h][, initial_c] -> y, y_h[, y_c].
+KernelFn recurrentForwardKernel(Context &c, RecurrentCell cell) {
+  KernelArgs &args = c.args;
+  RecurrentShape rc = recurrentShape(args, cell);
+  if (rc.seq == 0 || rc.batch == 0 || rc.input == 0)
+    return nullptr; // empty GEMMs: the CPU's kernel only
+  RecurrentGemms gemms = forwardGemms(c, rc);
+  size_t next = 0;
+  RecurrentInputs in = recurrentInputs(args, cell, next);
+  const std::vector<Tensor> out = args.out;
+  Workspace *workspace = args.workspace;
+  workspace->reserve(ForwardScratch::floats(rc) * sizeof(float));
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    ForwardScratch f(rc, workspace->as<float>());
+    for (int64_t dir = 0; dir < rc.dirs; ++dir)
+      if (std::string e =
+              runForward(d, s, rc, gemms, in, dir, f, nullptr,
+                         out[0].as<float>(), out[1].as<float>(),
+                         out.size() == 3 ? out[2].as<float>() : nullptr);
+          !e.empty())
+        return e;
+    return std::string();
+  });
+}
+
+/// The GEMMs back through one step and over all steps (kernels/recurrent.h
+/// says which products each piece needs).
+struct RecurrentGradGemms {
+  // Per step: dr += dq^T h_prev, dh_prev += dq R (a GRU resetting first:
+  // dm = dq_h R_h, then z's and r's part and h's separately).
+  std::shared_ptr<PreparedGemm> dr, dprev, dm, drGates, drHidden, dprevGates;
+  // Over all steps: dx (=, then += for the second direction) dP W, dW = dP^T X.
+  std::shared_ptr<PreparedGemm> dxFirst, dxNext, dw;
+};
+
+RecurrentGradGemms gradGemms(Context &c, const RecurrentShape &rc) {
+  const int64_t H = rc.hidden, GH = rc.gh(), N = rc.batch;
+  RecurrentGradGemms g;
+  if (rc.resetFirst()) {
+    g.dm = prepareGemm(c, rowMajor(false, false, N, H, H, GH, H, H));
+    g.drGates = prepareGemm(c, rowMajor(true, false, 2 * H, H, N, GH, H, H, 1));
+    g.drHidden = prepareGemm(c, rowMajor(true, false, H, H, N, GH, H, H, 1));
+    g.dprevGates =
+        prepareGemm(c, rowMajor(false, false, N, H, 2 * H, GH, H, H, 1));
+  } else {
+    g.dr = prepareGemm(c, rowMajor(true, false, GH, H, N, GH, H, H, 1));
+    g.dprev = prepareGemm(c, rowMajor(false, false, N, H, GH, GH, H, H, 1));
+  }
+  int64_t rows = rc.seq * N;
+  g.dxFirst = prepareGemm(
+      c, rowMajor(false, false, rows, rc.input, GH, GH, rc.input, rc.input));
+  g.dxNext = prepareGemm(
+      c, rowMajor(false, false, rows, rc.input, GH, GH, rc.input, rc.input, 1));
+  g.dw = prepareGemm(
+      c, rowMajor(true, false, GH, rc.input, rows, GH, rc.input, rc.input));
+  return g;
+}
+
+/// The gradient's saved steps and backward buffers of one direction, after
+/// its forward scratch (dq before dh: the GEMMs reading dq's h part read
+/// up to 2 * hidden floats past dq's last row).
+struct GradScratch {
+  RecurrentBody saved{}; // h, c, act, qh
+  float *dproj, *dq, *dh, *dc, *dprev, *dm, *m;
+  static int64_t floats(const RecurrentShape &rc) {
+    int64_t N = rc.batch, H = rc.hidden, GH = rc.gh(), seq = rc.seq;
+    return 2 * (seq + 1) * N * H + seq * N * GH + seq * N * H + seq * N * GH +
+           N * (GH + 5 * H);
+  }
+  GradScratch(const RecurrentShape &rc, float *at) {
+    int64_t N = rc.batch, H = rc.hidden, GH = rc.gh(), seq = rc.seq;
+    saved.h = at;
+    saved.c = saved.h + (seq + 1) * N * H;
+    saved.act = saved.c + (seq + 1) * N * H;
+    saved.qh = saved.act + seq * N * GH;
+    dproj = saved.qh + seq * N * H;
+    dq = dproj + seq * N * GH;
+    dh = dq + N * GH;
+    dc = dh + N * H;
+    dprev = dc + N * H;
+    dm = dprev + N * H;
+    m = dm + N * H;
+  }
+};
+
+/// lstm_grad, gru_grad, rnn_grad: the forward's inputs, then dy, dy_h
+/// (and dy_c) -> dx, dw, dr, db, d initial_h (and d initial_c); per
+/// direction the forward again, saving its steps, then back through time.
+KernelFn recurrentGradKernel(Context &c, RecurrentCell cell) {
+  KernelArgs &args = c.args;
+  RecurrentShape rc = recurrentShape(args, cell);
+  if (rc.seq == 0 || rc.batch == 0 || rc.input == 0)
+    return nullptr; // empty GEMMs: the CPU's kernel only
+  RecurrentGemms forward = forwardGemms(c, rc);
+  RecurrentGradGemms back = gradGemms(c, rc);
+  bool lstm = cell == RecurrentCell::Lstm;
+  size_t next = 0;
+  RecurrentInputs in = recurrentInputs(args, cell, next);
+  const std::vector<Tensor> ins = args.in, out = args.out;
+  Workspace *workspace = args.workspace;
+  int64_t forwardFloats = ForwardScratch::floats(rc);
+  workspace->reserve((forwardFloats + GradScratch::floats(rc)) * sizeof(float));
+  return onStream(c.device, [=](Device &dev, DeviceStream &s) {
+    const int64_t H = rc.hidden, GH = rc.gh(), N = rc.batch, NH = N * H;
+    ForwardScratch f(rc, workspace->as<float>());
+    GradScratch g(rc, workspace->as<float>() + forwardFloats);
+    float *dx = out[0].as<float>(), *dw = out[1].as<float>(),
+          *dr = out[2].as<float>(), *db = out[3].as<float>();
+    RecurrentBody body{};
+    body.rc = rc;
+    auto launch = [&](RecurrentStep step, int64_t n) {
+      body.step = step;
+      return dev.recurrent(s, body, n);
+    };
+    auto gemm = [&](const std::shared_ptr<PreparedGemm> &p, const float *a,
+                    const float *b,
+                    float *y) { return dev.gemm(s, *p, a, b, nullptr, y); };
+    for (int64_t d = 0; d < rc.dirs; ++d) {
+      if (std::string e = runForward(dev, s, rc, forward, in, d, f, &g.saved,
+                                     nullptr, nullptr, nullptr);
+          !e.empty())
+        return e;
+      const float *r = in.r + d * GH * H;
+      float *drd = dr + d * GH * H;
+      body.d = d;
+      body.h = drd;
+      if (std::string e = launch(RecurrentStep::Zero, GH * H); !e.empty())
+        return e;
+      body.h = db + d * 2 * GH;
+      if (std::string e = launch(RecurrentStep::Zero, 2 * GH); !e.empty())
+        return e;
+      body.dh = g.dh;
+      body.dc = g.dc;
+      body.yh = ins[next + 1].as<float>();
+      body.yc = lstm ? ins[next + 2].as<float>() : nullptr;
+      if (std::string e = launch(RecurrentStep::GradStart, NH); !e.empty())
+        return e;
+      body.y = ins[next].as<float>();
+      body.proj = g.dproj;
+      body.q = g.dq;
+      body.dprev = g.dprev;
+      body.dm = g.dm;
+      body.m = g.m;
+      body.wb = db + d * 2 * GH;
+      body.rb = body.wb + GH;
+      for (int64_t step = rc.seq - 1; step >= 0; --step) {
+        body.t = rc.timeOf(step, d);
+        body.h = g.saved.h + step * NH;
+        body.c = g.saved.c + step * NH;
+        body.hOut = body.h + NH;
+        body.cOut = body.c + NH;
+        body.act = g.saved.act + step * N * GH;
+        body.qh = g.saved.qh + step * NH;
+        if (std::string e = launch(RecurrentStep::GradGates, NH); !e.empty())
+          return e;
+        std::string e;
+        if (rc.resetFirst()) {
+          e = gemm(back.dm, g.dq + 2 * H, r + 2 * H * H, g.dm);
+          if (e.empty())
+            e = launch(RecurrentStep::GradReset, NH);
+          if (e.empty())
+            e = gemm(back.drGates, g.dq, body.h, drd);
+          if (e.empty())
+            e = gemm(back.drHidden, g.dq + 2 * H, g.m, drd + 2 * H * H);
+          if (e.empty())
+            e = gemm(back.dprevGates, g.dq, r, body.dprev);
+        } else {
+          e = gemm(back.dr, g.dq, body.h, drd);
+          if (e.empty())
+            e = gemm(back.dprev, g.dq, r, body.dprev);
+        }
+        if (e.empty())
+          e = launch(RecurrentStep::GradBias, GH);
+        if (!e.empty())
+          return e;
+        std::swap(body.dh, body.dprev);
+      }
+      if (std::string e = gemm(d == 0 ? back.dxFirst : back.dxNext, g.dproj,
+                               in.w + d * GH * rc.input, dx);
+          !e.empty())
+        return e;
+      if (std::string e = gemm(back.dw, g.dproj, in.x, dw + d * GH * rc.input);
+          !e.empty())
+        return e;
+      body.h0 = out[4].as<float>();
+      body.c0 = lstm ? out[5].as<float>() : nullptr;
+      if (std::string e = launch(RecurrentStep::GradFinish, NH); !e.empty())
+        return e;
+    }
+    return std::string();
+  });
+}
+
+/// lstm, gru, rnn and their gradients, checked as the CPU checks them.
+KernelFn recurrentKernel(const std::string &op, Context &c) {
+  checkLikeTheCpu(op, c.args);
+  if (!allF32(c.args))
+    return nullptr;
+  RecurrentCell cell = op.rfind("lstm", 0) == 0  ? RecurrentCell::Lstm
+                       : op.rfind("gru", 0) == 0 ? RecurrentCell::Gru
+                                                 : RecurrentCell::Rnn;
+  bool grad = op.size() > 5 && op.compare(op.size() - 5, 5, "_grad") == 0;
+  return grad ? recurrentGradKernel(c, cell) : recurrentForwardKernel(c, cell);
+}
+
+//===----------------------------------------------------------------------===//
 // The kernel table
 //===----------------------------------------------------------------------===//
 
@@ -2017,6 +2391,9 @@ KernelFn own(const std::string &op, Context &c) {
     return padKernel(c);
   if (op == "cumsum")
     return cumsumKernel(c);
+  if (op == "lstm" || op == "gru" || op == "rnn" || op == "lstm_grad" ||
+      op == "gru_grad" || op == "rnn_grad")
+    return recurrentKernel(op, c);
   if (op == "conv")
     return convKernel(c);
   if (op == "conv_grad_input")

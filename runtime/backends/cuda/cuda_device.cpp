@@ -435,6 +435,10 @@ public:
     return check(launchInverseStd(var, invStd, channels, eps, raw(s)),
                  "inverse std kernel");
   }
+  std::string recurrent(DeviceStream &s, const RecurrentBody &body,
+                        int64_t n) override {
+    return check(launchRecurrent(body, n, raw(s)), "recurrent step kernel");
+  }
   std::string activationGrad(DeviceStream &s, const ActivationGradBody &body,
                              int64_t n) override {
     return check(launchActivationGrad(body, n, raw(s)),

@@ -38,6 +38,7 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/random.h"
+#include "kernels/recurrent.h"
 #include "kernels/rows.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
@@ -255,6 +256,8 @@ public:
   virtual std::string adamw(DeviceStream &s, const AdamWBody &body,
                             int64_t n) = 0;
   virtual std::string sgd(DeviceStream &s, const SGDBody &body, int64_t n) = 0;
+  virtual std::string recurrent(DeviceStream &s, const RecurrentBody &body,
+                                int64_t n) = 0;
   virtual std::string im2col(DeviceStream &s, const ConvWindow &window,
                              const float *x, float *col, int64_t images) = 0;
   virtual std::string col2im(DeviceStream &s, const ConvWindow &window,

@@ -668,6 +668,10 @@ public:
                          int64_t channels, float eps) override {
     return each(InverseStdBody{var, invStd, eps}, channels);
   }
+  std::string recurrent(DeviceStream &, const RecurrentBody &body,
+                        int64_t n) override {
+    return each(body, n);
+  }
   std::string activationGrad(DeviceStream &, const ActivationGradBody &body,
                              int64_t n) override {
     return each(body, n);

@@ -22,6 +22,7 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 #include "kernels/random.h"
+#include "kernels/recurrent.h"
 #include "kernels/rows.h"
 #include "kernels/reduce.h"
 #include "kernels/scatter.h"
@@ -189,6 +190,11 @@ cudaError_t launchNormGrad(bool rms, const float *dy, const float *x,
 /// adamw / sgd over n elements (kernels/optim.h); outputs may alias inputs.
 cudaError_t launchAdamW(const AdamWBody &body, int64_t n, cudaStream_t stream);
 cudaError_t launchSGD(const SGDBody &body, int64_t n, cudaStream_t stream);
+
+/// One pointwise piece of an lstm, gru or rnn step or of its gradient
+/// (kernels/recurrent.h) over n elements.
+cudaError_t launchRecurrent(const RecurrentBody &body, int64_t n,
+                            cudaStream_t stream);
 
 /// im2col of `images` images x [images, channels, h, w] into col [images,
 /// window.rows(), oh * ow] (zero in the padding).

@@ -12,6 +12,7 @@
 #include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "kernels/pool.h"
+#include "kernels/recurrent.h"
 #include "kernels/rows.h"
 #include "launch.h"
 
@@ -1165,6 +1166,57 @@ void resize(cuda::ResizeMode mode, int64_t h, int64_t w, double sh, double sw,
          e, dy, want, 1e-6);
 }
 
+/// One piece of a recurrent step (kernels/recurrent.h) of direction 1 at
+/// time 1 over random buffers, against the body run on the host: every
+/// buffer it may write (all of them are given) compared.
+void recurrentStep(cuda::RecurrentCell cell, bool linearBeforeReset,
+                   bool batchFirst, cuda::RecurrentStep step, int64_t batch,
+                   int64_t hidden, unsigned seed) {
+  int64_t gates = cell == cuda::RecurrentCell::Lstm  ? 4
+                  : cell == cuda::RecurrentCell::Gru ? 3
+                                                     : 1;
+  cuda::RecurrentShape rc{cell,  3,          batch,     5, hidden,
+                          2,     gates,      batchFirst, false,
+                          linearBeforeReset};
+  int64_t gh = rc.gh(), nh = batch * hidden, states = rc.dirs * nh;
+  using Field = float *cuda::RecurrentBody::*;
+  using B = cuda::RecurrentBody;
+  const std::vector<std::pair<Field, int64_t>> fields = {
+      {&B::proj, rc.seq * batch * gh}, {&B::q, batch * gh},
+      {&B::h, nh},     {&B::c, nh},    {&B::hOut, nh},  {&B::cOut, nh},
+      {&B::act, batch * gh},           {&B::qh, nh},    {&B::m, nh},
+      {&B::dm, nh},    {&B::dh, nh},   {&B::dc, nh},    {&B::dprev, nh},
+      {&B::wb, gh},    {&B::rb, gh},   {&B::y, rc.seq * states},
+      {&B::yh, states}, {&B::yc, states}, {&B::h0, states}, {&B::c0, states}};
+  cuda::RecurrentBody host{}, device{};
+  host.step = device.step = step;
+  host.rc = device.rc = rc;
+  host.d = device.d = 1;
+  host.t = device.t = 1;
+  std::vector<std::vector<float>> values;
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  values.reserve(fields.size());
+  for (size_t k = 0; k < fields.size(); ++k) {
+    // Activated gates in (0, 1), as the forward saves them.
+    values.push_back(random(fields[k].second, seed + k, 0.5f));
+    buffers.push_back(std::make_unique<DeviceBuffer>(values.back()));
+    host.*fields[k].first = values.back().data();
+    device.*fields[k].first = buffers.back()->data;
+  }
+  int64_t n = step == cuda::RecurrentStep::Bias       ? rc.seq * batch * gh
+              : step == cuda::RecurrentStep::GradBias ? gh
+                                                      : nh;
+  cuda::hostForEach(host, n);
+  cudaError_t e = cuda::launchRecurrent(device, n, nullptr);
+  std::string what = "recurrent cell " + std::to_string(int(cell)) + " step " +
+                     std::to_string(int(step)) + " lbr " +
+                     std::to_string(linearBeforeReset) + " batch " +
+                     std::to_string(batch) + " hidden " + std::to_string(hidden);
+  for (size_t k = 0; k < fields.size(); ++k)
+    expect(what + " buffer " + std::to_string(k), e, *buffers[k], values[k],
+           1e-5);
+}
+
 int main() {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
@@ -1250,6 +1302,20 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       norm(rms, 5, n, seed++);
+  for (auto cell : {cuda::RecurrentCell::Lstm, cuda::RecurrentCell::Gru,
+                    cuda::RecurrentCell::Rnn})
+    for (bool lbr : {false, true})
+      for (int step = 0; step <= int(cuda::RecurrentStep::Zero); ++step) {
+        bool gru = cell == cuda::RecurrentCell::Gru;
+        auto piece = cuda::RecurrentStep(step);
+        // linear_before_reset and the reset gate's pieces are GRU's only.
+        if (!gru && (lbr || piece == cuda::RecurrentStep::ResetGate ||
+                     piece == cuda::RecurrentStep::GradReset))
+          continue;
+        for (auto [batch, hidden] : {std::pair<int64_t, int64_t>{1, 1},
+                                     {3, 5}, {70, 300}})
+          recurrentStep(cell, lbr, batch == 3, piece, batch, hidden, seed++);
+      }
   for (auto kind : {cuda::ActivationGrad::Gelu, cuda::ActivationGrad::GeluTanh,
                     cuda::ActivationGrad::Silu})
     for (int64_t n : {1, 257, 5000000})
