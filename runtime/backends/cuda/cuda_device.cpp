@@ -147,6 +147,10 @@ struct LtGemm : PreparedGemm {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, y = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  /// Algorithms for operands less aligned than cuBLASLt assumes (256
+  /// bytes), by their alignment: views into a buffer (a convolution's
+  /// image, a recurrent layer's gate block) start anywhere.
+  std::map<uint32_t, cublasLtMatmulAlgo_t> lessAligned;
   ~LtGemm() override {
     for (cublasLtMatrixLayout_t layout : {a, b, y})
       if (layout)
@@ -158,6 +162,8 @@ struct LtGemm : PreparedGemm {
 
 /// cuBLASLt's workspace: what its heuristics may use.
 constexpr size_t kLtWorkspace = 32 << 20;
+/// The operand alignment cuBLASLt's heuristics assume unless told less.
+constexpr uint32_t kLtAssumedAlignment = 256;
 
 class CudaDevice : public Device {
 public:
@@ -555,6 +561,10 @@ public:
 
   std::shared_ptr<PreparedGemm> prepareGemm(const Gemm &gemm,
                                             std::string &error) override;
+  /// cuBLASLt's first choice for `p` with operands aligned to `alignment`
+  /// bytes; "" or why none.
+  std::string chooseAlgo(const LtGemm &p, uint32_t alignment,
+                         cublasLtMatmulAlgo_t &algo);
 #ifdef FSDP_HAVE_CUDNN
   std::shared_ptr<PreparedGraph>
   prepareAttention(const cudnn::SdpaShape &shape, std::string &why) override;
@@ -766,32 +776,51 @@ std::shared_ptr<PreparedGemm> CudaDevice::prepareGemm(const Gemm &g,
     error = layout(&p->b, type, secondRows, secondCols, g.lda, g.batch, g.strideA);
   if (error.empty())
     error = layout(&p->y, type, g.n, g.m, g.ldy, g.batch, g.strideY);
+  if (error.empty())
+    error = chooseAlgo(*p, kLtAssumedAlignment, p->algo);
+  if (!error.empty())
+    return nullptr;
+  return p;
+}
+
+std::string CudaDevice::chooseAlgo(const LtGemm &p, uint32_t alignment,
+                                   cublasLtMatmulAlgo_t &algo) {
   cublasLtMatmulPreference_t preference = nullptr;
-  if (error.empty())
-    error = checkLt(cublasLtMatmulPreferenceCreate(&preference),
-                    "cublasLtMatmulPreferenceCreate");
+  std::string error = checkLt(cublasLtMatmulPreferenceCreate(&preference),
+                              "cublasLtMatmulPreferenceCreate");
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr,
+                    const void *value, size_t bytes, const char *what) {
+    if (error.empty())
+      error = checkLt(
+          cublasLtMatmulPreferenceSetAttribute(preference, attr, value, bytes),
+          what);
+  };
   size_t workspace = kLtWorkspace;
-  if (error.empty())
-    error = checkLt(cublasLtMatmulPreferenceSetAttribute(
-                        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                        &workspace, sizeof(workspace)),
-                    "workspace preference");
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+         sizeof(workspace), "workspace preference");
+  if (alignment < kLtAssumedAlignment)
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      prefer(attr, &alignment, sizeof(alignment), "alignment preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   if (error.empty())
-    error = checkLt(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->y,
-                                                   p->y, preference, 1, &result,
+    error = checkLt(cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.y,
+                                                   p.y, preference, 1, &result,
                                                    &found),
                     "cublasLtMatmulAlgoGetHeuristic");
   if (preference)
     cublasLtMatmulPreferenceDestroy(preference);
   if (error.empty() && found == 0)
-    error = "cuBLASLt has no algorithm for this GEMM (m " + std::to_string(g.m) +
-            ", n " + std::to_string(g.n) + ", k " + std::to_string(g.k) + ")";
-  if (!error.empty())
-    return nullptr;
-  p->algo = result.algo;
-  return p;
+    error = "cuBLASLt has no algorithm for this GEMM (m " +
+            std::to_string(p.gemm.m) + ", n " + std::to_string(p.gemm.n) +
+            ", k " + std::to_string(p.gemm.k) + ", operands aligned to " +
+            std::to_string(alignment) + " bytes)";
+  if (error.empty())
+    algo = result.algo;
+  return error;
 }
 
 std::string CudaDevice::gemm(DeviceStream &s, PreparedGemm &prepared,
@@ -807,9 +836,28 @@ std::string CudaDevice::gemm(DeviceStream &s, PreparedGemm &prepared,
                                 "the bias");
         !e.empty())
       return e;
+  // The algorithm chosen when planning assumes every operand 256-byte
+  // aligned, as cuBLASLt does by default; one for the operands' actual
+  // alignment otherwise (a misaligned operand fails the matmul or, with a
+  // vectorised kernel, reads wrong).
+  uintptr_t addresses = kLtAssumedAlignment;
+  for (const void *operand : {a, b, bias, static_cast<const void *>(y)})
+    addresses |= reinterpret_cast<uintptr_t>(operand);
+  auto alignment = static_cast<uint32_t>(addresses & (~addresses + 1));
+  const cublasLtMatmulAlgo_t *algo = &p.algo;
+  if (alignment < kLtAssumedAlignment) {
+    auto found = p.lessAligned.find(alignment);
+    if (found == p.lessAligned.end()) {
+      cublasLtMatmulAlgo_t chosen{};
+      if (std::string e = chooseAlgo(p, alignment, chosen); !e.empty())
+        return e;
+      found = p.lessAligned.emplace(alignment, chosen).first;
+    }
+    algo = &found->second;
+  }
   float alpha = p.gemm.alpha, beta = p.gemm.beta;
   return checkLt(cublasLtMatmul(lt, p.desc, &alpha, b, p.a, a, p.b, &beta, y,
-                                p.y, y, p.y, &p.algo, ltWorkspace, kLtWorkspace,
+                                p.y, y, p.y, algo, ltWorkspace, kLtWorkspace,
                                 raw(s)),
                  "cublasLtMatmul");
 }
