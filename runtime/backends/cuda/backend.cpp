@@ -677,8 +677,11 @@ KernelFn softmaxKernel(const std::string &op, Context &c) {
   });
 }
 
-/// layer_norm / rms_norm over contiguous rows, with a scale and bias of
-/// the row's elements (or none); other broadcasts have no own kernel.
+/// layer_norm / rms_norm over contiguous rows. A scale or bias of the
+/// row's elements is read in place; one that broadcasts onto the
+/// normalised dims otherwise (one value, or a partial broadcast, as the
+/// CPU's Affine reads it) is first expanded to a row in the workspace by a
+/// strided read, so that the norm's body reads every affine input alike.
 KernelFn normKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   bool rms = op == "rms_norm";
@@ -687,28 +690,61 @@ KernelFn normKernel(const std::string &op, Context &c) {
   if (!allF32(args) || x.shape.empty() || x.shape != y.shape ||
       (args.out.size() != 1 && (rms || args.out.size() != 3)))
     return nullptr;
-  if (args.out.size() == 3)
-    checkLikeTheCpu(op, args); // their shapes
   int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);
   if (axis < 0 || axis >= rank || (!rms && args.in.size() < 2))
     return nullptr;
-  int64_t cols = 1;
-  for (int64_t d = axis; d < rank; ++d)
-    cols *= x.shape[d];
-  for (size_t i = 1; i < args.in.size(); ++i)
-    if (args.in[i].numel != cols)
+  std::vector<int64_t> normalised(x.shape.begin() + axis, x.shape.end());
+  int64_t cols = cpu::product(normalised);
+  // The affine inputs that are not a row: their reads onto one.
+  struct Expand {
+    bool needed = false;
+    Broadcast plan;
+  } expand[2];
+  bool expanding = false;
+  for (size_t i = 1; i < args.in.size(); ++i) {
+    if (args.in[i].numel == cols)
+      continue;
+    checkLikeTheCpu(op, args); // the shape broadcasts onto the row
+    std::vector<int64_t> shape = args.in[i].shape;
+    while (!shape.empty() && shape.front() == 1 &&
+           shape.size() > normalised.size())
+      shape.erase(shape.begin());
+    try {
+      expand[i - 1].plan = planStrided(
+          normalised,
+          cpu::broadcastStrides(shape, normalised, i == 1 ? "scale" : "bias"));
+    } catch (const std::invalid_argument &) {
       return nullptr;
-  const float *scale = args.in.size() > 1 ? args.in[1].as<float>() : nullptr;
-  const float *bias = args.in.size() > 2 ? args.in[2].as<float>() : nullptr;
+    }
+    expand[i - 1].needed = expanding = true;
+  }
+  if (args.out.size() == 3)
+    checkLikeTheCpu(op, args); // their shapes
+  const Tensor scale = args.in.size() > 1 ? args.in[1] : Tensor();
+  const Tensor bias = args.in.size() > 2 ? args.in[2] : Tensor();
   float eps = static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
   int64_t rows = cols ? x.numel / cols : 0;
   RowStats stats;
   if (args.out.size() == 3)
     stats = {args.out[1].as<float>(), args.out[2].as<float>()};
+  Workspace *workspace = args.workspace;
+  if (expanding)
+    workspace->reserve(2 * cols * sizeof(float));
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.norm(s, rms, x.as<float>(), scale, bias, y.as<float>(), rows,
-                  cols, eps, stats);
+    const float *affine[2] = {scale.as<float>(), bias.as<float>()};
+    for (int k = 0; k < 2; ++k) {
+      if (!expand[k].needed)
+        continue;
+      float *row = workspace->as<float>() + k * cols;
+      if (std::string e = d.stridedRead(s, sizeof(float), expand[k].plan,
+                                        affine[k], row, 0, cols);
+          !e.empty())
+        return e;
+      affine[k] = row;
+    }
+    return d.norm(s, rms, x.as<float>(), affine[0], affine[1], y.as<float>(),
+                  rows, cols, eps, stats);
   });
 }
 

@@ -218,6 +218,22 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     expect("layer_norm mean n=" + std::to_string(n), e, dm, mean, 2e-5);
     expect("layer_norm inv_std_dev n=" + std::to_string(n), e, di, inv, 2e-5);
   }
+  // A one-value scale, as the backend runs it: expanded to a row by a
+  // strided read (stride 0), then the norm reading the row.
+  std::vector<float> one = {s[0]}, row(n, s[0]), wantOne(x.size());
+  if (rms)
+    cuda::hostForEachRow(cuda::NormBody<true>{x.data(), row.data(), nullptr, wantOne.data(), n, 1e-6f}, rows, 1);
+  else
+    cuda::hostForEachRow(cuda::NormBody<false>{x.data(), row.data(), bias, wantOne.data(), n, 1e-5f}, rows, 1);
+  DeviceBuffer dOne(one), dRow(poison<float>(n)), dyOne(poison<float>(x.size()));
+  e = cuda::launchStridedRead(4, cuda::planStrided({n}, {0}), dOne.data,
+                              dRow.data, 0, n, nullptr);
+  if (e == cudaSuccess)
+    e = cuda::launchNorm(rms, dx.data, dRow.data, rms ? nullptr : db.data,
+                         dyOne.data, rows, n, rms ? 1e-6f : 1e-5f, {}, nullptr);
+  expect(std::string(rms ? "rms_norm" : "layer_norm") + " one-value scale n=" +
+             std::to_string(n),
+         e, dyOne, wantOne, 2e-5);
 }
 
 /// activation_grad against its body run on the host.
