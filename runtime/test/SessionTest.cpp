@@ -369,12 +369,14 @@ TEST(Sessions, TheDeviceIsAnOptionAndUnknownOnesAreNamed) {
 }
 
 TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
-  // relu has a CUDA kernel; a cast to int16 has none: fake-cuda runs the
-  // CPU's, fake-cuda:strict refuses it when the session is created, naming
-  // the op, as a GPU does.
+  // relu has a CUDA kernel; an add broadcasting over 9 dims that do not
+  // collapse (one past the CUDA kernels' kMaxDims) has none: fake-cuda
+  // runs the CPU's, fake-cuda:strict refuses it when the session is
+  // created, naming the op, as a GPU does.
   PlanBuilder b = reluPlan();
-  uint32_t i = b.input("i", I64, {4});
-  b.kernel("cast", {i}, {b.output("j", plan::DType::I16, {4})}, {}, "n2");
+  uint32_t i = b.input("i", F32, {2, 1, 2, 1, 2, 1, 2, 1, 2}),
+           j = b.input("j", F32, {1, 2, 1, 2, 1, 2, 1, 2, 1});
+  b.kernel("add", {i, j}, {b.output("k", F32, Shape(9, 2))}, {}, "n2");
   auto bytes = b.finish();
   fsdprt_plan_t *p = nullptr;
   ASSERT_EQ(take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p)), "");
@@ -387,7 +389,7 @@ TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
   s = nullptr;
   o.device = "fake-cuda:strict";
   EXPECT_EQ(take(fsdprt_session_create_with_options(p, &o, &s)),
-            "kernel 1 (cast at 'n2'): has "
+            "kernel 1 (add at 'n2'): has "
             "no CUDA kernel yet for these dtypes and shapes (docs/gpu.md "
             "lists the kernels the GPU has); run the plan with device 'cpu'");
   fsdprt_plan_destroy(p);
@@ -405,9 +407,9 @@ TEST(Sessions, TheStrictFakeDeviceRefusesOpsWithNoCudaKernel) {
 }
 
 TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
-  // cumsum's CUDA kernel takes its axis as an attribute: with the axis as
-  // an input (read only when it runs) it is refused, as int16 arithmetic
-  // (integer kernels take int64 only) is, never run on the host's kernel.
+  // A transpose reversing 9 dims (9 strided dims after collapsing, one
+  // past the CUDA kernels' kMaxDims) is refused, never run on the host's
+  // kernel.
   auto refusal = [](PlanBuilder b) {
     auto bytes = b.finish();
     fsdprt_plan_t *p = nullptr;
@@ -422,19 +424,13 @@ TEST(Sessions, TheStrictFakeDeviceRefusesTheKernelsOnlyTheCpuHas) {
     fsdprt_plan_destroy(p);
     return error;
   };
-  PlanBuilder cumsum;
-  uint32_t x = cumsum.input("x", F32, {2, 4}), axis = cumsum.input("axis", I64, {});
-  cumsum.kernel("cumsum", {x, axis}, {cumsum.output("y", F32, {2, 4})}, {}, "cs");
-  EXPECT_NE(refusal(std::move(cumsum))
-                .find("kernel 0 (cumsum at 'cs'): has no CUDA kernel yet"),
-            std::string::npos);
-  PlanBuilder add16;
-  uint32_t a = add16.input("a", plan::DType::I16, {3}),
-           b = add16.input("b", plan::DType::I16, {3});
-  add16.kernel("add", {a, b}, {add16.output("y", plan::DType::I16, {3})}, {},
-               "add16");
-  EXPECT_NE(refusal(std::move(add16))
-                .find("kernel 0 (add at 'add16'): has no CUDA kernel yet"),
+  PlanBuilder transpose;
+  Shape nine(9, 2);
+  uint32_t x = transpose.input("x", F32, nine);
+  transpose.kernel("transpose", {x}, {transpose.output("y", F32, nine)},
+                   {{"perm", Shape{8, 7, 6, 5, 4, 3, 2, 1, 0}}}, "t");
+  EXPECT_NE(refusal(std::move(transpose))
+                .find("kernel 0 (transpose at 't'): has no CUDA kernel yet"),
             std::string::npos);
 }
 

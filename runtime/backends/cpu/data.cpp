@@ -244,38 +244,6 @@ int64_t padSource(int64_t j, int64_t n, int64_t before, PadMode mode) {
   return i < 0 ? -i : 2 * (n - 1) - i;
 }
 
-/// The fill value's bits in `dtype` (low bytes of the result).
-uint64_t fillBits(fsdprt_dtype_t dtype, double value) {
-  uint64_t bits = 0;
-  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
-  switch (dtype) {
-  case FSDPRT_F32:
-    put(static_cast<float>(value));
-    break;
-  case FSDPRT_F64:
-    put(value);
-    break;
-  case FSDPRT_I64:
-    put(static_cast<int64_t>(value));
-    break;
-  case FSDPRT_I32:
-    put(static_cast<int32_t>(value));
-    break;
-  case FSDPRT_I16:
-    put(static_cast<int16_t>(value));
-    break;
-  case FSDPRT_I8:
-  case FSDPRT_U8:
-  case FSDPRT_BOOL:
-    put(static_cast<uint8_t>(value));
-    break;
-  default:
-    require(value == 0, std::string("a non-zero fill value for ") +
-                            fsdprt_dtype_name(dtype) + " is not supported");
-  }
-  return bits;
-}
-
 /// y = x padded per axis (`pads`: begins then ends), a row of y at a time:
 /// the row's source row (or the fill) from the outer indices, then each
 /// element of the last axis from its source.
@@ -347,7 +315,7 @@ KernelFn pad(KernelArgs &args) {
                 " must be smaller than its size");
   }
   pads.resize(rank); // the kernel needs only the begins
-  uint64_t bits = fillBits(y.dtype, args.attrs.getFloat("value", 0));
+  uint64_t bits = padFill(y.dtype, args.attrs.getFloat("value", 0));
   auto typed = [&](auto zero) {
     decltype(zero) fill;
     std::memcpy(&fill, &bits, sizeof(fill));
@@ -838,6 +806,37 @@ KernelFn cumsum(KernelArgs &args) {
 }
 
 } // namespace
+
+uint64_t padFill(fsdprt_dtype_t dtype, double value) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+  case FSDPRT_F32:
+    put(static_cast<float>(value));
+    break;
+  case FSDPRT_F64:
+    put(value);
+    break;
+  case FSDPRT_I64:
+    put(static_cast<int64_t>(value));
+    break;
+  case FSDPRT_I32:
+    put(static_cast<int32_t>(value));
+    break;
+  case FSDPRT_I16:
+    put(static_cast<int16_t>(value));
+    break;
+  case FSDPRT_I8:
+  case FSDPRT_U8:
+  case FSDPRT_BOOL:
+    put(static_cast<uint8_t>(value));
+    break;
+  default:
+    require(value == 0, std::string("a non-zero fill value for ") +
+                            fsdprt_dtype_name(dtype) + " is not supported");
+  }
+  return bits;
+}
 
 bool isStridedRead(const std::string &op) {
   return op == "transpose" || op == "slice" || op == "expand";

@@ -4,6 +4,7 @@
 #define FSDPRT_BACKENDS_CPU_KERNELS_H
 
 #include "../../src/backend.h"
+#include "../cuda/kernels/resize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -141,6 +142,21 @@ struct PoolWindow {
 /// attributes and the pooled shape `y` checked: KernelError); the CUDA
 /// backend plans its pooling kernels with it too.
 PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y);
+
+/// resize's plan of x to y from its attributes (checked: KernelError),
+/// without the scales; the CUDA backend plans its resize kernel with it.
+cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
+                            const Tensor &y);
+
+/// A run-time scale's fault (cuda::resizeScaleFault's code and detail) in
+/// words, as the CPU's resize reports it and the CUDA backend too.
+std::string resizeScaleError(const cuda::ResizePlan &plan, int code,
+                             int64_t detail);
+
+/// pad's constant `value` in `dtype`, as bits (low bytes), as both
+/// backends convert it; a non-zero constant for another dtype (bf16, f16)
+/// is a KernelError.
+uint64_t padFill(fsdprt_dtype_t dtype, double value);
 
 //===----------------------------------------------------------------------===//
 // Activations: one definition for the elementwise kernels and for linear's

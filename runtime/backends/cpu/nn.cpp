@@ -14,7 +14,9 @@
 #include "vmath.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 
 namespace fsdprt::cpu {
@@ -665,163 +667,79 @@ KernelFn globalAveragePool(KernelArgs &args) {
 // resize
 //===----------------------------------------------------------------------===//
 
-/// Where output index `j` of an axis resized from `n` to `m` by `scale`
-/// lies in the input, by ONNX Resize's coordinate_transformation_mode.
-double resizeSource(int64_t j, int64_t n, int64_t m, double scale,
-                    const std::string &mode) {
-  // ONNX's reference takes the resized length as n * scale, unrounded (a
-  // scale 0.6 of 4 is 2.4 long, though 2 rows are computed); a scale made
-  // from sizes gives back m, but for rounding.
-  double length = n * scale;
-  if (std::abs(length - m) < 1e-6 * std::max<int64_t>(m, 1))
-    length = static_cast<double>(m);
-  if (mode == "align_corners")
-    return length == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (length - 1);
-  if (mode == "asymmetric")
-    return j / scale;
-  if (mode == "tf_half_pixel_for_nn")
-    return (j + 0.5) / scale;
-  if (mode == "pytorch_half_pixel" && length <= 1)
-    return 0.0;
-  return (j + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
-}
-
-/// ONNX's nearest_mode rounding of a source coordinate.
-int64_t resizeRound(double x, const std::string &mode) {
-  double floor = std::floor(x);
-  if (mode == "floor")
-    return static_cast<int64_t>(floor);
-  if (mode == "ceil")
-    return static_cast<int64_t>(std::ceil(x));
-  if (x - floor == 0.5)
-    return static_cast<int64_t>(mode == "round_prefer_ceil" ? floor + 1
-                                                            : floor);
-  return static_cast<int64_t>(std::round(x));
-}
-
-/// One output index of one axis: the input indices it blends (1 for
-/// nearest, 2 for linear, 4 for cubic) and their weights.
-struct ResizeTap {
-  int64_t at[4];
-  double weight[4];
-  int count;
-};
-
-/// The cubic convolution weights (Keys, with coefficient `a`) of the input
-/// rows base-1 .. base+2 for a source `r` rows past `base`.
-void cubicWeights(double r, double a, double *w) {
-  double s = 1 + r, t = 1 - r, u = 2 - r;
-  w[0] = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
-  w[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
-  w[2] = ((a + 2) * t - (a + 3)) * t * t + 1;
-  w[3] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
-}
-
-/// The taps of an axis resized from `n` to `m` by `scale`, as ONNX's
-/// reference resize picks them: the rows nearest the source coordinate (an
-/// integer source takes the rows below it), clamped to the edge, or with
-/// exclude_outside dropped and the rest renormalised.
-struct ResizeModes {
-  std::string mode, transform, nearest;
-  double a;
-  bool exclude;
-};
-
-ResizeModes resizeModes(const KernelArgs &args) {
-  return {args.attrs.getString("mode", "nearest"),
-          args.attrs.getString("coordinate_transformation_mode", "half_pixel"),
-          args.attrs.getString("nearest_mode", "round_prefer_floor"),
-          args.attrs.getFloat("cubic_coeff_a", -0.75),
-          args.attrs.getInt("exclude_outside", 0) != 0};
-}
-
-std::vector<ResizeTap> resizeTaps(int64_t n, int64_t m, double scale,
-                                  const ResizeModes &modes) {
-  const std::string &mode = modes.mode, &transform = modes.transform,
-                    &nearest = modes.nearest;
-  double a = modes.a;
-  bool exclude = modes.exclude;
-  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
-  std::vector<ResizeTap> taps;
-  for (int64_t j = 0; j < m; ++j) {
-    double x = resizeSource(j, n, m, scale, transform);
-    ResizeTap tap{};
-    if (mode == "nearest") {
-      tap.at[0] = clamp(resizeRound(x, nearest));
-      tap.weight[0] = 1;
-      tap.count = 1;
-      taps.push_back(tap);
-      continue;
-    }
-    double floor = std::floor(x);
-    int64_t base = static_cast<int64_t>(floor);
-    double r = x - floor;
-    if (mode == "linear") {
-      tap = {{clamp(base), clamp(base + 1)}, {1 - r, r}, 2};
-      taps.push_back(tap);
-      continue;
-    }
-    if (r == 0) { // the reference's neighbours of an integer lie below it
-      --base;
-      r = 1;
-    }
-    cubicWeights(r, a, tap.weight);
-    tap.count = 4;
-    double kept = 0;
-    for (int k = 0; k < 4; ++k) {
-      int64_t row = base - 1 + k;
-      if (exclude && (row < 0 || row >= n))
-        tap.weight[k] = 0;
-      kept += tap.weight[k];
-      tap.at[k] = clamp(row);
-    }
-    if (exclude && kept != 0)
-      for (double &w : tap.weight)
-        w /= kept;
-    taps.push_back(tap);
-  }
+/// The taps of axis d resized by `scale`, one per output index
+/// (cuda/kernels/resize.h: the arithmetic the CUDA kernels share).
+std::vector<cuda::ResizeTap> resizeTaps(const cuda::ResizePlan &plan, int d,
+                                        double scale) {
+  std::vector<cuda::ResizeTap> taps(plan.out[d]);
+  for (int64_t j = 0; j < plan.out[d]; ++j)
+    taps[j] = cuda::resizeTap(plan, d, j, scale);
   return taps;
 }
 
-void requireResizeModes(const KernelArgs &args) {
+} // namespace
+
+cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
+                            const Tensor &y) {
   std::string mode = args.attrs.getString("mode", "nearest");
   std::string transform =
       args.attrs.getString("coordinate_transformation_mode", "half_pixel");
   std::string nearest =
       args.attrs.getString("nearest_mode", "round_prefer_floor");
-  require(mode == "nearest" || mode == "linear" || mode == "cubic",
+  static const std::map<std::string, cuda::ResizeMode> modes = {
+      {"nearest", cuda::ResizeMode::Nearest},
+      {"linear", cuda::ResizeMode::Linear},
+      {"cubic", cuda::ResizeMode::Cubic}};
+  static const std::map<std::string, cuda::ResizeTransform> transforms = {
+      {"half_pixel", cuda::ResizeTransform::HalfPixel},
+      {"pytorch_half_pixel", cuda::ResizeTransform::PytorchHalfPixel},
+      {"align_corners", cuda::ResizeTransform::AlignCorners},
+      {"asymmetric", cuda::ResizeTransform::Asymmetric},
+      {"tf_half_pixel_for_nn", cuda::ResizeTransform::TfHalfPixelForNn}};
+  static const std::map<std::string, cuda::NearestMode> nearests = {
+      {"round_prefer_floor", cuda::NearestMode::RoundPreferFloor},
+      {"round_prefer_ceil", cuda::NearestMode::RoundPreferCeil},
+      {"floor", cuda::NearestMode::Floor},
+      {"ceil", cuda::NearestMode::Ceil}};
+  require(modes.count(mode),
           "mode must be nearest, linear or cubic, not " + mode);
-  require(transform == "half_pixel" || transform == "pytorch_half_pixel" ||
-              transform == "align_corners" || transform == "asymmetric" ||
-              transform == "tf_half_pixel_for_nn",
+  require(transforms.count(transform),
           "coordinate_transformation_mode " + transform + " is not supported");
-  require(nearest == "round_prefer_floor" || nearest == "round_prefer_ceil" ||
-              nearest == "floor" || nearest == "ceil",
+  require(nearests.count(nearest),
           "nearest_mode " + nearest + " is not supported");
+  size_t rank = x.shape.size();
+  require(y.shape.size() == rank && rank <= cuda::kMaxDims,
+          "scales needs one entry per dimension of x " + shapeString(x.shape));
+  cuda::ResizePlan plan{};
+  plan.rank = static_cast<int>(rank);
+  std::vector<int64_t> strides = stridesOf(x.shape);
+  for (size_t d = 0; d < rank; ++d) {
+    plan.in[d] = x.shape[d];
+    plan.out[d] = y.shape[d];
+    plan.stride[d] = strides[d];
+  }
+  plan.mode = modes.at(mode);
+  plan.transform = transforms.at(transform);
+  plan.nearest = nearests.at(nearest);
+  plan.a = args.attrs.getFloat("cubic_coeff_a", -0.75);
+  plan.exclude = args.attrs.getInt("exclude_outside", 0) != 0;
+  return plan;
 }
 
-/// Every axis's taps for `scales`; an error when a scale is not positive or
-/// does not give y's size (floor(x's size * scale), as ONNX sizes it).
-std::string resizeAxes(const Tensor &x, const Tensor &y,
-                       const std::vector<double> &scales, bool fromRunTime,
-                       const ResizeModes &modes,
-                       std::vector<std::vector<ResizeTap>> &taps) {
-  taps.clear();
-  for (size_t d = 0; d < x.shape.size(); ++d) {
-    if (!(scales[d] > 0))
-      return "scales must be positive";
-    if (fromRunTime &&
-        static_cast<int64_t>(std::floor(x.shape[d] * scales[d])) != y.shape[d])
-      return "scale " + std::to_string(scales[d]) + " of dimension " +
-             std::to_string(d) + " resizes " + std::to_string(x.shape[d]) +
-             " to " +
-             std::to_string(
-                 static_cast<int64_t>(std::floor(x.shape[d] * scales[d]))) +
-             ", not the plan's " + std::to_string(y.shape[d]);
-    taps.push_back(resizeTaps(x.shape[d], y.shape[d], scales[d], modes));
-  }
-  return std::string();
+std::string resizeScaleError(const cuda::ResizePlan &plan, int code,
+                             int64_t detail) {
+  if (code == cuda::kNonPositiveScale)
+    return "scales must be positive";
+  int d = code - cuda::kBadScale;
+  double scale;
+  std::memcpy(&scale, &detail, sizeof scale);
+  return "scale " + std::to_string(scale) + " of dimension " +
+         std::to_string(d) + " resizes " + std::to_string(plan.in[d]) + " to " +
+         std::to_string(static_cast<int64_t>(std::floor(plan.in[d] * scale))) +
+         ", not the plan's " + std::to_string(plan.out[d]);
 }
+
+namespace {
 
 /// ONNX Resize, nearest, (multi)linear or (multi)cubic, with one scale per
 /// axis (the `scales` parameter, or an f32 input read at run time): each
@@ -831,7 +749,6 @@ KernelFn resize(KernelArgs &args) {
   Tensor x = args.in[0], y = args.out[0];
   requireDtype(x, FSDPRT_F32, "x");
   requireDtype(y, FSDPRT_F32, "y");
-  requireResizeModes(args);
   size_t rank = x.shape.size();
   bool fromRunTime = args.in.size() == 2;
   Tensor scalesIn = fromRunTime ? args.in[1] : Tensor();
@@ -843,32 +760,34 @@ KernelFn resize(KernelArgs &args) {
                 shapeString(x.shape) + " (and no scales parameter)");
     scales.assign(rank, 1.0);
   }
-  require(scales.size() == rank && y.shape.size() == rank && rank <= 8,
+  require(scales.size() == rank,
           "scales needs one entry per dimension of x " + shapeString(x.shape));
+  cuda::ResizePlan plan = resizePlan(args, x, y);
   for (size_t d = 0; d < rank; ++d)
     require(x.shape[d] > 0 || y.shape[d] == 0,
             "dimension " + std::to_string(d) + " of x is empty");
-  ResizeModes modes = resizeModes(args);
-  std::vector<std::vector<ResizeTap>> planned;
-  if (!fromRunTime) {
-    std::string error = resizeAxes(x, y, scales, false, modes, planned);
-    require(error.empty(), error);
-  }
-  std::vector<int64_t> xStrides = stridesOf(x.shape);
+  std::vector<std::vector<cuda::ResizeTap>> planned;
+  if (!fromRunTime)
+    for (int d = 0; d < plan.rank; ++d) {
+      require(scales[d] > 0, "scales must be positive");
+      planned.push_back(resizeTaps(plan, d, scales[d]));
+    }
   return [=]() {
-    std::vector<std::vector<ResizeTap>> read;
+    std::vector<std::vector<cuda::ResizeTap>> read;
     if (fromRunTime) {
-      std::vector<double> given(rank);
+      double given[cuda::kMaxDims];
       for (size_t d = 0; d < rank; ++d)
         given[d] = scalesIn.as<float>()[d];
-      std::string error = resizeAxes(x, y, given, true, modes, read);
-      if (!error.empty())
-        return error;
+      int64_t detail = 0;
+      if (int code = cuda::resizeScaleFault(plan, given, detail))
+        return resizeScaleError(plan, code, detail);
+      for (int d = 0; d < plan.rank; ++d)
+        read.push_back(resizeTaps(plan, d, given[d]));
     }
-    const std::vector<std::vector<ResizeTap>> &taps =
+    const std::vector<std::vector<cuda::ResizeTap>> &taps =
         fromRunTime ? read : planned;
     parallelFor(y.numel, 1 << (2 * rank), [&](int64_t i) {
-      const ResizeTap *at[8];
+      const cuda::ResizeTap *at[8];
       for (int64_t d = static_cast<int64_t>(rank) - 1, r = i; d >= 0;
            r /= y.shape[d], --d)
         at[d] = &taps[d][r % y.shape[d]];
@@ -879,7 +798,7 @@ KernelFn resize(KernelArgs &args) {
         int64_t from = 0;
         for (size_t d = 0; d < rank && weight != 0; ++d) {
           weight *= at[d]->weight[k[d]];
-          from += at[d]->at[k[d]] * xStrides[d];
+          from += at[d]->at[k[d]] * plan.stride[d];
         }
         if (weight != 0)
           sum += weight * x.as<float>()[from];

@@ -466,12 +466,48 @@ bool allI64(const KernelArgs &args) {
   return true;
 }
 
-/// add, sub, mul, div, mod, max and min on int64 and fp32; pow and prelu
-/// on fp32.
+/// One dtype for every operand of `args`, and it is one of the narrow
+/// integers (I32, I16, I8, U8).
+bool allNarrowInteger(const KernelArgs &args) {
+  fsdprt_dtype_t t = args.out[0].dtype;
+  if (t != FSDPRT_I32 && t != FSDPRT_I16 && t != FSDPRT_I8 && t != FSDPRT_U8)
+    return false;
+  for (const Tensor &x : args.in)
+    if (x.dtype != t)
+      return false;
+  return true;
+}
+
+/// pow of an int64 base (the CPU's checks: the output's dtype), its
+/// exponent I64, I32, F32 or F64.
+KernelFn powInt64Kernel(Context &c) {
+  checkLikeTheCpu("pow", c.args);
+  const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
+  if (b.dtype != FSDPRT_I64 && b.dtype != FSDPRT_I32 && b.dtype != FSDPRT_F32 &&
+      b.dtype != FSDPRT_F64)
+    return nullptr;
+  Broadcast plan;
+  try {
+    plan = planBroadcast(y.shape, {a.shape, b.shape});
+  } catch (const std::invalid_argument &) {
+    return nullptr;
+  }
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    return d.powInt64(s, b.dtype, plan, a.as<int64_t>(), b.data,
+                      y.as<int64_t>(), y.numel);
+  });
+}
+
+/// add, sub, mul, div, mod, max and min on fp32 and on int64, int32,
+/// int16, int8 and uint8 (wrapping as the CPU's); pow and prelu on fp32,
+/// pow of an int64 base.
 KernelFn binaryOp(const std::string &op, Context &c) {
   if (c.args.in.size() != 2 || c.args.out.size() != 1)
     return nullptr;
-  bool integers = allI64(c.args);
+  if (op == "pow" && c.args.in[0].dtype == FSDPRT_I64)
+    return powInt64Kernel(c);
+  bool narrow = allNarrowInteger(c.args);
+  bool integers = narrow || allI64(c.args);
   if (!integers && !allF32(c.args))
     return nullptr;
   Binary kind;
@@ -489,6 +525,20 @@ KernelFn binaryOp(const std::string &op, Context &c) {
   }
   if (integers && (kind == Binary::Pow || kind == Binary::PRelu))
     return nullptr; // the CPU's pow in double, its refusal of prelu
+  if (narrow) {
+    checkLikeTheCpu(op, c.args);
+    const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
+    Broadcast plan;
+    try {
+      plan = planBroadcast(y.shape, {a.shape, b.shape});
+    } catch (const std::invalid_argument &) {
+      return nullptr;
+    }
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.integerBinary(s, kind, y.dtype, plan, a.data, b.data, y.data,
+                             y.numel);
+    });
+  }
   return integers ? binaryKernel<int64_t>(c, kind) : binaryKernel<float>(c, kind);
 }
 
@@ -627,8 +677,11 @@ KernelFn softmaxKernel(const std::string &op, Context &c) {
   });
 }
 
-/// layer_norm / rms_norm over contiguous rows, with a scale and bias of
-/// the row's elements (or none); other broadcasts have no own kernel.
+/// layer_norm / rms_norm over contiguous rows. A scale or bias of the
+/// row's elements is read in place; one that broadcasts onto the
+/// normalised dims otherwise (one value, or a partial broadcast, as the
+/// CPU's Affine reads it) is first expanded to a row in the workspace by a
+/// strided read, so that the norm's body reads every affine input alike.
 KernelFn normKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   bool rms = op == "rms_norm";
@@ -637,28 +690,61 @@ KernelFn normKernel(const std::string &op, Context &c) {
   if (!allF32(args) || x.shape.empty() || x.shape != y.shape ||
       (args.out.size() != 1 && (rms || args.out.size() != 3)))
     return nullptr;
-  if (args.out.size() == 3)
-    checkLikeTheCpu(op, args); // their shapes
   int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = rms ? rank - 1 : args.attrs.getInt("axis", -1);
   if (axis < 0 || axis >= rank || (!rms && args.in.size() < 2))
     return nullptr;
-  int64_t cols = 1;
-  for (int64_t d = axis; d < rank; ++d)
-    cols *= x.shape[d];
-  for (size_t i = 1; i < args.in.size(); ++i)
-    if (args.in[i].numel != cols)
+  std::vector<int64_t> normalised(x.shape.begin() + axis, x.shape.end());
+  int64_t cols = cpu::product(normalised);
+  // The affine inputs that are not a row: their reads onto one.
+  struct Expand {
+    bool needed = false;
+    Broadcast plan;
+  } expand[2];
+  bool expanding = false;
+  for (size_t i = 1; i < args.in.size(); ++i) {
+    if (args.in[i].numel == cols)
+      continue;
+    checkLikeTheCpu(op, args); // the shape broadcasts onto the row
+    std::vector<int64_t> shape = args.in[i].shape;
+    while (!shape.empty() && shape.front() == 1 &&
+           shape.size() > normalised.size())
+      shape.erase(shape.begin());
+    try {
+      expand[i - 1].plan = planStrided(
+          normalised,
+          cpu::broadcastStrides(shape, normalised, i == 1 ? "scale" : "bias"));
+    } catch (const std::invalid_argument &) {
       return nullptr;
-  const float *scale = args.in.size() > 1 ? args.in[1].as<float>() : nullptr;
-  const float *bias = args.in.size() > 2 ? args.in[2].as<float>() : nullptr;
+    }
+    expand[i - 1].needed = expanding = true;
+  }
+  if (args.out.size() == 3)
+    checkLikeTheCpu(op, args); // their shapes
+  const Tensor scale = args.in.size() > 1 ? args.in[1] : Tensor();
+  const Tensor bias = args.in.size() > 2 ? args.in[2] : Tensor();
   float eps = static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
   int64_t rows = cols ? x.numel / cols : 0;
   RowStats stats;
   if (args.out.size() == 3)
     stats = {args.out[1].as<float>(), args.out[2].as<float>()};
+  Workspace *workspace = args.workspace;
+  if (expanding)
+    workspace->reserve(2 * cols * sizeof(float));
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.norm(s, rms, x.as<float>(), scale, bias, y.as<float>(), rows,
-                  cols, eps, stats);
+    const float *affine[2] = {scale.as<float>(), bias.as<float>()};
+    for (int k = 0; k < 2; ++k) {
+      if (!expand[k].needed)
+        continue;
+      float *row = workspace->as<float>() + k * cols;
+      if (std::string e = d.stridedRead(s, sizeof(float), expand[k].plan,
+                                        affine[k], row, 0, cols);
+          !e.empty())
+        return e;
+      affine[k] = row;
+    }
+    return d.norm(s, rms, x.as<float>(), affine[0], affine[1], y.as<float>(),
+                  rows, cols, eps, stats);
   });
 }
 
@@ -856,25 +942,6 @@ KernelFn gatherGradKernel(Context &c) {
   });
 }
 
-/// pad's constant in `dtype`, as bits (low bytes), as the CPU converts it;
-/// bf16 and f16 take only 0 (the CPU's check refuses others).
-uint64_t padFill(fsdprt_dtype_t dtype, double value) {
-  uint64_t bits = 0;
-  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
-  switch (dtype) {
-  case FSDPRT_F32: put(static_cast<float>(value)); break;
-  case FSDPRT_F64: put(value); break;
-  case FSDPRT_I64: put(static_cast<int64_t>(value)); break;
-  case FSDPRT_I32: put(static_cast<int32_t>(value)); break;
-  case FSDPRT_I16: put(static_cast<int16_t>(value)); break;
-  case FSDPRT_I8:
-  case FSDPRT_U8:
-  case FSDPRT_BOOL: put(static_cast<uint8_t>(value)); break;
-  default: break;
-  }
-  return bits;
-}
-
 /// pad (constant, reflect, edge) of any element size, as the CPU checks it.
 KernelFn padKernel(Context &c) {
   checkLikeTheCpu("pad", c.args);
@@ -896,7 +963,7 @@ KernelFn padKernel(Context &c) {
     shape.stride[d] = strides[d];
     shape.before[d] = pads[d];
   }
-  uint64_t fill = padFill(y.dtype, c.args.attrs.getFloat("value", 0));
+  uint64_t fill = cpu::padFill(y.dtype, c.args.attrs.getFloat("value", 0));
   size_t size = fsdprt_dtype_size(y.dtype);
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.pad(s, size, shape, x.data, y.data, y.numel, fill);
@@ -920,25 +987,52 @@ KernelFn triluKernel(Context &c) {
   });
 }
 
-/// cumsum (F32, F64, I64, I32) along the attribute's axis; an axis given
-/// as an input (known only when it runs) has no own kernel.
+std::string badAxis(const ErrorSlot &slot, const std::vector<int64_t> &bounds) {
+  return "axis " + std::to_string(slot.detail) + " is out of range for rank " +
+         std::to_string(bounds[0]);
+}
+
+/// cumsum (F32, F64, I64, I32) along the attribute's axis or along an axis
+/// given as an input. The input is read by the kernel from device memory
+/// (as trilu's k), not downloaded here: a download would synchronise the
+/// stream mid-step and could not be captured in a graph. So the launch
+/// covers the most lines any axis makes, each thread finds its line's
+/// geometry, and a bad axis goes to the kernel's ErrorSlot.
 KernelFn cumsumKernel(Context &c) {
   checkLikeTheCpu("cumsum", c.args);
   const Tensor x = c.args.in[0], y = c.args.out[0];
-  if (c.args.in.size() == 2 ||
-      (x.dtype != FSDPRT_F32 && x.dtype != FSDPRT_F64 &&
-       x.dtype != FSDPRT_I64 && x.dtype != FSDPRT_I32))
+  if (x.dtype != FSDPRT_F32 && x.dtype != FSDPRT_F64 && x.dtype != FSDPRT_I64 &&
+      x.dtype != FSDPRT_I32)
     return nullptr;
-  int64_t axis = c.args.attrs.getInt("axis", 0);
-  int64_t dim = x.shape[axis];
-  int64_t inner = cpu::product(x.shape, axis + 1, x.shape.size());
-  int64_t lines = dim ? x.numel / dim : 0;
   bool exclusive = c.args.attrs.getInt("exclusive", 0) != 0;
   bool reverse = c.args.attrs.getInt("reverse", 0) != 0;
   fsdprt_dtype_t dtype = x.dtype;
+  CumsumAxisInput axisInput;
+  int64_t lines = 0, dim = 0, inner = 0;
+  if (c.args.in.size() == 2) {
+    if (x.shape.size() > static_cast<size_t>(kMaxDims))
+      return nullptr;
+    axisInput.axis = c.args.in[1].data;
+    axisInput.is32 = c.args.in[1].dtype == FSDPRT_I32;
+    axisInput.rank = static_cast<int>(x.shape.size());
+    std::copy(x.shape.begin(), x.shape.end(), axisInput.shape);
+    size_t slot = c.backend.addFault(c.args.where, badAxis, {axisInput.rank});
+    CudaBackend *backend = &c.backend;
+    lines = axisInput.maxLines();
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      CumsumAxisInput withSlot = axisInput;
+      withSlot.error = backend->slot(slot);
+      return d.cumsum(s, dtype, x.data, y.data, lines, dim, inner, exclusive,
+                      reverse, withSlot);
+    });
+  }
+  int64_t axis = c.args.attrs.getInt("axis", 0);
+  dim = x.shape[axis];
+  inner = cpu::product(x.shape, axis + 1, x.shape.size());
+  lines = dim ? x.numel / dim : 0;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.cumsum(s, dtype, x.data, y.data, lines, dim, inner, exclusive,
-                    reverse);
+                    reverse, axisInput);
   });
 }
 
@@ -1193,49 +1287,47 @@ KernelFn gradKernel(const std::string &op, Context &c) {
   });
 }
 
-/// resize with its scales as a parameter (the CPU's checks: modes, sizes),
-/// its taps computed by each output element's thread; scales given as an
-/// input (known only when it runs) have no own kernel.
+/// A run-time scale that does not fit the plan, as the CPU words it;
+/// `bounds`: x's dims, then y's.
+std::string badScale(const ErrorSlot &slot,
+                     const std::vector<int64_t> &bounds) {
+  ResizePlan plan{};
+  plan.rank = static_cast<int>(bounds.size() / 2);
+  for (int d = 0; d < plan.rank; ++d)
+    plan.in[d] = bounds[d], plan.out[d] = bounds[plan.rank + d];
+  return cpu::resizeScaleError(plan, slot.code, slot.detail);
+}
+
+/// resize (the CPU's plan and checks: cpu::resizePlan), its taps computed
+/// by each output element's thread. Scales given as an input are read by
+/// the kernel from device memory, as trilu's k is, rather than downloaded
+/// here: y's shape is the plan's whatever the scales say (they only move
+/// the taps, and a scale that does not give y's size is a fault, in the
+/// kernel's ErrorSlot), so nothing on the host needs them, and a download
+/// would synchronise the stream mid-step and could not be captured.
 KernelFn resizeKernel(Context &c) {
   checkLikeTheCpu("resize", c.args);
   const Tensor x = c.args.in[0], y = c.args.out[0];
-  if (c.args.in.size() != 1 || x.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
+  if (x.dtype != FSDPRT_F32 || y.dtype != FSDPRT_F32)
     return nullptr; // halves run widened
-  const Attrs &attrs = c.args.attrs;
-  std::string mode = attrs.getString("mode", "nearest");
-  std::string transform =
-      attrs.getString("coordinate_transformation_mode", "half_pixel");
-  std::string nearest = attrs.getString("nearest_mode", "round_prefer_floor");
-  std::vector<double> scales = attrs.getFloats("scales", {});
-  std::vector<int64_t> strides = cpu::stridesOf(x.shape);
-  ResizePlan plan{};
-  plan.rank = static_cast<int>(x.shape.size());
-  for (int d = 0; d < plan.rank; ++d) {
-    plan.in[d] = x.shape[d];
-    plan.out[d] = y.shape[d];
-    plan.stride[d] = strides[d];
-    plan.scale[d] = scales[d];
+  ResizePlan plan = cpu::resizePlan(c.args, x, y);
+  if (c.args.in.size() == 1) {
+    std::vector<double> scales = c.args.attrs.getFloats("scales", {});
+    std::copy(scales.begin(), scales.end(), plan.scale);
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.resize(s, ResizeBody{plan, x.as<float>(), y.as<float>()},
+                      y.numel);
+    });
   }
-  plan.mode = mode == "linear"  ? ResizeMode::Linear
-              : mode == "cubic" ? ResizeMode::Cubic
-                                : ResizeMode::Nearest;
-  static const std::map<std::string, ResizeTransform> transforms = {
-      {"half_pixel", ResizeTransform::HalfPixel},
-      {"pytorch_half_pixel", ResizeTransform::PytorchHalfPixel},
-      {"align_corners", ResizeTransform::AlignCorners},
-      {"asymmetric", ResizeTransform::Asymmetric},
-      {"tf_half_pixel_for_nn", ResizeTransform::TfHalfPixelForNn}};
-  static const std::map<std::string, NearestMode> nearests = {
-      {"round_prefer_floor", NearestMode::RoundPreferFloor},
-      {"round_prefer_ceil", NearestMode::RoundPreferCeil},
-      {"floor", NearestMode::Floor},
-      {"ceil", NearestMode::Ceil}};
-  plan.transform = transforms.at(transform);
-  plan.nearest = nearests.at(nearest);
-  plan.a = attrs.getFloat("cubic_coeff_a", -0.75);
-  plan.exclude = attrs.getInt("exclude_outside", 0) != 0;
+  std::vector<int64_t> bounds = x.shape;
+  bounds.insert(bounds.end(), y.shape.begin(), y.shape.end());
+  size_t slot = c.backend.addFault(c.args.where, badScale, bounds);
+  CudaBackend *backend = &c.backend;
+  const float *scales = c.args.in[1].as<float>();
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.resize(s, plan, x.as<float>(), y.as<float>(), y.numel);
+    ResizeBody body{plan, x.as<float>(), y.as<float>(), scales,
+                    backend->slot(slot)};
+    return d.resize(s, body, std::max<int64_t>(y.numel, 1));
   });
 }
 

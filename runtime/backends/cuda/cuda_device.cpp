@@ -301,6 +301,18 @@ public:
     return check(launchBinary(op, plan, a, b, y, n, raw(s)),
                  "int64 binary kernel");
   }
+  std::string integerBinary(DeviceStream &s, Binary op, fsdprt_dtype_t dtype,
+                            const Broadcast &plan, const void *a, const void *b,
+                            void *y, int64_t n) override {
+    return check(launchIntegerBinary(op, dtype, plan, a, b, y, n, raw(s)),
+                 "integer binary kernel");
+  }
+  std::string powInt64(DeviceStream &s, fsdprt_dtype_t exponent,
+                       const Broadcast &plan, const int64_t *a, const void *b,
+                       int64_t *y, int64_t n) override {
+    return check(launchPowInt64(exponent, plan, a, b, y, n, raw(s)),
+                 "int64 pow kernel");
+  }
   std::string pad(DeviceStream &s, size_t elementSize, const PadShape &shape,
                   const void *x, void *y, int64_t n, uint64_t fill) override {
     return check(launchPad(elementSize, shape, x, y, n, fill, raw(s)),
@@ -315,9 +327,10 @@ public:
   }
   std::string cumsum(DeviceStream &s, fsdprt_dtype_t dtype, const void *x,
                      void *y, int64_t lines, int64_t dim, int64_t inner,
-                     bool exclusive, bool reverse) override {
+                     bool exclusive, bool reverse,
+                     const CumsumAxisInput &axisInput) override {
     return check(launchCumsum(dtype, x, y, lines, dim, inner, exclusive,
-                              reverse, raw(s)),
+                              reverse, raw(s), axisInput),
                  "cumsum kernel");
   }
   std::string gatherElements(DeviceStream &s, size_t elementSize,
@@ -390,9 +403,9 @@ public:
     return check(launchMaxPoolIndices(body, planes, raw(s)),
                  "max_pool indices kernel");
   }
-  std::string resize(DeviceStream &s, const ResizePlan &plan, const float *x,
-                     float *y, int64_t n) override {
-    return check(launchResize(plan, x, y, n, raw(s)), "resize kernel");
+  std::string resize(DeviceStream &s, const ResizeBody &body,
+                     int64_t n) override {
+    return check(launchResize(body, n, raw(s)), "resize kernel");
   }
   std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                             int64_t planes, int64_t inner) override {

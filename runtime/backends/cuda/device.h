@@ -185,6 +185,15 @@ public:
   virtual std::string binary(DeviceStream &s, Binary op, const Broadcast &plan,
                              const int64_t *a, const int64_t *b, int64_t *y,
                              int64_t n) = 0;
+  /// a op b of one narrow integer dtype (I32, I16, I8, U8; not Pow, PRelu).
+  virtual std::string integerBinary(DeviceStream &s, Binary op,
+                                    fsdprt_dtype_t dtype, const Broadcast &plan,
+                                    const void *a, const void *b, void *y,
+                                    int64_t n) = 0;
+  /// pow of an int64 base by an I64, I32, F32 or F64 `exponent`.
+  virtual std::string powInt64(DeviceStream &s, fsdprt_dtype_t exponent,
+                               const Broadcast &plan, const int64_t *a,
+                               const void *b, int64_t *y, int64_t n) = 0;
   virtual std::string dropout(DeviceStream &s, const DropoutBody &body) = 0;
   virtual std::string softmax(DeviceStream &s, bool log, const float *x,
                               float *y, int64_t outer, int64_t n,
@@ -220,8 +229,8 @@ public:
   virtual std::string maxPoolIndices(DeviceStream &s,
                                      const MaxPoolIndicesBody &body,
                                      int64_t planes) = 0;
-  virtual std::string resize(DeviceStream &s, const ResizePlan &plan,
-                             const float *x, float *y, int64_t n) = 0;
+  virtual std::string resize(DeviceStream &s, const ResizeBody &body,
+                             int64_t n) = 0;
   virtual std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                                     int64_t planes, int64_t inner) = 0;
   virtual std::string argExtreme(DeviceStream &s, const ArgExtremeBody &body,
@@ -282,9 +291,9 @@ public:
                             int64_t cols, int64_t k, const int64_t *kInput,
                             bool upper) = 0;
   virtual std::string cumsum(DeviceStream &s, fsdprt_dtype_t dtype,
-                             const void *x, void *y, int64_t lines,
-                             int64_t dim, int64_t inner, bool exclusive,
-                             bool reverse) = 0;
+                             const void *x, void *y, int64_t lines, int64_t dim,
+                             int64_t inner, bool exclusive, bool reverse,
+                             const CumsumAxisInput &axisInput) = 0;
   virtual std::string gatherElements(DeviceStream &s, size_t elementSize,
                                      bool indices32, const AxisWalk &walk,
                                      const void *data, const void *indices,

@@ -462,6 +462,36 @@ public:
       return std::string("no int64 ") + binaryName(op) + " kernel";
     return binaryOf(op, plan, a, b, y, n);
   }
+  std::string integerBinary(DeviceStream &, Binary op, fsdprt_dtype_t dtype,
+                            const Broadcast &plan, const void *a, const void *b,
+                            void *y, int64_t n) override {
+    std::string refused = std::string("no ") + fsdprt_dtype_name(dtype) + " " +
+                          binaryName(op) + " kernel";
+    if (op == Binary::Pow || op == Binary::PRelu)
+      return refused;
+    return withNarrowInteger(
+        dtype,
+        [&](auto t) {
+          using T = decltype(t);
+          return binaryOf(op, plan, static_cast<const T *>(a),
+                          static_cast<const T *>(b), static_cast<T *>(y), n);
+        },
+        [&] { return refused; });
+  }
+  std::string powInt64(DeviceStream &, fsdprt_dtype_t exponent,
+                       const Broadcast &plan, const int64_t *a, const void *b,
+                       int64_t *y, int64_t n) override {
+    return withPowExponent(
+        exponent,
+        [&](auto e) {
+          using E = decltype(e);
+          return each(PowInt64Body<E>{plan, a, static_cast<const E *>(b), y},
+                      n);
+        },
+        [&] {
+          return std::string("no int64 pow by ") + fsdprt_dtype_name(exponent);
+        });
+  }
   std::string pad(DeviceStream &, size_t elementSize, const PadShape &shape,
                   const void *x, void *y, int64_t n, uint64_t fill) override {
     return bySize(elementSize, "pad", [&](auto t) {
@@ -485,11 +515,12 @@ public:
   }
   std::string cumsum(DeviceStream &, fsdprt_dtype_t dtype, const void *x,
                      void *y, int64_t lines, int64_t dim, int64_t inner,
-                     bool exclusive, bool reverse) override {
+                     bool exclusive, bool reverse,
+                     const CumsumAxisInput &axisInput) override {
     auto run = [&](auto t) {
       using T = decltype(t);
       return each(CumsumBody<T>{static_cast<const T *>(x), static_cast<T *>(y),
-                                dim, inner, exclusive, reverse},
+                                dim, inner, exclusive, reverse, axisInput},
                   lines);
     };
     switch (dtype) {
@@ -617,9 +648,9 @@ public:
                              int64_t planes) override {
     return each(body, planes * body.win.oh * body.win.ow);
   }
-  std::string resize(DeviceStream &, const ResizePlan &plan, const float *x,
-                     float *y, int64_t n) override {
-    return each(ResizeBody{plan, x, y}, n);
+  std::string resize(DeviceStream &, const ResizeBody &body,
+                     int64_t n) override {
+    return each(body, n);
   }
   std::string globalMaxPool(DeviceStream &, const float *x, float *y,
                             int64_t planes, int64_t inner) override {

@@ -73,6 +73,35 @@ cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
   return binaryOf(op, plan, a, b, y, n, s);
 }
 
+cudaError_t launchIntegerBinary(Binary op, fsdprt_dtype_t dtype,
+                                const Broadcast &plan, const void *a,
+                                const void *b, void *y, int64_t n,
+                                cudaStream_t s) {
+  if (op == Binary::Pow || op == Binary::PRelu)
+    return cudaErrorInvalidValue;
+  return withNarrowInteger(
+      dtype,
+      [&](auto t) {
+        using T = decltype(t);
+        return binaryOf(op, plan, static_cast<const T *>(a),
+                        static_cast<const T *>(b), static_cast<T *>(y), n, s);
+      },
+      [] { return cudaErrorInvalidValue; });
+}
+
+cudaError_t launchPowInt64(fsdprt_dtype_t exponent, const Broadcast &plan,
+                           const int64_t *a, const void *b, int64_t *y,
+                           int64_t n, cudaStream_t s) {
+  return withPowExponent(
+      exponent,
+      [&](auto e) {
+        using E = decltype(e);
+        return elementwise(
+            PowInt64Body<E>{plan, a, static_cast<const E *>(b), y}, n, s);
+      },
+      [] { return cudaErrorInvalidValue; });
+}
+
 cudaError_t launchDropout(const DropoutBody &body, cudaStream_t s) {
   return elementwise(body, body.blocks(), s);
 }

@@ -54,6 +54,17 @@ cudaError_t launchUnary64(Unary op, const int64_t *x, int64_t *y, int64_t n,
 cudaError_t launchBinary(Binary op, const Broadcast &plan, const int64_t *a,
                          const int64_t *b, int64_t *y, int64_t n,
                          cudaStream_t stream);
+/// The same on a narrow integer `dtype` (I32, I16, I8, U8), wrapping as
+/// the CPU does (another dtype, Pow, PRelu: cudaErrorInvalidValue).
+cudaError_t launchIntegerBinary(Binary op, fsdprt_dtype_t dtype,
+                                const Broadcast &plan, const void *a,
+                                const void *b, void *y, int64_t n,
+                                cudaStream_t stream);
+/// pow of an int64 base by an I64, I32, F32 or F64 `exponent`
+/// (PowInt64Body; another dtype: cudaErrorInvalidValue).
+cudaError_t launchPowInt64(fsdprt_dtype_t exponent, const Broadcast &plan,
+                           const int64_t *a, const void *b, int64_t *y,
+                           int64_t n, cudaStream_t stream);
 /// a comparison of two F32, I64 or Bool operands (`dtype`), or and, or,
 /// xor of two Bool ones, broadcast by `plan` (planBroadcast of the
 /// output and the two operands): n Bool (one byte, 0 or 1) outputs.
@@ -115,10 +126,13 @@ cudaError_t launchPad(size_t elementSize, const PadShape &shape, const void *x,
 cudaError_t launchTrilu(size_t elementSize, const void *x, void *y, int64_t n,
                         int64_t rows, int64_t cols, int64_t k,
                         const int64_t *kInput, bool upper, cudaStream_t stream);
-/// cumsum of `lines` lines [outer, dim, inner] of F32, F64, I64 or I32.
+/// cumsum of `lines` lines [outer, dim, inner] of F32, F64, I64 or I32;
+/// with `axisInput`, of the lines of the axis it reads (`lines`: its
+/// maxLines()).
 cudaError_t launchCumsum(fsdprt_dtype_t dtype, const void *x, void *y,
                          int64_t lines, int64_t dim, int64_t inner,
-                         bool exclusive, bool reverse, cudaStream_t stream);
+                         bool exclusive, bool reverse, cudaStream_t stream,
+                         const CumsumAxisInput &axisInput = {});
 /// gather_elements of n elements of `elementSize` bytes (I64 or, with
 /// indices32, I32 indices); bad indices go to `error`.
 cudaError_t launchGatherElements(size_t elementSize, bool indices32,
@@ -143,9 +157,9 @@ cudaError_t launchPool(bool max, const PoolWindow &window, const float *x,
 /// max_pool with Indices (kernels/pool.h) over `planes` planes.
 cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
                                  int64_t planes, cudaStream_t stream);
-/// resize of x into y (n elements), planned by `plan`.
-cudaError_t launchResize(const ResizePlan &plan, const float *x, float *y,
-                         int64_t n, cudaStream_t stream);
+/// resize over n threads (y's elements; at least 1 with run-time scales).
+cudaError_t launchResize(const ResizeBody &body, int64_t n,
+                         cudaStream_t stream);
 /// global_max_pool of `planes` planes of `inner` elements.
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
                                 int64_t inner, cudaStream_t stream);

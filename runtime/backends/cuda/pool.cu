@@ -23,9 +23,8 @@ cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
   return elementwise(body, planes * body.win.oh * body.win.ow, s);
 }
 
-cudaError_t launchResize(const ResizePlan &plan, const float *x, float *y,
-                         int64_t n, cudaStream_t s) {
-  return elementwise(ResizeBody{plan, x, y}, n, s);
+cudaError_t launchResize(const ResizeBody &body, int64_t n, cudaStream_t s) {
+  return elementwise(body, n, s);
 }
 
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,

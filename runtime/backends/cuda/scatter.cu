@@ -56,12 +56,13 @@ cudaError_t launchTrilu(size_t elementSize, const void *x, void *y, int64_t n,
 
 cudaError_t launchCumsum(fsdprt_dtype_t dtype, const void *x, void *y,
                          int64_t lines, int64_t dim, int64_t inner,
-                         bool exclusive, bool reverse, cudaStream_t s) {
+                         bool exclusive, bool reverse, cudaStream_t s,
+                         const CumsumAxisInput &axisInput) {
   auto run = [&](auto t) {
     using T = decltype(t);
     return elementwise(CumsumBody<T>{static_cast<const T *>(x),
                                      static_cast<T *>(y), dim, inner,
-                                     exclusive, reverse},
+                                     exclusive, reverse, axisInput},
                        lines, s);
   };
   switch (dtype) {

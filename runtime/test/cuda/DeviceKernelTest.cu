@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -218,6 +219,22 @@ void norm(bool rms, int64_t rows, int64_t n, unsigned seed) {
     expect("layer_norm mean n=" + std::to_string(n), e, dm, mean, 2e-5);
     expect("layer_norm inv_std_dev n=" + std::to_string(n), e, di, inv, 2e-5);
   }
+  // A one-value scale, as the backend runs it: expanded to a row by a
+  // strided read (stride 0), then the norm reading the row.
+  std::vector<float> one = {s[0]}, row(n, s[0]), wantOne(x.size());
+  if (rms)
+    cuda::hostForEachRow(cuda::NormBody<true>{x.data(), row.data(), nullptr, wantOne.data(), n, 1e-6f}, rows, 1);
+  else
+    cuda::hostForEachRow(cuda::NormBody<false>{x.data(), row.data(), bias, wantOne.data(), n, 1e-5f}, rows, 1);
+  DeviceBuffer dOne(one), dRow(poison<float>(n)), dyOne(poison<float>(x.size()));
+  e = cuda::launchStridedRead(4, cuda::planStrided({n}, {0}), dOne.data,
+                              dRow.data, 0, n, nullptr);
+  if (e == cudaSuccess)
+    e = cuda::launchNorm(rms, dx.data, dRow.data, rms ? nullptr : db.data,
+                         dyOne.data, rows, n, rms ? 1e-6f : 1e-5f, {}, nullptr);
+  expect(std::string(rms ? "rms_norm" : "layer_norm") + " one-value scale n=" +
+             std::to_string(n),
+         e, dyOne, wantOne, 2e-5);
 }
 
 /// activation_grad against its body run on the host.
@@ -441,6 +458,70 @@ void exactBinary(const std::vector<int64_t> &as, const std::vector<int64_t> &bs,
                  (Op == cuda::Binary::FloorMod ? " (floor)" : "") +
                  " n=" + std::to_string(count(out)),
              e, dy, want);
+}
+
+/// A broadcasting binary function on a narrow integer T (computed in
+/// int64, wrapped to T): small values with T's extremes, -1 and zero
+/// divisors among them, bit for bit.
+template <cuda::Binary Op, typename T>
+void narrowBinary(fsdprt_dtype_t dtype, const char *name, unsigned seed) {
+  const std::vector<int64_t> as = {64, 1025}, bs = {1025}, out = {64, 1025};
+  std::mt19937 gen(seed);
+  auto draw = [&](int64_t n) {
+    std::vector<T> v(n);
+    for (T &x : v)
+      x = static_cast<T>(int(gen() % 41) - 20);
+    v[1] = std::numeric_limits<T>::min(), v[2] = std::numeric_limits<T>::max();
+    v[3] = static_cast<T>(-1);
+    return v;
+  };
+  std::vector<T> a = draw(count(as)), b = draw(count(bs)), want(count(out));
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::BinaryBody<Op, T>{plan, a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<T> da(a), db(b), dy(poison<T>(want.size()));
+  cudaError_t e = cuda::launchIntegerBinary(Op, dtype, plan, da.data, db.data,
+                                            dy.data, count(out), nullptr);
+  expectSame(std::string(cuda::binaryName(Op)) + " of " + name +
+                 (Op == cuda::Binary::FloorMod ? " (floor)" : ""),
+             e, dy, want);
+}
+
+template <typename T>
+void narrowBinaries(fsdprt_dtype_t dtype, const char *name, unsigned &seed) {
+  using B = cuda::Binary;
+  narrowBinary<B::Add, T>(dtype, name, seed++);
+  narrowBinary<B::Sub, T>(dtype, name, seed++);
+  narrowBinary<B::Mul, T>(dtype, name, seed++);
+  narrowBinary<B::Div, T>(dtype, name, seed++);
+  narrowBinary<B::Mod, T>(dtype, name, seed++);
+  narrowBinary<B::FloorMod, T>(dtype, name, seed++);
+  narrowBinary<B::Max, T>(dtype, name, seed++);
+  narrowBinary<B::Min, T>(dtype, name, seed++);
+}
+
+/// pow of int64 bases in [1, 20] by exponents of E in [0, 12] (powers
+/// int64 holds, integers in floating point too, so that the GPU's pow
+/// must be exact where the host's is), bit for bit.
+template <typename E>
+void powInt64(fsdprt_dtype_t exponent, const char *name, unsigned seed) {
+  const std::vector<int64_t> as = {300, 1}, bs = {1, 257}, out = {300, 257};
+  std::mt19937 gen(seed);
+  std::vector<int64_t> a(count(as)), want(count(out));
+  std::vector<E> b(count(bs));
+  for (int64_t &x : a)
+    x = static_cast<int64_t>(gen() % 20) + 1;
+  for (E &x : b)
+    x = static_cast<E>(gen() % 13);
+  cuda::Broadcast plan = cuda::planBroadcast(out, {as, bs});
+  cuda::hostForEach(cuda::PowInt64Body<E>{plan, a.data(), b.data(), want.data()},
+                    count(out));
+  DeviceArray<int64_t> da(a), dy(poison<int64_t>(want.size()));
+  DeviceArray<E> db(b);
+  expectSame(std::string("int64 pow by ") + name,
+             cuda::launchPowInt64(exponent, plan, da.data, db.data, dy.data,
+                                  count(out), nullptr),
+             dy, want);
 }
 
 template <cuda::Binary Op, typename T> void exactBinaries(unsigned &seed) {
@@ -975,6 +1056,37 @@ void indexing(int64_t a, int64_t dim, int64_t count, int64_t b, unsigned seed) {
                                   false, true, nullptr),
                dy, want);
   }
+  // The axis as an input in device memory (counted from the end; int32),
+  // then out of range: reported in the slot, nothing written.
+  for (int64_t axis : {int64_t(-2), int64_t(2), int64_t(5)}) {
+    int32_t axis32 = static_cast<int32_t>(axis);
+    cuda::CumsumAxisInput in;
+    in.rank = 3, in.shape[0] = a, in.shape[1] = dim, in.shape[2] = b;
+    in.axis = &axis32, in.is32 = true;
+    cuda::ErrorSlot hostError{0, 0};
+    in.error = &hostError;
+    std::vector<float> want = poison<float>(x.size());
+    cuda::hostForEach(cuda::CumsumBody<float>{x.data(), want.data(), 0, 0,
+                                              true, false, in},
+                      in.maxLines());
+    DeviceArray<float> dx(x), dy(poison<float>(x.size()));
+    DeviceArray<int32_t> dAxis(std::vector<int32_t>{axis32});
+    DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
+    in.axis = dAxis.data, in.error = error.data;
+    std::string what = "cumsum axis input " + std::to_string(axis) + shape;
+    expectSame(what,
+               cuda::launchCumsum(FSDPRT_F32, dx.data, dy.data, in.maxLines(),
+                                  0, 0, true, false, nullptr, in),
+               dy, want);
+    cuda::ErrorSlot got = error.read(0);
+    ++checks;
+    if (got.code != hostError.code || got.detail != hostError.detail) {
+      std::fprintf(stderr, "FAIL: %s: error slot %d/%lld, the host's %d/%lld\n",
+                   what.c_str(), got.code, got.detail, hostError.code,
+                   hostError.detail);
+      ++failures;
+    }
+  }
   for (cuda::PadMode mode :
        {cuda::PadMode::Constant, cuda::PadMode::Reflect, cuda::PadMode::Edge}) {
     // One element before and after each dim (reflect: where it has two).
@@ -1160,10 +1272,42 @@ void resize(cuda::ResizeMode mode, int64_t h, int64_t w, double sh, double sw,
   std::vector<float> x = random(2 * 3 * h * w, seed), want(n);
   cuda::hostForEach(cuda::ResizeBody{p, x.data(), want.data()}, n);
   DeviceBuffer dx(x), dy(poison<float>(n));
-  cudaError_t e = cuda::launchResize(p, dx.data, dy.data, n, nullptr);
-  expect("resize mode " + std::to_string(static_cast<int>(mode)) + " of " +
-             std::to_string(h) + "x" + std::to_string(w),
-         e, dy, want, 1e-6);
+  cudaError_t e =
+      cuda::launchResize(cuda::ResizeBody{p, dx.data, dy.data}, n, nullptr);
+  std::string what = "resize mode " + std::to_string(static_cast<int>(mode)) +
+                     " of " + std::to_string(h) + "x" + std::to_string(w);
+  expect(what, e, dy, want, 1e-6);
+  // The scales as an input in device memory (the plan's ignored), then
+  // one that does not give the plan's size: reported, nothing written.
+  for (bool fits : {true, false}) {
+    std::vector<float> given = {1, 1, static_cast<float>(sh),
+                                static_cast<float>(fits ? sw : sw + 1)};
+    cuda::ResizePlan q = p;
+    for (double &s : q.scale)
+      s = NAN;
+    cuda::ErrorSlot hostError{0, 0};
+    std::vector<float> wantRun = poison<float>(n);
+    cuda::hostForEach(cuda::ResizeBody{q, x.data(), wantRun.data(),
+                                       given.data(), &hostError},
+                      n);
+    DeviceBuffer dScales(given), dRun(poison<float>(n));
+    DeviceArray<cuda::ErrorSlot> error(std::vector<cuda::ErrorSlot>{{0, 0}});
+    std::string run = what + (fits ? " run-time scales" : " bad run-time scale");
+    expect(run,
+           cuda::launchResize(cuda::ResizeBody{q, dx.data, dRun.data,
+                                               dScales.data, error.data},
+                              n, nullptr),
+           dRun, wantRun, 1e-6);
+    cuda::ErrorSlot got = error.read(0);
+    ++checks;
+    if (got.code != hostError.code || got.detail != hostError.detail ||
+        (hostError.code != 0) == fits) {
+      std::fprintf(stderr, "FAIL: %s: error slot %d/%lld, the host's %d/%lld\n",
+                   run.c_str(), got.code, got.detail, hostError.code,
+                   hostError.detail);
+      ++failures;
+    }
+  }
 }
 
 /// One piece of a recurrent step (kernels/recurrent.h) of direction 1 at
@@ -1287,6 +1431,14 @@ int main() {
   exactBinaries<cuda::Binary::Max, int64_t>(seed);
   exactBinaries<cuda::Binary::Min, int64_t>(seed);
   exactBinaries<cuda::Binary::PRelu, float>(seed);
+  narrowBinaries<int32_t>(FSDPRT_I32, "i32", seed);
+  narrowBinaries<int16_t>(FSDPRT_I16, "i16", seed);
+  narrowBinaries<int8_t>(FSDPRT_I8, "i8", seed);
+  narrowBinaries<uint8_t>(FSDPRT_U8, "u8", seed);
+  powInt64<int64_t>(FSDPRT_I64, "i64", seed++);
+  powInt64<int32_t>(FSDPRT_I32, "i32", seed++);
+  powInt64<float>(FSDPRT_F32, "f32", seed++);
+  powInt64<double>(FSDPRT_F64, "f64", seed++);
   binaries<cuda::Binary::Add>(seed);
   binaries<cuda::Binary::Sub>(seed);
   binaries<cuda::Binary::Mul>(seed);

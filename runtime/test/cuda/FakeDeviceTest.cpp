@@ -315,9 +315,16 @@ TEST(FakeDevice, CastsBetweenAnyTwoDtypesAsTheCpu) {
   // non-zero into bool; halves round to nearest-even.
   std::vector<float> values = {0.0f, 1.0f, -2.75f, 3.5f, 300.0f, -129.0f,
                                1e-3f, 65504.0f};
-  const plan::DType all[] = {F32, plan::DType::F64, plan::DType::F16, BF16,
-                             I64, plan::DType::I32, plan::DType::I8,
-                             plan::DType::U8, BOOL};
+  const plan::DType all[] = {F32,
+                             plan::DType::F64,
+                             plan::DType::F16,
+                             BF16,
+                             I64,
+                             plan::DType::I32,
+                             plan::DType::I16,
+                             plan::DType::I8,
+                             plan::DType::U8,
+                             BOOL};
   Shape shape = {int64_t(values.size())};
   for (plan::DType from : all) {
     // The values in `from`, made by the CPU's own cast.

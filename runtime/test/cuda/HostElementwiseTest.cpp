@@ -2,7 +2,8 @@
 //
 // cuda-host: the elementwise bodies added for ONNX's activations, rounding,
 // trigonometric and hyperbolic functions (with their attributes), is_inf
-// and isnan, int64 sign, and the broadcasting mod, max, min and prelu, run
+// and isnan, int64 sign, the broadcasting mod, max, min and prelu, the
+// integer arithmetic of i32, i16, i8 and u8 and int64 pow, run
 // on the host against the CPU backend's kernels: random inputs with the
 // values that matter placed among them (signed zeros, infinities, NaN,
 // halves for round, the thresholds of the piecewise functions), sizes of 1,
@@ -242,6 +243,145 @@ TEST(CudaHost, ModMaxMinAndPreluBodiesEqualTheCpuBackendBitForBit) {
   checkBinary<B::Max, int64_t>(I64T, {}, smallInts);
   checkBinary<B::Min, int64_t>(I64T, {}, smallInts);
   checkBinary<B::PRelu, float>(F32T, {}, floatsWithSpecials);
+}
+
+/// Small integers of T (both signs where T has them; zero divisors among
+/// them) and T's extremes and -1.
+template <typename T> std::vector<T> narrowInts(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<T> v(n);
+  for (T &x : v)
+    x = static_cast<T>(static_cast<int>(gen() % 41) - 20);
+  if (n > 3) {
+    v[1] = std::numeric_limits<T>::min();
+    v[2] = std::numeric_limits<T>::max();
+    v[3] = static_cast<T>(-1);
+  }
+  return v;
+}
+
+/// Every arithmetic body a narrow integer T has, against the CPU.
+template <typename T> void checkNarrowArithmetic(plan::DType dtype) {
+  using B = cuda::Binary;
+  AttrList fmod = {{"fmod", int64_t(1)}};
+  checkBinary<B::Add, T>(dtype, {}, narrowInts<T>);
+  checkBinary<B::Sub, T>(dtype, {}, narrowInts<T>);
+  checkBinary<B::Mul, T>(dtype, {}, narrowInts<T>);
+  checkBinary<B::Div, T>(dtype, {}, narrowInts<T>);
+  checkBinary<B::Mod, T>(dtype, fmod, narrowInts<T>);
+  checkBinary<B::FloorMod, T>(dtype, {}, narrowInts<T>);
+  checkBinary<B::Max, T>(dtype, {}, narrowInts<T>);
+  checkBinary<B::Min, T>(dtype, {}, narrowInts<T>);
+}
+
+TEST(CudaHost, NarrowIntegerArithmeticWrapsAndTruncatesAsTheCpu) {
+  // In int64, wrapped back: INT32_MIN / -1 and 127 + 1 wrap, x / 0 = 0.
+  checkNarrowArithmetic<int32_t>(plan::DType::I32);
+  checkNarrowArithmetic<int16_t>(plan::DType::I16);
+  checkNarrowArithmetic<int8_t>(plan::DType::I8);
+  checkNarrowArithmetic<uint8_t>(plan::DType::U8);
+}
+
+/// pow of int64 bases by exponents of E (`exponents(n, seed)`) against
+/// the CPU's, bit for bit, over the broadcasts.
+template <typename E, typename Draw>
+void checkPowInt64(plan::DType exponentType, Draw exponents) {
+  SCOPED_TRACE(fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(exponentType)));
+  unsigned seed = 1700;
+  for (const BinaryCase &c : kBroadcasts) {
+    // Bases in [-20, 20] but 0 ([1, 20] for a floating exponent): no
+    // power leaves int64's range or is NaN or infinite (undefined).
+    std::vector<int64_t> a(numel(c.a));
+    std::mt19937 gen(seed++);
+    for (int64_t &x : a) {
+      x = static_cast<int64_t>(gen() % 20) + 1;
+      if (std::is_integral_v<E> && gen() % 2)
+        x = -x;
+    }
+    std::vector<E> b = exponents(numel(c.b), seed++);
+    std::vector<int64_t> y(numel(c.out));
+    cuda::Broadcast plan = cuda::planBroadcast(c.out, {c.a, c.b});
+    cuda::hostForEach(cuda::PowInt64Body<E>{plan, a.data(), b.data(), y.data()},
+                      numel(c.out));
+    Result r = runOp(
+        "pow",
+        {valueOf(plan::DType::I64, c.a, a), valueOf(exponentType, c.b, b)},
+        {{plan::DType::I64, c.out}});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(y, r.outputs[0].as<int64_t>())
+        << "shape " << c.out.size() << " dims";
+  }
+}
+
+TEST(CudaHost, Int64PowEqualsTheCpuBackend) {
+  // Exponents -2 .. 12 (negatives: 1/x truncated toward zero), fractional
+  // ones in floating point.
+  auto ints = [](int64_t n, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::vector<int64_t> v(n);
+    for (int64_t &x : v)
+      x = static_cast<int64_t>(gen() % 15) - 2;
+    return v;
+  };
+  checkPowInt64<int64_t>(plan::DType::I64, ints);
+  checkPowInt64<int32_t>(plan::DType::I32, [&](int64_t n, unsigned seed) {
+    std::vector<int64_t> w = ints(n, seed);
+    return std::vector<int32_t>(w.begin(), w.end());
+  });
+  checkPowInt64<float>(plan::DType::F32, [](int64_t n, unsigned seed) {
+    std::vector<float> v = randomFloats(n, seed);
+    for (float &x : v)
+      x = x * 4 + 2; // around [-2, 6]: fractional and negative powers
+    return v;
+  });
+  checkPowInt64<double>(plan::DType::F64, [&](int64_t n, unsigned seed) {
+    std::vector<int64_t> w = ints(n, seed);
+    std::vector<double> v(w.begin(), w.end());
+    for (size_t i = 0; i < v.size(); i += 3)
+      v[i] += 0.5;
+    return v;
+  });
+}
+
+TEST(CudaHost, IntegerArithmeticRunsOnTheStrictFakeDevice) {
+  auto expectAlike = [](const std::string &op, const std::vector<Value> &ins,
+                        plan::DType out, const Shape &shape,
+                        const AttrList &attrs = {}) {
+    SCOPED_TRACE(op + " to " +
+                 fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(out)));
+    Result cpu = runOp(op, ins, {{out, shape}}, attrs);
+    Result fake = runOp(op, ins, {{out, shape}}, attrs, 2, "fake-cuda:strict");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+  };
+  const std::pair<plan::DType, std::vector<int64_t>> narrow[] = {
+      {plan::DType::I32, {7, -7, INT32_MAX, INT32_MIN, 0, 100000}},
+      {plan::DType::I16, {7, -7, INT16_MAX, INT16_MIN, 0, 300}},
+      {plan::DType::I8, {7, -7, 127, -128, 0, 100}},
+      {plan::DType::U8, {7, 249, 255, 128, 0, 100}}};
+  for (const auto &[dtype, values] : narrow) {
+    // The values in dtype, made by the CPU's cast; a row against a column.
+    Result a = runOp("cast", {i64({6, 1}, values)}, {{dtype, {6, 1}}});
+    Result b = runOp("cast", {i64({4}, {2, -1, 0, 3})}, {{dtype, {4}}});
+    ASSERT_EQ(a.error, "");
+    ASSERT_EQ(b.error, "");
+    for (const char *op : {"add", "sub", "mul", "div", "max", "min"})
+      expectAlike(op, {a.outputs[0], b.outputs[0]}, dtype, {6, 4});
+    expectAlike("mod", {a.outputs[0], b.outputs[0]}, dtype, {6, 4});
+    expectAlike("mod", {a.outputs[0], b.outputs[0]}, dtype, {6, 4},
+                {{"fmod", int64_t(1)}});
+  }
+  // Powers int64 holds (a negative one of 0, or a fractional one of a
+  // negative base, is undefined).
+  Value base = i64({5, 1}, {3, -2, 4, 7, -1});
+  expectAlike("pow", {base, i64({3}, {0, 2, 5})}, plan::DType::I64, {5, 3});
+  expectAlike("pow", {base, i32({3}, {1, 3, -1})}, plan::DType::I64, {5, 3});
+  Value positive = i64({5, 1}, {3, 2, 0, 7, 1});
+  expectAlike("pow", {positive, f32({3}, {0.5f, 2.0f, 1.5f})}, plan::DType::I64,
+              {5, 3});
+  expectAlike("pow", {positive, f64({3}, {3.0, 2.0, 0.25})}, plan::DType::I64,
+              {5, 3});
 }
 
 /// Bytes 0 and 1, as Bool tensors hold them.

@@ -8,8 +8,8 @@
 // indices (the CPU's order of updates), reductions none, add and mul,
 // every axis, sizes of 1 and rows longer than a block. Then the ops
 // through the backend on "fake-cuda:strict" (own kernels only) in fp32,
-// bf16 and f16, trilu's k as an input, and a bad index reported as the CPU
-// reports it.
+// bf16 and f16, trilu's k and cumsum's axis as inputs, and a bad index or
+// axis reported as the CPU reports it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -192,6 +192,72 @@ TEST(CudaHost, CumsumEqualsTheCpuBackendBitForBit) {
   checkCumsum<double>();
   checkCumsum<int64_t>();
   checkCumsum<int32_t>();
+}
+
+/// cumsum with its axis as an input: the body reading the axis (I64 and
+/// I32, counted from the end too) over its maxLines() threads against the
+/// CPU's cumsum, bit for bit, in every axis and flag.
+template <typename T> void checkCumsumAxisInput() {
+  SCOPED_TRACE(fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtypeOf<T>())));
+  const std::vector<Shape> shapes = {{1},       {100003},  {3, 257},
+                                     {2, 5, 7}, {4, 1, 3}, {1, 1, 2, 1, 3}};
+  unsigned seed = 60;
+  for (const Shape &shape : shapes) {
+    int64_t rank = static_cast<int64_t>(shape.size());
+    cuda::CumsumAxisInput axisInput;
+    axisInput.rank = static_cast<int>(rank);
+    std::copy(shape.begin(), shape.end(), axisInput.shape);
+    for (int64_t axis = -rank; axis < rank; ++axis)
+      for (int flags = 0; flags < 8; ++flags) {
+        bool exclusive = flags & 1, reverse = flags & 2, is32 = flags & 4;
+        SCOPED_TRACE("axis " + std::to_string(axis) + " of rank " +
+                     std::to_string(rank) + " flags " + std::to_string(flags));
+        std::vector<T> x = values<T>(numel(shape), seed++), y(x.size());
+        int64_t axis64 = axis;
+        int32_t axis32 = static_cast<int32_t>(axis);
+        axisInput.axis = is32 ? static_cast<const void *>(&axis32) : &axis64;
+        axisInput.is32 = is32;
+        cuda::hostForEach(cuda::CumsumBody<T>{x.data(), y.data(), 0, 0,
+                                              exclusive, reverse, axisInput},
+                          axisInput.maxLines());
+        Value axisValue = is32 ? i32({}, {axis32}) : i64({}, {axis64});
+        Result r = runOp(
+            "cumsum", {valueOf(dtypeOf<T>(), shape, x), axisValue},
+            {{dtypeOf<T>(), shape}},
+            {{"exclusive", int64_t(exclusive)}, {"reverse", int64_t(reverse)}});
+        ASSERT_EQ(r.error, "");
+        expectSameBits(y, r.outputs[0]);
+      }
+  }
+}
+
+TEST(CudaHost, CumsumWithAnAxisInputEqualsTheCpuBackendBitForBit) {
+  checkCumsumAxisInput<float>();
+  checkCumsumAxisInput<double>();
+  checkCumsumAxisInput<int64_t>();
+  checkCumsumAxisInput<int32_t>();
+}
+
+TEST(CudaHost, CumsumReportsABadAxisInputOnceFromLineZero) {
+  cuda::CumsumAxisInput axisInput;
+  axisInput.rank = 2;
+  axisInput.shape[0] = 3, axisInput.shape[1] = 4;
+  EXPECT_EQ(axisInput.maxLines(), 4);
+  for (int64_t bad : {int64_t(2), int64_t(-3), int64_t(INT64_MIN)}) {
+    cuda::ErrorSlot slot{};
+    axisInput.axis = &bad;
+    axisInput.error = &slot;
+    std::vector<float> x(12, 1.0f), y(12, -7.0f);
+    cuda::hostForEach(cuda::CumsumBody<float>{x.data(), y.data(), 0, 0, false,
+                                              false, axisInput},
+                      axisInput.maxLines());
+    EXPECT_EQ(slot.code, cuda::kBadAxis);
+    EXPECT_EQ(slot.detail, bad);
+    EXPECT_EQ(y, std::vector<float>(12, -7.0f)) << "nothing written";
+  }
+  // An empty x still launches one thread, which reports a bad axis.
+  axisInput.shape[1] = 0;
+  EXPECT_EQ(axisInput.maxLines(), 1);
 }
 
 /// The walk of data and indices along `axis`, as the backend plans it.
@@ -446,6 +512,10 @@ TEST(CudaHost, IndexingOpsRunOnTheStrictFakeDeviceInEveryFloatType) {
                        {"mode", std::string(mode)}});
     expectSameBytes("cumsum", {x}, {{dtype, {2, 5, 7}}},
                     {{"axis", int64_t(1)}, {"reverse", int64_t(1)}});
+    expectSameBytes("cumsum", {x, i64({}, {-1})}, {{dtype, {2, 5, 7}}},
+                    {{"exclusive", int64_t(1)}});
+    expectSameBytes("cumsum", {x, i32({}, {0})}, {{dtype, {2, 5, 7}}},
+                    {{"reverse", int64_t(1)}});
     Value idx = i64({2, 3, 7}, {0, 4, -1, 2, 2, 3, 1, 0, 0, 4, -5, 3, 2, 1,
                                 4, 4, 4, 0, 1, 2, 3, 0, 1, 2, 3, 4, -1, -2,
                                 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0});
@@ -492,6 +562,11 @@ TEST(CudaHost, BadIndicesAreReportedAsTheCpuReportsThem) {
               {x, i64({1, 3}, {0, -4, 1}), f32({1, 3}, {1, 2, 3})}, {4, 3},
               {{"axis", int64_t(1)}},
               "index -4 is out of range for a dimension of size 3");
+  // cumsum's axis input out of range: named as on the CPU.
+  expectAlike("cumsum", {x, i64({}, {2})}, {4, 3}, {},
+              "axis 2 is out of range for rank 2");
+  expectAlike("cumsum", {x, i32({}, {-3})}, {4, 3}, {},
+              "axis -3 is out of range for rank 2");
   // The second of two dims: its own size named.
   expectAlike("scatter_nd", {x, i64({1, 2}, {1, 5}), f32({1}, {1})}, {4, 3},
               {}, "index 5 is out of range for a dimension of size 3");

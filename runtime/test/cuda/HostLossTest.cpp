@@ -217,6 +217,48 @@ TEST(CudaHost, LayerNormStatisticsEqualTheCpuBackendInAnyGroup) {
     }
 }
 
+TEST(CudaHost, NormsWithBroadcastScalesAndBiasesRunOnTheStrictFakeDevice) {
+  // Scales and biases that broadcast onto the normalised dims otherwise
+  // than as a row: one value, a column, a row of the last dim, with
+  // leading 1s; expanded to a row in the workspace, then the norm.
+  struct Case {
+    const char *op;
+    Shape x, scale, bias;
+    int64_t axis;
+  };
+  const std::vector<Case> cases = {
+      {"layer_norm", {3, 4, 5}, {1}, {5}, 1},
+      {"layer_norm", {3, 4, 5}, {4, 1}, {1, 1, 5}, 1},
+      {"layer_norm", {2, 6, 257}, {257}, {6, 1}, 1},
+      {"layer_norm", {3, 4, 5}, {4, 5}, {1}, 1}, // the scale a row itself
+      {"rms_norm", {3, 4, 5}, {1}, {}, -1},
+      {"rms_norm", {2, 7}, {1, 1, 7}, {}, -1}};
+  unsigned seed = 60;
+  for (plan::DType dtype : {plan::DType::F32, plan::DType::BF16}) {
+    double tol = dtype == plan::DType::F32 ? 2e-5 : 1e-2;
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(c.op) + " scale rank " +
+                   std::to_string(c.scale.size()) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      std::vector<Value> ins = {
+          floats(dtype, c.x, randomFloats(numel(c.x), seed++)),
+          floats(dtype, c.scale, randomFloats(numel(c.scale), seed++))};
+      if (!c.bias.empty())
+        ins.push_back(
+            floats(dtype, c.bias, randomFloats(numel(c.bias), seed++)));
+      AttrList attrs;
+      if (c.axis >= 0)
+        attrs.push_back({"axis", c.axis});
+      Result cpu = runOp(c.op, ins, {{dtype, c.x}}, attrs);
+      Result fake =
+          runOp(c.op, ins, {{dtype, c.x}}, attrs, 2, "fake-cuda:strict");
+      ASSERT_EQ(cpu.error, "");
+      ASSERT_EQ(fake.error, "");
+      expectClose(floatsOf(fake.outputs[0]), floatsOf(cpu.outputs[0]), tol);
+    }
+  }
+}
+
 TEST(CudaHost, OptionalOutputsRunOnTheStrictFakeDevice) {
   for (plan::DType dtype :
        {plan::DType::F32, plan::DType::BF16, plan::DType::F16}) {

@@ -8,8 +8,10 @@
 // rows.h's hardmax, arg_max and arg_min along every axis, with ties and
 // NaN (select_last_index too); resize in every
 // mode, coordinate transform and nearest mode, cubic with and without
-// exclude_outside, scales up, down and fractional, bit for bit. Then
-// those ops on "fake-cuda:strict" in fp32, bf16 and f16.
+// exclude_outside, scales up, down and fractional, bit for bit, the
+// scales a parameter or an input read at run time (scales that do not fit
+// the plan reported as the CPU reports them). Then those ops on
+// "fake-cuda:strict" in fp32, bf16 and f16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -459,6 +461,110 @@ TEST(CudaHost, ResizeRunsOnTheStrictFakeDeviceInEveryFloatType) {
       ASSERT_EQ(fake.error, "");
       EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
     }
+}
+
+/// resize with its scales as an input: the body reading them (in place of
+/// the plan's) over y's elements against the CPU's resize reading them,
+/// bit for bit, in every mode; then through the backend on the strict
+/// fake device, and scales that do not fit the plan reported as the CPU
+/// reports them.
+TEST(CudaHost, ResizeWithRunTimeScalesEqualsTheCpuBackend) {
+  struct Case {
+    Shape x, y;
+    std::vector<float> scales;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1, 4, 4}, {1, 1, 8, 8}, {1, 1, 2, 2}},
+      {{1, 2, 5, 7}, {1, 2, 3, 10}, {1, 1, 0.6f, 1.5f}},
+      {{13}, {6}, {0.5f}},
+      {{2, 1, 1, 3}, {2, 1, 3, 1}, {1, 1, 3, 0.34f}},
+      // A scale made from sizes (3 / 7): the length is taken as 3.
+      {{1, 7}, {1, 3}, {1, 3.0f / 7}}};
+  unsigned seed = 2450;
+  for (const Case &c : cases)
+    for (const char *mode : {"nearest", "linear", "cubic"})
+      for (const char *transform : {"half_pixel", "align_corners"}) {
+        SCOPED_TRACE(std::string(mode) + " " + transform + " rank " +
+                     std::to_string(c.x.size()));
+        AttrList attrs = {
+            {"mode", std::string(mode)},
+            {"coordinate_transformation_mode", std::string(transform)}};
+        std::vector<float> x = randomFloats(numel(c.x), seed++);
+        Value xv = f32(c.x, x), sv = f32({int64_t(c.x.size())}, c.scales);
+        Result want = runOp("resize", {xv, sv}, {{F32, c.y}}, attrs);
+        ASSERT_EQ(want.error, "");
+        Result fake = runOp("resize", {xv, sv}, {{F32, c.y}}, attrs, 2,
+                            "fake-cuda:strict");
+        ASSERT_EQ(fake.error, "");
+        EXPECT_EQ(fake.outputs[0].bytes, want.outputs[0].bytes);
+        // The body itself, its plan as the backend makes it.
+        cuda::ResizePlan p{};
+        p.rank = static_cast<int>(c.x.size());
+        int64_t stride = 1;
+        for (int d = p.rank - 1; d >= 0; --d) {
+          p.in[d] = c.x[d], p.out[d] = c.y[d], p.stride[d] = stride;
+          p.scale[d] = NAN; // never read: the body reads the input
+          stride *= c.x[d];
+        }
+        p.mode = std::string(mode) == "nearest"  ? cuda::ResizeMode::Nearest
+                 : std::string(mode) == "linear" ? cuda::ResizeMode::Linear
+                                                 : cuda::ResizeMode::Cubic;
+        p.transform = std::string(transform) == "half_pixel"
+                          ? cuda::ResizeTransform::HalfPixel
+                          : cuda::ResizeTransform::AlignCorners;
+        p.a = -0.75;
+        cuda::ErrorSlot slot{};
+        std::vector<float> y(numel(c.y), NAN);
+        cuda::hostForEach(
+            cuda::ResizeBody{p, x.data(), y.data(), c.scales.data(), &slot},
+            numel(c.y));
+        EXPECT_EQ(slot.code, 0);
+        EXPECT_EQ(std::memcmp(y.data(), want.outputs[0].bytes.data(),
+                              y.size() * sizeof(float)),
+                  0);
+      }
+  // In bf16: run widened, the scales input still read at run time.
+  Value xh = floats(plan::DType::BF16, {1, 2, 5, 6}, randomFloats(60, 32));
+  Value sv = f32({4}, {1, 1, 1.6f, 0.5f});
+  Result cpu = runOp("resize", {xh, sv}, {{plan::DType::BF16, {1, 2, 8, 3}}},
+                     {{"mode", std::string("linear")}});
+  Result fake = runOp("resize", {xh, sv}, {{plan::DType::BF16, {1, 2, 8, 3}}},
+                      {{"mode", std::string("linear")}}, 2, "fake-cuda:strict");
+  ASSERT_EQ(cpu.error, "");
+  ASSERT_EQ(fake.error, "");
+  EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+}
+
+TEST(CudaHost, ResizeReportsRunTimeScalesThatDoNotFitAsTheCpuDoes) {
+  Value x = f32({1, 2, 4, 4}, randomFloats(32, 33));
+  struct Case {
+    std::vector<float> scales;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{1, 1, 2, 2.5f},
+       "scale 2.500000 of dimension 3 resizes 4 to 10, "
+       "not the plan's 8"},
+      {{1, 1, 0, 2}, "scales must be positive"},
+      {{1, 1, 2, NAN}, "scales must be positive"},
+      {{1, 0.5f, 2, 2}, "scale 0.500000 of dimension 1 resizes 2 to 1"}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.says);
+    Value sv = f32({4}, c.scales);
+    Result cpu = runOp("resize", {x, sv}, {{F32, {1, 2, 8, 8}}});
+    Result fake = runOp("resize", {x, sv}, {{F32, {1, 2, 8, 8}}}, {}, 2,
+                        "fake-cuda:strict");
+    EXPECT_NE(cpu.error.find(c.says), std::string::npos) << cpu.error;
+    EXPECT_EQ(fake.error, cpu.error);
+  }
+  // An empty y: the one thread launched still checks the scales.
+  Value empty = f32({1, 0}, {});
+  Result cpu = runOp("resize", {empty, f32({2}, {1, -1})}, {{F32, {1, 0}}});
+  Result fake = runOp("resize", {empty, f32({2}, {1, -1})}, {{F32, {1, 0}}}, {},
+                      2, "fake-cuda:strict");
+  EXPECT_NE(cpu.error.find("scales must be positive"), std::string::npos)
+      << cpu.error;
+  EXPECT_EQ(fake.error, cpu.error);
 }
 
 TEST(CudaHost, ArgMaxAndArgMinEqualTheCpuBackend) {

@@ -259,8 +259,8 @@ struct CastFromHalf {
   FSDP_HD void operator()(int64_t i) const { y[i] = halfToFloat(x[i], half); }
 };
 
-/// ONNX Cast between any two of f64, f32, f16, bf16, i64, i32, i8, u8 and
-/// bool, as the CPU backend's: to bool is `x != 0`; floats to integers
+/// ONNX Cast between any two of f64, f32, f16, bf16, i64, i32, i16, i8, u8
+/// and bool, as the CPU backend's: to bool is `x != 0`; floats to integers
 /// truncate toward zero, then wrap to the narrower type; halves go through
 /// fp32, rounded to nearest-even. (A float out of an integer's range, or
 /// NaN, has no defined result: the GPU saturates where the CPU wraps.)
@@ -273,7 +273,11 @@ struct AnyCast {
   static bool takes(fsdprt_dtype_t d) {
     switch (d) {
     case FSDPRT_F64: case FSDPRT_F32: case FSDPRT_F16: case FSDPRT_BF16:
-    case FSDPRT_I64: case FSDPRT_I32: case FSDPRT_I8: case FSDPRT_U8:
+    case FSDPRT_I64:
+    case FSDPRT_I32:
+    case FSDPRT_I16:
+    case FSDPRT_I8:
+    case FSDPRT_U8:
     case FSDPRT_BOOL:
       return true;
     default:
@@ -297,6 +301,9 @@ struct AnyCast {
       break;
     case FSDPRT_I64: n = static_cast<const int64_t *>(x)[i]; break;
     case FSDPRT_I32: n = static_cast<const int32_t *>(x)[i]; break;
+    case FSDPRT_I16:
+      n = static_cast<const int16_t *>(x)[i];
+      break;
     case FSDPRT_I8: n = static_cast<const int8_t *>(x)[i]; break;
     default: n = static_cast<const uint8_t *>(x)[i]; break; // u8, bool
     }
@@ -318,6 +325,9 @@ struct AnyCast {
     case FSDPRT_I64: static_cast<int64_t *>(y)[i] = whole; break;
     case FSDPRT_I32:
       static_cast<int32_t *>(y)[i] = static_cast<int32_t>(whole);
+      break;
+    case FSDPRT_I16:
+      static_cast<int16_t *>(y)[i] = static_cast<int16_t>(whole);
       break;
     case FSDPRT_I8: static_cast<int8_t *>(y)[i] = static_cast<int8_t>(whole); break;
     case FSDPRT_U8:
@@ -451,15 +461,71 @@ struct Broadcast {
 Broadcast planBroadcast(const std::vector<int64_t> &out,
                         const std::vector<std::vector<int64_t>> &operands);
 
-/// y[i] = a[.] op b[.], broadcasting; T is float or int64_t.
+/// y[i] = a[.] op b[.], broadcasting; T is float, int64_t or a narrower
+/// integer (int32_t, int16_t, int8_t, uint8_t), which is computed in int64
+/// and wrapped back to T, as the CPU backend computes it.
 template <Binary Op, typename T = float> struct BinaryBody {
   Broadcast plan;
   const T *a, *b;
   T *y;
   FSDP_HD void operator()(int64_t i) const {
-    y[i] = binary<Op>(a[plan.offset(0, i)], b[plan.offset(1, i)]);
+    using Wide = std::conditional_t<std::is_same_v<T, float>, float, int64_t>;
+    y[i] = static_cast<T>(binary<Op>(static_cast<Wide>(a[plan.offset(0, i)]),
+                                     static_cast<Wide>(b[plan.offset(1, i)])));
   }
 };
+
+/// Calls f(T{}) for the narrow integer dtypes a BinaryBody takes (I32,
+/// I16, I8, U8); `otherwise()` for another.
+template <class F, class G>
+decltype(auto) withNarrowInteger(fsdprt_dtype_t dtype, F &&f, G &&otherwise) {
+  switch (dtype) {
+  case FSDPRT_I32:
+    return f(int32_t{});
+  case FSDPRT_I16:
+    return f(int16_t{});
+  case FSDPRT_I8:
+    return f(int8_t{});
+  case FSDPRT_U8:
+    return f(uint8_t{});
+  default:
+    return otherwise();
+  }
+}
+
+/// ONNX Pow of an int64 base by an exponent of E (int64_t, int32_t, float
+/// or double), broadcasting: in double, truncated toward zero, as the CPU
+/// computes it. A power outside int64's range, infinite or NaN (0 to a
+/// negative power, a negative base to a fractional one) has no defined
+/// conversion: x86's gives INT64_MIN, a GPU's saturates.
+template <typename E> struct PowInt64Body {
+  Broadcast plan;
+  const int64_t *a;
+  const E *b;
+  int64_t *y;
+  FSDP_HD void operator()(int64_t i) const {
+    y[i] = static_cast<int64_t>(pow(static_cast<double>(a[plan.offset(0, i)]),
+                                    static_cast<double>(b[plan.offset(1, i)])));
+  }
+};
+
+/// Calls f(E{}) for the exponent dtypes PowInt64Body takes; `otherwise()`
+/// for another.
+template <class F, class G>
+decltype(auto) withPowExponent(fsdprt_dtype_t dtype, F &&f, G &&otherwise) {
+  switch (dtype) {
+  case FSDPRT_I64:
+    return f(int64_t{});
+  case FSDPRT_I32:
+    return f(int32_t{});
+  case FSDPRT_F32:
+    return f(float{});
+  case FSDPRT_F64:
+    return f(double{});
+  default:
+    return otherwise();
+  }
+}
 
 inline Broadcast planBroadcast(const std::vector<int64_t> &out,
                                const std::vector<std::vector<int64_t>> &operands) {

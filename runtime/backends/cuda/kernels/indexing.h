@@ -87,20 +87,73 @@ template <typename T> struct SumType { using type = T; };
 template <> struct SumType<int64_t> { using type = uint64_t; };
 template <> struct SumType<int32_t> { using type = uint32_t; };
 
+/// cumsum's fault: an axis input outside [-rank, rank) (detail: the axis).
+constexpr int kBadAxis = 1;
+
+/// cumsum's axis as an input (one I64 or, with `is32`, I32 in device
+/// memory, the model's input), read by every thread when the kernel runs;
+/// `rank` 0 when the axis is the attribute. x has dims `shape`.
+struct CumsumAxisInput {
+  const void *axis = nullptr;
+  bool is32 = false;
+  int rank = 0;
+  int64_t shape[kMaxDims] = {};
+  ErrorSlot *error = nullptr;
+
+  /// The most lines any axis makes (numel over the smallest dim), at least
+  /// one, so that a bad axis of an empty x is still reported.
+  int64_t maxLines() const {
+    int64_t numel = 1, smallest = 0;
+    for (int d = 0; d < rank; ++d) {
+      numel *= shape[d];
+      smallest = d == 0 || shape[d] < smallest ? shape[d] : smallest;
+    }
+    return smallest > 0 && numel / smallest > 1 ? numel / smallest : 1;
+  }
+
+  /// Line `line`'s dim and inner for the axis read; false when the line
+  /// lies past the axis's lines or the axis is out of range (reported by
+  /// line 0, as the CPU's "axis A is out of range for rank R").
+  FSDP_HD bool resolve(int64_t line, int64_t &dim, int64_t &inner) const {
+    int64_t a = is32 ? *static_cast<const int32_t *>(axis)
+                     : *static_cast<const int64_t *>(axis);
+    if (a < -rank || a >= rank) {
+      if (line == 0)
+        reportError(error, kBadAxis, a);
+      return false;
+    }
+    a = a < 0 ? a + rank : a;
+    int64_t numel = 1;
+    inner = 1;
+    for (int d = 0; d < rank; ++d) {
+      numel *= shape[d];
+      if (d > a)
+        inner *= shape[d];
+    }
+    dim = shape[a];
+    return dim > 0 && line < numel / dim;
+  }
+};
+
 /// cumsum of the lines [outer, dim, inner] along dim, one line per index
 /// in order (reversed with `reverse`; each element the sum before it with
-/// `exclusive`): the CPU's sums bit for bit. y may be x.
+/// `exclusive`): the CPU's sums bit for bit. y may be x. With `axisInput`
+/// (its rank not 0), dim and inner come from the axis it reads.
 template <typename T> struct CumsumBody {
   const T *x;
   T *y;
   int64_t dim, inner;
   bool exclusive, reverse;
+  CumsumAxisInput axisInput = {};
   FSDP_HD void operator()(int64_t line) const {
     using Sum = typename SumType<T>::type;
-    int64_t base = line / inner * dim * inner + line % inner;
+    int64_t d = dim, in = inner;
+    if (axisInput.rank && !axisInput.resolve(line, d, in))
+      return;
+    int64_t base = line / in * d * in + line % in;
     Sum sum = 0;
-    for (int64_t n = 0; n < dim; ++n) {
-      int64_t at = base + (reverse ? dim - 1 - n : n) * inner;
+    for (int64_t n = 0; n < d; ++n) {
+      int64_t at = base + (reverse ? d - 1 - n : n) * in;
       Sum value = static_cast<Sum>(x[at]);
       y[at] = static_cast<T>(exclusive ? sum : sum + value);
       sum += value;

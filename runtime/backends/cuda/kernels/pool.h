@@ -5,7 +5,8 @@
 // and average pooling over planes [N * C, H, W] (max_pool with ONNX's
 // Indices too), their gradient, global max pooling, batch norm with
 // given statistics, and ONNX Resize (nearest, linear, cubic; its taps
-// computed per output element, in double, as the CPU computes them).
+// computed per output element, in double, by resize.h's resizeTap, which
+// the CPU backend computes them with too).
 //
 // pool_grad gathers instead of scattering: each input element visits the
 // outputs whose windows hold it, in row-major order, and adds what they
@@ -19,6 +20,7 @@
 #define FSDPRT_BACKENDS_CUDA_KERNELS_POOL_H
 
 #include "hd.h"
+#include "resize.h"
 
 namespace fsdprt::cuda {
 
@@ -125,127 +127,41 @@ struct GlobalMaxPoolBody {
   }
 };
 
-/// ONNX Resize's modes (the CPU's names: mode, coordinate_transformation_
-/// mode, nearest_mode).
-enum class ResizeMode { Nearest, Linear, Cubic };
-enum class ResizeTransform {
-  HalfPixel,
-  PytorchHalfPixel,
-  AlignCorners,
-  Asymmetric,
-  TfHalfPixelForNn
-};
-enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
-
-/// A resize of x (dims `in`, strides `stride`) to y (dims `out`) by one
-/// scale per axis.
-struct ResizePlan {
-  int rank;
-  int64_t in[kMaxDims], out[kMaxDims], stride[kMaxDims];
-  double scale[kMaxDims];
-  ResizeMode mode;
-  ResizeTransform transform;
-  NearestMode nearest;
-  double a; // cubic_coeff_a
-  bool exclude;
-};
-
-/// One output index of one axis: the input indices it blends (1 for
-/// nearest, 2 for linear, 4 for cubic) and their weights.
-struct ResizeTap {
-  int64_t at[4];
-  double weight[4];
-  int count;
-};
-
-/// Output index j of axis d's taps, in double, as the CPU backend's
-/// resizeTaps picks them (ONNX's reference): the source coordinate by the
-/// transform (a length within 1e-6 of the output's taken as it), rounded by
-/// the nearest mode, or the linear or Keys cubic weights of the rows
-/// around it (an integer source takes the rows below it), clamped to the
-/// edge or, with exclude, dropped and the rest renormalised.
-FSDP_HD inline ResizeTap resizeTap(const ResizePlan &p, int d, int64_t j) {
-  int64_t n = p.in[d], m = p.out[d];
-  double scale = p.scale[d];
-  double length = n * scale;
-  double mm = static_cast<double>(m > 1 ? m : 1);
-  if (fabs(length - static_cast<double>(m)) < 1e-6 * mm)
-    length = static_cast<double>(m);
-  double x;
-  switch (p.transform) {
-  case ResizeTransform::AlignCorners:
-    x = length == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (length - 1);
-    break;
-  case ResizeTransform::Asymmetric: x = j / scale; break;
-  case ResizeTransform::TfHalfPixelForNn: x = (j + 0.5) / scale; break;
-  case ResizeTransform::PytorchHalfPixel:
-    x = length <= 1 ? 0.0 : (j + 0.5) / scale - 0.5;
-    break;
-  default: x = (j + 0.5) / scale - 0.5; break;
-  }
-  auto clamp = [n](int64_t i) { return i < 0 ? 0 : i > n - 1 ? n - 1 : i; };
-  ResizeTap tap{};
-  double lower = floor(x);
-  if (p.mode == ResizeMode::Nearest) {
-    double r;
-    if (p.nearest == NearestMode::Floor)
-      r = lower;
-    else if (p.nearest == NearestMode::Ceil)
-      r = ceil(x);
-    else if (x - lower == 0.5)
-      r = p.nearest == NearestMode::RoundPreferCeil ? lower + 1 : lower;
-    else
-      r = round(x);
-    tap.at[0] = clamp(static_cast<int64_t>(r));
-    tap.weight[0] = 1;
-    tap.count = 1;
-    return tap;
-  }
-  int64_t base = static_cast<int64_t>(lower);
-  double r = x - lower;
-  if (p.mode == ResizeMode::Linear) {
-    tap.at[0] = clamp(base), tap.at[1] = clamp(base + 1);
-    tap.weight[0] = 1 - r, tap.weight[1] = r;
-    tap.count = 2;
-    return tap;
-  }
-  if (r == 0) {
-    --base;
-    r = 1;
-  }
-  double a = p.a, s = 1 + r, t = 1 - r, u = 2 - r;
-  tap.weight[0] = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
-  tap.weight[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
-  tap.weight[2] = ((a + 2) * t - (a + 3)) * t * t + 1;
-  tap.weight[3] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
-  tap.count = 4;
-  double kept = 0;
-  for (int k = 0; k < 4; ++k) {
-    int64_t row = base - 1 + k;
-    if (p.exclude && (row < 0 || row >= n))
-      tap.weight[k] = 0;
-    kept += tap.weight[k];
-    tap.at[k] = clamp(row);
-  }
-  if (p.exclude && kept != 0)
-    for (int k = 0; k < 4; ++k)
-      tap.weight[k] /= kept;
-  return tap;
-}
-
 /// resize over output elements i: the sum, in double and in the CPU's
 /// order (axis 0's tap varying fastest), of each product of the axes'
-/// taps times its element of x.
+/// taps times its element of x. With `scales` (rank f32s in device memory,
+/// the model's input), each thread reads them in place of p.scale and
+/// checks them first (resizeScaleFault; thread 0 reports a fault, and
+/// then no thread writes); launched over at least one thread, so that a
+/// bad scale of an empty y is reported too.
 struct ResizeBody {
   ResizePlan p;
   const float *x;
   float *y;
+  const float *scales = nullptr;
+  ErrorSlot *error = nullptr;
 
   FSDP_HD void operator()(int64_t i) const {
+    double scale[kMaxDims];
+    int64_t total = 1;
+    for (int d = 0; d < p.rank; ++d) {
+      scale[d] = scales ? static_cast<double>(scales[d]) : p.scale[d];
+      total *= p.out[d];
+    }
+    if (scales) {
+      int64_t detail = 0;
+      if (int code = resizeScaleFault(p, scale, detail)) {
+        if (i == 0)
+          reportError(error, code, detail);
+        return;
+      }
+    }
+    if (i >= total)
+      return;
     ResizeTap taps[kMaxDims];
     int64_t rest = i;
     for (int d = p.rank - 1; d >= 0; --d) {
-      taps[d] = resizeTap(p, d, rest % p.out[d]);
+      taps[d] = resizeTap(p, d, rest % p.out[d], scale[d]);
       rest /= p.out[d];
     }
     int k[kMaxDims] = {};
