@@ -1784,10 +1784,10 @@ TEST(Kernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
                                 : total;
   };
   // The forward's log-sum-exp per position, for the gradient that reads it.
-  Result forward = runOp(
-      "softmax_cross_entropy", {f32({2, 3, 2}, s), i64({2, 2}, labels)},
-      {{F32, {}}, {F32, {2, 2}}},
-      {{"ignore_index", int64_t(-100)}, {"lse", int64_t(1)}});
+  Result forward =
+      runOp("softmax_cross_entropy", {f32({2, 3, 2}, s), i64({2, 2}, labels)},
+            {{F32, {}}, {F32, {2, 2}}},
+            {{"ignore_index", int64_t(-100)}, {"lse", int64_t(1)}});
   ASSERT_EQ(forward.error, "");
   Value lse = forward.outputs[1];
   for (std::string reduction : {"mean", "sum", "none"})
@@ -1802,8 +1802,8 @@ TEST(Kernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
         ins.push_back(lse);
         attrs.push_back({"lse", int64_t(1)});
       }
-      Result r = runOp("softmax_cross_entropy_grad", ins, {{F32, {2, 3, 2}}},
-                       attrs);
+      Result r =
+          runOp("softmax_cross_entropy_grad", ins, {{F32, {2, 3, 2}}}, attrs);
       ASSERT_EQ(r.error, "");
       std::vector<double> want;
       for (size_t k = 0; k < s.size(); ++k) {

@@ -1143,7 +1143,7 @@ KernelFn argExtreme(KernelArgs &args, bool max) {
 /// apart, into `out` (contiguous; it may be a row of `x` when stride is 1);
 /// returns their log-sum-exp. `scratch` holds c floats.
 float logSoftmaxOf(const float *x, int64_t c, int64_t stride, float *out,
-                  float *scratch) {
+                   float *scratch) {
   const float *row = x;
   if (stride != 1) {
     for (int64_t j = 0; j < c; ++j)
@@ -1199,6 +1199,15 @@ std::vector<int64_t> checkCrossEntropyInputs(const Tensor &scores,
   return labelShape;
 }
 
+/// The per-position log-sum-exp softmax_cross_entropy gives and its
+/// gradient reads: F32, of the labels' shape.
+void checkCrossEntropyLse(const Tensor &lse,
+                          const std::vector<int64_t> &labelShape) {
+  requireDtype(lse, FSDPRT_F32, "the log-sum-exp");
+  require(lse.shape == labelShape, "the log-sum-exp " + shapeString(lse.shape) +
+                                       " should be " + shapeString(labelShape));
+}
+
 /// ONNX SoftmaxCrossEntropyLoss: the loss, with an optional log_prob output
 /// (the log-softmax of the scores along the class dimension, every
 /// position, ignored ones included) and, with `lse` = 1, a last output
@@ -1226,13 +1235,8 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
   std::vector<int64_t> labelShape =
       checkCrossEntropyInputs(scores, labels, hasWeights ? &weights : nullptr);
   requireDtype(y, FSDPRT_F32, "the loss");
-  if (hasLse) {
-    requireDtype(lse, FSDPRT_F32, "the log-sum-exp");
-    require(lse.shape == labelShape, "the log-sum-exp " +
-                                         shapeString(lse.shape) +
-                                         " should be " +
-                                         shapeString(labelShape));
-  }
+  if (hasLse)
+    checkCrossEntropyLse(lse, labelShape);
   int64_t n = scores.shape[0], c = scores.shape[1];
   int64_t inner = product(scores.shape, 2, scores.shape.size());
   std::string reduction = args.attrs.getString("reduction", "mean");
@@ -1301,13 +1305,8 @@ KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
   Tensor lse = hasLse ? args.in.back() : Tensor();
   std::vector<int64_t> labelShape =
       checkCrossEntropyInputs(scores, labels, hasWeights ? &weights : nullptr);
-  if (hasLse) {
-    requireDtype(lse, FSDPRT_F32, "the log-sum-exp");
-    require(lse.shape == labelShape, "the log-sum-exp " +
-                                         shapeString(lse.shape) +
-                                         " should be " +
-                                         shapeString(labelShape));
-  }
+  if (hasLse)
+    checkCrossEntropyLse(lse, labelShape);
   requireDtype(g, FSDPRT_F32, "the loss gradient");
   requireDtype(y, FSDPRT_F32, "the scores gradient");
   require(y.shape == scores.shape, "the scores gradient " +

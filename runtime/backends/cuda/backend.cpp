@@ -708,12 +708,14 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   KernelArgs &args = c.args;
   bool grad = op == "softmax_cross_entropy_grad";
   bool hasLse = args.attrs.getInt("lse", 0) != 0;
-  size_t base = grad ? 3 : 2, extra = hasLse ? 1 : 0;
-  size_t ins = args.in.size() - (grad ? extra : 0),
-         outs = args.out.size() - (grad ? 0 : extra);
+  size_t base = grad ? 3 : 2;
+  size_t lseIn = hasLse && grad, lseOut = hasLse && !grad;
+  if (args.in.size() < base + lseIn || args.out.size() < 1 + lseOut)
+    return nullptr;
+  // The counts without the log-sum-exp.
+  size_t ins = args.in.size() - lseIn, outs = args.out.size() - lseOut;
   bool logProb = !grad && outs == 2;
-  if (args.in.size() < base + (grad ? extra : 0) || ins > base + 1 ||
-      args.out.size() < 1 + (grad ? 0 : extra) || (outs != 1 && !logProb) ||
+  if (ins > base + 1 || (outs != 1 && !logProb) ||
       (logProb && args.out[1].dtype != FSDPRT_F32))
     return nullptr;
   const Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
@@ -743,8 +745,8 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     CrossEntropyInputs in{scores.as<float>(), labels.as<int64_t>(), weights,
                           classes, inner, hasIgnore, ignore,
-                          backend->slot(slot),
-                          hasLse ? lse.as<float>() : nullptr};
+                          backend->slot(slot)};
+    in.lse = hasLse ? lse.as<float>() : nullptr;
     float *scratch = workspace->as<float>();
     if (grad)
       return d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,

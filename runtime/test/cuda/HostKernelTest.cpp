@@ -544,10 +544,10 @@ TEST(CudaHost, CrossEntropyAndItsGradientEqualTheCpuBackend) {
         expectClose(lse, cpuLse.outputs[1].as<float>(), 2e-6);
         withLse.grad(g.data(), none, mean, lseGrad.data());
         gradIns.push_back(cpuLse.outputs[1]);
-        expectClose(lseGrad,
-                    cpu("softmax_cross_entropy_grad", gradIns, c.scores,
-                        lseAttrs),
-                    2e-6);
+        expectClose(
+            lseGrad,
+            cpu("softmax_cross_entropy_grad", gradIns, c.scores, lseAttrs),
+            2e-6);
         expectClose(lseGrad, grad, 2e-6);
         EXPECT_EQ(error.code, 0);
       }

@@ -252,8 +252,8 @@ TEST(CudaHost, OptionalOutputsRunOnTheStrictFakeDevice) {
     AttrList lse = {{"lse", int64_t(1)}};
     ceOuts.push_back({plan::DType::F32, {2, 3}});
     cpu = runOp("softmax_cross_entropy", ce, ceOuts, lse);
-    fake = runOp("softmax_cross_entropy", ce, ceOuts, lse, 2,
-                 "fake-cuda:strict");
+    fake =
+        runOp("softmax_cross_entropy", ce, ceOuts, lse, 2, "fake-cuda:strict");
     ASSERT_EQ(cpu.error, "");
     ASSERT_EQ(fake.error, "");
     for (size_t i = 0; i < 3; ++i)

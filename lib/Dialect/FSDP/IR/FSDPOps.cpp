@@ -609,13 +609,13 @@ LogicalResult NormGradOp::verify() {
 /// Cross-entropy's per-position log-sum-exp: f32, of the labels' shape.
 static LogicalResult verifyCrossEntropyLse(Operation *op, Value labels,
                                            Value lse) {
-  auto expected = RankedTensorType::get(
-      cast<RankedTensorType>(labels.getType()).getShape(),
-      Float32Type::get(op->getContext()));
+  auto expected =
+      RankedTensorType::get(cast<RankedTensorType>(labels.getType()).getShape(),
+                            Float32Type::get(op->getContext()));
   if (lse && lse.getType() != expected)
-    return op->emitOpError() << "lse must be " << expected
-                             << " (f32, of the labels' shape), not "
-                             << lse.getType();
+    return op->emitOpError()
+           << "lse must be " << expected << " (f32, of the labels' shape), not "
+           << lse.getType();
   return success();
 }
 
