@@ -1783,23 +1783,37 @@ TEST(Kernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
            : reduction == "sum" ? g[0] * total
                                 : total;
   };
-  for (std::string reduction : {"mean", "sum", "none"}) {
-    Value gradIn = reduction == "none" ? f32({2, 2}, g) : f32({}, {g[0]});
-    Result r =
-        runOp("softmax_cross_entropy_grad",
-              {f32({2, 3, 2}, s), i64({2, 2}, labels), gradIn, f32({3}, w)},
-              {{F32, {2, 3, 2}}},
-              {{"reduction", reduction}, {"ignore_index", int64_t(-100)}});
-    ASSERT_EQ(r.error, "") << reduction;
-    std::vector<double> want;
-    for (size_t k = 0; k < s.size(); ++k) {
-      std::vector<double> up(s.begin(), s.end()), down = up;
-      up[k] += 1e-4;
-      down[k] -= 1e-4;
-      want.push_back((loss(up, reduction) - loss(down, reduction)) / 2e-4);
+  // The forward's log-sum-exp per position, for the gradient that reads it.
+  Result forward =
+      runOp("softmax_cross_entropy", {f32({2, 3, 2}, s), i64({2, 2}, labels)},
+            {{F32, {}}, {F32, {2, 2}}},
+            {{"ignore_index", int64_t(-100)}, {"lse", int64_t(1)}});
+  ASSERT_EQ(forward.error, "");
+  Value lse = forward.outputs[1];
+  for (std::string reduction : {"mean", "sum", "none"})
+    for (bool withLse : {false, true}) {
+      SCOPED_TRACE(reduction + (withLse ? " with lse" : " recomputed"));
+      Value gradIn = reduction == "none" ? f32({2, 2}, g) : f32({}, {g[0]});
+      std::vector<Value> ins = {f32({2, 3, 2}, s), i64({2, 2}, labels), gradIn,
+                                f32({3}, w)};
+      AttrList attrs = {{"reduction", reduction},
+                        {"ignore_index", int64_t(-100)}};
+      if (withLse) {
+        ins.push_back(lse);
+        attrs.push_back({"lse", int64_t(1)});
+      }
+      Result r =
+          runOp("softmax_cross_entropy_grad", ins, {{F32, {2, 3, 2}}}, attrs);
+      ASSERT_EQ(r.error, "");
+      std::vector<double> want;
+      for (size_t k = 0; k < s.size(); ++k) {
+        std::vector<double> up(s.begin(), s.end()), down = up;
+        up[k] += 1e-4;
+        down[k] -= 1e-4;
+        want.push_back((loss(up, reduction) - loss(down, reduction)) / 2e-4);
+      }
+      expectNear(r.outputs[0].as<float>(), want);
     }
-    expectNear(r.outputs[0].as<float>(), want);
-  }
   // The cotangent's shape must match the reduction.
   Result r = runOp("softmax_cross_entropy_grad",
                    {f32({2, 3, 2}, s), i64({2, 2}, labels), f32({}, {1.0f})},
@@ -1807,6 +1821,50 @@ TEST(Kernels, SoftmaxCrossEntropyGradMatchesFiniteDifferences) {
   EXPECT_NE(r.error.find("the loss gradient [] does not match reduction none"),
             std::string::npos)
       << r.error;
+  // The log-sum-exp must be one f32 per position.
+  r = runOp("softmax_cross_entropy_grad",
+            {f32({2, 3, 2}, s), i64({2, 2}, labels), f32({}, {1.0f}),
+             f32({4}, {0, 0, 0, 0})},
+            {{F32, {2, 3, 2}}}, {{"lse", int64_t(1)}});
+  EXPECT_NE(r.error.find("the log-sum-exp [4] should be [2, 2]"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, SoftmaxCrossEntropyGivesEachPositionsLogSumExp) {
+  // [N, C, d] = [2, 3, 2] scores, class weights, one ignored label (its
+  // log-sum-exp given all the same), with and without log_prob.
+  auto s = randomFloats(2 * 3 * 2, 45);
+  std::vector<float> w = {0.5f, 2.0f, 1.0f};
+  std::vector<int64_t> labels = {1, -100, 2, 0};
+  std::vector<double> want;
+  for (int p = 0; p < 4; ++p) {
+    int b = p / 2, i = p % 2;
+    // crossEntropy of label 0 plus the label's score: the log-sum-exp.
+    want.push_back(crossEntropy(&s[b * 6 + i], 3, 2, 0) + s[b * 6 + i]);
+  }
+  std::vector<Value> ins = {f32({2, 3, 2}, s), i64({2, 2}, labels),
+                            f32({3}, w)};
+  AttrList attrs = {{"ignore_index", int64_t(-100)}};
+  Result plain = runOp("softmax_cross_entropy", ins, {{F32, {}}}, attrs);
+  ASSERT_EQ(plain.error, "");
+  attrs.push_back({"lse", int64_t(1)});
+  Result withLse =
+      runOp("softmax_cross_entropy", ins, {{F32, {}}, {F32, {2, 2}}}, attrs);
+  ASSERT_EQ(withLse.error, "");
+  EXPECT_EQ(withLse.outputs[0].as<float>(), plain.outputs[0].as<float>());
+  expectNear(withLse.outputs[1].as<float>(), want);
+  Result all = runOp("softmax_cross_entropy", ins,
+                     {{F32, {}}, {F32, {2, 3, 2}}, {F32, {2, 2}}}, attrs);
+  ASSERT_EQ(all.error, "");
+  EXPECT_EQ(all.outputs[0].as<float>(), plain.outputs[0].as<float>());
+  EXPECT_EQ(all.outputs[2].as<float>(), withLse.outputs[1].as<float>());
+  // The log-sum-exp must be one f32 per position.
+  Result bad =
+      runOp("softmax_cross_entropy", ins, {{F32, {}}, {F32, {2, 3}}}, attrs);
+  EXPECT_NE(bad.error.find("the log-sum-exp [2, 3] should be [2, 2]"),
+            std::string::npos)
+      << bad.error;
 }
 
 /// nll_loss over input [2, 3, 2] with class weights and one ignored

@@ -29,7 +29,7 @@
 // the gradient reads the copies.
 // CKPT-LABEL: func.func @forward
 // CKPT: %[[Y1:[^ ,]+]], %[[LSE1:[^ ,]+]] = fsdp.attention
-// CKPT: onnx.SoftmaxCrossEntropyLoss
+// CKPT: = fsdp.softmax_cross_entropy %
 // CKPT: %[[Y2:[^ ,]+]], %[[LSE2:[^ ,]+]] = fsdp.attention
 // CKPT-NOT: %[[LSE1]]{{[^0-9]}}
 // CKPT: fsdp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[Y2]], %[[LSE2]], %{{.*}}

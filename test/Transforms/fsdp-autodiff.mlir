@@ -4,9 +4,9 @@
 // tied parameter summed over its two reads, none for the frozen one.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: -> (tensor<f32> {fsdp.name = "loss"}, tensor<4x4xf32> {fsdp.grad_of = @w, fsdp.name = "grad.w"}, tensor<4xf32> {fsdp.grad_of = @b, fsdp.name = "grad.b"})
-// CHECK: %[[LOSS:.*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss
+// CHECK: %[[LOSS:.*]], %[[LSE:.*]] = fsdp.softmax_cross_entropy
 // CHECK: %[[SEED:.*]] = onnx.Constant dense<1.000000e+00> : tensor<f32>
-// CHECK-NEXT: %[[DS:.*]] = fsdp.softmax_cross_entropy_grad %{{.*}}, %arg1, %[[SEED]] :
+// CHECK-NEXT: %[[DS:.*]] = fsdp.softmax_cross_entropy_grad %{{.*}}, %arg1, %[[SEED]] lse(%[[LSE]]) {{.*}}:
 // Second Gemm (transB = 1): dA = g B, dB = g^T A, dC = sum over rows.
 // CHECK: onnx.MatMul %[[DS]], %{{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
 // CHECK: onnx.MatMul %{{.*}}, %{{.*}} : (tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
@@ -136,7 +136,8 @@ module {
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: tensor<4xf32> {fsdp.grad_of = @v, fsdp.name = "grad.v"}, tensor<4x2xf32> {fsdp.grad_of = @w, fsdp.name = "grad.w"}
 // CHECK: %[[CW:.*]] = onnx.Constant dense<[2.000000e+00, 5.000000e-01]>
-// CHECK: fsdp.softmax_cross_entropy_grad %{{.*}}, %arg1, %{{.*}}, %[[CW]] {ignore_index = -1 : i64} : (tensor<2x2x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<2xf32>) -> tensor<2x2x3xf32>
+// CHECK: %{{.*}}, %[[LSE:.*]] = fsdp.softmax_cross_entropy %{{.*}}, %arg1, %[[CW]] {ignore_index = -1 : i64} : (tensor<2x2x3xf32>, tensor<2x3xi64>, tensor<2xf32>) -> (tensor<f32>, tensor<2x3xf32>)
+// CHECK: fsdp.softmax_cross_entropy_grad %{{.*}}, %arg1, %{{.*}}, %[[CW]] lse(%[[LSE]]) {ignore_index = -1 : i64} : (tensor<2x2x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<2xf32>, tensor<2x3xf32>) -> tensor<2x2x3xf32>
 // Steps -2 from position 5 read 5, 3, 1: the gradient goes back there.
 // CHECK: %[[POS:.*]] = onnx.Constant dense<[5, 3, 1]> : tensor<3xi64>
 // CHECK: fsdp.gather_grad %{{.*}}, %[[POS]] {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<2x6xf32>

@@ -109,6 +109,22 @@ func.func @attention_training(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x5xf32>, %v:
 
 // -----
 
+// Cross-entropy in training: the loss kernel with its log-sum-exp as the
+// last output (lse = 1), and the gradient reading it as its last input;
+// a gradient without it (an older graph) recomputes it (no lse param).
+// CHECK-LABEL: func.func @cross_entropy_training
+// CHECK: %[[L:.*]]:2 = fsdp.kernel "softmax_cross_entropy"(%arg0, %arg1, %arg2) params {ignore_index = -1 : i64, lse = 1 : i64, reduction = "mean"} : (tensor<4x3xf32>, tensor<4xi64>, tensor<3xf32>) -> (tensor<f32>, tensor<4xf32>)
+// CHECK: fsdp.kernel "softmax_cross_entropy_grad"(%arg0, %arg1, %arg3, %arg2, %[[L]]#1) params {ignore_index = -1 : i64, lse = 1 : i64, reduction = "mean"} : (tensor<4x3xf32>, tensor<4xi64>, tensor<f32>, tensor<3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+// CHECK: fsdp.kernel "softmax_cross_entropy_grad"(%arg0, %arg1, %arg3) params {reduction = "sum"} : (tensor<4x3xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x3xf32>
+func.func @cross_entropy_training(%s: tensor<4x3xf32>, %l: tensor<4xi64>, %w: tensor<3xf32>, %g: tensor<f32>) -> (tensor<f32>, tensor<4x3xf32>, tensor<4x3xf32>) {
+  %loss, %lse = fsdp.softmax_cross_entropy %s, %l, %w {ignore_index = -1 : i64} : (tensor<4x3xf32>, tensor<4xi64>, tensor<3xf32>) -> (tensor<f32>, tensor<4xf32>)
+  %gs = fsdp.softmax_cross_entropy_grad %s, %l, %g, %w lse(%lse) {ignore_index = -1 : i64} : (tensor<4x3xf32>, tensor<4xi64>, tensor<f32>, tensor<3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  %gs2 = fsdp.softmax_cross_entropy_grad %s, %l, %g {reduction = "sum"} : (tensor<4x3xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x3xf32>
+  return %loss, %gs, %gs2 : tensor<f32>, tensor<4x3xf32>, tensor<4x3xf32>
+}
+
+// -----
+
 // Batch norm in training: batch_norm_train's five outputs, and
 // batch_norm_grad on (dy, x, scale, saved mean, saved inverse std).
 // CHECK-LABEL: func.func @batch_norm_training

@@ -1059,10 +1059,10 @@ KernelFn argExtreme(KernelArgs &args, bool max) {
 }
 
 /// The log-softmax of the `c` class scores of one position, read `stride`
-/// apart, into `out` (contiguous; it may be a row of `x` when stride is 1).
-/// `scratch` holds c floats.
-void logSoftmaxOf(const float *x, int64_t c, int64_t stride, float *out,
-                  float *scratch) {
+/// apart, into `out` (contiguous; it may be a row of `x` when stride is 1);
+/// returns their log-sum-exp. `scratch` holds c floats.
+float logSoftmaxOf(const float *x, int64_t c, int64_t stride, float *out,
+                   float *scratch) {
   const float *row = x;
   if (stride != 1) {
     for (int64_t j = 0; j < c; ++j)
@@ -1073,6 +1073,7 @@ void logSoftmaxOf(const float *x, int64_t c, int64_t stride, float *out,
   float logSum = std::log(vmath::expSum(row, out, c, max));
   for (int64_t j = 0; j < c; ++j)
     out[j] = row[j] - max - logSum;
+  return max + logSum;
 }
 
 /// A thread's scratch of at least `n` floats.
@@ -1117,17 +1118,31 @@ std::vector<int64_t> checkCrossEntropyInputs(const Tensor &scores,
   return labelShape;
 }
 
-/// ONNX SoftmaxCrossEntropyLoss: the loss, and with a second output the
-/// log-softmax of the scores along the class dimension (log_prob, every
-/// position, ignored ones included).
+/// The per-position log-sum-exp softmax_cross_entropy gives and its
+/// gradient reads: F32, of the labels' shape.
+void checkCrossEntropyLse(const Tensor &lse,
+                          const std::vector<int64_t> &labelShape) {
+  requireDtype(lse, FSDPRT_F32, "the log-sum-exp");
+  require(lse.shape == labelShape, "the log-sum-exp " + shapeString(lse.shape) +
+                                       " should be " + shapeString(labelShape));
+}
+
+/// ONNX SoftmaxCrossEntropyLoss: the loss, with an optional log_prob output
+/// (the log-softmax of the scores along the class dimension, every
+/// position, ignored ones included) and, with `lse` = 1, a last output
+/// holding each position's log-sum-exp of its scores, which the gradient
+/// reads instead of recomputing it.
 KernelFn softmaxCrossEntropy(KernelArgs &args) {
+  bool hasLse = args.attrs.getInt("lse", 0) != 0;
+  size_t extra = hasLse ? 1 : 0;
   require(args.in.size() >= 2 && args.in.size() <= 3 &&
-              (args.out.size() == 1 || args.out.size() == 2),
-          "takes scores, labels and optional weights, and gives the loss "
-          "and an optional log_prob");
+              args.out.size() >= 1 + extra && args.out.size() <= 2 + extra,
+          "takes scores, labels and optional weights, and gives the loss, "
+          "an optional log_prob and, with lse = 1, the log-sum-exp");
   Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
-  bool hasLogProb = args.out.size() == 2;
+  bool hasLogProb = args.out.size() == 2 + extra;
   Tensor logProb = hasLogProb ? args.out[1] : Tensor();
+  Tensor lse = hasLse ? args.out.back() : Tensor();
   if (hasLogProb) {
     requireDtype(logProb, FSDPRT_F32, "log_prob");
     require(logProb.shape == scores.shape,
@@ -1139,6 +1154,8 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
   std::vector<int64_t> labelShape =
       checkCrossEntropyInputs(scores, labels, hasWeights ? &weights : nullptr);
   requireDtype(y, FSDPRT_F32, "the loss");
+  if (hasLse)
+    checkCrossEntropyLse(lse, labelShape);
   int64_t n = scores.shape[0], c = scores.shape[1];
   int64_t inner = product(scores.shape, 2, scores.shape.size());
   std::string reduction = args.attrs.getString("reduction", "mean");
@@ -1164,7 +1181,9 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
       float *scratch = threadScratch(2 * c);
       float *lp =
           hasLogProb && inner == 1 ? logProb.as<float>() + b * c : scratch + c;
-      logSoftmaxOf(row, c, inner, lp, scratch);
+      float logSum = logSoftmaxOf(row, c, inner, lp, scratch);
+      if (hasLse)
+        lse.as<float>()[p] = logSum;
       if (hasLogProb && inner != 1)
         for (int64_t j = 0; j < c; ++j)
           logProb.as<float>()[(b * c + j) * inner + i] = lp[j];
@@ -1191,15 +1210,22 @@ KernelFn softmaxCrossEntropy(KernelArgs &args) {
 
 /// d loss / d scores: per position, g * w[label] * (softmax - onehot(label))
 /// along the class dimension, divided by the summed weights of the
-/// non-ignored labels for a mean; positions of ignored labels are 0.
+/// non-ignored labels for a mean; positions of ignored labels are 0. With
+/// `lse` = 1 the last input is the forward's log-sum-exp per position:
+/// softmax = exp(scores - lse) reads the scores once instead of twice.
 KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
-  requireArity(args, 3, 4, 1);
+  bool hasLse = args.attrs.getInt("lse", 0) != 0;
+  size_t extra = hasLse ? 1 : 0;
+  requireArity(args, 3 + extra, 4 + extra, 1);
   Tensor scores = args.in[0], labels = args.in[1], g = args.in[2],
          y = args.out[0];
-  bool hasWeights = args.in.size() == 4;
+  bool hasWeights = args.in.size() == 4 + extra;
   Tensor weights = hasWeights ? args.in[3] : Tensor();
+  Tensor lse = hasLse ? args.in.back() : Tensor();
   std::vector<int64_t> labelShape =
       checkCrossEntropyInputs(scores, labels, hasWeights ? &weights : nullptr);
+  if (hasLse)
+    checkCrossEntropyLse(lse, labelShape);
   requireDtype(g, FSDPRT_F32, "the loss gradient");
   requireDtype(y, FSDPRT_F32, "the scores gradient");
   require(y.shape == scores.shape, "the scores gradient " +
@@ -1250,10 +1276,16 @@ KernelFn softmaxCrossEntropyGrad(KernelArgs &args) {
           scratch[j] = row[j * inner];
         x = scratch;
       }
-      float max = vmath::max(x, c);
-      float inv = 1.0f / vmath::expSum(x, e, c, max);
-      for (int64_t j = 0; j < c; ++j)
-        e[j] = scale * (e[j] * inv);
+      if (hasLse) {
+        vmath::expSum(x, e, c, lse.as<float>()[p]);
+        for (int64_t j = 0; j < c; ++j)
+          e[j] *= scale;
+      } else {
+        float max = vmath::max(x, c);
+        float inv = 1.0f / vmath::expSum(x, e, c, max);
+        for (int64_t j = 0; j < c; ++j)
+          e[j] = scale * (e[j] * inv);
+      }
       e[label] -= scale;
       if (inner != 1)
         for (int64_t j = 0; j < c; ++j)

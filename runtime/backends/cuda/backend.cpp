@@ -787,22 +787,32 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
 
 /// softmax_cross_entropy(_grad) (kernels/losses.h): its scratch in the
 /// workspace, a bad label in its ErrorSlot; the forward's optional
-/// log_prob output the log-softmax kernel along the classes.
+/// log_prob output the log-softmax kernel along the classes. With `lse` =
+/// 1 the forward's last output and the gradient's last input is the
+/// per-position log-sum-exp.
 KernelFn crossEntropyKernel(const std::string &op, Context &c) {
   KernelArgs &args = c.args;
   bool grad = op == "softmax_cross_entropy_grad";
+  bool hasLse = args.attrs.getInt("lse", 0) != 0;
   size_t base = grad ? 3 : 2;
-  bool logProb = !grad && args.out.size() == 2;
-  if (args.in.size() < base || args.in.size() > base + 1 ||
-      (args.out.size() != 1 && !logProb) ||
+  size_t lseIn = hasLse && grad, lseOut = hasLse && !grad;
+  if (args.in.size() < base + lseIn || args.out.size() < 1 + lseOut)
+    return nullptr;
+  // The counts without the log-sum-exp.
+  size_t ins = args.in.size() - lseIn, outs = args.out.size() - lseOut;
+  bool logProb = !grad && outs == 2;
+  if (ins > base + 1 || (outs != 1 && !logProb) ||
       (logProb && args.out[1].dtype != FSDPRT_F32))
     return nullptr;
   const Tensor scores = args.in[0], labels = args.in[1], y = args.out[0];
-  bool weighted = args.in.size() == base + 1;
+  const Tensor lse =
+      hasLse ? (grad ? args.in.back() : args.out.back()) : Tensor();
+  bool weighted = ins == base + 1;
   if (scores.dtype != FSDPRT_F32 || labels.dtype != FSDPRT_I64 ||
       y.dtype != FSDPRT_F32 || scores.shape.size() < 2 ||
       (weighted && args.in[base].dtype != FSDPRT_F32) ||
-      (grad && args.in[2].dtype != FSDPRT_F32))
+      (grad && args.in[2].dtype != FSDPRT_F32) ||
+      (hasLse && lse.dtype != FSDPRT_F32))
     return nullptr;
   checkLikeTheCpu(op, args);
   int64_t classes = scores.shape[1];
@@ -822,6 +832,7 @@ KernelFn crossEntropyKernel(const std::string &op, Context &c) {
     CrossEntropyInputs in{scores.as<float>(), labels.as<int64_t>(), weights,
                           classes, inner, hasIgnore, ignore,
                           backend->slot(slot)};
+    in.lse = hasLse ? lse.as<float>() : nullptr;
     float *scratch = workspace->as<float>();
     if (grad)
       return d.crossEntropyGrad(s, in, positions, g, none, mean, scratch,

@@ -527,6 +527,28 @@ TEST(CudaHost, CrossEntropyAndItsGradientEqualTheCpuBackend) {
         expectClose(grad,
                     cpu("softmax_cross_entropy_grad", gradIns, c.scores, attrs),
                     2e-6);
+        // The log-sum-exp the forward gives (lse = 1) is the CPU's, and the
+        // gradient reading it equals the CPU's reading it and the one
+        // recomputing it.
+        std::vector<float> lse(positions), lseLoss(loss.size()),
+            lseGrad(grad.size());
+        HostCrossEntropy withLse = host;
+        withLse.in.lse = lse.data();
+        withLse.loss(none, mean, lseLoss.data());
+        EXPECT_EQ(lseLoss, loss);
+        AttrList lseAttrs = attrs;
+        lseAttrs.push_back({"lse", int64_t(1)});
+        Result cpuLse = runOp("softmax_cross_entropy", ins,
+                              {{F32, lossShape}, {F32, labelShape}}, lseAttrs);
+        ASSERT_EQ(cpuLse.error, "");
+        expectClose(lse, cpuLse.outputs[1].as<float>(), 2e-6);
+        withLse.grad(g.data(), none, mean, lseGrad.data());
+        gradIns.push_back(cpuLse.outputs[1]);
+        expectClose(
+            lseGrad,
+            cpu("softmax_cross_entropy_grad", gradIns, c.scores, lseAttrs),
+            2e-6);
+        expectClose(lseGrad, grad, 2e-6);
         EXPECT_EQ(error.code, 0);
       }
 }

@@ -289,6 +289,25 @@ TEST(CudaHost, OptionalOutputsRunOnTheStrictFakeDevice) {
     ASSERT_EQ(fake.error, "");
     for (size_t i = 0; i < 2; ++i)
       expectClose(floatsOf(fake.outputs[i]), floatsOf(cpu.outputs[i]), tol);
+    // ... and with the log-sum-exp (f32 whatever the scores' dtype), which
+    // the gradient then reads.
+    AttrList lse = {{"lse", int64_t(1)}};
+    ceOuts.push_back({plan::DType::F32, {2, 3}});
+    cpu = runOp("softmax_cross_entropy", ce, ceOuts, lse);
+    fake =
+        runOp("softmax_cross_entropy", ce, ceOuts, lse, 2, "fake-cuda:strict");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    for (size_t i = 0; i < 3; ++i)
+      expectClose(floatsOf(fake.outputs[i]), floatsOf(cpu.outputs[i]), tol);
+    std::vector<Value> gradIns = {ce[0], ce[1], floats(dtype, {}, {1.0f}),
+                                  cpu.outputs[2]};
+    cpu = runOp("softmax_cross_entropy_grad", gradIns, {{dtype, scores}}, lse);
+    fake = runOp("softmax_cross_entropy_grad", gradIns, {{dtype, scores}}, lse,
+                 2, "fake-cuda:strict");
+    ASSERT_EQ(cpu.error, "");
+    ASSERT_EQ(fake.error, "");
+    expectClose(floatsOf(fake.outputs[0]), floatsOf(cpu.outputs[0]), tol);
   }
 }
 

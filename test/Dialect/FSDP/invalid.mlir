@@ -546,3 +546,21 @@ func.func @sgd_nesterov(%p: tensor<64xf32>, %lr: tensor<f32>) {
       : (tensor<64xf32>, tensor<64xf32>, tensor<f32>, tensor<f32>) -> tensor<64xf32>
   return
 }
+
+// -----
+
+func.func @cross_entropy_lse(%s: tensor<4x3xf32>, %l: tensor<4xi64>) {
+  // expected-error @+1 {{'fsdp.softmax_cross_entropy' op lse must be 'tensor<4xf32>' (f32, of the labels' shape), not 'tensor<4xbf16>'}}
+  %loss, %lse = fsdp.softmax_cross_entropy %s, %l
+      : (tensor<4x3xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4xbf16>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_lse(%s: tensor<4x3xf32>, %l: tensor<4xi64>, %g: tensor<f32>, %lse: tensor<4x1xf32>) {
+  // expected-error @+1 {{'fsdp.softmax_cross_entropy_grad' op lse must be 'tensor<4xf32>' (f32, of the labels' shape), not 'tensor<4x1xf32>'}}
+  %gs = fsdp.softmax_cross_entropy_grad %s, %l, %g lse(%lse)
+      : (tensor<4x3xf32>, tensor<4xi64>, tensor<f32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  return
+}

@@ -91,6 +91,27 @@ func.func @attention(%q: tensor<2x4x16x8xbf16>, %kt: tensor<2x4x8x12xbf16>,
   return %y0, %dq, %dkt, %dv : tensor<2x4x16x6xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x8x12xbf16>, tensor<2x4x12x6xbf16>
 }
 
+// Cross-entropy with its per-position log-sum-exp, and its gradient with
+// and without weights and the log-sum-exp (the operand segments in the
+// generic form).
+// CHECK-LABEL: func.func @cross_entropy
+func.func @cross_entropy(%s: tensor<2x5x3xf32>, %l: tensor<2x3xi64>, %w: tensor<5xf32>, %g: tensor<f32>)
+    -> (tensor<f32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>) {
+  // CHECK: %[[LOSS:.*]], %[[LSE:.*]] = fsdp.softmax_cross_entropy %arg0, %arg1, %arg2 {ignore_index = -1 : i64, reduction = "sum"} : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> (tensor<f32>, tensor<2x3xf32>)
+  %loss, %lse = fsdp.softmax_cross_entropy %s, %l, %w {ignore_index = -1 : i64, reduction = "sum"}
+      : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<5xf32>) -> (tensor<f32>, tensor<2x3xf32>)
+  // CHECK: fsdp.softmax_cross_entropy_grad %arg0, %arg1, %arg3, %arg2 lse(%[[LSE]]) : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<5xf32>, tensor<2x3xf32>) -> tensor<2x5x3xf32>
+  %g1 = fsdp.softmax_cross_entropy_grad %s, %l, %g, %w lse(%lse)
+      : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<5xf32>, tensor<2x3xf32>) -> tensor<2x5x3xf32>
+  // CHECK: fsdp.softmax_cross_entropy_grad %arg0, %arg1, %arg3 lse(%[[LSE]]) : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<2x3xf32>) -> tensor<2x5x3xf32>
+  %g2 = fsdp.softmax_cross_entropy_grad %s, %l, %g lse(%lse)
+      : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<2x3xf32>) -> tensor<2x5x3xf32>
+  // CHECK: fsdp.softmax_cross_entropy_grad %arg0, %arg1, %arg3, %arg2 : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<5xf32>) -> tensor<2x5x3xf32>
+  %g3 = fsdp.softmax_cross_entropy_grad %s, %l, %g, %w
+      : (tensor<2x5x3xf32>, tensor<2x3xi64>, tensor<f32>, tensor<5xf32>) -> tensor<2x5x3xf32>
+  return %loss, %g1, %g2, %g3 : tensor<f32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>
+}
+
 // Training batch norm with its saved statistics and running statistics'
 // new values, and its gradient from the saved statistics.
 // CHECK-LABEL: func.func @batch_norm_train

@@ -606,6 +606,27 @@ LogicalResult NormGradOp::verify() {
   return success();
 }
 
+/// Cross-entropy's per-position log-sum-exp: f32, of the labels' shape.
+static LogicalResult verifyCrossEntropyLse(Operation *op, Value labels,
+                                           Value lse) {
+  auto expected =
+      RankedTensorType::get(cast<RankedTensorType>(labels.getType()).getShape(),
+                            Float32Type::get(op->getContext()));
+  if (lse && lse.getType() != expected)
+    return op->emitOpError()
+           << "lse must be " << expected << " (f32, of the labels' shape), not "
+           << lse.getType();
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyOp::verify() {
+  return verifyCrossEntropyLse(*this, getLabels(), getLse());
+}
+
+LogicalResult SoftmaxCrossEntropyGradOp::verify() {
+  return verifyCrossEntropyLse(*this, getLabels(), getLse());
+}
+
 LogicalResult AttentionOp::verify() {
   auto q = cast<RankedTensorType>(getQuery().getType());
   auto kt = cast<RankedTensorType>(getKeyT().getType());

@@ -97,6 +97,7 @@ private:
   LogicalResult decomposeBatchNorm(BatchNormalizationOp norm);
   LogicalResult fuseBatchNorm(BatchNormalizationOp norm);
   void fuseAttention();
+  void keepCrossEntropyLse();
   void countBatch(BatchNormalizationOp norm, OnnxBuilder &bb);
   SmallVector<mlir::fsdp::ParamOp>
   markActive(llvm::StringMap<SmallVector<Value>> &reads);
@@ -439,6 +440,40 @@ void Autodiff::fuseAttention() {
   }
 }
 
+/// Differentiated cross-entropies become fsdp.softmax_cross_entropy, whose
+/// per-position log-sum-exp (one f32 a position, computed by the forward
+/// anyway) the gradient reads instead of recomputing each position's
+/// maximum and sum of exponentials: one pass over the scores in the
+/// backward, which matters for a large vocabulary. Runs after the activity
+/// analysis, as fuseAttention; a loss whose log_prob is used stays (its
+/// rule refuses it).
+void Autodiff::keepCrossEntropyLse() {
+  SmallVector<SoftmaxCrossEntropyLossOp> losses;
+  for (Operation &op : func.getBody().front())
+    if (auto loss = dyn_cast<SoftmaxCrossEntropyLossOp>(op);
+        loss && active(loss.getOutput()) && loss.getLogProb().use_empty())
+      losses.push_back(loss);
+  for (SoftmaxCrossEntropyLossOp loss : losses) {
+    OpBuilder b(loss);
+    auto lseType = RankedTensorType::get(typeOf(loss.getLabels()).getShape(),
+                                         b.getF32Type());
+    Value weights = loss.getWeights();
+    auto fused = b.create<mlir::fsdp::SoftmaxCrossEntropyOp>(
+        loss.getLoc(), TypeRange{loss.getOutput().getType(), lseType},
+        loss.getScores(), loss.getLabels(),
+        isa<NoneType>(weights.getType()) ? Value() : weights,
+        b.getStringAttr(loss.getReduction()), loss.getIgnoreIndexAttr());
+    // Its module and FSDP unit, for activation checkpointing.
+    for (StringRef name : {"fsdp.module", "fsdp.unit"})
+      if (Attribute mark = loss->getAttr(name))
+        fused->setAttr(name, mark);
+    loss.getOutput().replaceAllUsesWith(fused.getLoss());
+    activeValues.erase(loss.getOutput());
+    activeValues.insert(fused.getLoss());
+    loss.erase();
+  }
+}
+
 LogicalResult Autodiff::run() {
   if (options.fuseGradients) {
     // GELU, SiLU and RMSNorm as one op each, whose gradient is one kernel;
@@ -474,6 +509,7 @@ LogicalResult Autodiff::run() {
   SmallVector<mlir::fsdp::ParamOp> params = markActive(reads);
   if (options.fuseAttention)
     fuseAttention();
+  keepCrossEntropyLse();
 
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   OpBuilder b(ret);

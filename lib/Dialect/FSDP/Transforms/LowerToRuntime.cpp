@@ -1433,12 +1433,30 @@ struct LowerCrossEntropy : KernelPattern<SoftmaxCrossEntropyLossOp> {
   }
 };
 
+/// fsdp.softmax_cross_entropy: the loss kernel with its log-sum-exp as the
+/// last output (`lse` = 1).
+struct LowerCrossEntropyWithLse
+    : KernelPattern<mlir::fsdp::SoftmaxCrossEntropyOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::SoftmaxCrossEntropyOp loss, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    SmallVector<NamedAttribute> params = crossEntropyParams(loss, l);
+    params.push_back(l.i64("lse", 1));
+    return l.kernel(kernel, adaptor.getOperands(), params);
+  }
+};
+
+/// The gradient, with `lse` = 1 when it reads the forward's log-sum-exp
+/// (its last input).
 struct LowerCrossEntropyGrad
     : KernelPattern<mlir::fsdp::SoftmaxCrossEntropyGradOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(mlir::fsdp::SoftmaxCrossEntropyGradOp grad,
                       OpAdaptor adaptor, Lowering &l) const override {
-    return l.kernel(kernel, adaptor.getOperands(), crossEntropyParams(grad, l));
+    SmallVector<NamedAttribute> params = crossEntropyParams(grad, l);
+    if (grad.getLse())
+      params.push_back(l.i64("lse", 1));
+    return l.kernel(kernel, adaptor.getOperands(), params);
   }
 };
 
@@ -1827,6 +1845,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerCumSum>(context, "cumsum");
   // Losses and gradients.
   patterns.add<LowerCrossEntropy>(context, "softmax_cross_entropy");
+  patterns.add<LowerCrossEntropyWithLse>(context, "softmax_cross_entropy");
   patterns.add<LowerCrossEntropyGrad>(context, "softmax_cross_entropy_grad");
   patterns.add<LowerNllLoss>(context, "nll_loss");
   patterns.add<LowerNllLossGrad>(context, "nll_loss_grad");

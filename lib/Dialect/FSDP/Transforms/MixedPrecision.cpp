@@ -422,11 +422,14 @@ Type Caster::computeType(Operation *op, ArrayRef<Type> strong) {
 
 /// Attention's row log-sum-exp stays f32 whatever dtype attention computes
 /// in (the precision its gradient recomputes the probabilities from), and
-/// so does an additive mask (the runtime's attention contract). So do a
-/// training batch norm's saved mean and inverse std (as cuDNN keeps them).
+/// so does an additive mask (the runtime's attention contract). So do the
+/// cross-entropy's log-sum-exp, for the same reason, and a training batch
+/// norm's saved mean and inverse std (as cuDNN keeps them).
 static bool isF32Only(Value result) {
   if (auto attention = result.getDefiningOp<AttentionOp>())
     return result == attention.getLse();
+  if (auto loss = result.getDefiningOp<SoftmaxCrossEntropyOp>())
+    return result == loss.getLse();
   if (auto norm = result.getDefiningOp<BatchNormTrainOp>())
     return result == norm.getSavedMean() || result == norm.getSavedInvstd();
   return false;
@@ -437,6 +440,8 @@ static bool isF32Only(OpOperand &operand) {
     return value == attention.getMask();
   if (auto grad = dyn_cast<AttentionGradOp>(operand.getOwner()))
     return value == grad.getLse() || value == grad.getMask();
+  if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(operand.getOwner()))
+    return value == grad.getLse();
   if (auto grad = dyn_cast<BatchNormGradOp>(operand.getOwner()))
     return value == grad.getSavedMean() || value == grad.getSavedInvstd();
   return false;

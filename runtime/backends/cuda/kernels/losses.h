@@ -37,6 +37,9 @@ struct CrossEntropyInputs {
   bool hasIgnore;
   int64_t ignore;
   ErrorSlot *error;
+  /// Each position's log-sum-exp of its scores, or null: the loss writes
+  /// it, the gradient reads it instead of recomputing it.
+  float *lse = nullptr;
 
   /// Position p's label, or -1 when it is ignored or out of range (then
   /// recorded as a fault).
@@ -57,7 +60,9 @@ struct CrossEntropyInputs {
 };
 
 /// Per position p: loss[p] = w * (logsumexp(row) - row[label]) and
-/// weight[p] = w (both 0 for an ignored label).
+/// weight[p] = w (both 0 for an ignored label); in.lse[p] =
+/// logsumexp(row) when in.lse is given (every position, ignored ones
+/// included).
 struct CrossEntropyRows {
   CrossEntropyInputs in;
   float *loss, *weight;
@@ -67,19 +72,23 @@ struct CrossEntropyRows {
   FSDP_HD void operator()(Group &g, int64_t p) const {
     int64_t l = in.label(p);
     const float *row = in.row(p);
+    bool needed = l >= 0 || in.lse;
     float max = -INFINITY;
-    for (int64_t j = g.lane(); j < in.classes && l >= 0; j += g.size())
+    for (int64_t j = g.lane(); j < in.classes && needed; j += g.size())
       max = fmaxf(max, row[j * in.inner]);
     max = g.max(max);
     float sum = 0;
-    for (int64_t j = g.lane(); j < in.classes && l >= 0; j += g.size())
+    for (int64_t j = g.lane(); j < in.classes && needed; j += g.size())
       sum += expf(row[j * in.inner] - max);
     sum = g.sum(sum);
     if (g.lane() == 0) {
       float w = l >= 0 ? in.weight(l) : 0.0f;
-      loss[p] = l >= 0 ? w * (logf(sum) + max - row[l * in.inner]) : 0.0f;
+      float logSum = logf(sum) + max;
+      loss[p] = l >= 0 ? w * (logSum - row[l * in.inner]) : 0.0f;
       if (weight)
         weight[p] = w;
+      if (in.lse)
+        in.lse[p] = logSum;
     }
   }
 };
@@ -125,7 +134,8 @@ struct CrossEntropyTotal {
 /// Per position p: d scores = g * w * (softmax(row) - onehot(label)) /
 /// divisor; 0 for an ignored label. g is one value, or one per position
 /// (reduction none); divisor (a device scalar) is the mean's summed
-/// weights, or null.
+/// weights, or null. With the forward's log-sum-exp per position (in.lse),
+/// softmax = exp(row - lse[p]) reads the row once instead of three times.
 struct CrossEntropyGradRows {
   CrossEntropyInputs in;
   const float *g, *divisor;
@@ -138,14 +148,20 @@ struct CrossEntropyGradRows {
     int64_t l = in.label(p);
     const float *row = in.row(p);
     float *out = y + rowStart(p, in.classes, in.inner);
-    float max = -INFINITY;
-    for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
-      max = fmaxf(max, row[j * in.inner]);
-    max = grp.max(max);
-    float sum = 0;
-    for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
-      sum += expf(row[j * in.inner] - max);
-    sum = grp.sum(sum);
+    float shift = 0, inverse = 1;
+    if (in.lse) {
+      shift = in.lse[p];
+    } else {
+      float max = -INFINITY;
+      for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
+        max = fmaxf(max, row[j * in.inner]);
+      max = grp.max(max);
+      float sum = 0;
+      for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
+        sum += expf(row[j * in.inner] - max);
+      shift = max;
+      inverse = 1.0f / grp.sum(sum);
+    }
     float scale = 0;
     if (l >= 0) {
       float d = divisor && *divisor != 0 ? *divisor : 1.0f;
@@ -153,7 +169,7 @@ struct CrossEntropyGradRows {
     }
     for (int64_t j = grp.lane(); j < in.classes; j += grp.size())
       out[j * in.inner] =
-          l >= 0 ? scale * (expf(row[j * in.inner] - max) / sum -
+          l >= 0 ? scale * (expf(row[j * in.inner] - shift) * inverse -
                             (j == l ? 1.0f : 0.0f))
                  : 0.0f;
   }

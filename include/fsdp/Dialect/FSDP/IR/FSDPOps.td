@@ -1160,34 +1160,77 @@ def FSDP_GatherGradOp : FSDP_Op<"gather_grad", [Pure]> {
   }];
 }
 
-def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad", [Pure]> {
+def FSDP_SoftmaxCrossEntropyOp : FSDP_Op<"softmax_cross_entropy", [Pure]> {
+  let summary = "softmax cross-entropy that also gives each position's "
+                "log-sum-exp";
+  let description = [{
+    What `fsdp-autodiff` turns a differentiated
+    `onnx.SoftmaxCrossEntropyLoss` into (one whose `log_prob` is unused):
+    the same `loss` from the same scores `[N, C, d...]`, labels `[N, d...]`,
+    optional class `weights` `[C]`, `reduction` and `ignore_index`, and
+    also `lse` `[N, d...]` (always f32), the log-sum-exp of every
+    position's scores along the classes (ignored positions included),
+    which the forward computes anyway. `fsdp.softmax_cross_entropy_grad`
+    reads it, so that the backward takes one pass over the scores
+    (`softmax = exp(scores - lse)`) instead of recomputing each position's
+    maximum and sum of exponentials.
+
+    ```mlir
+    %loss, %lse = fsdp.softmax_cross_entropy %scores, %labels
+        {reduction = "mean", ignore_index = -100 : i64}
+        : (tensor<8x4xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$scores, AnyRankedTensor:$labels,
+                   Optional<AnyRankedTensor>:$weights,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs AnyRankedTensor:$loss, AnyRankedTensor:$lse);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad",
+                                             [Pure, AttrSizedOperandSegments]> {
   let summary = "gradient of softmax cross-entropy with respect to the scores";
   let description = [{
-    What `fsdp-autodiff` emits for `onnx.SoftmaxCrossEntropyLoss`, with the
-    same scores `[N, C, d...]`, labels `[N, d...]` and optional class
-    `weights` `[C]`, and `grad` the loss's cotangent (a scalar for `mean` and
-    `sum`, of the labels' shape for `none`). For every position whose label
-    is not `ignore_index`, the gradient along the class dimension is
+    What `fsdp-autodiff` emits for `onnx.SoftmaxCrossEntropyLoss` and
+    `fsdp.softmax_cross_entropy`, with the same scores `[N, C, d...]`,
+    labels `[N, d...]` and optional class `weights` `[C]`, and `grad` the
+    loss's cotangent (a scalar for `mean` and `sum`, of the labels' shape
+    for `none`). For every position whose label is not `ignore_index`, the
+    gradient along the class dimension is
     `g * w[label] * (softmax(scores) - onehot(label))`, where `g` is the
     position's cotangent and `w` is 1 without weights; for `mean` it is
     divided by the sum of `w[label]` over those positions (their count
     without weights), as the loss is. Positions of ignored labels are zero.
 
+    With `lse` (f32, of the labels' shape: the forward's log-sum-exp of
+    each position's scores, `fsdp.softmax_cross_entropy`'s second result)
+    the softmax is `exp(scores - lse)`, one pass over the scores; without
+    it each position's maximum and sum of exponentials are recomputed.
+
     ```mlir
-    %gs = fsdp.softmax_cross_entropy_grad %scores, %labels, %g
+    %gs = fsdp.softmax_cross_entropy_grad %scores, %labels, %g lse(%lse)
         {reduction = "mean", ignore_index = -100 : i64}
-        : (tensor<8x4xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x4xf32>
+        : (tensor<8x4xf32>, tensor<8xi64>, tensor<f32>, tensor<8xf32>)
+          -> tensor<8x4xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$scores, AnyRankedTensor:$labels,
                    AnyRankedTensor:$grad,
                    Optional<AnyRankedTensor>:$weights,
+                   Optional<AnyRankedTensor>:$lse,
                    DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
                    OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs AnyRankedTensor:$grad_scores);
   let assemblyFormat = [{
-    operands attr-dict `:` functional-type(operands, results)
+    $scores `,` $labels `,` $grad (`,` $weights^)? (`lse` `(` $lse^ `)`)?
+    attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def FSDP_NllLossGradOp : FSDP_Op<"nll_loss_grad", [Pure]> {

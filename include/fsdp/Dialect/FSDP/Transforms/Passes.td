@@ -700,7 +700,8 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     (`fsdp.conv_grad_input`, `fsdp.conv_grad_weight`), `MaxPool` and
     `AveragePool` (`fsdp.pool_grad`), `GlobalAveragePool` and
     `SoftmaxCrossEntropyLoss` (any rank, class weights, every reduction,
-    via `fsdp.softmax_cross_entropy_grad`) and `fsdp.attention` (with its
+    via `fsdp.softmax_cross_entropy` and `fsdp.softmax_cross_entropy_grad`:
+    below) and `fsdp.attention` (with its
     `lse` result, via `fsdp.attention_grad`). Integer and boolean values
     carry no gradient. A differentiated op without a rule is an error
     naming it and its ONNX node.
@@ -723,6 +724,16 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     without their last dimension) and returns the mean softmax
     cross-entropy over every position, as
     `F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))`.
+
+    Before the sweep, each differentiated `SoftmaxCrossEntropyLoss` whose
+    `log_prob` is unused becomes `fsdp.softmax_cross_entropy`, the same
+    loss with a second result: each position's log-sum-exp of its scores
+    (f32), which the forward computes anyway. Its gradient,
+    `fsdp.softmax_cross_entropy_grad` with that `lse`, is
+    `exp(scores - lse)` less the one-hot labels, scaled: one pass over the
+    scores instead of recomputing each position's maximum and sum of
+    exponentials. A gradient op without `lse` (an older graph) still
+    recomputes them.
 
     Attention (`fuse-attention`, on by default): before the sweep, each
     differentiated `MatMul(Softmax(mask(MatMul(q, kᵀ) * s)), v)` chain whose

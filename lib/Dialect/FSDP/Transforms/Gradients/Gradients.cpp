@@ -16,6 +16,7 @@ void mlir::fsdp::detail::registerGradientModels(DialectRegistry &registry) {
   });
   registry.addExtension(+[](MLIRContext *ctx, FSDPDialect *fsdp) {
     attachFusedGradients(*ctx);
+    attachCrossEntropyGradient(*ctx);
     attachViewGradients(*fsdp);
   });
 }

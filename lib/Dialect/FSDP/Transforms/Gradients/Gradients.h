@@ -74,6 +74,9 @@ void attachMatMulGradients(MLIRContext &ctx);
 void attachWindowGradients(MLIRContext &ctx);
 void attachFusedGradients(MLIRContext &ctx);
 void attachRecurrentGradients(MLIRContext &ctx);
+/// fsdp.softmax_cross_entropy's rule, next to onnx.SoftmaxCrossEntropyLoss's
+/// (Reduction.cpp), attached when the fsdp dialect loads.
+void attachCrossEntropyGradient(MLIRContext &ctx);
 /// The view rule (a reshape back) on every op of `dialect` that is
 /// ViewLikeOpInterface.
 void attachViewGradients(Dialect &dialect);

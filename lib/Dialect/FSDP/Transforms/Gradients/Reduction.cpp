@@ -174,27 +174,37 @@ LogicalResult backward(LayerNormalizationOp op, GradientContext &ctx) {
   return success();
 }
 
-LogicalResult backward(SoftmaxCrossEntropyLossOp op, GradientContext &ctx) {
+/// fsdp.softmax_cross_entropy_grad for `op` (onnx.SoftmaxCrossEntropyLoss
+/// or fsdp.softmax_cross_entropy, whose accessors match), reading the
+/// forward's per-position log-sum-exp `lse` when there is one.
+template <typename LossOp>
+LogicalResult crossEntropyGrad(LossOp op, Value lse, GradientContext &ctx) {
   Rule r(op, ctx);
   OpBuilder &b = r.bb.b;
   if (r.active(op.getLabels()))
     return op->emitOpError("labels cannot be differentiated");
-  if (r.active(op.getWeights()))
+  Value weights = op.getWeights();
+  if (weights && isa<NoneType>(weights.getType()))
+    weights = nullptr;
+  if (weights && r.active(weights))
     return op->emitOpError("class weights cannot be differentiated");
+  r.give(0, b.create<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
+                op->getLoc(), op.getScores().getType(), op.getScores(),
+                op.getLabels(), r.g, weights, lse,
+                b.getStringAttr(op.getReduction()), op.getIgnoreIndexAttr()));
+  return success();
+}
+
+LogicalResult backward(SoftmaxCrossEntropyLossOp op, GradientContext &ctx) {
   if (op->getNumResults() > 1 && !op->getResult(1).use_empty())
     return op->emitOpError("SoftmaxCrossEntropyLoss's log_prob "
                            "output has no gradient rule");
-  SmallVector<NamedAttribute> attrs = {
-      b.getNamedAttr("reduction", b.getStringAttr(op.getReduction()))};
-  if (op.getIgnoreIndex())
-    attrs.push_back(b.getNamedAttr("ignore_index",
-                                   b.getI64IntegerAttr(*op.getIgnoreIndex())));
-  SmallVector<Value> operands = {op.getScores(), op.getLabels(), r.g};
-  if (!isa<NoneType>(op.getWeights().getType()))
-    operands.push_back(op.getWeights());
-  r.give(0, r.bb.op<mlir::fsdp::SoftmaxCrossEntropyGradOp>(
-                op.getScores().getType(), operands, attrs));
-  return success();
+  return crossEntropyGrad(op, Value(), ctx);
+}
+
+LogicalResult backward(mlir::fsdp::SoftmaxCrossEntropyOp op,
+                       GradientContext &ctx) {
+  return crossEntropyGrad(op, op.getLse(), ctx);
 }
 
 LogicalResult backward(NegativeLogLikelihoodLossOp op, GradientContext &ctx) {
@@ -228,4 +238,8 @@ void mlir::fsdp::detail::attachReductionGradients(MLIRContext &ctx) {
   attachGradient<LayerNormalizationOp, backward>(ctx);
   attachGradient<SoftmaxCrossEntropyLossOp, backward>(ctx);
   attachGradient<NegativeLogLikelihoodLossOp, backward>(ctx);
+}
+
+void mlir::fsdp::detail::attachCrossEntropyGradient(MLIRContext &ctx) {
+  attachGradient<mlir::fsdp::SoftmaxCrossEntropyOp, backward>(ctx);
 }
