@@ -40,6 +40,10 @@ std::vector<float> runF32(const std::string &op, const std::vector<Value> &ins,
   return r.error.empty() ? r.outputs[0].as<float>() : std::vector<float>();
 }
 
+std::vector<double> toDouble(const std::vector<float> &v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
 /// A reference for a broadcasting binary op over flat indices of `out`.
 std::vector<double> binaryRef(const Shape &out, const Shape &as,
                               const std::vector<float> &a, const Shape &bs,
@@ -858,6 +862,96 @@ TEST(Kernels, AttentionAndItsGradientEqualTorchAutograd) {
       EXPECT_EQ(serial.outputs[i].bytes, grad.outputs[i].bytes)
           << "output " << i;
   }
+}
+
+/// layout "bshd" reads q [B, L, H, D], k [B, S, H, D] and v [B, S, H, Dv]
+/// where the head split left them and writes y, dq, dk and dv the same way:
+/// the same numbers as the default layout on the transposed copies, for
+/// each mask kind (causal: in tiles of fewer rows and columns than L and S).
+TEST(Kernels, AttentionInHeadSplitLayoutEqualsTheTransposedOne) {
+  const int64_t B = 2, H = 3, L = 70, S = 90, D = 8, DV = 5;
+  const Shape qShape = {B, L, H, D}, kShape = {B, S, H, D},
+              vShape = {B, S, H, DV}, yShape = {B, L, H, DV};
+  // To the default layout: q, v, y [B, H, rows, cols]; k_t [B, H, D, S].
+  const std::vector<size_t> toHeads = {0, 2, 1, 3}, toKt = {0, 2, 3, 1},
+                            fromKt = {0, 3, 1, 2};
+  std::vector<float> q = randomFloats(numel(qShape), 80),
+                     k = randomFloats(numel(kShape), 81),
+                     v = randomFloats(numel(vShape), 82),
+                     dy = randomFloats(numel(yShape), 83),
+                     addMask = randomFloats(B * L * S, 84);
+  std::vector<uint8_t> fillMask(B * L * S);
+  for (size_t i = 0; i < fillMask.size(); ++i)
+    fillMask[i] = addMask[i] > 1.0f;
+  for (std::string kind : {"none", "add", "fill", "causal"}) {
+    SCOPED_TRACE(kind);
+    AttrList attrs = {
+        {"scale", 0.3}, {"mask_kind", kind}, {"fill_value", -2.0}};
+    AttrList split = attrs;
+    split.push_back({"layout", std::string("bshd")});
+    std::vector<Value> strided = {f32(qShape, q), f32(kShape, k),
+                                  f32(vShape, v)},
+                       heads = {
+                           f32({B, H, L, D}, permuted(q, qShape, toHeads)),
+                           f32({B, H, D, S}, permuted(k, kShape, toKt)),
+                           f32({B, H, S, DV}, permuted(v, vShape, toHeads))};
+    // One mask per batch element, broadcast over the heads.
+    if (kind == "add" || kind == "fill") {
+      Value mask = kind == "add" ? f32({B, 1, L, S}, addMask)
+                                 : boolean({B, 1, L, S}, fillMask);
+      strided.push_back(mask);
+      heads.push_back(mask);
+    }
+    Result got =
+        runOp("attention", strided, {{F32, yShape}, {F32, {B, H, L}}}, split);
+    Result want = runOp("attention", heads,
+                        {{F32, {B, H, L, DV}}, {F32, {B, H, L}}}, attrs);
+    ASSERT_EQ(got.error, "");
+    ASSERT_EQ(want.error, "");
+    std::vector<float> y = got.outputs[0].as<float>();
+    expectNear(permuted(y, yShape, toHeads),
+               toDouble(want.outputs[0].as<float>()), 1e-5);
+    expectNear(got.outputs[1].as<float>(),
+               toDouble(want.outputs[1].as<float>()), 1e-5);
+
+    strided.push_back(got.outputs[0]);
+    strided.push_back(got.outputs[1]);
+    strided.push_back(f32(yShape, dy));
+    heads.push_back(want.outputs[0]);
+    heads.push_back(want.outputs[1]);
+    heads.push_back(f32({B, H, L, DV}, permuted(dy, yShape, toHeads)));
+    Result grad = runOp("attention_grad", strided,
+                        {{F32, qShape}, {F32, kShape}, {F32, vShape}}, split);
+    Result wantGrad =
+        runOp("attention_grad", heads,
+              {{F32, {B, H, L, D}}, {F32, {B, H, D, S}}, {F32, {B, H, S, DV}}},
+              attrs);
+    ASSERT_EQ(grad.error, "");
+    ASSERT_EQ(wantGrad.error, "");
+    expectNear(permuted(grad.outputs[0].as<float>(), qShape, toHeads),
+               toDouble(wantGrad.outputs[0].as<float>()), 1e-4);
+    expectNear(permuted(grad.outputs[1].as<float>(), kShape, toKt),
+               toDouble(wantGrad.outputs[1].as<float>()), 1e-4);
+    expectNear(permuted(grad.outputs[2].as<float>(), vShape, toHeads),
+               toDouble(wantGrad.outputs[2].as<float>()), 1e-4);
+    // The transposed k_t back to k: the round trip the test relies on.
+    EXPECT_EQ(permuted(permuted(k, kShape, toKt), {B, H, D, S}, fromKt), k);
+  }
+}
+
+TEST(Kernels, AttentionLayoutErrorsNameTheLayout) {
+  Value q = f32({1, 2, 1, 4}, randomFloats(8, 1));
+  Result r = runOp("attention", {q, q, q}, {{F32, {1, 2, 1, 4}}},
+                   {{"layout", std::string("bhds")}});
+  EXPECT_NE(r.error.find("layout must be bhsd or bshd, not bhds"),
+            std::string::npos)
+      << r.error;
+  Value kt = f32({1, 2, 4, 1}, randomFloats(8, 2));
+  r = runOp("attention", {q, kt, q}, {{F32, {1, 2, 1, 4}}},
+            {{"layout", std::string("bshd")}});
+  EXPECT_NE(r.error.find("shapes do not chain (layout bshd)"),
+            std::string::npos)
+      << r.error;
 }
 
 /// In bf16 and f16 (mixed precision) attention_grad computes in fp32 from
@@ -2109,10 +2203,6 @@ std::vector<float> iota(int n) {
   for (int i = 0; i < n; ++i)
     v[i] = static_cast<float>(i);
   return v;
-}
-
-std::vector<double> toDouble(const std::vector<float> &v) {
-  return std::vector<double>(v.begin(), v.end());
 }
 
 // trilu against a plain loop: upper and lower, k from the attribute or an

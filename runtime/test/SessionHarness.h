@@ -149,6 +149,28 @@ inline std::vector<float> randomFloats(size_t n, unsigned seed) {
   return v;
 }
 
+/// `values` of `shape` with its dims reordered as torch's permute: dim k of
+/// the result is dim perm[k] of the input.
+inline std::vector<float> permuted(const std::vector<float> &values,
+                                   const Shape &shape,
+                                   const std::vector<size_t> &perm) {
+  size_t rank = shape.size();
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t k = rank; k-- > 1;)
+    strides[k - 1] = strides[k] * shape[k];
+  std::vector<float> out(values.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t rest = static_cast<int64_t>(i), from = 0;
+    for (size_t k = rank; k-- > 0;) {
+      int64_t extent = shape[perm[k]];
+      from += rest % extent * strides[perm[k]];
+      rest /= extent;
+    }
+    out[i] = values[from];
+  }
+  return out;
+}
+
 /// |got - want| <= tol * (1 + |want|) elementwise; NaNs must match.
 inline void expectNear(const std::vector<float> &got,
                        const std::vector<double> &want, double tol = 1e-5) {

@@ -105,3 +105,43 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// GPT-2's head split around the chain: q and v Transpose(0, 2, 1, 3) of
+// [B, S, H, D], the keys Transpose(0, 2, 3, 1), the output transposed back.
+// The transposes fold into layout "bshd", so neither the forward nor the
+// backward has one: attention_grad gives the gradients in [B, S, H, D].
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: perm = array<i64: 0, 2
+// CHECK: %[[Y:[^ ,]+]], %[[LSE:[^ ,]+]] = fsdp.attention %[[Q:[^ ,]+]], %[[K:[^ ,]+]], %[[V:[^ ,]+]] {layout = "bshd", mask_kind = "causal", scale = 5.000000e-01 : f32} : (tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>) -> (tensor<1x4x2x4xf32>, tensor<1x2x4xf32>)
+// CHECK-NOT: perm = array<i64: 0, 2
+// CHECK: fsdp.attention_grad %[[Q]], %[[K]], %[[V]], %[[Y]], %[[LSE]], %{{.*}} {layout = "bshd", mask_kind = "causal", scale = 5.000000e-01 : f32} : {{.*}} -> (tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>)
+// CHECK-NOT: perm = array<i64: 0, 2
+// CHECK: return
+module {
+  fsdp.param @w : tensor<8x8xf32> at <"m.onnx", offset = 0, length = 256>
+  func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %w = fsdp.get_param @w : tensor<8x8xf32>
+    %h = onnx.MatMul %x, %w : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+    %shape = onnx.Constant dense<[1, 4, 2, 4]> : tensor<4xi64>
+    %heads = onnx.Reshape %h, %shape : (tensor<1x4x8xf32>, tensor<4xi64>) -> tensor<1x4x2x4xf32>
+    %q = onnx.Transpose %heads {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+    %kt = onnx.Transpose %heads {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+    %v = onnx.Transpose %heads {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x4xf32>) -> tensor<1x2x4x4xf32>
+    %s = onnx.MatMul %q, %kt : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %half = onnx.Constant dense<5.000000e-01> : tensor<f32>
+    %z = onnx.Mul %s, %half : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+    %tril = onnx.Constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+    %ninf = onnx.Constant dense<0xFF800000> : tensor<f32>
+    %f = onnx.Where %tril, %ninf, %z : (tensor<4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %p = onnx.Softmax %f {axis = -1 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %y = onnx.MatMul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+    %merged = onnx.Transpose %y {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x4x4xf32>) -> tensor<1x4x2x4xf32>
+    %shape8 = onnx.Constant dense<[1, 4, 8]> : tensor<3xi64>
+    %out = onnx.Reshape %merged, %shape8 : (tensor<1x4x2x4xf32>, tensor<3xi64>) -> tensor<1x4x8xf32>
+    %l = onnx.ReduceSum %out, %none {keepdims = 0 : i64} : (tensor<1x4x8xf32>, none) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -199,6 +199,62 @@ func.func @attention_add(%q: tensor<2x16x8xf32>, %kt: tensor<2x8x16xf32>, %v: te
 
 // -----
 
+// The head split and merge around attention, as GPT-2 exports them
+// (q and v Transpose(0, 2, 1, 3) of [B, S, H, D], keys a second Transpose
+// of theirs, the output transposed back): folded into layout "bshd", the
+// fused op reads the projections' [B, S, H, D] and gives [B, S, H, D]; no
+// Transpose is left.
+// CHECK-LABEL: func.func @attention_head_split
+// CHECK-NOT: onnx.Transpose
+// CHECK: %[[A:.*]] = fsdp.attention %arg0, %arg1, %arg2 {layout = "bshd", scale = 0.353553385 : f32} : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) -> tensor<2x16x4x8xf32>
+// CHECK-NOT: onnx.Transpose
+// CHECK: return %[[A]]
+func.func @attention_head_split(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x4x8xf32>, %v: tensor<2x16x4x8xf32>) -> tensor<2x16x4x8xf32> {
+  %s = onnx.Constant dense<0.353553385> : tensor<f32>
+  %qh = onnx.Transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %kh = onnx.Transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %kt = onnx.Transpose %kh {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x16x8xf32>) -> tensor<2x4x8x16xf32>
+  %vh = onnx.Transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %0 = onnx.MatMul %qh, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %1 = onnx.Mul %0, %s : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %2 = onnx.Softmax %1 : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %3 = onnx.MatMul %2, %vh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %y = onnx.Transpose %3 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x16x8xf32>) -> tensor<2x16x4x8xf32>
+  return %y : tensor<2x16x4x8xf32>
+}
+
+// -----
+
+// Transposes that are no head split stay, and the attention is fused
+// head-first: keys split along another dim (perm 0, 2, 1, 3 then 0, 1, 2, 3
+// is no k_t), and an output read by something besides the head merge.
+// CHECK-LABEL: func.func @attention_not_head_split
+// CHECK: onnx.Transpose %arg1 {perm = array<i64: 1, 2, 3, 0>}
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 0.353553385 : f32} : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+// CHECK: %[[Y:.*]] = fsdp.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 0.353553385 : f32} : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+// CHECK: onnx.Transpose %[[Y]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: return
+func.func @attention_not_head_split(%q: tensor<2x16x4x8xf32>, %k: tensor<16x2x4x8xf32>, %v: tensor<2x16x4x8xf32>, %k2: tensor<2x16x4x8xf32>) -> (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>) {
+  %s = onnx.Constant dense<0.353553385> : tensor<f32>
+  %qh = onnx.Transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %vh = onnx.Transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x16x8xf32>
+  %kt = onnx.Transpose %k {perm = array<i64: 1, 2, 3, 0>} : (tensor<16x2x4x8xf32>) -> tensor<2x4x8x16xf32>
+  %0 = onnx.MatMul %qh, %kt : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %1 = onnx.Mul %0, %s : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %2 = onnx.Softmax %1 : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %3 = onnx.MatMul %2, %vh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %y = onnx.Transpose %3 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x16x8xf32>) -> tensor<2x16x4x8xf32>
+  %kt2 = onnx.Transpose %k2 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x16x4x8xf32>) -> tensor<2x4x8x16xf32>
+  %4 = onnx.MatMul %qh, %kt2 : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %5 = onnx.Mul %4, %s : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16x16xf32>
+  %6 = onnx.Softmax %5 : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %7 = onnx.MatMul %6, %vh : (tensor<2x4x16x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %y2 = onnx.Transpose %7 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x16x8xf32>) -> tensor<2x16x4x8xf32>
+  return %y, %y2, %7 : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>
+}
+
+// -----
+
 // nn.Linear on a 3-D input: MatMul of the transposed weight, Add(bias,
 // ...), then GELU: one fsdp.linear, the weight's Transpose gone. A 2-D
 // "bias" is not a bias; an activation whose input has another user is not

@@ -258,6 +258,47 @@ struct AttentionGeometry {
   int64_t count, l, d, s, dv;
   float scale, fill;
   enum Mode { None, Add, Fill, Causal } mode;
+  /// layout "bshd": q, k, v and their gradients stay [B, rows, H, cols], as
+  /// the projections wrote them (the compiler folded the head split's
+  /// transposes), and the keys come untransposed. Head b = (batch, head) of
+  /// a per-head [rows, cols] matrix then starts at its batch's block plus
+  /// head * cols, each row H * cols floats after the last.
+  bool headsInRows = false;
+
+  /// The offset of row `i` of head b's [rows, cols] matrix (q, v, y, dy and
+  /// their gradients; the keys are [d, s] by default, [s, d] in bshd).
+  int64_t rowAt(int64_t b, int64_t i, int64_t rows, int64_t cols) const {
+    if (!headsInRows)
+      return (b * rows + i) * cols;
+    int64_t heads = batch[1];
+    return ((b / heads * rows + i) * heads + b % heads) * cols;
+  }
+  /// The leading dimension (floats from one row to the next) of such a
+  /// matrix.
+  int64_t ld(int64_t cols) const {
+    return headsInRows ? batch[1] * cols : cols;
+  }
+  /// Key column `j` of head b: k_t's column (bhsd) or k's row (bshd).
+  int64_t keyAt(int64_t b, int64_t j) const {
+    return headsInRows ? rowAt(b, j, s, d) : rowAt(b, 0, d, s) + j;
+  }
+  /// The keys' leading dimension: k_t's row (bhsd) or k's row (bshd).
+  int64_t keyLd() const { return headsInRows ? ld(d) : s; }
+  /// lse's shape, [..., L] in either layout.
+  std::vector<int64_t> lseShape() const {
+    std::vector<int64_t> shape = batch;
+    shape.push_back(l);
+    return shape;
+  }
+  /// The physical shape of a per-head [rows, cols] tensor.
+  std::vector<int64_t> shapeOf(int64_t rows, int64_t cols) const {
+    if (headsInRows)
+      return {batch[0], rows, batch[1], cols};
+    std::vector<int64_t> shape = batch;
+    shape.push_back(rows);
+    shape.push_back(cols);
+    return shape;
+  }
 
   /// Scores of row `i` of head `b`, columns [c0, c0 + n), masked in place:
   /// excluded entries become -inf (causal) or fill_value (fill).
@@ -311,17 +352,28 @@ AttentionGeometry attentionGeometry(const KernelArgs &args, const Tensor &q,
   for (const Tensor &t : {q, kt, v})
     requireDtype(t, FSDPRT_F32, "q, k_t and v");
   size_t rank = q.shape.size();
-  require(rank >= 2 && kt.shape.size() == rank && v.shape.size() == rank,
-          "q, k_t and v must have one rank >= 2");
-  g.l = q.shape[rank - 2], g.d = q.shape[rank - 1];
-  g.s = kt.shape[rank - 1], g.dv = v.shape[rank - 1];
-  require(kt.shape[rank - 2] == g.d && v.shape[rank - 2] == g.s,
-          "shapes do not chain: q " + shapeString(q.shape) + ", k_t " +
+  std::string layout = args.attrs.getString("layout", "bhsd");
+  require(layout == "bhsd" || layout == "bshd",
+          "layout must be bhsd or bshd, not " + layout);
+  g.headsInRows = layout == "bshd";
+  if (g.headsInRows) {
+    require(rank == 4 && kt.shape.size() == 4 && v.shape.size() == 4,
+            "layout bshd takes q, k and v of rank 4 ([B, L or S, H, D])");
+    g.batch = {q.shape[0], q.shape[2]};
+    g.l = q.shape[1], g.d = q.shape[3], g.s = kt.shape[1], g.dv = v.shape[3];
+  } else {
+    require(rank >= 2 && kt.shape.size() == rank && v.shape.size() == rank,
+            "q, k_t and v must have one rank >= 2");
+    g.batch.assign(q.shape.begin(), q.shape.end() - 2);
+    g.l = q.shape[rank - 2], g.d = q.shape[rank - 1];
+    g.s = kt.shape[rank - 1], g.dv = v.shape[rank - 1];
+  }
+  require(kt.shape == g.shapeOf(g.headsInRows ? g.s : g.d,
+                                g.headsInRows ? g.d : g.s) &&
+              v.shape == g.shapeOf(g.s, g.dv),
+          "shapes do not chain (layout " + layout + "): q " +
+              shapeString(q.shape) + ", k" + (g.headsInRows ? " " : "_t ") +
               shapeString(kt.shape) + ", v " + shapeString(v.shape));
-  g.batch.assign(q.shape.begin(), q.shape.end() - 2);
-  for (const Tensor &t : {kt, v})
-    require(std::equal(g.batch.begin(), g.batch.end(), t.shape.begin()),
-            "q, k_t and v must have equal batch dimensions");
   g.count = product(g.batch);
   g.scale = args.attrs.getFloat("scale", 1.0);
   g.fill = args.attrs.getFloat("fill_value", 0.0);
@@ -349,11 +401,9 @@ AttentionGeometry attentionGeometry(const KernelArgs &args, const Tensor &q,
   return g;
 }
 
-/// Checks that `t` is F32 of shape batch + `tail`.
-void requireShape(const AttentionGeometry &g, const Tensor &t,
-                  std::vector<int64_t> tail, const char *what) {
-  std::vector<int64_t> want = g.batch;
-  want.insert(want.end(), tail.begin(), tail.end());
+/// Checks that `t` is F32 of `want`'s shape.
+void requireShape(const Tensor &t, const std::vector<int64_t> &want,
+                  const char *what) {
   requireDtype(t, FSDPRT_F32, what);
   require(t.shape == want, std::string(what) + " " + shapeString(t.shape) +
                                " should be " + shapeString(want));
@@ -412,9 +462,9 @@ KernelFn attention(KernelArgs &args) {
   Tensor y = args.out[0];
   bool hasLse = args.out.size() == 2;
   Tensor lse = hasLse ? args.out[1] : Tensor();
-  requireShape(g, y, {g.l, g.dv}, "the output");
+  requireShape(y, g.shapeOf(g.l, g.dv), "the output");
   if (hasLse)
-    requireShape(g, lse, {g.l}, "lse");
+    requireShape(lse, g.lseShape(), "lse");
   bool causal = g.mode == AttentionGeometry::Causal;
   auto [tile, tiles] = attentionTiles(g.l, g.s, causal);
   int64_t items = g.count * tiles;
@@ -430,9 +480,9 @@ KernelFn attention(KernelArgs &args) {
       int64_t rows = std::min(tile, l - r0);
       // A causal mask excludes every column past the tile's last row.
       int64_t n = causal ? std::min(s, r0 + rows) : s;
-      sgemm(false, false, rows, n, d, g.scale,
-            g.q.as<float>() + (b * l + r0) * d, d, g.kt.as<float>() + b * d * s,
-            s, 0.0f, scores, n);
+      sgemm(false, g.headsInRows, rows, n, d, g.scale,
+            g.q.as<float>() + g.rowAt(b, r0, l, d), g.ld(d),
+            g.kt.as<float>() + g.keyAt(b, 0), g.keyLd(), 0.0f, scores, n);
       for (int64_t i = 0; i < rows; ++i) {
         float *row = scores + i * n;
         g.maskRow(row, b, r0 + i, 0, n);
@@ -446,8 +496,8 @@ KernelFn attention(KernelArgs &args) {
               std::isinf(max) && max < 0 ? max : max + std::log(sum);
       }
       sgemm(false, false, rows, dv, n, 1.0f, scores, n,
-            g.v.as<float>() + b * s * dv, dv, 0.0f,
-            y.as<float>() + (b * l + r0) * dv, dv);
+            g.v.as<float>() + g.rowAt(b, 0, s, dv), g.ld(dv), 0.0f,
+            y.as<float>() + g.rowAt(b, r0, l, dv), g.ld(dv));
     };
     forEachTile(threads, items, workspace, tile * s, one);
     return std::string();
@@ -472,12 +522,12 @@ KernelFn attentionGrad(KernelArgs &args) {
   size_t at = hasMask ? 4 : 3;
   Tensor y = args.in[at], lse = args.in[at + 1], dy = args.in[at + 2];
   Tensor dq = args.out[0], dkt = args.out[1], dvOut = args.out[2];
-  requireShape(g, y, {g.l, g.dv}, "y");
-  requireShape(g, lse, {g.l}, "lse");
-  requireShape(g, dy, {g.l, g.dv}, "dy");
-  requireShape(g, dq, {g.l, g.d}, "dq");
-  requireShape(g, dkt, {g.d, g.s}, "dk_t");
-  requireShape(g, dvOut, {g.s, g.dv}, "dv");
+  requireShape(y, g.shapeOf(g.l, g.dv), "y");
+  requireShape(lse, g.lseShape(), "lse");
+  requireShape(dy, g.shapeOf(g.l, g.dv), "dy");
+  requireShape(dq, g.shapeOf(g.l, g.d), "dq");
+  requireShape(dkt, g.kt.shape, g.headsInRows ? "dk" : "dk_t");
+  requireShape(dvOut, g.shapeOf(g.s, g.dv), "dv");
   bool causal = g.mode == AttentionGeometry::Causal;
   auto [rowTile, rowTiles] = attentionTiles(g.l, g.s, causal);
   auto [colTile, colTiles] = attentionTiles(g.s, g.l, causal);
@@ -496,23 +546,26 @@ KernelFn attentionGrad(KernelArgs &args) {
       sizeof(float));
   return [=]() {
     int64_t l = g.l, d = g.d, s = g.s, dv = g.dv;
+    int64_t ldq = g.ld(d), ldv = g.ld(dv), ldk = g.keyLd();
     // P and dS of rows [r0, r0 + rows) by columns [c0, c0 + n) of head b.
     auto probabilities = [&](int64_t b, int64_t r0, int64_t rows, int64_t c0,
                              int64_t n, float *p, float *ds, float *delta) {
-      const float *kt = g.kt.as<float>() + b * d * s + c0;
-      sgemm(false, false, rows, n, d, g.scale,
-            g.q.as<float>() + (b * l + r0) * d, d, kt, s, 0.0f, p, n);
-      sgemm(false, true, rows, n, dv, 1.0f, dy.as<float>() + (b * l + r0) * dv,
-            dv, g.v.as<float>() + (b * s + c0) * dv, dv, 0.0f, ds, n);
+      sgemm(false, g.headsInRows, rows, n, d, g.scale,
+            g.q.as<float>() + g.rowAt(b, r0, l, d), ldq,
+            g.kt.as<float>() + g.keyAt(b, c0), ldk, 0.0f, p, n);
+      sgemm(false, true, rows, n, dv, 1.0f,
+            dy.as<float>() + g.rowAt(b, r0, l, dv), ldv,
+            g.v.as<float>() + g.rowAt(b, c0, s, dv), ldv, 0.0f, ds, n);
       for (int64_t i = 0; i < rows; ++i) {
-        int64_t row = b * l + r0 + i;
+        const float *dyi = dy.as<float>() + g.rowAt(b, r0 + i, l, dv);
+        const float *yi = y.as<float>() + g.rowAt(b, r0 + i, l, dv);
         float dot = 0;
         for (int64_t c = 0; c < dv; ++c)
-          dot += dy.as<float>()[row * dv + c] * y.as<float>()[row * dv + c];
+          dot += dyi[c] * yi[c];
         delta[i] = dot;
         float *pi = p + i * n, *dsi = ds + i * n;
         g.maskRow(pi, b, r0 + i, c0, n);
-        vmath::expSum(pi, pi, n, lse.as<float>()[row]);
+        vmath::expSum(pi, pi, n, lse.as<float>()[b * l + r0 + i]);
         for (int64_t j = 0; j < n; ++j)
           dsi[j] = pi[j] * (dsi[j] - dot);
         g.clearReplaced(dsi, b, r0 + i, c0, n);
@@ -526,9 +579,9 @@ KernelFn attentionGrad(KernelArgs &args) {
                   int64_t n = causal ? std::min(s, r0 + rows) : s;
                   float *p = scratch, *ds = p + rowTile * s;
                   probabilities(b, r0, rows, 0, n, p, ds, ds + rowTile * s);
-                  sgemm(false, true, rows, d, n, g.scale, ds, n,
-                        g.kt.as<float>() + b * d * s, s, 0.0f,
-                        dq.as<float>() + (b * l + r0) * d, d);
+                  sgemm(false, !g.headsInRows, rows, d, n, g.scale, ds, n,
+                        g.kt.as<float>() + g.keyAt(b, 0), ldk, 0.0f,
+                        dq.as<float>() + g.rowAt(b, r0, l, d), ldq);
                 });
     forEachTile(
         colThreads, colItems, workspace, colScratch,
@@ -537,21 +590,28 @@ KernelFn attentionGrad(KernelArgs &args) {
           int64_t n = std::min(colTile, s - c0);
           // Causal: no row before the tile's first column counts.
           int64_t r0 = causal ? std::min(c0, l) : 0, rows = l - r0;
-          float *dvTile = dvOut.as<float>() + (b * s + c0) * dv;
-          float *dktTile = dkt.as<float>() + b * d * s + c0;
+          float *dvTile = dvOut.as<float>() + g.rowAt(b, c0, s, dv);
+          float *dkTile = dkt.as<float>() + g.keyAt(b, c0);
           if (rows == 0) { // keys no query sees: no gradient
-            std::fill(dvTile, dvTile + n * dv, 0.0f);
-            for (int64_t c = 0; c < d; ++c)
-              std::fill(dktTile + c * s, dktTile + c * s + n, 0.0f);
+            for (int64_t j = 0; j < n; ++j)
+              std::fill(dvTile + j * ldv, dvTile + j * ldv + dv, 0.0f);
+            // dk_t's [d, n] block (bhsd) or dk's [n, d] block (bshd).
+            int64_t lines = g.headsInRows ? n : d, len = g.headsInRows ? d : n;
+            for (int64_t c = 0; c < lines; ++c)
+              std::fill(dkTile + c * ldk, dkTile + c * ldk + len, 0.0f);
             return;
           }
           float *p = scratch, *ds = p + l * n;
           probabilities(b, r0, rows, c0, n, p, ds, ds + l * n);
+          const float *q = g.q.as<float>() + g.rowAt(b, r0, l, d);
           sgemm(true, false, n, dv, rows, 1.0f, p, n,
-                dy.as<float>() + (b * l + r0) * dv, dv, 0.0f, dvTile, dv);
-          sgemm(true, false, d, n, rows, g.scale,
-                g.q.as<float>() + (b * l + r0) * d, d, ds, n, 0.0f, dktTile,
-                s);
+                dy.as<float>() + g.rowAt(b, r0, l, dv), ldv, 0.0f, dvTile, ldv);
+          if (g.headsInRows) // dk = scale * dS^T q
+            sgemm(true, false, n, d, rows, g.scale, ds, n, q, ldq, 0.0f, dkTile,
+                  ldk);
+          else // dk_t = scale * q^T dS
+            sgemm(true, false, d, n, rows, g.scale, q, ldq, ds, n, 0.0f, dkTile,
+                  ldk);
         });
     return std::string();
   };

@@ -1500,12 +1500,20 @@ KernelFn batchNormTrainKernel(const std::string &op, Context &c) {
 bool attentionShape(const KernelArgs &args, bool hasMask, AttentionShape &g) {
   const Tensor &q = args.in[0], &kt = args.in[1], &v = args.in[2];
   size_t rank = q.shape.size();
+  g.headsInRows = args.attrs.getString("layout", "bhsd") == "bshd";
   std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - 2);
+  if (g.headsInRows) // [B, L, H, D]: batch B, H
+    batch = {q.shape[0], q.shape[2]};
   if (batch.size() > static_cast<size_t>(kMaxDims))
     return false;
   g.batch = cpu::product(batch);
-  g.l = q.shape[rank - 2], g.d = q.shape[rank - 1];
-  g.s = kt.shape[rank - 1], g.dv = v.shape[rank - 1];
+  if (g.headsInRows) {
+    g.heads = q.shape[2];
+    g.l = q.shape[1], g.d = q.shape[3], g.s = kt.shape[1], g.dv = v.shape[3];
+  } else {
+    g.l = q.shape[rank - 2], g.d = q.shape[rank - 1];
+    g.s = kt.shape[rank - 1], g.dv = v.shape[rank - 1];
+  }
   g.scale = static_cast<float>(args.attrs.getFloat("scale", 1.0));
   g.fill = static_cast<float>(args.attrs.getFloat("fill_value", 0.0));
   std::string kind = args.attrs.getString("mask_kind", "none");
@@ -2647,8 +2655,9 @@ void sayWhichRuns(const std::string &op, const KernelArgs &args,
 /// mask or the causal one, equal head dims of q and v. The plan stores keys
 /// transposed (k_t [..., D, S]) and cuDNN reads K [..., S, D]: k_t is
 /// transposed into the workspace first, and the backward's dK back into
-/// dk_t after, O(S D) beside attention's O(S^2 D). nullptr otherwise (the
-/// backend's own kernel runs it).
+/// dk_t after, O(S D) beside attention's O(S^2 D). Layout "bshd" binds
+/// every tensor as it is, its strides in the graph's descriptors. nullptr
+/// otherwise (the backend's own kernel runs it).
 KernelFn cudnnAttention(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   bool backward = op == "attention_grad";
@@ -2664,6 +2673,7 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   size_t rank = q.shape.size();
   if (rank < 2 || kt.shape.size() != rank || v.shape.size() != rank)
     return nullptr;
+  bool headsInRows = args.attrs.getString("layout", "bhsd") == "bshd";
   for (size_t i = 0; i < args.in.size(); ++i) {
     // lse (the forward's second output, the backward's fifth input) is f32.
     bool stats = backward && i == 4;
@@ -2673,16 +2683,27 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   for (size_t i = 0; i < args.out.size(); ++i)
     if (args.out[i].dtype != (!backward && i == 1 ? FSDPRT_F32 : dtype))
       return nullptr;
-  int64_t l = q.shape[rank - 2], d = q.shape[rank - 1];
-  int64_t sk = kt.shape[rank - 1];
-  if (kt.shape[rank - 2] != d || v.shape[rank - 2] != sk ||
-      v.shape[rank - 1] != d)
-    return nullptr;
   cudnn::SdpaShape shape;
-  shape.heads = rank >= 3 ? q.shape[rank - 3] : 1;
-  shape.batch = 1;
-  for (size_t i = 0; i + 3 < rank; ++i)
-    shape.batch *= q.shape[i];
+  shape.headsInRows = headsInRows;
+  int64_t l, d, sk;
+  if (headsInRows) { // q [B, L, H, D], k and v [B, S, H, D]
+    if (rank != 4)
+      return nullptr;
+    l = q.shape[1], d = q.shape[3], sk = kt.shape[1];
+    shape.batch = q.shape[0], shape.heads = q.shape[2];
+    if (kt.shape != std::vector<int64_t>{shape.batch, sk, shape.heads, d} ||
+        v.shape != kt.shape)
+      return nullptr;
+  } else {
+    l = q.shape[rank - 2], d = q.shape[rank - 1], sk = kt.shape[rank - 1];
+    if (kt.shape[rank - 2] != d || v.shape[rank - 2] != sk ||
+        v.shape[rank - 1] != d)
+      return nullptr;
+    shape.heads = rank >= 3 ? q.shape[rank - 3] : 1;
+    shape.batch = 1;
+    for (size_t i = 0; i + 3 < rank; ++i)
+      shape.batch *= q.shape[i];
+  }
   if (shape.batch * shape.heads * l * d != q.numel)
     return nullptr;
   shape.seqQ = l;
@@ -2699,8 +2720,9 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   if (!graph)
     return nullptr;
 
-  // The workspace: K (and dK), then cuDNN's.
-  uint64_t keys = (kt.numel * fsdprt_dtype_size(dtype) + 255) / 256 * 256;
+  // The workspace: K (and dK) unless the plan stores them so, then cuDNN's.
+  uint64_t keys =
+      headsInRows ? 0 : (kt.numel * fsdprt_dtype_size(dtype) + 255) / 256 * 256;
   uint64_t cudnnAt = backward ? 2 * keys : keys;
   args.workspace->reserve(cudnnAt + graph->workspaceBytes());
   Workspace *workspace = args.workspace;
@@ -2721,19 +2743,22 @@ KernelFn cudnnAttention(const std::string &op, Context &c) {
   return onStream(c.device, [=](Device &dev, DeviceStream &s) -> std::string {
     char *base = workspace->as<char>();
     void *k = base, *dk = base + keys, *rest = base + cudnnAt;
-    if (std::string e = dev.stridedRead(s, size, toK, in[1].data, k, 0, kt.numel);
-        !e.empty())
+    if (headsInRows)
+      k = in[1].data, dk = out.size() == 3 ? out[1].data : nullptr;
+    else if (std::string e =
+                 dev.stridedRead(s, size, toK, in[1].data, k, 0, kt.numel);
+             !e.empty())
       return e;
     if (!backward)
       return dev.runGraph(s, *graph,
                           {in[0].data, k, in[2].data, out[0].data, out[1].data},
                           rest);
-    if (std::string e = dev.runGraph(s, *graph,
-                                     {in[0].data, k, in[2].data, in[3].data,
-                                      in[5].data, in[4].data, out[0].data, dk,
-                                      out[2].data},
-                                     rest);
-        !e.empty())
+    if (std::string e =
+            dev.runGraph(s, *graph,
+                         {in[0].data, k, in[2].data, in[3].data, in[5].data,
+                          in[4].data, out[0].data, dk, out[2].data},
+                         rest);
+        !e.empty() || headsInRows)
       return e;
     return dev.stridedRead(s, size, toKt, dk, out[1].data, 0, kt.numel);
   });

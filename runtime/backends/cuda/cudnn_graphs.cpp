@@ -449,6 +449,14 @@ std::vector<int64_t> transposedStrides(int64_t h, int64_t rows, int64_t cols) {
   return {h * rows * cols, rows * cols, 1, cols};
 }
 
+/// [b, h, d, skv] viewing K (or V) as the shape stores it: the last two of
+/// its [b, h, skv, d] strides swapped.
+std::vector<int64_t> keysTransposed(const SdpaShape &x) {
+  std::vector<int64_t> s = x.strides(x.seqKv);
+  std::swap(s[2], s[3]);
+  return s;
+}
+
 /// scale * Q @ K^T, [b, h, sq, skv] in fp32 (attention forward and
 /// backward alike).
 auto scaledScores(Builder &g, cudnnBackendDescriptor_t q,
@@ -483,10 +491,10 @@ auto causalMask(Builder &g, cudnnBackendDescriptor_t scores,
 void buildSdpaForward(Builder &g, const SdpaShape &x) {
   int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv, d = x.headDim;
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
-  auto q = g.packed("Q", {b, h, sq, d}, io);
-  auto kt = g.tensor("K^T", {b, h, d, skv}, transposedStrides(h, skv, d), io);
-  auto v = g.packed("V", {b, h, skv, d}, io);
-  auto o = g.packed("O", {b, h, sq, d}, io);
+  auto q = g.tensor("Q", {b, h, sq, d}, x.strides(sq), io);
+  auto kt = g.tensor("K^T", {b, h, d, skv}, keysTransposed(x), io);
+  auto v = g.tensor("V", {b, h, skv, d}, x.strides(skv), io);
+  auto o = g.tensor("O", {b, h, sq, d}, x.strides(sq), io);
   auto stats = g.packed("stats", {b, h, sq, 1}, f32);
   auto scale = g.scalar("scale", x.scale);
 
@@ -511,15 +519,15 @@ void buildSdpaForward(Builder &g, const SdpaShape &x) {
 void buildSdpaBackward(Builder &g, const SdpaShape &x) {
   int64_t b = x.batch, h = x.heads, sq = x.seqQ, skv = x.seqKv, d = x.headDim;
   cudnnDataType_t io = toCudnn(x.dtype), f32 = CUDNN_DATA_FLOAT;
-  auto q = g.packed("Q", {b, h, sq, d}, io);
-  auto kt = g.tensor("K^T", {b, h, d, skv}, transposedStrides(h, skv, d), io);
-  auto vt = g.tensor("V^T", {b, h, d, skv}, transposedStrides(h, skv, d), io);
-  auto o = g.packed("O", {b, h, sq, d}, io);
-  auto dO = g.packed("dO", {b, h, sq, d}, io);
+  auto q = g.tensor("Q", {b, h, sq, d}, x.strides(sq), io);
+  auto kt = g.tensor("K^T", {b, h, d, skv}, keysTransposed(x), io);
+  auto vt = g.tensor("V^T", {b, h, d, skv}, keysTransposed(x), io);
+  auto o = g.tensor("O", {b, h, sq, d}, x.strides(sq), io);
+  auto dO = g.tensor("dO", {b, h, sq, d}, x.strides(sq), io);
   auto stats = g.packed("stats", {b, h, sq, 1}, f32);
-  auto dQ = g.packed("dQ", {b, h, sq, d}, io);
-  auto dK = g.packed("dK", {b, h, skv, d}, io);
-  auto dV = g.packed("dV", {b, h, skv, d}, io);
+  auto dQ = g.tensor("dQ", {b, h, sq, d}, x.strides(sq), io);
+  auto dK = g.tensor("dK", {b, h, skv, d}, x.strides(skv), io);
+  auto dV = g.tensor("dV", {b, h, skv, d}, x.strides(skv), io);
   auto scale = g.scalar("scale", x.scale);
   auto one = g.scalar("one", 1.0f);
 
@@ -792,7 +800,8 @@ std::string describe(const SdpaShape &x) {
   std::ostringstream os;
   os << "sdpa " << (x.backward ? "backward " : "forward ") << dtypeName(x.dtype)
      << " b" << x.batch << " h" << x.heads << " sq" << x.seqQ << " skv"
-     << x.seqKv << " d" << x.headDim << (x.causal ? " causal" : "");
+     << x.seqKv << " d" << x.headDim << (x.causal ? " causal" : "")
+     << (x.headsInRows ? " bshd" : "");
   return os.str();
 }
 

@@ -29,6 +29,10 @@ enum class DType { F32, F16, BF16 };
 /// (contiguous; K and V as stored, not transposed), fp32 softmax statistics
 /// (the row log-sum-exp). Forward
 /// writes O and the statistics; backward reads them and writes dQ, dK, dV.
+/// With `headsInRows` Q, K, V, O and their gradients are stored
+/// [batch, seq, heads, head_dim] (the attention op's layout "bshd": the
+/// head split's transposes folded away); the statistics stay
+/// [batch, heads, seqQ].
 struct SdpaShape {
   int64_t batch = 1, heads = 1, seqQ = 1, seqKv = 1, headDim = 64;
   /// The scores' scale (the plan's, usually 1/sqrt(headDim)).
@@ -36,6 +40,21 @@ struct SdpaShape {
   DType dtype = DType::BF16;
   bool causal = true;
   bool backward = false;
+  bool headsInRows = false;
+
+  /// The strides of a [batch, heads, seq, head_dim] view of Q, K, V or O
+  /// (`seq` rows per head) as stored.
+  std::vector<int64_t> strides(int64_t seq) const {
+    if (headsInRows)
+      return {seq * heads * headDim, headDim, heads * headDim, 1};
+    return {heads * seq * headDim, seq * headDim, headDim, 1};
+  }
+  /// The offset of row i of head `bh` (batch * heads + head) of such a
+  /// tensor.
+  int64_t rowAt(int64_t bh, int64_t i, int64_t seq) const {
+    std::vector<int64_t> s = strides(seq);
+    return bh / heads * s[0] + bh % heads * s[1] + i * s[2];
+  }
 };
 
 /// A 2-D convolution, NCHW tensors and KCRS filters (contiguous), square

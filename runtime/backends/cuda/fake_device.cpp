@@ -105,6 +105,7 @@ struct FakeCudnnGraph : PreparedGraph {
            std::to_string(shape.heads) + " sq" + std::to_string(shape.seqQ) +
            " skv" + std::to_string(shape.seqKv) + " d" +
            std::to_string(shape.headDim) + (shape.causal ? " causal" : "") +
+           (shape.headsInRows ? " bshd" : "") +
            " on fake-cuda:cudnn's host model";
   }
   std::string run(const std::vector<void *> &t, void *workspace) const;
@@ -137,14 +138,16 @@ std::string FakeCudnnGraph::run(const std::vector<void *> &t,
   std::vector<float> dk(bh * s * d, 0), dv(bh * s * d, 0);
   for (int64_t b = 0; b < bh; ++b)
     for (int64_t i = 0; i < l; ++i) {
-      int64_t row = b * l + i;
+      // row: the statistics' index; at: Q's, O's, dO's and dQ's.
+      int64_t row = b * l + i, at = x.rowAt(b, i, l);
+      auto key = [&](int64_t j) { return x.rowAt(b, j, s); };
       // Scaled scores of row i, causal columns j > i excluded.
       int64_t cols = x.causal ? std::min(s, i + 1) : s;
       float max = -INFINITY;
       for (int64_t j = 0; j < cols; ++j) {
         float dot = 0;
         for (int64_t e = 0; e < d; ++e)
-          dot += get(0, row * d + e) * get(1, (b * s + j) * d + e);
+          dot += get(0, at + e) * get(1, key(j) + e);
         p[j] = dot * x.scale;
         max = std::max(max, p[j]);
       }
@@ -156,8 +159,8 @@ std::string FakeCudnnGraph::run(const std::vector<void *> &t,
         for (int64_t e = 0; e < d; ++e) {
           float o = 0;
           for (int64_t j = 0; j < cols; ++j)
-            o += p[j] / total * get(2, (b * s + j) * d + e);
-          put(3, row * d + e, o);
+            o += p[j] / total * get(2, key(j) + e);
+          put(3, at + e, o);
         }
         continue;
       }
@@ -165,29 +168,32 @@ std::string FakeCudnnGraph::run(const std::vector<void *> &t,
         p[j] = std::exp(p[j] - stats[row]);
       sum[row] = 0;
       for (int64_t e = 0; e < d; ++e)
-        sum[row] += get(4, row * d + e) * get(3, row * d + e);
+        sum[row] += get(4, at + e) * get(3, at + e);
       for (int64_t e = 0; e < d; ++e)
         dqAcc[row * d + e] = 0;
       for (int64_t j = 0; j < cols; ++j) {
         float dp = 0;
         for (int64_t e = 0; e < d; ++e) {
-          dp += get(4, row * d + e) * get(2, (b * s + j) * d + e);
-          dv[(b * s + j) * d + e] += p[j] * get(4, row * d + e);
+          dp += get(4, at + e) * get(2, key(j) + e);
+          dv[(b * s + j) * d + e] += p[j] * get(4, at + e);
         }
         float ds = p[j] * (dp - sum[row]) * x.scale;
         for (int64_t e = 0; e < d; ++e) {
-          dqAcc[row * d + e] += ds * get(1, (b * s + j) * d + e);
-          dk[(b * s + j) * d + e] += ds * get(0, row * d + e);
+          dqAcc[row * d + e] += ds * get(1, key(j) + e);
+          dk[(b * s + j) * d + e] += ds * get(0, at + e);
         }
       }
       for (int64_t e = 0; e < d; ++e)
-        put(6, row * d + e, dqAcc[row * d + e]);
+        put(6, at + e, dqAcc[row * d + e]);
     }
   if (x.backward)
-    for (int64_t k = 0; k < bh * s * d; ++k) {
-      put(7, k, dk[k]);
-      put(8, k, dv[k]);
-    }
+    for (int64_t b = 0; b < bh; ++b)
+      for (int64_t j = 0; j < s; ++j)
+        for (int64_t e = 0; e < d; ++e) {
+          int64_t k = (b * s + j) * d + e;
+          put(7, x.rowAt(b, j, s) + e, dk[k]);
+          put(8, x.rowAt(b, j, s) + e, dv[k]);
+        }
   return "";
 }
 

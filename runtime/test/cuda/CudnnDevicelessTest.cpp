@@ -102,7 +102,8 @@ TEST(CudnnDeviceless, DescriptionMissingKeyIsRejectedByName) {
 
 // The corpus's GPT-2 and LLaMA (d 32, 4 heads: head dim 8, 16 tokens, batch
 // 2), GPT-2 small (12 heads of 64, 1024 tokens) and LLaMA-sized heads (32 of
-// 128, 2048 tokens): bf16, causal, forward and backward.
+// 128, 2048 tokens): bf16, causal, forward and backward; GPT-2's also in
+// layout bshd (the head split folded: Q, K, V, O and the gradients strided).
 TEST(CudnnDeviceless, AttentionTheCorpusNeedsIsSupported) {
   std::vector<SdpaShape> shapes;
   for (bool backward : {false, true}) {
@@ -110,6 +111,11 @@ TEST(CudnnDeviceless, AttentionTheCorpusNeedsIsSupported) {
     shapes.push_back(sdpa(4, 12, 1024, 64, backward));
     shapes.push_back(sdpa(2, 32, 2048, 128, backward));
     shapes.push_back(sdpa(4, 12, 1024, 64, backward, DType::F16));
+    for (SdpaShape x :
+         {sdpa(2, 4, 16, 8, backward), sdpa(4, 12, 1024, 64, backward)}) {
+      x.headsInRows = true;
+      shapes.push_back(x);
+    }
   }
   for (const SdpaShape &x : shapes) {
     expectSupported(check(x, h100()), describe(x));

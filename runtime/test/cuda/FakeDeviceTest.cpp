@@ -87,17 +87,27 @@ std::vector<float> bf16Floats(const Value &v) {
 
 TEST(FakeDevice, AttentionThroughTheCudnnPath) {
   // [batch 2, heads 3, L, D] against S keys, with and without the causal
-  // mask, L == S and L != S.
-  for (auto [l, s, kind] : std::vector<std::tuple<int64_t, int64_t, std::string>>{
-           {5, 5, "causal"}, {4, 7, "none"}, {6, 3, "causal"}}) {
-    SCOPED_TRACE(kind + " L " + std::to_string(l) + " S " + std::to_string(s));
+  // mask, L == S and L != S; in layout bshd ([2, L, 3, D], keys [2, S, 3,
+  // D]: the graph binds them through strides) too.
+  for (auto [l, s, kind, layout] :
+       std::vector<std::tuple<int64_t, int64_t, std::string, std::string>>{
+           {5, 5, "causal", "bhsd"},
+           {4, 7, "none", "bhsd"},
+           {6, 3, "causal", "bhsd"},
+           {5, 5, "causal", "bshd"},
+           {4, 7, "none", "bshd"}}) {
+    SCOPED_TRACE(kind + " L " + std::to_string(l) + " S " + std::to_string(s) +
+                 " " + layout);
     int64_t d = 8;
-    Shape qs = {2, 3, l, d}, kts = {2, 3, d, s}, vs = {2, 3, s, d},
-          lses = {2, 3, l};
+    bool bshd = layout == "bshd";
+    Shape qs = bshd ? Shape{2, l, 3, d} : Shape{2, 3, l, d},
+          kts = bshd ? Shape{2, s, 3, d} : Shape{2, 3, d, s},
+          vs = bshd ? Shape{2, s, 3, d} : Shape{2, 3, s, d}, lses = {2, 3, l};
     Value q = bf16(qs, randomFloats(2 * 3 * l * d, 21));
     Value kt = bf16(kts, randomFloats(2 * 3 * d * s, 22));
     Value v = bf16(vs, randomFloats(2 * 3 * s * d, 23));
-    AttrList attrs = {{"scale", 0.35f}, {"mask_kind", kind}};
+    AttrList attrs = {
+        {"scale", 0.35f}, {"mask_kind", kind}, {"layout", layout}};
     Outputs fwdOuts = {{BF16, qs}, {F32, lses}};
     Result cpu = runOp("attention", {q, kt, v}, fwdOuts, attrs);
     Result fake =
@@ -178,6 +188,35 @@ Result runProfiled(const std::string &op, const std::vector<Value> &ins,
   ::unsetenv("FSDPRT_PROFILE");
   ::unsetenv("FSDPRT_CUDNN");
   return r;
+}
+
+TEST(FakeDevice, HeadSplitAttentionRunsOnTheCudnnGraph) {
+  // Layout bshd goes to cuDNN as it is (no transposes around the graph),
+  // forward and backward, and the graph's name says so.
+  Shape qs = {2, 5, 3, 8}, lses = {2, 3, 5};
+  Value q = bf16(qs, randomFloats(240, 51)),
+        k = bf16(qs, randomFloats(240, 52)),
+        v = bf16(qs, randomFloats(240, 53)),
+        dy = bf16(qs, randomFloats(240, 54));
+  AttrList attrs = {{"scale", 0.35f},
+                    {"mask_kind", std::string("causal")},
+                    {"layout", std::string("bshd")}};
+  std::string said;
+  Result fwd = runProfiled("attention", {q, k, v}, {{BF16, qs}, {F32, lses}},
+                           attrs, false, said);
+  ASSERT_EQ(fwd.error, "");
+  EXPECT_NE(said.find("cuDNN, sdpa forward b2 h3 sq5 skv5 d8 causal bshd on "
+                      "fake-cuda:cudnn's host model"),
+            std::string::npos)
+      << said;
+  Result grad = runProfiled(
+      "attention_grad", {q, k, v, fwd.outputs[0], fwd.outputs[1], dy},
+      {{BF16, qs}, {BF16, qs}, {BF16, qs}}, attrs, false, said);
+  ASSERT_EQ(grad.error, "");
+  EXPECT_NE(said.find("cuDNN, sdpa backward b2 h3 sq5 skv5 d8 causal bshd on "
+                      "fake-cuda:cudnn's host model"),
+            std::string::npos)
+      << said;
 }
 
 TEST(FakeDevice, BatchNormThroughTheCudnnPath) {

@@ -1,7 +1,8 @@
 //===- HostAttentionTest.cpp - Fused attention on the host ----------------===//
 //
 // cuda-host: kernels/attention.h's tile bodies against the CPU backend's
-// attention and attention_grad on random inputs: every mask kind (an add
+// attention and attention_grad on random inputs, in both layouts (bshd:
+// the head split's strides): every mask kind (an add
 // mask with -inf entries, fill masks broadcast over heads, a fully masked
 // row), causal with L != S, D != Dv, size 1, sizes that are no multiple of
 // the tiles, rows of 4096 keys, head dims 8 to 128; with the planned tiles
@@ -37,6 +38,9 @@ struct AttentionCase {
   /// fill: query row 0 masked entirely (y NaN, lse -inf).
   bool maskedRow = false;
   double scale = 0.125, fill = -INFINITY;
+  /// layout "bshd": batch {B, H}, q [B, L, H, D], keys untransposed
+  /// [B, S, H, D], v [B, S, H, Dv], y [B, L, H, Dv].
+  bool bshd = false;
 };
 
 const std::vector<AttentionCase> kCases = {
@@ -54,6 +58,45 @@ const std::vector<AttentionCase> kCases = {
     {"D 8 Dv 80", {1}, 17, 23, 8, 80},
     {"D 128 Dv 8", {1}, 17, 23, 128, 8, "add", {17, 23}},
     {"long rows", {1}, 3, 4096, 64, 64, "add", {1, 1, 4096}},
+    {"bshd causal",
+     {2, 3},
+     37,
+     37,
+     16,
+     16,
+     "causal",
+     {},
+     0,
+     false,
+     0.125,
+     -INFINITY,
+     true},
+    {"bshd add L != S",
+     {2, 2},
+     9,
+     33,
+     8,
+     5,
+     "add",
+     {2, 1, 9, 33},
+     0,
+     false,
+     0.125,
+     -INFINITY,
+     true},
+    {"bshd fill",
+     {1, 4},
+     11,
+     19,
+     64,
+     64,
+     "fill",
+     {1, 1, 11, 19},
+     3,
+     false,
+     0.125,
+     -INFINITY,
+     true},
 };
 
 /// The case's shapes: q, k_t, v, mask (when it has one), y, lse.
@@ -66,12 +109,23 @@ Shapes shapesOf(const AttentionCase &c) {
     s.insert(s.end(), tail.begin(), tail.end());
     return s;
   };
+  if (c.bshd) {
+    int64_t b = c.batch[0], h = c.batch[1];
+    return {{b, c.l, h, c.d},
+            {b, c.s, h, c.d},
+            {b, c.s, h, c.dv},
+            {b, c.l, h, c.dv},
+            with({c.l})};
+  }
   return {with({c.l, c.d}), with({c.d, c.s}), with({c.s, c.dv}),
           with({c.l, c.dv}), with({c.l})};
 }
 
 AttrList attrsOf(const AttentionCase &c) {
-  return {{"scale", c.scale}, {"mask_kind", c.kind}, {"fill_value", c.fill}};
+  return {{"scale", c.scale},
+          {"mask_kind", c.kind},
+          {"fill_value", c.fill},
+          {"layout", std::string(c.bshd ? "bshd" : "bhsd")}};
 }
 
 /// q, k_t, v and the mask (when the case has one), random.
@@ -111,6 +165,9 @@ cuda::AttentionShape attentionShapeOf(const AttentionCase &c) {
            : c.kind == "fill"   ? cuda::MaskKind::Fill
            : c.kind == "causal" ? cuda::MaskKind::Causal
                                 : cuda::MaskKind::None;
+  g.headsInRows = c.bshd;
+  if (c.bshd)
+    g.heads = c.batch[1];
   g.batchDims = static_cast<int>(c.batch.size());
   for (size_t k = 0; k < c.batch.size(); ++k)
     g.batchSize[k] = c.batch[k];
@@ -276,7 +333,7 @@ TEST(CudaHost, AttentionTilesFitSharedMemory) {
 
 TEST(CudaHost, AttentionRunsOnTheStrictFakeDeviceAsOnTheCpu) {
   unsigned seed = 4500;
-  for (size_t i : {0, 1, 4, 5, 7, 8, 12}) {
+  for (size_t i : {0, 1, 4, 5, 7, 8, 12, 14, 15}) {
     const AttentionCase &c = kCases[i];
     SCOPED_TRACE(c.name);
     std::vector<Value> in = inputsOf(c, seed);

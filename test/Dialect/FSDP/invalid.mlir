@@ -346,6 +346,43 @@ func.func @attention_lse_type(%q: tensor<2x4x8xbf16>, %kt: tensor<2x8x4xbf16>) {
 
 // -----
 
+func.func @attention_layout(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op layout must be bhsd or bshd, not "bsdh"}}
+  %y = fsdp.attention %q, %kt, %q {scale = 1.0 : f32, layout = "bsdh"}
+      : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bshd_rank(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op layout "bshd" takes rank-4 [B, rows, H, cols] tensors, not 'tensor<2x4x8xf32>'}}
+  %y = fsdp.attention %q, %kt, %q {scale = 1.0 : f32, layout = "bshd"}
+      : (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_bshd_keys(%q: tensor<2x16x4x8xf32>, %kt: tensor<2x4x8x16xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op query, key_t and value must have equal batch dimensions}}
+  %y = fsdp.attention %q, %kt, %q {scale = 1.0 : f32, layout = "bshd"}
+      : (tensor<2x16x4x8xf32>, tensor<2x4x8x16xf32>, tensor<2x16x4x8xf32>) -> tensor<2x16x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_bshd_output(%q: tensor<2x16x4x8xf32>, %lse: tensor<2x4x16xf32>, %y: tensor<2x4x16x8xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op output and grad must be 'tensor<2x16x4x8xf32>', not 'tensor<2x4x16x8xf32>' and 'tensor<2x4x16x8xf32>'}}
+  %dq, %dk, %dv = fsdp.attention_grad %q, %q, %q, %y, %lse, %y {scale = 1.0 : f32, layout = "bshd"}
+      : (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>, tensor<2x4x16x8xf32>)
+      -> (tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>)
+  return
+}
+
+// -----
+
 func.func @attention_grad_needs_mask(%q: tensor<4x8xf32>, %kt: tensor<8x4xf32>, %lse: tensor<4xf32>) {
   // expected-error @+1 {{'fsdp.attention_grad' op mask_kind "add" needs a mask}}
   %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %q, %q, %lse, %q {scale = 1.0 : f32, mask_kind = "add"}

@@ -112,6 +112,23 @@ func.func @cross_entropy(%s: tensor<2x5x3xf32>, %l: tensor<2x3xi64>, %w: tensor<
   return %loss, %g1, %g2, %g3 : tensor<f32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>
 }
 
+// Layout "bshd": q [B, L, H, D], keys untransposed [B, S, H, D], v
+// [B, S, H, Dv], output [B, L, H, Dv]; lse and the mask head-first.
+// CHECK-LABEL: func.func @attention_bshd
+func.func @attention_bshd(%q: tensor<2x16x4x8xf32>, %k: tensor<2x12x4x8xf32>,
+                          %v: tensor<2x12x4x6xf32>, %m: tensor<2x1x16x12xf32>,
+                          %g: tensor<2x16x4x6xf32>)
+    -> (tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x6xf32>) {
+  // CHECK: %[[Y:.*]], %[[LSE:.*]] = fsdp.attention %arg0, %arg1, %arg2, %arg3 {layout = "bshd", mask_kind = "add", scale = 5.000000e-01 : f32} : (tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x6xf32>, tensor<2x1x16x12xf32>) -> (tensor<2x16x4x6xf32>, tensor<2x4x16xf32>)
+  %y, %lse = fsdp.attention %q, %k, %v, %m {scale = 0.5 : f32, mask_kind = "add", layout = "bshd"}
+      : (tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x6xf32>, tensor<2x1x16x12xf32>) -> (tensor<2x16x4x6xf32>, tensor<2x4x16xf32>)
+  // CHECK: fsdp.attention_grad %arg0, %arg1, %arg2, %arg3, %[[Y]], %[[LSE]], %arg4 {layout = "bshd", mask_kind = "add", scale = 5.000000e-01 : f32}
+  %dq, %dk, %dv = fsdp.attention_grad %q, %k, %v, %m, %y, %lse, %g {scale = 0.5 : f32, mask_kind = "add", layout = "bshd"}
+      : (tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x6xf32>, tensor<2x1x16x12xf32>, tensor<2x16x4x6xf32>, tensor<2x4x16xf32>, tensor<2x16x4x6xf32>)
+      -> (tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x6xf32>)
+  return %dq, %dk, %dv : tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x6xf32>
+}
+
 // Training batch norm with its saved statistics and running statistics'
 // new values, and its gradient from the saved statistics.
 // CHECK-LABEL: func.func @batch_norm_train

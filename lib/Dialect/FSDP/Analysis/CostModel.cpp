@@ -147,6 +147,15 @@ double CostModel::flops(Operation *op) const {
     if (q.size() < 2 || kt.size() < 2 || v.size() < 2)
       return out;
     double l = q[q.size() - 2], d = q.back(), s = kt.back(), dv = v.back();
+    // Layout bshd: q [B, L, H, D], k [B, S, H, D], v [B, S, H, Dv] (the
+    // fsdp op's attribute, or the runtime kernel's param).
+    auto params = isa<KernelOp>(op) ? cast<KernelOp>(op).getParamsAttr()
+                                    : DictionaryAttr();
+    auto layout = params ? params.getAs<StringAttr>("layout")
+                         : op->getAttrOfType<StringAttr>("layout");
+    if (layout && layout.getValue() == "bshd" && q.size() == 4 &&
+        kt.size() == 4)
+      l = q[1], s = kt[1];
     double heads =
         l * d == 0 ? 0
                    : static_cast<double>(numelOf(op->getOperand(0).getType())) /

@@ -8,6 +8,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
+#include <array>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 
@@ -517,6 +519,38 @@ static LogicalResult verifyAttentionInputs(Operation *op, StringRef kind,
   return success();
 }
 
+/// `t` with its dims reordered (dim k is t's dim perm[k]).
+static RankedTensorType permutedType(RankedTensorType t,
+                                     ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> shape;
+  for (int64_t from : perm)
+    shape.push_back(t.getDimSize(from));
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+/// The head-first types attention computes with ([..., L, D] query, output
+/// and their gradients; [..., D, S] key_t, [..., S, Dv] value): the types
+/// as they are in layout "bhsd"; in "bshd" ([B, rows, H, cols]) their
+/// transposes, key_t's from [B, S, H, D].
+static FailureOr<std::array<RankedTensorType, 4>>
+headFirstTypes(Operation *op, StringRef layout, RankedTensorType q,
+               RankedTensorType kt, RankedTensorType v, RankedTensorType y) {
+  if (layout == "bhsd")
+    return std::array<RankedTensorType, 4>{q, kt, v, y};
+  if (layout != "bshd")
+    return op->emitOpError()
+           << "layout must be bhsd or bshd, not \"" << layout << "\"";
+  for (RankedTensorType t : {q, kt, v, y})
+    if (t.getRank() != 4)
+      return op->emitOpError() << "layout \"bshd\" takes rank-4 "
+                                  "[B, rows, H, cols] tensors, not "
+                               << t;
+  const int64_t toHeads[] = {0, 2, 1, 3}, toKeysT[] = {0, 2, 3, 1};
+  return std::array<RankedTensorType, 4>{
+      permutedType(q, toHeads), permutedType(kt, toKeysT),
+      permutedType(v, toHeads), permutedType(y, toHeads)};
+}
+
 /// The type of lse for `q` [..., L, D]: [..., L] in f32.
 static RankedTensorType lseTypeOf(RankedTensorType q) {
   return RankedTensorType::get(q.getShape().drop_back(),
@@ -628,12 +662,16 @@ LogicalResult SoftmaxCrossEntropyGradOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
-  auto q = cast<RankedTensorType>(getQuery().getType());
-  auto kt = cast<RankedTensorType>(getKeyT().getType());
-  auto v = cast<RankedTensorType>(getValue().getType());
+  FailureOr<std::array<RankedTensorType, 4>> types = headFirstTypes(
+      *this, getLayout(), cast<RankedTensorType>(getQuery().getType()),
+      cast<RankedTensorType>(getKeyT().getType()),
+      cast<RankedTensorType>(getValue().getType()),
+      cast<RankedTensorType>(getOutput().getType()));
+  if (failed(types))
+    return failure();
+  auto [q, kt, v, out] = *types;
   if (failed(verifyAttentionInputs(*this, getMaskKind(), getMask(), q, kt, v)))
     return failure();
-  auto out = cast<RankedTensorType>(getOutput().getType());
   int64_t rank = q.getRank();
   if (out.getRank() != rank ||
       out.getShape().drop_back() != q.getShape().drop_back() ||
@@ -647,14 +685,23 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  auto q = cast<RankedTensorType>(getQuery().getType());
-  auto kt = cast<RankedTensorType>(getKeyT().getType());
-  auto v = cast<RankedTensorType>(getValue().getType());
+  auto output = cast<RankedTensorType>(getOutput().getType());
+  FailureOr<std::array<RankedTensorType, 4>> types = headFirstTypes(
+      *this, getLayout(), cast<RankedTensorType>(getQuery().getType()),
+      cast<RankedTensorType>(getKeyT().getType()),
+      cast<RankedTensorType>(getValue().getType()), output);
+  if (failed(types))
+    return failure();
+  RankedTensorType q = (*types)[0], kt = (*types)[1], v = (*types)[2];
   if (failed(verifyAttentionInputs(*this, getMaskKind(), getMask(), q, kt, v)))
     return failure();
   SmallVector<int64_t> yShape(q.getShape().drop_back());
   yShape.push_back(v.getShape().back());
+  // output and grad as stored: head-first, or [B, L, H, Dv] in bshd.
   auto yType = RankedTensorType::get(yShape, v.getElementType());
+  if (getLayout() == "bshd")
+    yType = RankedTensorType::get({yShape[0], yShape[2], yShape[1], yShape[3]},
+                                  v.getElementType());
   if (q.getElementType() != kt.getElementType() ||
       q.getElementType() != v.getElementType())
     return emitOpError("query, key_t and value must have one element type");
@@ -665,8 +712,9 @@ LogicalResult AttentionGradOp::verify() {
   if (getLse().getType() != lseTypeOf(q))
     return emitOpError() << "lse must be " << lseTypeOf(q) << ", not "
                          << getLse().getType();
-  if (getGradQuery().getType() != q || getGradKeyT().getType() != kt ||
-      getGradValue().getType() != v)
+  if (getGradQuery().getType() != getQuery().getType() ||
+      getGradKeyT().getType() != getKeyT().getType() ||
+      getGradValue().getType() != getValue().getType())
     return emitOpError("results must have the types of query, key_t and value");
   return success();
 }

@@ -262,17 +262,68 @@ bool makeCausal(AttentionChain &chain) {
   return true;
 }
 
+/// The tensor that one Transpose, or two in a row, permute by `perm` into
+/// `value` (dim d of `value` is dim perm[d] of it), or null.
+static Value transposedBy(Value value, ArrayRef<int64_t> perm) {
+  SmallVector<int64_t> composed =
+      llvm::to_vector(llvm::seq<int64_t>(0, static_cast<int64_t>(perm.size())));
+  for (int depth = 0; depth < 2; ++depth) {
+    auto t = value.getDefiningOp<TransposeOp>();
+    if (!t)
+      return nullptr;
+    SmallVector<int64_t> inner = t.getPermOrDefault();
+    if (inner.size() != perm.size())
+      return nullptr;
+    // The transpose before this one's outputs: dim d of the result is dim
+    // inner[composed[d]] of t's input.
+    for (int64_t &d : composed)
+      d = inner[d];
+    value = t.getData();
+    if (ArrayRef<int64_t>(composed) == perm)
+      return value;
+  }
+  return nullptr;
+}
+
+bool foldHeadTransposes(AttentionChain &chain, std::string &why) {
+  auto fail = [&](const char *reason) {
+    why = reason;
+    return false;
+  };
+  if (cast<RankedTensorType>(chain.q.getType()).getRank() != 4)
+    return fail("not rank-4 [B, H, L, D] heads");
+  const int64_t toHeads[] = {0, 2, 1, 3}, toKeysT[] = {0, 2, 3, 1};
+  Value q = transposedBy(chain.q, toHeads), v = transposedBy(chain.v, toHeads);
+  Value k = transposedBy(chain.kt, toKeysT);
+  if (!q || !k || !v)
+    return fail("q, k_t or v is not a head split's transpose");
+  Value y = chain.ops.front()->getResult(0);
+  if (!y.hasOneUse())
+    return fail("the output has other uses than the head merge");
+  auto merge = dyn_cast<TransposeOp>(*y.getUsers().begin());
+  if (!merge ||
+      ArrayRef<int64_t>(merge.getPermOrDefault()) != ArrayRef<int64_t>(toHeads))
+    return fail("the output is not transposed back by the head merge");
+  chain.q = q, chain.kt = k, chain.v = v;
+  chain.layout = "bshd";
+  chain.headMerge = merge;
+  return true;
+}
+
 AttentionOp buildAttention(OpBuilder &b, const AttentionChain &chain,
                            bool withLse) {
   Operation *root = chain.ops.front();
-  auto qt = cast<RankedTensorType>(chain.q.getType());
-  Type lse =
-      withLse ? RankedTensorType::get(qt.getShape().drop_back(), b.getF32Type())
-              : Type();
+  Type output =
+      (chain.headMerge ? chain.headMerge : root)->getResult(0).getType();
+  // lse is head-first, [B, H, L], in either layout.
+  auto heads = cast<RankedTensorType>(root->getResult(0).getType());
+  Type lse = withLse ? RankedTensorType::get(heads.getShape().drop_back(),
+                                             b.getF32Type())
+                     : Type();
   return b.create<AttentionOp>(
-      root->getLoc(), root->getResult(0).getType(), lse, chain.q, chain.kt,
-      chain.v, chain.mask, b.getF32FloatAttr(chain.scale),
-      b.getStringAttr(chain.kind), b.getF32FloatAttr(chain.fill));
+      root->getLoc(), output, lse, chain.q, chain.kt, chain.v, chain.mask,
+      b.getF32FloatAttr(chain.scale), b.getStringAttr(chain.kind),
+      b.getF32FloatAttr(chain.fill), b.getStringAttr(chain.layout));
 }
 
 } // namespace mlir::fsdp::detail

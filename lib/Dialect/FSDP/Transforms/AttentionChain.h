@@ -49,6 +49,12 @@ struct AttentionChain {
   /// Every op of the chain, the final MatMul first; each one's result is
   /// used only by the next (the final MatMul's by anything).
   SmallVector<Operation *> ops;
+  /// fsdp.attention's layout: "bshd" once foldHeadTransposes has taken q,
+  /// kt and v from before the head split's transposes.
+  StringRef layout = "bhsd";
+  /// With layout "bshd": the head merge's Transpose after the final MatMul,
+  /// whose result the fused op gives (the MatMul's only use).
+  Operation *headMerge = nullptr;
 };
 
 /// The chain ending at `root`, each intermediate used only inside it; on
@@ -62,6 +68,15 @@ FailureOr<AttentionChain> matchAttention(onnxir::MatMulOp root,
 /// value is -inf: torch's `masked_fill(~tril(ones(L, L)), -inf)`. Returns
 /// whether it did.
 bool makeCausal(AttentionChain &chain);
+
+/// Folds the head split and merge around `chain` into its layout when q and
+/// v are Transpose(perm [0, 2, 1, 3]) of [B, L or S, H, D] tensors, kt their
+/// Transpose(perm [0, 2, 3, 1]) (one Transpose or two that compose to it)
+/// and the final MatMul's one use is Transpose(perm [0, 2, 1, 3]): the
+/// chain then reads the tensors before the transposes and gives the head
+/// merge's result, layout "bshd". Returns whether it did; on failure `why`
+/// says what did not match. The transposes stay where other ops read them.
+bool foldHeadTransposes(AttentionChain &chain, std::string &why);
 
 /// Builds the fused op for `chain` at `root`'s position, with the lse result
 /// when `withLse`.

@@ -405,7 +405,11 @@ void Autodiff::fuseAttention() {
     if (failed(chain) || (chain->mask && active(chain->mask)))
       continue;
     Value oldMask = chain->mask;
+    SmallVector<Value> heads = {chain->q, chain->kt, chain->v};
     mlir::fsdp::detail::makeCausal(*chain);
+    // The head split's transposes and the merge's go into the fused op (and
+    // so never into the backward); without them it stays head-first.
+    mlir::fsdp::detail::foldHeadTransposes(*chain, why);
     OpBuilder b(root);
     auto attention =
         mlir::fsdp::detail::buildAttention(b, *chain, /*withLse=*/true);
@@ -414,20 +418,28 @@ void Autodiff::fuseAttention() {
     for (StringRef name : {"fsdp.module", "fsdp.unit"})
       if (Attribute mark = root->getAttr(name))
         attention->setAttr(name, mark);
-    root.getResult().replaceAllUsesWith(attention.getOutput());
+    SmallVector<Operation *> replaced(chain->ops);
+    if (chain->headMerge)
+      replaced.insert(replaced.begin(), chain->headMerge);
+    replaced.front()->getResult(0).replaceAllUsesWith(attention.getOutput());
     activeValues.insert(attention.getOutput());
-    for (Operation *op : chain->ops) {
+    for (Operation *op : replaced) {
       for (Value result : op->getResults())
         activeValues.erase(result);
       op->erase();
     }
-    // A causal mask's constant computation has no reader left. The work
-    // list holds ops, each once (an op feeding another through two operands
-    // must not be visited after it is erased).
+    // A causal mask's constant computation and folded head transposes have
+    // no reader left. The work list holds ops, each once (an op feeding
+    // another through two operands must not be visited after it is
+    // erased).
     llvm::SetVector<Operation *> dead;
     if (oldMask && !chain->mask)
       if (Operation *def = oldMask.getDefiningOp())
         dead.insert(def);
+    if (chain->headMerge)
+      for (Value head : heads)
+        if (Operation *def = head.getDefiningOp())
+          dead.insert(def);
     while (!dead.empty()) {
       Operation *def = dead.pop_back_val();
       if (!def->use_empty() || !isMemoryEffectFree(def))
@@ -435,6 +447,8 @@ void Autodiff::fuseAttention() {
       for (Value operand : def->getOperands())
         if (Operation *producer = operand.getDefiningOp())
           dead.insert(producer);
+      for (Value result : def->getResults())
+        activeValues.erase(result);
       def->erase();
     }
   }

@@ -330,8 +330,9 @@ struct LayerNorm : OpRewritePattern<DivOp> {
 //===----------------------------------------------------------------------===//
 
 /// MatMul(Softmax(mask(MatMul(q, kt) * s)), v) -> fsdp.attention (the
-/// matcher fsdp-autodiff shares). The mask stays as exported: inference
-/// plans keep their `fill` masks.
+/// matcher fsdp-autodiff shares), with the head split's and merge's
+/// transposes folded into its layout where the chain has them. The mask
+/// stays as exported: inference plans keep their `fill` masks.
 struct Attention : OpRewritePattern<MatMulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MatMulOp root,
@@ -341,10 +342,17 @@ struct Attention : OpRewritePattern<MatMulOp> {
         mlir::fsdp::detail::matchAttention(root, why);
     if (failed(chain))
       return rewriter.notifyMatchFailure(root, why);
+    // Without the transposes around it the chain still fuses, head-first.
+    mlir::fsdp::detail::foldHeadTransposes(*chain, why);
     rewriter.setInsertionPoint(root);
     auto attention = mlir::fsdp::detail::buildAttention(rewriter, *chain,
                                                         /*withLse=*/false);
-    rewriter.replaceOp(root, attention.getOutput());
+    if (chain->headMerge) {
+      rewriter.replaceOp(chain->headMerge, attention.getOutput());
+      rewriter.eraseOp(root);
+    } else {
+      rewriter.replaceOp(root, attention.getOutput());
+    }
     return success();
   }
 };

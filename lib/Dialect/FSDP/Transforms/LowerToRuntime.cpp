@@ -541,17 +541,21 @@ struct LowerLinear : KernelPattern<mlir::fsdp::LinearOp> {
 
 /// Attention and its gradient: both kernels take the forward's operands in
 /// op order (the mask only for add and fill); attention's lse is its second
-/// output when asked for.
+/// output when asked for. The layout attribute is written only when it is
+/// not the kernels' default, bhsd.
 template <typename AttentionOp>
 struct LowerAttention : KernelPattern<AttentionOp> {
   using KernelPattern<AttentionOp>::KernelPattern;
   LogicalResult lower(AttentionOp attention,
                       typename AttentionOp::Adaptor adaptor,
                       Lowering &l) const override {
-    return l.kernel(this->kernel, adaptor.getOperands(),
-                    {l.f32("scale", attention.getScale()),
-                     l.str("mask_kind", attention.getMaskKind()),
-                     l.f32("fill_value", attention.getFillValue())});
+    SmallVector<NamedAttribute> attrs = {
+        l.f32("scale", attention.getScale()),
+        l.str("mask_kind", attention.getMaskKind()),
+        l.f32("fill_value", attention.getFillValue())};
+    if (attention.getLayout() != "bhsd")
+      attrs.push_back(l.str("layout", attention.getLayout()));
+    return l.kernel(this->kernel, adaptor.getOperands(), attrs);
   }
 };
 

@@ -46,6 +46,9 @@ enum class MaskKind : int { None, Add, Fill, Causal };
 /// mask (f32 for Add, bool for Fill) is read at score (b, i, j): batch
 /// index b split over the `batchDims` dims of `batchSize`, each with its
 /// stride into the mask (0 where the mask broadcasts), then i and j.
+/// With `headsInRows` (layout "bshd") q, k, v, y, dy and the gradients stay
+/// [B, rows, H, cols] as the head split found them (H = `heads`), the keys
+/// untransposed; lse is [B, H, L] in either layout.
 struct AttentionShape {
   int64_t batch = 0, l = 0, s = 0, d = 0, dv = 0;
   float scale = 1, fill = 0;
@@ -53,6 +56,27 @@ struct AttentionShape {
   int batchDims = 0;
   int64_t batchSize[kMaxDims] = {}, maskStride[kMaxDims] = {};
   int64_t maskStrideL = 0, maskStrideS = 0;
+  bool headsInRows = false;
+  int64_t heads = 1;
+
+  /// The offset of row i of head b's [rows, cols] matrix.
+  FSDP_HD int64_t rowAt(int64_t b, int64_t i, int64_t rows,
+                        int64_t cols) const {
+    if (!headsInRows)
+      return (b * rows + i) * cols;
+    return ((b / heads * rows + i) * heads + b % heads) * cols;
+  }
+  /// Floats from one row of such a matrix to the next.
+  FSDP_HD int64_t ld(int64_t cols) const {
+    return headsInRows ? heads * cols : cols;
+  }
+  /// The offset of key j's first head-dim entry: k_t's column j or k's
+  /// row j.
+  FSDP_HD int64_t keyAt(int64_t b, int64_t j) const {
+    return headsInRows ? rowAt(b, j, s, d) : rowAt(b, 0, d, s) + j;
+  }
+  /// Floats from one head-dim entry of a key to the next.
+  FSDP_HD int64_t keyDimStride() const { return headsInRows ? 1 : s; }
 
   /// The mask's offset of head b's score (0, 0).
   FSDP_HD int64_t maskBase(int64_t b) const {
@@ -82,11 +106,12 @@ struct AttentionArgs {
     const AttentionShape &g = shape;
     if (g.mask == MaskKind::Causal && j > i)
       return -INFINITY;
-    const float *qi = q + (b * g.l + i) * g.d;
-    const float *kj = kt + b * g.d * g.s + j;
+    const float *qi = q + g.rowAt(b, i, g.l, g.d);
+    const float *kj = kt + g.keyAt(b, j);
+    int64_t step = g.keyDimStride();
     float dot = 0;
     for (int64_t c = 0; c < g.d; ++c)
-      dot += qi[c] * kj[c * g.s];
+      dot += qi[c] * kj[c * step];
     float z = g.scale * dot;
     int64_t at = base + i * g.maskStrideL + j * g.maskStrideS;
     if (g.mask == MaskKind::Add)
@@ -109,8 +134,8 @@ struct AttentionArgs {
 
   /// delta_i = rowsum(dy_i * y_i) of head b's row i.
   FSDP_HD float delta(int64_t b, int64_t i) const {
-    const float *dyi = dy + (b * shape.l + i) * shape.dv;
-    const float *yi = y + (b * shape.l + i) * shape.dv;
+    const float *dyi = dy + shape.rowAt(b, i, shape.l, shape.dv);
+    const float *yi = y + shape.rowAt(b, i, shape.l, shape.dv);
     float sum = 0;
     for (int64_t c = 0; c < shape.dv; ++c)
       sum += dyi[c] * yi[c];
@@ -122,8 +147,8 @@ struct AttentionArgs {
                           float rowLse, float rowDelta, float &p) const {
     const AttentionShape &g = shape;
     p = expf(score(b, i, j, base) - rowLse);
-    const float *dyi = dy + (b * g.l + i) * g.dv;
-    const float *vj = v + (b * g.s + j) * g.dv;
+    const float *dyi = dy + g.rowAt(b, i, g.l, g.dv);
+    const float *vj = v + g.rowAt(b, j, g.s, g.dv);
     float dp = 0;
     for (int64_t c = 0; c < g.dv; ++c)
       dp += dyi[c] * vj[c];
@@ -200,20 +225,21 @@ struct AttentionForwardBody {
         rescale[r] = old;
       }
       g.sync();
+      int64_t ldv = sh.ld(dv);
       for (int64_t k = g.lane(); k < nr * dv; k += g.size()) {
         int64_t r = k / dv;
-        const float *vc = a.v + (b * sh.s + c0) * dv + k % dv;
+        const float *vc = a.v + sh.rowAt(b, c0, sh.s, dv) + k % dv;
         const float *pr = z + r * keys;
         float t = acc[k] * rescale[r];
         for (int64_t j = 0; j < n; ++j)
-          t += pr[j] * vc[j * dv];
+          t += pr[j] * vc[j * ldv];
         acc[k] = t;
       }
       g.sync();
     }
-    float *y = a.y + (b * sh.l + r0) * dv;
-    for (int64_t k = g.lane(); k < nr * dv; k += g.size())
-      y[k] = sh.s ? acc[k] / sum[k / dv] : 0.0f; // no keys: the CPU's zeros
+    float *y = a.y + sh.rowAt(b, r0, sh.l, dv);
+    for (int64_t k = g.lane(); k < nr * dv; k += g.size()) // no keys: zeros
+      y[k / dv * sh.ld(dv) + k % dv] = sh.s ? acc[k] / sum[k / dv] : 0.0f;
     if (a.lse)
       for (int64_t r = g.lane(); r < nr; r += g.size())
         a.lse[b * sh.l + r0 + r] =
@@ -260,19 +286,21 @@ struct AttentionGradQBody {
             a.scoreGrad(b, r0 + r, c0 + k % n, base, lse[r], delta[r], p);
       }
       g.sync();
+      // Key j + 1's entry: the next of k_t's row, or k's next row.
+      int64_t next = sh.headsInRows ? sh.ld(d) : 1;
       for (int64_t k = g.lane(); k < nr * d; k += g.size()) {
-        const float *kc = a.kt + (b * d + k % d) * sh.s + c0;
+        const float *kc = a.kt + sh.keyAt(b, c0) + k % d * sh.keyDimStride();
         const float *dsr = ds + k / d * keys;
         float t = acc[k];
         for (int64_t j = 0; j < n; ++j)
-          t += dsr[j] * kc[j];
+          t += dsr[j] * kc[j * next];
         acc[k] = t;
       }
       g.sync();
     }
-    float *dq = a.dq + (b * sh.l + r0) * d;
+    float *dq = a.dq + sh.rowAt(b, r0, sh.l, d);
     for (int64_t k = g.lane(); k < nr * d; k += g.size())
-      dq[k] = sh.scale * acc[k];
+      dq[k / d * sh.ld(d) + k % d] = sh.scale * acc[k];
     g.sync();
   }
 };
@@ -322,31 +350,36 @@ struct AttentionGradKVBody {
             a.scoreGrad(b, r0 + r, c0 + k % n, base, lse[r], delta[r], p[at]);
       }
       g.sync();
-      const float *dy = a.dy + (b * sh.l + r0) * dv;
+      const float *dy = a.dy + sh.rowAt(b, r0, sh.l, dv);
+      int64_t ldy = sh.ld(dv), ldq = sh.ld(d);
       for (int64_t k = g.lane(); k < n * dv; k += g.size()) {
         int64_t j = k / dv, c = k % dv;
         float t = accV[k];
         for (int64_t r = 0; r < nr; ++r)
-          t += p[r * keys + j] * dy[r * dv + c];
+          t += p[r * keys + j] * dy[r * ldy + c];
         accV[k] = t;
       }
-      const float *q = a.q + (b * sh.l + r0) * d;
+      const float *q = a.q + sh.rowAt(b, r0, sh.l, d);
       for (int64_t k = g.lane(); k < n * d; k += g.size()) {
         int64_t j = k / d, c = k % d;
         float t = accK[k];
         for (int64_t r = 0; r < nr; ++r)
-          t += ds[r * keys + j] * q[r * d + c];
+          t += ds[r * keys + j] * q[r * ldq + c];
         accK[k] = t;
       }
       g.sync();
     }
-    float *dvOut = a.dv + (b * sh.s + c0) * dv;
+    float *dvOut = a.dv + sh.rowAt(b, c0, sh.s, dv);
     for (int64_t k = g.lane(); k < n * dv; k += g.size())
-      dvOut[k] = accV[k];
-    // k_t's rows are S apart: lanes take consecutive keys of one row.
-    float *dkt = a.dkt + b * d * sh.s + c0;
-    for (int64_t k = g.lane(); k < n * d; k += g.size())
-      dkt[k / n * sh.s + k % n] = sh.scale * accK[k % n * d + k / n];
+      dvOut[k / dv * sh.ld(dv) + k % dv] = accV[k];
+    // Lanes write consecutive floats: k_t's rows are S apart, so they take
+    // consecutive keys of one row; k's keys are rows, so one key's dims.
+    for (int64_t k = g.lane(); k < n * d; k += g.size()) {
+      int64_t j = sh.headsInRows ? k / d : k % n;
+      int64_t c = sh.headsInRows ? k % d : k / n;
+      a.dkt[sh.keyAt(b, c0 + j) + c * sh.keyDimStride()] =
+          sh.scale * accK[j * d + c];
+    }
     g.sync();
   }
 };

@@ -958,6 +958,15 @@ def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
     masked row): what `fsdp.attention_grad` recomputes the probabilities
     from. `fsdp-autodiff` asks for it when it fuses attention in training.
 
+    `layout = "bshd"` (the default is `"bhsd"`, as above) takes the operands
+    where a head split left them, before its transposes: `query`
+    `[B, L, H, D]`, `key_t` untransposed `[B, S, H, D]`, `value`
+    `[B, S, H, Dv]`, and gives `output` `[B, L, H, Dv]`, ready for the head
+    merge's reshape; the kernel reads and writes them through strides. The
+    mask and `lse` stay head-first (`[B, H, L, S]`, `[B, H, L]`). The
+    attention fusion folds a chain's head-split and head-merge transposes
+    into it so (`fsdp-fuse`, `fsdp-autodiff`).
+
     ```mlir
     %y = fsdp.attention %q, %kt, %v, %m
         {scale = 0.353553385 : f32, mask_kind = "fill", fill_value = 0xFF800000 : f32}
@@ -972,7 +981,8 @@ def FSDP_AttentionOp : FSDP_Op<"attention", [Pure]> {
                    AnyRankedTensor:$value, Optional<AnyRankedTensor>:$mask,
                    F32Attr:$scale,
                    DefaultValuedStrAttr<StrAttr, "none">:$mask_kind,
-                   DefaultValuedAttr<F32Attr, "0.0">:$fill_value);
+                   DefaultValuedAttr<F32Attr, "0.0">:$fill_value,
+                   DefaultValuedStrAttr<StrAttr, "bhsd">:$layout);
   let results = (outs AnyRankedTensor:$output,
                  Optional<AnyRankedTensor>:$lse);
   let assemblyFormat = [{
@@ -992,9 +1002,10 @@ def FSDP_AttentionGradOp : FSDP_Op<"attention_grad", [Pure]> {
     With `dP = grad @ value^T` and `dS = P * (dP - rowsum(grad * y))`
     (zero where the mask replaced a score): `grad_query = scale * dS @ k`,
     `grad_key_t = scale * (dS^T @ query)^T`, `grad_value = P^T @ grad`.
-    `mask`, `scale`, `mask_kind` and `fill_value` are the forward's; the
-    mask gets no gradient. The results have the types of `query`, `key_t`
-    and `value`; `lse` is f32.
+    `mask`, `scale`, `mask_kind`, `fill_value` and `layout` are the
+    forward's; the mask gets no gradient. The results have the types of
+    `query`, `key_t` and `value` (in layout `"bshd"`: `[B, rows, H, cols]`,
+    the key gradient untransposed); `lse` is f32.
 
     ```mlir
     %dq, %dkt, %dv = fsdp.attention_grad %q, %kt, %v, %y, %lse, %g
@@ -1010,7 +1021,8 @@ def FSDP_AttentionGradOp : FSDP_Op<"attention_grad", [Pure]> {
                    AnyRankedTensor:$grad,
                    F32Attr:$scale,
                    DefaultValuedStrAttr<StrAttr, "none">:$mask_kind,
-                   DefaultValuedAttr<F32Attr, "0.0">:$fill_value);
+                   DefaultValuedAttr<F32Attr, "0.0">:$fill_value,
+                   DefaultValuedStrAttr<StrAttr, "bhsd">:$layout);
   let results = (outs AnyRankedTensor:$grad_query,
                  AnyRankedTensor:$grad_key_t, AnyRankedTensor:$grad_value);
   let assemblyFormat = [{

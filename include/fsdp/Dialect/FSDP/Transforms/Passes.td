@@ -745,9 +745,11 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     time. A constant boolean mask that is true exactly where `j > i`, filled
     with `-inf` (torch's `masked_fill(~tril(ones(L, L)), -inf)`, as GPT-2
     and LLaMA export it), becomes `mask_kind = "causal"` without a mask
-    operand. A chain whose mask depends on a trainable parameter stays
-    decomposed (fsdp.attention_grad gives the mask no gradient), as does
-    every chain with `fuse-attention=false`.
+    operand. A head split's and merge's transposes around the chain fold
+    into the fused op as `layout = "bshd"` (fsdp-fuse's rule), so the
+    backward has none either. A chain whose mask depends on a trainable
+    parameter stays decomposed (fsdp.attention_grad gives the mask no
+    gradient), as does every chain with `fuse-attention=false`.
 
     Batch norm (`fuse-batch-norm`, on by default): a training-mode
     `BatchNormalization` becomes one `fsdp.batch_norm_train` (the output,
@@ -916,6 +918,7 @@ def Fuse : Pass<"fsdp-fuse", "ModuleOp"> {
     | `ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, [Mul scale], [Add bias]` | `onnx.LayerNormalization` |
     | `Pow 2, ReduceMean(-1), Add eps, Sqrt, Reciprocal or Div(1, ·), Mul x, [Mul scale]` | `fsdp.rms_norm` |
     | `MatMul(q, kᵀ), Mul s or Div d, [Add mask or Where(mask, fill, ·)], Softmax(-1), MatMul v` | `fsdp.attention` |
+    | the same, q and v `Transpose(0, 2, 1, 3)` of `[B, S, H, D]`, kᵀ `Transpose(0, 2, 3, 1)` of it, the result's one use `Transpose(0, 2, 1, 3)` (a head split and merge) | `fsdp.attention {layout = "bshd"}` on the untransposed tensors, giving the merge's result |
     | `MatMul(x, Transpose(w))`, `MatMul(x, w)` (2-D w) or `Gemm(x, w, b)` (transB, alpha = beta = 1), then `[Add bias]`, `[Relu, Tanh, Sigmoid, fsdp.gelu, fsdp.silu]` | `fsdp.linear` |
 
     Between the chains and the linear epilogues, transposes that a GEMM can

@@ -46,7 +46,7 @@ LogicalResult backward(AttentionOp op, GradientContext &ctx) {
                 op.getValue().getType()},
       op.getQuery(), op.getKeyT(), op.getValue(), op.getMask(), op.getOutput(),
       op.getLse(), r.g, op.getScaleAttr(), op.getMaskKindAttr(),
-      op.getFillValueAttr());
+      op.getFillValueAttr(), op.getLayoutAttr());
   r.give(0, grad.getGradQuery());
   r.give(1, grad.getGradKeyT());
   r.give(2, grad.getGradValue());
