@@ -444,17 +444,27 @@ KernelFn unaryOp(const std::string &op, Context &c) {
   return nullptr;
 }
 
+/// The broadcast of `operands` to `out`, or none when the shapes do not
+/// broadcast or need more than kMaxDims dims: the kernel is then the CPU's,
+/// which names what is wrong, or refused on a GPU.
+std::optional<Broadcast>
+broadcastOrNone(const std::vector<int64_t> &out,
+                const std::vector<std::vector<int64_t>> &operands) {
+  try {
+    return planBroadcast(out, operands);
+  } catch (const std::invalid_argument &) {
+    return std::nullopt;
+  }
+}
+
 /// A broadcasting binary function on T (float or int64_t).
 template <typename T> KernelFn binaryKernel(Context &c, Binary op) {
   const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
-  Broadcast plan;
-  try {
-    plan = planBroadcast(y.shape, {a.shape, b.shape});
-  } catch (const std::invalid_argument &) {
-    return nullptr; // the CPU kernel names what is wrong
-  }
+  std::optional<Broadcast> plan = broadcastOrNone(y.shape, {a.shape, b.shape});
+  if (!plan)
+    return nullptr;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.binary(s, op, plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
+    return d.binary(s, op, *plan, a.as<T>(), b.as<T>(), y.as<T>(), y.numel);
   });
 }
 
@@ -486,14 +496,11 @@ KernelFn powInt64Kernel(Context &c) {
   if (b.dtype != FSDPRT_I64 && b.dtype != FSDPRT_I32 && b.dtype != FSDPRT_F32 &&
       b.dtype != FSDPRT_F64)
     return nullptr;
-  Broadcast plan;
-  try {
-    plan = planBroadcast(y.shape, {a.shape, b.shape});
-  } catch (const std::invalid_argument &) {
+  std::optional<Broadcast> plan = broadcastOrNone(y.shape, {a.shape, b.shape});
+  if (!plan)
     return nullptr;
-  }
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.powInt64(s, b.dtype, plan, a.as<int64_t>(), b.data,
+    return d.powInt64(s, b.dtype, *plan, a.as<int64_t>(), b.data,
                       y.as<int64_t>(), y.numel);
   });
 }
@@ -528,14 +535,12 @@ KernelFn binaryOp(const std::string &op, Context &c) {
   if (narrow) {
     checkLikeTheCpu(op, c.args);
     const Tensor a = c.args.in[0], b = c.args.in[1], y = c.args.out[0];
-    Broadcast plan;
-    try {
-      plan = planBroadcast(y.shape, {a.shape, b.shape});
-    } catch (const std::invalid_argument &) {
+    std::optional<Broadcast> plan =
+        broadcastOrNone(y.shape, {a.shape, b.shape});
+    if (!plan)
       return nullptr;
-    }
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
-      return d.integerBinary(s, kind, y.dtype, plan, a.data, b.data, y.data,
+      return d.integerBinary(s, kind, y.dtype, *plan, a.data, b.data, y.data,
                              y.numel);
     });
   }
@@ -581,15 +586,12 @@ KernelFn logicKernel(const std::string &op, Context &c) {
   if (a.dtype != FSDPRT_F32 && a.dtype != FSDPRT_I64 && a.dtype != FSDPRT_BOOL)
     return nullptr;
   Logic kind = ops.at(op);
-  Broadcast plan;
-  try {
-    plan = planBroadcast(y.shape, {a.shape, b.shape});
-  } catch (const std::invalid_argument &) {
+  std::optional<Broadcast> plan = broadcastOrNone(y.shape, {a.shape, b.shape});
+  if (!plan)
     return nullptr;
-  }
   fsdprt_dtype_t dtype = a.dtype;
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.logic(s, kind, dtype, plan, a.data, b.data, y.as<uint8_t>(),
+    return d.logic(s, kind, dtype, *plan, a.data, b.data, y.as<uint8_t>(),
                    y.numel);
   });
 }
@@ -607,15 +609,13 @@ KernelFn whereKernel(Context &c) {
   checkLikeTheCpu("where", c.args);
   const Tensor cond = c.args.in[0], a = c.args.in[1], b = c.args.in[2];
   const Tensor y = c.args.out[0];
-  Broadcast plan;
-  try {
-    plan = planBroadcast(y.shape, {cond.shape, a.shape, b.shape});
-  } catch (const std::invalid_argument &) {
+  std::optional<Broadcast> plan =
+      broadcastOrNone(y.shape, {cond.shape, a.shape, b.shape});
+  if (!plan)
     return nullptr;
-  }
   size_t size = fsdprt_dtype_size(y.dtype);
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.where(s, size, plan, cond.as<uint8_t>(), a.data, b.data, y.data,
+    return d.where(s, size, *plan, cond.as<uint8_t>(), a.data, b.data, y.data,
                    y.numel);
   });
 }

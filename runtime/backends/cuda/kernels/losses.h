@@ -134,8 +134,8 @@ struct CrossEntropyTotal {
 /// Per position p: d scores = g * w * (softmax(row) - onehot(label)) /
 /// divisor; 0 for an ignored label. g is one value, or one per position
 /// (reduction none); divisor (a device scalar) is the mean's summed
-/// weights, or null. With the forward's log-sum-exp per position (in.lse),
-/// softmax = exp(row - lse[p]) reads the row once instead of three times.
+/// weights, or null. With the forward's log-sum-exp per position (in.lse)
+/// as the shift, the row is read twice instead of three times.
 struct CrossEntropyGradRows {
   CrossEntropyInputs in;
   const float *g, *divisor;
@@ -148,20 +148,22 @@ struct CrossEntropyGradRows {
     int64_t l = in.label(p);
     const float *row = in.row(p);
     float *out = y + rowStart(p, in.classes, in.inner);
-    float shift = 0, inverse = 1;
+    // As the CPU: the forward's log-sum-exp, when given, replaces the
+    // row's max as the shift; the exponentials are divided by their sum
+    // either way.
+    float shift;
     if (in.lse) {
       shift = in.lse[p];
     } else {
       float max = -INFINITY;
       for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
         max = fmaxf(max, row[j * in.inner]);
-      max = grp.max(max);
-      float sum = 0;
-      for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
-        sum += expf(row[j * in.inner] - max);
-      shift = max;
-      inverse = 1.0f / grp.sum(sum);
+      shift = grp.max(max);
     }
+    float sum = 0;
+    for (int64_t j = grp.lane(); j < in.classes && l >= 0; j += grp.size())
+      sum += expf(row[j * in.inner] - shift);
+    float inverse = 1.0f / grp.sum(sum);
     float scale = 0;
     if (l >= 0) {
       float d = divisor && *divisor != 0 ? *divisor : 1.0f;

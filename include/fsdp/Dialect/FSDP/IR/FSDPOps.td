@@ -1183,9 +1183,8 @@ def FSDP_SoftmaxCrossEntropyOp : FSDP_Op<"softmax_cross_entropy", [Pure]> {
     also `lse` `[N, d...]` (always f32), the log-sum-exp of every
     position's scores along the classes (ignored positions included),
     which the forward computes anyway. `fsdp.softmax_cross_entropy_grad`
-    reads it, so that the backward takes one pass over the scores
-    (`softmax = exp(scores - lse)`) instead of recomputing each position's
-    maximum and sum of exponentials.
+    shifts the scores by it instead of by each position's maximum, one
+    pass over the scores fewer.
 
     ```mlir
     %loss, %lse = fsdp.softmax_cross_entropy %scores, %labels
@@ -1221,8 +1220,9 @@ def FSDP_SoftmaxCrossEntropyGradOp : FSDP_Op<"softmax_cross_entropy_grad",
 
     With `lse` (f32, of the labels' shape: the forward's log-sum-exp of
     each position's scores, `fsdp.softmax_cross_entropy`'s second result)
-    the softmax is `exp(scores - lse)`, one pass over the scores; without
-    it each position's maximum and sum of exponentials are recomputed.
+    the softmax is `exp(scores - lse)` divided by its sum (lse replaces
+    each position's maximum as the shift, one pass fewer); without it the
+    maximum is found first.
 
     ```mlir
     %gs = fsdp.softmax_cross_entropy_grad %scores, %labels, %g lse(%lse)
