@@ -30,7 +30,6 @@
 #include <set>
 #include <unistd.h>
 
-using fsdprt::makeAgreedStatus;
 using fsdprt::makeStatus;
 using fsdprt::markAgreed;
 namespace st = fsdprt::safetensors;
@@ -343,7 +342,7 @@ fsdprt_status_t disagreed(fsdprt_status_code_t code, const std::string &error,
                           const std::string &elsewhere) {
   if (!agreement.empty())
     return makeStatus(code, error.empty() ? agreement : error);
-  return makeAgreedStatus(code, error.empty() ? elsewhere : error);
+  return markAgreed(makeStatus(code, error.empty() ? elsewhere : error));
 }
 
 /// Loads the full checkpoint at `path` into `s` (this rank's part).

@@ -24,14 +24,6 @@ fsdprt_status_t fsdprt::makeStatus(fsdprt_status_code_t code,
   }
 }
 
-fsdprt_status_t fsdprt::makeAgreedStatus(fsdprt_status_code_t code,
-                                         std::string message) {
-  fsdprt_status_t status = makeStatus(code, std::move(message));
-  if (status != &outOfMemory)
-    status->agreed = true;
-  return status;
-}
-
 fsdprt_status_t fsdprt::markAgreed(fsdprt_status_t status) {
   if (status && status != &outOfMemory)
     status->agreed = true;

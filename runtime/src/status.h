@@ -13,12 +13,9 @@ namespace fsdprt {
 /// runs out it returns a shared static status that fsdprt_status_free skips.
 fsdprt_status_t makeStatus(fsdprt_status_code_t code, std::string message);
 
-/// makeStatus for a failure every rank returns from the same call, learned
-/// in a collective they all completed (fsdprt_status_agreed).
-fsdprt_status_t makeAgreedStatus(fsdprt_status_code_t code,
-                                 std::string message);
-
-/// Marks `status` agreed (see makeAgreedStatus) and returns it.
+/// Marks `status` (a failure every rank returns from the same call, learned
+/// in a collective they all completed: fsdprt_status_agreed) agreed and
+/// returns it.
 fsdprt_status_t markAgreed(fsdprt_status_t status);
 
 /// Runs `body` (returning fsdprt_status_t) and turns any C++ exception into a
