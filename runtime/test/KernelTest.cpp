@@ -2451,6 +2451,11 @@ TEST(Kernels, ResizeNearestAndLinear) {
   EXPECT_NE(r.error.find("scales needs one entry per dimension"),
             std::string::npos)
       << r.error;
+  r = runOp("resize", {f32(Shape(9, 1), {5})}, {{F32, Shape(9, 1)}},
+            {{"scales", Floats(9, 1.0f)}});
+  EXPECT_NE(r.error.find("resizes at most 8 dimensions, not 9"),
+            std::string::npos)
+      << r.error;
 }
 
 // ONNX's resize_upsample_scales_cubic example (its first output row), and

@@ -708,8 +708,11 @@ cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
   require(nearests.count(nearest),
           "nearest_mode " + nearest + " is not supported");
   size_t rank = x.shape.size();
-  require(y.shape.size() == rank && rank <= cuda::kMaxDims,
+  require(y.shape.size() == rank,
           "scales needs one entry per dimension of x " + shapeString(x.shape));
+  require(rank <= cuda::kMaxDims,
+          "resizes at most " + std::to_string(cuda::kMaxDims) +
+              " dimensions, not " + std::to_string(rank));
   cuda::ResizePlan plan{};
   plan.rank = static_cast<int>(rank);
   std::vector<int64_t> strides = stridesOf(x.shape);
