@@ -149,12 +149,13 @@ createNcclCommunicator(Backend &backend, Stream &compute,
 /// The number of ranks of a local group.
 int localGroupSize(const fsdprt_local_group_s &group);
 /// Rank `rank` of local group `group` (local_comm.cpp), for a plan whose
-/// mesh is `mesh`; collectives move bytes through `backend`'s download and
-/// upload.
-std::unique_ptr<Communicator> createLocalCommunicator(fsdprt_local_group_s &group,
-                                                      int rank,
-                                                      std::vector<int64_t> mesh,
-                                                      Backend &backend);
+/// mesh is `mesh`, computing on `compute`; collectives move bytes through
+/// `backend`'s download and upload, or, on the fake device, run on a
+/// collective stream of their own, as on a GPU.
+std::unique_ptr<Communicator>
+createLocalCommunicator(fsdprt_local_group_s &group, int rank,
+                        std::vector<int64_t> mesh, Backend &backend,
+                        Stream &compute);
 
 } // namespace fsdprt
 

@@ -16,8 +16,14 @@
 // naming it and the ranks that never came, and the group is then broken:
 // every later collective fails at once, so no rank hangs.
 //
+// On the fake device (memory the host can address) the ranks' collectives
+// run as on a GPU instead: stream_comm.h's communicator, on a stream of
+// their own ordered by events, each admitted by the hazard checker; the
+// meeting then reads and writes the arenas directly.
+//
 //===----------------------------------------------------------------------===//
 
+#include "../backends/cuda/stream_comm.h"
 #include "comm.h"
 #include "half.h"
 #include "status.h"
@@ -75,9 +81,12 @@ struct Done : Pending {
 
 class LocalCommunicator : public Communicator {
 public:
+  /// `direct`: the backend's memory is host memory, read and written in
+  /// place (the fake device, where a download would synchronise it).
   LocalCommunicator(fsdprt_local_group_s &group, int rank,
-                    std::vector<int64_t> mesh, Backend &backend)
-      : group(group), rank_(rank), mesh(std::move(mesh)), backend(backend) {}
+                    std::vector<int64_t> mesh, Backend &backend, bool direct)
+      : group(group), rank_(rank), mesh(std::move(mesh)), backend(backend),
+        direct(direct) {}
 
   int rank() const override { return rank_; }
   int size() const override { return group.world; }
@@ -151,7 +160,10 @@ private:
              " tensors are not communicated (floating point ones are)";
     int64_t n = it->second.size;
     std::vector<char> mine(in.bytes()), result;
-    backend.download(mine.data(), in.data, in.bytes());
+    if (direct)
+      std::memcpy(mine.data(), in.data, in.bytes());
+    else
+      backend.download(mine.data(), in.data, in.bytes());
     size_t outBytes = out.bytes();
     std::string error = rendezvous(axes, what, std::move(mine), result,
                                    [&](fsdprt_local_group_s::Meeting &m) {
@@ -191,7 +203,10 @@ private:
       return what + " on rank " + std::to_string(rank_) + ": the result has " +
              std::to_string(result.size()) + " bytes, the output " +
              std::to_string(outBytes);
-    backend.upload(out.data, result.data(), outBytes);
+    if (direct)
+      std::memcpy(out.data, result.data(), outBytes);
+    else
+      backend.upload(out.data, result.data(), outBytes);
     return "";
   }
 
@@ -245,18 +260,66 @@ private:
   int rank_;
   std::vector<int64_t> mesh;
   Backend &backend;
+  bool direct;
   std::map<std::vector<int64_t>, Member> members;
+};
+
+/// A local group's collectives on the fake device's collective stream:
+/// admitted there by the hazard checker with the bytes they read and
+/// write, then met in place. The stream runs its work as it is launched,
+/// so the meeting happens at the launch.
+class LocalCollectives : public cuda::DeviceCollectives {
+public:
+  LocalCollectives(fsdprt_local_group_s &group, cuda::Device &device,
+                   Communicator &local)
+      : group(group), device(device), local(local) {}
+  std::string addGroup(const std::vector<int64_t> &axes) override {
+    return local.addGroup(axes);
+  }
+  std::string enqueue(const std::string &op, const std::vector<int64_t> &axes,
+                      const Tensor &in, const Tensor &out, Reduction reduction,
+                      cuda::DeviceStream &stream,
+                      const std::string &what) override {
+    cuda::Work work{what, {}, {}};
+    auto range = [](const Tensor &t) {
+      auto begin = reinterpret_cast<uintptr_t>(t.data);
+      return cuda::Range{begin, begin + t.bytes()};
+    };
+    work.reads.push_back(range(in));
+    work.writes.push_back(range(out));
+    if (std::string refused = device.admit(stream, work); !refused.empty())
+      return what + " on rank " + std::to_string(local.rank()) + ": " + refused;
+    return local.collective(op, axes, in, out, reduction, what);
+  }
+  void abort(const std::string &why) override {
+    fsdprt_local_group_abort(&group, why.c_str());
+  }
+
+private:
+  fsdprt_local_group_s &group;
+  cuda::Device &device;
+  Communicator &local;
 };
 
 } // namespace
 
 int localGroupSize(const fsdprt_local_group_s &group) { return group.world; }
 
-std::unique_ptr<Communicator> createLocalCommunicator(fsdprt_local_group_s &group,
-                                                      int rank,
-                                                      std::vector<int64_t> mesh,
-                                                      Backend &backend) {
-  return std::make_unique<LocalCommunicator>(group, rank, std::move(mesh), backend);
+std::unique_ptr<Communicator>
+createLocalCommunicator(fsdprt_local_group_s &group, int rank,
+                        std::vector<int64_t> mesh, Backend &backend,
+                        Stream &compute) {
+  cuda::Device *device = cuda::deviceOf(backend);
+  cuda::DeviceStream *stream = cuda::deviceStreamOf(compute);
+  bool direct = device && stream && device->hostAddressable();
+  auto local = std::make_unique<LocalCommunicator>(group, rank, std::move(mesh),
+                                                   backend, direct);
+  if (!direct)
+    return local;
+  auto library = std::make_unique<LocalCollectives>(group, *device, *local);
+  return cuda::createStreamCommunicator(*device, *stream, std::move(library),
+                                        std::move(local), rank, group.world,
+                                        group.timeout);
 }
 
 } // namespace fsdprt

@@ -526,17 +526,18 @@ fsdprt_status_t createSession(const fsdprt_plan_t *plan,
       fsdprt::createBackend(options.device ? options.device : "", deviceError);
   if (!s->backend)
     return invalid(std::string(api) + ": " + deviceError);
+  s->threads = s->backend->resolveThreads(options.num_threads);
+  s->stream = s->backend->createStream();
   if (options.local_group) {
     std::vector<int64_t> mesh;
     if (plan->root->mesh_shape())
       mesh.assign(plan->root->mesh_shape()->begin(), plan->root->mesh_shape()->end());
     if (mesh.empty())
       mesh = {1};
-    s->comm = fsdprt::createLocalCommunicator(*options.local_group, options.local_rank,
-                                              mesh, *s->backend);
+    s->comm = fsdprt::createLocalCommunicator(*options.local_group,
+                                              options.local_rank, mesh,
+                                              *s->backend, *s->stream);
   }
-  s->threads = s->backend->resolveThreads(options.num_threads);
-  s->stream = s->backend->createStream();
   s->graphs = options.disable_graphs == 0;
   // MPI ranks on GPUs: collectives over NCCL on the device (MPI stays for
   // collectives of host memory and sends NCCL its id).

@@ -238,6 +238,35 @@ public:
             "cudaStreamCreate");
     return s;
   }
+  std::unique_ptr<DeviceStream> createPriorityStream() override {
+    use();
+    int least = 0, greatest = 0;
+    require(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+            "cudaDeviceGetStreamPriorityRange");
+    auto s = std::make_unique<CudaStream>();
+    require(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking,
+                                         greatest),
+            "cudaStreamCreateWithPriority");
+    return s;
+  }
+  bool finished(const DeviceEvent &event) override {
+    cudaError_t status =
+        cudaEventQuery(static_cast<const CudaEvent &>(event).event);
+    if (status == cudaErrorNotReady)
+      return false;
+    if (status != cudaSuccess)
+      cudaGetLastError(); // a fault: the synchronisation reports it
+    return true;
+  }
+  bool owns(const void *p) override {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return attributes.type == cudaMemoryTypeDevice ||
+           attributes.type == cudaMemoryTypeManaged;
+  }
   std::unique_ptr<DeviceEvent> record(DeviceStream &s) override {
     use();
     auto e = std::make_unique<CudaEvent>(events, false);

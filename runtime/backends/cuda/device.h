@@ -133,7 +133,22 @@ public:
   virtual void fill(void *dst, uint8_t value, uint64_t bytes) = 0;
 
   virtual std::unique_ptr<DeviceStream> createStream() = 0;
+  /// A stream whose work the device schedules first (collectives, so that
+  /// they start as soon as they may).
+  virtual std::unique_ptr<DeviceStream> createPriorityStream() {
+    return createStream();
+  }
   virtual std::unique_ptr<DeviceEvent> record(DeviceStream &stream) = 0;
+  /// Whether the work before `event` has finished (cudaEventQuery; never
+  /// blocks, so a watchdog may ask).
+  virtual bool finished(const DeviceEvent &event) = 0;
+  /// Whether `p` points into memory this device allocated (a collective
+  /// of host memory is staged through the host).
+  virtual bool owns(const void *p) = 0;
+  /// Whether the host may read and write this device's memory directly
+  /// (the fake device: it is host memory), so that the ranks of a local
+  /// group exchange it without a copy (stream_comm.h).
+  virtual bool hostAddressable() const { return false; }
   /// An event that can be timed (GPU events are made without timing
   /// otherwise: cheaper), and the seconds between two once both completed.
   virtual std::unique_ptr<DeviceEvent> recordTimed(DeviceStream &stream) {

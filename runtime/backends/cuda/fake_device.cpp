@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 namespace fsdprt::cuda {
@@ -377,9 +378,28 @@ public:
   bool hostMemory() const override { return !strict; }
 
   void *allocate(uint64_t bytes) override {
-    return std::aligned_alloc(256, std::max<uint64_t>((bytes + 255) / 256 * 256, 256));
+    uint64_t size = std::max<uint64_t>((bytes + 255) / 256 * 256, 256);
+    void *memory = std::aligned_alloc(256, size);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (memory)
+      allocations[reinterpret_cast<uintptr_t>(memory)] = size;
+    return memory;
   }
-  void free(void *memory) override { std::free(memory); }
+  void free(void *memory) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      allocations.erase(reinterpret_cast<uintptr_t>(memory));
+    }
+    std::free(memory);
+  }
+  bool owns(const void *p) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto at = reinterpret_cast<uintptr_t>(p);
+    auto it = allocations.upper_bound(at);
+    return it != allocations.begin() &&
+           at < std::prev(it)->first + std::prev(it)->second;
+  }
+  bool hostAddressable() const override { return true; }
   // Synchronous, as cudaMemcpy: the device is idle around them.
   void copy(void *dst, const void *src, uint64_t bytes, CopyKind) override {
     idle();
@@ -398,6 +418,8 @@ public:
     std::lock_guard<std::mutex> lock(mutex);
     return std::make_unique<FakeEvent>(checker.record(index(s)));
   }
+  /// Work runs as it is launched: an event is reached once recorded.
+  bool finished(const DeviceEvent &) override { return true; }
   double elapsed(const DeviceEvent &a, const DeviceEvent &b) override {
     return std::chrono::duration<double>(
                static_cast<const FakeEvent &>(b).at -
@@ -947,6 +969,7 @@ private:
   HazardChecker checker;
   mutable std::mutex mutex;
   std::vector<std::string> current, previous; // work admitted (issued())
+  std::map<uintptr_t, uint64_t> allocations;  // start -> bytes (owns())
 };
 
 void run(const Gemm &g, const void *a, const void *b, const void *bias,
