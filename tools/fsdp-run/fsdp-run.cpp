@@ -246,8 +246,12 @@ void checkOwnDirectory(const std::string &flag, const std::string &dir,
     std::string relative =
         fs::path(it->path()).lexically_relative(dir).string();
     fs::file_status entry = it->symlink_status(code);
+    // A temporary of a file it writes, which a killed run left, is its own.
+    bool ownFile = files.count(relative) > 0;
+    for (const std::string &file : files)
+      ownFile = ownFile || npy::temporaryOf(file) == relative;
     bool own = fs::is_directory(entry)      ? dirs.count(relative) > 0
-               : fs::is_regular_file(entry) ? files.count(relative) > 0
+               : fs::is_regular_file(entry) ? ownFile
                                             : false;
     if (!own)
       throw Error(flag + " '" + dir + "' holds '" + relative +

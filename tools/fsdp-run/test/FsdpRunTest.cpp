@@ -149,6 +149,14 @@ TEST_F(FsdpRun, WritesOutputsAndASummary) {
     EXPECT_EQ(picked[i], values[4 + i]);
     EXPECT_EQ(picked[4 + i], values[i]);
   }
+  // Outputs are written as <name>.npy.tmp and renamed; a temporary that a
+  // killed run left belongs to the directory, and the next run replaces it.
+  std::ofstream(dir + "/out/nested/y.npy.tmp") << "half";
+  Outcome again = run(dir + "/model.plan " + inputs() + " --output-dir " + dir +
+                      "/out/nested");
+  EXPECT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(valuesOf<float>(npy::read(dir + "/out/nested/y.npy")), values);
+  EXPECT_FALSE(std::ifstream(dir + "/out/nested/y.npy.tmp").good());
   EXPECT_NE(o.out.find("output y: float32 [2, 4]  min "), std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("output mask: bool [2, 4]"), std::string::npos) << o.out;
