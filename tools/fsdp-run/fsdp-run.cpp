@@ -446,11 +446,14 @@ Options parse(int argc, char **argv) {
     size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
     std::string flag = arg.substr(0, eq);
     auto value = [&]() -> std::string {
-      if (eq != std::string::npos)
-        return arg.substr(eq + 1);
-      if (i + 1 >= argc)
+      if (eq == std::string::npos && i + 1 >= argc)
         throw Error(flag + " needs a value (see --help)");
-      return argv[++i];
+      std::string v = eq != std::string::npos ? arg.substr(eq + 1) : argv[++i];
+      // An empty value (`--output-dir "$UNSET"`) read as no option at all:
+      // the run succeeded and wrote nothing.
+      if (v.empty())
+        throw Error(flag + " needs a value, not '' (see --help)");
+      return v;
     };
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;

@@ -292,6 +292,11 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
       {"a.plan b.plan", "more than one plan given: 'a.plan' and 'b.plan'"},
       {"a.plan --bogus", "unknown option '--bogus' (see --help)"},
       {"a.plan --threads", "--threads needs a value (see --help)"},
+      // An empty path was taken as no option: the run wrote nothing.
+      {"a.plan --output-dir=", "--output-dir needs a value, not '' (see "
+                               "--help)"},
+      {"a.plan --save-full=", "--save-full needs a value, not '' (see "
+                              "--help)"},
       {"a.plan --threads two",
        "--threads needs an integer >= 0 and <= 1024, not 'two'"},
       // OpenMP crashed starting 65536 threads.
