@@ -10,6 +10,8 @@
 #ifndef FSDP_SUPPORT_FILES_H
 #define FSDP_SUPPORT_FILES_H
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
@@ -117,6 +119,32 @@ inline bool sameFile(llvm::StringRef a, llvm::StringRef b) {
   bool result = false;
   return a != "-" && b != "-" && !llvm::sys::fs::equivalent(a, b, result) &&
          result;
+}
+
+/// Writes a pass's report `text` (a layout, a timeline) to `file`
+/// atomically, refusing the model the module was imported from (its
+/// `fsdp.source`): `--fsdp-layout-json=model.onnx` replaced the model with
+/// JSON. Errors are emitted on `op`.
+inline LogicalResult writeReport(Operation *op, llvm::StringRef file,
+                                 llvm::StringRef text) {
+  Operation *top = op;
+  while (top->getParentOp())
+    top = top->getParentOp();
+  if (auto source = top->getAttrOfType<StringAttr>("fsdp.source"))
+    if (sameFile(file, source.getValue()))
+      return op->emitError()
+             << "cannot write '" << file << "': it is the model '"
+             << source.getValue() << "' this module was imported from";
+  std::string error;
+  if (!writeFileAtomically(
+          file,
+          [&](llvm::raw_ostream &os) {
+            os << text;
+            return true;
+          },
+          error))
+    return op->emitError() << error;
+  return success();
 }
 
 } // namespace mlir::fsdp
