@@ -904,6 +904,16 @@ int run(Options o) {
 
   // Where the run writes is checked now, not after the training: names
   // that would leave the directory, foreign files, unwritable places.
+  if (!o.outputDir.empty() && !o.saveState.empty()) {
+    // One directory for both: an output and a state of one name overwrote
+    // each other, and the next run refused the directory it had written.
+    std::error_code code;
+    namespace fs = std::filesystem;
+    if (fs::weakly_canonical(o.outputDir, code) ==
+        fs::weakly_canonical(o.saveState, code))
+      throw Error("--output-dir and --save-state both name '" + o.outputDir +
+                  "'; give them different directories");
+  }
   if (!o.outputDir.empty()) {
     std::set<std::string> files;
     for (int r = 0; r < o.world; ++r)

@@ -149,6 +149,16 @@ TEST_F(FsdpRun, WritesOutputsAndASummary) {
     EXPECT_EQ(picked[i], values[4 + i]);
     EXPECT_EQ(picked[4 + i], values[i]);
   }
+  // One directory for outputs and state: names could collide, and the next
+  // run refused the directory this one wrote.
+  Outcome same = run(dir + "/model.plan " + inputs() + " --output-dir " + dir +
+                     "/both --save-state " + dir + "/./both/");
+  EXPECT_EQ(same.status, 1);
+  EXPECT_EQ(same.err, "fsdp-run: error: --output-dir and --save-state both "
+                      "name '" +
+                          dir +
+                          "/both'; give them different "
+                          "directories\n");
   // Outputs are written as <name>.npy.tmp and renamed; a temporary that a
   // killed run left belongs to the directory, and the next run replaces it.
   std::ofstream(dir + "/out/nested/y.npy.tmp") << "half";
