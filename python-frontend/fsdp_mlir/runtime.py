@@ -59,6 +59,25 @@ class _SessionOptions(ctypes.Structure):
                 ("disable_graphs", ctypes.c_int), ("seed", ctypes.c_uint64)]
 
 
+def _convertible(name: str, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`array` as `dtype`, where that keeps its values: float64 data for a
+    float32 input is fine, but token ids as floats (1.7 became 1), an object
+    or string array, or an integer past the input's range (wrapped) would
+    run on other numbers than the caller's."""
+    if array.dtype == dtype:
+        return array
+    if not np.can_cast(array.dtype, dtype, casting="same_kind"):
+        raise TypeError(f"input '{name}' is {array.dtype}; the plan takes {dtype}, "
+                        "which it would not convert to without changing values")
+    if array.size and np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        low, high = array.min(), array.max()
+        if low < info.min or high > info.max:
+            raise ValueError(f"input '{name}' holds {low if low < info.min else high}, "
+                             f"outside the plan's {dtype}")
+    return array.astype(dtype)
+
+
 def _find_library() -> str:
     """libfsdprt: $FSDP_MLIR_LIBRARY, beside the tools ($FSDP_MLIR_TOOLS_DIR/
     ../lib), or the system's."""
@@ -306,7 +325,7 @@ class Session:
                 raise ValueError(f"input '{name}' has shape {array.shape}; the plan takes "
                                  f"{shape}" + (f" per rank (or {(shape[0] * self.world_size,) + shape[1:]}"
                                                " for the whole batch)" if self.world_size > 1 else ""))
-            array = np.ascontiguousarray(array, dtype=dtype)
+            array = np.ascontiguousarray(_convertible(name, array, np.dtype(dtype)))
             _check(lib.fsdprt_session_set_input(self._session, name.encode(),
                                                 array.ctypes.data, array.nbytes),
                    f"input '{name}'")

@@ -78,6 +78,16 @@ class CompileAndRunTest(unittest.TestCase):
             for lr in (float("nan"), float("inf")):
                 with self.assertRaisesRegex(ValueError, "lr must be a finite number"):
                     session.step(self.batch, lr=lr)
+            # Inputs that convert only by changing values were converted
+            # silently: float token ids truncated, objects coerced, big
+            # integers wrapped.
+            ids = self.batch["input_ids"]
+            for bad in (ids + 0.7, ids.astype(object), ids.astype(str)):
+                with self.assertRaisesRegex(TypeError, "input 'input_ids' is .*; the plan "
+                                                       "takes int64"):
+                    session.step({**self.batch, "input_ids": bad}, lr=1e-3)
+            loss = session.step({**self.batch, "input_ids": ids.astype(np.int32)}, lr=1e-3)
+            self.assertTrue(np.isfinite(loss))
 
     def test_seed_decides_the_dropout_masks(self):
         # The same seed trains the same (the masks are a function of seed,

@@ -21,7 +21,6 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 #include <string>
 #include <vector>
@@ -72,13 +71,16 @@ LogicalResult printCheckedOpTable(StringRef output) {
   if (!problems.empty())
     return failure();
   std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
-  if (!out) {
+  if (!mlir::fsdp::writeFileAtomically(
+          output,
+          [](llvm::raw_ostream &os) {
+            mlir::onnxir::printOpTableMarkdown(os);
+            return true;
+          },
+          error)) {
     llvm::errs() << "error: " << error << "\n";
     return failure();
   }
-  mlir::onnxir::printOpTableMarkdown(out->os());
-  out->keep();
   return success();
 }
 
@@ -114,21 +116,32 @@ LogicalResult runOnMLIR(StringRef input, StringRef output,
     llvm::errs() << error << "\n";
     return failure();
   }
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
-  if (!out) {
-    llvm::errs() << error << "\n";
+  // The output is written atomically: `-o` may name the input (the buffer
+  // keeps the old file's contents) or a file a failed run must not remove.
+  if (!mlir::fsdp::writeFileAtomically(
+          output,
+          [&](llvm::raw_ostream &os) {
+            return succeeded(MlirOptMain(os, std::move(file), registry,
+                                         configFromCommandLine()));
+          },
+          error)) {
+    if (!error.empty())
+      llvm::errs() << "error: " << error << "\n";
     return failure();
   }
-  if (failed(MlirOptMain(out->os(), std::move(file), registry,
-                         configFromCommandLine())))
-    return failure();
-  out->keep();
   return success();
 }
 
 /// Imports `input` and runs the command line's pass pipeline on it.
 LogicalResult runOnONNX(StringRef input, StringRef output,
                         DialectRegistry &registry) {
+  // MLIR text written over the model would lose it (and its external data
+  // would no longer be referenced by anything).
+  if (mlir::fsdp::sameFile(input, output)) {
+    llvm::errs() << "error: the output '" << output
+                 << "' is the input model; write the MLIR to another file\n";
+    return failure();
+  }
   MlirOptMainConfig config = configFromCommandLine();
   MLIRContext context(registry);
   context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
@@ -183,14 +196,17 @@ LogicalResult runOnONNX(StringRef input, StringRef output,
     return failure();
 
   std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(output, &error);
-  if (!out) {
+  if (!mlir::fsdp::writeFileAtomically(
+          output,
+          [&](llvm::raw_ostream &os) {
+            module->print(os);
+            os << "\n";
+            return true;
+          },
+          error)) {
     llvm::errs() << "error: " << error << "\n";
     return failure();
   }
-  module->print(out->os());
-  out->os() << "\n";
-  out->keep();
   return success();
 }
 

@@ -246,8 +246,12 @@ void checkOwnDirectory(const std::string &flag, const std::string &dir,
     std::string relative =
         fs::path(it->path()).lexically_relative(dir).string();
     fs::file_status entry = it->symlink_status(code);
+    // A temporary of a file it writes, which a killed run left, is its own.
+    bool ownFile = files.count(relative) > 0;
+    for (const std::string &file : files)
+      ownFile = ownFile || npy::temporaryOf(file) == relative;
     bool own = fs::is_directory(entry)      ? dirs.count(relative) > 0
-               : fs::is_regular_file(entry) ? files.count(relative) > 0
+               : fs::is_regular_file(entry) ? ownFile
                                             : false;
     if (!own)
       throw Error(flag + " '" + dir + "' holds '" + relative +
@@ -442,11 +446,14 @@ Options parse(int argc, char **argv) {
     size_t eq = arg.rfind("--", 0) == 0 ? arg.find('=') : std::string::npos;
     std::string flag = arg.substr(0, eq);
     auto value = [&]() -> std::string {
-      if (eq != std::string::npos)
-        return arg.substr(eq + 1);
-      if (i + 1 >= argc)
+      if (eq == std::string::npos && i + 1 >= argc)
         throw Error(flag + " needs a value (see --help)");
-      return argv[++i];
+      std::string v = eq != std::string::npos ? arg.substr(eq + 1) : argv[++i];
+      // An empty value (`--output-dir "$UNSET"`) read as no option at all:
+      // the run succeeded and wrote nothing.
+      if (v.empty())
+        throw Error(flag + " needs a value, not '' (see --help)");
+      return v;
     };
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
@@ -897,6 +904,16 @@ int run(Options o) {
 
   // Where the run writes is checked now, not after the training: names
   // that would leave the directory, foreign files, unwritable places.
+  if (!o.outputDir.empty() && !o.saveState.empty()) {
+    // One directory for both: an output and a state of one name overwrote
+    // each other, and the next run refused the directory it had written.
+    std::error_code code;
+    namespace fs = std::filesystem;
+    if (fs::weakly_canonical(o.outputDir, code) ==
+        fs::weakly_canonical(o.saveState, code))
+      throw Error("--output-dir and --save-state both name '" + o.outputDir +
+                  "'; give them different directories");
+  }
   if (!o.outputDir.empty()) {
     std::set<std::string> files;
     for (int r = 0; r < o.world; ++r)

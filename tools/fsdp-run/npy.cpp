@@ -14,10 +14,12 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 namespace fsdp::npy {
 namespace {
@@ -44,11 +46,20 @@ public:
   Array parse() {
     Array array;
     bool haveDescr = false, haveOrder = false, haveShape = false;
+    std::set<std::string> seen;
     expect('{');
     while (!accept('}')) {
       std::string key = string();
       expect(':');
+      // A repeated key is not a dict NumPy writes; which one counts would
+      // be a guess.
+      if (!seen.insert(key).second)
+        fail("has the header key '" + key + "' twice");
       if (key == "descr") {
+        // A structured dtype is a list of fields, not a string.
+        if (accept('['))
+          fail("has a structured dtype, which fsdp-run does not read (" +
+               descrs() + ")");
         array.descr = string();
         haveDescr = true;
       } else if (key == "fortran_order") {
@@ -239,15 +250,26 @@ void write(const std::string &path, const Array &array) {
   size_t prefix = v2 ? 12 : 10;
   header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
+  // Written beside `path` and renamed over it: a run killed while writing
+  // leaves the previous file (or none), never half an array.
+  std::string temporary = temporaryOf(path);
+  std::ofstream out(temporary, std::ios::binary);
   out.write(v2 ? "\x93NUMPY\x02\x00" : "\x93NUMPY\x01\x00", 8);
   for (size_t i = 0; i < (v2 ? 4u : 2u); ++i)
     out.put(static_cast<char>(header.size() >> (8 * i) & 0xff));
   out << header;
   out.write(array.data.data(), array.data.size());
   out.close();
-  if (!out)
-    throw NpyError("cannot write '" + path + "': " + std::strerror(errno));
+  if (!out) {
+    std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw NpyError("cannot write '" + path + "': " + why);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw NpyError("cannot write '" + path + "': " + why);
+  }
 }
 
 } // namespace fsdp::npy

@@ -40,6 +40,12 @@ Array parse(const std::vector<char> &bytes, const std::string &path);
 /// Writes `array` to `path` (format 1.0, or 2.0 for a header too large).
 void write(const std::string &path, const Array &array);
 
+/// The temporary file write() fills before renaming it to `path`
+/// (`path.tmp`; one a killed run left is overwritten by the next).
+inline std::string temporaryOf(const std::string &path) {
+  return path + ".tmp";
+}
+
 /// The descr of a plan dtype ("" when .npy has none, as for bfloat16).
 const char *descrOf(fsdprt_dtype_t dtype);
 

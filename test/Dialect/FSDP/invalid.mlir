@@ -550,6 +550,15 @@ func.func @adamw_betas(%p: tensor<64xf32>, %lr: tensor<f32>) {
 
 // -----
 
+// NaN failed none of the `< 0` checks.
+func.func @adamw_nan_eps(%p: tensor<64xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'fsdp.adamw' op needs a finite non-negative eps and weight_decay}}
+  %p1, %m1, %v1 = fsdp.adamw %p, %p, %p, %p, %lr, %lr {beta1 = 0.9, beta2 = 0.999, eps = 0x7FF8000000000000 : f64, weight_decay = 0.0} : tensor<64xf32>
+  return
+}
+
+// -----
+
 func.func @adamw_scalar_lr(%p: tensor<64xf32>) {
   // expected-error @+1 {{'fsdp.adamw' op operand #4 must be 0-d tensor of f32}}
   %p1, %m1, %v1 = "fsdp.adamw"(%p, %p, %p, %p, %p, %p) {beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.0}

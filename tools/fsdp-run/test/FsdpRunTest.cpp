@@ -149,6 +149,24 @@ TEST_F(FsdpRun, WritesOutputsAndASummary) {
     EXPECT_EQ(picked[i], values[4 + i]);
     EXPECT_EQ(picked[4 + i], values[i]);
   }
+  // One directory for outputs and state: names could collide, and the next
+  // run refused the directory this one wrote.
+  Outcome same = run(dir + "/model.plan " + inputs() + " --output-dir " + dir +
+                     "/both --save-state " + dir + "/./both/");
+  EXPECT_EQ(same.status, 1);
+  EXPECT_EQ(same.err, "fsdp-run: error: --output-dir and --save-state both "
+                      "name '" +
+                          dir +
+                          "/both'; give them different "
+                          "directories\n");
+  // Outputs are written as <name>.npy.tmp and renamed; a temporary that a
+  // killed run left belongs to the directory, and the next run replaces it.
+  std::ofstream(dir + "/out/nested/y.npy.tmp") << "half";
+  Outcome again = run(dir + "/model.plan " + inputs() + " --output-dir " + dir +
+                      "/out/nested");
+  EXPECT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(valuesOf<float>(npy::read(dir + "/out/nested/y.npy")), values);
+  EXPECT_FALSE(std::ifstream(dir + "/out/nested/y.npy.tmp").good());
   EXPECT_NE(o.out.find("output y: float32 [2, 4]  min "), std::string::npos)
       << o.out;
   EXPECT_NE(o.out.find("output mask: bool [2, 4]"), std::string::npos) << o.out;
@@ -284,6 +302,11 @@ TEST_F(FsdpRun, CommandLineErrorsAndHelp) {
       {"a.plan b.plan", "more than one plan given: 'a.plan' and 'b.plan'"},
       {"a.plan --bogus", "unknown option '--bogus' (see --help)"},
       {"a.plan --threads", "--threads needs a value (see --help)"},
+      // An empty path was taken as no option: the run wrote nothing.
+      {"a.plan --output-dir=", "--output-dir needs a value, not '' (see "
+                               "--help)"},
+      {"a.plan --save-full=", "--save-full needs a value, not '' (see "
+                              "--help)"},
       {"a.plan --threads two",
        "--threads needs an integer >= 0 and <= 1024, not 'two'"},
       // OpenMP crashed starting 65536 threads.

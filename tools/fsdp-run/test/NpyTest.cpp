@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+
+#include <unistd.h>
 
 namespace npy = fsdp::npy;
 
@@ -143,6 +146,13 @@ TEST(Npy, RefusesWhatItCannotRead) {
             "'f.npy' has a malformed shape in its header");
   EXPECT_NE(parseError(npyBytes(1, "['descr']", 0)).find("malformed header"),
             std::string::npos);
+  // Which of two 'descr' keys counts would be a guess.
+  EXPECT_EQ(
+      parseError(npyBytes(1, "{'descr': '<f4', 'descr': '<i8', " + ok, 8)),
+      "'f.npy' has the header key 'descr' twice");
+  EXPECT_EQ(parseError(npyBytes(1, "{'descr': [('a', '<f4')], " + ok, 8)),
+            "'f.npy' has a structured dtype, which fsdp-run does not read "
+            "(<f4, <f8, <f2, <i8, <i4, <i2, |i1, |u1, |b1)");
   auto truncated = npyBytes(1, "{'descr': '<f4', " + ok, 8);
   truncated.resize(20);
   EXPECT_EQ(parseError(truncated), "'f.npy' is truncated");
@@ -152,6 +162,28 @@ TEST(Npy, RefusesWhatItCannotRead) {
   } catch (const npy::NpyError &e) {
     EXPECT_NE(std::string(e.what()).find("No such file or directory"),
               std::string::npos)
+        << e.what();
+  }
+}
+
+/// write() renames a finished temporary over the file: another name for the
+/// old file (a hard link) keeps the old contents, and nothing else is left.
+/// Written in place, a run killed mid-write left half an array.
+TEST(Npy, WritesByRenamingAFinishedFile) {
+  std::string path = tempPath("atomic.npy"), link = tempPath("atomic-link.npy");
+  std::remove(path.c_str());
+  std::remove(link.c_str());
+  npy::write(path, {"<f4", {1}, std::vector<char>(4)});
+  ASSERT_EQ(::link(path.c_str(), link.c_str()), 0);
+  npy::write(path, {"<f4", {3}, std::vector<char>(12)});
+  EXPECT_EQ(npy::read(path).shape, std::vector<int64_t>{3});
+  EXPECT_EQ(npy::read(link).shape, std::vector<int64_t>{1});
+  EXPECT_FALSE(std::ifstream(npy::temporaryOf(path)).good());
+  try {
+    npy::write(tempPath("no-such-dir/x.npy"), {"<f4", {1}, {0, 0, 0, 0}});
+    ADD_FAILURE() << "no error for a missing directory";
+  } catch (const npy::NpyError &e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos)
         << e.what();
   }
 }

@@ -9,6 +9,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <array>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -286,18 +287,23 @@ LogicalResult WaitOp::verify() {
 LogicalResult AdamWOp::verify() {
   double beta1 = getBeta1().convertToDouble();
   double beta2 = getBeta2().convertToDouble();
-  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+  // Written as what must hold, so that NaN fails.
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
     return emitOpError() << "needs betas in [0, 1), not (" << beta1 << ", "
                          << beta2 << ")";
-  if (getEps().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
-    return emitOpError("needs a non-negative eps and weight_decay");
+  double eps = getEps().convertToDouble();
+  double decay = getWeightDecay().convertToDouble();
+  if (!(eps >= 0 && decay >= 0 && std::isfinite(eps) && std::isfinite(decay)))
+    return emitOpError("needs a finite non-negative eps and weight_decay");
   return success();
 }
 
 LogicalResult SGDOp::verify() {
   double momentum = getMomentum().convertToDouble();
-  if (momentum < 0 || getWeightDecay().convertToDouble() < 0)
-    return emitOpError("needs a non-negative momentum and weight_decay");
+  double decay = getWeightDecay().convertToDouble();
+  if (!(momentum >= 0 && decay >= 0 && std::isfinite(momentum) &&
+        std::isfinite(decay)))
+    return emitOpError("needs a finite non-negative momentum and weight_decay");
   // The buffer and its new value exist exactly when momentum does.
   bool stateful = momentum != 0;
   if (static_cast<bool>(getMomentumBuffer()) != stateful ||

@@ -17,6 +17,9 @@
 
 #include "mlir/IR/IRMapping.h"
 
+#include <cmath>
+#include <utility>
+
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_OPTIMIZER
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
@@ -413,6 +416,18 @@ LogicalResult OptimizerStep::run() {
   if (options.accumulate < 1)
     return func.emitError("accumulate must be at least 1, not ")
            << options.accumulate;
+  // NaN passes every `< 0` check below and trains into NaN; an infinite
+  // weight decay or eps is no step either.
+  for (auto [name, value] :
+       {std::pair<const char *, double>{"momentum", options.momentum},
+        {"dampening", options.dampening},
+        {"weight-decay", options.weightDecay},
+        {"beta1", options.beta1},
+        {"beta2", options.beta2},
+        {"eps", options.eps},
+        {"max-grad-norm", options.maxGradNorm}})
+    if (!std::isfinite(value))
+      return func.emitError(name) << " must be a finite number, not " << value;
   if (options.maxGradNorm < 0)
     return func.emitError("max-grad-norm must be positive "
                           "(0 turns clipping off), not ")

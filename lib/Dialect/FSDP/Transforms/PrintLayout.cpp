@@ -9,11 +9,10 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Support/Files.h"
 
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::fsdp {
@@ -41,12 +40,10 @@ struct PrintLayoutPass
           << "format must be 'text' or 'json', got '" << format << "'";
       return signalPassFailure();
     }
-    std::string error;
-    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(file, &error);
-    if (!out) {
-      emitError(getOperation().getLoc()) << error;
-      return signalPassFailure();
-    }
+    // Built in memory and written once every unit is known good: the file
+    // was opened (truncated) first and removed when a unit failed.
+    std::string text;
+    llvm::raw_string_ostream os(text);
     SymbolTableCollection symbolTable;
     llvm::json::Array units;
     WalkResult result = getOperation().walk([&](FlatParamOp unit) {
@@ -59,15 +56,15 @@ struct PrintLayoutPass
       if (format == "json")
         units.push_back(unitJson(unit, *layout, *params));
       else
-        printUnit(out->os(), unit, *layout, *params);
+        printUnit(os, unit, *layout, *params);
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
       return signalPassFailure();
     if (format == "json")
-      out->os() << llvm::formatv("{0:2}", llvm::json::Value(std::move(units)))
-                << "\n";
-    out->keep();
+      os << llvm::formatv("{0:2}", llvm::json::Value(std::move(units))) << "\n";
+    if (failed(writeReport(getOperation(), file, text)))
+      return signalPassFailure();
     markAllAnalysesPreserved();
   }
 

@@ -35,6 +35,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Support/Files.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FileSystem.h"
@@ -425,16 +426,12 @@ struct TimelinePass : mlir::fsdp::impl::TimelineBase<TimelinePass> {
       }
       offset += t.total;
     }
-    std::error_code error;
-    llvm::raw_fd_ostream os(file, error, llvm::sys::fs::OF_Text);
-    if (error) {
-      module.emitError() << "cannot write '" << file
-                         << "': " << error.message();
+    std::string text = llvm::formatv(
+        "{0:2}\n",
+        llvm::json::Value(llvm::json::Object{{"traceEvents", std::move(events)},
+                                             {"displayTimeUnit", "ms"}}));
+    if (failed(writeReport(module, file, text)))
       return signalPassFailure();
-    }
-    os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
-                                       {"traceEvents", std::move(events)},
-                                       {"displayTimeUnit", "ms"}}));
   }
 };
 
