@@ -1480,15 +1480,16 @@ pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
 /// round of inference reads. It stops when a round folds nothing.
 LogicalResult Importer::foldShapeComputations() {
   static const llvm::StringSet<> foldable = {
-      "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
-      "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
-      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
-      "Mod",   "Neg",   "Transpose",
+      "Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
+      "Slice", "Range", "Add", "Sub", "Mul", "Div", "Equal", "Where", "Reshape",
+      "ConstantOfShape", "Constant", "Mod", "Neg", "Transpose",
       // Hugging Face's attention masks: shape-only, so constant here.
       "Expand", "GatherND", "CumSum", "Not", "Max", "Min", "And", "Or", "Less",
       "LessOrEqual", "Greater", "GreaterOrEqual",
       // torch 2.x's exported attention: the square root of its scale.
-      "Sqrt"};
+      "Sqrt",
+      // Sizes rounded with math.ceil / math.floor (MobileViT's padding).
+      "Ceil", "Floor"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {

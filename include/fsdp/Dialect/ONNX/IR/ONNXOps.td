@@ -98,10 +98,16 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
   let results = (outs ONNX_Tensor:$Y);
 }
 
-foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log",
-                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus",
-                "Tanh"] in
+foreach name = ["Abs", "Cos", "Erf", "Exp", "Log", "Reciprocal", "Relu",
+                "Sigmoid", "Sin", "Softplus", "Tanh"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+// Folded at import: shape computations round (Hugging Face's MobileViT
+// pads its feature map to a multiple of the patch size with math.ceil).
+foreach name = ["Ceil", "Floor"] in
+  def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]> {
+    let hasFolder = 1;
+  }
 
 // Folded at import: Hugging Face attention masks negate comparisons of
 // shape-only values.
