@@ -18,7 +18,7 @@ The models: small ones written here (a frozen backbone and a weight tied
 between two Linears with Tanh/Sigmoid gating; 3-D activations with softmax
 gating, division by a parameter and a sequence mean; convolutions, pooling
 and BatchNorm; Log, Abs and a max over a dimension; triu and tril
-(Trilu) and cumsum (CumSum); strided and reversed
+(Trilu), cumsum (CumSum) and repeat (Tile); strided and reversed
 slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits; torch.gather with a
 repeated index and a class-weighted nll_loss of log-probabilities, which
@@ -154,8 +154,10 @@ class LogAbsMax(nn.Module):
 
 
 class TriMask(nn.Module):
-    """Triangles of a square activation (Trilu, upper and lower, k != 0)
-    and running sums along both of its dims (CumSum)."""
+    """Triangles of a square activation (Trilu, upper and lower, k != 0),
+    running sums along both of its dims (CumSum) and its first two rows
+    repeated twice (Tensor.repeat, exported as Tile: each row's gradient
+    sums over its copies)."""
 
     def __init__(self):
         super().__init__()
@@ -166,6 +168,7 @@ class TriMask(nn.Module):
         h = self.proj(x).reshape(-1, 4, 4)
         h = torch.triu(h, diagonal=1) + 0.5 * torch.tril(h, diagonal=-1)
         h = h + 0.1 * torch.cumsum(h, dim=1) - 0.2 * torch.cumsum(h, dim=-1)
+        h = h + 0.3 * h[:, :2, :].repeat(1, 2, 1)
         return self.head(torch.tanh(h).reshape(-1, 16))
 
 

@@ -6,7 +6,7 @@
 
 Run by the interpreter of `.venv-torch2` (transformers, safetensors). For
 each model (GPT-2; LLaMA with grouped-query attention, 2 key/value heads for
-4 query heads; Mistral; Qwen2; BERT; T5; ViT), built from a tiny config
+4 query heads; Mistral; Qwen2; Falcon; BERT; T5; ViT), built from a tiny config
 with every dropout off and use_cache=False, nothing downloaded:
 
   1. fsdp_mlir.export(model, ..., exporter="auto") without a loss, compile
@@ -88,6 +88,13 @@ def make(name: str):
         cls, block = tf.GPT2LMHeadModel, "GPT2Block"
     elif name in ("llama", "mistral", "qwen2"):
         config, cls, block = lm_config(name)
+    elif name == "falcon":
+        # The fused query/key/value split indexes with x[-2], which torch
+        # 2.x exports as a GatherND of constant indices.
+        config = tf.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                 num_attention_heads=4, hidden_dropout=0.0,
+                                 attention_dropout=0.0, use_cache=False)
+        cls, block = tf.FalconForCausalLM, "FalconDecoderLayer"
     elif name == "bert":
         config = tf.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64,
@@ -333,7 +340,7 @@ def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], s
     return bad, "FAILED" if bad else "passed"
 
 
-MODELS = ["gpt2", "llama", "mistral", "qwen2", "bert", "t5", "vit"]
+MODELS = ["gpt2", "llama", "mistral", "qwen2", "falcon", "bert", "t5", "vit"]
 
 
 def main(argv=None) -> int:

@@ -1480,15 +1480,16 @@ pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
 /// round of inference reads. It stops when a round folds nothing.
 LogicalResult Importer::foldShapeComputations() {
   static const llvm::StringSet<> foldable = {
-      "Shape", "Size",  "Gather", "Unsqueeze", "Squeeze",         "Concat",
-      "Cast",  "Slice", "Range",  "Add",       "Sub",             "Mul",
-      "Div",   "Equal", "Where",  "Reshape",   "ConstantOfShape", "Constant",
-      "Mod",   "Neg",   "Transpose",
+      "Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
+      "Slice", "Range", "Add", "Sub", "Mul", "Div", "Equal", "Where", "Reshape",
+      "ConstantOfShape", "Constant", "Mod", "Neg", "Transpose",
       // Hugging Face's attention masks: shape-only, so constant here.
       "Expand", "GatherND", "CumSum", "Not", "Max", "Min", "And", "Or", "Less",
       "LessOrEqual", "Greater", "GreaterOrEqual",
       // torch 2.x's exported attention: the square root of its scale.
-      "Sqrt"};
+      "Sqrt",
+      // Sizes rounded with math.ceil / math.floor (MobileViT's padding).
+      "Ceil", "Floor"};
   onnx::GraphProto *graph = file.model.mutable_graph();
   llvm::StringMap<DenseElementsAttr> constants;
   for (int i = 0; i < graph->initializer_size(); ++i) {
@@ -1834,6 +1835,79 @@ static LogicalResult expandOneHots(ModuleOp module) {
   return success();
 }
 
+/// GatherND has no kernel. With constant indices and no batch dimensions
+/// (torch 2.x's exporter writes it for `x[-2]`-style indexing, as Falcon's
+/// fused query/key/value split) each index tuple is one row of `data`
+/// flattened over its first k axes, so it becomes a Gather along axis 0 of
+/// that flattening, whose kernel and gradient exist. Others stay, and are
+/// refused at compile naming the node.
+static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
+  using namespace onnxir;
+  auto dataType = dyn_cast<RankedTensorType>(op.getData().getType());
+  auto indexType = dyn_cast<RankedTensorType>(op.getIndices().getType());
+  std::optional<SmallVector<int64_t>> indices =
+      constantIntegers(op.getIndices());
+  if (op.getBatchDims() != 0 || !dataType || !indexType || !indices ||
+      !indexType.hasStaticShape() || indexType.getRank() < 1)
+    return success();
+  int64_t k = indexType.getShape().back();
+  ArrayRef<int64_t> shape = dataType.getShape();
+  if (k < 1 || k > dataType.getRank() ||
+      (k > 1 && !dataType.hasStaticShape()) || ShapedType::isDynamic(shape[0]))
+    return success();
+  // Row-major strides of the first k axes, in rows of the flattening.
+  SmallVector<int64_t> strides(k, 1);
+  for (int64_t d = k - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  SmallVector<int64_t> rows;
+  for (size_t t = 0; t < indices->size(); t += k) {
+    int64_t row = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t index = (*indices)[t + d];
+      if (index < -shape[d] || index >= shape[d])
+        return op.emitError("GatherND's index ")
+               << index << " is out of range for axis " << d << " of size "
+               << shape[d];
+      row += (index < 0 ? index + shape[d] : index) * strides[d];
+    }
+    rows.push_back(row);
+  }
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type i64 = b.getI64Type();
+  Value data = op.getData();
+  if (k > 1) {
+    SmallVector<int64_t> flat{strides[0] * shape[0]};
+    flat.append(shape.begin() + k, shape.end());
+    auto shapeType =
+        RankedTensorType::get({static_cast<int64_t>(flat.size())}, i64);
+    data = b.create<ReshapeOp>(
+        loc, RankedTensorType::get(flat, dataType.getElementType()), data,
+        b.create<ConstantOp>(
+            loc, DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(flat))),
+        b.getI64IntegerAttr(0));
+  }
+  auto rowsType = RankedTensorType::get(indexType.getShape().drop_back(), i64);
+  Value result = b.create<GatherOp>(
+      loc, op.getType(), data,
+      b.create<ConstantOp>(
+          loc, DenseElementsAttr::get(rowsType, ArrayRef<int64_t>(rows))),
+      b.getI64IntegerAttr(0));
+  op.getOutput().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+static LogicalResult expandGatherNDs(ModuleOp module) {
+  SmallVector<onnxir::GatherNDOp> ops;
+  module.walk([&](onnxir::GatherNDOp op) { ops.push_back(op); });
+  for (onnxir::GatherNDOp op : ops)
+    if (failed(expandGatherND(op)))
+      return failure();
+  return success();
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   std::string message;
   std::optional<ModelFile> read = ::fsdp::onnx_import::readModel(path, message);
@@ -1866,7 +1940,7 @@ OwningOpRef<ModuleOp> Importer::run() {
                        builder.getStringAttr(metadata.json));
 
   if (failed(declareState(*module)) || failed(buildForward(*module)) ||
-      failed(expandOneHots(*module)))
+      failed(expandOneHots(*module)) || failed(expandGatherNDs(*module)))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;

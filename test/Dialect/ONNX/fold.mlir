@@ -161,6 +161,22 @@ func.func @sqrt_scale() -> (tensor<f64>, tensor<2xf32>) {
   return %ra, %rb : tensor<f64>, tensor<2xf32>
 }
 
+// Ceil and Floor of sizes, as MobileViT rounds its feature map up to a
+// multiple of the patch size (negative values round away from / towards
+// zero as numpy does).
+// CHECK-LABEL: func.func @ceil_floor
+func.func @ceil_floor() -> (tensor<3xf32>, tensor<3xf64>) {
+  // CHECK-DAG: onnx.Constant dense<[3.000000e+00, 2.000000e+00, -1.000000e+00]> : tensor<3xf32>
+  // CHECK-DAG: onnx.Constant dense<[2.000000e+00, 2.000000e+00, -2.000000e+00]> : tensor<3xf64>
+  // CHECK-NOT: onnx.Ceil
+  // CHECK-NOT: onnx.Floor
+  %a = onnx.Constant dense<[2.5, 2.0, -1.5]> : tensor<3xf32>
+  %b = onnx.Constant dense<[2.5, 2.0, -1.5]> : tensor<3xf64>
+  %c = onnx.Ceil %a : (tensor<3xf32>) -> tensor<3xf32>
+  %f = onnx.Floor %b : (tensor<3xf64>) -> tensor<3xf64>
+  return %c, %f : tensor<3xf32>, tensor<3xf64>
+}
+
 // Slice over several axes of a 2-D constant and Concat along its last axis,
 // as Hugging Face's position ids are built.
 // CHECK-LABEL: func.func @slice_concat_2d

@@ -643,6 +643,34 @@ OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
 
 namespace {
 
+/// Rounds a small f32 or f64 constant to an integral value in `mode`.
+OpFoldResult foldRounding(Attribute operand, Type type,
+                          llvm::RoundingMode mode) {
+  DenseElementsAttr input = smallConstant(operand);
+  if (!input || input.getType() != type ||
+      !(input.getElementType().isF32() || input.getElementType().isF64()))
+    return {};
+  return input.mapValues(input.getElementType(), [&](const APFloat &v) {
+    APFloat rounded = v;
+    rounded.roundToIntegral(mode);
+    return rounded.bitcastToAPInt();
+  });
+}
+
+} // namespace
+
+OpFoldResult CeilOp::fold(FoldAdaptor adaptor) {
+  return foldRounding(adaptor.getX(), getType(),
+                      llvm::RoundingMode::TowardPositive);
+}
+
+OpFoldResult FloorOp::fold(FoldAdaptor adaptor) {
+  return foldRounding(adaptor.getX(), getType(),
+                      llvm::RoundingMode::TowardNegative);
+}
+
+namespace {
+
 /// Folds Max or Min of one or two small constants of one element type.
 OpFoldResult foldExtremum(bool max, ArrayRef<Attribute> inputs,
                           Type resultType) {

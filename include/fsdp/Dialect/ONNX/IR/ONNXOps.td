@@ -98,10 +98,16 @@ class ONNX_UnaryOp<string mnemonic, list<Trait> traits = []>
   let results = (outs ONNX_Tensor:$Y);
 }
 
-foreach name = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log",
-                "Reciprocal", "Relu", "Sigmoid", "Sin", "Softplus",
-                "Tanh"] in
+foreach name = ["Abs", "Cos", "Erf", "Exp", "Log", "Reciprocal", "Relu",
+                "Sigmoid", "Sin", "Softplus", "Tanh"] in
   def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]>;
+
+// Folded at import: shape computations round (Hugging Face's MobileViT
+// pads its feature map to a multiple of the patch size with math.ceil).
+foreach name = ["Ceil", "Floor"] in
+  def ONNX_#name#Op : ONNX_UnaryOp<name, [SameOperandsAndResultElementType]> {
+    let hasFolder = 1;
+  }
 
 // Folded at import: Hugging Face attention masks negate comparisons of
 // shape-only values.
@@ -679,8 +685,11 @@ def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
     axes; the result has shape `indices.shape[:-1] + data.shape[batch_dims +
     k:]`. torch 2.x's exporter writes it for advanced indexing, as in
     Hugging Face's attention-mask code, where both operands depend only on
-    shapes: the importer folds it to a constant (up to 2^20 elements). There
-    is no kernel for it; a GatherND left after import is refused at compile.
+    shapes: the importer folds it to a constant (up to 2^20 elements). With
+    constant indices and no batch dimensions (`x[-2]`, as Falcon's
+    query/key/value split) the importer rewrites it as a Gather along axis 0
+    of `data` flattened over its first k axes. There is no kernel for it; a
+    GatherND left after import is refused at compile.
 
     ```mlir
     %0 = onnx.GatherND %data, %indices {batch_dims = 0 : i64}

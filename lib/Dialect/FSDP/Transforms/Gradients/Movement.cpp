@@ -81,6 +81,31 @@ LogicalResult backward(ExpandOp op, GradientContext &ctx) {
   return success();
 }
 
+/// Tile's output along each axis is r copies of the input's d elements:
+/// the cotangent seen as [r0, d0, r1, d1, ...] summed over the copies.
+LogicalResult backward(TileOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  auto in = typeOf(op.getInput());
+  auto out = typeOf(r.y);
+  if (!in.hasStaticShape() || !out.hasStaticShape() ||
+      in.getRank() != out.getRank())
+    return op->emitOpError("gradient needs static shapes");
+  SmallVector<int64_t> split, copies;
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    int64_t d = in.getDimSize(i);
+    if (d == 0 || out.getDimSize(i) % d != 0)
+      return op->emitOpError("gradient needs an output dimension that is a "
+                             "multiple of the input's");
+    copies.push_back(2 * i);
+    split.push_back(out.getDimSize(i) / d);
+    split.push_back(d);
+  }
+  Value g =
+      r.bb.reshape(r.g, RankedTensorType::get(split, in.getElementType()));
+  r.give(0, r.bb.reshape(r.bb.reduce<ReduceSumOp>(g, copies), in));
+  return success();
+}
+
 LogicalResult backward(ConcatOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   OnnxBuilder &bb = r.bb;
@@ -472,6 +497,7 @@ void mlir::fsdp::detail::attachViewGradients(Dialect &dialect) {
 void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<TransposeOp, backward>(ctx);
   attachGradient<ExpandOp, backward>(ctx);
+  attachGradient<TileOp, backward>(ctx);
   attachGradient<TriluOp, backward>(ctx);
   attachGradient<CumSumOp, backward>(ctx);
   attachGradient<ConcatOp, backward>(ctx);
