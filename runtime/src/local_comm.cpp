@@ -97,6 +97,10 @@ public:
         return "rank " + std::to_string(rank_) + ": mesh axis " +
                std::to_string(axis) + " is not one of the plan's " +
                std::to_string(mesh.size());
+    // Prepared again (the mean over ranks and the checkpoint agreements
+    // ask each time): its sequence of meetings goes on.
+    if (members.count(axes))
+      return "";
     GroupPlace place = groupPlace(mesh, rank_, axes);
     Member m;
     m.color = place.color;

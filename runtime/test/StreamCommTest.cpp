@@ -8,7 +8,11 @@
 //    waited for, or writes its input, is refused by the hazard checker,
 //    naming both;
 //  - a peer that never comes: the watchdog ends the collective at the
-//    deadline, naming it, and every later one fails at once.
+//    deadline, naming it, and every later one fails at once;
+//  - a local group's group prepared again before each collective (as the
+//    mean over ranks and the checkpoint agreements do) keeps meeting in
+//    order (it used to start its count again: a crash on --local-ranks
+//    with --save-checkpoint).
 // Through the runtime's internal interface (the static library).
 //
 //===----------------------------------------------------------------------===//
@@ -218,4 +222,35 @@ TEST(StreamComm, APeerThatNeverComesEndsTheCollectiveAtTheDeadline) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
           .count(),
       0.25);
+}
+
+TEST(StreamComm, ALocalGroupPreparedAgainGoesOnWithItsMeetings) {
+  // The mean over ranks and the checkpoint agreements prepare their group
+  // before every call: a rank that moved on must meet the others at the
+  // next meeting, not at the one it just left (on the CPU: the plain
+  // local communicator).
+  Group group(2, 30);
+  std::vector<std::string> failures(2);
+  auto rankMain = [&](int r) {
+    std::unique_ptr<Backend> backend = createCpuBackend();
+    std::unique_ptr<Stream> stream = backend->createStream();
+    std::unique_ptr<Communicator> comm =
+        createLocalCommunicator(*group.group, r, {2}, *backend, *stream);
+    for (int i = 0; i < 200 && failures[r].empty(); ++i) {
+      float mine = float(i * 10 + r), sum = 0;
+      Tensor in{&mine, FSDPRT_F32, {1}, 1}, out{&sum, FSDPRT_F32, {1}, 1};
+      std::string error = comm->addGroup({0});
+      if (error.empty())
+        error = comm->allReduce({0}, in, out, Reduction::Sum, "all_reduce");
+      if (error.empty() && sum != float(i * 20 + 1))
+        error =
+            "meeting " + std::to_string(i) + " summed " + std::to_string(sum);
+      failures[r] = error;
+    }
+  };
+  std::thread other(rankMain, 1);
+  rankMain(0);
+  other.join();
+  EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(failures[1], "");
 }
