@@ -22,6 +22,8 @@
 
 #include "data.h"
 
+#include <type_traits>
+
 namespace fsdprt::cuda {
 
 /// trilu over matrices [.., rows, cols]: y keeps x where j - i >= k
@@ -235,11 +237,21 @@ template <typename T, typename I> struct GatherElementsBody {
 /// reduction none, add or mul).
 enum class Combine { Assign, Add, Mul };
 
+/// Signed integers wrap on overflow as the CPU backend's do: through their
+/// unsigned type, which C++ defines modulo 2^n.
 template <typename T>
 FSDP_HD inline T combine(Combine how, T old, T update) {
-  return how == Combine::Assign ? update
-         : how == Combine::Add  ? static_cast<T>(old + update)
-                                : static_cast<T>(old * update);
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    U a = static_cast<U>(old), b = static_cast<U>(update);
+    return how == Combine::Assign ? update
+           : how == Combine::Add  ? static_cast<T>(static_cast<U>(a + b))
+                                  : static_cast<T>(static_cast<U>(a * b));
+  } else {
+    return how == Combine::Assign ? update
+           : how == Combine::Add  ? static_cast<T>(old + update)
+                                  : static_cast<T>(old * update);
+  }
 }
 
 /// scatter_elements over the lines of y along the axis: data's line, then
