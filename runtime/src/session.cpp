@@ -783,6 +783,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     if (!s->weightsLoaded && weights && weights->size())
       return invalid("fsdprt_session_run: the weights are not loaded; call "
                      "fsdprt_session_load_weights first");
+    s->outputsDefined = false;
     auto scope = s->backend->enter(s->threads);
     const auto *kernels = s->plan->root->kernels();
     // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
@@ -964,6 +965,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     s->communicationSeconds.store(communicationSeconds,
                                   std::memory_order_relaxed);
     s->exposedSeconds.store(exposedSeconds, std::memory_order_relaxed);
+    s->outputsDefined = true;
     return nullptr;
   });
 }
@@ -1086,6 +1088,10 @@ fsdprt_status_t fsdprt_session_get_output(const fsdprt_session_t *s,
     if (fsdprt_status_t status =
             tensorFor(*s, s->plan->root->outputs(), "output", name, bytes, &t))
       return status;
+    if (!s->outputsDefined)
+      return invalid(std::string("fsdprt_session_get_output: output '") + name +
+                     "' has no value: no run completed (none ran yet, or "
+                     "the last one failed); call fsdprt_session_run first");
     s->backend->download(data, t->data, bytes);
     return nullptr;
   });

@@ -46,6 +46,9 @@ struct fsdprt_session_s {
   /// runs completed so far.
   fsdprt::RandomState random;
   bool weightsLoaded = false;
+  /// Whether the last run completed, so the outputs hold its values: false
+  /// before the first run and after a failed one.
+  bool outputsDefined = false;
   /// Graphs (single-rank sessions on the CUDA backend): whether to use
   /// them, the runs made directly so far, and the step once captured.
   bool graphs = true;

@@ -2567,6 +2567,11 @@ TEST(Kernels, GatherCountsNegativeIndicesFromTheEndAndRejectsOutOfRange) {
                  "a dimension of size 5"),
       std::string::npos)
       << error;
+  // The failed run left no output to read.
+  EXPECT_EQ(s.get("y", out),
+            "fsdprt_session_get_output: output 'y' has no value: no run "
+            "completed (none ran yet, or the last one failed); call "
+            "fsdprt_session_run first");
 }
 
 TEST(Kernels, GatherAlongAnInnerAxisWithInt32Indices) {

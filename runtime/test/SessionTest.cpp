@@ -290,9 +290,15 @@ TEST(Sessions, InputsAndOutputsAreCheckedByNameAndSize) {
   ASSERT_EQ(s.error, "");
   // No weights: running needs no load. Inputs persist across runs.
   ASSERT_EQ(s.set("x", f32({4}, {-1, 2, -3, 4}).bytes), "");
-  ASSERT_EQ(s.run(), "");
-  ASSERT_EQ(s.run(), "");
   std::vector<uint8_t> out(16);
+  // Before a run the output holds nothing to read.
+  fsdprt_status_t early =
+      fsdprt_session_get_output(s.session, "y", out.data(), 16);
+  EXPECT_EQ(fsdprt_status_code(early), FSDPRT_INVALID_ARGUMENT);
+  EXPECT_NE(take(early).find("output 'y' has no value: no run completed"),
+            std::string::npos);
+  ASSERT_EQ(s.run(), "");
+  ASSERT_EQ(s.run(), "");
   ASSERT_EQ(s.get("y", out), "");
   EXPECT_EQ(as<float>(out), (std::vector<float>{0, 2, 0, 4}));
 

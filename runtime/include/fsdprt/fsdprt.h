@@ -517,7 +517,8 @@ FSDPRT_API fsdprt_status_t fsdprt_session_read_full_state(
 
 /** Copies the output named `name` into `data`, which has room for `bytes`
  *  bytes; `bytes` must equal the output's size exactly. Outputs are
- *  defined after a successful run. */
+ *  defined after a successful run: before the first run and after a failed
+ *  one, FSDPRT_INVALID_ARGUMENT says so. */
 FSDPRT_API fsdprt_status_t
 fsdprt_session_get_output(const fsdprt_session_t *session, const char *name,
                           void *data, size_t bytes);
