@@ -285,12 +285,8 @@ public:
                       cuda::DeviceStream &stream,
                       const std::string &what) override {
     cuda::Work work{what, {}, {}};
-    auto range = [](const Tensor &t) {
-      auto begin = reinterpret_cast<uintptr_t>(t.data);
-      return cuda::Range{begin, begin + t.bytes()};
-    };
-    work.reads.push_back(range(in));
-    work.writes.push_back(range(out));
+    work.reads.push_back(cuda::rangeOf(in.data, in.bytes()));
+    work.writes.push_back(cuda::rangeOf(out.data, out.bytes()));
     if (std::string refused = device.admit(stream, work); !refused.empty())
       return what + " on rank " + std::to_string(local.rank()) + ": " + refused;
     return local.collective(op, axes, in, out, reduction, what);

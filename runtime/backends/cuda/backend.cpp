@@ -39,10 +39,7 @@ namespace {
 /// The stream running the current launch (set by CudaStream::launch).
 thread_local DeviceStream *current = nullptr;
 
-Range rangeOf(const Tensor &t) {
-  auto begin = reinterpret_cast<uintptr_t>(t.data);
-  return {begin, begin + t.bytes()};
-}
+Range rangeOf(const Tensor &t) { return cuda::rangeOf(t.data, t.bytes()); }
 
 bool allF32(const KernelArgs &args) {
   for (const auto *list : {&args.in, &args.out})

@@ -25,6 +25,12 @@ struct Range {
   uintptr_t begin = 0, end = 0;
 };
 
+/// The bytes [data, data + bytes).
+inline Range rangeOf(const void *data, uint64_t bytes) {
+  auto begin = reinterpret_cast<uintptr_t>(data);
+  return {begin, begin + bytes};
+}
+
 /// A piece of work on a stream: what it is called and the bytes it reads
 /// and writes.
 struct Work {
