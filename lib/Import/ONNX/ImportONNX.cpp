@@ -758,6 +758,9 @@ LogicalResult Importer::specialiseShapes() {
   // Shapes recorded by the exporter may still be symbolic; inference
   // recomputes them all from the now static inputs.
   graph->clear_value_info();
+  if (graph->output_size() == 0)
+    return error("the graph has no outputs, so its plan would compute "
+                 "nothing; export with the tensors it returns as outputs");
   for (const onnx::ValueInfoProto &output : graph->output())
     if (!output.type().has_tensor_type() ||
         !output.type().tensor_type().has_shape())

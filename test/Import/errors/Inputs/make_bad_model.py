@@ -299,6 +299,14 @@ def no_output_shape(out):
     onnx.save_model(model, out)
 
 
+def no_outputs(out):
+    """A graph without outputs (ONNX's checker accepts it): nothing to compute."""
+    model = graph_model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [tensor("x", [2, 4])], [])
+    onnx.save_model(model, out)
+
+
 def no_input_shape(out):
     model = graph_model(
         [helper.make_node("Relu", ["x"], ["y"], name="relu")],
