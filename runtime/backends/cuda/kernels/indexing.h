@@ -237,20 +237,19 @@ template <typename T, typename I> struct GatherElementsBody {
 /// reduction none, add or mul).
 enum class Combine { Assign, Add, Mul };
 
-/// Signed integers wrap on overflow as the CPU backend's do: through their
-/// unsigned type, which C++ defines modulo 2^n.
+/// Integers combine as the CPU backend's int64 arithmetic does (wrapping
+/// on overflow: binary<> of elementwise.h), then narrow back to T.
 template <typename T>
 FSDP_HD inline T combine(Combine how, T old, T update) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    U a = static_cast<U>(old), b = static_cast<U>(update);
-    return how == Combine::Assign ? update
-           : how == Combine::Add  ? static_cast<T>(static_cast<U>(a + b))
-                                  : static_cast<T>(static_cast<U>(a * b));
+  if (how == Combine::Assign)
+    return update;
+  if constexpr (std::is_integral_v<T>) {
+    auto a = static_cast<int64_t>(old), b = static_cast<int64_t>(update);
+    return static_cast<T>(how == Combine::Add ? binary<Binary::Add>(a, b)
+                                              : binary<Binary::Mul>(a, b));
   } else {
-    return how == Combine::Assign ? update
-           : how == Combine::Add  ? static_cast<T>(old + update)
-                                  : static_cast<T>(old * update);
+    return how == Combine::Add ? static_cast<T>(old + update)
+                               : static_cast<T>(old * update);
   }
 }
 
