@@ -113,7 +113,10 @@ def _write(proto, out: Path, external: bool) -> None:
         if external:
             onnx.save(proto, str(staged), save_as_external_data=True,
                       location=data.name)
-            os.replace(Path(tmp) / data.name, data)
+            if (Path(tmp) / data.name).exists():
+                os.replace(Path(tmp) / data.name, data)
+            else:  # every tensor under onnx's 1 KiB threshold: kept inline
+                data.unlink(missing_ok=True)
         else:
             onnx.save(proto, str(staged))
             data.unlink(missing_ok=True)  # ours (checked above), now stale
