@@ -14,7 +14,11 @@ a T5-style relative position bias (log-bucketed relative positions, an
 Embedding of buckets added to the attention scores) and an argmax
 mixture-of-experts router (gate linear, argmax, F.one_hot's mask of the
 chosen expert (ONNX OneHot, rewritten at import), its gate probability as
-the output's weight so gradients reach the router). Stochastic layers are
+the output's weight so gradients reach the router), Mixtral's top-2
+routing (torch.topk: ONNX TopK, rewritten at import; the chosen experts'
+renormalised probabilities weight them) and Wav2Vec2's feature
+encoder (1-D convolutions, GroupNorm and InstanceNorm1d: ONNX
+InstanceNormalization, rewritten at import). Stochastic layers are
 off (dropout 0, stochastic depth 0): e2e.dropout covers them.
 
 Each model's forward plan (fsdp_mlir.compile without an optimizer; the
@@ -36,8 +40,9 @@ run as in ours. What each family is for must carry gradient in torch
 several buckets.
 
 Also ONNX OneHot (rewritten at import) against numpy where F.one_hot never
-goes: negative and out-of-range indices, axes 0, 1 and -1. Exit 1 on any
-mismatch.
+goes: negative and out-of-range indices, axes 0, 1 and -1; and ONNX TopK
+(rewritten at import) against numpy's stable sort: ties, infinities, K the
+whole axis, smallest, axes 0, 1 and -1. Exit 1 on any mismatch.
 """
 
 from __future__ import annotations
@@ -142,6 +147,62 @@ class ArgmaxMoE(nn.Module):
         return self.head(h + routed).mean(1)
 
 
+class Top2MoE(nn.Module):
+    """Mixtral's routing, densely: the gate's softmax, its top 2 experts per
+    token (torch.topk), their probabilities renormalised as the experts'
+    weights (the router's gradient path: TopK's values), F.one_hot of the
+    chosen indices to combine the experts' outputs."""
+
+    def __init__(self, dim=16, experts=4, hidden=32):
+        super().__init__()
+        self.inp = nn.Linear(8, dim)
+        self.gate = nn.Linear(dim, experts)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(dim, hidden), nn.SiLU(), nn.Linear(hidden, dim))
+            for _ in range(experts))
+        self.head = nn.Linear(dim, CLASSES)
+
+    def forward(self, x):
+        h = torch.relu(self.inp(x))  # (B, T, dim)
+        probs = self.gate(h).softmax(-1)  # (B, T, E)
+        weight, chosen = probs.topk(2, dim=-1)  # (B, T, 2)
+        weight = weight / weight.sum(-1, keepdim=True)
+        mask = F.one_hot(chosen, probs.shape[-1]).to(h.dtype)  # (B, T, 2, E)
+        combine = (mask * weight.unsqueeze(-1)).sum(-2)  # (B, T, E)
+        outs = torch.stack([e(h) for e in self.experts], -1)  # (B, T, dim, E)
+        return self.head(h + (outs * combine.unsqueeze(-2)).sum(-1)).mean(1)
+
+
+class AudioEncoder(nn.Module):
+    """Wav2Vec2's feature encoder at a small size: strided 1-D
+    convolutions, GroupNorm with one channel per group (its "group" mode)
+    and with several, an affine InstanceNorm1d, then LayerNorm and a
+    projection. torch exports GroupNorm as a Reshape, an
+    InstanceNormalization with constant scale and bias, and its own Mul and
+    Add; InstanceNorm1d(affine=True) as an InstanceNormalization of its
+    parameters (both rewritten at import)."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.conv0 = nn.Conv1d(1, dim, 10, 5, bias=False)
+        self.norm0 = nn.GroupNorm(dim, dim)
+        self.conv1 = nn.Conv1d(dim, dim, 3, 2, bias=False)
+        self.inorm = nn.InstanceNorm1d(dim, affine=True)
+        self.gnorm = nn.GroupNorm(4, dim)
+        self.proj = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim))
+        self.head = nn.Linear(dim, CLASSES)
+
+    def forward(self, audio):
+        h = F.gelu(self.norm0(self.conv0(audio)))
+        h = self.gnorm(self.inorm(self.conv1(h)))
+        # F.gelu's formula (and its ONNX export), spelled out: Debian's
+        # torch 1.13 gives a wrong, run-to-run varying GELU gradient when
+        # the gradient arriving is transposed, as the transpose below
+        # makes it (seen here: the gradient differs from run to run).
+        h = h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0)))
+        return self.head(self.proj(h.transpose(1, 2)).mean(1))
+
+
 def mobilenet():
     import torchvision
     return torchvision.models.mobilenet_v3_small(num_classes=CLASSES, dropout=0.0)
@@ -172,6 +233,9 @@ SUBJECTS = {
                  "features.transition1.conv.weight"],
     "t5_relative_bias": ["bias.embedding.weight"],
     "argmax_moe": ["gate.weight"] + [f"experts.{e}.0.weight" for e in range(4)],
+    "top2_moe": ["gate.weight"] + [f"experts.{e}.0.weight" for e in range(4)],
+    "audio_groupnorm": ["conv0.weight", "norm0.weight", "norm0.bias", "inorm.weight",
+                        "inorm.bias", "gnorm.weight"],
 }
 
 
@@ -187,7 +251,7 @@ def check_subject(name, problems):
         rows = int((grads["bias.embedding.weight"].grad.abs().sum(1) > 0).sum())
         if rows < 4:
             problems.append(f"{name}: only {rows} relative position buckets are used")
-    if name == "argmax_moe":
+    if name in ("argmax_moe", "top2_moe"):
         with torch.no_grad():
             used = model.gate(torch.relu(model.inp(x))).argmax(-1).unique().numel()
         if used < 2:
@@ -206,6 +270,8 @@ FAMILIES = {
     "t5_relative_bias": (T5Attention, lambda g: torch.randint(0, 16, (4, 12), generator=g),
                          False),
     "argmax_moe": (ArgmaxMoE, lambda g: torch.randn(4, 6, 8, generator=g), False),
+    "top2_moe": (Top2MoE, lambda g: torch.randn(4, 6, 8, generator=g), False),
+    "audio_groupnorm": (AudioEncoder, images((4, 1, 160)), False),
 }
 
 
@@ -381,6 +447,61 @@ def check_one_hot(bindir, work, problems):
             problems.append(f"OneHot axis={axis}: {ours} vs numpy {want}")
 
 
+def check_top_k(bindir, work, problems):
+    """ONNX TopK (the importer rewrites it) against numpy's stable sort on
+    what torch.topk in a model rarely meets: ties (the lower index first),
+    -inf and +inf elements, K equal to the axis' length, smallest, axes 0,
+    1 and -1."""
+    import onnx
+    from onnx import TensorProto, helper
+    inf = np.inf
+    floats = np.array([[3, 1, 3, -inf, 2, -inf], [0, 0, 0, 0, 0, 0],
+                       [-inf, -inf, -inf, 5, inf, -1]], np.float32)
+    cases = [("largest k=3 axis=-1", floats, 3, -1, 1), ("largest k=6", floats, 6, -1, 1),
+             ("smallest k=4", floats, 4, -1, 0), ("largest k=2 axis=0", floats, 2, 0, 1),
+             ("smallest k=5 axis=1", floats[::-1].copy(), 5, 1, 0)]
+    for label, x, k, axis, largest in cases:
+        elem = TensorProto.FLOAT
+        nodes = [
+            helper.make_node("Constant", [], ["k"],
+                             value=helper.make_tensor("kv", TensorProto.INT64, [1], [k])),
+            helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=axis,
+                             largest=largest)]
+        graph = helper.make_graph(
+            nodes, "top_k", [helper.make_tensor_value_info("x", elem, list(x.shape))],
+            [helper.make_tensor_value_info("values", elem, None),
+             helper.make_tensor_value_info("indices", TensorProto.INT64, None)])
+        shape = list(x.shape)
+        shape[axis] = k
+        for output in graph.output:
+            output.type.tensor_type.shape.dim.extend(
+                onnx.TensorShapeProto.Dimension(dim_value=d) for d in shape)
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                  work / "top_k.onnx")
+        np.save(work / "x.npy", x)
+        order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+        want_i = np.take(order, np.arange(k), axis=axis)
+        want_v = np.take_along_axis(x, want_i, axis=axis)
+        out = work / f"top_k_{len(problems)}_{label.replace(' ', '_')}"
+        for cmd in ([bindir / "fsdp-opt", work / "top_k.onnx", "--fsdp-inference-pipeline",
+                     "-o", work / "top_k.mlir"],
+                    [bindir / "fsdp-translate", "--mlir-to-plan", work / "top_k.mlir", "-o",
+                     work / "top_k.plan"],
+                    [bindir / "fsdp-run", work / "top_k.plan", "--input",
+                     f"x={work / 'x.npy'}", "--output-dir", out]):
+            proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+            if proc.returncode != 0:
+                problems.append(f"TopK {label}: {proc.stderr[-1000:]}")
+                return
+        got_v, got_i = np.load(out / "values.npy"), np.load(out / "indices.npy")
+        same = (np.array_equal(got_i, want_i) and got_v.dtype == x.dtype
+                and np.array_equal(got_v, want_v))
+        print(f"  TopK {label}: {list(got_v.shape)} {'equal to numpy' if same else 'DIFFERS'}")
+        if not same:
+            problems.append(f"TopK {label}: values {got_v.tolist()} indices {got_i.tolist()}; "
+                            f"numpy: {want_v.tolist()} {want_i.tolist()}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("build", type=Path)
@@ -409,6 +530,9 @@ def main(argv=None) -> int:
         work = root / "one_hot"
         work.mkdir(parents=True, exist_ok=True)
         check_one_hot((args.build / "bin").resolve(), work, problems)
+        work = root / "top_k"
+        work.mkdir(parents=True, exist_ok=True)
+        check_top_k((args.build / "bin").resolve(), work, problems)
         for p in problems:
             print(f"FAIL {p}")
         failures += bool(problems)

@@ -1911,6 +1911,229 @@ static LogicalResult expandGatherNDs(ModuleOp module) {
   return success();
 }
 
+/// Whether `value` is an onnx.Constant whose elements all equal `want`.
+static bool constantAllEqual(Value value, double want) {
+  auto constant = value.getDefiningOp<onnxir::ConstantOp>();
+  auto elements =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!elements || !isa<FloatType>(elements.getElementType()))
+    return false;
+  return llvm::all_of(elements.getValues<APFloat>(), [&](const APFloat &v) {
+    return v.convertToDouble() == want;
+  });
+}
+
+/// InstanceNormalization has no kernel. On x of shape (N, C, D1..Dk) it
+/// becomes
+///   Reshape(LayerNormalization(Reshape(x, [N, C, S]), ones[S], axis 2), x's
+///   shape) * Reshape(scale, [C, 1..1]) + Reshape(B, [C, 1..1])
+/// with S = D1 * ... * Dk: the layer norm's statistics over the last axis
+/// are the instance norm's (biased variance, epsilon inside the root).
+/// The Mul and Add are left out when scale is all ones and B all zeros
+/// (torch's GroupNorm export, which applies its own affine after). Those
+/// ops have kernels and rules, so gradients reach x, scale and B.
+static LogicalResult expandInstanceNorm(onnxir::InstanceNormalizationOp op) {
+  using namespace onnxir;
+  auto xType = dyn_cast<RankedTensorType>(op.getInput().getType());
+  auto scaleType = dyn_cast<RankedTensorType>(op.getScale().getType());
+  auto biasType = dyn_cast<RankedTensorType>(op.getB().getType());
+  if (!xType || !xType.hasStaticShape() || xType.getRank() < 2)
+    return op.emitError("InstanceNormalization needs a statically shaped "
+                        "input (N, C, D1, ...), got ")
+           << op.getInput().getType();
+  if (!isa<FloatType>(xType.getElementType()))
+    return op.emitError("InstanceNormalization's input must be floating "
+                        "point, got ")
+           << xType.getElementType();
+  int64_t n = xType.getDimSize(0), c = xType.getDimSize(1), s = 1;
+  for (int64_t d : xType.getShape().drop_front(2))
+    s *= d;
+  for (auto [name, type] : {std::pair{"scale", scaleType}, {"B", biasType}})
+    if (!type || type.getRank() != 1 || type.getDimSize(0) != c ||
+        type.getElementType() != xType.getElementType())
+      return op.emitError("InstanceNormalization's ")
+             << name << " must be a 1-D tensor of the input's " << c
+             << " channels and element type, got "
+             << (type ? Type(type) : Type());
+  if (op.getOutput().getType() != xType)
+    return op.emitError("InstanceNormalization's result is ")
+           << op.getOutput().getType() << ", not its input's " << xType;
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type element = xType.getElementType();
+  auto reshape = [&](Value value, ArrayRef<int64_t> shape) -> Value {
+    auto shapeType = RankedTensorType::get({static_cast<int64_t>(shape.size())},
+                                           b.getI64Type());
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, element), value,
+        b.create<ConstantOp>(loc, DenseElementsAttr::get(shapeType, shape)),
+        b.getI64IntegerAttr(0));
+  };
+  auto rowsType = RankedTensorType::get({n, c, s}, element);
+  auto onesType = RankedTensorType::get({s}, element);
+  Value ones = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(onesType, b.getFloatAttr(element, 1.0)));
+  auto norm = b.create<LayerNormalizationOp>(
+      loc, TypeRange{rowsType, b.getNoneType(), b.getNoneType()},
+      reshape(op.getInput(), {n, c, s}), ones,
+      b.create<NoValueOp>(loc, b.getNoneType()).getResult(),
+      b.getI64IntegerAttr(2), op.getEpsilonAttr(), b.getI64IntegerAttr(1));
+  Value result = reshape(norm.getY(), xType.getShape());
+  SmallVector<int64_t> perChannel(xType.getRank() - 1, 1);
+  perChannel[0] = c;
+  if (!constantAllEqual(op.getScale(), 1.0) ||
+      !constantAllEqual(op.getB(), 0.0)) {
+    result =
+        b.create<MulOp>(loc, xType, result, reshape(op.getScale(), perChannel));
+    result =
+        b.create<AddOp>(loc, xType, result, reshape(op.getB(), perChannel));
+  }
+  op.getOutput().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+/// TopK has no kernel. With k a constant it becomes k rounds over `cur`
+/// (initially X) along the axis:
+///   idx_i = ArgMax(cur) (ArgMin when smallest), keepdims
+///   val_i = GatherElements(X, idx_i)       (the gradient reaches X here)
+///   cur   = Where(iota == idx_i, fill, cur) (fill: -inf, or +inf when
+///           smallest: the chosen element leaves the race)
+/// and Values, Indices = Concat of the val_i, idx_i. ArgMax takes the first
+/// of equal elements, so ties go to the lower index, as ONNX says. An
+/// element of X equal to fill ties with the taken ones: from the second
+/// round on, an index already taken (taken_i, as float32 0/1, says which)
+/// is replaced by the first one not taken (ArgMin of taken_i). cur and
+/// taken_i are float32 (the ArgMax and ArgMin kernels'); a float16 or
+/// bfloat16 X is cast to it for the ranking, exactly.
+static LogicalResult expandTopK(onnxir::TopKOp op) {
+  using namespace onnxir;
+  auto xType = dyn_cast<RankedTensorType>(op.getX().getType());
+  if (!xType || !xType.hasStaticShape() || xType.getRank() < 1)
+    return op.emitError("TopK needs a statically shaped input, got ")
+           << op.getX().getType();
+  Type element = xType.getElementType();
+  std::optional<SmallVector<int64_t>> k = constantIntegers(op.getK());
+  if (!k || k->size() != 1)
+    return op.emitError("TopK's K must be a constant (one integer); a K "
+                        "known only at run time decides the output's shape");
+  int64_t rank = xType.getRank(), given = op.getAxis();
+  int64_t axis = given < 0 ? given + rank : given;
+  if (axis < 0 || axis >= rank)
+    return op.emitError("TopK's axis ")
+           << given << " is out of range for rank " << rank;
+  int64_t n = xType.getDimSize(axis), count = (*k)[0];
+  if (count < 0 || count > n)
+    return op.emitError("TopK's K is ")
+           << count << ", but axis " << axis << " has " << n << " elements";
+  if (count == 0)
+    return op.emitError("TopK with K = 0 gives empty results, which the "
+                        "compiler does not plan");
+  // ArgMax and ArgMin rank float32; float16 and bfloat16 widen to it
+  // exactly. Wider types would round, and could order elements wrongly.
+  auto f32 = Float32Type::get(op.getContext());
+  if (!isa<Float32Type, Float16Type, BFloat16Type>(element))
+    return op.emitError("TopK ranks float32, float16 and bfloat16 inputs, "
+                        "not ")
+           << element;
+  bool largest = op.getLargest() != 0;
+  SmallVector<int64_t> outShape(xType.getShape());
+  outShape[axis] = count;
+  auto valuesType = RankedTensorType::get(outShape, element);
+  auto indicesType =
+      RankedTensorType::get(outShape, IntegerType::get(op.getContext(), 64));
+  if (op.getValues().getType() != valuesType ||
+      op.getIndices().getType() != indicesType)
+    return op.emitError("TopK's results are ")
+           << op.getValues().getType() << " and " << op.getIndices().getType()
+           << ", but its input and K give " << valuesType << " and "
+           << indicesType;
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type i64 = b.getI64Type();
+  SmallVector<int64_t> oneShape(xType.getShape()), iotaShape(rank, 1);
+  oneShape[axis] = 1;
+  iotaShape[axis] = n;
+  auto idxType = RankedTensorType::get(oneShape, i64);
+  auto valType = RankedTensorType::get(oneShape, element);
+  auto hotType = RankedTensorType::get(xType.getShape(), b.getI1Type());
+  auto rankType = RankedTensorType::get(xType.getShape(), f32);
+  SmallVector<int64_t> ids;
+  for (int64_t j = 0; j < n; ++j)
+    ids.push_back(j);
+  Value iota = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(RankedTensorType::get(iotaShape, i64),
+                                  ArrayRef<int64_t>(ids)));
+  auto scalar = [&](TypedAttr value) -> Value {
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get({}, value.getType()),
+                                    value));
+  };
+  Value fillValue = scalar(FloatAttr::get(
+      f32, APFloat::getInf(f32.getFloatSemantics(), /*Negative=*/largest)));
+  Value one = scalar(b.getF32FloatAttr(1));
+  Value cur = op.getX(), taken;
+  if (element != f32)
+    cur = b.create<CastOp>(loc, rankType, cur,
+                           b.getI64IntegerAttr(onnx::TensorProto::FLOAT));
+  SmallVector<Value> values, indices;
+  for (int64_t round = 0; round < count; ++round) {
+    Value idx =
+        largest ? b.create<ArgMaxOp>(loc, idxType, cur, axis, 1, 0).getResult()
+                : b.create<ArgMinOp>(loc, idxType, cur, axis, 1, 0).getResult();
+    if (taken) {
+      Value again = b.create<EqualOp>(
+          loc, RankedTensorType::get(oneShape, b.getI1Type()),
+          b.create<GatherElementsOp>(loc, RankedTensorType::get(oneShape, f32),
+                                     taken, idx, axis),
+          one);
+      Value firstFree = b.create<ArgMinOp>(loc, idxType, taken, axis, 1, 0);
+      idx = b.create<WhereOp>(loc, idxType, again, firstFree, idx);
+    }
+    indices.push_back(idx);
+    values.push_back(
+        b.create<GatherElementsOp>(loc, valType, op.getX(), idx, axis));
+    if (round + 1 == count)
+      break;
+    Value hot = b.create<EqualOp>(loc, hotType, iota, idx);
+    cur = b.create<WhereOp>(loc, rankType, hot, fillValue, cur);
+    taken =
+        taken ? b.create<WhereOp>(loc, rankType, hot, one, taken).getResult()
+              : b.create<CastOp>(loc, rankType, hot,
+                                 b.getI64IntegerAttr(onnx::TensorProto::FLOAT))
+                    .getResult();
+  }
+  auto concat = [&](ArrayRef<Value> parts, Type type) -> Value {
+    if (parts.size() == 1)
+      return parts.front();
+    return b.create<ConcatOp>(loc, type, parts, axis);
+  };
+  op.getValues().replaceAllUsesWith(concat(values, valuesType));
+  op.getIndices().replaceAllUsesWith(concat(indices, indicesType));
+  op.erase();
+  return success();
+}
+
+static LogicalResult expandTopKs(ModuleOp module) {
+  SmallVector<onnxir::TopKOp> ops;
+  module.walk([&](onnxir::TopKOp op) { ops.push_back(op); });
+  for (onnxir::TopKOp op : ops)
+    if (failed(expandTopK(op)))
+      return failure();
+  return success();
+}
+
+static LogicalResult expandInstanceNorms(ModuleOp module) {
+  SmallVector<onnxir::InstanceNormalizationOp> ops;
+  module.walk([&](onnxir::InstanceNormalizationOp op) { ops.push_back(op); });
+  for (onnxir::InstanceNormalizationOp op : ops)
+    if (failed(expandInstanceNorm(op)))
+      return failure();
+  return success();
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   std::string message;
   std::optional<ModelFile> read = ::fsdp::onnx_import::readModel(path, message);
@@ -1943,7 +2166,8 @@ OwningOpRef<ModuleOp> Importer::run() {
                        builder.getStringAttr(metadata.json));
 
   if (failed(declareState(*module)) || failed(buildForward(*module)) ||
-      failed(expandOneHots(*module)) || failed(expandGatherNDs(*module)))
+      failed(expandOneHots(*module)) || failed(expandGatherNDs(*module)) ||
+      failed(expandInstanceNorms(*module)) || failed(expandTopKs(*module)))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;

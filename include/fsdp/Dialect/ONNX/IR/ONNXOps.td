@@ -310,6 +310,21 @@ def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization"> {
   let hasVerifier = 1;
 }
 
+def ONNX_InstanceNormalizationOp : ONNX_Op<"InstanceNormalization"> {
+  let summary = "ONNX `InstanceNormalization`, expanded at import";
+  let description = [{
+    Each (sample, channel) normalised over its spatial dims, then scaled and
+    shifted per channel. No kernel runs it: the importer rewrites it into a
+    layer norm over the spatial dims of a (N, C, D1*...*Dk) view, then a
+    per-channel Mul and Add (left out when scale is all ones and B all
+    zeros, as in torch's GroupNorm export), ops with kernels and gradient
+    rules, so gradients reach the input, scale and B.
+  }];
+  let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$scale, ONNX_Tensor:$B,
+                   DefaultValuedAttr<F32Attr, "1e-05">:$epsilon);
+  let results = (outs ONNX_Tensor:$output);
+}
+
 def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization"> {
   let summary = "ONNX `BatchNormalization`, in inference or training mode";
   let description = [{
@@ -645,6 +660,24 @@ def ONNX_GatherOp : ONNX_Op<"Gather"> {
   let results = (outs ONNX_Tensor:$output);
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def ONNX_TopKOp : ONNX_Op<"TopK"> {
+  let summary = "ONNX `TopK`, expanded at import";
+  let description = [{
+    The `K` largest (or smallest) elements along `axis` and their indices,
+    in order, the lower index first among equal values. No kernel runs it:
+    the importer rewrites it into `K` rounds of ArgMax (ArgMin), a
+    GatherElements of the input at the chosen index (the gradient's path)
+    and a Where that takes the chosen element out of the next round, then a
+    Concat of the rounds. `K` must be a constant (torch's `topk` exports
+    one); the cost is `K` passes over the input.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$K,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<I64Attr, "1">:$largest,
+                   DefaultValuedAttr<I64Attr, "1">:$sorted);
+  let results = (outs ONNX_Tensor:$Values, ONNX_Tensor:$Indices);
 }
 
 def ONNX_GatherElementsOp : ONNX_Op<"GatherElements"> {
