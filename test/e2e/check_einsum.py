@@ -6,9 +6,12 @@
 Each equation below (the forms torch exports: batched matmuls with either
 operand transposed, attention's "bhid,bhjd->bhij", a product whose result
 is transposed, an inner product, a permutation, sums over dropped letters)
-is written as a one-node fp32 ONNX model, compiled with fsdp-opt
-(--fsdp-inference-pipeline) and fsdp-translate, run by fsdp-run on random
-inputs, and compared with numpy.einsum (atol 1e-5, rtol 1e-4). An equation
+is written as an fp32 ONNX model y = -Einsum(...) (the Einsum inside the
+graph: ONNX 1.12's shape inference gives it a rank only, the importer its
+dimensions), compiled with fsdp-opt (--fsdp-inference-pipeline) and
+fsdp-translate, run by fsdp-run on random inputs, and compared with
+numpy.einsum (atol 1e-5, rtol 1e-4). One equation has spaces, as torch
+passes a user's string (MaxViT's "B G H I D, B G H J D -> B G H I J"). An equation
 the runtime has no form for must be refused at compile time naming it.
 Exit 1 on any mismatch.
 """
@@ -37,6 +40,8 @@ CASES = {
     "bij->bji": [(2, 3, 4)],
     "bij->i": [(2, 3, 4)],
     "ij->": [(3, 4)],
+    "B G H I D, B G H J D -> B G H I J": [(2, 2, 3, 4, 8), (2, 2, 3, 5, 8)],
+    "jk,ij": [(4, 5), (3, 4)],
 }
 REFUSED = {"ii->i": [(4, 4)], "ijk,jkl->il": [(2, 3, 4), (3, 4, 5)]}
 
@@ -44,9 +49,10 @@ REFUSED = {"ii->i": [(4, 4)], "ijk,jkl->il": [(2, 3, 4), (3, 4, 5)]}
 def model(equation: str, shapes) -> onnx.ModelProto:
     names = [f"x{i}" for i in range(len(shapes))]
     inputs = [np.zeros(s, np.float32) for s in shapes]
-    out_shape = np.einsum(equation, *inputs).shape
+    out_shape = np.einsum(equation.replace(" ", ""), *inputs).shape
     graph = helper.make_graph(
-        [helper.make_node("Einsum", names, ["y"], equation=equation)], "einsum",
+        [helper.make_node("Einsum", names, ["e"], equation=equation),
+         helper.make_node("Neg", ["e"], ["y"])], "einsum",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
          for n, s in zip(names, shapes)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)])
@@ -84,9 +90,9 @@ def check(bindir: Path, equation: str, shapes, work: Path) -> bool:
         print(f"  {equation}: fsdp-run failed\n{proc.stderr}")
         return False
     ours = np.load(work / "out" / "y.npy")
-    want = np.einsum(equation, *[v.astype(np.float64) for v in values])
+    want = -np.einsum(equation.replace(" ", ""), *[v.astype(np.float64) for v in values])
     good = ours.shape == want.shape and np.allclose(ours, want, rtol=1e-4, atol=1e-5)
-    print(f"  {equation:18s} {list(want.shape)!s:14s} "
+    print(f"  {equation:34s} {list(want.shape)!s:16s} "
           f"{'ok' if good else 'MISMATCH'}")
     return good
 

@@ -37,16 +37,17 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
-#include <onnx/checker.h>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <map>
+#include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace mlir;
 using ::fsdp::onnx_import::EmbeddedBytes;
@@ -1474,6 +1475,94 @@ pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
   return false;
 }
 
+/// ONNX 1.12's shape inference gives an Einsum's result its rank but not
+/// its dimensions (an Einsum inside a model, as MaxViT's attention, then
+/// leaves every later shape unknown). With the inputs' shapes static this
+/// writes the result's dimensions, each letter's size from the input that
+/// carries it, into the inferred type, which the next round of inference
+/// carries on. Spaces in the equation are ignored (torch passes the user's
+/// string, e.g. "B G H I D, B G H J D -> B G H I J"); an implicit output
+/// is the letters used once, in ASCII order. Anything else (an ellipsis,
+/// a term whose length is not its input's rank, sizes that disagree) is
+/// left for the lowering to refuse, naming the equation. True when it
+/// wrote something.
+static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
+                           const llvm::StringMap<onnx::TypeProto> &types) {
+  if (node.output_size() != 1)
+    return false;
+  std::string text;
+  for (const onnx::AttributeProto &attr : node.attribute())
+    if (attr.name() == "equation")
+      for (char c : attr.s())
+        if (c != ' ')
+          text.push_back(c);
+  if (text.empty() || StringRef(text).contains("..."))
+    return false;
+  auto [lhs, rhs] = StringRef(text).split("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (static_cast<int>(terms.size()) != node.input_size())
+    return false;
+  std::map<char, int64_t> sizes;
+  std::map<char, int> uses;
+  for (auto [index, term] : llvm::enumerate(terms)) {
+    SmallVector<int64_t> dims;
+    auto type = types.find(node.input(index));
+    if (type != types.end() && type->second.tensor_type().has_shape()) {
+      for (const auto &dim : type->second.tensor_type().shape().dim()) {
+        if (!dim.has_dim_value())
+          return false;
+        dims.push_back(dim.dim_value());
+      }
+    } else {
+      auto init = llvm::find_if(graph.initializer(), [&](const auto &t) {
+        return t.name() == node.input(index);
+      });
+      if (init == graph.initializer().end())
+        return false;
+      dims.assign(init->dims().begin(), init->dims().end());
+    }
+    if (dims.size() != term.size())
+      return false;
+    for (auto [letter, size] : llvm::zip(term, dims)) {
+      auto [it, fresh] = sizes.try_emplace(letter, size);
+      if (!fresh && it->second != size)
+        return false;
+      ++uses[letter];
+    }
+  }
+  std::string output = rhs.str();
+  if (!StringRef(text).contains("->")) {
+    output.clear();
+    for (auto [letter, count] : uses)
+      if (count == 1)
+        output.push_back(letter);
+  }
+  for (auto *list : {graph.mutable_value_info(), graph.mutable_output()})
+    for (onnx::ValueInfoProto &info : *list) {
+      if (info.name() != node.output(0) ||
+          !info.type().tensor_type().has_shape())
+        continue;
+      onnx::TensorShapeProto *shape =
+          info.mutable_type()->mutable_tensor_type()->mutable_shape();
+      if (shape->dim_size() != static_cast<int>(output.size()))
+        return false;
+      bool changed = false;
+      for (auto [d, letter] : llvm::enumerate(output)) {
+        auto size = sizes.find(letter);
+        if (size == sizes.end())
+          return false;
+        onnx::TensorShapeProto_Dimension *dim = shape->mutable_dim(d);
+        if (dim->has_dim_value())
+          continue;
+        dim->set_dim_value(size->second);
+        changed = true;
+      }
+      return changed;
+    }
+  return false;
+}
+
 /// ONNX's shape inference propagates values only through a few operators
 /// (Shape, Gather, Concat, ...), so torch's shape chains that pass through
 /// others (Range, Where, ConstantOfShape, ...) leave later shapes unknown.
@@ -1519,6 +1608,9 @@ LogicalResult Importer::foldShapeComputations() {
     bool changed = false;
     for (onnx::NodeProto &node : *graph->mutable_node()) {
       if (node.op_type() == "OneHot" && pinOneHotDepth(*graph, node, constants))
+        changed = true;
+      if (node.op_type() == "Einsum" &&
+          pinEinsumShape(*graph, node, valueTypes))
         changed = true;
       if (!foldable.contains(node.op_type()) || node.output_size() != 1 ||
           constants.count(node.output(0)))
