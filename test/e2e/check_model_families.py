@@ -16,7 +16,8 @@ mixture-of-experts router (gate linear, argmax, F.one_hot's mask of the
 chosen expert (ONNX OneHot, rewritten at import), its gate probability as
 the output's weight so gradients reach the router), Mixtral's top-2
 routing (torch.topk: ONNX TopK, rewritten at import; the chosen experts'
-renormalised probabilities weight them) and Wav2Vec2's feature
+renormalised probabilities weight them), video 3-D convolutions (ONNX
+Conv over 5-D tensors, rewritten at import) and Wav2Vec2's feature
 encoder (1-D convolutions, GroupNorm and InstanceNorm1d: ONNX
 InstanceNormalization, rewritten at import). Stochastic layers are
 off (dropout 0, stochastic depth 0): e2e.dropout covers them.
@@ -203,6 +204,24 @@ class AudioEncoder(nn.Module):
         return self.head(self.proj(h.transpose(1, 2)).mean(1))
 
 
+class VideoConv3d(nn.Module):
+    """R(2+1)D-style video layers: 3-D convolutions with depth padding,
+    strides, a dilation and groups (ONNX Conv over 5-D tensors, rewritten
+    at import into 2-D convolutions, one per depth tap), then global
+    average pooling and a linear head."""
+
+    def __init__(self, dim=8):
+        super().__init__()
+        self.stem = nn.Conv3d(3, dim, (3, 3, 3), stride=(1, 2, 2), padding=1)
+        self.temporal = nn.Conv3d(dim, dim, (3, 1, 1), stride=(2, 1, 1),
+                                  padding=(2, 0, 0), dilation=(2, 1, 1), groups=2, bias=False)
+        self.head = nn.Linear(dim, CLASSES)
+
+    def forward(self, clip):
+        h = self.temporal(torch.relu(self.stem(clip)))
+        return self.head(torch.relu(h).mean((2, 3, 4)))
+
+
 def mobilenet():
     import torchvision
     return torchvision.models.mobilenet_v3_small(num_classes=CLASSES, dropout=0.0)
@@ -234,6 +253,7 @@ SUBJECTS = {
     "t5_relative_bias": ["bias.embedding.weight"],
     "argmax_moe": ["gate.weight"] + [f"experts.{e}.0.weight" for e in range(4)],
     "top2_moe": ["gate.weight"] + [f"experts.{e}.0.weight" for e in range(4)],
+    "video_conv3d": ["stem.weight", "stem.bias", "temporal.weight"],
     "audio_groupnorm": ["conv0.weight", "norm0.weight", "norm0.bias", "inorm.weight",
                         "inorm.bias", "gnorm.weight"],
 }
@@ -271,6 +291,7 @@ FAMILIES = {
                          False),
     "argmax_moe": (ArgmaxMoE, lambda g: torch.randn(4, 6, 8, generator=g), False),
     "top2_moe": (Top2MoE, lambda g: torch.randn(4, 6, 8, generator=g), False),
+    "video_conv3d": (VideoConv3d, images((4, 3, 6, 8, 8)), False),
     "audio_groupnorm": (AudioEncoder, images((4, 1, 160)), False),
 }
 

@@ -1505,7 +1505,8 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
     return false;
   std::map<char, int64_t> sizes;
   std::map<char, int> uses;
-  for (auto [index, term] : llvm::enumerate(terms)) {
+  for (int index = 0; index < node.input_size(); ++index) {
+    StringRef term = terms[index];
     SmallVector<int64_t> dims;
     auto type = types.find(node.input(index));
     if (type != types.end() && type->second.tensor_type().has_shape()) {
@@ -2217,6 +2218,123 @@ static LogicalResult expandTopKs(ModuleOp module) {
   return success();
 }
 
+/// A 3-D Conv has no kernel. Over X [N, C, D, H, W] and W [M, C/g, kd, kh,
+/// kw] it becomes kd 2-D convolutions, one per depth tap t, summed:
+///   Xt = Transpose(X, [0, 2, 1, 3, 4])      [N, D, C, H, W]
+///   Xt = Pad(Xt) along D by the depth pads  (when there are any)
+///   Y += Conv2d(Reshape(Gather(Xt, {o*sd + t*dd}, axis 1), [N*Do, C, H, W]),
+///               Gather(W, t, axis 2))       [N*Do, M, Ho, Wo]
+/// then Y viewed as [N, Do, M, Ho, Wo], transposed back, plus B per
+/// channel. The same products and sums as the 3-D convolution; those ops
+/// have kernels and rules, so gradients reach X, W and B. Pads come from
+/// `pads` or `auto_pad` as for the other convolutions.
+static LogicalResult expandConv3d(onnxir::ConvOp op) {
+  using namespace onnxir;
+  auto xType = dyn_cast<RankedTensorType>(op.getX().getType());
+  auto wType = dyn_cast<RankedTensorType>(op.getW().getType());
+  auto yType = dyn_cast<RankedTensorType>(op.getY().getType());
+  if (!xType || xType.getRank() != 5)
+    return success();
+  if (!xType.hasStaticShape() || !wType || !wType.hasStaticShape() ||
+      wType.getRank() != 5 || !yType || !yType.hasStaticShape())
+    return op.emitError("a 3-D Conv needs static shapes, got ")
+           << op.getX().getType() << " and " << op.getW().getType();
+  SmallVector<int64_t> strides = op.getStridesOrDefault();
+  SmallVector<int64_t> pads = op.getPadsOrDefault();
+  SmallVector<int64_t> dil = op.getDilationsOrDefault();
+  StringRef autoPad = op.getAutoPad();
+  if (strides.size() != 3 || dil.size() != 3 ||
+      (autoPad == "NOTSET" && pads.size() != 6))
+    return op.emitError("a 3-D Conv's strides, pads and dilations must have "
+                        "3 (pads 6) values");
+  ArrayRef<int64_t> x = xType.getShape(), w = wType.getShape();
+  if (autoPad == "VALID") {
+    pads.assign(6, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    pads.assign(6, 0);
+    for (int d = 0; d < 3; ++d) {
+      int64_t out = (x[d + 2] + strides[d] - 1) / strides[d];
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * strides[d] + (w[d + 2] - 1) * dil[d] + 1 - x[d + 2]);
+      pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[d + 3] = total - pads[d];
+    }
+  } else if (autoPad != "NOTSET") {
+    return op.emitError("auto_pad \"")
+           << autoPad << "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER";
+  }
+  int64_t n = x[0], c = x[1], depth = x[2], m = w[0], kd = w[2];
+  int64_t padded = depth + pads[0] + pads[3];
+  int64_t od = yType.getDimSize(2), oh = yType.getDimSize(3),
+          ow = yType.getDimSize(4);
+  if (od < 1 || (od - 1) * strides[0] + (kd - 1) * dil[0] >= padded)
+    return op.emitError("a 3-D Conv's result ")
+           << yType << " does not match its input, weight and window";
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type element = xType.getElementType(), i64 = b.getI64Type();
+  auto ints = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> values) -> Value {
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get(shape, i64), values));
+  };
+  auto reshape = [&](Value value, ArrayRef<int64_t> shape) -> Value {
+    return b.create<ReshapeOp>(
+        loc, RankedTensorType::get(shape, element), value,
+        ints({static_cast<int64_t>(shape.size())}, shape),
+        b.getI64IntegerAttr(0));
+  };
+  SmallVector<int64_t> swap{0, 2, 1, 3, 4};
+  Value xt = b.create<TransposeOp>(
+      loc, RankedTensorType::get({n, depth, c, x[3], x[4]}, element), op.getX(),
+      b.getDenseI64ArrayAttr(swap));
+  if (pads[0] != 0 || pads[3] != 0)
+    xt = b.create<PadOp>(
+        loc, RankedTensorType::get({n, padded, c, x[3], x[4]}, element), xt,
+        ints({10}, {0, pads[0], 0, 0, 0, 0, pads[3], 0, 0, 0}),
+        b.create<NoValueOp>(loc, b.getNoneType()).getResult(),
+        b.getStringAttr("constant"));
+  auto planeType = RankedTensorType::get({n * od, m, oh, ow}, element);
+  Value none = b.create<NoValueOp>(loc, b.getNoneType());
+  Value sum;
+  for (int64_t t = 0; t < kd; ++t) {
+    SmallVector<int64_t> rows;
+    for (int64_t o = 0; o < od; ++o)
+      rows.push_back(o * strides[0] + t * dil[0]);
+    Value slices = b.create<GatherOp>(
+        loc, RankedTensorType::get({n, od, c, x[3], x[4]}, element), xt,
+        ints({od}, rows), b.getI64IntegerAttr(1));
+    Value tap = b.create<GatherOp>(
+        loc, RankedTensorType::get({m, w[1], w[3], w[4]}, element), op.getW(),
+        ints({}, {t}), b.getI64IntegerAttr(2));
+    Value plane = b.create<ConvOp>(
+        loc, planeType, reshape(slices, {n * od, c, x[3], x[4]}), tap, none,
+        b.getStringAttr("NOTSET"), b.getDenseI64ArrayAttr({dil[1], dil[2]}),
+        op.getGroupAttr(), DenseI64ArrayAttr(),
+        b.getDenseI64ArrayAttr({pads[1], pads[2], pads[4], pads[5]}),
+        b.getDenseI64ArrayAttr({strides[1], strides[2]}));
+    sum = sum ? b.create<AddOp>(loc, planeType, sum, plane).getResult() : plane;
+  }
+  Value result =
+      b.create<TransposeOp>(loc, yType, reshape(sum, {n, od, m, oh, ow}),
+                            b.getDenseI64ArrayAttr(swap));
+  if (!isa<NoneType>(op.getB().getType()))
+    result =
+        b.create<AddOp>(loc, yType, result, reshape(op.getB(), {m, 1, 1, 1}));
+  op.getY().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+static LogicalResult expandConv3ds(ModuleOp module) {
+  SmallVector<onnxir::ConvOp> ops;
+  module.walk([&](onnxir::ConvOp op) { ops.push_back(op); });
+  for (onnxir::ConvOp op : ops)
+    if (failed(expandConv3d(op)))
+      return failure();
+  return success();
+}
+
 static LogicalResult expandInstanceNorms(ModuleOp module) {
   SmallVector<onnxir::InstanceNormalizationOp> ops;
   module.walk([&](onnxir::InstanceNormalizationOp op) { ops.push_back(op); });
@@ -2259,7 +2377,8 @@ OwningOpRef<ModuleOp> Importer::run() {
 
   if (failed(declareState(*module)) || failed(buildForward(*module)) ||
       failed(expandOneHots(*module)) || failed(expandGatherNDs(*module)) ||
-      failed(expandInstanceNorms(*module)) || failed(expandTopKs(*module)))
+      failed(expandInstanceNorms(*module)) || failed(expandTopKs(*module)) ||
+      failed(expandConv3ds(*module)))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;
