@@ -2123,6 +2123,12 @@ static LogicalResult expandTopK(onnxir::TopKOp op) {
   if (count == 0)
     return op.emitError("TopK with K = 0 gives empty results, which the "
                         "compiler does not plan");
+  // Each of the K rounds is a pass over the input and a few ops.
+  constexpr int64_t kMaxRounds = 1024;
+  if (count > kMaxRounds)
+    return op.emitError("TopK's K is ")
+           << count << ": the importer expands it into K passes over the "
+           << "input, at most " << kMaxRounds;
   // ArgMax and ArgMin rank float32; float16 and bfloat16 widen to it
   // exactly. Wider types would round, and could order elements wrongly.
   auto f32 = Float32Type::get(op.getContext());
@@ -2247,6 +2253,11 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
       (autoPad == "NOTSET" && pads.size() != 6))
     return op.emitError("a 3-D Conv's strides, pads and dilations must have "
                         "3 (pads 6) values");
+  if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(dil, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(pads, [](int64_t v) { return v < 0; }))
+    return op.emitError("a 3-D Conv's strides and dilations must be >= 1 "
+                        "and its pads >= 0");
   ArrayRef<int64_t> x = xType.getShape(), w = wType.getShape();
   if (autoPad == "VALID") {
     pads.assign(6, 0);
@@ -2267,7 +2278,8 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
   int64_t padded = depth + pads[0] + pads[3];
   int64_t od = yType.getDimSize(2), oh = yType.getDimSize(3),
           ow = yType.getDimSize(4);
-  if (od < 1 || (od - 1) * strides[0] + (kd - 1) * dil[0] >= padded)
+  if (padded <= (kd - 1) * dil[0] ||
+      od != (padded - (kd - 1) * dil[0] - 1) / strides[0] + 1)
     return op.emitError("a 3-D Conv's result ")
            << yType << " does not match its input, weight and window";
 
