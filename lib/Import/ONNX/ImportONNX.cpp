@@ -1853,6 +1853,20 @@ static std::optional<SmallVector<int64_t>> constantIntegers(Value value) {
   return ints;
 }
 
+/// `value` viewed as `shape` (an onnx.Reshape by a constant shape), built
+/// at `b`'s insertion point.
+static Value reshapeTo(OpBuilder &b, Location loc, Value value,
+                       ArrayRef<int64_t> shape) {
+  auto shapeType = RankedTensorType::get({static_cast<int64_t>(shape.size())},
+                                         b.getI64Type());
+  Type element = cast<RankedTensorType>(value.getType()).getElementType();
+  return b.create<onnxir::ReshapeOp>(
+      loc, RankedTensorType::get(shape, element), value,
+      b.create<onnxir::ConstantOp>(loc,
+                                   DenseElementsAttr::get(shapeType, shape)),
+      b.getI64IntegerAttr(0));
+}
+
 /// OneHot has no kernel: it becomes
 ///   Where(Or(Equal(u, ids), Equal(u, ids - depth)), values[1], values[0])
 /// with u the indices unsqueezed at `axis` and ids the constant 0..depth-1
@@ -1922,15 +1936,6 @@ static LogicalResult expandOneHot(onnxir::OneHotOp op) {
   return success();
 }
 
-static LogicalResult expandOneHots(ModuleOp module) {
-  SmallVector<onnxir::OneHotOp> ops;
-  module.walk([&](onnxir::OneHotOp op) { ops.push_back(op); });
-  for (onnxir::OneHotOp op : ops)
-    if (failed(expandOneHot(op)))
-      return failure();
-  return success();
-}
-
 /// GatherND has no kernel. With constant indices and no batch dimensions
 /// (torch 2.x's exporter writes it for `x[-2]`-style indexing, as Falcon's
 /// fused query/key/value split) each index tuple is one row of `data`
@@ -1976,13 +1981,7 @@ static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
   if (k > 1) {
     SmallVector<int64_t> flat{strides[0] * shape[0]};
     flat.append(shape.begin() + k, shape.end());
-    auto shapeType =
-        RankedTensorType::get({static_cast<int64_t>(flat.size())}, i64);
-    data = b.create<ReshapeOp>(
-        loc, RankedTensorType::get(flat, dataType.getElementType()), data,
-        b.create<ConstantOp>(
-            loc, DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(flat))),
-        b.getI64IntegerAttr(0));
+    data = reshapeTo(b, loc, data, flat);
   }
   auto rowsType = RankedTensorType::get(indexType.getShape().drop_back(), i64);
   Value result = b.create<GatherOp>(
@@ -1992,15 +1991,6 @@ static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
       b.getI64IntegerAttr(0));
   op.getOutput().replaceAllUsesWith(result);
   op.erase();
-  return success();
-}
-
-static LogicalResult expandGatherNDs(ModuleOp module) {
-  SmallVector<onnxir::GatherNDOp> ops;
-  module.walk([&](onnxir::GatherNDOp op) { ops.push_back(op); });
-  for (onnxir::GatherNDOp op : ops)
-    if (failed(expandGatherND(op)))
-      return failure();
   return success();
 }
 
@@ -2055,13 +2045,8 @@ static LogicalResult expandInstanceNorm(onnxir::InstanceNormalizationOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   Type element = xType.getElementType();
-  auto reshape = [&](Value value, ArrayRef<int64_t> shape) -> Value {
-    auto shapeType = RankedTensorType::get({static_cast<int64_t>(shape.size())},
-                                           b.getI64Type());
-    return b.create<ReshapeOp>(
-        loc, RankedTensorType::get(shape, element), value,
-        b.create<ConstantOp>(loc, DenseElementsAttr::get(shapeType, shape)),
-        b.getI64IntegerAttr(0));
+  auto reshape = [&](Value value, ArrayRef<int64_t> shape) {
+    return reshapeTo(b, loc, value, shape);
   };
   auto rowsType = RankedTensorType::get({n, c, s}, element);
   auto onesType = RankedTensorType::get({s}, element);
@@ -2215,15 +2200,6 @@ static LogicalResult expandTopK(onnxir::TopKOp op) {
   return success();
 }
 
-static LogicalResult expandTopKs(ModuleOp module) {
-  SmallVector<onnxir::TopKOp> ops;
-  module.walk([&](onnxir::TopKOp op) { ops.push_back(op); });
-  for (onnxir::TopKOp op : ops)
-    if (failed(expandTopK(op)))
-      return failure();
-  return success();
-}
-
 /// A 3-D Conv has no kernel. Over X [N, C, D, H, W] and W [M, C/g, kd, kh,
 /// kw] it becomes kd 2-D convolutions, one per depth tap t, summed:
 ///   Xt = Transpose(X, [0, 2, 1, 3, 4])      [N, D, C, H, W]
@@ -2290,11 +2266,8 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
     return b.create<ConstantOp>(
         loc, DenseElementsAttr::get(RankedTensorType::get(shape, i64), values));
   };
-  auto reshape = [&](Value value, ArrayRef<int64_t> shape) -> Value {
-    return b.create<ReshapeOp>(
-        loc, RankedTensorType::get(shape, element), value,
-        ints({static_cast<int64_t>(shape.size())}, shape),
-        b.getI64IntegerAttr(0));
+  auto reshape = [&](Value value, ArrayRef<int64_t> shape) {
+    return reshapeTo(b, loc, value, shape);
   };
   SmallVector<int64_t> swap{0, 2, 1, 3, 4};
   Value xt = b.create<TransposeOp>(
@@ -2338,20 +2311,15 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
   return success();
 }
 
-static LogicalResult expandConv3ds(ModuleOp module) {
-  SmallVector<onnxir::ConvOp> ops;
-  module.walk([&](onnxir::ConvOp op) { ops.push_back(op); });
-  for (onnxir::ConvOp op : ops)
-    if (failed(expandConv3d(op)))
-      return failure();
-  return success();
-}
-
-static LogicalResult expandInstanceNorms(ModuleOp module) {
-  SmallVector<onnxir::InstanceNormalizationOp> ops;
-  module.walk([&](onnxir::InstanceNormalizationOp op) { ops.push_back(op); });
-  for (onnxir::InstanceNormalizationOp op : ops)
-    if (failed(expandInstanceNorm(op)))
+/// Applies `expand` (one of the rewrites above: an op without a kernel
+/// into ops with kernels and rules) to every op of its kind in `module`;
+/// fails at the first that fails (it has named the node).
+template <typename OpT>
+static LogicalResult expandAll(ModuleOp module, LogicalResult (*expand)(OpT)) {
+  SmallVector<OpT> ops;
+  module.walk([&](OpT op) { ops.push_back(op); });
+  for (OpT op : ops)
+    if (failed(expand(op)))
       return failure();
   return success();
 }
@@ -2388,9 +2356,11 @@ OwningOpRef<ModuleOp> Importer::run() {
                        builder.getStringAttr(metadata.json));
 
   if (failed(declareState(*module)) || failed(buildForward(*module)) ||
-      failed(expandOneHots(*module)) || failed(expandGatherNDs(*module)) ||
-      failed(expandInstanceNorms(*module)) || failed(expandTopKs(*module)) ||
-      failed(expandConv3ds(*module)))
+      failed(expandAll(*module, expandOneHot)) ||
+      failed(expandAll(*module, expandGatherND)) ||
+      failed(expandAll(*module, expandInstanceNorm)) ||
+      failed(expandAll(*module, expandTopK)) ||
+      failed(expandAll(*module, expandConv3d)))
     return nullptr;
   if (failed(verify(*module)))
     return nullptr;
