@@ -1480,9 +1480,9 @@ pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
 /// leaves every later shape unknown). With the inputs' shapes static this
 /// writes the result's dimensions, each letter's size from the input that
 /// carries it, into the inferred type, which the next round of inference
-/// carries on. Spaces in the equation are ignored (torch passes the user's
-/// string, e.g. "B G H I D, B G H J D -> B G H I J"); an implicit output
-/// is the letters used once, in ASCII order. Anything else (an ellipsis,
+/// carries on. The equation reads as the lowering reads it
+/// (onnxir::einsumTerms: spaces ignored, an implicit output in ASCII
+/// order). Anything else (an ellipsis,
 /// a term whose length is not its input's rank, sizes that disagree) is
 /// left for the lowering to refuse, naming the equation. True when it
 /// wrote something.
@@ -1490,23 +1490,18 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
                            const llvm::StringMap<onnx::TypeProto> &types) {
   if (node.output_size() != 1)
     return false;
-  std::string text;
-  for (const onnx::AttributeProto &attr : node.attribute())
-    if (attr.name() == "equation")
-      for (char c : attr.s())
-        if (c != ' ')
-          text.push_back(c);
-  if (text.empty() || StringRef(text).contains("..."))
+  auto equation = llvm::find_if(node.attribute(), [](const auto &attr) {
+    return attr.name() == "equation";
+  });
+  if (equation == node.attribute().end())
     return false;
-  auto [lhs, rhs] = StringRef(text).split("->");
-  SmallVector<StringRef> terms;
-  lhs.split(terms, ',');
-  if (static_cast<int>(terms.size()) != node.input_size())
+  FailureOr<onnxir::EinsumTerms> terms = onnxir::einsumTerms(equation->s());
+  if (failed(terms) ||
+      static_cast<int>(terms->inputs.size()) != node.input_size())
     return false;
   std::map<char, int64_t> sizes;
-  std::map<char, int> uses;
   for (int index = 0; index < node.input_size(); ++index) {
-    StringRef term = terms[index];
+    StringRef term = terms->inputs[index];
     SmallVector<int64_t> dims;
     auto type = types.find(node.input(index));
     if (type != types.end() && type->second.tensor_type().has_shape()) {
@@ -1529,16 +1524,9 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
       auto [it, fresh] = sizes.try_emplace(letter, size);
       if (!fresh && it->second != size)
         return false;
-      ++uses[letter];
     }
   }
-  std::string output = rhs.str();
-  if (!StringRef(text).contains("->")) {
-    output.clear();
-    for (auto [letter, count] : uses)
-      if (count == 1)
-        output.push_back(letter);
-  }
+  const std::string &output = terms->output;
   for (auto *list : {graph.mutable_value_info(), graph.mutable_output()})
     for (onnx::ValueInfoProto &info : *list) {
       if (info.name() != node.output(0) ||
@@ -2209,7 +2197,7 @@ static LogicalResult expandTopK(onnxir::TopKOp op) {
 /// then Y viewed as [N, Do, M, Ho, Wo], transposed back, plus B per
 /// channel. The same products and sums as the 3-D convolution; those ops
 /// have kernels and rules, so gradients reach X, W and B. Pads come from
-/// `pads` or `auto_pad` as for the other convolutions.
+/// `pads` or `auto_pad` as for the other convolutions (onnxir::windowPads).
 static LogicalResult expandConv3d(onnxir::ConvOp op) {
   using namespace onnxir;
   auto xType = dyn_cast<RankedTensorType>(op.getX().getType());
@@ -2222,34 +2210,20 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
     return op.emitError("a 3-D Conv needs static shapes, got ")
            << op.getX().getType() << " and " << op.getW().getType();
   SmallVector<int64_t> strides = op.getStridesOrDefault();
-  SmallVector<int64_t> pads = op.getPadsOrDefault();
+  SmallVector<int64_t> given = op.getPadsOrDefault();
   SmallVector<int64_t> dil = op.getDilationsOrDefault();
-  StringRef autoPad = op.getAutoPad();
-  if (strides.size() != 3 || dil.size() != 3 ||
-      (autoPad == "NOTSET" && pads.size() != 6))
-    return op.emitError("a 3-D Conv's strides, pads and dilations must have "
-                        "3 (pads 6) values");
   if (llvm::any_of(strides, [](int64_t v) { return v < 1; }) ||
       llvm::any_of(dil, [](int64_t v) { return v < 1; }) ||
-      llvm::any_of(pads, [](int64_t v) { return v < 0; }))
+      llvm::any_of(given, [](int64_t v) { return v < 0; }))
     return op.emitError("a 3-D Conv's strides and dilations must be >= 1 "
                         "and its pads >= 0");
   ArrayRef<int64_t> x = xType.getShape(), w = wType.getShape();
-  if (autoPad == "VALID") {
-    pads.assign(6, 0);
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    pads.assign(6, 0);
-    for (int d = 0; d < 3; ++d) {
-      int64_t out = (x[d + 2] + strides[d] - 1) / strides[d];
-      int64_t total = std::max<int64_t>(
-          0, (out - 1) * strides[d] + (w[d + 2] - 1) * dil[d] + 1 - x[d + 2]);
-      pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[d + 3] = total - pads[d];
-    }
-  } else if (autoPad != "NOTSET") {
-    return op.emitError("auto_pad \"")
-           << autoPad << "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER";
-  }
+  std::string why;
+  FailureOr<SmallVector<int64_t>> resolved =
+      windowPads(op.getAutoPad(), given, strides, dil, x, w.drop_front(2), why);
+  if (failed(resolved))
+    return op.emitError("a 3-D Conv's ") << why;
+  ArrayRef<int64_t> pads = *resolved;
   int64_t n = x[0], c = x[1], depth = x[2], m = w[0], kd = w[2];
   int64_t padded = depth + pads[0] + pads[3];
   int64_t od = yType.getDimSize(2), oh = yType.getDimSize(3),

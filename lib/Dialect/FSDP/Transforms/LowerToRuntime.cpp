@@ -698,40 +698,22 @@ struct Window {
   SmallVector<int64_t> kernel, strides, pads, dilations;
 };
 
-/// The window of `op` over X (`input` is X's shape). auto_pad resolves to
-/// explicit pads: VALID pads nothing; SAME_UPPER and SAME_LOWER pad so that
-/// each spatial output is ceil(input / stride), the odd pad at the end
-/// (UPPER) or at the beginning (LOWER).
+/// The window of `op` over X (`input` is X's shape), auto_pad resolved to
+/// explicit pads (onnxir::windowPads).
 template <typename WindowOp>
 FailureOr<Window> window(Lowering &l, WindowOp op, ArrayRef<int64_t> input,
                          ArrayRef<int64_t> kernelShape) {
-  size_t n = kernelShape.size();
   Window w;
   w.kernel.assign(kernelShape.begin(), kernelShape.end());
   w.strides = op.getStridesOrDefault();
-  w.pads = op.getPadsOrDefault();
   w.dilations = op.getDilationsOrDefault();
-  StringRef autoPad = op.getAutoPad();
-  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
-      autoPad != "SAME_LOWER")
-    return l.fail("auto_pad \"" + autoPad +
-                  "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
-  if (autoPad != "NOTSET")
-    w.pads.assign(2 * n, 0);
-  if (w.strides.size() != n || w.pads.size() != 2 * n ||
-      w.dilations.size() != n || input.size() != n + 2)
-    return l.fail("strides, pads or dilations do not match the kernel rank");
-  if (autoPad.starts_with("SAME"))
-    for (size_t d = 0; d < n; ++d) {
-      int64_t size = input[d + 2], stride = w.strides[d];
-      int64_t out = (size + stride - 1) / stride;
-      int64_t total = std::max<int64_t>(
-          0,
-          (out - 1) * stride + (w.kernel[d] - 1) * w.dilations[d] + 1 - size);
-      int64_t small = total / 2;
-      w.pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
-      w.pads[d + n] = total - w.pads[d];
-    }
+  std::string why;
+  FailureOr<SmallVector<int64_t>> pads =
+      windowPads(op.getAutoPad(), op.getPadsOrDefault(), w.strides, w.dilations,
+                 input, w.kernel, why);
+  if (failed(pads))
+    return l.fail(why);
+  w.pads = std::move(*pads);
   return w;
 }
 
@@ -1241,40 +1223,15 @@ struct LowerScatterND : KernelPattern<ScatterNDOp> {
 
 // Einsum.
 
-/// An Einsum equation split into one letter string per input and the
-/// output's (implicit output: the letters used once, sorted).
-struct EinsumTerms {
-  SmallVector<std::string> inputs;
-  std::string output;
-};
-
 /// Parses `equation` for operands of `ranks`; fails (the caller names the
 /// equation) on an ellipsis, a letter repeated within a term, or a term
 /// whose length is not its operand's rank.
 FailureOr<EinsumTerms> parseEinsum(StringRef equation,
                                    ArrayRef<int64_t> ranks) {
-  std::string text;
-  for (char c : equation)
-    if (c != ' ')
-      text.push_back(c);
-  if (StringRef(text).contains("..."))
+  FailureOr<EinsumTerms> parsed = einsumTerms(equation);
+  if (failed(parsed))
     return failure();
-  auto [lhs, rhs] = StringRef(text).split("->");
-  EinsumTerms terms;
-  SmallVector<StringRef> parts;
-  lhs.split(parts, ',');
-  std::map<char, int> uses;
-  for (StringRef part : parts) {
-    terms.inputs.push_back(part.str());
-    for (char c : part)
-      ++uses[c];
-  }
-  if (StringRef(text).contains("->"))
-    terms.output = rhs.str();
-  else
-    for (auto [c, n] : uses)
-      if (n == 1)
-        terms.output.push_back(c);
+  EinsumTerms &terms = *parsed;
   SmallVector<std::string> all(terms.inputs);
   all.push_back(terms.output);
   for (const std::string &term : all) {

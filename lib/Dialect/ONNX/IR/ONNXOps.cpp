@@ -14,6 +14,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace mlir::onnxir;
 
@@ -335,6 +337,65 @@ LogicalResult PReluOp::verify() {
     return emitOpError() << "slope " << slope << " does not broadcast to X "
                          << x;
   return success();
+}
+
+FailureOr<SmallVector<int64_t>>
+mlir::onnxir::windowPads(StringRef autoPad, ArrayRef<int64_t> given,
+                         ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations,
+                         ArrayRef<int64_t> input, ArrayRef<int64_t> kernel,
+                         std::string &why) {
+  size_t n = kernel.size();
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER") {
+    why = "auto_pad \"" + autoPad.str() +
+          "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER";
+    return failure();
+  }
+  SmallVector<int64_t> pads(given);
+  if (autoPad != "NOTSET")
+    pads.assign(2 * n, 0);
+  if (strides.size() != n || pads.size() != 2 * n || dilations.size() != n ||
+      input.size() != n + 2) {
+    why = "strides, pads or dilations do not match the kernel rank";
+    return failure();
+  }
+  if (autoPad.starts_with("SAME"))
+    for (size_t d = 0; d < n; ++d) {
+      int64_t size = input[d + 2], stride = strides[d];
+      int64_t out = (size + stride - 1) / stride;
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * stride + (kernel[d] - 1) * dilations[d] + 1 - size);
+      int64_t small = total / 2;
+      pads[d] = autoPad == "SAME_UPPER" ? small : total - small;
+      pads[d + n] = total - pads[d];
+    }
+  return pads;
+}
+
+FailureOr<EinsumTerms> mlir::onnxir::einsumTerms(StringRef equation) {
+  std::string text;
+  for (char c : equation)
+    if (c != ' ')
+      text.push_back(c);
+  if (StringRef(text).contains("..."))
+    return failure();
+  auto [lhs, rhs] = StringRef(text).split("->");
+  EinsumTerms terms;
+  SmallVector<StringRef> parts;
+  lhs.split(parts, ',');
+  std::map<char, int> uses;
+  for (StringRef part : parts) {
+    terms.inputs.push_back(part.str());
+    for (char c : part)
+      ++uses[c];
+  }
+  if (StringRef(text).contains("->"))
+    terms.output = rhs.str();
+  else
+    for (auto [c, count] : uses)
+      if (count == 1)
+        terms.output.push_back(c);
+  return terms;
 }
 
 /// Python's `a // b`, as ONNX's pads from output_shape use it.

@@ -39,6 +39,29 @@ namespace mlir::onnxir {
 llvm::FailureOr<llvm::SmallVector<int64_t>>
 convolutionPads(ConvTransposeOp op, std::string &why);
 
+/// The explicit pads (begins, then ends) of a window of `kernel` over X of
+/// shape `input` (N, C, spatial...): `pads` under auto_pad NOTSET; none
+/// under VALID; under SAME_UPPER and SAME_LOWER so that each spatial output
+/// is ceil(input / stride), the odd pad at the end (UPPER) or at the
+/// beginning (LOWER). Fails, saying why, on another auto_pad or when
+/// strides, pads or dilations do not match the kernel's rank.
+llvm::FailureOr<llvm::SmallVector<int64_t>>
+windowPads(llvm::StringRef autoPad, llvm::ArrayRef<int64_t> pads,
+           llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> dilations,
+           llvm::ArrayRef<int64_t> input, llvm::ArrayRef<int64_t> kernel,
+           std::string &why);
+
+/// An Einsum equation split into one letter string per input and the
+/// output's. Spaces are ignored (torch passes a user's string, as MaxViT's
+/// "B G H I D, B G H J D -> B G H I J"); without "->" the output is the
+/// letters used once, in ASCII order. Fails on an ellipsis; what the
+/// letters may be is the caller's to check.
+struct EinsumTerms {
+  llvm::SmallVector<std::string> inputs;
+  std::string output;
+};
+llvm::FailureOr<EinsumTerms> einsumTerms(llvm::StringRef equation);
+
 /// What of an LSTM, GRU or RNN node the runtime's recurrent kernels do not
 /// run, naming the attribute or input ("" when they run all of it): other
 /// activations than the defaults, activation_alpha/beta, clip,
