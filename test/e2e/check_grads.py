@@ -241,6 +241,68 @@ class UpsampleDecoder(nn.Module):
         return self.head(h.mean(dim=(2, 3)))
 
 
+def onnx_op(fn, op_type, **attrs):
+    """fn as one ONNX node of op_type in the export: torch's symbolics
+    never write ReduceSumSquare or ReduceLogSum. Its torch gradient is
+    autograd's of fn itself."""
+
+    class Op(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return fn(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            with torch.enable_grad():
+                x = x.detach().requires_grad_()
+                return torch.autograd.grad(fn(x), x, g)
+
+        @staticmethod
+        def symbolic(g, x):
+            return g.op(op_type, x, **attrs)
+
+    return Op.apply
+
+
+SUM_SQUARE = onnx_op(lambda x: (x * x).sum(-1), "ReduceSumSquare", axes_i=[-1],
+                     keepdims_i=0)
+LOG_SUM = onnx_op(lambda x: torch.log(x.sum(-1, keepdim=True)), "ReduceLogSum",
+                  axes_i=[-1], keepdims_i=1)
+
+
+class NormsCubic(nn.Module):
+    """Reductions with their own rules: a weight-normalised projection
+    (weight_norm spelled out: ReduceL2 over the direction parameter), L2 and L1 norms over the
+    features (ReduceL2 with a zero row: torch passes 0 there; ReduceL1),
+    logsumexp (ReduceLogSumExp), amin (ReduceMin, a tie included), a log of
+    a positive sum (ReduceLogSum) and a sum of squares (ReduceSumSquare),
+    both as single ONNX nodes, and a position table resized bicubically
+    as DINOv2's (Resize cubic, its a = -0.75, on a parameter)."""
+
+    def __init__(self):
+        super().__init__()
+        self.direction = nn.Parameter(torch.randn(12, 8))
+        self.magnitude = nn.Parameter(torch.rand(12, 1) + 0.5)
+        self.pos = nn.Parameter(torch.randn(1, 4, 3, 3))
+        self.head = nn.Linear(12 + 5 + 4 * 25, 4)
+
+    def forward(self, x):
+        norm = torch.norm(self.direction, p=2, dim=1, keepdim=True)
+        h = x @ (self.magnitude * self.direction / norm).t()  # [N, T, 12]
+        zero_row = torch.cat([h[:, :1] * 0, h[:, 1:]], dim=1)
+        l2 = torch.norm(zero_row, p=2, dim=-1)  # [N, T]
+        l1 = torch.norm(h, p=1, dim=-1)
+        lse = torch.logsumexp(h, dim=1)  # [N, 12]
+        low = torch.amin(torch.round(h * 2) / 2, dim=1)
+        logsum = LOG_SUM(torch.exp(h)).squeeze(-1) + 0.1 * SUM_SQUARE(h)
+        pos = F.interpolate(self.pos, size=(5, 5), mode="bicubic",
+                            align_corners=False).flatten(1)  # [1, 100]
+        feats = torch.cat([lse + low, (l2 + l1 + logsum)[:, :5]], dim=-1)
+        return self.head(torch.cat([feats, pos.expand(x.shape[0], -1)], dim=-1))
+
+
 # torch 1.13 has no ONNX symbolic for these, though ONNX has had the ops
 # since opset 9: Activations exports them through these.
 for _name in ("sinh", "cosh", "asinh", "acosh", "atanh"):
@@ -309,6 +371,7 @@ CASES = {
     "gather_nll": (GatherNll, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                    weighted_nll_loss),
     "activations": (Activations, lambda g: torch.randn(6, 8, generator=g), 4),
+    "norms_cubic": (NormsCubic, lambda g: torch.randn(4, 6, 8, generator=g), 4),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
@@ -341,7 +404,10 @@ FUSED_BATCH_NORM = {"resnet18": (20, 20), "resnet18+checkpoint": (39, 20),
 # Kernels a case's training plan must hold, and how many of each: the ops
 # whose gradients the case is there to check.
 KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
-                          "nll_loss": 1, "nll_loss_grad": 1}}
+                          "nll_loss": 1, "nll_loss_grad": 1},
+           "norms_cubic": {"reduce_l1": 1, "reduce_l2": 2, "reduce_log_sum": 1,
+                           "reduce_log_sum_exp": 1, "reduce_min": 1,
+                           "reduce_sum_square": 1, "resize": 1}}
 UNFUSED = {"resnet18+unfused-bn": ("resnet18", "fuse-batch-norm=false")}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}

@@ -58,8 +58,12 @@ namespace fsdpir = mlir::fsdp;
 namespace {
 
 constexpr int64_t kMinOpset = 13;
-/// Shape computations folded at import produce at most this many elements.
+/// Shape computations folded at import produce at most this many elements,
+/// or kMaxFoldedIndices when they are integers or booleans: index tables
+/// computed from shapes (BEiT's relative position index is 197 x 197 at
+/// 224 x 224 pixels).
 constexpr int64_t kMaxFoldedElements = 4096;
+constexpr int64_t kMaxFoldedIndices = 1 << 20;
 constexpr int64_t kMaxOpset = 17;
 
 /// What an initializer is to the FSDP passes.
@@ -814,6 +818,20 @@ LogicalResult Importer::infer() {
   for (const auto &list : {graph.input(), graph.output(), graph.value_info()})
     for (const onnx::ValueInfoProto &info : list)
       valueTypes[info.name()] = info.type();
+  // Initializers that are not graph inputs have no value_info: their
+  // tensors give their types (the Shape of a parameter folds: torch 1.13
+  // resizes a position table to Shape(table)[:2] + sizes).
+  for (const onnx::TensorProto &tensor : graph.initializer()) {
+    if (valueTypes.count(tensor.name()))
+      continue;
+    onnx::TypeProto type;
+    onnx::TypeProto_Tensor *tensorType = type.mutable_tensor_type();
+    tensorType->set_elem_type(tensor.data_type());
+    onnx::TensorShapeProto *shape = tensorType->mutable_shape();
+    for (int64_t dim : tensor.dims())
+      shape->add_dim()->set_dim_value(dim);
+    valueTypes[tensor.name()] = std::move(type);
+  }
   return success();
 }
 
@@ -1303,6 +1321,13 @@ Importer::createNodeOp(OpBuilder &b, const onnx::NodeProto &node,
                           << "' is not a constant once the shapes are fixed; "
                              "an If is supported only then (its branch is "
                              "inlined at import)";
+  if (node.op_type() == "NonZero" && node.domain().empty())
+    return emitError(loc) << "node '" << label << "' (NonZero): its input '"
+                          << (node.input_size() ? node.input(0) : "")
+                          << "' is not a constant once the shapes are fixed; "
+                             "NonZero is supported only then (folded at "
+                             "import): the size of its result depends on the "
+                             "data";
   if (!registered || node.op_type() == "NoValue")
     return emitError(loc) << "node '" << label << "': operator '"
                           << node.op_type() << "' of domain '"
@@ -1552,6 +1577,22 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
   return false;
 }
 
+/// Turns `node` into a Constant node of `value`; false (leaving it) when
+/// `value` has no ONNX tensor form.
+static bool replaceByConstant(onnx::NodeProto &node, DenseElementsAttr value) {
+  std::optional<onnx::TensorProto> tensor = toTensorProto(value);
+  if (!tensor)
+    return false;
+  node.set_op_type("Constant");
+  node.clear_input();
+  node.clear_attribute();
+  onnx::AttributeProto *attr = node.add_attribute();
+  attr->set_name("value");
+  attr->set_type(onnx::AttributeProto::TENSOR);
+  *attr->mutable_t() = std::move(*tensor);
+  return true;
+}
+
 /// ONNX's shape inference propagates values only through a few operators
 /// (Shape, Gather, Concat, ...), so torch's shape chains that pass through
 /// others (Range, Where, ConstantOfShape, ...) leave later shapes unknown.
@@ -1567,6 +1608,10 @@ LogicalResult Importer::foldShapeComputations() {
       // Hugging Face's attention masks: shape-only, so constant here.
       "Expand", "GatherND", "CumSum", "Not", "Max", "Min", "And", "Or", "Less",
       "LessOrEqual", "Greater", "GreaterOrEqual",
+      // Index tables built in forward (BEiT's relative positions: index_put
+      // as ScatterND, then a sum; Whisper's positions tiled over the batch;
+      // DINOv2's sqrt of the patch count as a power).
+      "Tile", "ScatterND", "ReduceSum", "Flatten", "Pow",
       // torch 2.x's exported attention: the square root of its scale.
       "Sqrt",
       // Sizes rounded with math.ceil / math.floor (MobileViT's padding).
@@ -1601,6 +1646,20 @@ LogicalResult Importer::foldShapeComputations() {
       if (node.op_type() == "Einsum" &&
           pinEinsumShape(*graph, node, valueTypes))
         changed = true;
+      // NonZero's result size is the data's, so its type is never static:
+      // it is evaluated here, not through an op.
+      if (node.op_type() == "NonZero" && node.input_size() == 1 &&
+          node.output_size() == 1 && !constants.count(node.output(0))) {
+        auto input = constants.find(node.input(0));
+        DenseElementsAttr result;
+        if (input != constants.end())
+          result = onnxir::nonZeroIndices(input->second);
+        if (result && replaceByConstant(node, result)) {
+          constants[node.output(0)] = result;
+          changed = true;
+        }
+        continue;
+      }
       if (!foldable.contains(node.op_type()) || node.output_size() != 1 ||
           constants.count(node.output(0)))
         continue;
@@ -1615,7 +1674,10 @@ LogicalResult Importer::foldShapeComputations() {
       // Shape computations are small; a large constant (a ConstantOfShape
       // mask, say) stays an op rather than being materialised here.
       if (failed(staticResult) ||
-          staticResult->getNumElements() > kMaxFoldedElements)
+          staticResult->getNumElements() >
+              (isa<FloatType>(staticResult->getElementType())
+                   ? kMaxFoldedElements
+                   : kMaxFoldedIndices))
         continue;
 
       b.setInsertionPointToEnd(scratch->getBody());
@@ -1671,19 +1733,9 @@ LogicalResult Importer::foldShapeComputations() {
             result = dyn_cast<DenseElementsAttr>(constant.getValue());
       }
       scratch->getBody()->clear();
-      if (!result)
-        continue;
-      std::optional<onnx::TensorProto> tensor = toTensorProto(result);
-      if (!tensor)
+      if (!result || !replaceByConstant(node, result))
         continue;
       constants[outputs[0]] = result;
-      node.set_op_type("Constant");
-      node.clear_input();
-      node.clear_attribute();
-      onnx::AttributeProto *value = node.add_attribute();
-      value->set_name("value");
-      value->set_type(onnx::AttributeProto::TENSOR);
-      *value->mutable_t() = std::move(*tensor);
       changed = true;
     }
     FailureOr<int> added = inlineConstantIfs(constants);

@@ -686,26 +686,12 @@ cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
       args.attrs.getString("coordinate_transformation_mode", "half_pixel");
   std::string nearest =
       args.attrs.getString("nearest_mode", "round_prefer_floor");
-  static const std::map<std::string, cuda::ResizeMode> modes = {
-      {"nearest", cuda::ResizeMode::Nearest},
-      {"linear", cuda::ResizeMode::Linear},
-      {"cubic", cuda::ResizeMode::Cubic}};
-  static const std::map<std::string, cuda::ResizeTransform> transforms = {
-      {"half_pixel", cuda::ResizeTransform::HalfPixel},
-      {"pytorch_half_pixel", cuda::ResizeTransform::PytorchHalfPixel},
-      {"align_corners", cuda::ResizeTransform::AlignCorners},
-      {"asymmetric", cuda::ResizeTransform::Asymmetric},
-      {"tf_half_pixel_for_nn", cuda::ResizeTransform::TfHalfPixelForNn}};
-  static const std::map<std::string, cuda::NearestMode> nearests = {
-      {"round_prefer_floor", cuda::NearestMode::RoundPreferFloor},
-      {"round_prefer_ceil", cuda::NearestMode::RoundPreferCeil},
-      {"floor", cuda::NearestMode::Floor},
-      {"ceil", cuda::NearestMode::Ceil}};
-  require(modes.count(mode),
+  cuda::ResizePlan plan{};
+  require(cuda::resizeModeOf(mode.c_str(), plan.mode),
           "mode must be nearest, linear or cubic, not " + mode);
-  require(transforms.count(transform),
+  require(cuda::resizeTransformOf(transform.c_str(), plan.transform),
           "coordinate_transformation_mode " + transform + " is not supported");
-  require(nearests.count(nearest),
+  require(cuda::nearestModeOf(nearest.c_str(), plan.nearest),
           "nearest_mode " + nearest + " is not supported");
   size_t rank = x.shape.size();
   require(y.shape.size() == rank,
@@ -713,7 +699,6 @@ cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
   require(rank <= cuda::kMaxDims,
           "resizes at most " + std::to_string(cuda::kMaxDims) +
               " dimensions, not " + std::to_string(rank));
-  cuda::ResizePlan plan{};
   plan.rank = static_cast<int>(rank);
   std::vector<int64_t> strides = stridesOf(x.shape);
   for (size_t d = 0; d < rank; ++d) {
@@ -721,9 +706,6 @@ cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
     plan.out[d] = y.shape[d];
     plan.stride[d] = strides[d];
   }
-  plan.mode = modes.at(mode);
-  plan.transform = transforms.at(transform);
-  plan.nearest = nearests.at(nearest);
   plan.a = args.attrs.getFloat("cubic_coeff_a", -0.75);
   plan.exclude = args.attrs.getInt("exclude_outside", 0) != 0;
   return plan;

@@ -14,7 +14,9 @@
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/APInt.h"
 #include "llvm/ADT/APSInt.h"
+#include "llvm/ADT/STLExtras.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -801,4 +803,153 @@ OpFoldResult CumSumOp::fold(FoldAdaptor adaptor) {
       }
     }
   return DenseElementsAttr::get(input.getType(), sums);
+}
+
+OpFoldResult FlattenOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(getInput(), adaptor.getInput(), getType());
+}
+
+OpFoldResult TileOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = smallConstant(adaptor.getInput());
+  RankedTensorType result = staticType(getType());
+  if (!input || !result || result.getNumElements() > kMaxFoldElements ||
+      input.getElementType() != result.getElementType())
+    return {};
+  ArrayRef<int64_t> shape = result.getShape();
+  ArrayRef<int64_t> inputShape = input.getType().getShape();
+  if (inputShape.size() != shape.size())
+    return {};
+  for (auto [size, inputSize] : llvm::zip(shape, inputShape))
+    if (inputSize == 0 ? size != 0 : size % inputSize != 0)
+      return {};
+  SmallVector<int64_t> resultStrides = strides(shape);
+  SmallVector<int64_t> inputStrides = strides(inputShape);
+  auto all = input.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i) {
+    int64_t at = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      at += (i / resultStrides[d]) % shape[d] % inputShape[d] * inputStrides[d];
+    values.push_back(all[at]);
+  }
+  return DenseElementsAttr::get(result, values);
+}
+
+OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr data = smallConstant(adaptor.getData());
+  DenseElementsAttr updates = smallConstant(adaptor.getUpdates());
+  std::optional<SmallVector<int64_t>> indices = intValues(adaptor.getIndices());
+  auto indexType = dyn_cast<RankedTensorType>(getIndices().getType());
+  // A reduction needs arithmetic per element type; torch writes "none".
+  if (!data || !updates || !indices || !indexType ||
+      !indexType.hasStaticShape() || indexType.getRank() < 1 ||
+      getReduction() != "none" || data.getType() != getType() ||
+      updates.getElementType() != data.getElementType())
+    return {};
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  size_t k = indexType.getShape().back();
+  if (k > shape.size())
+    return {};
+  int64_t tuples = indices->size() / std::max<size_t>(k, 1);
+  int64_t slice = product(shape, k, shape.size());
+  if (k == 0 || tuples * slice != updates.getNumElements())
+    return {};
+  SmallVector<Attribute> values(data.getValues<Attribute>());
+  auto fresh = updates.getValues<Attribute>();
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < k; ++d) {
+      int64_t index = (*indices)[t * k + d];
+      if (index < 0)
+        index += shape[d];
+      if (index < 0 || index >= shape[d])
+        return {};
+      offset += index * product(shape, d + 1, shape.size());
+    }
+    for (int64_t i = 0; i < slice; ++i)
+      values[offset + i] = fresh[t * slice + i];
+  }
+  return DenseElementsAttr::get(data.getType(), values);
+}
+
+OpFoldResult ReduceSumOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr data = smallConstant(adaptor.getData());
+  RankedTensorType result = staticType(getType());
+  if (!data || !result || data.getElementType() != result.getElementType() ||
+      !data.getElementType().isInteger())
+    return {};
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  int64_t rank = shape.size();
+  SmallVector<bool> reduced(rank, false);
+  if (isa<NoneType>(getAxes().getType())) {
+    if (getNoopWithEmptyAxes())
+      return getType() == data.getType() ? data : DenseElementsAttr();
+    reduced.assign(rank, true);
+  } else {
+    std::optional<SmallVector<int64_t>> axes = intValues(adaptor.getAxes());
+    if (!axes)
+      return {};
+    if (axes->empty() && !getNoopWithEmptyAxes())
+      reduced.assign(rank, true);
+    for (int64_t axis : *axes) {
+      if (axis < 0)
+        axis += rank;
+      if (axis < 0 || axis >= rank)
+        return {};
+      reduced[axis] = true;
+    }
+  }
+  // The kept dims, in order: the result's elements without the keepdims 1s.
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!reduced[d])
+      kept.push_back(shape[d]);
+  if (product(kept, 0, kept.size()) != result.getNumElements())
+    return {};
+  SmallVector<int64_t> dataStrides = strides(shape);
+  SmallVector<int64_t> keptStrides = strides(kept);
+  unsigned width = data.getElementType().getIntOrFloatBitWidth();
+  SmallVector<APInt> sums(result.getNumElements(), APInt::getZero(width));
+  int64_t i = 0;
+  for (const APInt &value : data.getValues<APInt>()) {
+    int64_t at = 0;
+    for (int64_t d = 0, k = 0; d < rank; ++d)
+      if (!reduced[d])
+        at += (i / dataStrides[d]) % shape[d] * keptStrides[k++];
+    sums[at] += value;
+    ++i;
+  }
+  return DenseElementsAttr::get(result, sums);
+}
+
+DenseElementsAttr mlir::onnxir::nonZeroIndices(DenseElementsAttr input) {
+  auto type = input.getType();
+  if (type.getRank() == 0 || input.getNumElements() > kMaxFoldElements)
+    return nullptr;
+  Type element = type.getElementType();
+  SmallVector<bool> nonzero;
+  if (element.isInteger()) {
+    for (const APInt &value : input.getValues<APInt>())
+      nonzero.push_back(!value.isZero());
+  } else if (isa<FloatType>(element)) {
+    for (const APFloat &value : input.getValues<APFloat>())
+      nonzero.push_back(!value.isZero());
+  } else {
+    return nullptr;
+  }
+  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> at = strides(shape);
+  int64_t count = llvm::count(nonzero, true);
+  int64_t rank = shape.size();
+  SmallVector<int64_t> coords(rank * count);
+  for (int64_t i = 0, n = 0; i < static_cast<int64_t>(nonzero.size()); ++i) {
+    if (!nonzero[i])
+      continue;
+    for (int64_t d = 0; d < rank; ++d)
+      coords[d * count + n] = i / at[d] % shape[d];
+    ++n;
+  }
+  auto result = RankedTensorType::get({rank, count},
+                                      IntegerType::get(type.getContext(), 64));
+  return DenseElementsAttr::get(result, ArrayRef<int64_t>(coords));
 }

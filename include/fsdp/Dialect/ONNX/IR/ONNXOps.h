@@ -62,6 +62,11 @@ struct EinsumTerms {
 };
 llvm::FailureOr<EinsumTerms> einsumTerms(llvm::StringRef equation);
 
+/// ONNX NonZero of a constant: the int64 [rank, n] coordinates of its n
+/// nonzero elements, in row-major order; null for a scalar, a tensor over
+/// the folders' size limit or a non-numeric element type.
+DenseElementsAttr nonZeroIndices(DenseElementsAttr input);
+
 /// What of an LSTM, GRU or RNN node the runtime's recurrent kernels do not
 /// run, naming the attribute or input ("" when they run all of it): other
 /// activations than the defaults, activation_alpha/beta, clip,

@@ -475,6 +475,7 @@ def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum"> {
                    DefaultValuedAttr<I64Attr, "1">:$keepdims,
                    DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
   let results = (outs ONNX_Tensor:$reduced);
+  let hasFolder = 1;
 }
 
 class ONNX_ArgOp<string mnemonic> : ONNX_Op<mnemonic> {
@@ -522,6 +523,7 @@ def ONNX_FlattenOp : ONNX_ViewOp<"Flatten"> {
   let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
   let results = (outs ONNX_Tensor:$output);
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def ONNX_TransposeOp : ONNX_Op<"Transpose"> {
@@ -708,6 +710,7 @@ def ONNX_ScatterNDOp : ONNX_Op<"ScatterND"> {
                    ONNX_Tensor:$updates,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
   let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
 }
 
 def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
@@ -742,10 +745,23 @@ def ONNX_ExpandOp : ONNX_Op<"Expand"> {
   let hasFolder = 1;
 }
 
+def ONNX_NonZeroOp : ONNX_Op<"NonZero"> {
+  let summary = "ONNX `NonZero`: the coordinates of the nonzero elements";
+  let description = [{
+    An int64 tensor of shape `[rank, n]`, n the number of nonzero elements
+    of `X`: a size only the data says, so the importer folds it when `X` is
+    a constant once the shapes are fixed (wav2vec2's masks: a boolean index
+    over `torch.ones`) and refuses it otherwise, naming the node.
+  }];
+  let arguments = (ins ONNX_Tensor:$X);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
 def ONNX_TileOp : ONNX_Op<"Tile"> {
   let summary = "ONNX `Tile`";
   let arguments = (ins ONNX_Tensor:$input, ONNX_Tensor:$repeats);
   let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
 }
 
 def ONNX_DepthToSpaceOp : ONNX_Op<"DepthToSpace"> {

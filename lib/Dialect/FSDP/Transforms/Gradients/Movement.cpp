@@ -11,6 +11,8 @@
 #include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Support/JSON.h"
+// The runtime's Resize tap arithmetic (header-only, host and device).
+#include "backends/cuda/kernels/resize.h"
 
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/JSON.h"
@@ -243,63 +245,25 @@ LogicalResult backward(PadOp op, GradientContext &ctx) {
   return success();
 }
 
-/// One output index of a resized axis: the input indices it blends and the
-/// weight of the second (0 for nearest), as the runtime's `resize` kernel
-/// computes them (docs/plan-format.md).
-struct ResizeTap {
-  int64_t lo, hi;
-  double weight;
-};
-
-/// The taps of one axis resized from `n` to `m` by `scale`; fails on the
-/// modes the rule does not handle.
-FailureOr<SmallVector<ResizeTap>> resizeTaps(ResizeOp op, int64_t n, int64_t m,
-                                             double scale) {
-  StringRef transform = op.getCoordinateTransformationMode();
-  StringRef nearest = op.getNearestMode();
-  bool linear = op.getMode() == "linear";
-  if ((!linear && op.getMode() != "nearest") ||
-      transform == "tf_crop_and_resize")
+/// Resize's plan for the runtime's tap arithmetic (backends/cuda/kernels/
+/// resize.h, which the resize kernels of both backends use), axis by axis;
+/// fails on an attribute the kernels do not run.
+FailureOr<fsdprt::cuda::ResizePlan> resizePlan(ResizeOp op) {
+  fsdprt::cuda::ResizePlan plan{};
+  if (!fsdprt::cuda::resizeModeOf(op.getMode().str().c_str(), plan.mode) ||
+      !fsdprt::cuda::resizeTransformOf(
+          op.getCoordinateTransformationMode().str().c_str(), plan.transform) ||
+      !fsdprt::cuda::nearestModeOf(op.getNearestMode().str().c_str(),
+                                   plan.nearest))
     return failure();
-  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i, 0, n - 1); };
-  SmallVector<ResizeTap> taps;
-  // The resized length as the resize kernel takes it (ONNX's reference):
-  // n * scale unrounded, m where that is m but for rounding.
-  double length = n * scale;
-  if (std::abs(length - m) < 1e-6 * std::max<int64_t>(m, 1))
-    length = static_cast<double>(m);
-  for (int64_t j = 0; j < m; ++j) {
-    double x = (j + 0.5) / scale - 0.5; // half_pixel, pytorch_half_pixel
-    if (transform == "align_corners")
-      x = length == 1 ? 0.0 : static_cast<double>(j) * (n - 1) / (length - 1);
-    else if (transform == "asymmetric")
-      x = j / scale;
-    else if (transform == "tf_half_pixel_for_nn")
-      x = (j + 0.5) / scale;
-    else if (transform == "pytorch_half_pixel" && length <= 1)
-      x = 0.0;
-    double floor = std::floor(x);
-    if (linear) {
-      int64_t i = static_cast<int64_t>(floor);
-      taps.push_back({clamp(i), clamp(i + 1), x - floor});
-      continue;
-    }
-    int64_t i = static_cast<int64_t>(std::round(x));
-    if (nearest == "floor")
-      i = static_cast<int64_t>(floor);
-    else if (nearest == "ceil")
-      i = static_cast<int64_t>(std::ceil(x));
-    else if (x - floor == 0.5)
-      i = static_cast<int64_t>(nearest == "round_prefer_ceil" ? floor + 1
-                                                              : floor);
-    taps.push_back({clamp(i), clamp(i), 0.0});
-  }
-  return taps;
+  plan.a = op.getCubicCoeffA().convertToDouble();
+  plan.exclude = op.getExcludeOutside() != 0;
+  return plan;
 }
 
-/// Resize (nearest or linear) is separable: per resized axis, g goes back
-/// to the input positions each output read (fsdp.gather_grad), weighted by
-/// 1 - w to the lower neighbour and w to the upper one for linear.
+/// Resize is separable and linear in X: per resized axis, g goes back to
+/// the input positions each output read (fsdp.gather_grad), times that
+/// tap's weight: 1 tap for nearest, 2 for linear, 4 for cubic.
 LogicalResult backward(ResizeOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   OnnxBuilder &bb = r.bb;
@@ -308,47 +272,62 @@ LogicalResult backward(ResizeOp op, GradientContext &ctx) {
   if (!scales)
     return op->emitOpError("only Resizes with constant scales or sizes have "
                            "a gradient rule");
+  FailureOr<fsdprt::cuda::ResizePlan> plan = resizePlan(op);
+  if (failed(plan))
+    return op->emitOpError("no gradient rule for this Resize's mode, "
+                           "coordinate_transformation_mode or nearest_mode");
   Value grad = r.g;
   for (int64_t d = 0; d < in.getRank(); ++d) {
     int64_t n = in.getDimSize(d), m = typeOf(grad).getDimSize(d);
-    FailureOr<SmallVector<ResizeTap>> taps = resizeTaps(op, n, m, (*scales)[d]);
-    if (failed(taps))
-      return op->emitOpError("only nearest and linear Resizes have a "
-                             "gradient rule");
-    SmallVector<int64_t> lo, hi, shape(typeOf(grad).getShape());
-    SmallVector<float> low, high;
-    for (const ResizeTap &tap : *taps) {
-      lo.push_back(tap.lo);
-      hi.push_back(tap.hi);
-      low.push_back(static_cast<float>(1 - tap.weight));
-      high.push_back(static_cast<float>(tap.weight));
-    }
-    if (n == m && llvm::equal(lo, llvm::seq<int64_t>(0, n)) &&
-        llvm::all_of(high, [](float w) { return w == 0; }))
-      continue; // this axis is not resized
-    shape[d] = n;
-    auto back = [&](Value g, ArrayRef<int64_t> positions) {
-      return bb.op<mlir::fsdp::GatherGradOp>(
-          RankedTensorType::get(shape, r.element), {g, bb.ints(positions)},
-          {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(d))});
+    plan->in[0] = n;
+    plan->out[0] = m;
+    SmallVector<fsdprt::cuda::ResizeTap> taps;
+    for (int64_t j = 0; j < m; ++j)
+      taps.push_back(fsdprt::cuda::resizeTap(*plan, 0, j, (*scales)[d]));
+    auto unresized = [&] {
+      if (n != m)
+        return false;
+      for (auto [j, tap] : llvm::enumerate(taps)) {
+        double own = 0, other = 0;
+        for (int k = 0; k < tap.count; ++k)
+          (tap.at[k] == static_cast<int64_t>(j) ? own : other) +=
+              std::abs(tap.weight[k]);
+        if (own != 1 || other != 0)
+          return false;
+      }
+      return true;
     };
-    if (op.getMode() == "nearest") {
-      grad = back(grad, lo);
+    if (unresized())
       continue;
-    }
+    SmallVector<int64_t> shape(typeOf(grad).getShape());
+    shape[d] = n;
     SmallVector<int64_t> along(in.getRank(), 1);
     along[d] = m;
-    auto weights = [&](ArrayRef<float> w) -> Value {
-      SmallVector<Attribute> values;
-      for (float v : w)
-        values.push_back(bb.b.getFloatAttr(r.element, v));
-      auto type = RankedTensorType::get(along, r.element);
-      return bb.b.create<ConstantOp>(op.getLoc(),
-                                     DenseElementsAttr::get(type, values));
-    };
-    Value toLow = back(bb.mul(grad, weights(low), grad.getType()), lo);
-    Value toHigh = back(bb.mul(grad, weights(high), grad.getType()), hi);
-    grad = bb.add(toLow, toHigh);
+    Value sum;
+    for (int k = 0; k < taps.front().count; ++k) {
+      SmallVector<int64_t> positions;
+      SmallVector<Attribute> weights;
+      for (const fsdprt::cuda::ResizeTap &tap : taps) {
+        positions.push_back(tap.at[k]);
+        weights.push_back(bb.b.getFloatAttr(r.element, tap.weight[k]));
+      }
+      Value g = grad;
+      bool ones = llvm::all_of(taps, [k](const fsdprt::cuda::ResizeTap &t) {
+        return t.weight[k] == 1;
+      });
+      if (!ones) // nearest's weights are all 1
+        g = bb.mul(grad,
+                   bb.b.create<ConstantOp>(
+                       op.getLoc(),
+                       DenseElementsAttr::get(
+                           RankedTensorType::get(along, r.element), weights)),
+                   grad.getType());
+      Value back = bb.op<mlir::fsdp::GatherGradOp>(
+          RankedTensorType::get(shape, r.element), {g, bb.ints(positions)},
+          {bb.b.getNamedAttr("axis", bb.b.getI64IntegerAttr(d))});
+      sum = sum ? bb.add(sum, back) : back;
+    }
+    grad = sum;
   }
   r.give(0, grad);
   return success();

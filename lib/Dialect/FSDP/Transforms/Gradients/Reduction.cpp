@@ -21,8 +21,9 @@ using mlir::fsdp::detail::typeOf;
 namespace {
 
 /// Broadcasts g back over the reduced `axes` (all of them when empty):
-/// divided by the count for a mean; for a max, shared evenly by the maximal
-/// elements, as torch's amax.
+/// divided by the count for a mean; for a max or min, shared evenly by the
+/// extremal elements, as torch's amax; for the norms and log-sums, times
+/// the derivative of the reduction at x (torch's: an L2 norm of 0 passes 0).
 void reduceBackward(Rule &r, SmallVector<int64_t> axes) {
   OnnxBuilder &bb = r.bb;
   Value x = r.operand(0);
@@ -42,18 +43,48 @@ void reduceBackward(Rule &r, SmallVector<int64_t> axes) {
   Value gk = bb.reshape(r.g, keptType);
   if (isa<ReduceMeanOp>(r.op))
     gk = bb.mul(gk, bb.scalar(1.0 / count, r.element), gk.getType());
-  if (isa<ReduceMaxOp>(r.op)) {
+  Value yk = bb.reshape(r.y, keptType);
+  auto expand = [&](Value v) {
+    return bb.op<ExpandOp>(in, {v, bb.ints(in.getShape())});
+  };
+  if (isa<ReduceL2Op>(r.op)) {
     Value zero = bb.scalar(0, r.element);
-    Value isMax =
-        bb.op<EqualOp>(RankedTensorType::get(in.getShape(), bb.b.getI1Type()),
-                       {x, bb.reshape(r.y, keptType)});
+    auto keptMask = RankedTensorType::get(kept, bb.b.getI1Type());
+    Value scale =
+        bb.op<WhereOp>(keptType, {bb.op<EqualOp>(keptMask, {yk, zero}), zero,
+                                  bb.op<DivOp>(keptType, {gk, yk})});
+    r.give(0, bb.mul(x, scale, in));
+    return;
+  }
+  if (isa<ReduceSumSquareOp>(r.op)) {
+    r.give(0, bb.mul(bb.mul(x, bb.scalar(2, r.element), in), gk, in));
+    return;
+  }
+  if (isa<ReduceL1Op>(r.op)) {
+    r.give(0, bb.mul(bb.op<SignOp>(in, {x}), gk, in));
+    return;
+  }
+  if (isa<ReduceLogSumExpOp>(r.op)) {
+    Value softmax = bb.op<ExpOp>(in, {bb.op<SubOp>(in, {x, yk})});
+    r.give(0, bb.mul(softmax, gk, in));
+    return;
+  }
+  if (isa<ReduceLogSumOp>(r.op)) {
+    r.give(0,
+           expand(bb.op<DivOp>(keptType, {gk, bb.op<ExpOp>(keptType, {yk})})));
+    return;
+  }
+  if (isa<ReduceMaxOp, ReduceMinOp>(r.op)) {
+    Value zero = bb.scalar(0, r.element);
+    Value isMax = bb.op<EqualOp>(
+        RankedTensorType::get(in.getShape(), bb.b.getI1Type()), {x, yk});
     Value ties = bb.reduce<ReduceSumOp>(
         bb.op<WhereOp>(in, {isMax, bb.scalar(1, r.element), zero}), axes);
     r.give(0, bb.op<WhereOp>(
                   in, {isMax, bb.op<DivOp>(keptType, {gk, ties}), zero}));
     return;
   }
-  r.give(0, bb.op<ExpandOp>(in, {gk, bb.ints(in.getShape())}));
+  r.give(0, expand(gk));
 }
 
 LogicalResult backward(ReduceSumOp op, GradientContext &ctx) {
@@ -72,7 +103,7 @@ LogicalResult backward(ReduceSumOp op, GradientContext &ctx) {
   return success();
 }
 
-/// ReduceMean and ReduceMax: their axes are an attribute.
+/// The other reductions: their axes are an attribute.
 template <class ReduceOp>
 LogicalResult backward(ReduceOp op, GradientContext &ctx) {
   Rule r(op, ctx);
@@ -233,6 +264,12 @@ void mlir::fsdp::detail::attachReductionGradients(MLIRContext &ctx) {
   attachGradient<ReduceSumOp, backward>(ctx);
   attachGradient<ReduceMeanOp, backward>(ctx);
   attachGradient<ReduceMaxOp, backward>(ctx);
+  attachGradient<ReduceMinOp, backward>(ctx);
+  attachGradient<ReduceL1Op, backward>(ctx);
+  attachGradient<ReduceL2Op, backward>(ctx);
+  attachGradient<ReduceSumSquareOp, backward>(ctx);
+  attachGradient<ReduceLogSumOp, backward>(ctx);
+  attachGradient<ReduceLogSumExpOp, backward>(ctx);
   attachGradient<SoftmaxOp, backward>(ctx);
   attachGradient<LogSoftmaxOp, backward>(ctx);
   attachGradient<LayerNormalizationOp, backward>(ctx);
