@@ -463,15 +463,43 @@ def _run_exporter(choice, model, exported, inputs, raw, input_names, output_name
         return first
     except ExportError as e:
         if not fallback:
-            raise
+            raise _with_experts_hint(e, model) from e.__cause__
         reason = e.detail.strip().splitlines()[0][:300] if e.detail.strip() else "no message"
         warnings.warn(f"fsdp_mlir.export: the TorchScript exporter failed ({reason}); "
                       "exporting with dynamo instead (exporter='auto')", stacklevel=3)
-    with _step("torch.onnx.export (dynamo, after TorchScript failed)"), \
-            _handled_warnings_filtered(model):
-        _export_with("dynamo", exported, inputs, raw, input_names, output_names,
-                     dynamic_axes, opset)
+    try:
+        with _step("torch.onnx.export (dynamo, after TorchScript failed)"), \
+                _handled_warnings_filtered(model):
+            _export_with("dynamo", exported, inputs, raw, input_names, output_names,
+                         dynamic_axes, opset)
+    except ExportError as e:
+        raise _with_experts_hint(e, model) from e.__cause__
     return "dynamo"
+
+
+def _with_experts_hint(error: ExportError, model) -> ExportError:
+    """`error`, with _experts_hint's advice when it has any."""
+    hint = _experts_hint(model)
+    return ExportError(error.step, f"{error.detail}\n{hint}") if hint else error
+
+
+def _experts_hint(model) -> str:
+    """What to do when a Hugging Face Mixture-of-Experts model fails to
+    export: its default experts ("grouped_mm", "eager") loop over the
+    experts a batch routes to, which torch.export cannot trace; "" for
+    other models."""
+    for _, module in _walk_modules(model):
+        config = getattr(module, "config", None)
+        can_set = getattr(module, "_can_set_experts_implementation", None)
+        current = getattr(config, "_experts_implementation", None)
+        if callable(can_set) and current not in (None, "batched_mm") and can_set():
+            return (f"hint: this Hugging Face Mixture-of-Experts model runs its experts "
+                    f"with experts_implementation={current!r}, which loops over the "
+                    "experts each batch routes to and cannot be traced; call "
+                    "model.set_experts_implementation('batched_mm') (or pass "
+                    "experts_implementation='batched_mm' to from_pretrained) before "
+                    "exporting (docs/python.md, Mixture of Experts)")
+    return ""
 
 
 def _export_with(exporter, exported, inputs, raw, input_names, output_names,

@@ -6,7 +6,8 @@
 
 Run by the interpreter of `.venv-torch2` (transformers, safetensors). For
 each model (GPT-2; LLaMA with grouped-query attention, 2 key/value heads for
-4 query heads; Mistral; Qwen2; Falcon; BERT; T5; ViT), built from a tiny config
+4 query heads; Mistral; Qwen2; Falcon; BERT; T5; ViT; Mixtral, top-2 of 4
+experts; Whisper; wav2vec2 with a CTC head; BEiT), built from a tiny config
 with every dropout off and use_cache=False, nothing downloaded:
 
   1. fsdp_mlir.export(model, ..., exporter="auto") without a loss, compile
@@ -69,6 +70,9 @@ def lm_config(kind: str):
                 "MistralDecoderLayer")
     if kind == "qwen2":
         return tf.Qwen2Config(**common), tf.Qwen2ForCausalLM, "Qwen2DecoderLayer"
+    if kind == "mixtral":
+        return (tf.MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2),
+                tf.MixtralForCausalLM, "MixtralDecoderLayer")
     raise ValueError(kind)
 
 
@@ -106,6 +110,52 @@ def make(name: str):
                              num_heads=4, dropout_rate=0.0, use_cache=False,
                              decoder_start_token_id=0)
         cls, block = tf.T5ForConditionalGeneration, "T5Block"
+    elif name == "mixtral":
+        # Its default experts (grouped_mm) loop over the routed experts,
+        # which torch.export cannot trace; batched_mm gathers each token's
+        # expert weights (GatherND by the router's indices) instead.
+        config, cls, block = lm_config(name)
+        config._experts_implementation = "batched_mm"
+    elif name == "whisper":
+        # Log-mel features [B, 8 bins, 32 frames] through two Conv1d; its
+        # decoder positions are tiled over the batch (Tile).
+        config = tf.WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, encoder_layers=1,
+                                  decoder_layers=1, encoder_attention_heads=4,
+                                  decoder_attention_heads=4, encoder_ffn_dim=64,
+                                  decoder_ffn_dim=64, d_model=32, max_source_positions=16,
+                                  max_target_positions=64, use_cache=False, dropout=0.0,
+                                  attention_dropout=0.0, activation_dropout=0.0,
+                                  decoder_start_token_id=0, pad_token_id=0)
+        cls, block = tf.WhisperForConditionalGeneration, "WhisperDecoderLayer"
+        ids = torch.randn(BATCH, 8, 32)
+    elif name == "wav2vec2":
+        # A raw waveform through the convolutional feature encoder to CTC
+        # logits [B, 39, V]; the positional convolution is weight-normed
+        # (ReduceL2 on a parameter). SpecAugment off: its masks come from
+        # numpy's RNG at trace time.
+        config = tf.Wav2Vec2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                   num_attention_heads=4, intermediate_size=64,
+                                   conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                   num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2,
+                                   do_stable_layer_norm=True, feat_extract_norm="layer",
+                                   mask_time_prob=0.0, layerdrop=0.0, hidden_dropout=0.0,
+                                   attention_dropout=0.0, activation_dropout=0.0,
+                                   feat_proj_dropout=0.0, final_dropout=0.0)
+        cls, block = tf.Wav2Vec2ForCTC, "Wav2Vec2EncoderLayerStableLayerNorm"
+        ids = torch.randn(BATCH, 400)
+        target = torch.randint(0, VOCAB, (BATCH, 39))
+    elif name == "beit":
+        # Its relative position index is built in forward (ScatterND,
+        # ReduceSum over constants). drop_path off: its torch.rand exports
+        # as RandomUniformLike, which has no kernel.
+        config = tf.BeitConfig(image_size=16, patch_size=8, num_channels=3, hidden_size=32,
+                               num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=64, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0, drop_path_rate=0.0,
+                               num_labels=5, use_relative_position_bias=True)
+        cls, block = tf.BeitForImageClassification, "BeitLayer"
+        ids = torch.randn(BATCH, 3, 16, 16)
+        target = torch.randint(0, 5, (BATCH,))
     elif name == "vit":
         config = tf.ViTConfig(image_size=16, patch_size=8, num_channels=3, hidden_size=32,
                               num_hidden_layers=2, num_attention_heads=4,
@@ -118,7 +168,7 @@ def make(name: str):
         raise ValueError(name)
     torch.manual_seed(1)
     model = logits_class(cls, name)(config)
-    inputs = (ids, target) if name == "t5" else (ids,)
+    inputs = (ids, target) if name in ("t5", "whisper") else (ids,)
     return model, config, block, inputs, target
 
 
@@ -128,10 +178,15 @@ def logits_class(cls, name):
     model's own."""
 
     def forward(self, *inputs):
-        if name == "vit":
+        if name in ("vit", "beit"):
             return cls.forward(self, pixel_values=inputs[0]).logits
         if name == "t5":
             return cls.forward(self, input_ids=inputs[0], decoder_input_ids=inputs[1]).logits
+        if name == "whisper":
+            return cls.forward(self, input_features=inputs[0],
+                               decoder_input_ids=inputs[1]).logits
+        if name == "wav2vec2":
+            return cls.forward(self, input_values=inputs[0]).logits
         return cls.forward(self, input_ids=inputs[0]).logits
 
     return type(cls.__name__, (cls,), {"forward": forward})
@@ -162,7 +217,9 @@ def torch_step(model, inputs, target):
     opt = torch.optim.AdamW(model.parameters(), LR)
     loss = loss_fn(model(*inputs), target)
     loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    # A frozen parameter (Whisper's sinusoidal encoder positions) has none.
+    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach().clone()
+             for n, p in model.named_parameters()}
     opt.step()
     return float(loss), grads
 
@@ -284,8 +341,11 @@ def check_distributed(fsdp_mlir, name, work, build) -> list[str]:
 
     wrapper, _, block, inputs, target = make(name)
     onnx_path = work / f"{name}.onnx"
+    # Whisper's sinusoidal encoder positions are frozen: a unit of their own
+    # (wrap_frozen), as torch's FSDP needs them out of a trainable unit.
     plan = fsdp_mlir.compile(onnx_path, batch_size=BATCH // 2, world_size=2,
                              policy=fsdp_mlir.transformer_layers([block]),
+                             wrap_frozen=True if name == "whisper" else None,
                              optimizer={"optimizer": "adamw"}, out=work / f"{name}.w2.plan")
     data = work / f"{name}.npz"
     np.savez(data, **{f"input_{i}": x.numpy() for i, x in enumerate((*inputs, target))})
@@ -340,7 +400,8 @@ def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], s
     return bad, "FAILED" if bad else "passed"
 
 
-MODELS = ["gpt2", "llama", "mistral", "qwen2", "falcon", "bert", "t5", "vit"]
+MODELS = ["gpt2", "llama", "mistral", "qwen2", "falcon", "bert", "t5", "vit", "mixtral",
+          "whisper", "wav2vec2", "beit"]
 
 
 def main(argv=None) -> int:

@@ -1980,18 +1980,33 @@ static LogicalResult expandOneHot(onnxir::OneHotOp op) {
 /// (torch 2.x's exporter writes it for `x[-2]`-style indexing, as Falcon's
 /// fused query/key/value split) each index tuple is one row of `data`
 /// flattened over its first k axes, so it becomes a Gather along axis 0 of
-/// that flattening, whose kernel and gradient exist. Others stay, and are
-/// refused at compile naming the node.
+/// that flattening, whose kernel and gradient exist. Indices known only at
+/// run time with k = 1 (a Mixture-of-Experts layer picking expert weights,
+/// `w[expert_ids]`) are that Gather's indices directly: its kernel checks
+/// their range as it runs. Others stay, and are refused at compile naming
+/// the node.
 static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
   using namespace onnxir;
   auto dataType = dyn_cast<RankedTensorType>(op.getData().getType());
   auto indexType = dyn_cast<RankedTensorType>(op.getIndices().getType());
   std::optional<SmallVector<int64_t>> indices =
       constantIntegers(op.getIndices());
-  if (op.getBatchDims() != 0 || !dataType || !indexType || !indices ||
+  if (op.getBatchDims() != 0 || !dataType || !indexType ||
       !indexType.hasStaticShape() || indexType.getRank() < 1)
     return success();
   int64_t k = indexType.getShape().back();
+  if (!indices) {
+    if (k != 1)
+      return success();
+    OpBuilder b(op);
+    Value rows = reshapeTo(b, op.getLoc(), op.getIndices(),
+                           indexType.getShape().drop_back());
+    Value result = b.create<GatherOp>(op.getLoc(), op.getType(), op.getData(),
+                                      rows, b.getI64IntegerAttr(0));
+    op.getOutput().replaceAllUsesWith(result);
+    op.erase();
+    return success();
+  }
   ArrayRef<int64_t> shape = dataType.getShape();
   if (k < 1 || k > dataType.getRank() ||
       (k > 1 && !dataType.hasStaticShape()) || ShapedType::isDynamic(shape[0]))

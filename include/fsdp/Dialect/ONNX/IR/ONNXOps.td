@@ -724,8 +724,10 @@ def ONNX_GatherNDOp : ONNX_Op<"GatherND"> {
     shapes: the importer folds it to a constant (up to 2^20 elements). With
     constant indices and no batch dimensions (`x[-2]`, as Falcon's
     query/key/value split) the importer rewrites it as a Gather along axis 0
-    of `data` flattened over its first k axes. There is no kernel for it; a
-    GatherND left after import is refused at compile.
+    of `data` flattened over its first k axes; with indices known only at
+    run time and k = 1 (a Mixture-of-Experts layer's `w[expert_ids]`), as a
+    Gather of those indices. There is no kernel for it; a GatherND left
+    after import is refused at compile.
 
     ```mlir
     %0 = onnx.GatherND %data, %indices {batch_dims = 0 : i64}
