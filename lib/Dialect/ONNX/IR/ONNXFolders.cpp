@@ -699,6 +699,30 @@ OpFoldResult foldExtremum(bool max, ArrayRef<Attribute> inputs,
       });
 }
 
+/// The small constant input and static result type of a fold that only
+/// rearranges elements (Expand, Tile); a null input when either is missing
+/// or they disagree on the element type.
+std::pair<DenseElementsAttr, RankedTensorType> rearranged(Attribute inputAttr,
+                                                          Type type) {
+  DenseElementsAttr input = smallConstant(inputAttr);
+  RankedTensorType result = staticType(type);
+  if (!input || !result || result.getNumElements() > kMaxFoldElements ||
+      input.getElementType() != result.getElementType())
+    return {nullptr, result};
+  return {input, result};
+}
+
+/// The `result`-typed constant whose element i is `input`'s element
+/// `source(i)`.
+DenseElementsAttr mapElements(DenseElementsAttr input, RankedTensorType result,
+                              llvm::function_ref<int64_t(int64_t)> source) {
+  auto all = input.getValues<Attribute>();
+  SmallVector<Attribute> values;
+  for (int64_t i = 0; i < result.getNumElements(); ++i)
+    values.push_back(all[source(i)]);
+  return DenseElementsAttr::get(result, values);
+}
+
 /// The product of `shape[begin:end]`.
 int64_t product(ArrayRef<int64_t> shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -718,20 +742,14 @@ OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
-  DenseElementsAttr input = smallConstant(adaptor.getInput());
-  RankedTensorType result = staticType(getType());
-  if (!input || !result || result.getNumElements() > kMaxFoldElements ||
-      input.getElementType() != result.getElementType())
+  auto [input, result] = rearranged(adaptor.getInput(), getType());
+  if (!input || input.getType().getRank() > result.getRank())
     return {};
   ArrayRef<int64_t> shape = result.getShape();
   ArrayRef<int64_t> inputShape = input.getType().getShape();
-  if (inputShape.size() > shape.size())
-    return {};
-  auto all = input.getValues<Attribute>();
-  SmallVector<Attribute> values;
-  for (int64_t i = 0; i < result.getNumElements(); ++i)
-    values.push_back(all[broadcastIndex(i, shape, inputShape)]);
-  return DenseElementsAttr::get(result, values);
+  return mapElements(input, result, [&](int64_t i) {
+    return broadcastIndex(i, shape, inputShape);
+  });
 }
 
 OpFoldResult GatherNDOp::fold(FoldAdaptor adaptor) {
@@ -810,29 +828,22 @@ OpFoldResult FlattenOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult TileOp::fold(FoldAdaptor adaptor) {
-  DenseElementsAttr input = smallConstant(adaptor.getInput());
-  RankedTensorType result = staticType(getType());
-  if (!input || !result || result.getNumElements() > kMaxFoldElements ||
-      input.getElementType() != result.getElementType())
+  auto [input, result] = rearranged(adaptor.getInput(), getType());
+  if (!input || input.getType().getRank() != result.getRank())
     return {};
   ArrayRef<int64_t> shape = result.getShape();
   ArrayRef<int64_t> inputShape = input.getType().getShape();
-  if (inputShape.size() != shape.size())
-    return {};
   for (auto [size, inputSize] : llvm::zip(shape, inputShape))
     if (inputSize == 0 ? size != 0 : size % inputSize != 0)
       return {};
   SmallVector<int64_t> resultStrides = strides(shape);
   SmallVector<int64_t> inputStrides = strides(inputShape);
-  auto all = input.getValues<Attribute>();
-  SmallVector<Attribute> values;
-  for (int64_t i = 0; i < result.getNumElements(); ++i) {
+  return mapElements(input, result, [&](int64_t i) {
     int64_t at = 0;
     for (size_t d = 0; d < shape.size(); ++d)
       at += (i / resultStrides[d]) % shape[d] % inputShape[d] * inputStrides[d];
-    values.push_back(all[at]);
-  }
-  return DenseElementsAttr::get(result, values);
+    return at;
+  });
 }
 
 OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {

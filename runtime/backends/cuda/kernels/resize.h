@@ -29,30 +29,30 @@ enum class ResizeTransform {
 };
 enum class NearestMode { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
 
-/// ONNX's attribute strings as the enums (host only); false for a string
-/// the kernels do not run.
-inline bool resizeModeOf(const char *s, ResizeMode &mode) {
-  const char *names[] = {"nearest", "linear", "cubic"};
-  for (int i = 0; i < 3; ++i)
+/// ONNX's attribute strings as the enums (host only): `value` is the
+/// enumerator at the index of `s` in `names`; false for a string the
+/// kernels do not run.
+template <class E, int N>
+inline bool enumOf(const char *s, const char *const (&names)[N], E &value) {
+  for (int i = 0; i < N; ++i)
     if (strcmp(s, names[i]) == 0)
-      return mode = static_cast<ResizeMode>(i), true;
+      return value = static_cast<E>(i), true;
   return false;
+}
+inline bool resizeModeOf(const char *s, ResizeMode &mode) {
+  const char *const names[] = {"nearest", "linear", "cubic"};
+  return enumOf(s, names, mode);
 }
 inline bool resizeTransformOf(const char *s, ResizeTransform &transform) {
-  const char *names[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                         "asymmetric", "tf_half_pixel_for_nn"};
-  for (int i = 0; i < 5; ++i)
-    if (strcmp(s, names[i]) == 0)
-      return transform = static_cast<ResizeTransform>(i), true;
-  return false;
+  const char *const names[] = {"half_pixel", "pytorch_half_pixel",
+                               "align_corners", "asymmetric",
+                               "tf_half_pixel_for_nn"};
+  return enumOf(s, names, transform);
 }
 inline bool nearestModeOf(const char *s, NearestMode &nearest) {
-  const char *names[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                         "ceil"};
-  for (int i = 0; i < 4; ++i)
-    if (strcmp(s, names[i]) == 0)
-      return nearest = static_cast<NearestMode>(i), true;
-  return false;
+  const char *const names[] = {"round_prefer_floor", "round_prefer_ceil",
+                               "floor", "ceil"};
+  return enumOf(s, names, nearest);
 }
 
 /// A resize of x (dims `in`, strides `stride`) to y (dims `out`) by one
