@@ -92,3 +92,25 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// auto_pad is resolved to the explicit pads the lowering gives the forward
+// (SAME_UPPER, 8 wide, kernel 3, stride 2: 4 outputs, one pad at the end of
+// each spatial axis), so the gradients carry [0, 0, 1, 1].
+// CHECK-LABEL: func.func @forward
+// CHECK: fsdp.conv_grad_input %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+// CHECK: fsdp.conv_grad_weight %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 2>}
+module {
+  fsdp.param @a : tensor<3x3x1x1xf32> at <"m.onnx", offset = 0, length = 36>
+  fsdp.param @w : tensor<4x3x3x3xf32> at <"m.onnx", offset = 36, length = 432>
+  func.func @forward(%x: tensor<2x3x8x8xf32>) -> (tensor<f32> {fsdp.name = "loss"}) {
+    %a = fsdp.get_param @a : tensor<3x3x1x1xf32>
+    %none = onnx.NoValue
+    %h = onnx.Conv %x, %a, %none : (tensor<2x3x8x8xf32>, tensor<3x3x1x1xf32>, none) -> tensor<2x3x8x8xf32>
+    %w = fsdp.get_param @w : tensor<4x3x3x3xf32>
+    %y = onnx.Conv %h, %w, %none {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, none) -> tensor<2x4x4x4xf32>
+    %l = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<2x4x4x4xf32>, none) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -24,13 +24,19 @@ LogicalResult backward(ConvOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   OnnxBuilder &bb = r.bb;
   OpBuilder &b = bb.b;
-  if (op.getAutoPad() != "NOTSET")
-    return op->emitOpError("Conv with auto_pad has no "
-                           "gradient rule; export with explicit pads");
+  // auto_pad (SigLIP's padding="valid", TensorFlow's SAME) resolved to
+  // the explicit pads the lowering gives the forward's kernel.
+  std::string why;
+  FailureOr<SmallVector<int64_t>> pads = windowPads(
+      op.getAutoPad(), op.getPadsOrDefault(), op.getStridesOrDefault(),
+      op.getDilationsOrDefault(), typeOf(op.getX()).getShape(),
+      typeOf(op.getW()).getShape().drop_front(2), why);
+  if (failed(pads))
+    return op->emitOpError(why);
   SmallVector<NamedAttribute> window = {
       b.getNamedAttr("strides",
                      b.getDenseI64ArrayAttr(op.getStridesOrDefault())),
-      b.getNamedAttr("pads", b.getDenseI64ArrayAttr(op.getPadsOrDefault())),
+      b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
       b.getNamedAttr("dilations",
                      b.getDenseI64ArrayAttr(op.getDilationsOrDefault())),
       b.getNamedAttr("group", b.getI64IntegerAttr(op.getGroup()))};
