@@ -560,3 +560,70 @@ class NonPersistentBufferTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AutoPadTrainingTest(unittest.TestCase):
+    """A hand-written ONNX model (no export: torch writes explicit pads) with
+    auto_pad windows, trained one SGD step at lr 1: the parameters' change
+    is their gradient, equal to torch's autograd of the same computation
+    with the pads spelled out (SAME_UPPER pads at the end, SAME_LOWER at
+    the start; a max pads with -inf, an average leaves pads out of its
+    count)."""
+
+    def test_conv_and_pool_gradients_equal_torch(self):
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+
+        import torch.nn.functional as F
+
+        rng = np.random.default_rng(0)
+        w = rng.standard_normal((3, 3, 1, 1)).astype(np.float32)
+        w2 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+        c = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+        x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+        node = helper.make_node
+        nodes = [
+            node("Conv", ["x", "w"], ["h"]),
+            node("MaxPool", ["h"], ["p"], auto_pad="SAME_UPPER", kernel_shape=[3, 3],
+                 strides=[2, 2]),
+            node("AveragePool", ["h"], ["q"], auto_pad="SAME_LOWER", kernel_shape=[3, 3],
+                 strides=[2, 2]),
+            node("Conv", ["h", "w2"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2]),
+            node("Mul", ["p", "c"], ["pc"]), node("Mul", ["q", "c"], ["qc"]),
+            node("ReduceSum", ["pc"], ["lp"], keepdims=0),
+            node("ReduceSum", ["qc"], ["lq"], keepdims=0),
+            node("ReduceSum", ["y"], ["ly"], keepdims=0),
+            node("Sum", ["lp", "lq", "ly"], ["loss"])]
+        graph = helper.make_graph(
+            nodes, "auto_pad",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+            [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+            initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(w2, "w2"),
+                         numpy_helper.from_array(c, "c")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                  ir_version=8)
+        onnx.checker.check_model(model)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "auto_pad.onnx"
+            onnx.save(model, str(path))
+            plan = fsdp_mlir.compile(path, batch_size=2, optimizer={"optimizer": "sgd"})
+            with fsdp_mlir.Session(plan) as session:
+                before = {k: v.numpy().copy() for k, v in session.state_dict().items()}
+                loss = float(np.asarray(session.step({"x": x}, lr=1.0)))
+                after = {k: v.numpy() for k, v in session.state_dict().items()}
+
+        tw, tw2 = torch.tensor(w, requires_grad=True), torch.tensor(w2, requires_grad=True)
+        h = F.conv2d(torch.tensor(x), tw)
+        p = F.max_pool2d(F.pad(h, (0, 1, 0, 1), value=float("-inf")), 3, 2)
+        q = (F.avg_pool2d(F.pad(h, (1, 0, 1, 0)), 3, 2) /
+             F.avg_pool2d(F.pad(torch.ones_like(h), (1, 0, 1, 0)), 3, 2))
+        y = F.conv2d(F.pad(h, (0, 1, 0, 1)), tw2, stride=2)
+        ref = (p * torch.tensor(c)).sum() + (q * torch.tensor(c)).sum() + y.sum()
+        ref.backward()
+        self.assertAlmostEqual(loss, float(ref), delta=1e-5 * abs(float(ref)))
+        for name, param in (("w", tw), ("w2", tw2)):
+            grad = param.grad.numpy()
+            # The step's change carries float32 rounding of the parameter.
+            np.testing.assert_allclose(before[name] - after[name], grad,
+                                       atol=1e-5 * np.abs(grad).max() + 1e-5, rtol=1e-4,
+                                       err_msg=name)

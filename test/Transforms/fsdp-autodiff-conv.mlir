@@ -97,8 +97,10 @@ module {
 
 // auto_pad is resolved to the explicit pads the lowering gives the forward
 // (SAME_UPPER, 8 wide, kernel 3, stride 2: 4 outputs, one pad at the end of
-// each spatial axis), so the gradients carry [0, 0, 1, 1].
+// each spatial axis), so the gradients carry [0, 0, 1, 1]: the pooling's
+// (its kernel 3, stride 2 over the 8 x 8 input too) and the Conv's.
 // CHECK-LABEL: func.func @forward
+// CHECK: fsdp.pool_grad %{{.*}}, %{{.*}} {{{.*}}kernel_shape = array<i64: 3, 3>, mode = "max", pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x8x8xf32>
 // CHECK: fsdp.conv_grad_input %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
 // CHECK: fsdp.conv_grad_weight %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 1, 1>, strides = array<i64: 2, 2>}
 module {
@@ -110,7 +112,10 @@ module {
     %h = onnx.Conv %x, %a, %none : (tensor<2x3x8x8xf32>, tensor<3x3x1x1xf32>, none) -> tensor<2x3x8x8xf32>
     %w = fsdp.get_param @w : tensor<4x3x3x3xf32>
     %y = onnx.Conv %h, %w, %none {auto_pad = "SAME_UPPER", strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, none) -> tensor<2x4x4x4xf32>
-    %l = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<2x4x4x4xf32>, none) -> tensor<f32>
+    %p, %i = onnx.MaxPool %h {auto_pad = "SAME_UPPER", kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>) -> (tensor<2x3x4x4xf32>, none)
+    %lp = onnx.ReduceSum %p, %none {keepdims = 0 : i64} : (tensor<2x3x4x4xf32>, none) -> tensor<f32>
+    %ly = onnx.ReduceSum %y, %none {keepdims = 0 : i64} : (tensor<2x4x4x4xf32>, none) -> tensor<f32>
+    %l = onnx.Add %lp, %ly : (tensor<f32>, tensor<f32>) -> tensor<f32>
     return %l : tensor<f32>
   }
 }

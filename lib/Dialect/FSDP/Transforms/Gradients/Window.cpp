@@ -20,19 +20,30 @@ using mlir::fsdp::detail::typeOf;
 
 namespace {
 
+/// The explicit pads of a Conv or pool under its auto_pad (SigLIP's
+/// padding="valid", TensorFlow's SAME), as the lowering resolves them for
+/// the forward's kernel (onnxir::windowPads); fails, saying why, on one it
+/// cannot resolve.
+template <typename WindowOp>
+FailureOr<SmallVector<int64_t>> explicitPads(WindowOp op,
+                                             ArrayRef<int64_t> kernel) {
+  std::string why;
+  FailureOr<SmallVector<int64_t>> pads = windowPads(
+      op.getAutoPad(), op.getPadsOrDefault(), op.getStridesOrDefault(),
+      op.getDilationsOrDefault(), typeOf(op.getX()).getShape(), kernel, why);
+  if (failed(pads))
+    op->emitOpError(why);
+  return pads;
+}
+
 LogicalResult backward(ConvOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   OnnxBuilder &bb = r.bb;
   OpBuilder &b = bb.b;
-  // auto_pad (SigLIP's padding="valid", TensorFlow's SAME) resolved to
-  // the explicit pads the lowering gives the forward's kernel.
-  std::string why;
-  FailureOr<SmallVector<int64_t>> pads = windowPads(
-      op.getAutoPad(), op.getPadsOrDefault(), op.getStridesOrDefault(),
-      op.getDilationsOrDefault(), typeOf(op.getX()).getShape(),
-      typeOf(op.getW()).getShape().drop_front(2), why);
+  FailureOr<SmallVector<int64_t>> pads =
+      explicitPads(op, typeOf(op.getW()).getShape().drop_front(2));
   if (failed(pads))
-    return op->emitOpError(why);
+    return failure();
   SmallVector<NamedAttribute> window = {
       b.getNamedAttr("strides",
                      b.getDenseI64ArrayAttr(op.getStridesOrDefault())),
@@ -95,9 +106,11 @@ template <typename PoolOp>
 LogicalResult poolBackward(PoolOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   Value x = op.getX();
-  if (typeOf(x).getRank() != 4 || op.getAutoPad() != "NOTSET")
-    return op->emitOpError("only 2-D pooling with "
-                           "explicit pads has a gradient rule");
+  if (typeOf(x).getRank() != 4)
+    return op->emitOpError("only 2-D pooling has a gradient rule");
+  FailureOr<SmallVector<int64_t>> pads = explicitPads(op, op.getKernelShape());
+  if (failed(pads))
+    return failure();
   bool max = isa<MaxPoolOp>(op);
   if (max && op.getStorageOrder() != 0)
     return op->emitOpError("MaxPool storage_order 1 has "
@@ -112,8 +125,7 @@ LogicalResult poolBackward(PoolOp op, GradientContext &ctx) {
                           b.getDenseI64ArrayAttr(op.getKernelShape())),
            b.getNamedAttr("strides",
                           b.getDenseI64ArrayAttr(op.getStridesOrDefault())),
-           b.getNamedAttr("pads",
-                          b.getDenseI64ArrayAttr(op.getPadsOrDefault())),
+           b.getNamedAttr("pads", b.getDenseI64ArrayAttr(*pads)),
            b.getNamedAttr("dilations",
                           b.getDenseI64ArrayAttr(op.getDilationsOrDefault())),
            b.getNamedAttr("ceil_mode", b.getI64IntegerAttr(op.getCeilMode())),
