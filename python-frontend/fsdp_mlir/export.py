@@ -463,24 +463,15 @@ def _run_exporter(choice, model, exported, inputs, raw, input_names, output_name
         return first
     except ExportError as e:
         if not fallback:
-            raise _with_experts_hint(e, model) from e.__cause__
+            raise
         reason = e.detail.strip().splitlines()[0][:300] if e.detail.strip() else "no message"
         warnings.warn(f"fsdp_mlir.export: the TorchScript exporter failed ({reason}); "
                       "exporting with dynamo instead (exporter='auto')", stacklevel=3)
-    try:
-        with _step("torch.onnx.export (dynamo, after TorchScript failed)"), \
-                _handled_warnings_filtered(model):
-            _export_with("dynamo", exported, inputs, raw, input_names, output_names,
-                         dynamic_axes, opset)
-    except ExportError as e:
-        raise _with_experts_hint(e, model) from e.__cause__
+    with _step("torch.onnx.export (dynamo, after TorchScript failed)"), \
+            _handled_warnings_filtered(model):
+        _export_with("dynamo", exported, inputs, raw, input_names, output_names,
+                     dynamic_axes, opset)
     return "dynamo"
-
-
-def _with_experts_hint(error: ExportError, model) -> ExportError:
-    """`error`, with _experts_hint's advice when it has any."""
-    hint = _experts_hint(model)
-    return ExportError(error.step, f"{error.detail}\n{hint}") if hint else error
 
 
 def _experts_hint(model) -> str:
@@ -868,8 +859,14 @@ def export(
 
         with tempfile.TemporaryDirectory(prefix=".fsdp_mlir_export_", dir=path.parent) as tmp:
             raw = Path(tmp) / "torch.onnx"
-            exporter = _run_exporter(exporter, model, exported, inputs, raw, input_names,
-                                     output_names, dynamic_axes, opset)
+            try:
+                exporter = _run_exporter(exporter, model, exported, inputs, raw,
+                                         input_names, output_names, dynamic_axes, opset)
+            except ExportError as e:
+                hint = _experts_hint(model)
+                if not hint:
+                    raise
+                raise ExportError(e.step, f"{e.detail}\n{hint}") from e.__cause__
             with _step("loading the exported ONNX model"):
                 proto = onnx.load(str(raw))
 

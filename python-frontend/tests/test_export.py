@@ -365,6 +365,46 @@ class InferenceExportTest(ExportTestBase):
         self.assertEqual(root["buffers"], ["scratch"])
 
 
+class ExpertsHintTest(ExportTestBase):
+    """A Hugging Face Mixture-of-Experts model whose experts loop over the
+    routed experts (transformers 5's "grouped_mm" and "eager") fails in
+    torch.export; the ExportError then says how to make it traceable. The
+    exporter's failure is simulated: transformers is not installed here."""
+
+    class Moe(nn.Module):
+        def __init__(self, implementation):
+            super().__init__()
+            self.config = type("Config", (), {"_experts_implementation": implementation})()
+            self.proj = nn.Linear(4, 4)
+
+        def _can_set_experts_implementation(self):
+            return True
+
+        def forward(self, x):
+            return self.proj(x)
+
+    def export_failing(self, model):
+        from unittest import mock
+
+        with mock.patch("fsdp_mlir.export._export_with",
+                        side_effect=RuntimeError("data-dependent expression")):
+            with self.assertRaises(fsdp_mlir.ExportError) as caught:
+                fsdp_mlir.export(model, torch.randn(2, 4), self.tmp / "moe.onnx",
+                                 exporter="torchscript")
+        return str(caught.exception)
+
+    def test_the_error_names_batched_mm(self):
+        text = self.export_failing(self.Moe("grouped_mm"))
+        self.assertIn("RuntimeError: data-dependent expression", text)
+        self.assertIn("hint: this Hugging Face Mixture-of-Experts model runs its experts "
+                      "with experts_implementation='grouped_mm'", text)
+        self.assertIn("model.set_experts_implementation('batched_mm')", text)
+
+    def test_no_hint_once_batched_mm_or_for_other_models(self):
+        for model in (self.Moe("batched_mm"), nn.Linear(4, 4)):
+            self.assertNotIn("hint:", self.export_failing(model))
+
+
 class OptionsTest(ExportTestBase):
     def test_static_batch(self):
         model, x = _bn()

@@ -16,8 +16,8 @@
 #include "llvm/ADT/APSInt.h"
 #include "llvm/ADT/STLExtras.h"
 
-#include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::onnxir;
@@ -723,6 +723,23 @@ DenseElementsAttr mapElements(DenseElementsAttr input, RankedTensorType result,
   return DenseElementsAttr::get(result, values);
 }
 
+/// The element offset of the slice an index tuple picks: each index of
+/// `tuple` (a negative one counting from the end) along `dims`, whose
+/// strides are `stride`; nothing when one is out of range (GatherND,
+/// ScatterND).
+std::optional<int64_t> tupleOffset(ArrayRef<int64_t> tuple,
+                                   ArrayRef<int64_t> dims,
+                                   ArrayRef<int64_t> stride) {
+  int64_t offset = 0;
+  for (auto [given, size, step] : llvm::zip(tuple, dims, stride)) {
+    int64_t index = given < 0 ? given + size : given;
+    if (index < 0 || index >= size)
+      return std::nullopt;
+    offset += index * step;
+  }
+  return offset;
+}
+
 /// The product of `shape[begin:end]`.
 int64_t product(ArrayRef<int64_t> shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -768,22 +785,18 @@ OpFoldResult GatherNDOp::fold(FoldAdaptor adaptor) {
   int64_t tuples = product(indexShape, batch, indexShape.size() - 1);
   int64_t slice = product(shape, batch + k, shape.size());
   int64_t batchStride = product(shape, batch, shape.size());
+  SmallVector<int64_t> stride = strides(shape);
   auto all = data.getValues<Attribute>();
   SmallVector<Attribute> values;
   for (int64_t b = 0, n = product(shape, 0, batch); b < n; ++b)
     for (int64_t t = 0; t < tuples; ++t) {
-      int64_t offset = b * batchStride;
-      for (size_t d = 0; d < k; ++d) {
-        int64_t index = (*indices)[(b * tuples + t) * k + d];
-        int64_t size = shape[batch + d];
-        if (index < 0)
-          index += size;
-        if (index < 0 || index >= size)
-          return {};
-        offset += index * product(shape, batch + d + 1, shape.size());
-      }
+      std::optional<int64_t> offset =
+          tupleOffset(ArrayRef(*indices).slice((b * tuples + t) * k, k),
+                      shape.slice(batch, k), ArrayRef(stride).slice(batch, k));
+      if (!offset)
+        return {};
       for (int64_t i = 0; i < slice; ++i)
-        values.push_back(all[offset + i]);
+        values.push_back(all[b * batchStride + *offset + i]);
     }
   if (static_cast<int64_t>(values.size()) != result.getNumElements())
     return {};
@@ -859,26 +872,23 @@ OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
     return {};
   ArrayRef<int64_t> shape = data.getType().getShape();
   size_t k = indexType.getShape().back();
-  if (k > shape.size())
+  if (k == 0 || k > shape.size())
     return {};
-  int64_t tuples = indices->size() / std::max<size_t>(k, 1);
+  int64_t tuples = indices->size() / k;
   int64_t slice = product(shape, k, shape.size());
-  if (k == 0 || tuples * slice != updates.getNumElements())
+  if (tuples * slice != updates.getNumElements())
     return {};
+  SmallVector<int64_t> stride = strides(shape);
   SmallVector<Attribute> values(data.getValues<Attribute>());
   auto fresh = updates.getValues<Attribute>();
   for (int64_t t = 0; t < tuples; ++t) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < k; ++d) {
-      int64_t index = (*indices)[t * k + d];
-      if (index < 0)
-        index += shape[d];
-      if (index < 0 || index >= shape[d])
-        return {};
-      offset += index * product(shape, d + 1, shape.size());
-    }
+    std::optional<int64_t> offset =
+        tupleOffset(ArrayRef(*indices).slice(t * k, k), shape.take_front(k),
+                    ArrayRef(stride).take_front(k));
+    if (!offset)
+      return {};
     for (int64_t i = 0; i < slice; ++i)
-      values[offset + i] = fresh[t * slice + i];
+      values[*offset + i] = fresh[t * slice + i];
   }
   return DenseElementsAttr::get(data.getType(), values);
 }
