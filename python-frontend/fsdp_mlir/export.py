@@ -368,41 +368,53 @@ def _preserved_state(model):
         torch.set_rng_state(rng)
 
 
-def _stochastic_depth_modules(model) -> list[tuple[str, Any]]:
-    """(FQN, module) of every torchvision-style StochasticDepth: a module of
-    that class name with a drop probability `p` and a `mode`."""
-    return [(name, m) for name, m in model.named_modules()
-            if type(m).__name__ == "StochasticDepth" and hasattr(m, "p")
-            and getattr(m, "mode", None) in ("row", "batch")]
+def _stochastic_depth_modules(model) -> list[tuple[str, Any, float, str]]:
+    """(FQN, module, drop probability, mode) of every stochastic-depth module:
+    torchvision's StochasticDepth (its `p` and `mode`), and the DropPath
+    modules of Hugging Face transformers and timm: a class whose name ends
+    in "DropPath" with a float `drop_prob`, dropping whole samples ("row")
+    and scaling what it keeps by 1 / (1 - drop_prob) (timm's
+    scale_by_keep=False does not scale, so it is left alone)."""
+    found = []
+    for name, m in model.named_modules():
+        kind = type(m).__name__
+        if kind == "StochasticDepth" and hasattr(m, "p") \
+                and getattr(m, "mode", None) in ("row", "batch"):
+            found.append((name, m, float(m.p), m.mode))
+        elif kind.endswith("DropPath") and isinstance(getattr(m, "drop_prob", None), float) \
+                and getattr(m, "scale_by_keep", True) is True:
+            found.append((name, m, m.drop_prob, "row"))
+    return found
 
 
 @contextlib.contextmanager
 def _stochastic_depth_as_dropout(model):
     """torch 1.13 cannot export StochasticDepth's `bernoulli_` in training
-    mode. For the export each one computes the same thing with an op ONNX
-    has: its noise, 1/(1-p) or 0 per sample ("row"; one for the batch in
-    "batch" mode), is Dropout(ones([N, 1, ...]), p) in training mode, which
-    the compiler trains with the runtime's random masks (docs/training.md,
-    "Randomness")."""
+    mode, and a DropPath's `floor(keep + rand(...))` exports as
+    RandomUniform, which draws outside the runtime's keyed randomness. For
+    the export each one computes the same thing with the op the runtime
+    draws for: its noise, 1/(1-p) or 0 per sample ("row"; one for the batch
+    in "batch" mode), is Dropout(ones([N, 1, ...]), p) in training mode,
+    which the compiler trains with the runtime's random masks
+    (docs/training.md, "Randomness")."""
     import torch
 
-    def dropout_forward(module):
+    def dropout_forward(module, p, mode):
         def forward(x):
-            if not module.training or module.p == 0.0:
+            if not module.training or p == 0.0:
                 return x
-            size = [x.shape[0]] + [1] * (x.dim() - 1) if module.mode == "row" \
-                else [1] * x.dim()
+            size = [x.shape[0]] + [1] * (x.dim() - 1) if mode == "row" else [1] * x.dim()
             ones = torch.ones(size, dtype=x.dtype, device=x.device)
-            return x * torch.nn.functional.dropout(ones, module.p, True)
+            return x * torch.nn.functional.dropout(ones, p, True)
         return forward
 
     swapped = _stochastic_depth_modules(model)
-    for _, m in swapped:
-        m.forward = dropout_forward(m)
+    for _, m, p, mode in swapped:
+        m.forward = dropout_forward(m, p, mode)
     try:
-        yield [{"fqn": name, "p": float(m.p), "mode": m.mode} for name, m in swapped]
+        yield [{"fqn": name, "p": p, "mode": mode} for name, _, p, mode in swapped]
     finally:
-        for _, m in swapped:
+        for _, m, _, _ in swapped:
             del m.forward
 
 
@@ -759,8 +771,9 @@ def export(
 
     The model is exported in training mode (BatchNorm as training-mode
     BatchNormalization, dropout live; a torchvision StochasticDepth, whose
-    bernoulli_ torch 1.13 cannot export, as the same per-sample noise drawn
-    by a Dropout of ones, listed in the metadata's "stochastic_depth") but
+    bernoulli_ torch 1.13 cannot export, or a Hugging Face / timm DropPath,
+    as the same per-sample noise drawn by a Dropout of ones, listed in the
+    metadata's "stochastic_depth") but
     left as it was: its mode,
     buffers and the RNG state are restored, and the file holds the buffer
     values from before the call. Any failure raises ExportError (a

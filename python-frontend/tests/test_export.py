@@ -158,6 +158,40 @@ class StochasticDepthExportTest(ExportTestBase):
         self.assertEqual(len(dropouts), 1)
         self.assertNotIn("forward", vars(model[1]))
         self.assertEqual(model[1].forward, forward)
+
+    def test_hugging_face_drop_path_exports_as_a_dropout(self):
+        # Hugging Face's (and timm's) DropPath: floor(keep + rand) per
+        # sample, which would export as RandomUniform; it becomes the same
+        # Dropout of per-sample ones. timm's scale_by_keep=False (no 1/keep
+        # scaling) is another computation and is left alone.
+        class SwinDropPath(torch.nn.Module):
+            def __init__(self, drop_prob, scale_by_keep=True):
+                super().__init__()
+                self.drop_prob, self.scale_by_keep = drop_prob, scale_by_keep
+
+            def forward(self, x):
+                if self.drop_prob == 0.0 or not self.training:
+                    return x
+                keep = 1 - self.drop_prob
+                noise = torch.floor(torch.rand((x.shape[0],) + (1,) * (x.ndim - 1)) + keep)
+                return (x.div(keep) if self.scale_by_keep else x) * noise
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), SwinDropPath(0.125),
+                                    SwinDropPath(0.5, scale_by_keep=False))
+        proto = onnx.load(str(fsdp_mlir.export(model, torch.randn(3, 2, 4),
+                                               self.tmp / "dp.onnx")))
+        self.assertEqual(metadata(proto)["stochastic_depth"],
+                         [{"fqn": "1", "p": 0.125, "mode": "row"}])
+        ops = [n.op_type for n in proto.graph.node]
+        self.assertEqual(ops.count("Dropout"), 1)
+        self.assertEqual(ops.count("RandomUniform") + ops.count("RandomUniformLike"), 1, ops)
+        dropout = next(n for n in proto.graph.node if n.op_type == "Dropout")
+        ones = next(i for i in proto.graph.initializer if i.name == dropout.input[0]) \
+            if dropout.input[0] in {i.name for i in proto.graph.initializer} else None
+        if ones is not None:  # a constant [3, 1, 1] of ones
+            self.assertEqual(list(ones.dims), [3, 1, 1])
+        self.assertNotIn("forward", vars(model[1]))
         x = torch.ones(1000, 4)
         model[1].train()
         kept = (model[1](x)[:, 0] != 0).float().mean().item()

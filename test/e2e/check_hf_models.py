@@ -25,7 +25,8 @@ with every dropout off and use_cache=False, nothing downloaded:
      whole batch.
 
 Then LLaMA's forward at 256 tokens (a mask of 2 x 1 x 256 x 256, folded at
-import). A model the compiler cannot take yet is listed in REFUSED with the text its
+import), and BEiT's AdamW step with stochastic depth (drop_path 0.5) against
+torch given the masks test/e2e/philox_ref.py draws. A model the compiler cannot take yet is listed in REFUSED with the text its
 error must contain: the check then requires that refusal (so a fix, or a
 new failure, is noticed) and the summary names it. Tolerance: |ours -
 torch| <= 1e-5 + 1e-4 |torch| (logits, loss) and, for parameters after the
@@ -51,6 +52,8 @@ ROOT = HERE.parent.parent
 SKIPPED = 77
 ATOL, RTOL = 1e-5, 1e-4
 BATCH, SEQ, VOCAB, LR = 2, 8, 96, 1e-2
+DROP_PATH = 0.0  # BEiT's drop_path_rate (check_drop_path sets it)
+DROP_PATH_SEED = 3  # each of the two masks keeps one sample and drops the other
 
 # What the compiler refuses today, by model: a substring of the error.
 REFUSED: dict[str, str] = {}
@@ -146,12 +149,12 @@ def make(name: str):
         target = torch.randint(0, VOCAB, (BATCH, 39))
     elif name == "beit":
         # Its relative position index is built in forward (ScatterND,
-        # ReduceSum over constants). drop_path off: its torch.rand exports
-        # as RandomUniformLike, which has no kernel.
+        # ReduceSum over constants). drop_path off but in
+        # check_drop_path (its masks are random).
         config = tf.BeitConfig(image_size=16, patch_size=8, num_channels=3, hidden_size=32,
                                num_hidden_layers=2, num_attention_heads=4,
                                intermediate_size=64, hidden_dropout_prob=0.0,
-                               attention_probs_dropout_prob=0.0, drop_path_rate=0.0,
+                               attention_probs_dropout_prob=0.0, drop_path_rate=DROP_PATH,
                                num_labels=5, use_relative_position_bias=True)
         cls, block = tf.BeitForImageClassification, "BeitLayer"
         ids = torch.randn(BATCH, 3, 16, 16)
@@ -379,6 +382,59 @@ def check_long_sequence(fsdp_mlir, work) -> list[str]:
         SEQ = saved
 
 
+def check_drop_path(fsdp_mlir, work) -> list[str]:
+    """BEiT trained with stochastic depth. drop_path_rate 0.5 over 2 layers
+    gives layer 1's BeitDropPath p = 0.5, called after attention and after
+    the MLP; export draws it as a Dropout of per-sample ones, so the
+    runtime's Philox masks decide. torch's AdamW step with the masks the
+    independent philox_ref.py draws for those two random ops (ids 0 and 1,
+    step 0, one element per sample) gives the same loss and parameters."""
+    import numpy as np
+    import onnx
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    import philox_ref
+
+    global DROP_PATH
+    saved, DROP_PATH = DROP_PATH, 0.5
+    try:
+        wrapper, _, _, inputs, target = make("beit")
+    finally:
+        DROP_PATH = saved
+    onnx_path = fsdp_mlir.export(wrapper, (*inputs, target), work / "beit.drop_path.onnx",
+                                 loss_fn=loss_fn)
+    props = {p.key: p.value for p in onnx.load(str(onnx_path)).metadata_props}
+    swapped = json.loads(props[fsdp_mlir.METADATA_KEY])["stochastic_depth"]
+    want = [{"fqn": "beit.layers.1.drop_path", "p": 0.5, "mode": "row"}]
+    if swapped != want:
+        return [f"beit drop_path: the export's stochastic_depth is {swapped}, not {want}"]
+    masks = [philox_ref.keep_mask(DROP_PATH_SEED, 0, op, 0, BATCH, 0.5) for op in (0, 1)]
+    if all(m.all() for m in masks) or not any(m.any() for m in masks):
+        return [f"beit drop_path: seed {DROP_PATH_SEED} drops no sample or every sample"]
+    plan = fsdp_mlir.compile(onnx_path, batch_size=BATCH, optimizer={"optimizer": "adamw"})
+    with fsdp_mlir.Session(plan, seed=DROP_PATH_SEED) as session:
+        loss = session.step(feed(session, inputs, target), lr=LR)
+        state = session.state_dict()
+    calls = []
+    for _, m in wrapper.named_modules():
+        if type(m).__name__ == "BeitDropPath" and m.drop_prob > 0:
+            def forward(h, m=m):
+                keep = masks[len(calls)]
+                calls.append(m)
+                noise = torch.from_numpy(keep.astype(np.float32)).reshape(
+                    (-1,) + (1,) * (h.ndim - 1))
+                return h.div(1 - m.drop_prob) * noise
+            m.forward = forward
+    ref_loss, grads = torch_step(wrapper, inputs, target)
+    print(f"beit drop_path 0.5 (masks {[m.tolist() for m in masks]}): AdamW step: "
+          f"loss {loss:.6f}, torch {ref_loss:.6f}")
+    bad = [] if len(calls) == 2 else [f"beit drop_path: torch called {len(calls)} DropPaths"]
+    if close(loss, ref_loss) > 0:
+        bad.append(f"beit drop_path: step loss {loss} != torch's {ref_loss}")
+    return bad + compare_params(state, wrapper, grads, "beit drop_path step")
+
+
 def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], str]:
     """(failures, status line) of one model; an expected refusal passes."""
     from fsdp_mlir import ToolError
@@ -447,6 +503,12 @@ def main(argv=None) -> int:
                 print(f"FAILED: {line}")
             failed += bad
             table.append(f"  llama at 256 tokens: forward {'FAILED' if bad else 'passed'}")
+        if not args.only or "beit" in args.only:
+            bad = check_drop_path(fsdp_mlir, work)
+            for line in bad:
+                print(f"FAILED: {line}")
+            failed += bad
+            table.append(f"  beit with drop_path 0.5: step {'FAILED' if bad else 'passed'}")
     print("summary:\n" + "\n".join(table))
     return 1 if failed else 0
 
