@@ -43,6 +43,14 @@ def dec(cfg, cls, **kw):
     return ("ids", getattr(tf, cfg)(**d), getattr(tf, cls))
 
 
+# An encoder-decoder's (BART-like) and a speech encoder's (wav2vec2-like) sizes.
+S2S = dict(vocab_size=V, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+           decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+           max_position_embeddings=64, use_cache=False)
+WAVE = dict(conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4,
+            num_conv_pos_embedding_groups=2, mask_time_prob=0.0, **H)
+
+
 SPECS = {
  "gpt_neox": lambda: dec("GPTNeoXConfig", "GPTNeoXForCausalLM"),
  "opt": lambda: ("ids", tf.OPTConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, ffn_dim=64, num_attention_heads=4, word_embed_proj_dim=32, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0, use_cache=False), tf.OPTForCausalLM),
@@ -93,6 +101,83 @@ SPECS = {
  "poolformer": lambda: ("img32", tf.PoolFormerConfig(num_channels=3, hidden_sizes=[8, 16, 16, 16], depths=[1, 1, 1, 1], num_labels=5), tf.PoolFormerForImageClassification),
  "whisper": lambda: ("audio", tf.WhisperConfig(vocab_size=V, num_mel_bins=8, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, d_model=32, max_source_positions=16, max_target_positions=64, use_cache=False, decoder_start_token_id=0, pad_token_id=0), tf.WhisperForConditionalGeneration),
  "wav2vec2": lambda: ("wave", tf.Wav2Vec2Config(vocab_size=V, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2, do_stable_layer_norm=True, feat_extract_norm="layer", mask_time_prob=0.0, **H), tf.Wav2Vec2ForCTC),
+ # Added by the wider sweep (see KNOWN_GAPS below for those that do not pass yet).
+ "llama": lambda: dec("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=2),
+ "mistral": lambda: dec("MistralConfig", "MistralForCausalLM", num_key_value_heads=2, sliding_window=4),
+ "qwen2": lambda: dec("Qwen2Config", "Qwen2ForCausalLM", num_key_value_heads=2),
+ "falcon": lambda: ("ids", tf.FalconConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, use_cache=False), tf.FalconForCausalLM),
+ "gpt2": lambda: ("ids", tf.GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4, use_cache=False), tf.GPT2LMHeadModel),
+ "gpt_neo": lambda: ("ids", tf.GPTNeoConfig(vocab_size=V, max_position_embeddings=64, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, attention_types=[[["global", "local"], 1]], window_size=4, use_cache=False), tf.GPTNeoForCausalLM),
+ "stablelm": lambda: dec("StableLmConfig", "StableLmForCausalLM", num_key_value_heads=2),
+ "persimmon": lambda: dec("PersimmonConfig", "PersimmonForCausalLM"),
+ "nemotron": lambda: dec("NemotronConfig", "NemotronForCausalLM", num_key_value_heads=2, head_dim=8),
+ "olmoe": lambda: dec("OlmoeConfig", "OlmoeForCausalLM", num_experts=4, num_experts_per_tok=2),
+ "granitemoe": lambda: dec("GraniteMoeConfig", "GraniteMoeForCausalLM", num_local_experts=4, num_experts_per_tok=2),
+ "qwen3_moe": lambda: dec("Qwen3MoeConfig", "Qwen3MoeForCausalLM", head_dim=8, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16),
+ "deepseek_v2": lambda: dec("DeepseekV2Config", "DeepseekV2ForCausalLM", num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, head_dim=4, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=16, first_k_dense_replace=1, n_group=1, topk_group=1),
+ "deepseek_v3": lambda: dec("DeepseekV3Config", "DeepseekV3ForCausalLM", num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=16, first_k_dense_replace=1, n_group=1, topk_group=1),
+ "jamba": lambda: dec("JambaConfig", "JambaForCausalLM", num_key_value_heads=2, num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2, attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4, use_mamba_kernels=False),
+ "mamba": lambda: ("ids", tf.MambaConfig(vocab_size=V, hidden_size=32, state_size=4, num_hidden_layers=2, expand=2, conv_kernel=4, time_step_rank=4, use_cache=False), tf.MambaForCausalLM),
+ "recurrent_gemma": lambda: ("ids", tf.RecurrentGemmaConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, lru_width=32, attention_window_size=4, conv1d_width=4, block_types=["recurrent", "attention"], use_cache=False), tf.RecurrentGemmaForCausalLM),
+ "bert": lambda: ("mlm", tf.BertConfig(vocab_size=V, max_position_embeddings=64, **H), tf.BertForMaskedLM),
+ "xlm_roberta": lambda: ("mlm", tf.XLMRobertaConfig(vocab_size=V, max_position_embeddings=64, **H), tf.XLMRobertaForMaskedLM),
+ "camembert": lambda: ("mlm", tf.CamembertConfig(vocab_size=V, max_position_embeddings=64, **H), tf.CamembertForMaskedLM),
+ "data2vec_text": lambda: ("mlm", tf.Data2VecTextConfig(vocab_size=V, max_position_embeddings=64, **H), tf.Data2VecTextForMaskedLM),
+ "ernie": lambda: ("mlm", tf.ErnieConfig(vocab_size=V, max_position_embeddings=64, **H), tf.ErnieForMaskedLM),
+ "roformer": lambda: ("mlm", tf.RoFormerConfig(vocab_size=V, embedding_size=32, max_position_embeddings=64, **H), tf.RoFormerForMaskedLM),
+ "megatron_bert": lambda: ("mlm", tf.MegatronBertConfig(vocab_size=V, max_position_embeddings=64, **H), tf.MegatronBertForMaskedLM),
+ "rembert": lambda: ("mlm", tf.RemBertConfig(vocab_size=V, max_position_embeddings=64, input_embedding_size=16, output_embedding_size=16, **H), tf.RemBertForMaskedLM),
+ "convbert": lambda: ("mlm", tf.ConvBertConfig(vocab_size=V, embedding_size=16, max_position_embeddings=64, conv_kernel_size=3, **H), tf.ConvBertForMaskedLM),
+ "mobilebert": lambda: ("mlm", tf.MobileBertConfig(vocab_size=V, embedding_size=16, intra_bottleneck_size=16, num_feedforward_networks=2, max_position_embeddings=64, **H), tf.MobileBertForMaskedLM),
+ "squeezebert": lambda: ("mlm", tf.SqueezeBertConfig(vocab_size=V, embedding_size=32, max_position_embeddings=64, **H), tf.SqueezeBertForMaskedLM),
+ "funnel": lambda: ("mlm", tf.FunnelConfig(vocab_size=V, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1], num_decoder_layers=1, max_position_embeddings=64), tf.FunnelForMaskedLM),
+ "longformer": lambda: ("mlm", tf.LongformerConfig(vocab_size=V, max_position_embeddings=64, attention_window=4, **H), tf.LongformerForMaskedLM),
+ "big_bird": lambda: ("mlm", tf.BigBirdConfig(vocab_size=V, max_position_embeddings=64, attention_type="original_full", **H), tf.BigBirdForMaskedLM),
+ "layoutlm": lambda: ("mlm", tf.LayoutLMConfig(vocab_size=V, max_position_embeddings=64, max_2d_position_embeddings=64, **H), tf.LayoutLMForMaskedLM),
+ "canine": lambda: ("mlm", tf.CanineConfig(max_position_embeddings=64, downsampling_rate=2, num_hash_buckets=64, upsampling_kernel_size=3, num_labels=5, **H), tf.CanineForTokenClassification),
+ "nystromformer": lambda: ("mlm", tf.NystromformerConfig(vocab_size=V, max_position_embeddings=64, num_landmarks=S, segment_means_seq_len=S, conv_kernel_size=3, **H), tf.NystromformerForMaskedLM),
+ "fnet": lambda: ("mlm", tf.FNetConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, intermediate_size=64, max_position_embeddings=64, use_tpu_fourier_optimizations=False), tf.FNetForMaskedLM),
+ "xlm": lambda: ("mlm", tf.XLMConfig(vocab_size=V, emb_dim=32, n_layers=2, n_heads=4, max_position_embeddings=64), tf.XLMWithLMHeadModel),
+ "t5": lambda: ("s2s", tf.T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4, decoder_start_token_id=0, pad_token_id=0, use_cache=False), tf.T5ForConditionalGeneration),
+ "mt5": lambda: ("s2s", tf.MT5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4, decoder_start_token_id=0, pad_token_id=0, use_cache=False), tf.MT5ForConditionalGeneration),
+ "umt5": lambda: ("s2s", tf.UMT5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4, decoder_start_token_id=0, pad_token_id=0, use_cache=False), tf.UMT5ForConditionalGeneration),
+ "longt5": lambda: ("s2s", tf.LongT5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_decoder_layers=1, num_heads=4, local_radius=2, encoder_attention_type="local", decoder_start_token_id=0, pad_token_id=0, use_cache=False), tf.LongT5ForConditionalGeneration),
+ "mbart": lambda: ("s2s", tf.MBartConfig(**S2S), tf.MBartForConditionalGeneration),
+ "blenderbot": lambda: ("s2s", tf.BlenderbotConfig(**S2S), tf.BlenderbotForConditionalGeneration),
+ "blenderbot_small": lambda: ("s2s", tf.BlenderbotSmallConfig(**S2S), tf.BlenderbotSmallForConditionalGeneration),
+ "m2m_100": lambda: ("s2s", tf.M2M100Config(**S2S, pad_token_id=1, decoder_start_token_id=2), tf.M2M100ForConditionalGeneration),
+ "plbart": lambda: ("s2s", tf.PLBartConfig(**S2S), tf.PLBartForConditionalGeneration),
+ "led": lambda: ("s2s", tf.LEDConfig(vocab_size=V, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_encoder_position_embeddings=64, max_decoder_position_embeddings=64, attention_window=4, use_cache=False), tf.LEDForConditionalGeneration),
+ "vit": lambda: ("img16", tf.ViTConfig(image_size=16, patch_size=8, num_channels=3, num_labels=5, **H), tf.ViTForImageClassification),
+ "vit_msn": lambda: ("img16", tf.ViTMSNConfig(image_size=16, patch_size=8, num_channels=3, num_labels=5, **H), tf.ViTMSNForImageClassification),
+ "data2vec_vision": lambda: ("img16", tf.Data2VecVisionConfig(image_size=16, patch_size=8, num_channels=3, num_labels=5, use_relative_position_bias=True, **H), tf.Data2VecVisionForImageClassification),
+ "yolos": lambda: ("img16", tf.YolosConfig(image_size=[16, 16], patch_size=8, num_channels=3, num_detection_tokens=4, num_labels=5, **H), tf.YolosForObjectDetection),
+ "swinv2": lambda: ("img32", tf.Swinv2Config(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=4, num_labels=5), tf.Swinv2ForImageClassification),
+ "focalnet": lambda: ("img32", tf.FocalNetConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1], focal_levels=[2, 2], focal_windows=[3, 3], num_labels=5), tf.FocalNetForImageClassification),
+ "convnextv2": lambda: ("img32", tf.ConvNextV2Config(num_channels=3, num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], num_labels=5), tf.ConvNextV2ForImageClassification),
+ "cvt": lambda: ("img32", tf.CvtConfig(num_channels=3, patch_sizes=[7, 3], patch_stride=[4, 2], patch_padding=[2, 1], embed_dim=[8, 16], num_heads=[1, 2], depth=[1, 2], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0], drop_path_rate=[0.0, 0.0], qkv_bias=[True, True], cls_token=[False, True], qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2], padding_q=[1, 1], stride_q=[1, 1], num_labels=5), tf.CvtForImageClassification),
+ "pvt": lambda: ("img32", tf.PvtConfig(image_size=32, num_channels=3, num_encoder_blocks=2, depths=[1, 1], sequence_reduction_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[4, 2], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], num_labels=5), tf.PvtForImageClassification),
+ "pvt_v2": lambda: ("img32", tf.PvtV2Config(image_size=32, num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], num_labels=5), tf.PvtV2ForImageClassification),
+ "efficientnet": lambda: ("img32", tf.EfficientNetConfig(image_size=32, num_channels=3, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=320, num_labels=5), tf.EfficientNetForImageClassification),
+ "mobilenet_v2": lambda: ("img32", tf.MobileNetV2Config(image_size=32, num_channels=3, depth_multiplier=0.25, min_depth=8, num_labels=5), tf.MobileNetV2ForImageClassification),
+ "mobilevitv2": lambda: ("img32", tf.MobileViTV2Config(image_size=32, patch_size=1, width_multiplier=0.25, num_labels=5), tf.MobileViTV2ForImageClassification),
+ "regnet": lambda: ("img32", tf.RegNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], groups_width=8, num_labels=5), tf.RegNetForImageClassification),
+ "bit": lambda: ("img32", tf.BitConfig(num_channels=3, embedding_size=16, hidden_sizes=[32, 64], depths=[1, 1], num_groups=4, num_labels=5), tf.BitForImageClassification),
+ "dpt": lambda: ("img32", tf.DPTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=64, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=16, num_labels=5), tf.DPTForSemanticSegmentation),
+ "clip_text": lambda: ("txtpool", tf.CLIPTextConfig(vocab_size=V, max_position_embeddings=64, **H), tf.CLIPTextModel),
+ "siglip_text": lambda: ("txtpool", tf.SiglipTextConfig(vocab_size=V, max_position_embeddings=64, **H), tf.SiglipTextModel),
+ "hubert": lambda: ("wave", tf.HubertConfig(vocab_size=V, **WAVE), tf.HubertForCTC),
+ "data2vec_audio": lambda: ("wave", tf.Data2VecAudioConfig(vocab_size=V, **WAVE), tf.Data2VecAudioForCTC),
+ "sew": lambda: ("wave", tf.SEWConfig(vocab_size=V, squeeze_factor=2, **WAVE), tf.SEWForCTC),
+ "sew_d": lambda: ("wave", tf.SEWDConfig(vocab_size=V, squeeze_factor=2, position_buckets=16, max_position_embeddings=64, **WAVE), tf.SEWDForCTC),
+ "unispeech": lambda: ("wave", tf.UniSpeechConfig(vocab_size=V, **WAVE), tf.UniSpeechForCTC),
+ "unispeech_sat": lambda: ("wave", tf.UniSpeechSatConfig(vocab_size=V, **WAVE), tf.UniSpeechSatForCTC),
+ "wavlm": lambda: ("wave", tf.WavLMConfig(vocab_size=V, num_buckets=16, max_bucket_distance=32, **WAVE), tf.WavLMForCTC),
+ "wav2vec2_conformer": lambda: ("wave", tf.Wav2Vec2ConformerConfig(vocab_size=V, position_embeddings_type="rotary", conv_depthwise_kernel_size=3, **WAVE), tf.Wav2Vec2ConformerForCTC),
+ "speech_to_text": lambda: ("s2t", tf.Speech2TextConfig(vocab_size=V, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=64, max_target_positions=64, conv_channels=16, input_feat_per_channel=8, input_channels=1, use_cache=False, decoder_start_token_id=0, pad_token_id=0), tf.Speech2TextForConditionalGeneration),
+ "audio_spectrogram_transformer": lambda: ("spec", tf.ASTConfig(patch_size=8, frequency_stride=8, time_stride=8, max_length=32, num_mel_bins=16, num_labels=5, **H), tf.ASTForAudioClassification),
+ "videomae": lambda: ("video", tf.VideoMAEConfig(image_size=16, patch_size=8, num_channels=3, num_frames=4, tubelet_size=2, num_labels=5, **H), tf.VideoMAEForVideoClassification),
+ "timesformer": lambda: ("video", tf.TimesformerConfig(image_size=16, patch_size=8, num_channels=3, num_frames=4, num_labels=5, **H), tf.TimesformerForVideoClassification),
 }
 
 
@@ -104,11 +189,25 @@ ILL_CONDITIONED = {
 }
 
 
+# Models that do not pass yet because of a gap in the compiler or runtime (not
+# in the model or its config): reported as "known gap", not counted as a
+# failure (one that passes says so: remove it from here).
+KNOWN_GAPS = {
+}
+
+
 def zero_dropout(cfg):
+    """Every dropout, drop path, layer drop, drop connect and SpecAugment mask off
+    (a per-stage list of rates, CvT's, too)."""
     for k, v in list(cfg.to_dict().items()):
-        if isinstance(v, float) and any(w in k for w in ("dropout", "pdrop", "drop_path",
-                                                          "layerdrop")):
+        if not any(w in k for w in ("dropout", "pdrop", "drop_path", "layerdrop",
+                                    "drop_connect", "drop_rate", "mask_time_prob",
+                                    "mask_feature_prob")):
+            continue
+        if isinstance(v, float):
             setattr(cfg, k, 0.0)
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, float) for x in v):
+            setattr(cfg, k, [0.0] * len(v))
 
 
 def call(model, kind, xs):
@@ -118,13 +217,15 @@ def call(model, kind, xs):
         return cls.forward(model, input_ids=xs[0]).logits
     if kind == "s2s":
         return cls.forward(model, input_ids=xs[0], decoder_input_ids=xs[1]).logits
+    if kind == "txtpool":
+        return cls.forward(model, input_ids=xs[0]).pooler_output
     if kind == "clipimg":
         return cls.forward(model, pixel_values=xs[0]).pooler_output
-    if kind.startswith("img"):
+    if kind.startswith("img") or kind == "video":
         return cls.forward(model, pixel_values=xs[0]).logits
-    if kind == "audio":
+    if kind in ("audio", "s2t"):
         return cls.forward(model, input_features=xs[0], decoder_input_ids=xs[1]).logits
-    return cls.forward(model, input_values=xs[0]).logits  # wave
+    return cls.forward(model, input_values=xs[0]).logits  # wave, spec
 
 
 def build(name):
@@ -143,6 +244,10 @@ def build(name):
         "img32": lambda: (torch.randn(B, 3, 32, 32),),
         "audio": lambda: (torch.randn(B, 8, 32), torch.randint(3, V, (B, S))),
         "wave": lambda: (torch.randn(B, 400),),
+        "txtpool": lambda: (torch.randint(3, V, (B, S)),),
+        "s2t": lambda: (torch.randn(B, 32, 8), torch.randint(3, V, (B, S))),
+        "spec": lambda: (torch.randn(B, 32, 16),),
+        "video": lambda: (torch.randn(B, 4, 3, 16, 16),),
     }[kind]()
     torch.manual_seed(1)
     wrapped = type(cls.__name__, (cls,), {"forward": lambda self, *xs: call(self, kind, xs)})
@@ -228,7 +333,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "python-frontend"))
     import fsdp_mlir
 
-    failed = []
+    failed, gaps = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.names or list(SPECS):
             start = time.time()
@@ -236,12 +341,17 @@ def main(argv=None) -> int:
                 ok, line = run(fsdp_mlir, name, Path(tmp), not args.no_step)
             except Exception as e:  # noqa: BLE001 - every failure is reported
                 ok, line = False, f"{type(e).__name__}: {str(e).strip()[-600:]}"
-            print(f"{name}: {'ok' if ok else 'FAILED'}: {line} [{time.time() - start:.0f} s]",
-                  flush=True)
+            if name in KNOWN_GAPS:
+                status = ("known gap (now passes: remove it)" if ok else
+                          f"known gap ({KNOWN_GAPS[name]})")
+            else:
+                status = "ok" if ok else "FAILED"
+            print(f"{name}: {status}: {line} [{time.time() - start:.0f} s]", flush=True)
             if not ok:
-                failed.append(name)
+                (gaps if name in KNOWN_GAPS else failed).append(name)
     print(f"{len(failed)} of {len(args.names or SPECS)} failed" +
-          (f": {', '.join(failed)}" if failed else ""))
+          (f": {', '.join(failed)}" if failed else "") +
+          (f"; {len(gaps)} known gaps: {', '.join(gaps)}" if gaps else ""))
     return 1 if failed else 0
 
 

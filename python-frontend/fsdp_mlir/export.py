@@ -926,13 +926,22 @@ def export(
                 # BatchNorm's num_batches_tracked is read by no training-mode
                 # node, so the exporter drops it; it gets an initializer of
                 # its own, which makes it a buffer that fsdp-autodiff counts
-                # and state dicts carry.
+                # and state dicts carry. So does a trainable parameter no
+                # node reads (a ViT's mask_token): in its unit's flat buffer
+                # its gradient is zero, as in torch FSDP's FlatParameter. A
+                # frozen one stays out (it would be a frozen parameter in a
+                # trainable unit, which FSDP cannot flatten).
                 for row, t, saved in pending:
-                    if row["initializer"] is None and row["fqn"] in counters:
+                    unused_param = (saved is None and row["initializer"] is None
+                                    and row["requires_grad"])
+                    if row["initializer"] is None and (row["fqn"] in counters or unused_param):
                         name = prefix + row["fqn"]
                         if name in matcher.by_name:
                             raise ValueError(f"an initializer is already called {name!r}")
-                        init = numpy_helper.from_array(saved.detach().cpu().numpy(), name)
+                        value = t if saved is None else saved
+                        init = onnx.helper.make_tensor(
+                            name, _onnx_elem_type(value.dtype), list(value.shape),
+                            _tensor_bytes(value), raw=True)
                         proto.graph.initializer.append(init)
                         matcher.by_name[name] = init
                         matcher.claimed.add(name)

@@ -352,9 +352,14 @@ class InferenceExportTest(ExportTestBase):
         self.assertEqual(self.params["a.weight"]["initializer"], "a.weight")
         self.assertIn("b.bias", self.params)
 
-    def test_unused_param_has_no_initializer(self):
-        self.assertIsNone(self.params["unused"]["initializer"])
+    def test_unused_param_gets_an_initializer(self):
+        # No node reads it, so torch's exporter drops it; export adds it
+        # back, so the plan's state dict and checkpoints carry it.
+        self.assertEqual(self.params["unused"]["initializer"], "unused")
         self.assertEqual(self.params["unused"]["shape"], [3])
+        self.assertTrue(self.params["unused"]["requires_grad"])
+        np.testing.assert_array_equal(numpy_helper.to_array(self.inits["unused"]),
+                                      np.full(3, 0.25, np.float32))
 
     def test_buffers(self):
         self.assertEqual(list(self.buffers), [n for n, _ in self.model.named_buffers()])

@@ -7,7 +7,8 @@
 Run by the interpreter of `.venv-torch2` (transformers, safetensors). For
 each model (GPT-2; LLaMA with grouped-query attention, 2 key/value heads for
 4 query heads; Mistral; Qwen2; Falcon; BERT; T5; ViT; Mixtral, top-2 of 4
-experts; Whisper; wav2vec2 with a CTC head; BEiT), built from a tiny config
+experts; Whisper; wav2vec2 with a CTC head; BEiT; DINOv2, whose mask_token
+the forward never reads), built from a tiny config
 with every dropout off and use_cache=False, nothing downloaded:
 
   1. fsdp_mlir.export(model, ..., exporter="auto") without a loss, compile
@@ -159,6 +160,17 @@ def make(name: str):
         cls, block = tf.BeitForImageClassification, "BeitLayer"
         ids = torch.randn(BATCH, 3, 16, 16)
         target = torch.randint(0, 5, (BATCH,))
+    elif name == "dinov2":
+        # Its mask_token is read only with bool_masked_pos: export adds it
+        # back (state_dict strict), its gradient zero. The position table
+        # is resized bicubically in forward.
+        config = tf.Dinov2Config(image_size=16, patch_size=8, num_channels=3, hidden_size=32,
+                                 num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                 drop_path_rate=0.0, num_labels=5)
+        cls, block = tf.Dinov2ForImageClassification, "Dinov2Layer"
+        ids = torch.randn(BATCH, 3, 16, 16)
+        target = torch.randint(0, 5, (BATCH,))
     elif name == "vit":
         config = tf.ViTConfig(image_size=16, patch_size=8, num_channels=3, hidden_size=32,
                               num_hidden_layers=2, num_attention_heads=4,
@@ -181,7 +193,7 @@ def logits_class(cls, name):
     model's own."""
 
     def forward(self, *inputs):
-        if name in ("vit", "beit"):
+        if name in ("vit", "beit", "dinov2"):
             return cls.forward(self, pixel_values=inputs[0]).logits
         if name == "t5":
             return cls.forward(self, input_ids=inputs[0], decoder_input_ids=inputs[1]).logits
@@ -457,7 +469,7 @@ def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], s
 
 
 MODELS = ["gpt2", "llama", "mistral", "qwen2", "falcon", "bert", "t5", "vit", "mixtral",
-          "whisper", "wav2vec2", "beit"]
+          "whisper", "wav2vec2", "beit", "dinov2"]
 
 
 def main(argv=None) -> int:
