@@ -25,7 +25,8 @@ repeated index and a class-weighted nll_loss of log-probabilities, which
 export as GatherElements and NegativeLogLikelihoodLoss; a MobileNetV3-like
 block: HardSwish, a HardSigmoid squeeze-excite, per-channel PReLU, ELU and
 reflect, replicate and constant padding; nearest and bilinear upsampling and
-a transposed convolution), and every model of
+a transposed convolution; LRN and MeanVarianceNormalization, rewritten at
+import), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -303,6 +304,43 @@ class NormsCubic(nn.Module):
         return self.head(torch.cat([feats, pos.expand(x.shape[0], -1)], dim=-1))
 
 
+def mean_variance_norm(x, dims=(0, 2, 3)):
+    """ONNX's MeanVarianceNormalization, as its function body computes it."""
+    mean = x.mean(dim=dims, keepdim=True)
+    std = torch.sqrt((x * x).mean(dim=dims, keepdim=True) - mean ** 2)
+    return (x - mean) / (std + 1e-9)
+
+
+# torch 1.13 exports F.local_response_norm as its pad / avg_pool
+# decomposition, never as one LRN node; the window is ONNX's for odd sizes.
+LRN_WIDE = onnx_op(lambda x: F.local_response_norm(x, 5, alpha=0.5, beta=0.75, k=1.0),
+                   "LRN", size_i=5, alpha_f=0.5, beta_f=0.75, bias_f=1.0)
+LRN_NARROW = onnx_op(lambda x: F.local_response_norm(x, 3, alpha=0.9, beta=0.6, k=2.0),
+                     "LRN", size_i=3, alpha_f=0.9, beta_f=0.6, bias_f=2.0)
+MVN = onnx_op(mean_variance_norm, "MeanVarianceNormalization", axes_i=[0, 2, 3])
+MVN_FEATURES = onnx_op(lambda x: mean_variance_norm(x, (1,)),
+                       "MeanVarianceNormalization", axes_i=[1])
+
+
+class LrnMvn(nn.Module):
+    """AlexNet's and GoogLeNet's local response normalization (torch's
+    LocalResponseNorm, sizes 5 and 3, more than C / 2 channels wide at the
+    edges) and MeanVarianceNormalization (over [0, 2, 3] and over the
+    features), each as one ONNX node, which the importer rewrites into ops
+    with rules (a banded 1x1 Conv, Pow; ReduceMean, Sqrt)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.conv2 = nn.Conv2d(6, 8, 3, stride=2)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = LRN_WIDE(torch.relu(self.conv1(x)))
+        h = LRN_NARROW(MVN(self.conv2(h)))
+        return self.head(MVN_FEATURES(h.mean(dim=(2, 3))))
+
+
 # torch 1.13 has no ONNX symbolic for these, though ONNX has had the ops
 # since opset 9: Activations exports them through these.
 for _name in ("sinh", "cosh", "asinh", "acosh", "atanh"):
@@ -372,6 +410,7 @@ CASES = {
                    weighted_nll_loss),
     "activations": (Activations, lambda g: torch.randn(6, 8, generator=g), 4),
     "norms_cubic": (NormsCubic, lambda g: torch.randn(4, 6, 8, generator=g), 4),
+    "lrn_mvn": (LrnMvn, lambda g: torch.randn(4, 3, 9, 9, generator=g), 5),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
@@ -407,7 +446,11 @@ KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
                           "nll_loss": 1, "nll_loss_grad": 1},
            "norms_cubic": {"reduce_l1": 1, "reduce_l2": 2, "reduce_log_sum": 1,
                            "reduce_log_sum_exp": 1, "reduce_min": 1,
-                           "reduce_sum_square": 1, "resize": 1}}
+                           "reduce_sum_square": 1, "resize": 1},
+           # Two LRNs' banded 1x1 convolutions beside the model's two: no
+           # weight gradient for a constant band; MVN's roots, means.
+           "lrn_mvn": {"conv": 4, "conv_grad_input": 3, "conv_grad_weight": 2,
+                       "sqrt": 2, "reduce_mean": 5}}
 UNFUSED = {"resnet18+unfused-bn": ("resnet18", "fuse-batch-norm=false")}
 # Models returning several values: which one the attached loss reads.
 ATTACHED_LOGITS = {"bert": 1}

@@ -2127,6 +2127,135 @@ static LogicalResult expandInstanceNorm(onnxir::InstanceNormalizationOp op) {
   return success();
 }
 
+/// A rank-0 constant of `value` in `element` (a float type).
+static Value scalarConstant(OpBuilder &b, Location loc, Type element,
+                            double value) {
+  return b.create<onnxir::ConstantOp>(
+      loc, DenseElementsAttr::get(RankedTensorType::get({}, element),
+                                  b.getFloatAttr(element, value)));
+}
+
+/// LRN has no kernel. On x of shape (N, C, D1..Dk) it becomes
+///   Y = x / (bias + Conv(Reshape(x * x, [N, C, S, 1]), W) viewed back)^beta
+/// with S = D1 * ... * Dk and W the constant C x C x 1 x 1 band holding
+/// alpha / size where input channel i is in output channel c's window
+/// [c - floor((size-1)/2), c + ceil((size-1)/2)] (ONNX's window, torch's
+/// LocalResponseNorm's for odd sizes; channels past the edges count as
+/// zeros): the 1x1 convolution is alpha / size times the window's square
+/// sum. Those ops have kernels and rules, so a gradient reaches x.
+static LogicalResult expandLRN(onnxir::LRNOp op) {
+  using namespace onnxir;
+  auto xType = dyn_cast<RankedTensorType>(op.getX().getType());
+  if (!xType || !xType.hasStaticShape() || xType.getRank() < 3)
+    return op.emitError("LRN needs a statically shaped input (N, C, D1, ...), "
+                        "got ")
+           << op.getX().getType();
+  if (!isa<FloatType>(xType.getElementType()))
+    return op.emitError("LRN's input must be floating point, got ")
+           << xType.getElementType();
+  int64_t size = op.getSize();
+  if (size < 1)
+    return op.emitError("LRN's size must be at least 1, got ") << size;
+  if (op.getY().getType() != xType)
+    return op.emitError("LRN's result is ")
+           << op.getY().getType() << ", not its input's " << xType;
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type element = xType.getElementType();
+  int64_t n = xType.getDimSize(0), c = xType.getDimSize(1), s = 1;
+  for (int64_t d : xType.getShape().drop_front(2))
+    s *= d;
+  int64_t before = (size - 1) / 2, after = size / 2;
+  double weight = op.getAlpha().convertToDouble() / static_cast<double>(size);
+  SmallVector<Attribute> band;
+  for (int64_t out = 0; out < c; ++out)
+    for (int64_t in = 0; in < c; ++in)
+      band.push_back(b.getFloatAttr(
+          element, in >= out - before && in <= out + after ? weight : 0.0));
+  auto bandType = RankedTensorType::get({c, c, 1, 1}, element);
+  Value w = b.create<ConstantOp>(loc, DenseElementsAttr::get(bandType, band));
+  auto columnsType = RankedTensorType::get({n, c, s, 1}, element);
+  Value squares = b.create<MulOp>(loc, xType, op.getX(), op.getX());
+  Value sums = b.create<ConvOp>(
+      loc, columnsType, reshapeTo(b, loc, squares, {n, c, s, 1}), w,
+      b.create<NoValueOp>(loc, b.getNoneType()).getResult(),
+      b.getStringAttr("NOTSET"), DenseI64ArrayAttr(), b.getI64IntegerAttr(1),
+      b.getDenseI64ArrayAttr({1, 1}), DenseI64ArrayAttr(), DenseI64ArrayAttr());
+  Value base = b.create<AddOp>(
+      loc, xType, reshapeTo(b, loc, sums, xType.getShape()),
+      scalarConstant(b, loc, element, op.getBias().convertToDouble()));
+  Value scale = b.create<PowOp>(
+      loc, xType, base,
+      scalarConstant(b, loc, element, op.getBeta().convertToDouble()));
+  op.getY().replaceAllUsesWith(
+      b.create<DivOp>(loc, xType, op.getX(), scale).getResult());
+  op.erase();
+  return success();
+}
+
+/// MeanVarianceNormalization has no kernel. It becomes ONNX's own function
+/// body, op for op (the conformance data come from it):
+///   Y = (X - ReduceMean(X)) / (Sqrt(ReduceMean(X^2) - ReduceMean(X)^2)
+///       + 1e-9)
+/// the means over `axes` (default [0, 2, 3]) with keepdims. Those ops have
+/// kernels and rules, so a gradient reaches X.
+static LogicalResult
+expandMeanVarianceNorm(onnxir::MeanVarianceNormalizationOp op) {
+  using namespace onnxir;
+  auto xType = dyn_cast<RankedTensorType>(op.getX().getType());
+  if (!xType || !xType.hasStaticShape())
+    return op.emitError("MeanVarianceNormalization needs a statically "
+                        "shaped input, got ")
+           << op.getX().getType();
+  if (!isa<FloatType>(xType.getElementType()))
+    return op.emitError("MeanVarianceNormalization's input must be floating "
+                        "point, got ")
+           << xType.getElementType();
+  int64_t rank = xType.getRank();
+  SmallVector<int64_t> axes(op.getAxes().value_or(ArrayRef<int64_t>{0, 2, 3}));
+  SmallVector<int64_t> meanShape(xType.getShape());
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t &axis : axes) {
+    if (axis < -rank || axis >= rank)
+      return op.emitError("MeanVarianceNormalization's axis ")
+             << axis << " is out of range for its rank-" << rank << " input";
+    if (axis < 0)
+      axis += rank;
+    if (reduced[axis])
+      return op.emitError("MeanVarianceNormalization's axis ")
+             << axis << " is given twice";
+    reduced[axis] = true;
+    meanShape[axis] = 1;
+  }
+  if (op.getY().getType() != xType)
+    return op.emitError("MeanVarianceNormalization's result is ")
+           << op.getY().getType() << ", not its input's " << xType;
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type element = xType.getElementType();
+  auto meanType = RankedTensorType::get(meanShape, element);
+  DenseI64ArrayAttr axesAttr = b.getDenseI64ArrayAttr(axes);
+  auto mean = [&](Value value) -> Value {
+    return b.create<ReduceMeanOp>(loc, meanType, value, axesAttr,
+                                  b.getI64IntegerAttr(1));
+  };
+  Value two = scalarConstant(b, loc, element, 2.0);
+  Value meanX = mean(op.getX());
+  Value meanSquared = b.create<PowOp>(loc, meanType, meanX, two);
+  Value squaresMean = mean(b.create<PowOp>(loc, xType, op.getX(), two));
+  Value variance = b.create<SubOp>(loc, meanType, squaresMean, meanSquared);
+  Value deviation =
+      b.create<AddOp>(loc, meanType, b.create<SqrtOp>(loc, meanType, variance),
+                      scalarConstant(b, loc, element, 1e-9));
+  Value centered = b.create<SubOp>(loc, xType, op.getX(), meanX);
+  op.getY().replaceAllUsesWith(
+      b.create<DivOp>(loc, xType, centered, deviation).getResult());
+  op.erase();
+  return success();
+}
+
 /// TopK has no kernel. With k a constant it becomes k rounds over `cur`
 /// (initially X) along the axis:
 ///   idx_i = ArgMax(cur) (ArgMin when smallest), keepdims
@@ -2400,6 +2529,8 @@ OwningOpRef<ModuleOp> Importer::run() {
       failed(expandAll(*module, expandOneHot)) ||
       failed(expandAll(*module, expandGatherND)) ||
       failed(expandAll(*module, expandInstanceNorm)) ||
+      failed(expandAll(*module, expandLRN)) ||
+      failed(expandAll(*module, expandMeanVarianceNorm)) ||
       failed(expandAll(*module, expandTopK)) ||
       failed(expandAll(*module, expandConv3d)))
     return nullptr;

@@ -325,6 +325,37 @@ def ONNX_InstanceNormalizationOp : ONNX_Op<"InstanceNormalization"> {
   let results = (outs ONNX_Tensor:$output);
 }
 
+def ONNX_LRNOp : ONNX_Op<"LRN"> {
+  let summary = "ONNX `LRN` (local response normalization), expanded at import";
+  let description = [{
+    Each element divided by `(bias + alpha / size * square_sum) ^ beta`, where
+    `square_sum` sums the squares of the `size` channels around its own (torch's
+    `nn.LocalResponseNorm`; AlexNet, GoogLeNet). No kernel runs it: the importer
+    rewrites it into a Mul (the squares), a 1x1 Conv whose constant banded
+    C x C weight holds `alpha / size` over each channel's window, then Add,
+    Pow and Div, ops with kernels and gradient rules, so gradients reach the
+    input.
+  }];
+  let arguments = (ins ONNX_Tensor:$X,
+                   DefaultValuedAttr<F32Attr, "0.0001">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.75">:$beta,
+                   DefaultValuedAttr<F32Attr, "1.0">:$bias,
+                   I64Attr:$size);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
+def ONNX_MeanVarianceNormalizationOp : ONNX_Op<"MeanVarianceNormalization"> {
+  let summary = "ONNX `MeanVarianceNormalization`, expanded at import";
+  let description = [{
+    `(X - mean(X)) / (sqrt(mean(X^2) - mean(X)^2) + 1e-9)`, the means over
+    `axes` (default `[0, 2, 3]`). No kernel runs it: the importer rewrites it
+    into ONNX's own function body (ReduceMean, Pow, Sub, Sqrt, Add, Div), ops
+    with kernels and gradient rules, so gradients reach the input.
+  }];
+  let arguments = (ins ONNX_Tensor:$X, OptionalAttr<DenseI64ArrayAttr>:$axes);
+  let results = (outs ONNX_Tensor:$Y);
+}
+
 def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization"> {
   let summary = "ONNX `BatchNormalization`, in inference or training mode";
   let description = [{
