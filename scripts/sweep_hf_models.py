@@ -11,8 +11,12 @@ compare the loss and every parameter's gradient (the change of one step at
 lr = 1) with torch's autograd. Prints one line per model and exits 1 when
 any fails to compile or differs beyond |ours - torch| <= 1e-5 + 1e-4 |torch|
 (logits, loss) or 1e-3 of a parameter's largest gradient (a step's float32
-rounding). Not a ctest (it takes about 10 minutes on 2 cores):
-test/e2e/check_hf_models.py is, for the models docs/python.md lists.
+rounding). A model in KNOWN_GAPS (a compiler or runtime gap, named there)
+is reported as a known gap and does not fail the sweep. Not a ctest (it
+takes over an hour on 2 busy cores: a decoder whose TorchScript export
+stops at aten::diff in Hugging Face's mask code exports with dynamo, 1-2
+minutes each): test/e2e/check_hf_models.py is, for the models
+docs/python.md lists.
 """
 
 from __future__ import annotations
@@ -114,7 +118,6 @@ SPECS = {
  "olmoe": lambda: dec("OlmoeConfig", "OlmoeForCausalLM", num_experts=4, num_experts_per_tok=2),
  "granitemoe": lambda: dec("GraniteMoeConfig", "GraniteMoeForCausalLM", num_local_experts=4, num_experts_per_tok=2),
  "qwen3_moe": lambda: dec("Qwen3MoeConfig", "Qwen3MoeForCausalLM", head_dim=8, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16),
- "deepseek_v2": lambda: dec("DeepseekV2Config", "DeepseekV2ForCausalLM", num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, head_dim=4, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=16, first_k_dense_replace=1, n_group=1, topk_group=1),
  "deepseek_v3": lambda: dec("DeepseekV3Config", "DeepseekV3ForCausalLM", num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, moe_intermediate_size=16, first_k_dense_replace=1, n_group=1, topk_group=1),
  "jamba": lambda: dec("JambaConfig", "JambaForCausalLM", num_key_value_heads=2, num_experts=2, num_experts_per_tok=1, expert_layer_period=2, expert_layer_offset=1, attn_layer_period=2, attn_layer_offset=1, mamba_d_state=4, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=4, use_mamba_kernels=False),
  "mamba": lambda: ("ids", tf.MambaConfig(vocab_size=V, hidden_size=32, state_size=4, num_hidden_layers=2, expand=2, conv_kernel=4, time_step_rank=4, use_cache=False), tf.MambaForCausalLM),
@@ -178,6 +181,9 @@ SPECS = {
  "audio_spectrogram_transformer": lambda: ("spec", tf.ASTConfig(patch_size=8, frequency_stride=8, time_stride=8, max_length=32, num_mel_bins=16, num_labels=5, **H), tf.ASTForAudioClassification),
  "videomae": lambda: ("video", tf.VideoMAEConfig(image_size=16, patch_size=8, num_channels=3, num_frames=4, tubelet_size=2, num_labels=5, **H), tf.VideoMAEForVideoClassification),
  "timesformer": lambda: ("video", tf.TimesformerConfig(image_size=16, patch_size=8, num_channels=3, num_frames=4, num_labels=5, **H), tf.TimesformerForVideoClassification),
+ # Left out: deepseek_v2 (its rotary embedding is complex-valued: view_as_complex;
+ # neither torch exporter writes complex tensors to ONNX); van, vit_hybrid, glpn
+ # (gone from transformers 5); dinat (needs natten); vitmae (random masking).
 }
 
 
@@ -189,10 +195,42 @@ ILL_CONDITIONED = {
 }
 
 
+# Models whose TorchScript export is wrong (torch's bug, not ours): exported
+# with dynamo instead.
+EXPORTER = {
+    "canine": "dynamo",  # TorchScript writes final_char_encoder's key Transpose
+                         # with perm [0, 3, 1, 2]: onnxruntime rejects the MatMul
+}
+
+
 # Models that do not pass yet because of a gap in the compiler or runtime (not
 # in the model or its config): reported as "known gap", not counted as a
 # failure (one that passes says so: remove it from here).
 KNOWN_GAPS = {
+    "cvt": "step: no gradient rule for Einsum (attention 'bhlk,bhtk->bhlt')",
+    "led": "step: no gradient rule for Einsum (Longformer sliding-window attention)",
+    "longformer": "step: no gradient rule for Einsum (sliding-window attention)",
+    "funnel": "forward: Einsum 'bind,snd->bnis' (two contracted letters) not lowered "
+              "(relative attention); then no Einsum gradient rule",
+    "fnet": "forward: ONNX DFT (torch.fft.fftn, exported by dynamo) not supported",
+    "mobilevitv2": "export: nn.functional.fold is aten::col2im, ONNX Col2Im only from "
+                   "opset 18 (TorchScript refuses it at 17, dynamo's Pad-18 cannot be "
+                   "converted down); the compiler has no Col2Im",
+    "sew": "step: AveragePool 1-D (the encoder's squeeze pooling) has no gradient rule",
+    "sew_d": "step: AveragePool 1-D (the encoder's squeeze pooling) has no gradient rule",
+    "efficientnet": "forward: fsdp-translate rejects AveragePool with ceil_mode and a "
+                    "window (hidden_dim) larger than the 1x1 map ('pooled shape ... does "
+                    "not match the window')",
+    "xlm": "forward: the CPU backend has no int64 reduce_sum (XLM's lengths = "
+           "(ids != pad).sum(1))",
+    "clip_text": "forward: the CPU backend has no int32 arg_max (the pooled output's "
+                 "eos position)",
+    "deepseek_v3": "step: no gradient rule for ScatterND (the attention builds "
+                   "key_states with new_empty and two slice copy_s)",
+    "recurrent_gemma": "step: no gradient rule for ScatterElements (the RG-LRU scan's "
+                       "per-step select_scatter)",
+    "longt5": "forward: static shapes: local attention's Pad/Slice blocking leaves an "
+              "Einsum output dimension unknown ('unk__0')",
 }
 
 
@@ -270,7 +308,9 @@ def run(fsdp_mlir, name, work, step) -> tuple[bool, str]:
     model.eval()
     with torch.no_grad():
         ref = model(*inputs)
-    plan = fsdp_mlir.compile(fsdp_mlir.export(model, inputs, work / f"{name}.onnx"),
+    exporter = EXPORTER.get(name, "auto")
+    plan = fsdp_mlir.compile(fsdp_mlir.export(model, inputs, work / f"{name}.onnx",
+                                               exporter=exporter),
                              batch_size=B)
     feed = {f"input_{i}": x.numpy() for i, x in enumerate(inputs)}
     with fsdp_mlir.Session(plan) as s:
@@ -283,7 +323,7 @@ def run(fsdp_mlir, name, work, step) -> tuple[bool, str]:
     target = torch.randint(0, ref.shape[-1], ref.shape[:-1])
     model.train()
     onnx_path = fsdp_mlir.export(model, inputs + (target,), work / f"{name}.step.onnx",
-                                 loss_fn=loss_fn)
+                                 loss_fn=loss_fn, exporter=exporter)
     plan = fsdp_mlir.compile(onnx_path, batch_size=B, optimizer={"optimizer": "sgd"})
     feed["input_" + str(len(inputs))] = target.numpy()
     with fsdp_mlir.Session(plan) as s:
