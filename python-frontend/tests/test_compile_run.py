@@ -684,3 +684,85 @@ class AutoPadTrainingTest(unittest.TestCase):
             np.testing.assert_allclose(before[name] - after[name], grad,
                                        atol=1e-5 * np.abs(grad).max() + 1e-5, rtol=1e-4,
                                        err_msg=name)
+
+
+class RandomDepth(torch.nn.Module):
+    """A linear layer whose output is dropped per sample as Hugging Face's
+    drop_path computes it, h / keep * floor(keep + rand), with torch.rand in
+    the forward (exported as RandomUniformLike; a module named *DropPath
+    would be exported as a Dropout instead). `noise`, when set, replaces
+    torch.rand (the reference's draws)."""
+
+    def __init__(self, keep=0.6):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.keep = keep
+        self.noise = None
+
+    def forward(self, x):
+        h = self.fc(x)
+        r = self.noise if self.noise is not None else \
+            torch.rand((h.shape[0], 1), dtype=h.dtype)
+        return h.div(self.keep) * torch.floor(r + self.keep) + h
+
+
+def mse_loss(out, target):
+    return ((out - target) ** 2).mean()
+
+
+class RandomUniformLikeTrainingTest(unittest.TestCase):
+    """RandomUniformLike on a parameter's path to the loss trains: each step's
+    numbers are the runtime's Philox words (op 0, the step, element = sample;
+    u = top 24 bits * 2^-24, test/e2e/philox_ref.py), and with them the
+    losses and the stepped parameters equal torch's SGD steps, so the
+    backward reads the forward's numbers; the same seed gives the same
+    losses, another seed other ones."""
+
+    def test_steps_equal_torchs_with_the_runtimes_numbers(self):
+        sys.path.insert(0, str(REPO / "test" / "e2e"))
+        import onnx
+        import philox_ref
+
+        def uniform(seed, step, n):
+            key = (seed & 0xFFFFFFFF, seed >> 32)
+            words = [philox_ref.philox((e // 4, 0, 0, step), key)[e % 4] for e in range(n)]
+            return torch.tensor([[(w >> 8) * 2.0 ** -24] for w in words], dtype=torch.float32)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            torch.manual_seed(0)
+            model = RandomDepth()
+            x, y = torch.randn(8, 4), torch.randn(8, 3)
+            onnx_path = fsdp_mlir.export(model, (x, y), work / "rd.onnx",
+                                         loss_fn=mse_loss, input_names=["x", "y"])
+            ops = {n.op_type for n in onnx.load(str(onnx_path)).graph.node}
+            self.assertTrue(ops & {"RandomUniformLike", "RandomUniform"}, ops)
+            plan = fsdp_mlir.compile(onnx_path, batch_size=8,
+                                     optimizer={"optimizer": "sgd"}, out=work / "t.plan")
+            runs = {}
+            for seed in (3, 3, 4):
+                with fsdp_mlir.Session(plan, threads=1, seed=seed) as session:
+                    losses = [session.step({"x": x.numpy(), "y": y.numpy()}, lr=0.1)
+                              for _ in range(3)]
+                    state = session.state_dict()
+                runs.setdefault(seed, []).append((losses, state))
+            self.assertEqual(runs[3][0][0], runs[3][1][0])
+            self.assertNotEqual(runs[3][0][0], runs[4][0][0])
+
+            ref = copy.deepcopy(model)
+            opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+            want, dropped = [], 0
+            for step in range(3):
+                ref.noise = uniform(3, step, 8)
+                dropped += int((torch.floor(ref.noise + ref.keep) == 0).sum())
+                opt.zero_grad()
+                loss = mse_loss(ref(x), y)
+                loss.backward()
+                opt.step()
+                want.append(float(loss))
+            self.assertGreater(dropped, 0)  # the check sees a drop
+            losses, state = runs[3][0]
+            np.testing.assert_allclose(losses, want, rtol=1e-5, atol=1e-6)
+            for name, tensor in ref.state_dict().items():
+                np.testing.assert_allclose(state[name].numpy(), tensor.numpy(),
+                                           rtol=1e-5, atol=1e-6, err_msg=name)

@@ -140,6 +140,55 @@ inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
   return result;
 }
 
+/// The outputs of the last of `runs` runs of one kernel `op` (a random
+/// generator) on `inputs` (in0, ...) producing `outputs` (out0, ...), in a
+/// session with `seed` and `threads` on `device` (nullptr: the CPU).
+inline Result
+runSeeded(const std::string &op, const std::vector<Value> &inputs,
+          const std::vector<std::pair<plan::DType, Shape>> &outputs,
+          const AttrList &attrs, uint64_t seed, int threads = 2, int runs = 1,
+          const char *device = nullptr) {
+  PlanBuilder b;
+  std::vector<uint32_t> ins, outs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(
+        b.input("in" + std::to_string(i), inputs[i].dtype, inputs[i].shape));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    outs.push_back(b.output("out" + std::to_string(i), outputs[i].first,
+                            outputs[i].second));
+  b.kernel(op, ins, outs, attrs);
+  std::vector<uint8_t> bytes = b.finish();
+  Result result;
+  fsdprt_plan_t *p = nullptr;
+  fsdprt_session_t *s = nullptr;
+  result.error = take(fsdprt_plan_load_memory(bytes.data(), bytes.size(), &p));
+  fsdprt_session_options_t options;
+  fsdprt_session_options_init(&options);
+  options.num_threads = threads;
+  options.seed = seed;
+  options.device = device;
+  if (result.error.empty())
+    result.error = take(fsdprt_session_create_with_options(p, &options, &s));
+  for (size_t i = 0; i < inputs.size() && result.error.empty(); ++i) {
+    std::string name = "in" + std::to_string(i);
+    result.error = take(fsdprt_session_set_input(
+        s, name.c_str(), inputs[i].bytes.data(), inputs[i].bytes.size()));
+  }
+  for (int r = 0; r < runs && result.error.empty(); ++r)
+    result.error = take(fsdprt_session_run(s));
+  for (size_t i = 0; i < outputs.size() && result.error.empty(); ++i) {
+    Value v{outputs[i].first, outputs[i].second,
+            std::vector<uint8_t>(bytesOf(outputs[i].first, outputs[i].second))};
+    std::string name = "out" + std::to_string(i);
+    result.error = take(fsdprt_session_get_output(
+        s, name.c_str(), v.bytes.data(), v.bytes.size()));
+    result.outputs.push_back(std::move(v));
+  }
+  fsdprt_session_destroy(s);
+  fsdprt_plan_destroy(p);
+  return result;
+}
+
 inline std::vector<float> randomFloats(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist;

@@ -227,3 +227,28 @@ func.func @lstm_input_forget(%x: tensor<5x2x3xf32>, %w: tensor<1x16x3xf32>, %r: 
   %y, %yh, %yc = onnx.LSTM %x, %w, %r, %none, %none, %none, %none, %none {hidden_size = 4 : i64, input_forget = 1 : i64} : (tensor<5x2x3xf32>, tensor<1x16x3xf32>, tensor<1x16x4xf32>, none, none, none, none, none) -> (none, tensor<1x2x4xf32>, none)
   return %yh : tensor<1x2x4xf32>
 }
+
+// -----
+
+// A half would round the largest numbers up to high.
+func.func @random_uniform_f16() -> tensor<4xf16> {
+  // expected-error @+1 {{'onnx.RandomUniform' op gives 'f16'; the runtime draws float32 and float64 numbers}}
+  %y = onnx.RandomUniform {dtype = 10 : i64, shape = array<i64: 4>} : () -> tensor<4xf16>
+  return %y : tensor<4xf16>
+}
+
+// -----
+
+func.func @random_uniform_empty_range(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'onnx.RandomUniformLike' op needs low < high}}
+  %y = onnx.RandomUniformLike %x {high = 1.0 : f32, low = 1.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @bernoulli_integer_p(%p: tensor<4xi64>) -> tensor<4xf32> {
+  // expected-error @+1 {{'onnx.Bernoulli' op needs float32 or float64 probabilities}}
+  %y = onnx.Bernoulli %p : (tensor<4xi64>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}

@@ -25,6 +25,14 @@ case ends in one class:
                   output is 0 or x / (1 - ratio), the mask output says
                   which, the kept share is within 5 binomial standard
                   deviations of 1 - ratio (a failed check is `wrong`)
+  random          the graph draws random numbers (RandomUniform(Like),
+                  RandomNormal(Like), Bernoulli, Multinomial): it compiles
+                  and runs as any case, but its values cannot equal the
+                  expected ones. Checked instead: each output's dtype and
+                  shape are the expected ones, its values are finite, lie in
+                  {0, 1} where the expected ones do (Bernoulli's), and in
+                  [low, high) where a RandomUniform(Like) gives the output
+                  (a failed check is `wrong`)
   wrong           outputs differ (values, shapes, dtypes or count)
   crash           a tool died of a signal or a crash handler spoke
   timeout         a tool ran past --timeout seconds
@@ -50,7 +58,11 @@ import time
 
 CATEGORIES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
 CLASSES = ["pass", "refused-import", "refused-compile", "refused-session",
-           "dropout-random", "wrong", "crash", "timeout", "unexplained"]
+           "dropout-random", "random", "wrong", "crash", "timeout",
+           "unexplained"]
+# The operators whose outputs are random numbers (the `random` class).
+RANDOM_OPS = {"RandomUniform", "RandomUniformLike", "RandomNormal",
+              "RandomNormalLike", "Bernoulli", "Multinomial"}
 FAILING = {"wrong", "crash", "timeout", "unexplained"}
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data"
 # onnx.backend.test.loader's tolerances for cases stored with a model.onnx.
@@ -174,6 +186,31 @@ def compare(name, got, want):
     return ""
 
 
+def check_random_output(model, name, got, want):
+    """'' when output `name` of a `random` case has the properties its
+    expected value allows (see the module's `random`), else why."""
+    import numpy as np
+    if got.dtype != want.dtype:
+        return f"output {name}: dtype {got.dtype}, expected {want.dtype}"
+    if got.shape != want.shape:
+        return f"output {name}: shape {list(got.shape)}, expected {list(want.shape)}"
+    if got.dtype.kind == "f" and not np.all(np.isfinite(got)):
+        return f"output {name}: not all values are finite"
+    if want.size and np.all((want == 0) | (want == 1)) and \
+            not np.all((got == 0) | (got == 1)):
+        return f"output {name}: values other than 0 and 1"
+    from onnx import helper
+    for node in model.graph.node:
+        if node.op_type in ("RandomUniform", "RandomUniformLike") and \
+                name in node.output:
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            low, high = attrs.get("low", 0.0), attrs.get("high", 1.0)
+            if got.size and not (got.min() >= low and got.max() < high):
+                return (f"output {name}: values in [{got.min()}, {got.max()}], "
+                        f"not in [{low}, {high})")
+    return ""
+
+
 def frozen_dropout_model(model, feeds, path):
     """`model` with each Dropout's fed ratio and mode as Constant nodes."""
     import onnx
@@ -274,6 +311,7 @@ def run_case(case, tools, work, timeout):
         load_error = f"{type(e).__name__}: {e}"
     if all_feeds:
         random = any(random_dropout(model, f) for f in all_feeds)
+    draws = any(n.op_type in RANDOM_OPS for n in model.graph.node)
     if random and sum(n.op_type == "Dropout" for n in model.graph.node) == 1:
         try:
             return run_random_dropout(model, sets, all_feeds, tools, work, timeout)
@@ -324,7 +362,9 @@ def run_case(case, tools, work, timeout):
                 got_path = os.path.join(out_dir, f"{outputs[k]}.npy")
                 if not os.path.exists(got_path):
                     raise Outcome("wrong", f"output {outputs[k]} was not written")
-                why = compare(outputs[k], np.load(got_path), want)
+                got = np.load(got_path)
+                why = (check_random_output(model, outputs[k], got, want)
+                       if draws else compare(outputs[k], got, want))
                 if why:
                     raise Outcome("wrong", f"data set {index}: {why}")
     except Outcome as outcome:
@@ -333,6 +373,8 @@ def run_case(case, tools, work, timeout):
         return outcome.cls, outcome.stage, outcome.detail
     if random:
         return "dropout-random", "", "ran; training-mode Dropout masks are random"
+    if draws:
+        return "random", "", "ran; dtypes, shapes and value ranges checked"
     return "pass", "", ""
 
 
@@ -402,7 +444,7 @@ def main():
             except Exception as e:  # the driver's own failure is a failure
                 results[label] = ("unexplained", "",
                                   f"driver: {type(e).__name__}: {e}")
-            if results[label][0] in ("pass", "dropout-random"):
+            if results[label][0] in ("pass", "dropout-random", "random"):
                 shutil.rmtree(os.path.join(work, label), ignore_errors=True)
     elapsed = time.time() - start
 
@@ -428,7 +470,8 @@ def main():
         print(f"{category:18}" + "".join(f" {row[c]:>{len(c)}}" for c in CLASSES)
               + f"  {sum(row.values()):>5}")
     print(f"pass rate: {passed} of {total} ({100.0 * passed / total:.1f}%); "
-          f"{table['all']['dropout-random']} training-mode dropout cases counted apart")
+          f"{table['all']['dropout-random']} training-mode dropout cases and "
+          f"{table['all']['random']} random-number cases counted apart")
     print("refusal reasons (stage: reason, cases):")
     for (stage, key), count in reasons.most_common(40):
         print(f"  {count:4}  {stage}: {key}")

@@ -648,6 +648,46 @@ KernelFn dropoutKernel(Context &c) {
   });
 }
 
+/// random_uniform, random_normal and bernoulli as the CPU runs them
+/// (kernels/random.h), f32 or f64; the session's step and rank are read
+/// each time the kernel runs.
+KernelFn drawKernel(const std::string &op, Context &c) {
+  const KernelArgs &args = c.args;
+  checkLikeTheCpu(op, args);
+  const Tensor y = args.out[0];
+  auto wideOrF32 = [](const Tensor &t) {
+    return t.dtype == FSDPRT_F32 || t.dtype == FSDPRT_F64;
+  };
+  if (!wideOrF32(y) || (!args.in.empty() && !wideOrF32(args.in[0])))
+    return nullptr; // a half runs widened
+  Distribution kind = op == "random_uniform"  ? Distribution::Uniform
+                      : op == "random_normal" ? Distribution::Normal
+                                              : Distribution::Bernoulli;
+  const bool uniform = kind == Distribution::Uniform;
+  double a = args.attrs.getFloat(uniform ? "low" : "mean", 0.0);
+  double b = args.attrs.getFloat(uniform ? "high" : "scale", 1.0);
+  const Tensor p = args.in.empty() ? Tensor() : args.in[0];
+  auto op32 = static_cast<uint32_t>(args.attrs.getInt("op", -1));
+  int64_t slot = args.attrs.getInt("slot", 0);
+  int64_t slots = args.attrs.getInt("slots", 1);
+  const RandomState *random = args.random;
+  c.backend.noteRandom();
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    DrawBody body{
+        {random->seed, random->step, op32},
+        static_cast<uint64_t>((random->rank * slots + slot) * y.numel),
+        kind,
+        a,
+        b,
+        p.data,
+        p.dtype == FSDPRT_F64,
+        y.data,
+        y.dtype == FSDPRT_F64,
+        y.numel};
+    return d.draw(s, body);
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Rows: softmax, norms, sums, cross-entropy
 //===----------------------------------------------------------------------===//
@@ -2450,6 +2490,8 @@ KernelFn own(const std::string &op, Context &c) {
     return notKernel(c);
   if (op == "dropout")
     return dropoutKernel(c);
+  if (op == "random_uniform" || op == "random_normal" || op == "bernoulli")
+    return drawKernel(op, c);
   if (op == "where")
     return whereKernel(c);
   if (op == "gather_grad")

@@ -381,6 +381,9 @@ public:
   std::string dropout(DeviceStream &s, const DropoutBody &body) override {
     return check(launchDropout(body, raw(s)), "dropout kernel");
   }
+  std::string draw(DeviceStream &s, const DrawBody &body) override {
+    return check(launchDraw(body, raw(s)), "random generator kernel");
+  }
   std::string softmax(DeviceStream &s, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
     return check(launchSoftmax(log, x, y, outer, n, inner, raw(s)), "softmax kernel");

@@ -210,6 +210,8 @@ public:
                                const Broadcast &plan, const int64_t *a,
                                const void *b, int64_t *y, int64_t n) = 0;
   virtual std::string dropout(DeviceStream &s, const DropoutBody &body) = 0;
+  /// random_uniform, random_normal and bernoulli (kernels/random.h).
+  virtual std::string draw(DeviceStream &s, const DrawBody &body) = 0;
   virtual std::string softmax(DeviceStream &s, bool log, const float *x,
                               float *y, int64_t outer, int64_t n,
                               int64_t inner) = 0;

@@ -589,6 +589,9 @@ public:
   std::string dropout(DeviceStream &, const DropoutBody &body) override {
     return each(body, body.blocks());
   }
+  std::string draw(DeviceStream &, const DrawBody &body) override {
+    return each(body, body.blocks());
+  }
   std::string softmax(DeviceStream &, bool log, const float *x, float *y,
                       int64_t outer, int64_t n, int64_t inner) override {
     if (log)

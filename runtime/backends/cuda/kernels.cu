@@ -1,6 +1,7 @@
 //===- kernels.cu - The CUDA backend's own kernels on the device ----------===//
 //
 // The device launchers (launch.h) of the unary, binary, cast, dropout,
+// random generator,
 // softmax, norm, sum, gather, strided-read and cross-entropy bodies
 // (kernels/),
 // run as device.cuh runs bodies.
@@ -103,6 +104,10 @@ cudaError_t launchPowInt64(fsdprt_dtype_t exponent, const Broadcast &plan,
 }
 
 cudaError_t launchDropout(const DropoutBody &body, cudaStream_t s) {
+  return elementwise(body, body.blocks(), s);
+}
+
+cudaError_t launchDraw(const DrawBody &body, cudaStream_t s) {
   return elementwise(body, body.blocks(), s);
 }
 

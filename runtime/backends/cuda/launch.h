@@ -82,6 +82,9 @@ cudaError_t launchWhere(size_t elementSize, const Broadcast &plan,
                         void *y, int64_t n, cudaStream_t stream);
 /// Training-mode dropout (kernels/random.h): body.blocks() threads.
 cudaError_t launchDropout(const DropoutBody &body, cudaStream_t stream);
+/// random_uniform, random_normal, bernoulli (kernels/random.h):
+/// body.blocks() threads.
+cudaError_t launchDraw(const DrawBody &body, cudaStream_t stream);
 /// Softmax or log-softmax of rows [outer, n, inner].
 cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
                           int64_t n, int64_t inner, cudaStream_t stream);

@@ -7,7 +7,12 @@
 // steps. Then the kernel through the backend on "fake-cuda:strict" (own
 // kernels only) in fp32, bf16 and f16 (widened) over several steps of one
 // session, the later ones replayed from its captured step: each step's
-// masks are the CPU's, and new.
+// masks are the CPU's, and new. The generators' body (random_uniform,
+// random_normal, bernoulli) the same way: on the host it writes the CPU
+// kernels' f32 and f64 values bit for bit (sizes 1, 3, 5, not multiples of
+// 4, large; slots that start mid-block; a uniform range where rounding
+// reaches high; Bernoulli's p of either float type, 0 and 1 among them),
+// and so do the kernels on the strict fake device, step after step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -162,6 +167,117 @@ TEST(CudaHost, DropoutOnTheStrictFakeDeviceDrawsTheCpusMasksEveryStep) {
       previous = fake.mask;
     }
   }
+}
+
+/// A generator case: its kernel, distribution and parameters (low and
+/// high, or mean and scale; Bernoulli's come from p).
+struct Generator {
+  const char *op;
+  fsdprt::Distribution kind;
+  double a, b;
+};
+
+const Generator kGenerators[] = {
+    {"random_uniform", fsdprt::Distribution::Uniform, 0, 1},
+    {"random_uniform", fsdprt::Distribution::Uniform, -2.5, 4},
+    {"random_uniform", fsdprt::Distribution::Uniform, 100, 101},
+    {"random_normal", fsdprt::Distribution::Normal, 0, 1},
+    {"random_normal", fsdprt::Distribution::Normal, 3, 0.5},
+    {"bernoulli", fsdprt::Distribution::Bernoulli, 0, 0},
+};
+
+AttrList generatorAttrs(const Generator &g, int64_t op, int64_t slot,
+                        int64_t slots) {
+  AttrList attrs = {{"op", op}, {"slot", slot}, {"slots", slots}};
+  if (g.kind == fsdprt::Distribution::Uniform) {
+    attrs.push_back({"low", g.a});
+    attrs.push_back({"high", g.b});
+  } else if (g.kind == fsdprt::Distribution::Normal) {
+    attrs.push_back({"mean", g.a});
+    attrs.push_back({"scale", g.b});
+  }
+  return attrs;
+}
+
+/// Bernoulli's probabilities: n values in [0, 1] (0 and 1 among them), as
+/// `dtype`.
+Value probabilities(plan::DType dtype, int64_t n, unsigned seed) {
+  std::vector<float> p = randomFloats(n, seed);
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = i % 7 == 0 ? float(i % 2) : std::fabs(std::tanh(p[i]));
+  if (dtype == plan::DType::F32)
+    return f32({n}, p);
+  return f64({n}, std::vector<double>(p.begin(), p.end()));
+}
+
+TEST(CudaHost, DrawBodyWritesTheCpuKernelsValuesBitForBit) {
+  struct Slot {
+    int64_t slot, slots;
+  };
+  unsigned seed = 3;
+  for (const Generator &g : kGenerators)
+    for (plan::DType dtype : {plan::DType::F32, plan::DType::F64})
+      for (int64_t n : {int64_t(1), int64_t(3), int64_t(5), int64_t(1001),
+                        int64_t(1 << 20) + 3})
+        for (Slot sl : {Slot{0, 1}, Slot{1, 3}})
+          for (int runs : {1, 2}) {
+            SCOPED_TRACE(std::string(g.op) + " " + std::to_string(g.a) + " " +
+                         std::to_string(g.b) + " n " + std::to_string(n) +
+                         " slot " + std::to_string(sl.slot) + " runs " +
+                         std::to_string(runs));
+            const uint64_t key = 0xfedcba9876543210ull + seed++;
+            const int64_t op = 1 + seed % 7;
+            const bool bernoulli = g.kind == fsdprt::Distribution::Bernoulli;
+            // Bernoulli's p: of the other float type than y, to cover both.
+            plan::DType pType =
+                dtype == plan::DType::F32 ? plan::DType::F64 : plan::DType::F32;
+            std::vector<Value> ins;
+            if (bernoulli)
+              ins.push_back(probabilities(pType, n, seed));
+            Result want = runSeeded(g.op, ins, {{dtype, {n}}},
+                                    generatorAttrs(g, op, sl.slot, sl.slots),
+                                    key, 2, runs);
+            ASSERT_EQ(want.error, "");
+            std::vector<uint8_t> y(want.outputs[0].bytes.size(), 0xff);
+            cuda::DrawBody body{{key, static_cast<uint32_t>(runs - 1),
+                                 static_cast<uint32_t>(op)},
+                                static_cast<uint64_t>(sl.slot * n),
+                                g.kind,
+                                g.a,
+                                g.b,
+                                bernoulli ? ins[0].bytes.data() : nullptr,
+                                pType == plan::DType::F64,
+                                y.data(),
+                                dtype == plan::DType::F64,
+                                n};
+            cuda::hostForEach(body, body.blocks());
+            ASSERT_EQ(y, want.outputs[0].bytes);
+          }
+}
+
+TEST(CudaHost, GeneratorsOnTheStrictFakeDeviceWriteTheCpusValuesEveryStep) {
+  const int64_t n = 3003;
+  for (const Generator &g : kGenerators)
+    for (plan::DType dtype : {plan::DType::F32, plan::DType::F64}) {
+      std::vector<Value> ins;
+      if (g.kind == fsdprt::Distribution::Bernoulli)
+        ins.push_back(probabilities(dtype, n, 5));
+      AttrList attrs = generatorAttrs(g, 4, 1, 2);
+      std::vector<uint8_t> previous;
+      for (int runs : {1, 2, 3}) {
+        SCOPED_TRACE(std::string(g.op) + " " +
+                     fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)) +
+                     " runs " + std::to_string(runs));
+        Result cpu = runSeeded(g.op, ins, {{dtype, {n}}}, attrs, 77, 2, runs);
+        Result fake = runSeeded(g.op, ins, {{dtype, {n}}}, attrs, 77, 2, runs,
+                                "fake-cuda:strict");
+        ASSERT_EQ(cpu.error, "");
+        ASSERT_EQ(fake.error, "");
+        EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+        EXPECT_NE(fake.outputs[0].bytes, previous); // new numbers each step
+        previous = fake.outputs[0].bytes;
+      }
+    }
 }
 
 } // namespace

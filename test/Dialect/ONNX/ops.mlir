@@ -34,6 +34,16 @@ func.func @ops(%x: tensor<2x4xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>,
   %conv = onnx.Conv %img, %k, %none {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, none) -> tensor<2x4x8x8xf32>
   // CHECK: onnx.Dropout %{{.*}}, %[[NONE]], %[[NONE]] : (tensor<2x8xf32>, none, none) -> (tensor<2x8xf32>, none)
   %d:2 = onnx.Dropout %r, %none, %none : (tensor<2x8xf32>, none, none) -> (tensor<2x8xf32>, none)
+  // CHECK: onnx.RandomUniformLike %{{.*}} {high = 2.000000e+00 : f32, seed = 3.000000e+00 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %rand = onnx.RandomUniformLike %r {high = 2.0 : f32, seed = 3.0 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: onnx.RandomUniform {dtype = 11 : i64, shape = array<i64: 3>} : () -> tensor<3xf64>
+  %uniform = onnx.RandomUniform {dtype = 11 : i64, shape = array<i64: 3>} : () -> tensor<3xf64>
+  // CHECK: onnx.RandomNormalLike %{{.*}} {mean = 1.000000e+00 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %normal = onnx.RandomNormalLike %r {mean = 1.0 : f32} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: onnx.RandomNormal {scale = 2.000000e+00 : f32, shape = array<i64: 3>} : () -> tensor<3xf32>
+  %normal2 = onnx.RandomNormal {scale = 2.0 : f32, shape = array<i64: 3>} : () -> tensor<3xf32>
+  // CHECK: onnx.Bernoulli %{{.*}} {dtype = 11 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf64>
+  %coin = onnx.Bernoulli %r {dtype = 11 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf64>
   // CHECK: onnx.SoftmaxCrossEntropyLoss %{{.*}}, %{{.*}}, %[[NONE]] {ignore_index = -100 : i64} : (tensor<2x8xf32>, tensor<2xi64>, none) -> (tensor<f32>, none)
   %labels = onnx.Constant dense<[1, 3]> : tensor<2xi64>
   %loss:2 = onnx.SoftmaxCrossEntropyLoss %d#0, %labels, %none {ignore_index = -100 : i64} : (tensor<2x8xf32>, tensor<2xi64>, none) -> (tensor<f32>, none)

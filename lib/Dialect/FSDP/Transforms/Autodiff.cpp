@@ -16,10 +16,11 @@
 #include "Gradients/Gradients.h"
 #include "OnnxBuilder.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Analysis/ModuleTree.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/GradientOpInterface.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Dialect/ONNX/IR/ONNXOpTable.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -540,9 +541,20 @@ LogicalResult Autodiff::run() {
   return success();
 }
 
+/// Whether the op table says `op`'s results carry no gradient (random
+/// numbers, Hardmax; the integer and boolean results are never active).
+static bool carriesNoGradient(Operation *op) {
+  if (op->getName().getDialectNamespace() != "onnx")
+    return false;
+  const OpSupport *row = lookupOpSupport(op->getName().stripDialect());
+  return row && row->gradient == OpGradient::NotDifferentiable;
+}
+
 /// The trainable parameters, in declaration order. Their reads (collected
 /// in `reads`) are active, and so is every float value computed from an
-/// active one (integers and masks carry no cotangent).
+/// active one (integers and masks carry no cotangent), unless the op table
+/// says the op's results carry none (a RandomUniformLike of an activation
+/// is a constant of the step: its numbers do not depend on the values).
 SmallVector<mlir::fsdp::ParamOp>
 Autodiff::markActive(llvm::StringMap<SmallVector<Value>> &reads) {
   SmallVector<mlir::fsdp::ParamOp> params;
@@ -558,7 +570,8 @@ Autodiff::markActive(llvm::StringMap<SmallVector<Value>> &reads) {
       }
       continue;
     }
-    if (llvm::any_of(op.getOperands(), [&](Value v) { return active(v); }))
+    if (!carriesNoGradient(&op) &&
+        llvm::any_of(op.getOperands(), [&](Value v) { return active(v); }))
       for (Value result : op.getResults())
         if (auto type = dyn_cast<RankedTensorType>(result.getType());
             type && isa<FloatType>(type.getElementType()))
@@ -791,15 +804,15 @@ struct AutodiffPass : mlir::fsdp::impl::AutodiffBase<AutodiffPass> {
 void mlir::fsdp::numberRandomOps(func::FuncOp func) {
   using RandomOp = FSDPDialect::RandomOpAttrHelper;
   int64_t next = 0;
-  func.walk([&](DropoutOp op) {
-    RandomOp helper(op.getContext());
-    if (helper.isAttrPresent(op))
+  func.walk([&](Operation *op) {
+    RandomOp helper(op->getContext());
+    if (drawsRandom(op) && helper.isAttrPresent(op))
       next = std::max(next, helper.getAttr(op).getInt() + 1);
   });
-  func.walk([&](DropoutOp op) {
-    RandomOp helper(op.getContext());
-    if (!helper.isAttrPresent(op))
-      helper.setAttr(op, IntegerAttr::get(IntegerType::get(op.getContext(), 64),
-                                          next++));
+  func.walk([&](Operation *op) {
+    RandomOp helper(op->getContext());
+    if (drawsRandom(op) && !helper.isAttrPresent(op))
+      helper.setAttr(
+          op, IntegerAttr::get(IntegerType::get(op->getContext(), 64), next++));
   });
 }

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <type_traits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_LOWERTORUNTIME
@@ -648,6 +649,21 @@ struct LowerBatchNormGrad : KernelPattern<mlir::fsdp::BatchNormGradOp> {
   }
 };
 
+/// A random op's draw attributes: `op` (its fsdp.random_op id) and its
+/// micro-batch `slot` of `slots` (0 of 1 without gradient accumulation).
+FailureOr<SmallVector<NamedAttribute>> drawParams(Operation *op, Lowering &l) {
+  auto id =
+      mlir::fsdp::FSDPDialect::RandomOpAttrHelper(op->getContext()).getAttr(op);
+  DenseI64ArrayAttr slot =
+      mlir::fsdp::FSDPDialect::MicroBatchAttrHelper(op->getContext())
+          .getAttr(op);
+  if (!id)
+    return l.fail("has no fsdp.random_op id");
+  return SmallVector<NamedAttribute>{l.i64("op", id.getInt()),
+                                     l.i64("slot", slot ? slot[0] : 0),
+                                     l.i64("slots", slot ? slot[1] : 1)};
+}
+
 /// A training Dropout that drops: kernel `dropout` on the data (its mask
 /// too where the op has one), with its ratio, its id (fsdp.random_op) and
 /// its micro-batch slot. One that drops nothing is fsdp-inference's (or
@@ -677,17 +693,55 @@ struct LowerDropout : KernelPattern<DropoutOp> {
       return l.fail("ratio " + Twine(std::to_string(p)) +
                     " is not in (0, 1); a ratio of 0 is fsdp-inference's to "
                     "remove");
-    auto id = mlir::fsdp::FSDPDialect::RandomOpAttrHelper(dropout.getContext())
-                  .getAttr(dropout);
-    DenseI64ArrayAttr slot =
-        mlir::fsdp::FSDPDialect::MicroBatchAttrHelper(dropout.getContext())
-            .getAttr(dropout);
-    if (!id)
-      return l.fail("has no fsdp.random_op id");
-    return l.kernel(kernel, {adaptor.getData()},
-                    {l.f64("ratio", ratio), l.i64("op", id.getInt()),
-                     l.i64("slot", slot ? slot[0] : 0),
-                     l.i64("slots", slot ? slot[1] : 1)});
+    FailureOr<SmallVector<NamedAttribute>> params = drawParams(dropout, l);
+    if (failed(params))
+      return failure();
+    params->push_back(l.f64("ratio", ratio));
+    return l.kernel(kernel, {adaptor.getData()}, *params);
+  }
+};
+
+/// The generators: kernel `random_uniform` (RandomUniform(Like): low,
+/// high), `random_normal` (RandomNormal(Like): mean, scale) or `bernoulli`
+/// (its probabilities the input), with the op's draw attributes. A -Like
+/// op's input gives only the shape, which the result has: the kernel takes
+/// no input. The result's dtype is the kernel's (float32 or float64): a
+/// half would round uniform numbers up to high.
+template <typename GeneratorOp>
+struct LowerGenerator : KernelPattern<GeneratorOp> {
+  using KernelPattern<GeneratorOp>::KernelPattern;
+  LogicalResult lower(GeneratorOp generator,
+                      typename GeneratorOp::Adaptor adaptor,
+                      Lowering &l) const override {
+    auto floating = [](Type type) {
+      Type element = cast<RankedTensorType>(type).getElementType();
+      return element.isF32() || element.isF64();
+    };
+    Type result = generator.getOutput().getType();
+    if (!floating(result))
+      return generator.emitOpError()
+             << "gives " << cast<RankedTensorType>(result).getElementType()
+             << "; the runtime draws float32 and float64 numbers";
+    FailureOr<SmallVector<NamedAttribute>> params = drawParams(generator, l);
+    if (failed(params))
+      return failure();
+    SmallVector<Value> inputs;
+    if constexpr (std::is_same_v<GeneratorOp, BernoulliOp>) {
+      if (!floating(generator.getInput().getType()))
+        return l.fail("needs float32 or float64 probabilities");
+      inputs.push_back(adaptor.getInput());
+    } else if constexpr (std::is_same_v<GeneratorOp, RandomNormalOp> ||
+                         std::is_same_v<GeneratorOp, RandomNormalLikeOp>) {
+      params->push_back(l.f64("mean", generator.getMean()));
+      params->push_back(l.f64("scale", generator.getScale()));
+    } else {
+      if (!(generator.getLow().convertToDouble() <
+            generator.getHigh().convertToDouble()))
+        return l.fail("needs low < high");
+      params->push_back(l.f64("low", generator.getLow()));
+      params->push_back(l.f64("high", generator.getHigh()));
+    }
+    return l.kernel(this->kernel, inputs, *params);
   }
 };
 
@@ -1758,6 +1812,12 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerNormGrad>(context, "layer_norm_grad");
   patterns.add<LowerActivationGrad>(context, "activation_grad");
   patterns.add<LowerDropout>(context, "dropout");
+  patterns.add<LowerGenerator<RandomUniformOp>,
+               LowerGenerator<RandomUniformLikeOp>>(context, "random_uniform");
+  patterns
+      .add<LowerGenerator<RandomNormalOp>, LowerGenerator<RandomNormalLikeOp>>(
+          context, "random_normal");
+  patterns.add<LowerGenerator<BernoulliOp>>(context, "bernoulli");
   // Convolution and pooling.
   patterns.add<LowerConv>(context, "conv");
   patterns.add<LowerConvTranspose>(context, "conv_grad_input");

@@ -202,7 +202,7 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
   // Each micro-batch's random ops draw for its own slice of the batch.
   FSDPDialect::MicroBatchAttrHelper microBatch(func.getContext());
   for (Operation *op : forward)
-    if (isa<DropoutOp>(op))
+    if (drawsRandom(op))
       microBatch.setAttr(op, b.getDenseI64ArrayAttr({0, n}));
   for (int64_t k = 1; k < n; ++k) {
     IRMapping map;
@@ -218,7 +218,7 @@ LogicalResult OptimizerStep::accumulate(StepResults &step) {
         continue;
       }
       Operation *clone = b.clone(*op, map);
-      if (isa<DropoutOp>(clone))
+      if (drawsRandom(clone))
         microBatch.setAttr(clone, b.getDenseI64ArrayAttr({k, n}));
     }
     lossSum = tail.add(lossSum, map.lookupOrDefault(step.loss));

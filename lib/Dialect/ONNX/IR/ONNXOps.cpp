@@ -750,3 +750,8 @@ LogicalResult RangeOp::verify() {
     return failure();
   return expectElement(*this, "delta", elementOf(getDelta()), element);
 }
+
+bool mlir::onnxir::drawsRandom(Operation *op) {
+  return isa<DropoutOp, BernoulliOp, RandomNormalOp, RandomNormalLikeOp,
+             RandomUniformOp, RandomUniformLikeOp>(op);
+}

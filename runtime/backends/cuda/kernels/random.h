@@ -1,4 +1,4 @@
-//===- random.h - Kernel bodies that draw random numbers ---------*- C++ -*-===//
+//===- random.h - Kernel bodies that draw random numbers --------*- C++ -*-===//
 //
 // Training-mode dropout (docs/training.md, "Randomness") as an elementwise
 // body (hd.h) over Philox blocks: one call of the generator (runtime/src/
@@ -6,7 +6,12 @@
 // block, so the body's index is a block and it writes the block's elements
 // that lie in the tensor. The draws, the threshold and the f32 scale are
 // the CPU kernel's (backends/cpu/random.cpp), so the masks and outputs are
-// its bits.
+// its bits. The generators' body (random_uniform, random_normal,
+// bernoulli) writes drawValue of each element's word (philox.h), as
+// backends/cpu/random.cpp's kernels do: bit for bit on the host; on a GPU
+// random_normal's log, sin and cos are CUDA's, within an ulp or two of the
+// host's in double, so its f32 values can differ from the CPU's in the last
+// bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +23,11 @@
 #include "../../../src/philox.h"
 
 namespace fsdprt::cuda {
+
+/// The Philox blocks that hold global elements [base, base + n).
+FSDP_HD inline int64_t randomBlocks(uint64_t base, int64_t n) {
+  return n == 0 ? 0 : static_cast<int64_t>((base + n - 1) / 4 - base / 4 + 1);
+}
 
 /// y = keep ? x * scale : 0 and mask = keep (when given) for the n
 /// elements of x, element i being global element `base + i` of `stream`.
@@ -32,10 +42,7 @@ struct DropoutBody {
   int64_t n;
 
   /// The Philox blocks that hold elements of x.
-  FSDP_HD int64_t blocks() const {
-    return n == 0 ? 0
-                  : static_cast<int64_t>((base + n - 1) / 4 - base / 4 + 1);
-  }
+  FSDP_HD int64_t blocks() const { return randomBlocks(base, n); }
   FSDP_HD void operator()(int64_t b) const {
     uint64_t block = base / 4 + static_cast<uint64_t>(b);
     Philox4x32 words = stream.block(block);
@@ -48,6 +55,41 @@ struct DropoutBody {
       y[i] = keep ? x[i] * scale : 0.0f;
       if (mask)
         mask[i] = keep;
+    }
+  }
+};
+
+/// The generators: y[i] = drawValue(kind, ...) of the word of global
+/// element base + i, for the n elements of y (f32, or f64 when `wide`);
+/// `p` is Bernoulli's probabilities (f64 when `wideP`).
+struct DrawBody {
+  RandomStream stream;
+  uint64_t base; // the global index of y[0]
+  Distribution kind;
+  double a, b; // low and high, or mean and scale
+  const void *p;
+  bool wideP;
+  void *y;
+  bool wide;
+  int64_t n;
+
+  FSDP_HD int64_t blocks() const { return randomBlocks(base, n); }
+  FSDP_HD void operator()(int64_t index) const {
+    uint64_t block = base / 4 + static_cast<uint64_t>(index);
+    Philox4x32 words = stream.block(block);
+    for (int w = 0; w < 4; ++w) {
+      uint64_t element = 4 * block + w;
+      if (element < base || element >= base + static_cast<uint64_t>(n))
+        continue;
+      int64_t i = static_cast<int64_t>(element - base);
+      double pi = !p      ? 0.0
+                  : wideP ? static_cast<const double *>(p)[i]
+                          : static_cast<const float *>(p)[i];
+      if (wide)
+        static_cast<double *>(y)[i] =
+            drawValue<double>(kind, words, w, a, b, pi);
+      else
+        static_cast<float *>(y)[i] = drawValue<float>(kind, words, w, a, b, pi);
     }
   }
 };

@@ -28,7 +28,9 @@ def FSDP_Dialect : Dialect {
     `#fsdp.unit`), `fsdp.auto_wrap` (an `#fsdp.auto_wrap` record) and
     `fsdp.cost_model` (an `#fsdp.cost_model`); on an `fsdp.flat_param`,
     `fsdp.config` (its unit's configuration, an `#fsdp.unit_config`). On
-    a random op (a training-mode `onnx.Dropout`), `fsdp.random_op` (its id
+    a random op (a training-mode `onnx.Dropout` or a random generator:
+    `onnx.RandomUniform(Like)`, `onnx.RandomNormal(Like)`,
+    `onnx.Bernoulli`), `fsdp.random_op` (its id
     in the plan, an integer from 0 to 2^32-1, given by `fsdp-autodiff`, or by
     `fsdp-lower-to-runtime` to those without one, and kept by the clones of
     checkpointing, which so draw the same mask) and `fsdp.micro_batch`

@@ -51,7 +51,8 @@ DenseSet<OperationName> getLoweredOps(MLIRContext *context);
 /// table is true.
 SmallVector<std::string> checkOpTable();
 
-/// Gives each random op (onnx.Dropout) of `func` without an `fsdp.random_op`
+/// Gives each random op (onnxir::drawsRandom: Dropout and the random
+/// generators) of `func` without an `fsdp.random_op`
 /// id the next one after the ids already there, in the function's order:
 /// fsdp-autodiff numbers a training step's before anything clones them (so
 /// the ids are the same at every world size), fsdp-lower-to-runtime the

@@ -666,7 +666,11 @@ def Inference : Pass<"fsdp-inference", "ModuleOp"> {
 
     A Dropout that `fsdp-autodiff` kept for a training step (one with an
     `fsdp.random_op` id) is left as it is: the training pipelines run this
-    pass after the gradient, which reads its mask.
+    pass after the gradient, which reads its mask. The random generators
+    (`RandomUniform(Like)`, `RandomNormal(Like)`, `Bernoulli`) have no
+    eval form and stay: an inference plan draws them (`fsdp_mlir.export`
+    exports a drop path module as a Dropout, so its inference plan does
+    not).
   }];
   let dependentDialects = ["::mlir::onnxir::ONNXDialect"];
 }
@@ -717,7 +721,12 @@ def Autodiff : Pass<"fsdp-autodiff", "ModuleOp"> {
     function's order, before anything is cloned: the same at every world
     size); its gradient is `Where(mask, g * (1 / (1 - p)), 0)`, the
     forward's own mask. The runtime draws the mask from the session's seed
-    (docs/training.md, "Randomness").
+    (docs/training.md, "Randomness"). The random generators
+    (`RandomUniform(Like)`, `RandomNormal(Like)`, `Bernoulli`) are numbered
+    with the Dropouts; their results carry no gradient (the operator
+    table's NotDifferentiable rows are never active), and a checkpointed
+    unit's recomputation clones them with their id, so it draws the
+    forward's numbers.
 
     With `loss=cross-entropy` the model may return logits instead of a
     loss: the step gains an int64 input (`labels`, shaped like the logits

@@ -77,6 +77,12 @@ std::string recurrentUnsupported(Operation *op);
 /// The types of an LSTM's, GRU's or RNN's results (Y, Y_h and LSTM's Y_c)
 /// as the runtime's kernels write them, whether or not the op uses them.
 llvm::SmallVector<Type> recurrentResultTypes(Operation *op);
+
+/// Whether `op` draws from the session's random stream (Dropout,
+/// Bernoulli, RandomNormal(Like), RandomUniform(Like)): each carries an
+/// `fsdp.random_op` id, a micro-batch slot, and its clones draw the same
+/// numbers.
+bool drawsRandom(Operation *op);
 } // namespace mlir::onnxir
 
 #endif // FSDP_DIALECT_ONNX_IR_ONNXOPS_H

@@ -383,6 +383,81 @@ def ONNX_DropoutOp : ONNX_OpBase<"Dropout", [MemoryEffects<[MemWrite]>]> {
   let results = (outs ONNX_Tensor:$output, ONNX_OptTensor:$mask);
 }
 
+// The random generators: like a training Dropout, each draws from the
+// session's Philox stream under its `fsdp.random_op` id (docs/training.md,
+// "Randomness"), and a write effect keeps CSE from merging two of them.
+// The ONNX `seed` attribute is kept but does not select the numbers: the
+// session's seed does.
+class ONNX_RandomOp<string mnemonic> : ONNX_OpBase<mnemonic,
+    [MemoryEffects<[MemWrite]>]>;
+
+def ONNX_BernoulliOp : ONNX_RandomOp<"Bernoulli"> {
+  let summary = "ONNX `Bernoulli`";
+  let description = [{
+    1 with probability `input` (elementwise), else 0, of type `dtype` or
+    `input`'s.
+  }];
+  let arguments = (ins ONNX_Tensor:$input, OptionalAttr<I64Attr>:$dtype,
+                   OptionalAttr<F32Attr>:$seed);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_RandomNormalOp : ONNX_RandomOp<"RandomNormal"> {
+  let summary = "ONNX `RandomNormal`";
+  let description = [{
+    Normal numbers of mean `mean` and standard deviation `scale` of the
+    static `shape`, of type `dtype` (float32 by default).
+  }];
+  let arguments = (ins DefaultValuedAttr<I64Attr, "1">:$dtype,
+                   DefaultValuedAttr<F32Attr, "0.0">:$mean,
+                   DefaultValuedAttr<F32Attr, "1.0">:$scale,
+                   OptionalAttr<F32Attr>:$seed,
+                   DenseI64ArrayAttr:$shape);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_RandomNormalLikeOp : ONNX_RandomOp<"RandomNormalLike"> {
+  let summary = "ONNX `RandomNormalLike`";
+  let description = [{
+    Normal numbers of mean `mean` and standard deviation `scale` of
+    `input`'s shape (its values are not read), of type `dtype` or
+    `input`'s. torch's `randn_like` exports it.
+  }];
+  let arguments = (ins ONNX_Tensor:$input, OptionalAttr<I64Attr>:$dtype,
+                   DefaultValuedAttr<F32Attr, "0.0">:$mean,
+                   DefaultValuedAttr<F32Attr, "1.0">:$scale,
+                   OptionalAttr<F32Attr>:$seed);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_RandomUniformOp : ONNX_RandomOp<"RandomUniform"> {
+  let summary = "ONNX `RandomUniform`";
+  let description = [{
+    Numbers uniform in [`low`, `high`) of the static `shape`, of type
+    `dtype` (float32 by default).
+  }];
+  let arguments = (ins DefaultValuedAttr<I64Attr, "1">:$dtype,
+                   DefaultValuedAttr<F32Attr, "1.0">:$high,
+                   DefaultValuedAttr<F32Attr, "0.0">:$low,
+                   OptionalAttr<F32Attr>:$seed,
+                   DenseI64ArrayAttr:$shape);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_RandomUniformLikeOp : ONNX_RandomOp<"RandomUniformLike"> {
+  let summary = "ONNX `RandomUniformLike`";
+  let description = [{
+    Numbers uniform in [`low`, `high`) of `input`'s shape (its values are
+    not read), of type `dtype` or `input`'s. torch's `rand_like` exports
+    it; Hugging Face's stochastic depth (`drop_path`) uses it.
+  }];
+  let arguments = (ins ONNX_Tensor:$input, OptionalAttr<I64Attr>:$dtype,
+                   DefaultValuedAttr<F32Attr, "1.0">:$high,
+                   DefaultValuedAttr<F32Attr, "0.0">:$low,
+                   OptionalAttr<F32Attr>:$seed);
+  let results = (outs ONNX_Tensor:$output);
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
