@@ -47,6 +47,32 @@ Draw drawAttrs(const KernelArgs &args) {
   return {static_cast<uint32_t>(op), slot, slots};
 }
 
+/// Calls fn(i, words, w) for each of the n elements of this rank's tensor
+/// in chunks over threads: element i is global element (rank * slots +
+/// slot) * n + i, whose draw is word w of `words`, its Philox block (one
+/// generator call per block of four).
+template <typename Fn>
+void forEachWord(const RandomState &random, const Draw &draw, int64_t n,
+                 Fn fn) {
+  const RandomStream stream{random.seed, random.step, draw.op};
+  const uint64_t base =
+      static_cast<uint64_t>((random.rank * draw.slots + draw.slot) * n);
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+  parallelFor(chunks, kChunk * 4, [&](int64_t c) {
+    int64_t end = std::min(n, (c + 1) * kChunk);
+    Philox4x32 words{};
+    uint64_t block = UINT64_MAX;
+    for (int64_t i = c * kChunk; i < end; ++i) {
+      uint64_t element = base + static_cast<uint64_t>(i);
+      if (element / 4 != block) {
+        block = element / 4;
+        words = stream.block(block);
+      }
+      fn(i, words, static_cast<int>(element % 4));
+    }
+  });
+}
+
 /// in: x (f32); out: y (x's shape)[, mask (bool, x's shape)]. Attributes:
 /// ratio (in [0, 1)), op (the op's id in its plan), and the plan's
 /// micro-batch `slot` of `slots` (gradient accumulation; 0 of 1 without).
@@ -81,29 +107,16 @@ KernelFn dropout(KernelArgs &args) {
   const float scale = 1.0f / static_cast<float>(1.0 - ratio);
   const int64_t n = x.numel;
   return [=]() {
-    RandomStream stream{random->seed, random->step, draw.op};
-    const uint64_t base =
-        static_cast<uint64_t>((random->rank * draw.slots + draw.slot) * n);
     const float *px = x.as<float>();
     float *py = y.as<float>();
     bool *pm = withMask ? mask.as<bool>() : nullptr;
-    int64_t chunks = (n + kChunk - 1) / kChunk;
-    parallelFor(chunks, kChunk * 4, [&](int64_t c) {
-      int64_t end = std::min(n, (c + 1) * kChunk);
-      Philox4x32 words{};
-      uint64_t block = UINT64_MAX;
-      for (int64_t i = c * kChunk; i < end; ++i) {
-        uint64_t element = base + static_cast<uint64_t>(i);
-        if (element / 4 != block) {
-          block = element / 4;
-          words = stream.block(block);
-        }
-        bool keep = words.v[element % 4] < threshold;
-        py[i] = keep ? px[i] * scale : 0.0f;
-        if (pm)
-          pm[i] = keep;
-      }
-    });
+    forEachWord(*random, draw, n,
+                [&](int64_t i, const Philox4x32 &words, int w) {
+                  bool keep = words.v[w] < threshold;
+                  py[i] = keep ? px[i] * scale : 0.0f;
+                  if (pm)
+                    pm[i] = keep;
+                });
     return std::string();
   };
 }
@@ -151,29 +164,15 @@ KernelFn generate(KernelArgs &args, Distribution kind) {
   const RandomState *random = args.random;
   const int64_t n = y.numel;
   return [=]() {
-    RandomStream stream{random->seed, random->step, draw.op};
-    const uint64_t base =
-        static_cast<uint64_t>((random->rank * draw.slots + draw.slot) * n);
     auto fill = [&](auto *out) {
       using T = std::remove_pointer_t<decltype(out)>;
-      int64_t chunks = (n + kChunk - 1) / kChunk;
-      parallelFor(chunks, kChunk * 4, [&](int64_t c) {
-        int64_t end = std::min(n, (c + 1) * kChunk);
-        Philox4x32 words{};
-        uint64_t block = UINT64_MAX;
-        for (int64_t i = c * kChunk; i < end; ++i) {
-          uint64_t element = base + static_cast<uint64_t>(i);
-          if (element / 4 != block) {
-            block = element / 4;
-            words = stream.block(block);
-          }
-          double pi = !bernoulli              ? 0.0
-                      : p.dtype == FSDPRT_F64 ? p.as<double>()[i]
-                                              : p.as<float>()[i];
-          out[i] = drawValue<T>(kind, words, static_cast<int>(element % 4), a,
-                                b, pi);
-        }
-      });
+      forEachWord(*random, draw, n,
+                  [&](int64_t i, const Philox4x32 &words, int w) {
+                    double pi = !bernoulli              ? 0.0
+                                : p.dtype == FSDPRT_F64 ? p.as<double>()[i]
+                                                        : p.as<float>()[i];
+                    out[i] = drawValue<T>(kind, words, w, a, b, pi);
+                  });
     };
     if (y.dtype == FSDPRT_F64)
       fill(y.as<double>());
