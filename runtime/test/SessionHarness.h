@@ -108,13 +108,12 @@ struct Result {
   std::vector<Value> outputs;
 };
 
-/// Runs one kernel `op` on `inputs` (named in0, in1, ...) producing outputs
-/// of the given dtypes and shapes (out0, ...), through the C API, on
-/// `device` (nullptr: the CPU).
-inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
-                    const std::vector<std::pair<plan::DType, Shape>> &outputs,
-                    const AttrList &attrs = {}, int threads = 2,
-                    const char *device = nullptr) {
+/// A plan of one kernel `op` on inputs in0, in1, ... producing outputs
+/// out0, ... of the given dtypes and shapes.
+inline std::vector<uint8_t>
+kernelPlan(const std::string &op, const std::vector<Value> &inputs,
+           const std::vector<std::pair<plan::DType, Shape>> &outputs,
+           const AttrList &attrs) {
   PlanBuilder b;
   std::vector<uint32_t> ins, outs;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -124,8 +123,18 @@ inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
     outs.push_back(b.output("out" + std::to_string(i), outputs[i].first,
                             outputs[i].second));
   b.kernel(op, ins, outs, attrs);
+  return b.finish();
+}
+
+/// Runs one kernel `op` on `inputs` (named in0, in1, ...) producing outputs
+/// of the given dtypes and shapes (out0, ...), through the C API, on
+/// `device` (nullptr: the CPU).
+inline Result runOp(const std::string &op, const std::vector<Value> &inputs,
+                    const std::vector<std::pair<plan::DType, Shape>> &outputs,
+                    const AttrList &attrs = {}, int threads = 2,
+                    const char *device = nullptr) {
   Result result;
-  Session s(b.finish(), nullptr, threads, device);
+  Session s(kernelPlan(op, inputs, outputs, attrs), nullptr, threads, device);
   result.error = s.error;
   for (size_t i = 0; i < inputs.size() && result.error.empty(); ++i)
     result.error = s.set("in" + std::to_string(i), inputs[i].bytes);
@@ -148,16 +157,7 @@ runSeeded(const std::string &op, const std::vector<Value> &inputs,
           const std::vector<std::pair<plan::DType, Shape>> &outputs,
           const AttrList &attrs, uint64_t seed, int threads = 2, int runs = 1,
           const char *device = nullptr) {
-  PlanBuilder b;
-  std::vector<uint32_t> ins, outs;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    ins.push_back(
-        b.input("in" + std::to_string(i), inputs[i].dtype, inputs[i].shape));
-  for (size_t i = 0; i < outputs.size(); ++i)
-    outs.push_back(b.output("out" + std::to_string(i), outputs[i].first,
-                            outputs[i].second));
-  b.kernel(op, ins, outs, attrs);
-  std::vector<uint8_t> bytes = b.finish();
+  std::vector<uint8_t> bytes = kernelPlan(op, inputs, outputs, attrs);
   Result result;
   fsdprt_plan_t *p = nullptr;
   fsdprt_session_t *s = nullptr;
