@@ -462,8 +462,8 @@ def _run_exporter(choice, model, exported, inputs, raw, input_names, output_name
                   dynamic_axes, opset) -> str:
     """Exports with `choice` ("auto" resolved by _choose_exporter, or a name)
     and returns the exporter that wrote `raw`. Under "auto" on torch 2.x a
-    TorchScript failure (an aten op it cannot translate, e.g. aten::diff in
-    Hugging Face's mask code) falls back to dynamo with a warning naming it."""
+    TorchScript failure (an aten op it cannot translate, e.g. aten::rot90)
+    falls back to dynamo with a warning naming it."""
     import warnings
 
     first = _choose_exporter(choice)
@@ -505,6 +505,97 @@ def _experts_hint(model) -> str:
     return ""
 
 
+def _symbolic_registry():
+    """torch's TorchScript-exporter symbolic registry (a private module whose
+    path moved between torch 1.13 and 2.x), or None."""
+    for name in ("torch.onnx._internal.torchscript_exporter.registration",
+                 "torch.onnx._internal.registration"):
+        try:
+            import importlib
+
+            return importlib.import_module(name).registry
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def _has_user_symbolic(name: str, opset: int) -> bool:
+    """Whether the user registered their own symbolic for `name` (then it
+    is left alone)."""
+    registry = _symbolic_registry()
+    group = registry.get_function_group(name) if registry is not None else None
+    try:
+        return group is not None and any(group._functions.overridden(v)
+                                         for v in range(1, opset + 1))
+    except AttributeError:
+        return False
+
+
+def _diff_symbolic(g, x, n, dim, prepend, append):
+    """aten::diff (torch.diff): Concat(prepend, x, append) along `dim`, then
+    n rounds of x[1:] - x[:-1] (Xor for booleans, as torch)."""
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    n = sh._get_const(n, "i", "n")
+    dim = sh._get_const(dim, "i", "dim")
+    parts = [p for p in (prepend, x, append) if not sh._is_none(p)]
+    if len(parts) > 1:
+        x = g.op("Concat", *parts, axis_i=dim)
+    boolean = x.type().scalarType() == "Bool"
+
+    def const(v):
+        return g.op("Constant", value_t=torch.tensor([v], dtype=torch.int64))
+
+    for _ in range(n):
+        hi = g.op("Slice", x, const(1), const(2**62), const(dim))
+        lo = g.op("Slice", x, const(0), const(-1), const(dim))
+        x = g.op("Xor", hi, lo) if boolean else g.op("Sub", hi, lo)
+    return x
+
+
+def _cumsum_symbolic(g, x, dim, dtype):
+    """aten::cumsum with torch's result type: `dtype` when given, int64 for
+    a boolean or integer input (torch's own symbolic emits CumSum of a
+    boolean, which ONNX refuses: Hugging Face's packed-sequence mask does
+    `(position_diff != 1).cumsum(-1)`)."""
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    # torch ScalarType numbers -> ONNX TensorProto element types.
+    onnx_type = {0: 2, 1: 3, 2: 5, 3: 6, 4: 7, 5: 10, 6: 1, 7: 11, 11: 9, 15: 16}
+    dim = sh._get_const(dim, "i", "dim")
+    if not sh._is_none(dtype):
+        scalar = sh._get_const(dtype, "i", "dtype")
+        if scalar not in onnx_type:
+            raise ValueError(f"aten::cumsum: dtype {scalar} has no ONNX type")
+        x = g.op("Cast", x, to_i=onnx_type[scalar])
+    elif x.type().scalarType() in ("Bool", "Byte", "Char", "Short", "Int"):
+        x = g.op("Cast", x, to_i=onnx_type[4])
+    return g.op("CumSum", x, g.op("Constant", value_t=torch.tensor(dim, dtype=torch.int64)))
+
+
+@contextlib.contextmanager
+def _extra_symbolics(opset: int):
+    """TorchScript symbolics torch lacks or gets wrong, registered for one
+    export and removed after: aten::diff (Hugging Face's mask code; without
+    it the export falls back to dynamo, minutes instead of seconds) and
+    aten::cumsum of booleans and integers. A symbolic the user registered
+    for either name is kept."""
+    import torch
+
+    added = []
+    try:
+        for name, fn in (("aten::diff", _diff_symbolic), ("aten::cumsum", _cumsum_symbolic)):
+            if not _has_user_symbolic(name, opset):
+                torch.onnx.register_custom_op_symbolic(name, fn, opset)
+                added.append(name)
+        yield
+    finally:
+        for name in added:
+            torch.onnx.unregister_custom_op_symbolic(name, opset)
+
+
 def _export_with(exporter, exported, inputs, raw, input_names, output_names,
                  dynamic_axes, opset) -> None:
     import torch
@@ -515,20 +606,21 @@ def _export_with(exporter, exported, inputs, raw, input_names, output_names,
     # torch 2.x defaults to the dynamo exporter: ask for TorchScript's by
     # name (torch 1.13 has no such keyword).
     choice = {"dynamo": False} if _has_dynamo() else {}
-    torch.onnx.export(
-        exported,
-        inputs,
-        str(raw),
-        export_params=True,
-        training=torch.onnx.TrainingMode.TRAINING,
-        input_names=input_names,
-        output_names=output_names,
-        opset_version=opset,
-        do_constant_folding=False,
-        dynamic_axes=dynamic_axes,
-        export_modules_as_functions=False,
-        **choice,
-    )
+    with _extra_symbolics(opset):
+        torch.onnx.export(
+            exported,
+            inputs,
+            str(raw),
+            export_params=True,
+            training=torch.onnx.TrainingMode.TRAINING,
+            input_names=input_names,
+            output_names=output_names,
+            opset_version=opset,
+            do_constant_folding=False,
+            dynamic_axes=dynamic_axes,
+            export_modules_as_functions=False,
+            **choice,
+        )
 
 
 def _export_dynamo(exported, inputs, raw, input_names, output_names, dynamic_axes, opset):

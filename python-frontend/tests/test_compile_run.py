@@ -766,3 +766,46 @@ class RandomUniformLikeTrainingTest(unittest.TestCase):
             for name, tensor in ref.state_dict().items():
                 np.testing.assert_allclose(state[name].numpy(), tensor.numpy(),
                                            rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+class PackedSegments(torch.nn.Module):
+    """Hugging Face's packed-sequence mask (masking_utils): sequence ids from
+    position ids by torch.diff with a prepend and a boolean cumsum; tokens
+    attend within their sequence only. Also a second-order boolean diff
+    (Xor) and an integer cumsum."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, pos):
+        step = torch.diff(pos, prepend=pos[:, :1] - 1, dim=-1)
+        seq = (step != 1).cumsum(-1)
+        same = (seq[:, :, None] == seq[:, None, :]).float()
+        edges = torch.diff(step != 1, n=2, dim=-1).float().sum(-1)[:, None, None]
+        ranks = pos.to(torch.int32).cumsum(-1).float()
+        return same @ self.fc(x) + edges + ranks[:, :, None] * 0.01
+
+
+class DiffAndCumsumExportTest(unittest.TestCase):
+    """torch.diff and a boolean or integer cumsum export through TorchScript
+    (the symbolics fsdp_mlir.export registers for the export) and run as
+    torch computes them, on position ids that pack sequences of lengths 3,
+    2, 1 and 4, 2."""
+
+    def test_packed_sequence_mask_equals_torch(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            torch.manual_seed(0)
+            model = PackedSegments().eval()
+            x = torch.randn(2, 6, 4)
+            pos = torch.tensor([[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 0, 1]])
+            onnx_path = fsdp_mlir.export(model, (x, pos), work / "packed.onnx",
+                                         input_names=["x", "pos"], exporter="torchscript")
+            plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "p.plan")
+            with fsdp_mlir.Session(plan, threads=1) as session:
+                out = session.forward({"x": x.numpy(), "pos": pos.numpy()})
+            with torch.no_grad():
+                want = model(x, pos)
+            got = next(iter(out.values()))
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)

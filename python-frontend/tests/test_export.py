@@ -530,7 +530,32 @@ class ErrorTest(ExportTestBase):
     @unittest.skipIf(int(torch.__version__.split(".")[0]) < 2,
                      "torch 1.13 has only the TorchScript exporter")
     def test_auto_falls_back_to_dynamo(self):
-        class Diff(nn.Module):  # aten::diff: TorchScript cannot export it
+        class Rot90(nn.Module):  # aten::rot90: TorchScript cannot export it
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return torch.rot90(self.fc(x))
+
+        x = torch.randn(2, 4)
+        with self.assertWarnsRegex(UserWarning, r"the TorchScript exporter failed "
+                                   r"\(.*aten::rot90.*\); exporting with dynamo instead"):
+            path = fsdp_mlir.export(Rot90(), x, self.tmp / "rot.onnx")
+        graph = onnx.load(str(path)).graph
+        self.assertIn("fc.weight", [i.name for i in graph.initializer])
+        self.assertNotIn("ATen", [n.op_type for n in graph.node])
+        with self.assertRaisesRegex(fsdp_mlir.ExportError, r"torch\.onnx\.export "
+                                    r"\(torchscript\) failed: .*aten::rot90"):
+            fsdp_mlir.export(Rot90(), x, self.tmp / "rot2.onnx", exporter="torchscript")
+
+    def test_diff_exports_and_the_symbolics_are_removed_after(self):
+        """torch.diff (Hugging Face's mask code) exports through TorchScript
+        with the symbolic export() registers for the call; torch's registry
+        is as it was afterwards, and a symbolic of the user's is kept."""
+        from fsdp_mlir.export import _has_user_symbolic
+
+        class Diff(nn.Module):
             def __init__(self):
                 super().__init__()
                 self.fc = nn.Linear(4, 4)
@@ -538,16 +563,24 @@ class ErrorTest(ExportTestBase):
             def forward(self, x):
                 return torch.diff(self.fc(x), dim=-1)
 
-        x = torch.randn(2, 4)
-        with self.assertWarnsRegex(UserWarning, r"the TorchScript exporter failed "
-                                   r"\(.*aten::diff.*\); exporting with dynamo instead"):
-            path = fsdp_mlir.export(Diff(), x, self.tmp / "diff.onnx")
-        graph = onnx.load(str(path)).graph
-        self.assertIn("fc.weight", [i.name for i in graph.initializer])
-        self.assertNotIn("ATen", [n.op_type for n in graph.node])
-        with self.assertRaisesRegex(fsdp_mlir.ExportError, r"torch\.onnx\.export "
-                                    r"\(torchscript\) failed: .*aten::diff"):
-            fsdp_mlir.export(Diff(), x, self.tmp / "diff2.onnx", exporter="torchscript")
+        path = fsdp_mlir.export(Diff(), torch.randn(2, 4), self.tmp / "diff.onnx",
+                                exporter="torchscript")
+        self.assertIn("Sub", [n.op_type for n in onnx.load(str(path)).graph.node])
+        self.assertFalse(_has_user_symbolic("aten::diff", 17))
+        self.assertFalse(_has_user_symbolic("aten::cumsum", 17))
+
+        def mine(g, x, n, dim, prepend, append):
+            return g.op("Identity", x)
+
+        torch.onnx.register_custom_op_symbolic("aten::diff", mine, 17)
+        try:
+            self.assertTrue(_has_user_symbolic("aten::diff", 17))
+            path = fsdp_mlir.export(Diff(), torch.randn(2, 4), self.tmp / "mine.onnx",
+                                    exporter="torchscript")
+            self.assertNotIn("Sub", [n.op_type for n in onnx.load(str(path)).graph.node])
+            self.assertTrue(_has_user_symbolic("aten::diff", 17))
+        finally:
+            torch.onnx.unregister_custom_op_symbolic("aten::diff", 17)
 
     def test_wrong_number_of_inputs(self):
         model, x = _bn()
