@@ -471,7 +471,7 @@ def _run_exporter(choice, model, exported, inputs, raw, input_names, output_name
     try:
         with _step(f"torch.onnx.export ({first})"), _handled_warnings_filtered(model):
             _export_with(first, exported, inputs, raw, input_names, output_names,
-                         dynamic_axes, opset)
+                         dynamic_axes, opset, diff=not fallback)
         return first
     except ExportError as e:
         if not fallback:
@@ -576,17 +576,21 @@ def _cumsum_symbolic(g, x, dim, dtype):
 
 
 @contextlib.contextmanager
-def _extra_symbolics(opset: int):
+def _extra_symbolics(opset: int, diff: bool):
     """TorchScript symbolics torch lacks or gets wrong, registered for one
-    export and removed after: aten::diff (Hugging Face's mask code; without
-    it the export falls back to dynamo, minutes instead of seconds) and
-    aten::cumsum of booleans and integers. A symbolic the user registered
-    for either name is kept."""
+    export and removed after: aten::cumsum of booleans and integers, and,
+    when `diff`, aten::diff. Under exporter="auto" with dynamo at hand
+    aten::diff is left out: Hugging Face's decoders (whose mask code calls
+    torch.diff) then export through dynamo, which writes their
+    repeat_interleave (MoE experts, Cohere's rotary) with static shapes where
+    TorchScript's does not. A symbolic the user registered for either name
+    is kept."""
     import torch
 
+    table = [("aten::cumsum", _cumsum_symbolic)] + ([("aten::diff", _diff_symbolic)] if diff else [])
     added = []
     try:
-        for name, fn in (("aten::diff", _diff_symbolic), ("aten::cumsum", _cumsum_symbolic)):
+        for name, fn in table:
             if not _has_user_symbolic(name, opset):
                 torch.onnx.register_custom_op_symbolic(name, fn, opset)
                 added.append(name)
@@ -597,7 +601,7 @@ def _extra_symbolics(opset: int):
 
 
 def _export_with(exporter, exported, inputs, raw, input_names, output_names,
-                 dynamic_axes, opset) -> None:
+                 dynamic_axes, opset, diff=True) -> None:
     import torch
 
     if exporter == "dynamo":
@@ -606,7 +610,7 @@ def _export_with(exporter, exported, inputs, raw, input_names, output_names,
     # torch 2.x defaults to the dynamo exporter: ask for TorchScript's by
     # name (torch 1.13 has no such keyword).
     choice = {"dynamo": False} if _has_dynamo() else {}
-    with _extra_symbolics(opset):
+    with _extra_symbolics(opset, diff):
         torch.onnx.export(
             exported,
             inputs,

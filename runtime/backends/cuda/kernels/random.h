@@ -29,6 +29,20 @@ FSDP_HD inline int64_t randomBlocks(uint64_t base, int64_t n) {
   return n == 0 ? 0 : static_cast<int64_t>((base + n - 1) / 4 - base / 4 + 1);
 }
 
+/// Calls f(i, words, w) for each element i of [0, n) whose global index
+/// base + i is word w of the b-th Philox block that holds the range.
+template <typename F>
+FSDP_HD void forBlockElements(const RandomStream &stream, uint64_t base,
+                              int64_t n, int64_t b, F &&f) {
+  uint64_t block = base / 4 + static_cast<uint64_t>(b);
+  Philox4x32 words = stream.block(block);
+  for (int w = 0; w < 4; ++w) {
+    uint64_t element = 4 * block + w;
+    if (element >= base && element < base + static_cast<uint64_t>(n))
+      f(static_cast<int64_t>(element - base), words, w);
+  }
+}
+
 /// y = keep ? x * scale : 0 and mask = keep (when given) for the n
 /// elements of x, element i being global element `base + i` of `stream`.
 struct DropoutBody {
@@ -44,18 +58,13 @@ struct DropoutBody {
   /// The Philox blocks that hold elements of x.
   FSDP_HD int64_t blocks() const { return randomBlocks(base, n); }
   FSDP_HD void operator()(int64_t b) const {
-    uint64_t block = base / 4 + static_cast<uint64_t>(b);
-    Philox4x32 words = stream.block(block);
-    for (int w = 0; w < 4; ++w) {
-      uint64_t element = 4 * block + w;
-      if (element < base || element >= base + static_cast<uint64_t>(n))
-        continue;
-      int64_t i = static_cast<int64_t>(element - base);
-      bool keep = words.v[w] < threshold;
-      y[i] = keep ? x[i] * scale : 0.0f;
-      if (mask)
-        mask[i] = keep;
-    }
+    forBlockElements(stream, base, n, b,
+                     [&](int64_t i, const Philox4x32 &words, int w) {
+                       bool keep = words.v[w] < threshold;
+                       y[i] = keep ? x[i] * scale : 0.0f;
+                       if (mask)
+                         mask[i] = keep;
+                     });
   }
 };
 
@@ -75,22 +84,18 @@ struct DrawBody {
 
   FSDP_HD int64_t blocks() const { return randomBlocks(base, n); }
   FSDP_HD void operator()(int64_t index) const {
-    uint64_t block = base / 4 + static_cast<uint64_t>(index);
-    Philox4x32 words = stream.block(block);
-    for (int w = 0; w < 4; ++w) {
-      uint64_t element = 4 * block + w;
-      if (element < base || element >= base + static_cast<uint64_t>(n))
-        continue;
-      int64_t i = static_cast<int64_t>(element - base);
-      double pi = !p      ? 0.0
-                  : wideP ? static_cast<const double *>(p)[i]
-                          : static_cast<const float *>(p)[i];
-      if (wide)
-        static_cast<double *>(y)[i] =
-            drawValue<double>(kind, words, w, a, b, pi);
-      else
-        static_cast<float *>(y)[i] = drawValue<float>(kind, words, w, a, b, pi);
-    }
+    forBlockElements(stream, base, n, index,
+                     [&](int64_t i, const Philox4x32 &words, int w) {
+                       double pi = !p      ? 0.0
+                                   : wideP ? static_cast<const double *>(p)[i]
+                                           : static_cast<const float *>(p)[i];
+                       if (wide)
+                         static_cast<double *>(y)[i] =
+                             drawValue<double>(kind, words, w, a, b, pi);
+                       else
+                         static_cast<float *>(y)[i] =
+                             drawValue<float>(kind, words, w, a, b, pi);
+                     });
   }
 };
 
