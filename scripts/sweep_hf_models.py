@@ -225,10 +225,6 @@ KNOWN_GAPS = {
            "(ids != pad).sum(1))",
     "clip_text": "forward: the CPU backend has no int32 arg_max (the pooled output's "
                  "eos position)",
-    "deepseek_v3": "step: no gradient rule for ScatterND (the attention builds "
-                   "key_states with new_empty and two slice copy_s)",
-    "recurrent_gemma": "step: no gradient rule for ScatterElements (the RG-LRU scan's "
-                       "per-step select_scatter)",
     "longt5": "forward: static shapes: local attention's Pad/Slice blocking leaves an "
               "Einsum output dimension unknown ('unk__0')",
 }

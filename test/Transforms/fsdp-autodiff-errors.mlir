@@ -87,3 +87,48 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// A scatter that multiplies: its updates' gradient would need the other
+// factors landing on the same element.
+module {
+  fsdp.param @u : tensor<2x3xf32> at <"m.onnx", offset = 0, length = 24>
+  func.func @forward(%x: tensor<4x3xf32>, %i: tensor<2x1xi64>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %u = fsdp.get_param @u : tensor<2x3xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.ScatterND' op no gradient rule for reduction 'mul' to its updates (only to its data)}}
+    %0 = onnx.ScatterND %x, %i, %u {reduction = "mul"} : (tensor<4x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+    %1 = onnx.ReduceSum %0, %none {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+}
+
+// -----
+
+module {
+  fsdp.param @w : tensor<4x3xf32> at <"m.onnx", offset = 0, length = 48>
+  func.func @forward(%e: tensor<2x3xi64>, %y: tensor<2x3xf32>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %w = fsdp.get_param @w : tensor<4x3xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.ScatterElements' op no gradient rule for reduction 'max'}}
+    %0 = onnx.ScatterElements %w, %e, %y {reduction = "max"} : (tensor<4x3xf32>, tensor<2x3xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+    %1 = onnx.ReduceSum %0, %none {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+}
+
+// -----
+
+// Empty index tuples (each update is the whole of data).
+module {
+  fsdp.param @u : tensor<2x4x3xf32> at <"m.onnx", offset = 0, length = 96>
+  func.func @forward(%x: tensor<4x3xf32>, %i: tensor<2x0xi64>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %u = fsdp.get_param @u : tensor<2x4x3xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.ScatterND' op gradient to updates needs indices of static shape whose tuples index 1 or more static axes}}
+    %0 = onnx.ScatterND %x, %i, %u : (tensor<4x3xf32>, tensor<2x0xi64>, tensor<2x4x3xf32>) -> tensor<4x3xf32>
+    %1 = onnx.ReduceSum %0, %none {keepdims = 0 : i64} : (tensor<4x3xf32>, none) -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+}

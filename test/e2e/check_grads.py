@@ -22,7 +22,9 @@ and BatchNorm; Log, Abs and a max over a dimension; triu and tril
 slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits; torch.gather with a
 repeated index and a class-weighted nll_loss of log-probabilities, which
-export as GatherElements and NegativeLogLikelihoodLoss; a MobileNetV3-like
+export as GatherElements and NegativeLogLikelihoodLoss; slice and select
+copy_, index_put, torch.scatter and scatter_add (ScatterND and
+ScatterElements, with none and add); a MobileNetV3-like
 block: HardSwish, a HardSigmoid squeeze-excite, per-channel PReLU, ELU and
 reflect, replicate and constant padding; nearest and bilinear upsampling and
 a transposed convolution; LRN and MeanVarianceNormalization, rewritten at
@@ -192,6 +194,37 @@ class GatherNll(nn.Module):
         # log_softmax + nll_loss into SoftmaxCrossEntropyLoss (and, with
         # the transpose between them, loses the model's inputs).
         return torch.log(torch.softmax(logits, dim=-1)).transpose(1, 2)  # [N, 5, T]
+
+
+class Scatters(nn.Module):
+    """Writes into activations, parameters reaching both what is written
+    into and what is written: a slice copy_ and an index_put of rows (ScatterND,
+    index tuples constant and from a buffer), torch.scatter with a repeated
+    index (ScatterElements: every write gets its position's gradient, as
+    torch's), a select copy_ (ScatterND) and scatter_add with a repeated index
+    (ScatterElements, reduction add)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 12)
+        self.upd = nn.Linear(8, 4)
+        self.head = nn.Linear(12, 5)
+        self.mix = nn.Parameter(torch.randn(5, 4))
+        self.register_buffer("cols", torch.tensor([1, 4, 4, 9]))
+        self.register_buffer("rows", torch.tensor([5, 0, 2]))
+        self.register_buffer("slots", torch.tensor([[0, 3, 3, 11]] * 5))
+
+    def forward(self, x):  # [N, T, 8]
+        h = torch.tanh(self.proj(x)).clone()  # [N, T, 12]
+        u = self.upd(x)  # [N, T, 4]
+        h[:, :, 6:10] = u
+        h[:, self.rows] = 0.5 * h[:, self.rows[[1, 2, 0]]]
+        h = torch.scatter(h, 2, self.cols.expand(x.shape[0], x.shape[1], 4),
+                          torch.sigmoid(u))
+        h[:, 3] = 2 * self.proj(x[:, 0])
+        # scatter_add's exporter wants static shapes: the head's weight has.
+        w = self.head.weight.scatter_add(1, self.slots, self.mix)
+        return F.linear(torch.tanh(h), w, self.head.bias).transpose(1, 2)  # [N, 5, T]
 
 
 class MobileBlock(nn.Module):
@@ -408,6 +441,7 @@ CASES = {
                     weighted_loss),
     "gather_nll": (GatherNll, lambda g: torch.randn(4, 6, 8, generator=g), 5,
                    weighted_nll_loss),
+    "scatters": (Scatters, lambda g: torch.randn(4, 6, 8, generator=g), 5),
     "activations": (Activations, lambda g: torch.randn(6, 8, generator=g), 4),
     "norms_cubic": (NormsCubic, lambda g: torch.randn(4, 6, 8, generator=g), 4),
     "lrn_mvn": (LrnMvn, lambda g: torch.randn(4, 3, 9, 9, generator=g), 5),
@@ -444,6 +478,12 @@ FUSED_BATCH_NORM = {"resnet18": (20, 20), "resnet18+checkpoint": (39, 20),
 # whose gradients the case is there to check.
 KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
                           "nll_loss": 1, "nll_loss_grad": 1},
+           # 3 ScatterND and 2 ScatterElements forward; backward, a scatter of
+           # zeros into the cotangent for each but scatter_add, a Gather
+           # (ScatterND: tuples as rows; Mod on the buffer's) or
+           # GatherElements for each one's updates.
+           "scatters": {"scatter_nd": 6, "scatter_elements": 3, "gather_elements": 2,
+                        "mod": 2},
            "norms_cubic": {"reduce_l1": 1, "reduce_l2": 2, "reduce_log_sum": 1,
                            "reduce_log_sum_exp": 1, "reduce_min": 1,
                            "reduce_sum_square": 1, "resize": 1},

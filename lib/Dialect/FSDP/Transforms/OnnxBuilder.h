@@ -61,10 +61,14 @@ public:
         loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
   }
 
-  Value zeros(RankedTensorType type) {
+  Value zeros(RankedTensorType type) { return splat(type, 0.0); }
+
+  /// A floating-point `type` full of `value`.
+  Value splat(Type type, double value) {
+    auto shaped = cast<RankedTensorType>(type);
     return b.create<ConstantOp>(
         loc, DenseElementsAttr::get(
-                 type, b.getFloatAttr(type.getElementType(), 0.0)));
+                 shaped, b.getFloatAttr(shaped.getElementType(), value)));
   }
 
   Value ints(ArrayRef<int64_t> values) {

@@ -463,6 +463,145 @@ LogicalResult backward(GatherElementsOp op, GradientContext &ctx) {
   return success();
 }
 
+/// A scatter's data is read where no update lands (reduction none), or
+/// everywhere (add, mul); each update is read once. So data's cotangent is g
+/// with the written positions zeroed (the same scatter of zeros), g itself
+/// (add), or g times the product of the updates that land on each element
+/// (mul: the same scatter into ones). An update's cotangent is g read back
+/// at its position (`gatherBack`) for none and add. With an index repeated
+/// under reduction none (ONNX leaves the result undefined; torch's last
+/// write wins), every update written there gets that position's cotangent,
+/// the overwritten ones too, as torch's scatter and index_put backward
+/// give; exporters write unique indices. mul's update cotangent needs the
+/// other factors landing on the same element, and is refused.
+template <typename ScatterOp>
+LogicalResult
+scatterBackward(ScatterOp op, GradientContext &ctx,
+                llvm::function_ref<FailureOr<Value>(Rule &)> gatherBack,
+                ArrayRef<NamedAttribute> attrs) {
+  Rule r(op, ctx);
+  if (r.active(op.getIndices()))
+    return op->emitOpError("indices cannot be differentiated");
+  StringRef reduction = op.getReduction();
+  if (reduction != "none" && reduction != "add" && reduction != "mul")
+    return op->emitOpError("no gradient rule for reduction '")
+           << reduction << "'";
+  if (reduction == "mul" && r.active(op.getUpdates()))
+    return op->emitOpError("no gradient rule for reduction 'mul' to its "
+                           "updates (only to its data)");
+  OpBuilder &b = r.bb.b;
+  auto updates = typeOf(op.getUpdates());
+  auto with = [&](StringRef how) {
+    SmallVector<NamedAttribute> all(attrs);
+    all.push_back(b.getNamedAttr("reduction", b.getStringAttr(how)));
+    return all;
+  };
+  if (r.active(op.getData())) {
+    Value grad = r.g;
+    if (reduction == "none")
+      grad = r.bb.op<ScatterOp>(
+          r.yt, {r.g, op.getIndices(), r.bb.zeros(updates)}, with("none"));
+    else if (reduction == "mul")
+      grad = r.bb.mul(r.g,
+                      r.bb.op<ScatterOp>(r.yt,
+                                         {r.bb.splat(r.yt, 1), op.getIndices(),
+                                          op.getUpdates()},
+                                         with("mul")),
+                      r.yt);
+    r.give(0, grad);
+  }
+  if (r.active(op.getUpdates())) {
+    FailureOr<Value> grad = gatherBack(r);
+    if (failed(grad))
+      return failure();
+    r.give(2, *grad);
+  }
+  return success();
+}
+
+LogicalResult backward(ScatterElementsOp op, GradientContext &ctx) {
+  int64_t axis = op.getAxis();
+  if (axis < 0)
+    axis += typeOf(op.getData()).getRank();
+  OpBuilder &b = ctx.getBuilder();
+  NamedAttribute attrs[] = {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))};
+  return scatterBackward(
+      op, ctx,
+      [&](Rule &r) -> FailureOr<Value> {
+        return r.bb.op<GatherElementsOp>(op.getUpdates().getType(),
+                                         {r.g, op.getIndices()}, attrs);
+      },
+      attrs);
+}
+
+/// GatherND of `g` at ScatterND's index tuples, which has no kernel: a
+/// Gather along axis 0 of g flattened over the k indexed axes, of each
+/// tuple's row there (the sum of its indices, each modulo its axis's size,
+/// times the axis's stride: the forward's kernel has checked their range),
+/// computed here when the indices are constant and by integer ops when not.
+/// For k = 1 the Gather takes the indices as they are.
+FailureOr<Value> gatherTuples(ScatterNDOp op, Rule &r) {
+  auto indexType = typeOf(op.getIndices());
+  auto dataType = typeOf(op.getData());
+  int64_t k = indexType.getRank() ? indexType.getShape().back() : 0;
+  ArrayRef<int64_t> shape = dataType.getShape();
+  if (!indexType.hasStaticShape() || k < 1 || k > dataType.getRank() ||
+      (k > 1 && llvm::any_of(shape.take_front(k), ShapedType::isDynamic)))
+    return op->emitOpError("gradient to updates needs indices of static "
+                           "shape whose tuples index 1 or more static axes");
+  OnnxBuilder &bb = r.bb;
+  OpBuilder &b = bb.b;
+  Type index = indexType.getElementType();
+  auto tuples = RankedTensorType::get(indexType.getShape().drop_back(), index);
+  Value rows, g = r.g;
+  if (k == 1) {
+    rows = bb.reshape(op.getIndices(), tuples);
+  } else {
+    SmallVector<int64_t> strides(k, 1);
+    for (int64_t d = k - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * shape[d + 1];
+    if (std::optional<SmallVector<int64_t>> known =
+            constantInts(op.getIndices())) {
+      SmallVector<int64_t> at;
+      for (size_t t = 0; t < known->size(); t += k) {
+        int64_t row = 0;
+        for (int64_t d = 0; d < k; ++d)
+          row +=
+              ((*known)[t + d] % shape[d] + shape[d]) % shape[d] * strides[d];
+        at.push_back(row);
+      }
+      rows = b.create<ConstantOp>(
+          bb.loc,
+          DenseElementsAttr::get(tuples.clone(b.getI64Type()), ArrayRef(at)));
+    } else {
+      auto scalar = [&](int64_t v) {
+        return b.create<ConstantOp>(
+            bb.loc, DenseElementsAttr::get(RankedTensorType::get({}, index),
+                                           b.getIntegerAttr(index, v)));
+      };
+      for (int64_t d = 0; d < k; ++d) {
+        Value at =
+            b.create<GatherOp>(bb.loc, tuples, op.getIndices(), scalar(d),
+                               b.getI64IntegerAttr(indexType.getRank() - 1));
+        at = b.create<ModOp>(bb.loc, tuples, at, scalar(shape[d]));
+        if (strides[d] != 1)
+          at = b.create<MulOp>(bb.loc, tuples, at, scalar(strides[d]));
+        rows = d ? b.create<AddOp>(bb.loc, tuples, rows, at) : at;
+      }
+    }
+    SmallVector<int64_t> flat{strides[0] * shape[0]};
+    flat.append(shape.begin() + k, shape.end());
+    g = bb.reshape(g, RankedTensorType::get(flat, r.element));
+  }
+  return bb.op<GatherOp>(op.getUpdates().getType(), {g, rows},
+                         {b.getNamedAttr("axis", b.getI64IntegerAttr(0))});
+}
+
+LogicalResult backward(ScatterNDOp op, GradientContext &ctx) {
+  return scatterBackward(op, ctx, [&](Rule &r) { return gatherTuples(op, r); },
+                         {});
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachViewGradients(Dialect &dialect) {
@@ -486,4 +625,6 @@ void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<ResizeOp, backward>(ctx);
   attachGradient<GatherOp, backward>(ctx);
   attachGradient<GatherElementsOp, backward>(ctx);
+  attachGradient<ScatterElementsOp, backward>(ctx);
+  attachGradient<ScatterNDOp, backward>(ctx);
 }
