@@ -1507,10 +1507,10 @@ pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
 /// carries it, into the inferred type, which the next round of inference
 /// carries on. The equation reads as the lowering reads it
 /// (onnxir::einsumTerms: spaces ignored, an implicit output in ASCII
-/// order). Anything else (an ellipsis,
-/// a term whose length is not its input's rank, sizes that disagree) is
-/// left for the lowering to refuse, naming the equation. True when it
-/// wrote something.
+/// order, an ellipsis as letters of its own; a size-1 dim broadcasts).
+/// Anything else (a term whose length is not its input's rank, sizes that
+/// disagree) is left for the lowering to refuse, naming the equation. True
+/// when it wrote something.
 static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
                            const llvm::StringMap<onnx::TypeProto> &types) {
   if (node.output_size() != 1)
@@ -1520,14 +1520,10 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
   });
   if (equation == node.attribute().end())
     return false;
-  FailureOr<onnxir::EinsumTerms> terms = onnxir::einsumTerms(equation->s());
-  if (failed(terms) ||
-      static_cast<int>(terms->inputs.size()) != node.input_size())
-    return false;
-  std::map<char, int64_t> sizes;
+  SmallVector<SmallVector<int64_t>> shapes;
+  SmallVector<int64_t> ranks;
   for (int index = 0; index < node.input_size(); ++index) {
-    StringRef term = terms->inputs[index];
-    SmallVector<int64_t> dims;
+    SmallVector<int64_t> &dims = shapes.emplace_back();
     auto type = types.find(node.input(index));
     if (type != types.end() && type->second.tensor_type().has_shape()) {
       for (const auto &dim : type->second.tensor_type().shape().dim()) {
@@ -1543,12 +1539,23 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
         return false;
       dims.assign(init->dims().begin(), init->dims().end());
     }
+    ranks.push_back(dims.size());
+  }
+  FailureOr<onnxir::EinsumTerms> terms =
+      onnxir::einsumTerms(equation->s(), ranks);
+  if (failed(terms) ||
+      static_cast<int>(terms->inputs.size()) != node.input_size())
+    return false;
+  // A letter of size 1 in one input broadcasts to its size in another.
+  std::map<char, int64_t> sizes;
+  for (auto [term, dims] : llvm::zip(terms->inputs, shapes)) {
     if (dims.size() != term.size())
       return false;
     for (auto [letter, size] : llvm::zip(term, dims)) {
       auto [it, fresh] = sizes.try_emplace(letter, size);
-      if (!fresh && it->second != size)
+      if (!fresh && it->second != size && size != 1 && it->second != 1)
         return false;
+      it->second = fresh || it->second == 1 ? size : it->second;
     }
   }
   const std::string &output = terms->output;
