@@ -28,7 +28,7 @@ reflect, replicate and constant padding; nearest and bilinear upsampling and
 a transposed convolution; LRN and MeanVarianceNormalization, rewritten at
 import; torch.einsum in every form: attention, Funnel's relative attention,
 two contracted letters, a letter summed away, a parameter broadcast over
-the batch, an ellipsis, a permutation plus a sum), and every model of
+the batch, an ellipsis, a permutation plus a sum, diagonals), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -384,8 +384,10 @@ class Einsums(nn.Module):
     relative attention ('bind,snd->bnis': n a batch letter, d contracted),
     two contracted letters ('abcd,cde->abe'), a letter one operand sums
     away ('bhlk,bhlt->bht': k), a parameter broadcast over the batch (its
-    size-1 letter b), an ellipsis ('...d,de->...e') and a permutation plus a
-    sum of one operand ('bnis->sb')."""
+    size-1 letter b), an ellipsis ('...d,de->...e'), a permutation plus a
+    sum of one operand ('bnis->sb') and diagonals (the attention's
+    'bhii->bhi', a parameter's trace in a product 'ii,bi->b'), which the
+    importer takes as Slices."""
 
     def __init__(self):
         super().__init__()
@@ -394,7 +396,8 @@ class Einsums(nn.Module):
         self.pair = nn.Parameter(torch.randn(5, 8, 6) / 6)  # [c, d, e]
         self.mix = nn.Parameter(torch.randn(1, 4, 5) / 2)  # [b, i, j], b = 1
         self.out = nn.Parameter(torch.randn(8, 3) / 3)  # [d, e]
-        self.head = nn.Linear(2 * 6 + 2 * 5 + 4 * 16 + 2 * 5 * 3 + 3, 4)
+        self.square = nn.Parameter(torch.randn(5, 5) / 2)  # [i, i]
+        self.head = nn.Linear(2 * 6 + 2 * 5 + 4 * 16 + 2 * 5 * 3 + 3 + 2 * 5 + 1, 4)
 
     def forward(self, x):  # [N, 5, 8]
         n, t, _ = x.shape
@@ -408,8 +411,11 @@ class Einsums(nn.Module):
                          o.transpose(1, 2).reshape(n, t, 16))  # [N, 4, 16]
         y = torch.einsum("...d,de->...e", torch.tanh(o), self.out)  # [N, 2, 5, 3]
         z = torch.einsum("bnis->sb", r)  # [3, N]
+        diag = torch.einsum("bhii->bhi", p)  # [N, 2, 5]
+        trace = torch.einsum("ii,bi->b", self.square, w[:, 0])  # [N]
         return self.head(torch.cat([e.flatten(1), w.flatten(1), m.flatten(1),
-                                    y.flatten(1), z.t()], dim=-1))
+                                    y.flatten(1), z.t(), diag.flatten(1),
+                                    trace[:, None]], dim=-1))
 
 
 def cls_loss(logits, labels):
