@@ -207,11 +207,6 @@ EXPORTER = {
 # in the model or its config): reported as "known gap", not counted as a
 # failure (one that passes says so: remove it from here).
 KNOWN_GAPS = {
-    "cvt": "step: no gradient rule for Einsum (attention 'bhlk,bhtk->bhlt')",
-    "led": "step: no gradient rule for Einsum (Longformer sliding-window attention)",
-    "longformer": "step: no gradient rule for Einsum (sliding-window attention)",
-    "funnel": "forward: Einsum 'bind,snd->bnis' (two contracted letters) not lowered "
-              "(relative attention); then no Einsum gradient rule",
     "fnet": "forward: ONNX DFT (torch.fft.fftn, exported by dynamo) not supported",
     "mobilevitv2": "export: nn.functional.fold is aten::col2im, ONNX Col2Im only from "
                    "opset 18 (TorchScript refuses it at 17, dynamo's Pad-18 cannot be "

@@ -132,3 +132,16 @@ module {
     return %1 : tensor<f32>
   }
 }
+
+// -----
+
+// A diagonal (a letter repeated within a term) has no gradient rule.
+module {
+  fsdp.param @w : tensor<4x4xf32> at <"m.onnx", offset = 0, length = 64>
+  func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+    %w = fsdp.get_param @w : tensor<4x4xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.Einsum' op equation "ii,i->" repeats the letter 'i' within one operand's term (a diagonal), which has no gradient rule}}
+    %y = onnx.Einsum %w, %x {equation = "ii,i->"} : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %y : tensor<f32>
+  }
+}

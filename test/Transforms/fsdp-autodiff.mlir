@@ -232,3 +232,36 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Einsum: an operand's gradient is the Einsum of the cotangent with the
+// other operands giving that operand's letters (Funnel's relative
+// attention "bind,snd->bnis", n a batch letter; a permutation's is the
+// inverse one). A letter the forward summed away in one operand (x of @w,
+// i of %s) is in no other term: the gradient Einsum leaves it out and an
+// Expand broadcasts it back.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[S:.*]] = onnx.Einsum %arg0, %[[R:.*]] {equation = "bind,snd->bnis"}
+// CHECK: %[[G:.*]] = onnx.Einsum %{{.*}} {equation = "sb->bs"} : (tensor<6x2xf32>) -> tensor<2x6xf32>
+// CHECK: %[[DW:.*]] = onnx.Einsum %[[G]], %[[S]] {equation = "bs,bnis->n"} : (tensor<2x6xf32>, tensor<2x3x4x6xf32>) -> tensor<3xf32>
+// CHECK: %[[DW1:.*]] = onnx.Reshape %[[DW]], %{{.*}} -> tensor<1x3xf32>
+// CHECK: %[[GW:.*]] = onnx.Expand %[[DW1]], %{{.*}} -> tensor<7x3xf32>
+// CHECK: %[[DS:.*]] = onnx.Einsum %[[G]], %{{.*}} {equation = "bs,xn->bns"} : (tensor<2x6xf32>, tensor<7x3xf32>) -> tensor<2x3x6xf32>
+// CHECK: %[[DS1:.*]] = onnx.Reshape %[[DS]], %{{.*}} -> tensor<2x3x1x6xf32>
+// CHECK: %[[DS2:.*]] = onnx.Expand %[[DS1]], %{{.*}} -> tensor<2x3x4x6xf32>
+// CHECK: %[[GR:.*]] = onnx.Einsum %[[DS2]], %arg0 {equation = "bnis,bind->snd"} : (tensor<2x3x4x6xf32>, tensor<2x4x3x5xf32>) -> tensor<6x3x5xf32>
+// CHECK: return %{{.*}}, %[[GR]], %[[GW]]
+module {
+  fsdp.param @r : tensor<6x3x5xf32> at <"m.onnx", offset = 0, length = 360>
+  fsdp.param @w : tensor<7x3xf32> at <"m.onnx", offset = 360, length = 84>
+  func.func @forward(%q: tensor<2x4x3x5xf32>) -> tensor<f32> {
+    %r = fsdp.get_param @r : tensor<6x3x5xf32>
+    %w = fsdp.get_param @w : tensor<7x3xf32>
+    %s = onnx.Einsum %q, %r {equation = "bind,snd->bnis"} : (tensor<2x4x3x5xf32>, tensor<6x3x5xf32>) -> tensor<2x3x4x6xf32>
+    %t = onnx.Einsum %w, %s {equation = "xn,bnis->bs"} : (tensor<7x3xf32>, tensor<2x3x4x6xf32>) -> tensor<2x6xf32>
+    %p = onnx.Einsum %t {equation = "bs->sb"} : (tensor<2x6xf32>) -> tensor<6x2xf32>
+    %loss = onnx.ReduceMean %p {keepdims = 0 : i64} : (tensor<6x2xf32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

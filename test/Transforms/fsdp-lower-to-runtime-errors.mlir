@@ -100,7 +100,7 @@ func.func @complex(%x: tensor<2xcomplex<f32>>) -> tensor<2xcomplex<f32>> {
 // -----
 
 func.func @einsum_diagonal(%x: tensor<3x5x5xf32>) -> tensor<3x5xf32> {
-  // expected-error @+1 {{'onnx.Einsum' op equation "...ii ->...i" is not supported: the runtime runs permutations, sums over dropped letters, and batched matrix products with one contracted letter}}
+  // expected-error @+1 {{'onnx.Einsum' op equation "...ii ->...i" repeats the letter 'i' within one operand's term (a diagonal), which the runtime does not take}}
   %y = onnx.Einsum %x {equation = "...ii ->...i"} : (tensor<3x5x5xf32>) -> tensor<3x5xf32>
   return %y : tensor<3x5xf32>
 }
@@ -117,10 +117,59 @@ func.func @pads_at_run_time(%x: tensor<2x3xf32>, %pads: tensor<4xi64>) -> tensor
 
 // -----
 
-func.func @einsum_two_contractions(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) -> tensor<2x5xf32> {
-  // expected-error @+1 {{'onnx.Einsum' op equation "ijk,jkl->il" is not supported}}
-  %y = onnx.Einsum %a, %b {equation = "ijk,jkl->il"} : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x5xf32>
-  return %y : tensor<2x5xf32>
+// A letter's sizes must agree (or be 1, which broadcasts).
+func.func @einsum_sizes(%a: tensor<3x4xf32>, %b: tensor<5x6xf32>) -> tensor<3x6xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "ij,jk->ik" gives the letter 'j' sizes 4 and 5}}
+  %y = onnx.Einsum %a, %b {equation = "ij,jk->ik"} : (tensor<3x4xf32>, tensor<5x6xf32>) -> tensor<3x6xf32>
+  return %y : tensor<3x6xf32>
+}
+
+// -----
+
+func.func @einsum_ellipsis(%a: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "...ij->...i" has an ellipsis its operands' ranks do not fit}}
+  %y = onnx.Einsum %a {equation = "...ij->...i"} : (tensor<3xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @einsum_rank(%a: tensor<3x4xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "ijk->i" has the term "ijk" for an operand of rank 2}}
+  %y = onnx.Einsum %a {equation = "ijk->i"} : (tensor<3x4xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @einsum_terms(%a: tensor<3x4xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "ij->i" has 1 term for 2 operands}}
+  %y = onnx.Einsum %a, %a {equation = "ij->i"} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @einsum_not_letter(%a: tensor<3x4xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "i1->i" has '1', which is not a letter}}
+  %y = onnx.Einsum %a {equation = "i1->i"} : (tensor<3x4xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @einsum_result_type(%a: tensor<3x4xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "ij->ij" gives a result of another shape than its type's}}
+  %y = onnx.Einsum %a {equation = "ij->ij"} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @einsum_output_letter(%a: tensor<3x4xf32>) -> tensor<3x5xf32> {
+  // expected-error @+1 {{'onnx.Einsum' op equation "ij->ik" has the output letter 'k' twice or in no input}}
+  %y = onnx.Einsum %a {equation = "ij->ik"} : (tensor<3x4xf32>) -> tensor<3x5xf32>
+  return %y : tensor<3x5xf32>
 }
 
 // -----

@@ -231,15 +231,18 @@ func.func @optional_outputs(%x: tensor<2x4xf32>, %s: tensor<4xf32>, %l: tensor<2
 // -----
 
 // Einsum in torch's forms: batched matmuls (the second operand read
-// transposed with trans_b, or transposed first), a result transposed to the
-// output's order, an inner product, a permutation and a sum.
+// transposed with trans_b), b @ a when that saves the result's transpose
+// ("bji,bjk->bki": one transpose, not two), an inner product (views to
+// [1, K] @ [K, 1]), a permutation and a sum.
 // CHECK-LABEL: func.func @einsum
 // CHECK: fsdp.kernel "matmul"(%arg0, %arg1) params {trans_b = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
 // CHECK: fsdp.kernel "matmul"(%arg2, %arg2) params {trans_b = 1 : i64} : (tensor<2x2x3x4xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x3xf32>
-// CHECK: %[[AT:.*]] = fsdp.kernel "transpose"(%arg5) params {perm = array<i64: 0, 2, 1>} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
-// CHECK: %[[P:.*]] = fsdp.kernel "matmul"(%[[AT]], %arg1) params {trans_b = 0 : i64} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
-// CHECK: fsdp.kernel "transpose"(%[[P]]) params {perm = array<i64: 0, 2, 1>} : (tensor<2x3x5xf32>) -> tensor<2x5x3xf32>
-// CHECK: fsdp.kernel "matmul"(%arg4, %arg4) params {trans_b = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+// CHECK: %[[BT:.*]] = fsdp.kernel "transpose"(%arg1) params {perm = array<i64: 0, 2, 1>} : (tensor<2x4x5xf32>) -> tensor<2x5x4xf32>
+// CHECK: fsdp.kernel "matmul"(%[[BT]], %arg5) params {trans_b = 0 : i64} : (tensor<2x5x4xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
+// CHECK: %[[ROW:.*]] = fsdp.view %arg4 : tensor<4xf32> to tensor<1x4xf32>
+// CHECK: %[[COL:.*]] = fsdp.view %arg4 : tensor<4xf32> to tensor<4x1xf32>
+// CHECK: %[[DOT:.*]] = fsdp.kernel "matmul"(%[[ROW]], %[[COL]]) params {trans_b = 0 : i64} : (tensor<1x4xf32>, tensor<4x1xf32>) -> tensor<1x1xf32>
+// CHECK: fsdp.view %[[DOT]] : tensor<1x1xf32> to tensor<f32>
 // CHECK: fsdp.kernel "transpose"(%arg3) params {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
 // CHECK: fsdp.kernel "reduce_sum"(%arg0) params {axes = array<i64: 0, 2>, keepdims = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<3xf32>
 func.func @einsum(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %q: tensor<2x2x3x4xf32>, %t: tensor<4x3xf32>, %v: tensor<4xf32>, %at: tensor<2x4x3xf32>) -> (tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>) {
@@ -250,6 +253,53 @@ func.func @einsum(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %q: tensor<2x2x3
   %4 = onnx.Einsum %t {equation = "ij->ji"} : (tensor<4x3xf32>) -> tensor<3x4xf32>
   %5 = onnx.Einsum %a {equation = "bij->i"} : (tensor<2x3x4xf32>) -> tensor<3xf32>
   return %0, %1, %2, %3, %4, %5 : tensor<2x3x5xf32>, tensor<2x2x3x3xf32>, tensor<2x5x3xf32>, tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Any Einsum of distinct letters: operands transposed to [batch, free,
+// contracted] and viewed as [batch, M, K], one batched matmul, viewed back
+// and transposed to the output. Funnel's "bind,snd->bnis" (n batch, d
+// contracted); two contracted letters ("abcd,cde->abe": views only); a
+// letter of one operand summed away first (x); an outer product (a
+// broadcasting mul); a size-1 batch dim broadcast by the matmul (an
+// ellipsis); a size-1 contracted dim ("ij,bjk->ik": b summed away, then j
+// of the other operand summed to size 1); three operands from the left.
+// CHECK-LABEL: func.func @einsum_general
+// CHECK: %[[A:.*]] = fsdp.kernel "transpose"(%arg0) params {perm = array<i64: 2, 0, 1, 3>} : (tensor<2x4x3x5xf32>) -> tensor<3x2x4x5xf32>
+// CHECK: %[[B:.*]] = fsdp.kernel "transpose"(%arg1) params {perm = array<i64: 1, 2, 0>} : (tensor<6x3x5xf32>) -> tensor<3x5x6xf32>
+// CHECK: %[[A3:.*]] = fsdp.view %[[A]] : tensor<3x2x4x5xf32> to tensor<3x8x5xf32>
+// CHECK: %[[P:.*]] = fsdp.kernel "matmul"(%[[A3]], %[[B]]) params {trans_b = 0 : i64} : (tensor<3x8x5xf32>, tensor<3x5x6xf32>) -> tensor<3x8x6xf32>
+// CHECK: %[[P4:.*]] = fsdp.view %[[P]] : tensor<3x8x6xf32> to tensor<3x2x4x6xf32>
+// CHECK: %[[FUNNEL:.*]] = fsdp.kernel "transpose"(%[[P4]]) params {perm = array<i64: 1, 0, 2, 3>} : (tensor<3x2x4x6xf32>) -> tensor<2x3x4x6xf32>
+// CHECK: %[[C2:.*]] = fsdp.view %arg2 : tensor<2x3x4x5xf32> to tensor<6x20xf32>
+// CHECK: %[[D2:.*]] = fsdp.view %arg3 : tensor<4x5x6xf32> to tensor<20x6xf32>
+// CHECK: %[[CD:.*]] = fsdp.kernel "matmul"(%[[C2]], %[[D2]]) params {trans_b = 0 : i64} : (tensor<6x20xf32>, tensor<20x6xf32>) -> tensor<6x6xf32>
+// CHECK: %[[TWO:.*]] = fsdp.view %[[CD]] : tensor<6x6xf32> to tensor<2x3x6xf32>
+// CHECK: %[[X:.*]] = fsdp.kernel "reduce_sum"(%arg4) params {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[X3:.*]] = fsdp.view %[[X]] : tensor<2x4xf32> to tensor<2x1x4xf32>
+// CHECK: %[[XY:.*]] = fsdp.kernel "matmul"(%[[X3]], %arg5) params {trans_b = 0 : i64} : (tensor<2x1x4xf32>, tensor<2x4x5xf32>) -> tensor<2x1x5xf32>
+// CHECK: %[[XY2:.*]] = fsdp.view %[[XY]] : tensor<2x1x5xf32> to tensor<2x5xf32>
+// CHECK: %[[SUMMED:.*]] = fsdp.kernel "transpose"(%[[XY2]]) params {perm = array<i64: 1, 0>} : (tensor<2x5xf32>) -> tensor<5x2xf32>
+// CHECK: %[[U:.*]] = fsdp.view %arg6 : tensor<3xf32> to tensor<3x1xf32>
+// CHECK: %[[V:.*]] = fsdp.view %arg7 : tensor<4xf32> to tensor<1x4xf32>
+// CHECK: %[[OUTER:.*]] = fsdp.kernel "mul"(%[[U]], %[[V]]) : (tensor<3x1xf32>, tensor<1x4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[BCAST:.*]] = fsdp.kernel "matmul"(%arg8, %arg5) params {trans_b = 0 : i64} : (tensor<1x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: %[[YB:.*]] = fsdp.kernel "reduce_sum"(%arg5) params {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<2x4x5xf32>) -> tensor<4x5xf32>
+// CHECK: %[[YJ:.*]] = fsdp.kernel "reduce_sum"(%[[YB]]) params {axes = array<i64: 0>, keepdims = 1 : i64} : (tensor<4x5xf32>) -> tensor<1x5xf32>
+// CHECK: %[[ONE:.*]] = fsdp.kernel "matmul"(%arg9, %[[YJ]]) params {trans_b = 0 : i64} : (tensor<3x1xf32>, tensor<1x5xf32>) -> tensor<3x5xf32>
+// CHECK: %[[IJ:.*]] = fsdp.kernel "matmul"(%arg10, %arg11) params {trans_b = 0 : i64} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[IL:.*]] = fsdp.kernel "matmul"(%[[IJ]], %arg12) params {trans_b = 0 : i64} : (tensor<2x4xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+// CHECK: return %[[FUNNEL]], %[[TWO]], %[[SUMMED]], %[[OUTER]], %[[BCAST]], %[[ONE]], %[[IL]]
+func.func @einsum_general(%a: tensor<2x4x3x5xf32>, %b: tensor<6x3x5xf32>, %c: tensor<2x3x4x5xf32>, %d: tensor<4x5x6xf32>, %x: tensor<2x3x4xf32>, %y: tensor<2x4x5xf32>, %u: tensor<3xf32>, %v: tensor<4xf32>, %p: tensor<1x3x4xf32>, %q: tensor<3x1xf32>, %m0: tensor<2x3xf32>, %m1: tensor<3x4xf32>, %m2: tensor<4x5xf32>) -> (tensor<2x3x4x6xf32>, tensor<2x3x6xf32>, tensor<5x2xf32>, tensor<3x4xf32>, tensor<2x3x5xf32>, tensor<3x5xf32>, tensor<2x5xf32>) {
+  %0 = onnx.Einsum %a, %b {equation = "bind,snd->bnis"} : (tensor<2x4x3x5xf32>, tensor<6x3x5xf32>) -> tensor<2x3x4x6xf32>
+  %1 = onnx.Einsum %c, %d {equation = "abcd,cde->abe"} : (tensor<2x3x4x5xf32>, tensor<4x5x6xf32>) -> tensor<2x3x6xf32>
+  %2 = onnx.Einsum %x, %y {equation = "bxi,bij->jb"} : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<5x2xf32>
+  %3 = onnx.Einsum %u, %v {equation = "i,j"} : (tensor<3xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %4 = onnx.Einsum %p, %y {equation = "...ij,...jk"} : (tensor<1x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
+  %5 = onnx.Einsum %q, %y {equation = "ij,bjk->ik"} : (tensor<3x1xf32>, tensor<2x4x5xf32>) -> tensor<3x5xf32>
+  %6 = onnx.Einsum %m0, %m1, %m2 {equation = "ij,jk,kl->il"} : (tensor<2x3xf32>, tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<2x3x4x6xf32>, tensor<2x3x6xf32>, tensor<5x2xf32>, tensor<3x4xf32>, tensor<2x3x5xf32>, tensor<3x5xf32>, tensor<2x5xf32>
 }
 
 // -----

@@ -28,7 +28,9 @@ ScatterElements, with none and add); a MobileNetV3-like
 block: HardSwish, a HardSigmoid squeeze-excite, per-channel PReLU, ELU and
 reflect, replicate and constant padding; nearest and bilinear upsampling and
 a transposed convolution; LRN and MeanVarianceNormalization, rewritten at
-import), and every model of
+import; torch.einsum in every form: attention, Funnel's relative attention,
+two contracted letters, a letter summed away, a parameter broadcast over
+the batch, an ellipsis, a permutation plus a sum, diagonals), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -409,6 +411,46 @@ class Activations(nn.Module):
         return self.head(sum(parts))
 
 
+class Einsums(nn.Module):
+    """torch.einsum in every form with a gradient rule: CvT's attention
+    scores and mixing ('bhlk,bhtk->bhlt', 'bhlt,bhtk->bhlk'), Funnel's
+    relative attention ('bind,snd->bnis': n a batch letter, d contracted),
+    two contracted letters ('abcd,cde->abe'), a letter one operand sums
+    away ('bhlk,bhlt->bht': k), a parameter broadcast over the batch (its
+    size-1 letter b), an ellipsis ('...d,de->...e'), a permutation plus a
+    sum of one operand ('bnis->sb') and diagonals (the attention's
+    'bhii->bhi', a parameter's trace in a product 'ii,bi->b'), which the
+    importer takes as Slices."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 48)
+        self.rel = nn.Parameter(torch.randn(3, 2, 8) / 3)  # [s, n, d]
+        self.pair = nn.Parameter(torch.randn(5, 8, 6) / 6)  # [c, d, e]
+        self.mix = nn.Parameter(torch.randn(1, 4, 5) / 2)  # [b, i, j], b = 1
+        self.out = nn.Parameter(torch.randn(8, 3) / 3)  # [d, e]
+        self.square = nn.Parameter(torch.randn(5, 5) / 2)  # [i, i]
+        self.head = nn.Linear(2 * 6 + 2 * 5 + 4 * 16 + 2 * 5 * 3 + 3 + 2 * 5 + 1, 4)
+
+    def forward(self, x):  # [N, 5, 8]
+        n, t, _ = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, 2, 8).permute(2, 0, 3, 1, 4).unbind(0)
+        p = torch.softmax(torch.einsum("bhlk,bhtk->bhlt", q, k) / 8 ** 0.5, -1)
+        o = torch.einsum("bhlt,bhtk->bhlk", p, v)  # [N, 2, 5, 8]
+        r = torch.einsum("bind,snd->bnis", q.transpose(1, 2), self.rel)  # [N, 2, 5, 3]
+        e = torch.einsum("abcd,cde->abe", o, self.pair)  # [N, 2, 6]
+        w = torch.einsum("bhlk,bhlt->bht", o, p)  # [N, 2, 5]
+        m = torch.einsum("bij,bjk->bik", self.mix,
+                         o.transpose(1, 2).reshape(n, t, 16))  # [N, 4, 16]
+        y = torch.einsum("...d,de->...e", torch.tanh(o), self.out)  # [N, 2, 5, 3]
+        z = torch.einsum("bnis->sb", r)  # [3, N]
+        diag = torch.einsum("bhii->bhi", p)  # [N, 2, 5]
+        trace = torch.einsum("ii,bi->b", self.square, w[:, 0])  # [N]
+        return self.head(torch.cat([e.flatten(1), w.flatten(1), m.flatten(1),
+                                    y.flatten(1), z.t(), diag.flatten(1),
+                                    trace[:, None]], dim=-1))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -445,6 +487,7 @@ CASES = {
     "activations": (Activations, lambda g: torch.randn(6, 8, generator=g), 4),
     "norms_cubic": (NormsCubic, lambda g: torch.randn(4, 6, 8, generator=g), 4),
     "lrn_mvn": (LrnMvn, lambda g: torch.randn(4, 3, 9, 9, generator=g), 5),
+    "einsums": (Einsums, lambda g: torch.randn(3, 5, 8, generator=g), 4),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,

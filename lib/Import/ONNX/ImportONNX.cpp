@@ -1507,10 +1507,10 @@ pinOneHotDepth(onnx::GraphProto &graph, const onnx::NodeProto &node,
 /// carries it, into the inferred type, which the next round of inference
 /// carries on. The equation reads as the lowering reads it
 /// (onnxir::einsumTerms: spaces ignored, an implicit output in ASCII
-/// order). Anything else (an ellipsis,
-/// a term whose length is not its input's rank, sizes that disagree) is
-/// left for the lowering to refuse, naming the equation. True when it
-/// wrote something.
+/// order, an ellipsis as letters of its own; a size-1 dim broadcasts).
+/// Anything else (a term whose length is not its input's rank, sizes that
+/// disagree) is left for the lowering to refuse, naming the equation. True
+/// when it wrote something.
 static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
                            const llvm::StringMap<onnx::TypeProto> &types) {
   if (node.output_size() != 1)
@@ -1520,14 +1520,10 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
   });
   if (equation == node.attribute().end())
     return false;
-  FailureOr<onnxir::EinsumTerms> terms = onnxir::einsumTerms(equation->s());
-  if (failed(terms) ||
-      static_cast<int>(terms->inputs.size()) != node.input_size())
-    return false;
-  std::map<char, int64_t> sizes;
+  SmallVector<SmallVector<int64_t>> shapes;
+  SmallVector<int64_t> ranks;
   for (int index = 0; index < node.input_size(); ++index) {
-    StringRef term = terms->inputs[index];
-    SmallVector<int64_t> dims;
+    SmallVector<int64_t> &dims = shapes.emplace_back();
     auto type = types.find(node.input(index));
     if (type != types.end() && type->second.tensor_type().has_shape()) {
       for (const auto &dim : type->second.tensor_type().shape().dim()) {
@@ -1543,12 +1539,23 @@ static bool pinEinsumShape(onnx::GraphProto &graph, const onnx::NodeProto &node,
         return false;
       dims.assign(init->dims().begin(), init->dims().end());
     }
+    ranks.push_back(dims.size());
+  }
+  FailureOr<onnxir::EinsumTerms> terms =
+      onnxir::einsumTerms(equation->s(), ranks);
+  if (failed(terms) ||
+      static_cast<int>(terms->inputs.size()) != node.input_size())
+    return false;
+  // A letter of size 1 in one input broadcasts to its size in another.
+  std::map<char, int64_t> sizes;
+  for (auto [term, dims] : llvm::zip(terms->inputs, shapes)) {
     if (dims.size() != term.size())
       return false;
     for (auto [letter, size] : llvm::zip(term, dims)) {
       auto [it, fresh] = sizes.try_emplace(letter, size);
-      if (!fresh && it->second != size)
+      if (!fresh && it->second != size && size != 1 && it->second != 1)
         return false;
+      it->second = fresh || it->second == 1 ? size : it->second;
     }
   }
   const std::string &output = terms->output;
@@ -2481,6 +2488,101 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
   return success();
 }
 
+/// An Einsum operand whose term repeats a letter (a diagonal: "ii->i",
+/// "...ii->...i") becomes that diagonal first, in ops with kernels and
+/// rules: the letter's r dims of size n moved last (Transpose, unless they
+/// are), viewed as one dim of n^r elements (Reshape), every
+/// (n^r - 1) / (n - 1)-th of them from the first (Slice), so that the
+/// Einsum left has distinct letters. An Einsum without static shapes, or
+/// whose repeated dims differ, is left for the lowering to refuse, naming
+/// the equation.
+static LogicalResult expandEinsumDiagonal(onnxir::EinsumOp op) {
+  using namespace onnxir;
+  SmallVector<int64_t> ranks;
+  for (Value input : op.getInputs()) {
+    auto type = dyn_cast<RankedTensorType>(input.getType());
+    if (!type || !type.hasStaticShape())
+      return success();
+    ranks.push_back(type.getRank());
+  }
+  FailureOr<EinsumTerms> terms = einsumTerms(op.getEquation(), ranks);
+  if (failed(terms) || terms->inputs.size() != ranks.size())
+    return success();
+  auto firstRepeated = [](StringRef term) {
+    for (auto [d, c] : llvm::enumerate(term))
+      if (term.count(c) > 1)
+        return d;
+    return StringRef::npos;
+  };
+  bool repeats = false;
+  for (auto [input, term] : llvm::zip(op.getInputs(), terms->inputs)) {
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(input.getType()).getShape();
+    if (shape.size() != term.size())
+      return success();
+    for (auto [d, c] : llvm::enumerate(term))
+      if (shape[d] != shape[term.find(c)])
+        return success();
+    repeats |= firstRepeated(term) != StringRef::npos;
+  }
+  if (!repeats)
+    return success();
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto ints = [&](ArrayRef<int64_t> values) -> Value {
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getI64Type());
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
+  };
+  SmallVector<Value> inputs(op.getInputs());
+  for (auto [input, term] : llvm::zip(inputs, terms->inputs)) {
+    for (size_t at; (at = firstRepeated(term)) != StringRef::npos;) {
+      // The dims of letter c moved last and flattened: the diagonal is
+      // every step-th element of them.
+      char c = term[at];
+      auto type = cast<RankedTensorType>(input.getType());
+      int64_t n = type.getDimSize(at), elements = 1;
+      SmallVector<int64_t> perm, shape;
+      std::string kept;
+      for (auto [d, letter] : llvm::enumerate(term))
+        if (letter != c) {
+          perm.push_back(d);
+          shape.push_back(type.getDimSize(d));
+          kept.push_back(letter);
+        }
+      SmallVector<int64_t> moved(shape);
+      for (auto [d, letter] : llvm::enumerate(term))
+        if (letter == c) {
+          perm.push_back(d);
+          moved.push_back(n);
+          elements *= n;
+        }
+      Value last = input;
+      if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+        last = b.create<TransposeOp>(
+            loc, RankedTensorType::get(moved, type.getElementType()), input,
+            b.getDenseI64ArrayAttr(perm));
+      Value lined = reshapeTo(b, loc, last,
+                              llvm::to_vector(llvm::concat<const int64_t>(
+                                  shape, ArrayRef<int64_t>(elements))));
+      int64_t step = n > 1 ? (elements - 1) / (n - 1) : 1;
+      shape.push_back(n);
+      input = b.create<SliceOp>(
+          loc, RankedTensorType::get(shape, type.getElementType()), lined,
+          ints({0}), ints({elements}),
+          ints({static_cast<int64_t>(shape.size()) - 1}), ints({step}));
+      term = kept + c;
+    }
+  }
+  std::string equation = llvm::join(terms->inputs, ",") + "->" + terms->output;
+  op.getResult().replaceAllUsesWith(
+      b.create<EinsumOp>(loc, op.getType(), inputs, b.getStringAttr(equation))
+          .getResult());
+  op.erase();
+  return success();
+}
+
 /// Applies `expand` (one of the rewrites above: an op without a kernel
 /// into ops with kernels and rules) to every op of its kind in `module`;
 /// fails at the first that fails (it has named the node).
@@ -2530,6 +2632,7 @@ OwningOpRef<ModuleOp> Importer::run() {
       failed(expandAll(*module, expandGatherND)) ||
       failed(expandAll(*module, expandInstanceNorm)) ||
       failed(expandAll(*module, expandLRN)) ||
+      failed(expandAll(*module, expandEinsumDiagonal)) ||
       failed(expandAll(*module, expandMeanVarianceNorm)) ||
       failed(expandAll(*module, expandTopK)) ||
       failed(expandAll(*module, expandConv3d)))

@@ -1277,29 +1277,33 @@ struct LowerScatterND : KernelPattern<ScatterNDOp> {
 
 // Einsum.
 
-/// Parses `equation` for operands of `ranks`; fails (the caller names the
-/// equation) on an ellipsis, a letter repeated within a term, or a term
-/// whose length is not its operand's rank.
-FailureOr<EinsumTerms> parseEinsum(StringRef equation,
-                                   ArrayRef<int64_t> ranks) {
-  FailureOr<EinsumTerms> parsed = einsumTerms(equation);
-  if (failed(parsed))
-    return failure();
-  EinsumTerms &terms = *parsed;
-  SmallVector<std::string> all(terms.inputs);
-  all.push_back(terms.output);
-  for (const std::string &term : all) {
-    std::set<char> seen(term.begin(), term.end());
-    if (seen.size() != term.size() ||
-        !llvm::all_of(term, [](char c) { return llvm::isAlpha(c); }))
-      return failure();
+/// A value whose dims carry the letters of `term`, one letter each.
+struct Lettered {
+  Value value;
+  std::string term;
+
+  bool has(char c) const { return term.find(c) != std::string::npos; }
+  int64_t size(char c) const { return shapeOf(value)[term.find(c)]; }
+  SmallVector<int64_t> sizes(StringRef letters) const {
+    return llvm::to_vector(
+        llvm::map_range(letters, [&](char c) { return size(c); }));
   }
-  if (terms.inputs.size() != ranks.size())
-    return failure();
-  for (auto [term, rank] : llvm::zip(terms.inputs, ranks))
-    if (static_cast<int64_t>(term.size()) != rank)
-      return failure();
-  return terms;
+};
+
+int64_t product(ArrayRef<int64_t> sizes) {
+  int64_t n = 1;
+  for (int64_t size : sizes)
+    n *= size;
+  return n;
+}
+
+/// The letters of `from` that `keep` holds, in `from`'s order.
+std::string lettersOf(StringRef from, llvm::function_ref<bool(char)> keep) {
+  std::string letters;
+  for (char c : from)
+    if (keep(c))
+      letters.push_back(c);
+  return letters;
 }
 
 /// perm such that permuting `from` by it gives `to` (same letters).
@@ -1310,116 +1314,263 @@ SmallVector<int64_t> permutationTo(StringRef from, StringRef to) {
   return perm;
 }
 
-/// `value` transposed so its letters `from` read as `to`; `value` itself
-/// when they already do.
-Value transposeTo(Value value, StringRef from, StringRef to, Lowering &l) {
-  if (from == to)
-    return value;
-  SmallVector<int64_t> perm = permutationTo(from, to), shape;
-  for (int64_t p : perm)
-    shape.push_back(shapeOf(value)[p]);
-  auto type = RankedTensorType::get(
-      shape, cast<RankedTensorType>(value.getType()).getElementType());
-  return l.rewriter
-      .create<KernelOp>(l.op->getLoc(), TypeRange{type},
-                        l.rewriter.getStringAttr("transpose"), value,
-                        l.b.getDictionaryAttr({l.ints("perm", perm)}))
-      .getResult(0);
+/// Two operands as one batched matmul: their letters in groups, each group
+/// in one order, and how many elements that order moves through
+/// transposes.
+struct ProductLayout {
+  std::string batch, freeA, freeB, contracted;
+  int64_t cost = 0;
+};
+
+/// The layout of a @ b, kept letters `keep`, that moves the fewest
+/// elements: each group ordered as the result, a or b orders it, an
+/// operand transposed unless it already reads [batch, free, contracted]
+/// (b also [batch, contracted, free]), the result unless it comes out in
+/// `keep`'s order or not `ordered`.
+ProductLayout layoutProduct(const Lettered &a, const Lettered &b,
+                            StringRef keep, bool ordered) {
+  auto inA = [&](char c) { return a.has(c); };
+  auto inB = [&](char c) { return b.has(c); };
+  int64_t result = 1;
+  for (char c : keep)
+    result *= inA(c) && inB(c) ? std::max(a.size(c), b.size(c))
+                               : (inA(c) ? a.size(c) : b.size(c));
+  ProductLayout best;
+  best.cost = -1;
+  StringRef ta = a.term, tb = b.term;
+  for (StringRef batchOrder : {keep, ta, tb})
+    for (StringRef freeAOrder : {keep, ta})
+      for (StringRef freeBOrder : {keep, tb})
+        for (StringRef contractedOrder : {ta, tb}) {
+          ProductLayout p;
+          p.batch = lettersOf(batchOrder, [&](char c) {
+            return inA(c) && inB(c) && keep.contains(c);
+          });
+          p.freeA =
+              lettersOf(freeAOrder, [&](char c) { return inA(c) && !inB(c); });
+          p.freeB =
+              lettersOf(freeBOrder, [&](char c) { return inB(c) && !inA(c); });
+          p.contracted = lettersOf(contractedOrder, [&](char c) {
+            return inA(c) && inB(c) && !keep.contains(c);
+          });
+          if (a.term != p.batch + p.freeA + p.contracted)
+            p.cost += product(shapeOf(a.value));
+          if (b.term != p.batch + p.contracted + p.freeB &&
+              b.term != p.batch + p.freeB + p.contracted)
+            p.cost += product(shapeOf(b.value));
+          if (ordered && keep != StringRef(p.batch + p.freeA + p.freeB))
+            p.cost += result;
+          if (best.cost < 0 || p.cost < best.cost)
+            best = p;
+        }
+  return best;
 }
 
-/// One operand: a permutation (transpose) or a sum over the letters the
-/// output drops, the kept ones in order (reduce_sum).
-LogicalResult lowerUnaryEinsum(const EinsumTerms &t, Value x, Lowering &l) {
-  StringRef in = t.inputs[0], out = t.output;
-  if (in.size() == out.size() && llvm::all_of(out, [&](char c) {
-        return in.contains(c);
-      })) {
-    if (in == out)
-      return l.view(x);
-    return l.kernel("transpose", x, {l.ints("perm", permutationTo(in, out))});
+/// An Einsum as the runtime's kernels: sums (`reduce_sum`), permutations
+/// (`transpose`), views, and the product of two operands as one batched
+/// `matmul` over [batch..., free..., contracted...] seen as [batch..., M,
+/// K] (or, with no contracted letter, a broadcasting `mul`).
+class EinsumBuilder {
+public:
+  explicit EinsumBuilder(Lowering &l) : l(l) {}
+
+  /// `x` summed over the letters `keep` lacks.
+  Lettered sumAway(const Lettered &x, StringRef keep) {
+    SmallVector<int64_t> axes;
+    for (auto [d, c] : llvm::enumerate(x.term))
+      if (!keep.contains(c))
+        axes.push_back(d);
+    if (axes.empty())
+      return x;
+    std::string kept =
+        lettersOf(x.term, [&](char c) { return keep.contains(c); });
+    return {make("reduce_sum", x.sizes(kept), x.value,
+                 {l.ints("axes", axes), l.i64("keepdims", 0)}),
+            kept};
   }
-  std::string kept;
-  SmallVector<int64_t> axes;
-  for (auto [d, c] : llvm::enumerate(in))
-    (out.contains(c) ? kept.push_back(c) : axes.push_back(d));
-  if (kept != out)
-    return failure();
-  return l.kernel("reduce_sum", x, {l.ints("axes", axes), l.i64("keepdims", 0)});
-}
 
-/// Two operands as a batched matmul: batch letters (in both and the
-/// output), one contracted letter (in both, not the output) and at most one
-/// free letter per operand; operands transposed to [batch, m, k] and
-/// [batch, k, n] (or [batch, n, k], read with trans_b), the result to the
-/// output's order.
-LogicalResult lowerBinaryEinsum(const EinsumTerms &t, Value a, Value b,
-                                Lowering &l) {
-  StringRef ta = t.inputs[0], tb = t.inputs[1], out = t.output;
-  std::string batch, m, k, n;
-  for (char c : out) {
-    if (ta.contains(c) && tb.contains(c))
-      batch.push_back(c);
-    else if (ta.contains(c))
-      m.push_back(c);
-    else if (tb.contains(c))
-      n.push_back(c);
-    else
-      return failure();
+  /// `x` with its letters in the order `to`.
+  Lettered permute(const Lettered &x, StringRef to) {
+    if (x.term == to)
+      return x;
+    return {make("transpose", x.sizes(to), x.value,
+                 {l.ints("perm", permutationTo(x.term, to))}),
+            to.str()};
   }
-  // A letter summed over one operand only has no matmul form.
-  for (auto [own, other] : {std::pair(ta, tb), std::pair(tb, ta)})
-    for (char c : own)
-      if (!out.contains(c) && !other.contains(c))
-        return failure();
-  for (char c : ta)
-    if (!out.contains(c))
-      k.push_back(c);
-  if (k.size() != 1 || m.size() > 1 || n.size() > 1 ||
-      (!batch.empty() && (m.empty() || n.empty())))
-    return failure();
-  Value lhs = transposeTo(a, ta, batch + m + k, l);
-  bool transB = tb == StringRef(batch + n + k) && !n.empty();
-  Value rhs = transB ? b : transposeTo(b, tb, batch + k + n, l);
-  std::string natural = batch + m + n;
-  SmallVector<int64_t> shape;
-  for (char c : natural)
-    shape.push_back(ta.contains(c) ? shapeOf(a)[ta.find(c)]
-                                   : shapeOf(b)[tb.find(c)]);
-  if (natural == out)
-    return l.kernel("matmul", {lhs, rhs}, {l.i64("trans_b", transB)});
-  auto type = RankedTensorType::get(
-      shape, cast<RankedTensorType>(a.getType()).getElementType());
-  Value product =
-      l.rewriter
-          .create<KernelOp>(l.op->getLoc(), TypeRange{type},
-                            l.rewriter.getStringAttr("matmul"),
-                            ValueRange{lhs, rhs},
-                            l.b.getDictionaryAttr({l.i64("trans_b", transB)}))
-          .getResult(0);
-  return l.kernel("transpose", product,
-                  {l.ints("perm", permutationTo(natural, out))});
+
+  /// The product of `a` and `b` summed over the letters `keep` lacks, its
+  /// letters in the order [batch (in both), one's free, the other's free],
+  /// operands and orders chosen by layoutProduct (the caller permutes the
+  /// result into `keep`'s order when `ordered`).
+  Lettered contract(Lettered a, Lettered b, StringRef keep, bool ordered) {
+    // A letter only one operand has and the result drops: summed first.
+    a = sumAway(a, b.term + keep.str());
+    b = sumAway(b, a.term + keep.str());
+    // A contracted letter of size 1 on one side: the other side's sum.
+    for (char c : a.term) {
+      if (!b.has(c) || keep.contains(c) || a.size(c) == b.size(c))
+        continue;
+      Lettered &wide = a.size(c) == 1 ? b : a;
+      SmallVector<int64_t> shape(shapeOf(wide.value));
+      int64_t axis = wide.term.find(c);
+      shape[axis] = 1;
+      wide.value = make("reduce_sum", shape, wide.value,
+                        {l.ints("axes", {axis}), l.i64("keepdims", 1)});
+    }
+    // The cheaper of a @ b and b @ a (b @ a reads b's free letters first).
+    ProductLayout layout = layoutProduct(a, b, keep, ordered);
+    if (ProductLayout swapped = layoutProduct(b, a, keep, ordered);
+        swapped.cost < layout.cost) {
+      std::swap(a, b);
+      layout = swapped;
+    }
+    const std::string &batch = layout.batch, &freeA = layout.freeA,
+                      &freeB = layout.freeB, &k = layout.contracted;
+    SmallVector<int64_t> batchSizes;
+    for (char c : batch)
+      batchSizes.push_back(std::max(a.size(c), b.size(c)));
+    SmallVector<int64_t> shape(batchSizes);
+    llvm::append_range(shape, a.sizes(freeA));
+    llvm::append_range(shape, b.sizes(freeB));
+    std::string natural = batch + freeA + freeB;
+    Type element = cast<RankedTensorType>(a.value.getType()).getElementType();
+    if (k.empty()) {
+      // An outer product over the batch: a as [batch, freeA, 1...] times b
+      // as [batch, 1..., freeB].
+      Lettered lhs = permute(a, batch + freeA), rhs = permute(b, batch + freeB);
+      SmallVector<int64_t> lhsShape = lhs.sizes(lhs.term),
+                           rhsShape = rhs.sizes(batch);
+      lhsShape.append(freeB.size(), 1);
+      rhsShape.append(freeA.size(), 1);
+      llvm::append_range(rhsShape, rhs.sizes(freeB));
+      return {make("mul", shape,
+                   {reshape(lhs.value, lhsShape), reshape(rhs.value, rhsShape)},
+                   {}, element),
+              natural};
+    }
+    Lettered lhs = permute(a, batch + freeA + k);
+    bool transB = b.term == batch + freeB + k && b.term != batch + k + freeB;
+    Lettered rhs = transB ? b : permute(b, batch + k + freeB);
+    int64_t m = product(a.sizes(freeA)), n = product(b.sizes(freeB)),
+            depth = product(a.sizes(k));
+    SmallVector<int64_t> lhsShape = lhs.sizes(batch),
+                         rhsShape = rhs.sizes(batch), productShape(batchSizes);
+    lhsShape.append({m, depth});
+    rhsShape.append(transB ? std::initializer_list<int64_t>{n, depth}
+                           : std::initializer_list<int64_t>{depth, n});
+    productShape.append({m, n});
+    Value products =
+        make("matmul", productShape,
+             {reshape(lhs.value, lhsShape), reshape(rhs.value, rhsShape)},
+             {l.i64("trans_b", transB)}, element);
+    return {reshape(products, shape), natural};
+  }
+
+private:
+  /// Kernel `name` on `inputs` giving a tensor of `shape` (of `element`,
+  /// or of the first input's element type).
+  Value make(StringRef name, ArrayRef<int64_t> shape, ValueRange inputs,
+             ArrayRef<NamedAttribute> params, Type element = {}) {
+    if (!element)
+      element = cast<RankedTensorType>(inputs[0].getType()).getElementType();
+    return l.rewriter
+        .create<KernelOp>(
+            l.op->getLoc(), TypeRange{RankedTensorType::get(shape, element)},
+            l.rewriter.getStringAttr(name), inputs,
+            params.empty() ? DictionaryAttr() : l.b.getDictionaryAttr(params))
+        .getResult(0);
+  }
+
+  /// `x` viewed as `shape` (same elements).
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    if (shapeOf(x) == shape)
+      return x;
+    auto type = RankedTensorType::get(
+        shape, cast<RankedTensorType>(x.getType()).getElementType());
+    return l.rewriter.create<ViewOp>(l.op->getLoc(), type, x);
+  }
+
+  Lowering &l;
+};
+
+/// Why the runtime cannot run an Einsum of `terms` over operands of
+/// `shapes`, or "" when it can: every term one distinct letter per dim of
+/// its operand (a repeated letter, a diagonal, is not run), a letter's
+/// sizes equal or 1 (broadcast), each output letter distinct and in an
+/// input.
+std::string einsumProblem(const EinsumTerms &terms,
+                          ArrayRef<ArrayRef<int64_t>> shapes) {
+  if (terms.inputs.size() != shapes.size())
+    return "has " + std::to_string(terms.inputs.size()) +
+           (terms.inputs.size() == 1 ? " term" : " terms") + " for " +
+           std::to_string(shapes.size()) + " operands";
+  std::map<char, int64_t> sizes;
+  for (auto [term, shape] : llvm::zip(terms.inputs, shapes)) {
+    if (term.size() != shape.size())
+      return "has the term \"" + term + "\" for an operand of rank " +
+             std::to_string(shape.size());
+    for (auto [d, c] : llvm::enumerate(term)) {
+      if (!llvm::isAlpha(c))
+        return "has '" + std::string(1, c) + "', which is not a letter";
+      if (term.find(c) != d)
+        return "repeats the letter '" + std::string(1, c) +
+               "' within one operand's term (a diagonal), which the runtime "
+               "does not take";
+      auto [it, fresh] = sizes.try_emplace(c, shape[d]);
+      if (!fresh && it->second != shape[d] && it->second != 1 && shape[d] != 1)
+        return "gives the letter '" + std::string(1, c) + "' sizes " +
+               std::to_string(it->second) + " and " + std::to_string(shape[d]);
+      if (it->second == 1)
+        it->second = shape[d];
+    }
+  }
+  for (auto [d, c] : llvm::enumerate(terms.output))
+    if (!sizes.count(c) || terms.output.find(c) != d)
+      return "has the output letter '" + std::string(1, c) +
+             "' twice or in no input";
+  return "";
 }
 
+/// Any Einsum of distinct letters: operands multiplied in from the left,
+/// each product keeping the letters the output or a later operand reads.
 struct LowerEinsum : KernelPattern<EinsumOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(EinsumOp einsum, OpAdaptor adaptor,
                       Lowering &l) const override {
-    SmallVector<int64_t> ranks;
-    for (Value input : einsum.getInputs())
-      ranks.push_back(rankOf(input));
-    FailureOr<EinsumTerms> terms = parseEinsum(einsum.getEquation(), ranks);
     ValueRange inputs = adaptor.getInputs();
-    if (succeeded(terms) &&
-        succeeded(inputs.size() == 1
-                      ? lowerUnaryEinsum(*terms, inputs[0], l)
-                      : inputs.size() == 2
-                            ? lowerBinaryEinsum(*terms, inputs[0], inputs[1], l)
-                            : failure()))
-      return success();
-    return l.fail("equation \"" + einsum.getEquation() +
-                  "\" is not supported: the runtime runs permutations, sums "
-                  "over dropped letters, and batched matrix products with "
-                  "one contracted letter");
+    SmallVector<int64_t> ranks;
+    SmallVector<ArrayRef<int64_t>> shapes;
+    for (Value input : inputs) {
+      ranks.push_back(rankOf(input));
+      shapes.push_back(shapeOf(input));
+    }
+    auto refuse = [&](const Twine &why) {
+      return l.fail("equation \"" + einsum.getEquation() + "\" " + why);
+    };
+    FailureOr<EinsumTerms> terms = einsumTerms(einsum.getEquation(), ranks);
+    if (failed(terms))
+      return refuse("has an ellipsis its operands' ranks do not fit");
+    if (std::string problem = einsumProblem(*terms, shapes); !problem.empty())
+      return refuse(problem);
+    StringRef out = terms->output;
+    EinsumBuilder e(l);
+    Lettered acc{inputs[0], terms->inputs[0]};
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      bool last = i + 1 == inputs.size();
+      std::string later = out.str();
+      for (size_t j = i + 1; j < inputs.size(); ++j)
+        later += terms->inputs[j];
+      std::string keep;
+      for (char c : acc.term + terms->inputs[i])
+        if (StringRef(later).contains(c) && !StringRef(keep).contains(c))
+          keep.push_back(c);
+      acc = e.contract(acc, {inputs[i], terms->inputs[i]}, last ? out : keep,
+                       last);
+    }
+    acc = e.permute(e.sumAway(acc, out), out);
+    if (shapeOf(acc.value) != shapeOf(einsum.getResult()))
+      return refuse("gives a result of another shape than its type's");
+    return l.view(acc.value);
   }
 };
 

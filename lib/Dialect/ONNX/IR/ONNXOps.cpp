@@ -372,29 +372,57 @@ mlir::onnxir::windowPads(StringRef autoPad, ArrayRef<int64_t> given,
   return pads;
 }
 
-FailureOr<EinsumTerms> mlir::onnxir::einsumTerms(StringRef equation) {
+FailureOr<EinsumTerms> mlir::onnxir::einsumTerms(StringRef equation,
+                                                 ArrayRef<int64_t> ranks) {
   std::string text;
   for (char c : equation)
     if (c != ' ')
       text.push_back(c);
-  if (StringRef(text).contains("..."))
-    return failure();
   auto [lhs, rhs] = StringRef(text).split("->");
-  EinsumTerms terms;
   SmallVector<StringRef> parts;
   lhs.split(parts, ',');
-  std::map<char, int> uses;
-  for (StringRef part : parts) {
-    terms.inputs.push_back(part.str());
-    for (char c : part)
-      ++uses[c];
+  bool ellipsis = StringRef(text).contains("...");
+  if (ellipsis && ranks.size() != parts.size())
+    return failure();
+  // How many dims each input's ellipsis stands for; the most name them all.
+  SmallVector<int64_t> spans(parts.size(), 0);
+  int64_t most = 0;
+  for (auto [i, part] : llvm::enumerate(parts)) {
+    if (!part.contains("..."))
+      continue;
+    spans[i] = ranks[i] - static_cast<int64_t>(part.size() - 3);
+    if (spans[i] < 0 || part.count("...") != 1)
+      return failure();
+    most = std::max(most, spans[i]);
   }
-  if (StringRef(text).contains("->"))
-    terms.output = rhs.str();
-  else
-    for (auto [c, count] : uses)
-      if (count == 1)
-        terms.output.push_back(c);
+  std::string spare;
+  for (char c = 'A'; c <= 'z' && static_cast<int64_t>(spare.size()) < most; ++c)
+    if (llvm::isAlpha(c) && !StringRef(text).contains(c))
+      spare.push_back(c);
+  if (static_cast<int64_t>(spare.size()) < most)
+    return failure();
+  auto expand = [&](StringRef term, int64_t span) {
+    auto [before, after] = term.split("...");
+    return term.contains("...")
+               ? (before + StringRef(spare).take_back(span) + after).str()
+               : term.str();
+  };
+  EinsumTerms terms;
+  std::map<char, int> uses;
+  for (auto [part, span] : llvm::zip(parts, spans)) {
+    terms.inputs.push_back(expand(part, span));
+    for (char c : part)
+      if (c != '.')
+        ++uses[c];
+  }
+  if (StringRef(text).contains("->")) {
+    terms.output = expand(rhs, most);
+    return terms;
+  }
+  terms.output = spare;
+  for (auto [c, count] : uses)
+    if (count == 1)
+      terms.output.push_back(c);
   return terms;
 }
 

@@ -54,13 +54,18 @@ windowPads(llvm::StringRef autoPad, llvm::ArrayRef<int64_t> pads,
 /// An Einsum equation split into one letter string per input and the
 /// output's. Spaces are ignored (torch passes a user's string, as MaxViT's
 /// "B G H I D, B G H J D -> B G H I J"); without "->" the output is the
-/// letters used once, in ASCII order. Fails on an ellipsis; what the
-/// letters may be is the caller's to check.
+/// letters used once, in ASCII order. With `ranks` (one per input) an
+/// ellipsis becomes letters the equation does not use, as many as its
+/// input's dims the term's letters leave, aligned from the right across the
+/// inputs as NumPy broadcasts them; the output's ellipsis (an implicit
+/// output's, in front) has the most. Without `ranks` an ellipsis fails;
+/// what the letters may be is the caller's to check.
 struct EinsumTerms {
   llvm::SmallVector<std::string> inputs;
   std::string output;
 };
-llvm::FailureOr<EinsumTerms> einsumTerms(llvm::StringRef equation);
+llvm::FailureOr<EinsumTerms> einsumTerms(llvm::StringRef equation,
+                                         llvm::ArrayRef<int64_t> ranks = {});
 
 /// ONNX NonZero of a constant: the int64 [rank, n] coordinates of its n
 /// nonzero elements, in row-major order; null for a scalar, a tensor over

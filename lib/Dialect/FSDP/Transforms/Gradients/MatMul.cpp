@@ -1,13 +1,17 @@
 //===- MatMul.cpp - Gradients of matrix products --------------------------===//
 //
 /// dA = g B^T and dB = A^T g, for numpy's batched and vector forms
-/// (MatMul) and ONNX's transposed and scaled one (Gemm).
+/// (MatMul), ONNX's transposed and scaled one (Gemm) and any product of
+/// distinct letters (Einsum).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Gradients.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::onnxir;
@@ -93,9 +97,79 @@ LogicalResult backward(GemmOp op, GradientContext &ctx) {
   return success();
 }
 
+/// The gradient of an Einsum operand is the Einsum of the cotangent with
+/// the other operands giving that operand's letters: y = sum over the
+/// dropped letters of prod_i x_i, so dy/dx_i is the product of the others.
+/// A letter of x_i that neither the output nor another operand has (the
+/// forward summed it away) is absent from that Einsum and broadcast back
+/// (Expand); a size-1 dim the forward broadcast is summed back
+/// (Rule::give). The Einsums lower as the forward's do.
+LogicalResult backward(EinsumOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OnnxBuilder &bb = r.bb;
+  OpBuilder &b = ctx.getBuilder();
+  ValueRange inputs = op.getInputs();
+  SmallVector<int64_t> ranks;
+  for (Value input : inputs)
+    ranks.push_back(typeOf(input).getRank());
+  FailureOr<EinsumTerms> terms = einsumTerms(op.getEquation(), ranks);
+  if (failed(terms) || terms->inputs.size() != inputs.size())
+    return op->emitOpError() << "equation \"" << op.getEquation()
+                             << "\" does not fit its operands";
+  for (auto [i, x] : llvm::enumerate(inputs)) {
+    if (!r.active(x))
+      continue;
+    StringRef own = terms->inputs[i];
+    // The cotangent and the other operands, with the size of each letter.
+    SmallVector<Value> operands = {r.g};
+    SmallVector<std::string> read = {terms->output};
+    for (auto [j, other] : llvm::enumerate(inputs))
+      if (j != i) {
+        operands.push_back(other);
+        read.push_back(terms->inputs[j]);
+      }
+    std::map<char, int64_t> sizes;
+    for (auto [term, value] : llvm::zip(read, operands))
+      for (auto [c, size] : llvm::zip(term, typeOf(value).getShape()))
+        sizes[c] = std::max(sizes[c], size);
+    std::string kept;
+    SmallVector<int64_t> keptShape, ones, full;
+    for (auto [c, size] : llvm::zip(own, typeOf(x).getShape())) {
+      if (own.find(c) != own.rfind(c))
+        return op->emitOpError()
+               << "equation \"" << op.getEquation() << "\" repeats the letter '"
+               << c
+               << "' within one operand's term (a diagonal), which has no "
+                  "gradient rule";
+      bool there = sizes.count(c);
+      if (there) {
+        kept.push_back(c);
+        keptShape.push_back(sizes[c]);
+      }
+      ones.push_back(there ? sizes[c] : 1);
+      full.push_back(there ? sizes[c] : size);
+    }
+    Value d = r.g;
+    if (operands.size() > 1 || read[0] != kept) {
+      std::string equation = llvm::join(read, ",") + "->" + kept;
+      d = bb.op<EinsumOp>(
+          RankedTensorType::get(keptShape, r.element), operands,
+          {b.getNamedAttr("equation", b.getStringAttr(equation))});
+    }
+    if (kept.size() != own.size())
+      d = bb.op<ExpandOp>(
+          RankedTensorType::get(full, r.element),
+          {bb.reshape(d, RankedTensorType::get(ones, r.element)),
+           bb.ints(full)});
+    r.give(i, d);
+  }
+  return success();
+}
+
 } // namespace
 
 void mlir::fsdp::detail::attachMatMulGradients(MLIRContext &ctx) {
   attachGradient<MatMulOp, backward>(ctx);
   attachGradient<GemmOp, backward>(ctx);
+  attachGradient<EinsumOp, backward>(ctx);
 }
