@@ -211,15 +211,6 @@ KNOWN_GAPS = {
     "mobilevitv2": "export: nn.functional.fold is aten::col2im, ONNX Col2Im only from "
                    "opset 18 (TorchScript refuses it at 17, dynamo's Pad-18 cannot be "
                    "converted down); the compiler has no Col2Im",
-    "sew": "step: AveragePool 1-D (the encoder's squeeze pooling) has no gradient rule",
-    "sew_d": "step: AveragePool 1-D (the encoder's squeeze pooling) has no gradient rule",
-    "efficientnet": "forward: fsdp-translate rejects AveragePool with ceil_mode and a "
-                    "window (hidden_dim) larger than the 1x1 map ('pooled shape ... does "
-                    "not match the window')",
-    "xlm": "forward: the CPU backend has no int64 reduce_sum (XLM's lengths = "
-           "(ids != pad).sum(1))",
-    "clip_text": "forward: the CPU backend has no int32 arg_max (the pooled output's "
-                 "eos position)",
     "longt5": "forward: static shapes: local attention's Pad/Slice blocking leaves an "
               "Einsum output dimension unknown ('unk__0')",
 }

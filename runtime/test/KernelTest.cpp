@@ -1586,6 +1586,13 @@ TEST(Kernels, PoolsWithCeilModeDilationAndCountIncludePad) {
       {false, true, false, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4},
       {false, true, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4}, // past the
                                                                     // edge
+      // Windows wider than the input: with ceil_mode one window, the whole
+      // plane (EfficientNet's AvgPool2d(hidden_dim, ceil_mode=True)), the
+      // average counting the padding only up to the padded edge.
+      {false, true, true, {9, 9}, {9, 9}, {0, 0, 0, 0}, {1, 1}, 1},
+      {false, true, true, {12, 12}, {4, 4}, {1, 1, 1, 1}, {1, 1}, 1},
+      {false, false, true, {12, 12}, {4, 4}, {1, 1, 1, 1}, {1, 1}, 1},
+      {true, false, true, {8, 8}, {3, 3}, {0, 0, 0, 0}, {1, 1}, 1},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(std::string(c.max ? "max" : "average") + " out " +
@@ -1611,6 +1618,11 @@ TEST(Kernels, PoolsWithCeilModeDilationAndCountIncludePad) {
   }
   Result r = runOp("max_pool", {f32({2, 3, 7, 7}, x)}, {{F32, {2, 3, 4, 4}}},
                    {{"kernel_shape", Shape{3, 3}}, {"strides", Shape{2, 2}}});
+  EXPECT_NE(r.error.find("does not match the window"), std::string::npos)
+      << r.error;
+  // Without ceil_mode a window wider than the padded input fits nowhere.
+  r = runOp("average_pool", {f32({2, 3, 7, 7}, x)}, {{F32, {2, 3, 1, 1}}},
+            {{"kernel_shape", Shape{9, 9}}, {"strides", Shape{9, 9}}});
   EXPECT_NE(r.error.find("does not match the window"), std::string::npos)
       << r.error;
 }
@@ -1766,8 +1778,86 @@ TEST(Kernels, ReductionsOnFloat64KeepDoublePrecision) {
   EXPECT_NE(y[0], std::log(3.0));
   r = runOp("reduce_sum", {f64({2, 3}, x)}, {{F32, {2}}},
             {{"axes", Shape{1}}, {"keepdims", int64_t(0)}});
-  EXPECT_NE(r.error.find("x and y must both be float32 or float64, not "
-                         "float64 and float32"),
+  EXPECT_NE(r.error.find("x and y must both be float32, float64, int32 or "
+                         "int64, not float64 and float32"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, IntegerReductionsAreExact) {
+  // XLM's lengths = (ids != pad).sum(1), and the other integer reductions,
+  // beyond 2^53 (where a double sum would round) and wrapping around as
+  // the type does.
+  const int64_t big = int64_t(1) << 60;
+  std::vector<int64_t> x = {big + 1, big + 2, 3, -4, 5, -6};
+  auto run64 = [&](const std::string &op, Shape axes, Shape out) {
+    Result r = runOp(op, {i64({2, 3}, x)}, {{I64, out}},
+                     {{"axes", axes}, {"keepdims", int64_t(0)}});
+    EXPECT_EQ(r.error, "") << op;
+    return r.error.empty() ? r.outputs[0].as<int64_t>()
+                           : std::vector<int64_t>();
+  };
+  EXPECT_EQ(run64("reduce_sum", {1}, {2}),
+            (std::vector<int64_t>{2 * big + 6, -5}));
+  EXPECT_EQ(run64("reduce_max", {0}, {3}),
+            (std::vector<int64_t>{big + 1, big + 2, 3}));
+  EXPECT_EQ(run64("reduce_min", {}, {}), (std::vector<int64_t>{-6}));
+  EXPECT_EQ(run64("reduce_prod", {1}, {2}),
+            (std::vector<int64_t>{
+                int64_t(uint64_t(big + 1) * uint64_t(big + 2) * 3), 120}));
+  EXPECT_EQ(
+      run64("reduce_sum_square", {1}, {2}),
+      (std::vector<int64_t>{int64_t(uint64_t(big + 1) * uint64_t(big + 1) +
+                                    uint64_t(big + 2) * uint64_t(big + 2) + 9),
+                            77}));
+  // int32: a sum over 2^31 wraps; everything of a long row (in parallel
+  // pieces) sums exactly.
+  Result r = runOp("reduce_sum", {i32({3}, {INT32_MAX, 2, 5})}, {{I32, {1}}},
+                   {{"axes", Shape{0}}, {"keepdims", int64_t(1)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{INT32_MIN + 6}));
+  std::vector<int32_t> ones(300001, 1);
+  ones[7] = 1000;
+  r = runOp("reduce_sum", {i32({300001}, ones)}, {{I32, {}}},
+            {{"keepdims", int64_t(0)}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.outputs[0].as<int32_t>(), (std::vector<int32_t>{301000}));
+  // Means, norms and logs of integers are refused, naming what integers
+  // reduce by.
+  r = runOp("reduce_mean", {i64({2, 3}, x)}, {{I64, {2}}},
+            {{"axes", Shape{1}}, {"keepdims", int64_t(0)}});
+  EXPECT_NE(r.error.find("reduces int64 only by reduce_sum, reduce_prod, "
+                         "reduce_sum_square, reduce_max or reduce_min"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Kernels, ArgMaxAndArgMinOfIntegersAndFloat64) {
+  // CLIP's pooled output: the position of the largest id (eos) per row,
+  // in int32 and int64; float64 too. Ties: the first, or the last.
+  auto run = [](const Value &x, const std::string &op, int64_t last) {
+    Result r = runOp(op, {x}, {{I64, {2}}},
+                     {{"axis", int64_t(1)},
+                      {"keepdims", int64_t(0)},
+                      {"select_last_index", last}});
+    EXPECT_EQ(r.error, "") << op;
+    return r.error.empty() ? r.outputs[0].as<int64_t>()
+                           : std::vector<int64_t>();
+  };
+  std::vector<int64_t> ids = {5, 49407, 3, 49407, -2, 7, -9, -9};
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  std::vector<double> wide(ids.begin(), ids.end());
+  for (const Value &x :
+       {i64({2, 4}, ids), i32({2, 4}, ids32), f64({2, 4}, wide)}) {
+    EXPECT_EQ(run(x, "arg_max", 0), (std::vector<int64_t>{1, 1}));
+    EXPECT_EQ(run(x, "arg_max", 1), (std::vector<int64_t>{3, 1}));
+    EXPECT_EQ(run(x, "arg_min", 0), (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(run(x, "arg_min", 1), (std::vector<int64_t>{2, 3}));
+  }
+  Result r = runOp("arg_max", {boolean({2}, {0, 1})}, {{I64, {}}},
+                   {{"axis", int64_t(0)}, {"keepdims", int64_t(0)}});
+  EXPECT_NE(r.error.find("the input must be float32, float64, int32 or "
+                         "int64, not bool"),
             std::string::npos)
       << r.error;
 }

@@ -119,3 +119,27 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// 1-D and 3-D pooling have gradient rules too (SEW's squeeze AvgPool1d; a
+// 3-D max): fsdp.pool_grad with one window entry per spatial dim.
+// CHECK-LABEL: func.func @forward
+// CHECK-DAG: fsdp.pool_grad %{{.*}}, %{{.*}} {{{.*}}kernel_shape = array<i64: 2>, mode = "average", pads = array<i64: 0, 0>, strides = array<i64: 2>} : (tensor<2x4x8xf32>, tensor<2x4x4xf32>) -> tensor<2x4x8xf32>
+// CHECK-DAG: fsdp.pool_grad %{{.*}}, %{{.*}} {{{.*}}kernel_shape = array<i64: 2, 2, 2>, mode = "max", pads = array<i64: 0, 0, 0, 0, 0, 0>, strides = array<i64: 2, 2, 2>} : (tensor<2x1x2x2x8xf32>, tensor<2x1x1x1x4xf32>) -> tensor<2x1x2x2x8xf32>
+module {
+  fsdp.param @a : tensor<4x4x1xf32> at <"m.onnx", offset = 0, length = 64>
+  func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+    %none = onnx.NoValue
+    %a = fsdp.get_param @a : tensor<4x4x1xf32>
+    %h = onnx.Conv %x, %a, %none : (tensor<2x4x8xf32>, tensor<4x4x1xf32>, none) -> tensor<2x4x8xf32>
+    %p = onnx.AveragePool %h {kernel_shape = array<i64: 2>, strides = array<i64: 2>} : (tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+    %shape = onnx.Constant dense<[2, 1, 2, 2, 8]> : tensor<5xi64>
+    %v = onnx.Reshape %h, %shape : (tensor<2x4x8xf32>, tensor<5xi64>) -> tensor<2x1x2x2x8xf32>
+    %m, %i = onnx.MaxPool %v {kernel_shape = array<i64: 2, 2, 2>, strides = array<i64: 2, 2, 2>} : (tensor<2x1x2x2x8xf32>) -> (tensor<2x1x1x1x4xf32>, none)
+    %lp = onnx.ReduceSum %p, %none {keepdims = 0 : i64} : (tensor<2x4x4xf32>, none) -> tensor<f32>
+    %lm = onnx.ReduceSum %m, %none {keepdims = 0 : i64} : (tensor<2x1x1x1x4xf32>, none) -> tensor<f32>
+    %l = onnx.Add %lp, %lm : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -145,3 +145,17 @@ module {
     return %y : tensor<f32>
   }
 }
+
+// -----
+
+module {
+  fsdp.param @s : tensor<1x1x2x2x2x2xf32> at <"m.onnx", offset = 0, length = 64>
+  func.func @forward(%x: tensor<1x1x2x2x2x2xf32>) -> tensor<f32> {
+    %s = fsdp.get_param @s : tensor<1x1x2x2x2x2xf32>
+    %0 = onnx.Mul %x, %s : (tensor<1x1x2x2x2x2xf32>, tensor<1x1x2x2x2x2xf32>) -> tensor<1x1x2x2x2x2xf32>
+    // expected-error @+1 {{fsdp-autodiff: 'onnx.AveragePool' op only 1-D, 2-D and 3-D pooling have a gradient rule, not a pool over rank 6}}
+    %1 = onnx.AveragePool %0 {kernel_shape = array<i64: 2, 2, 2, 2>} : (tensor<1x1x2x2x2x2xf32>) -> tensor<1x1x1x1x1x1xf32>
+    %2 = onnx.ReduceMean %1 {keepdims = 0 : i64} : (tensor<1x1x1x1x1x1xf32>) -> tensor<f32>
+    return %2 : tensor<f32>
+  }
+}

@@ -301,3 +301,11 @@ func.func @bernoulli_integer_p(%p: tensor<4xi64>) -> tensor<4xf32> {
   %y = onnx.Bernoulli %p : (tensor<4xi64>) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+func.func @pool_grad_window(%x: tensor<1x1x4x4xf32>, %g: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error @+1 {{'fsdp.pool_grad' op pools 1-D, 2-D or 3-D windows of [N, C, spatial...], not a kernel_shape of 1 over rank 4}}
+  %d = fsdp.pool_grad %x, %g {mode = "max", kernel_shape = array<i64: 2>, strides = array<i64: 2>, pads = array<i64: 0, 0>, dilations = array<i64: 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  return %d : tensor<1x1x4x4xf32>
+}

@@ -71,3 +71,37 @@ func.func @pool_ranks(%x: tensor<1x2x8xf32>, %v: tensor<1x2x4x6x6xf32>)
   %a = onnx.AveragePool %v {kernel_shape = array<i64: 2, 3, 3>, strides = array<i64: 2, 3, 3>} : (tensor<1x2x4x6x6xf32>) -> tensor<1x2x2x2x2xf32>
   return %m, %i, %a : tensor<1x2x4xf32>, tensor<1x2x4xi64>, tensor<1x2x2x2x2xf32>
 }
+
+// -----
+
+// Pooling gradients as the forward pools: 1-D one row high; 3-D as the
+// depth pool's gradient (over the (H, W) pool, computed again) then the
+// (H, W) pool's; 2-D as it is, a ceil_mode window wider than the map too.
+
+// CHECK-LABEL: func.func @pool_grad_ranks
+// CHECK: %[[X1:.*]] = fsdp.view %arg0 : tensor<1x2x8xf32> to tensor<1x2x1x8xf32>
+// CHECK: %[[G1:.*]] = fsdp.view %arg1 : tensor<1x2x4xf32> to tensor<1x2x1x4xf32>
+// CHECK: %[[D1:.*]] = fsdp.kernel "pool_grad"(%[[X1]], %[[G1]]) params {{{.*}}kernel_shape = array<i64: 1, 3>, mode = "max", pads = array<i64: 0, 1, 0, 1>, strides = array<i64: 1, 2>} : (tensor<1x2x1x8xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x1x8xf32>
+// CHECK: fsdp.view %[[D1]] : tensor<1x2x1x8xf32> to tensor<1x2x8xf32>
+// CHECK: %[[PL:.*]] = fsdp.view %arg2 : tensor<1x2x4x6x6xf32> to tensor<1x8x6x6xf32>
+// CHECK: %[[HW:.*]] = fsdp.kernel "max_pool"(%[[PL]]) params {{{.*}}kernel_shape = array<i64: 3, 3>{{.*}}strides = array<i64: 3, 3>} : (tensor<1x8x6x6xf32>) -> tensor<1x8x2x2xf32>
+// CHECK: %[[DX:.*]] = fsdp.view %[[HW]] : tensor<1x8x2x2xf32> to tensor<1x2x4x4xf32>
+// CHECK: %[[DG:.*]] = fsdp.view %arg3 : tensor<1x2x2x2x2xf32> to tensor<1x2x2x4xf32>
+// CHECK: %[[DD:.*]] = fsdp.kernel "pool_grad"(%[[DX]], %[[DG]]) params {{{.*}}kernel_shape = array<i64: 2, 1>, mode = "max", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 1>} : (tensor<1x2x4x4xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x4x4xf32>
+// CHECK: %[[RG:.*]] = fsdp.view %[[DD]] : tensor<1x2x4x4xf32> to tensor<1x8x2x2xf32>
+// CHECK: %[[D3:.*]] = fsdp.kernel "pool_grad"(%[[PL]], %[[RG]]) params {{{.*}}kernel_shape = array<i64: 3, 3>, mode = "max"{{.*}}} : (tensor<1x8x6x6xf32>, tensor<1x8x2x2xf32>) -> tensor<1x8x6x6xf32>
+// CHECK: fsdp.view %[[D3]] : tensor<1x8x6x6xf32> to tensor<1x2x4x6x6xf32>
+// CHECK: fsdp.kernel "average_pool"({{.*}}) params {ceil_mode = 1 : i64, count_include_pad = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 3, 3>}
+// CHECK: fsdp.kernel "pool_grad"({{.*}}) params {ceil_mode = 1 : i64, count_include_pad = 1 : i64, {{.*}}kernel_shape = array<i64: 2, 1>, mode = "average", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 1>}
+// CHECK: fsdp.kernel "pool_grad"({{.*}}) params {ceil_mode = 1 : i64, count_include_pad = 1 : i64, {{.*}}kernel_shape = array<i64: 3, 3>, mode = "average", pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 3, 3>}
+// CHECK: fsdp.kernel "pool_grad"(%arg4, %arg5) params {{{.*}}kernel_shape = array<i64: 7, 7>, mode = "average"{{.*}}} : (tensor<1x2x5x5xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x5x5xf32>
+func.func @pool_grad_ranks(%x: tensor<1x2x8xf32>, %g: tensor<1x2x4xf32>,
+                           %v: tensor<1x2x4x6x6xf32>, %gv: tensor<1x2x2x2x2xf32>,
+                           %p: tensor<1x2x5x5xf32>, %gp: tensor<1x2x1x1xf32>)
+    -> (tensor<1x2x8xf32>, tensor<1x2x4x6x6xf32>, tensor<1x2x4x6x6xf32>, tensor<1x2x5x5xf32>) {
+  %d1 = fsdp.pool_grad %x, %g {mode = "max", kernel_shape = array<i64: 3>, strides = array<i64: 2>, pads = array<i64: 1, 1>, dilations = array<i64: 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : (tensor<1x2x8xf32>, tensor<1x2x4xf32>) -> tensor<1x2x8xf32>
+  %d3 = fsdp.pool_grad %v, %gv {mode = "max", kernel_shape = array<i64: 2, 3, 3>, strides = array<i64: 2, 3, 3>, pads = array<i64: 0, 0, 0, 0, 0, 0>, dilations = array<i64: 1, 1, 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : (tensor<1x2x4x6x6xf32>, tensor<1x2x2x2x2xf32>) -> tensor<1x2x4x6x6xf32>
+  %a3 = fsdp.pool_grad %v, %gv {mode = "average", kernel_shape = array<i64: 2, 3, 3>, strides = array<i64: 2, 3, 3>, pads = array<i64: 0, 1, 1, 0, 1, 1>, dilations = array<i64: 1, 1, 1>, ceil_mode = 1 : i64, count_include_pad = 1 : i64} : (tensor<1x2x4x6x6xf32>, tensor<1x2x2x2x2xf32>) -> tensor<1x2x4x6x6xf32>
+  %w = fsdp.pool_grad %p, %gp {mode = "average", kernel_shape = array<i64: 7, 7>, strides = array<i64: 7, 7>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = 1 : i64, count_include_pad = 1 : i64} : (tensor<1x2x5x5xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x5x5xf32>
+  return %d1, %d3, %a3, %w : tensor<1x2x8xf32>, tensor<1x2x4x6x6xf32>, tensor<1x2x4x6x6xf32>, tensor<1x2x5x5xf32>
+}

@@ -17,7 +17,8 @@ parameters one (the sum over their uses). Exit 1 on any mismatch.
 The models: small ones written here (a frozen backbone and a weight tied
 between two Linears with Tanh/Sigmoid gating; 3-D activations with softmax
 gating, division by a parameter and a sequence mean; convolutions, pooling
-and BatchNorm; Log, Abs and a max over a dimension; triu and tril
+and BatchNorm; 1-D and 3-D pooling and ceil_mode windows wider than
+their map; Log, Abs and a max over a dimension; triu and tril
 (Trilu), cumsum (CumSum) and repeat (Tile); strided and reversed
 slices, 1-D MatMul operands and a
 class-weighted cross-entropy over [N, C, T] logits; torch.gather with a
@@ -121,6 +122,37 @@ class ConvNet(nn.Module):
         h = self.avg(torch.relu(self.conv2(h)))
         h = self.conv3(h)
         return self.head(h.mean(dim=(2, 3)))
+
+
+class Pools(nn.Module):
+    """1-D pooling (SEW's squeeze AvgPool1d, a padded MaxPool1d), 3-D pooling
+    (each two 2-D pools in the plan; a padded average without the padding
+    in its count) and ceil_mode average pools whose window is wider than
+    their map (EfficientNet's AvgPool2d(hidden_dim, ceil_mode=True) over a
+    1x1 map; one over a padded 2x2 map that counts the padding)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(3, 6, 3, padding=1)
+        self.squeeze = nn.AvgPool1d(2, 2)
+        self.max1 = nn.MaxPool1d(3, stride=2, padding=1)
+        self.proj = nn.Linear(48, 2 * 4 * 4 * 4)
+        self.avg3 = nn.AvgPool3d((2, 3, 3), stride=2, padding=(0, 1, 1),
+                                 count_include_pad=False)
+        self.max3 = nn.MaxPool3d(2, stride=2)
+        self.wide = nn.AvgPool2d(5, ceil_mode=True)
+        self.padded = nn.AvgPool2d(4, stride=3, padding=1, ceil_mode=True)
+        self.head = nn.Linear(16 + 16 + 6 + 6, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x))  # [N, 6, 16]
+        h = self.squeeze(h) + self.max1(h)  # [N, 6, 8]
+        v = self.proj(h.flatten(1)).view(-1, 2, 4, 4, 4)
+        w = h[:, :, :4].reshape(-1, 6, 2, 2)  # a 2x2 map
+        feats = [self.avg3(v).flatten(1), self.max3(v).flatten(1),
+                 self.wide(w.mean(dim=(2, 3), keepdim=True)).flatten(1),
+                 self.padded(w).flatten(1)]
+        return self.head(torch.cat(feats, dim=1))
 
 
 class StridedSeq(nn.Module):
@@ -472,6 +504,7 @@ CASES = {
     "tied_mlp": (TiedMLP, lambda g: torch.randn(6, 8, generator=g), 4),
     "seq_mlp": (SeqMLP, lambda g: torch.randn(6, 5, 8, generator=g), 5),
     "conv_net": (ConvNet, lambda g: torch.randn(4, 3, 20, 20, generator=g), 5),
+    "pools": (Pools, lambda g: torch.randn(4, 3, 16, generator=g), 5),
     "log_abs_max": (LogAbsMax, lambda g: torch.randn(5, 6, 8, generator=g), 4),
     "tri_mask": (TriMask, lambda g: torch.randn(6, 8, generator=g), 4),
 
@@ -527,6 +560,9 @@ KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
            # GatherElements for each one's updates.
            "scatters": {"scatter_nd": 6, "scatter_elements": 3, "gather_elements": 2,
                         "mod": 2},
+           # 1-D pools one row high, 3-D ones as two 2-D pools (a 3-D
+           # gradient pools its input again: a max_pool, an average_pool).
+           "pools": {"average_pool": 6, "max_pool": 4, "pool_grad": 8},
            "norms_cubic": {"reduce_l1": 1, "reduce_l2": 2, "reduce_log_sum": 1,
                            "reduce_log_sum_exp": 1, "reduce_min": 1,
                            "reduce_sum_square": 1, "resize": 1},

@@ -177,13 +177,20 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
 int64_t windowOutput(int64_t in, int64_t padBegin, int64_t padEnd,
                      int64_t kernel, int64_t stride, int64_t dilation,
                      bool ceil) {
+  // `span`: how far the first window's start may move and still end
+  // inside the padded input. With ceil a window may end past it, even the
+  // first (a window wider than the padded input, EfficientNet's
+  // AvgPool2d(hidden_dim, ceil_mode=True) over a 1x1 map): rounded to
+  // minus infinity, as PyTorch's and ONNX's output-size formulas are.
   int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
-  if (span < 0)
-    return -1;
-  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil && (out - 1) * stride >= in + padBegin)
+  if (!ceil)
+    return span < 0 ? -1 : span / stride + 1;
+  int64_t reach = span + stride - 1;
+  int64_t out =
+      (reach >= 0 ? reach / stride : -((stride - 1 - reach) / stride)) + 1;
+  if ((out - 1) * stride >= in + padBegin)
     --out;
-  return out;
+  return out < 1 ? -1 : out;
 }
 
 Activation parseActivation(const std::string &name) {

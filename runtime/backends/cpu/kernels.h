@@ -92,7 +92,8 @@ inline int64_t indexAt(const Tensor &t, int64_t i) {
 /// The output size along one spatial dim of a window (ONNX Conv and the
 /// pools) over `in` elements padded by `padBegin` and `padEnd`; -1 when the
 /// window does not fit. With `ceil` a partial last window counts if it
-/// starts inside the input or its leading padding (PyTorch's rule).
+/// starts inside the input or its leading padding (PyTorch's rule), also
+/// when it is the only one (a window wider than the padded input).
 int64_t windowOutput(int64_t in, int64_t padBegin, int64_t padEnd,
                      int64_t kernel, int64_t stride, int64_t dilation,
                      bool ceil);

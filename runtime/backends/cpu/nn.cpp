@@ -820,13 +820,15 @@ struct ReduceShape {
   std::vector<int64_t> kept, keptStrides, red, redStrides;
 };
 
-/// The loops of a reduction over elements of type T (F32 or F64), in
-/// double: `combine` maps and merges an element, `merge` merges partial
-/// results, `finish` makes the result (mean, root, log); `plainSum`: the
-/// elements are merged by adding them as they are (sum, mean).
-template <typename T, typename Merge, typename Combine, typename Finish>
+/// The loops of a reduction over elements of type T, accumulated in Acc
+/// (F32 or F64 in double; I32 or I64 in int64_t): `combine` maps and merges
+/// an element, `merge` merges partial results, `finish` makes the result
+/// (mean, root, log); `plainSum`: the elements are merged by adding them as
+/// they are (sum, mean).
+template <typename T, typename Acc, typename Merge, typename Combine,
+          typename Finish>
 KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
-                     double init, Merge merge, Combine combine, Finish finish,
+                     Acc init, Merge merge, Combine combine, Finish finish,
                      bool plainSum) {
   const T *px = x.as<T>();
   T *py = y.as<T>();
@@ -839,7 +841,7 @@ KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
     return [=]() {
       parallelFor(y.numel, count, [&](int64_t o) {
         int64_t base = offsetOf(o, kept, keptStrides);
-        double acc = init;
+        Acc acc = init;
         for (int64_t r = 0; r < count; ++r)
           acc = combine(acc, px[base + offsetOf(r, red, redStrides)]);
         py[o] = static_cast<T>(finish(acc));
@@ -851,15 +853,15 @@ KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
     // Everything into one value: partial results in parallel.
     int64_t pieces = std::min(kReducePieces, std::max<int64_t>(n / 4096, 1));
     return [=]() {
-      double partial[kReducePieces];
+      Acc partial[kReducePieces];
       parallelFor(pieces, n / pieces, [&](int64_t p) {
         int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
-        double acc = init;
+        Acc acc = init;
         for (int64_t j = begin; j < end; ++j)
           acc = combine(acc, px[j]);
         partial[p] = acc;
       });
-      double acc = init;
+      Acc acc = init;
       for (int64_t p = 0; p < pieces; ++p)
         acc = merge(acc, partial[p]);
       py[0] = static_cast<T>(finish(acc));
@@ -874,7 +876,7 @@ KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
     parallelFor(outer * blocks, n * std::min(inner, kBlock), [&](int64_t item) {
       int64_t o = item / blocks, i0 = item % blocks * kBlock;
       int64_t width = std::min(kBlock, inner - i0);
-      double acc[kBlock];
+      Acc acc[kBlock];
       std::fill(acc, acc + width, init);
       for (int64_t j = 0; j < n; ++j) {
         const T *row = px + (o * n + j) * inner + i0;
@@ -892,16 +894,59 @@ KernelFn reduceLoops(const Tensor &x, const Tensor &y, const ReduceShape &s,
   };
 }
 
-/// The reduce_* kernels over F32 or F64 (ONNX's Reduce* with `axes` and
-/// `keepdims`; no axes reduces everything).
+/// A reduction of integers (I32 or I64: sum, product, sum of squares, max
+/// or min) in int64_t. Sums and products wrap around as the element type's
+/// two's complement does (computed unsigned), so every order of partial
+/// results gives the same value, which is the CUDA backend's
+/// (IntegerReduceBody adds in order); an empty max (min) is the type's
+/// lowest (largest) value.
+template <typename T>
+KernelFn integerReduce(const Tensor &x, const Tensor &y, const ReduceShape &s,
+                       Reduce kind) {
+  int64_t init = kind == Reduce::Max    ? std::numeric_limits<T>::lowest()
+                 : kind == Reduce::Min  ? std::numeric_limits<T>::max()
+                 : kind == Reduce::Prod ? 1
+                                        : 0;
+  auto merge = [kind](int64_t acc, int64_t v) -> int64_t {
+    switch (kind) {
+    case Reduce::Max:
+      return std::max(acc, v);
+    case Reduce::Min:
+      return std::min(acc, v);
+    case Reduce::Prod:
+      return static_cast<int64_t>(uint64_t(acc) * uint64_t(v));
+    default:
+      return static_cast<int64_t>(uint64_t(acc) + uint64_t(v));
+    }
+  };
+  auto combine = [kind, merge](int64_t acc, int64_t v) {
+    return merge(acc, kind == Reduce::SumSquare
+                          ? static_cast<int64_t>(uint64_t(v) * uint64_t(v))
+                          : v);
+  };
+  return reduceLoops<T>(
+      x, y, s, init, merge, combine, [](int64_t acc) { return acc; }, false);
+}
+
+/// The reduce_* kernels over F32 or F64, and reduce_sum, reduce_prod,
+/// reduce_sum_square, reduce_max and reduce_min over I32 or I64 too (ONNX's
+/// Reduce* with `axes` and `keepdims`; no axes reduces everything).
 KernelFn reduce(KernelArgs &args, Reduce kind) {
   requireArity(args, 1, 1, 1);
   Tensor x = args.in[0], y = args.out[0];
-  require((x.dtype == FSDPRT_F32 || x.dtype == FSDPRT_F64) &&
+  bool integer = x.dtype == FSDPRT_I32 || x.dtype == FSDPRT_I64;
+  require((x.dtype == FSDPRT_F32 || x.dtype == FSDPRT_F64 || integer) &&
               y.dtype == x.dtype,
-          std::string("x and y must both be float32 or float64, not ") +
+          std::string("x and y must both be float32, float64, int32 or int64, "
+                      "not ") +
               fsdprt_dtype_name(x.dtype) + " and " +
               fsdprt_dtype_name(y.dtype));
+  require(!integer || kind == Reduce::Sum || kind == Reduce::Prod ||
+              kind == Reduce::SumSquare || kind == Reduce::Max ||
+              kind == Reduce::Min,
+          std::string("reduces ") + fsdprt_dtype_name(x.dtype) +
+              " only by reduce_sum, reduce_prod, reduce_sum_square, "
+              "reduce_max or reduce_min");
   size_t rank = x.shape.size();
   std::vector<int64_t> axes = args.attrs.getInts("axes", {});
   bool keepdims = args.attrs.getInt("keepdims", 1) != 0;
@@ -943,6 +988,10 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
     }
   }
   int64_t count = s.count = product(s.red);
+  if (x.dtype == FSDPRT_I64)
+    return integerReduce<int64_t>(x, y, s, kind);
+  if (x.dtype == FSDPRT_I32)
+    return integerReduce<int32_t>(x, y, s, kind);
   // Each element is mapped (squared, ...), the mapped values merged (by sum,
   // product, max or min), the result finished (mean, root, log).
   double inf = std::numeric_limits<double>::infinity();
@@ -994,13 +1043,37 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
                                plainSum);
   return reduceLoops<float>(x, y, s, init, merge, combine, finish, plainSum);
 }
-/// ArgMax or ArgMin along `axis`: the index (int64) of the first extreme
-/// value, or of the last with select_last_index.
+/// The index along a row of n elements `inner` apart of its first largest
+/// (`max`) or smallest element, or of its last with `last` (a NaN wins
+/// nothing: comparisons with it are false).
+template <typename T>
+int64_t extremeIndex(const T *row, int64_t n, int64_t inner, bool max,
+                     bool last) {
+  int64_t best = 0;
+  T value = row[0];
+  for (int64_t j = 1; j < n; ++j) {
+    T v = row[j * inner];
+    bool better =
+        max ? (last ? v >= value : v > value) : (last ? v <= value : v < value);
+    if (better) {
+      best = j;
+      value = v;
+    }
+  }
+  return best;
+}
+
+/// ArgMax or ArgMin along `axis` of F32, F64, I32 or I64: the index (int64)
+/// of the first extreme value, or of the last with select_last_index.
 KernelFn argExtreme(KernelArgs &args, bool max) {
   requireArity(args, 1, 1, 1);
-  requireDtype(args.in[0], FSDPRT_F32, "the input");
-  requireDtype(args.out[0], FSDPRT_I64, "the output");
   Tensor x = args.in[0], y = args.out[0];
+  require(x.dtype == FSDPRT_F32 || x.dtype == FSDPRT_F64 ||
+              x.dtype == FSDPRT_I32 || x.dtype == FSDPRT_I64,
+          std::string("the input must be float32, float64, int32 or int64, "
+                      "not ") +
+              fsdprt_dtype_name(x.dtype));
+  requireDtype(args.out[0], FSDPRT_I64, "the output");
   int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = args.attrs.getInt("axis", 0);
   require(axis >= 0 && axis < rank, "axis " + std::to_string(axis) +
@@ -1021,26 +1094,28 @@ KernelFn argExtreme(KernelArgs &args, bool max) {
   require(y.shape == expected, "output " + shapeString(y.shape) +
                                    " should be " + shapeString(expected));
   require(n > 0 || y.numel == 0, "cannot take the index of an empty axis");
-  return [=]() {
-    const float *px = x.as<float>();
-    int64_t *py = y.as<int64_t>();
-    parallelFor(outer * inner, n, [&](int64_t o) {
-      const float *row = px + o / inner * n * inner + o % inner;
-      int64_t best = 0;
-      float value = row[0];
-      for (int64_t j = 1; j < n; ++j) {
-        float v = row[j * inner];
-        bool better = max ? (last ? v >= value : v > value)
-                          : (last ? v <= value : v < value);
-        if (better) {
-          best = j;
-          value = v;
-        }
-      }
-      py[o] = best;
-    });
-    return std::string();
+  auto rows = [=](auto zero) -> KernelFn {
+    using T = decltype(zero);
+    return [=]() {
+      const T *px = x.as<T>();
+      int64_t *py = y.as<int64_t>();
+      parallelFor(outer * inner, n, [&](int64_t o) {
+        py[o] = extremeIndex(px + o / inner * n * inner + o % inner, n, inner,
+                             max, last);
+      });
+      return std::string();
+    };
   };
+  switch (x.dtype) {
+  case FSDPRT_F64:
+    return rows(double{});
+  case FSDPRT_I32:
+    return rows(int32_t{});
+  case FSDPRT_I64:
+    return rows(int64_t{});
+  default:
+    return rows(float{});
+  }
 }
 
 /// The log-softmax of the `c` class scores of one position, read `stride`

@@ -785,15 +785,16 @@ KernelFn normKernel(const std::string &op, Context &c) {
   });
 }
 
-/// reduce_sum, reduce_mean and reduce_max over any axes, and
-/// global_average_pool (the mean over the spatial dims): one row per
-/// output element (planReduce).
+/// The reductions over any axes, and global_average_pool (the mean over
+/// the spatial dims): one row per output element (planReduce); F32, or
+/// I32 and I64 for those the CPU takes them for (IntegerReduceBody).
 KernelFn reduceKernel(const std::string &op, Context &c) {
   const KernelArgs &args = c.args;
   checkLikeTheCpu(op, args);
-  if (!allF32(args))
-    return nullptr;
   const Tensor x = args.in[0], y = args.out[0];
+  bool integer = x.dtype == FSDPRT_I32 || x.dtype == FSDPRT_I64;
+  if (!allF32(args) && !integer)
+    return nullptr;
   std::vector<int64_t> axes;
   if (op == "global_average_pool")
     for (size_t d = 2; d < x.shape.size(); ++d)
@@ -816,6 +817,12 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
     plan = planReduce(x.shape, axes);
   } catch (const std::invalid_argument &) {
     return nullptr; // more dims than a strided read takes
+  }
+  if (integer) {
+    IntegerReduceBody body{plan, x.data, y.data, x.dtype, kind};
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.integerReduce(s, body);
+    });
   }
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
     return d.reduce(s, kind, plan, x.as<float>(), y.as<float>());
@@ -1385,13 +1392,15 @@ KernelFn maxKernel(const std::string &op, Context &c) {
   checkLikeTheCpu(op, c.args);
   const Tensor x = c.args.in[0], y = c.args.out[0];
   if (op == "arg_max" || op == "arg_min") {
-    if (x.dtype != FSDPRT_F32)
+    if (isHalf(x.dtype))
       return nullptr; // halves run widened
     int64_t axis = c.args.attrs.getInt("axis", 0);
     int64_t rank = static_cast<int64_t>(x.shape.size());
-    ArgExtremeBody body{x.as<float>(), y.as<int64_t>(), x.shape[axis],
-                        cpu::product(x.shape, axis + 1, rank), op == "arg_max",
-                        c.args.attrs.getInt("select_last_index", 0) != 0};
+    ArgExtremeBody body{
+        x.data,          y.as<int64_t>(),
+        x.shape[axis],   cpu::product(x.shape, axis + 1, rank),
+        op == "arg_max", c.args.attrs.getInt("select_last_index", 0) != 0,
+        x.dtype};
     int64_t rows = y.numel;
     return onStream(c.device, [=](Device &d, DeviceStream &s) {
       return d.argExtreme(s, body, rows);

@@ -408,6 +408,10 @@ public:
                      const float *x, float *y) override {
     return check(launchReduce(kind, plan, x, y, raw(s)), "reduction kernel");
   }
+  std::string integerReduce(DeviceStream &s,
+                            const IntegerReduceBody &body) override {
+    return check(launchIntegerReduce(body, raw(s)), "integer reduction kernel");
+  }
   std::string norm(DeviceStream &s, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t rows, int64_t n,
                    float eps, RowStats stats) override {

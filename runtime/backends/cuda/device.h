@@ -227,6 +227,8 @@ public:
   virtual std::string reduce(DeviceStream &s, Reduce kind,
                              const ReducePlan &plan, const float *x,
                              float *y) = 0;
+  virtual std::string integerReduce(DeviceStream &s,
+                                    const IntegerReduceBody &body) = 0;
   virtual std::string norm(DeviceStream &s, bool rms, const float *x,
                            const float *scale, const float *bias, float *y,
                            int64_t rows, int64_t n, float eps,

@@ -636,6 +636,10 @@ public:
       return rows(ReduceBody<decltype(k)::value>{plan, x, y}, plan.rows);
     });
   }
+  std::string integerReduce(DeviceStream &,
+                            const IntegerReduceBody &body) override {
+    return each(body, body.plan.rows);
+  }
   std::string norm(DeviceStream &, bool rms, const float *x, const float *scale,
                    const float *bias, float *y, int64_t count, int64_t n,
                    float eps, RowStats stats) override {

@@ -96,6 +96,10 @@ cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
 /// global_average_pool (reduce_mean over the spatial dims).
 cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
                          float *y, cudaStream_t stream);
+/// reduce_sum, reduce_prod, reduce_sum_square, reduce_max or reduce_min of
+/// I32 or I64 (kernels/reduce.h), one thread per output element.
+cudaError_t launchIntegerReduce(const IntegerReduceBody &body,
+                                cudaStream_t stream);
 /// Layer norm or RMS norm of `rows` contiguous rows of n elements (and
 /// each row's mean and inverse std where `stats` says).
 cudaError_t launchNorm(bool rms, const float *x, const float *scale,

@@ -17,4 +17,8 @@ cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
   });
 }
 
+cudaError_t launchIntegerReduce(const IntegerReduceBody &body, cudaStream_t s) {
+  return elementwise(body, body.plan.rows, s);
+}
+
 } // namespace fsdprt::cuda

@@ -3,7 +3,8 @@
 // Label `cuda`: each device launcher of runtime/backends/cuda/launch.h runs
 // on the GPU and its output is compared with the same kernel body run on
 // the host (host_launch.h), which the cuda-host tests compare with the CPU
-// backend. Sizes as there: 1, not multiples of a block, long rows. Without
+// backend. Sizes as there: 1, not multiples of a block, long rows (and
+// the integer reductions and arg_max/arg_min of int32 and int64). Without
 // a usable GPU it says why and exits 77 (ctest: skipped).
 //
 //===----------------------------------------------------------------------===//
@@ -651,6 +652,63 @@ template <cuda::Reduce Kind> void reductions(unsigned &seed) {
   reduce<Kind>({100003, 3}, {0}, seed++);
   reduce<Kind>({70000, 3, 2}, {1}, seed++); // more rows than blocks
   reduce<Kind>({5000000}, {}, seed++);
+}
+
+/// An integer reduction (IntegerReduceBody) of T spread over T's range, so
+/// that sums and products wrap, bit for bit as on the host.
+template <typename T>
+void integerReduce(cuda::Reduce kind, const std::vector<int64_t> &shape,
+                   const std::vector<int64_t> &axes, unsigned seed) {
+  std::mt19937_64 draw(seed);
+  std::vector<T> x(count(shape));
+  for (T &v : x)
+    v = static_cast<T>(draw());
+  cuda::ReducePlan plan = cuda::planReduce(shape, axes);
+  fsdprt_dtype_t dtype = sizeof(T) == 4 ? FSDPRT_I32 : FSDPRT_I64;
+  std::vector<T> want(plan.rows);
+  cuda::IntegerReduceBody body{plan, x.data(), want.data(), dtype, kind};
+  cuda::hostForEach(body, plan.rows);
+  DeviceArray<T> dx(x), dy(poison<T>(want.size()));
+  body.x = dx.data, body.y = dy.data;
+  expectSame(std::string(cuda::reduceName(kind)) + " of " +
+                 std::to_string(x.size()) +
+                 (sizeof(T) == 4 ? " int32" : " int64"),
+             cuda::launchIntegerReduce(body, nullptr), dy, want);
+}
+
+void integerReductions(unsigned &seed) {
+  for (cuda::Reduce kind :
+       {cuda::Reduce::Sum, cuda::Reduce::Prod, cuda::Reduce::SumSquare,
+        cuda::Reduce::Max, cuda::Reduce::Min}) {
+    integerReduce<int64_t>(kind, {4, 6, 5, 7}, {0, 2}, seed++);
+    integerReduce<int64_t>(kind, {70000, 3, 2}, {1}, seed++);
+    integerReduce<int32_t>(kind, {2, 100003}, {1}, seed++);
+    integerReduce<int32_t>(kind, {1}, {0}, seed++);
+  }
+}
+
+/// arg_max and arg_min (select_last_index) of T with ties, bit for bit as
+/// on the host.
+template <typename T>
+void integerArgExtremes(int64_t outer, int64_t n, int64_t inner,
+                        unsigned seed) {
+  std::mt19937 draw(seed);
+  std::vector<T> x(outer * n * inner);
+  for (T &v : x)
+    v = static_cast<T>(draw() % 7) - 3; // ties
+  fsdprt_dtype_t dtype = sizeof(T) == 4 ? FSDPRT_I32 : FSDPRT_I64;
+  DeviceArray<T> dx(x);
+  for (bool max : {true, false}) {
+    std::vector<int64_t> want(outer * inner);
+    cuda::ArgExtremeBody body{x.data(), want.data(), n,    inner,
+                              max,      !max,        dtype};
+    cuda::hostForEach(body, outer * inner);
+    DeviceArray<int64_t> dy(poison<int64_t>(want.size()));
+    body.x = dx.data, body.y = dy.data;
+    expectSame(std::string(max ? "arg_max" : "arg_min (last)") +
+                   (sizeof(T) == 4 ? " of int32" : " of int64"),
+               cuda::launchArgExtreme(body, outer * inner, nullptr), dy, want);
+  }
 }
 
 /// concat then split back, on both sides, of elements of type T.
@@ -1540,6 +1598,9 @@ int main() {
   reductions<cuda::Reduce::SumSquare>(seed);
   reductions<cuda::Reduce::LogSumExp>(seed);
   reductions<cuda::Reduce::Prod>(seed);
+  integerReductions(seed);
+  integerArgExtremes<int32_t>(3, 257, 5, seed++);
+  integerArgExtremes<int64_t>(70000, 49, 1, seed++);
   gatherGrad(1, 1, 1, 1, false, seed++);
   gatherGrad(1, 50257, 4096, 768, false, seed++); // GPT-2's embedding
   gatherGrad(3, 257, 1000, 5, false, seed++);

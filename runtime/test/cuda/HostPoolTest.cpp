@@ -4,9 +4,11 @@
 // (with its Indices output too, both storage orders), average_pool,
 // pool_grad (both modes: bit for bit, as both sum in the same order),
 // global_max_pool and batch_norm: strides, dilations, asymmetric padding,
-// count_include_pad, ceil_mode, planes of 1 element and rows of 257; and
+// count_include_pad, ceil_mode (windows wider than the input too), planes
+// of 1 element and rows of 257; and
 // rows.h's hardmax, arg_max and arg_min along every axis, with ties and
-// NaN (select_last_index too); resize in every
+// NaN (select_last_index too), of float32, float64, int32 and int64;
+// resize in every
 // mode, coordinate transform and nearest mode, cubic with and without
 // exclude_outside, scales up, down and fractional, bit for bit, the
 // scales a parameter or an input read at run time (scales that do not fit
@@ -45,14 +47,24 @@ const std::vector<PoolCase> kPools = {
     {{2, 2, 7, 257}, {2, 3}, {1, 2}, {0, 1, 2, 0}, {1, 1}, true, false},
     {{1, 1, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
     {{2, 5, 6, 6}, {6, 6}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
+    // ceil_mode windows wider than the (padded) input: one window each
+    // (EfficientNet's AvgPool2d(hidden_dim, ceil_mode=True) on a 1x1 map).
+    {{2, 3, 1, 1}, {5, 5}, {5, 5}, {0, 0, 0, 0}, {1, 1}, true, true},
+    {{1, 2, 3, 4}, {6, 6}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},
+    {{1, 2, 3, 4}, {6, 6}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true},
 };
 
 /// ONNX's output size along one dim (the CPU backend's windowOutput).
 int64_t outputSize(int64_t in, int64_t padBegin, int64_t padEnd, int64_t k,
                    int64_t stride, int64_t dilation, bool ceil) {
   int64_t span = in + padBegin + padEnd - dilation * (k - 1) - 1;
-  int64_t out = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil && (out - 1) * stride >= in + padBegin)
+  if (!ceil)
+    return span / stride + 1;
+  // Rounded to minus infinity: a window may be wider than the input.
+  int64_t reach = span + stride - 1;
+  int64_t out =
+      (reach >= 0 ? reach / stride : -((stride - 1 - reach) / stride)) + 1;
+  if ((out - 1) * stride >= in + padBegin)
     --out;
   return out;
 }
@@ -594,9 +606,9 @@ TEST(CudaHost, ArgMaxAndArgMinEqualTheCpuBackend) {
         Shape out = c.x;
         out[c.axis] = 1;
         std::vector<int64_t> y(numel(out), -5);
-        cuda::hostForEach(
-            cuda::ArgExtremeBody{x.data(), y.data(), n, inner, max, last},
-            numel(out));
+        cuda::hostForEach(cuda::ArgExtremeBody{x.data(), y.data(), n, inner,
+                                               max, last, FSDPRT_F32},
+                          numel(out));
         Result r = runOp(max ? "arg_max" : "arg_min", {f32(c.x, x)},
                          {{plan::DType::I64, out}},
                          {{"axis", c.axis},
@@ -604,6 +616,50 @@ TEST(CudaHost, ArgMaxAndArgMinEqualTheCpuBackend) {
         ASSERT_EQ(r.error, "");
         EXPECT_EQ(y, r.outputs[0].as<int64_t>());
       }
+}
+
+/// arg_max and arg_min of T (int32, int64, float64) along `axis`, with
+/// ties, on the host against the CPU and on "fake-cuda:strict".
+template <typename T> void expectArgExtremesLikeTheCpu(plan::DType dtype) {
+  const Shape shape = {4, 33, 5};
+  std::vector<float> r = randomFloats(numel(shape), 2600);
+  std::vector<T> x(r.size());
+  for (size_t i = 0; i < r.size(); ++i)
+    x[i] = static_cast<T>(std::round(r[i] * 3)); // ties
+  for (int64_t axis : {0, 1, 2})
+    for (bool max : {true, false})
+      for (bool last : {false, true}) {
+        const char *op = max ? "arg_max" : "arg_min";
+        SCOPED_TRACE(std::string(op) + " axis " + std::to_string(axis) +
+                     (last ? " last " : " ") +
+                     fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+        int64_t inner = 1;
+        for (size_t d = axis + 1; d < shape.size(); ++d)
+          inner *= shape[d];
+        Shape out = shape;
+        out[axis] = 1;
+        std::vector<int64_t> y(numel(out), -5);
+        cuda::hostForEach(
+            cuda::ArgExtremeBody{x.data(), y.data(), shape[axis], inner, max,
+                                 last, static_cast<fsdprt_dtype_t>(dtype)},
+            numel(out));
+        AttrList attrs = {{"axis", axis}, {"select_last_index", int64_t(last)}};
+        std::vector<std::pair<plan::DType, Shape>> outs = {
+            {plan::DType::I64, out}};
+        Result cpu = runOp(op, {valueOf(dtype, shape, x)}, outs, attrs);
+        ASSERT_EQ(cpu.error, "");
+        EXPECT_EQ(y, cpu.outputs[0].as<int64_t>());
+        Result fake = runOp(op, {valueOf(dtype, shape, x)}, outs, attrs, 2,
+                            "fake-cuda:strict");
+        ASSERT_EQ(fake.error, "");
+        EXPECT_EQ(fake.outputs[0].bytes, cpu.outputs[0].bytes);
+      }
+}
+
+TEST(CudaHost, ArgMaxAndArgMinOfIntegersAndFloat64EqualTheCpuBackend) {
+  expectArgExtremesLikeTheCpu<int32_t>(plan::DType::I32);
+  expectArgExtremesLikeTheCpu<int64_t>(plan::DType::I64);
+  expectArgExtremesLikeTheCpu<double>(plan::DType::F64);
 }
 
 TEST(CudaHost, ArgExtremesRunOnTheStrictFakeDeviceInEveryFloatType) {

@@ -6,7 +6,9 @@
 // interleaved axes, every axis, rows of 100,003 elements, in groups of 1,
 // 4 and 32 lanes; reduce_max with NaNs and infinities, exactly, and
 // reduce_min and reduce_log_sum_exp at NaN, infinities and rows of -inf;
-// the new reductions on "fake-cuda:strict" in fp32, bf16 and f16.
+// the new reductions on "fake-cuda:strict" in fp32, bf16 and f16; the
+// integer reductions (int32, int64: sum, prod, sum_square, max, min),
+// wrapping around, exactly, on the host and on "fake-cuda:strict".
 //
 //===----------------------------------------------------------------------===//
 
@@ -202,6 +204,68 @@ TEST(CudaHost, NewReductionsRunOnTheStrictFakeDeviceInEveryFloatType) {
       for (size_t i = 0; i < a.size(); ++i) // within one rounding
         EXPECT_LE(std::abs(int(a[i]) - int(b[i])), 1) << "at " << i;
     }
+}
+
+/// `n` integers of T spread over T's whole range (sums and products wrap).
+template <typename T> std::vector<T> randomIntegers(int64_t n, uint64_t seed) {
+  std::vector<T> v(n);
+  for (T &e : v) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    e = static_cast<T>(seed >> (64 - 8 * sizeof(T)));
+  }
+  return v;
+}
+
+template <typename T>
+void expectIntegerReductionsLikeTheCpu(plan::DType dtype) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> axes;
+  };
+  const std::vector<Case> cases = {
+      {{7}, {}},              // every dim
+      {{4, 6, 5, 7}, {0, 2}}, // interleaved
+      {{3, 300, 5}, {1}},     // one run
+      {{2, 100003}, {1}},     // a long row
+      {{100003}, {0}},        // the CPU's parallel pieces
+      {{3, 0, 2}, {1}},       // empty: the kind's identity
+  };
+  uint64_t seed = 4100;
+  for (cuda::Reduce kind :
+       {cuda::Reduce::Sum, cuda::Reduce::Prod, cuda::Reduce::SumSquare,
+        cuda::Reduce::Max, cuda::Reduce::Min})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(cuda::reduceName(kind)) + " of " +
+                   std::to_string(numel(c.x)) + " " +
+                   fsdprt_dtype_name(static_cast<fsdprt_dtype_t>(dtype)));
+      std::vector<T> x = randomIntegers<T>(numel(c.x), seed++);
+      Shape out;
+      for (size_t d = 0; d < c.x.size(); ++d)
+        if (!c.axes.empty() &&
+            !std::count(c.axes.begin(), c.axes.end(), int64_t(d)))
+          out.push_back(c.x[d]);
+      cuda::ReducePlan p = cuda::planReduce(c.x, c.axes);
+      std::vector<T> y(p.rows);
+      cuda::hostForEach(
+          cuda::IntegerReduceBody{p, x.data(), y.data(),
+                                  static_cast<fsdprt_dtype_t>(dtype), kind},
+          p.rows);
+      Value in = valueOf(dtype, c.x, x);
+      AttrList attrs = {{"axes", c.axes}, {"keepdims", int64_t(0)}};
+      Result r = runOp(cuda::reduceName(kind), {in}, {{dtype, out}}, attrs);
+      ASSERT_EQ(r.error, "");
+      EXPECT_EQ(y, r.outputs[0].as<T>());
+      // The backend picks the body for integers.
+      Result fake = runOp(cuda::reduceName(kind), {in}, {{dtype, out}}, attrs,
+                          2, "fake-cuda:strict");
+      ASSERT_EQ(fake.error, "");
+      EXPECT_EQ(fake.outputs[0].bytes, r.outputs[0].bytes);
+    }
+}
+
+TEST(CudaHost, IntegerReductionsEqualTheCpuBackendExactly) {
+  expectIntegerReductionsLikeTheCpu<int64_t>(plan::DType::I64);
+  expectIntegerReductionsLikeTheCpu<int32_t>(plan::DType::I32);
 }
 
 } // namespace

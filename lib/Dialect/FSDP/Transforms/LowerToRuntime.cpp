@@ -823,76 +823,99 @@ struct LowerConvTranspose : KernelPattern<ConvTransposeOp> {
   }
 };
 
-/// A 3-D pool as two 2-D ones: a box window's maximum is the maximum over
-/// its depth of the (H, W) windows' maxima, and its average the average of
-/// theirs (the count of elements a window takes, padding or not, is the
-/// product of the counts along each axis). First (H, W) over X viewed as
-/// [N, C*D, H, W], then D over that viewed as [N, C, D, Ho*Wo].
-LogicalResult pool3d(Lowering &l, StringRef name, Value x, const Window &w,
-                     bool withDilations, ArrayRef<NamedAttribute> extra) {
-  if (l.op->getNumResults() > 1 && !isa<NoneType>(l.op->getResult(1).getType()))
-    return l.fail("gives Indices, which 3-D pooling does not support");
-  auto type = cast<RankedTensorType>(x.getType());
-  ArrayRef<int64_t> in = type.getShape(), out = shapeOf(l.op->getResult(0));
-  Type element = type.getElementType();
-  Location loc = l.op->getLoc();
-  auto pool = [&](Value input, ArrayRef<int64_t> shape, ArrayRef<int64_t> k,
-                  ArrayRef<int64_t> st, ArrayRef<int64_t> pads,
-                  ArrayRef<int64_t> dil) -> Value {
-    SmallVector<NamedAttribute> params = {
-        l.ints("kernel_shape", k), l.ints("strides", st), l.ints("pads", pads)};
-    if (withDilations)
-      params.push_back(l.ints("dilations", dil));
-    llvm::append_range(params, extra);
-    return l.rewriter
-        .create<KernelOp>(loc, TypeRange{RankedTensorType::get(shape, element)},
-                          l.b.getStringAttr(name), input,
-                          l.b.getDictionaryAttr(params))
-        .getResult(0);
-  };
-  Value planes = l.rewriter.create<ViewOp>(
-      loc, RankedTensorType::get({in[0], in[1] * in[2], in[3], in[4]}, element),
-      x);
-  Value rows = pool(planes, {in[0], in[1] * in[2], out[3], out[4]},
-                    {w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]},
-                    {w.pads[1], w.pads[2], w.pads[4], w.pads[5]},
-                    {w.dilations[1], w.dilations[2]});
-  Value depth = l.rewriter.create<ViewOp>(
-      loc,
-      RankedTensorType::get({in[0], in[1], in[2], out[3] * out[4]}, element),
-      rows);
-  Value pooled = pool(depth, {in[0], in[1], out[2], out[3] * out[4]},
-                      {w.kernel[0], 1}, {w.strides[0], 1},
-                      {w.pads[0], 0, w.pads[3], 0}, {w.dilations[0], 1});
-  SmallVector<Value> replacements = {
-      l.rewriter.create<ViewOp>(loc, l.op->getResult(0).getType(), pooled)};
-  if (l.op->getNumResults() > 1)
-    replacements.push_back(l.rewriter.create<NoValueOp>(loc));
-  l.rewriter.replaceOp(l.op, replacements);
-  return success();
+/// A 1-D window as the 2-D window one row high that pools X viewed as
+/// [N, C, 1, L]: a plane's flat indices are the same in both.
+Window rowWindow(Window w) {
+  w.kernel.insert(w.kernel.begin(), 1);
+  w.strides.insert(w.strides.begin(), 1);
+  w.dilations.insert(w.dilations.begin(), 1);
+  w.pads = {0, w.pads[0], 0, w.pads[1]};
+  return w;
 }
 
-/// A pooling kernel (2-D) on `x` with window `w` and the op's other
-/// parameters. A 1-D window pools X viewed as [N, C, 1, L] with a window
-/// one row high, and the results are viewed back: a plane's flat indices
-/// are the same in both.
-LogicalResult poolKernel(Lowering &l, StringRef name, Value x, Window w,
-                         bool withDilations, ArrayRef<NamedAttribute> extra) {
-  bool oneD = w.kernel.size() == 1;
-  if (oneD) {
-    w.kernel.insert(w.kernel.begin(), 1);
-    w.strides.insert(w.strides.begin(), 1);
-    w.dilations.insert(w.dilations.begin(), 1);
-    w.pads = {0, w.pads[0], 0, w.pads[1]};
-  }
+/// A 3-D window as two 2-D ones: a box window's maximum is the maximum
+/// over its depth of the (H, W) windows' maxima, and its average the
+/// average of theirs (the count of elements a window takes, padding or
+/// not, is the product of the counts along each axis). The first pools
+/// (H, W) over X viewed as [N, C*D, H, W], the second D over that viewed
+/// as [N, C, D, Ho*Wo].
+std::pair<Window, Window> planeAndDepthWindows(const Window &w) {
+  Window plane{{w.kernel[1], w.kernel[2]},
+               {w.strides[1], w.strides[2]},
+               {w.pads[1], w.pads[2], w.pads[4], w.pads[5]},
+               {w.dilations[1], w.dilations[2]}};
+  Window depth{{w.kernel[0], 1},
+               {w.strides[0], 1},
+               {w.pads[0], 0, w.pads[3], 0},
+               {w.dilations[0], 1}};
+  return {plane, depth};
+}
+
+/// `value` viewed as `shape` (same elements, same order).
+Value viewAs(Lowering &l, Value value, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return l.rewriter.create<ViewOp>(
+      l.op->getLoc(), RankedTensorType::get(shape, type.getElementType()),
+      value);
+}
+
+/// One 2-D pooling kernel `name` of `inputs` with window `w` (its
+/// dilations only `withDilations`) and the op's other parameters, giving
+/// a tensor of `shape`.
+Value windowKernel(Lowering &l, StringRef name, ValueRange inputs,
+                   ArrayRef<int64_t> shape, const Window &w, bool withDilations,
+                   ArrayRef<NamedAttribute> extra) {
   SmallVector<NamedAttribute> params = {l.ints("kernel_shape", w.kernel),
                                         l.ints("strides", w.strides),
                                         l.ints("pads", w.pads)};
   if (withDilations)
     params.push_back(l.ints("dilations", w.dilations));
   llvm::append_range(params, extra);
+  auto element =
+      cast<RankedTensorType>(inputs.front().getType()).getElementType();
+  return l.rewriter
+      .create<KernelOp>(
+          l.op->getLoc(), TypeRange{RankedTensorType::get(shape, element)},
+          l.b.getStringAttr(name), inputs, l.b.getDictionaryAttr(params))
+      .getResult(0);
+}
+
+/// A 3-D pool as two 2-D ones (planeAndDepthWindows).
+LogicalResult pool3d(Lowering &l, StringRef name, Value x, const Window &w,
+                     bool withDilations, ArrayRef<NamedAttribute> extra) {
+  if (l.op->getNumResults() > 1 && !isa<NoneType>(l.op->getResult(1).getType()))
+    return l.fail("gives Indices, which 3-D pooling does not support");
+  ArrayRef<int64_t> in = shapeOf(x), out = shapeOf(l.op->getResult(0));
+  auto [plane, depth] = planeAndDepthWindows(w);
+  Value rows = windowKernel(
+      l, name, viewAs(l, x, {in[0], in[1] * in[2], in[3], in[4]}),
+      {in[0], in[1] * in[2], out[3], out[4]}, plane, withDilations, extra);
+  Value pooled = windowKernel(
+      l, name, viewAs(l, rows, {in[0], in[1], in[2], out[3] * out[4]}),
+      {in[0], in[1], out[2], out[3] * out[4]}, depth, withDilations, extra);
+  SmallVector<Value> replacements = {viewAs(l, pooled, out)};
+  if (l.op->getNumResults() > 1)
+    replacements.push_back(l.rewriter.create<NoValueOp>(l.op->getLoc()));
+  l.rewriter.replaceOp(l.op, replacements);
+  return success();
+}
+
+/// A pooling kernel (2-D) on `x` with window `w` and the op's other
+/// parameters. A 1-D window pools X viewed one row high (rowWindow), and
+/// the results are viewed back.
+LogicalResult poolKernel(Lowering &l, StringRef name, Value x, Window w,
+                         bool withDilations, ArrayRef<NamedAttribute> extra) {
   if (w.kernel.size() == 3)
     return pool3d(l, name, x, w, withDilations, extra);
+  bool oneD = w.kernel.size() == 1;
+  if (oneD)
+    w = rowWindow(std::move(w));
+  SmallVector<NamedAttribute> params = {l.ints("kernel_shape", w.kernel),
+                                        l.ints("strides", w.strides),
+                                        l.ints("pads", w.pads)};
+  if (withDilations)
+    params.push_back(l.ints("dilations", w.dilations));
+  llvm::append_range(params, extra);
   if (!oneD)
     return l.kernel(name, x, params);
   auto unitRow = [](Type type) -> Type {
@@ -1768,18 +1791,61 @@ struct LowerConvGrad : KernelPattern<ConvGradOp> {
   }
 };
 
+/// fsdp.pool_grad as the forward pools (poolKernel): 2-D as one pool_grad
+/// kernel; 1-D on x and the gradient viewed one row high; 3-D as the
+/// gradients of its two 2-D pools in reverse order, the depth pool's first
+/// (over the (H, W) pool's results, computed again: a max routes to the
+/// first maximal plane, then within it to the first maximal element, which
+/// is the first maximum of the box in (D, H, W) order, as PyTorch's).
 struct LowerPoolGrad : KernelPattern<mlir::fsdp::PoolGradOp> {
   using KernelPattern::KernelPattern;
   LogicalResult lower(mlir::fsdp::PoolGradOp grad, OpAdaptor adaptor,
                       Lowering &l) const override {
-    return l.kernel(kernel, adaptor.getOperands(),
-                    {l.str("mode", grad.getMode()),
-                     l.ints("kernel_shape", grad.getKernelShape()),
-                     l.ints("strides", grad.getStrides()),
-                     l.ints("pads", grad.getPads()),
-                     l.ints("dilations", grad.getDilations()),
-                     l.i64("ceil_mode", grad.getCeilMode()),
-                     l.i64("count_include_pad", grad.getCountIncludePad())});
+    int64_t rank = rankOf(grad.getX());
+    Window w{llvm::to_vector(grad.getKernelShape()),
+             llvm::to_vector(grad.getStrides()),
+             llvm::to_vector(grad.getPads()),
+             llvm::to_vector(grad.getDilations())};
+    if (rank < 3 || rank > 5 || rankOf(grad.getGrad()) != rank ||
+        static_cast<int64_t>(w.kernel.size()) != rank - 2)
+      return l.fail("pools 1-D, 2-D or 3-D windows of [N, C, spatial...], "
+                    "not a kernel_shape of " +
+                    Twine(w.kernel.size()) + " over rank " + Twine(rank));
+    SmallVector<NamedAttribute> flags = {
+        l.str("mode", grad.getMode()), l.i64("ceil_mode", grad.getCeilMode()),
+        l.i64("count_include_pad", grad.getCountIncludePad())};
+    Value x = adaptor.getX(), g = adaptor.getGrad();
+    ArrayRef<int64_t> in = shapeOf(x), out = shapeOf(g);
+    if (rank == 4)
+      return l.view(windowKernel(l, kernel, {x, g}, in, w, true, flags));
+    if (rank == 3) {
+      Value dx =
+          windowKernel(l, kernel,
+                       {viewAs(l, x, {in[0], in[1], 1, in[2]}),
+                        viewAs(l, g, {out[0], out[1], 1, out[2]})},
+                       {in[0], in[1], 1, in[2]}, rowWindow(w), true, flags);
+      return l.view(dx);
+    }
+    auto [plane, depth] = planeAndDepthWindows(w);
+    bool max = grad.getMode() == "max";
+    Value planes = viewAs(l, x, {in[0], in[1] * in[2], in[3], in[4]});
+    SmallVector<int64_t> rowsShape = {in[0], in[1] * in[2], out[3], out[4]};
+    SmallVector<int64_t> depthShape = {in[0], in[1], in[2], out[3] * out[4]};
+    SmallVector<NamedAttribute> forward = {
+        l.i64("ceil_mode", grad.getCeilMode())};
+    if (!max)
+      forward.push_back(l.i64("count_include_pad", grad.getCountIncludePad()));
+    Value rows = windowKernel(l, max ? "max_pool" : "average_pool", planes,
+                              rowsShape, plane, max, forward);
+    Value dRows =
+        windowKernel(l, kernel,
+                     {viewAs(l, rows, depthShape),
+                      viewAs(l, g, {out[0], out[1], out[2], out[3] * out[4]})},
+                     depthShape, depth, true, flags);
+    Value dPlanes =
+        windowKernel(l, kernel, {planes, viewAs(l, dRows, rowsShape)},
+                     {in[0], in[1] * in[2], in[3], in[4]}, plane, true, flags);
+    return l.view(dPlanes);
   }
 };
 

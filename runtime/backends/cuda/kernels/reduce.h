@@ -19,6 +19,11 @@
 // everything into up to 64 pieces past 8192 elements: there, equal but
 // for rounding).
 //
+// Integers (I32, I64) reduce by sum, product, sum of squares, max and min,
+// one thread per row (IntegerReduceBody): the rows these reduce are masks
+// and lengths, short, and an integer group sum would need its own
+// combining.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDPRT_BACKENDS_CUDA_KERNELS_REDUCE_H
@@ -118,6 +123,59 @@ template <Reduce Kind> struct ReduceBody {
                : Kind == Reduce::Min    ? -acc
                : Kind == Reduce::LogSum ? logf(acc)
                                         : acc;
+  }
+};
+
+/// The largest value of the integer type T.
+template <class T> FSDP_HD constexpr T largestInteger() {
+  return static_cast<T>((uint64_t(1) << (8 * sizeof(T) - 1)) - 1);
+}
+
+/// reduce_sum, reduce_prod, reduce_sum_square, reduce_max or reduce_min of
+/// integers (x and y I32 or I64, as `dtype` says; XLM's lengths are
+/// (ids != pad).sum(1)): y[row] from row `row`'s elements in order, one
+/// thread a row. Sums and products wrap around as the type's two's
+/// complement does (computed in uint64_t), so they equal the CPU's, which
+/// adds partial results in another order; an empty max (min) is the
+/// type's lowest (largest) value.
+struct IntegerReduceBody {
+  ReducePlan plan;
+  const void *x;
+  void *y;
+  fsdprt_dtype_t dtype;
+  Reduce kind;
+
+  template <class T> FSDP_HD T reduce(const T *px) const {
+    if (kind == Reduce::Max || kind == Reduce::Min) {
+      bool max = kind == Reduce::Max;
+      T best = max ? -largestInteger<T>() - 1 : largestInteger<T>();
+      for (int64_t j = 0; j < plan.count; ++j) {
+        T v = px[plan.reduced.offset(0, j)];
+        if (max ? v > best : v < best)
+          best = v;
+      }
+      return best;
+    }
+    uint64_t acc = kind == Reduce::Prod ? 1 : 0;
+    for (int64_t j = 0; j < plan.count; ++j) {
+      // Sign-extended, so that the unsigned arithmetic is the signed one.
+      uint64_t v = static_cast<uint64_t>(
+          static_cast<int64_t>(px[plan.reduced.offset(0, j)]));
+      acc = kind == Reduce::Prod        ? acc * v
+            : kind == Reduce::SumSquare ? acc + v * v
+                                        : acc + v;
+    }
+    return static_cast<T>(acc);
+  }
+
+  FSDP_HD void operator()(int64_t row) const {
+    int64_t at = plan.kept.offset(0, row);
+    if (dtype == FSDPRT_I32)
+      static_cast<int32_t *>(y)[row] =
+          reduce(static_cast<const int32_t *>(x) + at);
+    else
+      static_cast<int64_t *>(y)[row] =
+          reduce(static_cast<const int64_t *>(x) + at);
   }
 };
 

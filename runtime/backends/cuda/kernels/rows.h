@@ -13,6 +13,8 @@
 
 #include "hd.h"
 
+#include "fsdprt/fsdprt.h"
+
 namespace fsdprt::cuda {
 
 /// Softmax (or, with Log, log-softmax) of rows [outer, n, inner]: row r is
@@ -135,29 +137,56 @@ struct HardmaxBody {
   }
 };
 
-/// arg_max (max) or arg_min of rows [outer, n, inner], one row per index:
-/// the first extreme element's index, or the last with `last`
-/// (select_last_index), compared as the CPU compares them (a NaN is never
-/// better, and one at the front is kept).
+/// The index of the first largest (`max`) or smallest element of the n
+/// elements at `row`, `inner` apart, or of the last with `last`, compared
+/// as the CPU compares them (a NaN is never better, and one at the front
+/// is kept).
+template <class T>
+FSDP_HD int64_t extremeIndex(const T *row, int64_t n, int64_t inner, bool max,
+                             bool last) {
+  int64_t best = 0;
+  T value = row[0];
+  for (int64_t j = 1; j < n; ++j) {
+    T v = row[j * inner];
+    bool better =
+        max ? (last ? v >= value : v > value) : (last ? v <= value : v < value);
+    if (better) {
+      best = j;
+      value = v;
+    }
+  }
+  return best;
+}
+
+/// arg_max (max) or arg_min of rows [outer, n, inner] of x, F32, F64, I32
+/// or I64 as `dtype` says, one row per index: the first extreme element's
+/// index, or the last with `last` (select_last_index).
 struct ArgExtremeBody {
-  const float *x;
+  const void *x;
   int64_t *y;
   int64_t n, inner;
   bool max, last;
+  fsdprt_dtype_t dtype = FSDPRT_F32;
 
   FSDP_HD void operator()(int64_t row) const {
-    int64_t base = rowStart(row, n, inner), best = 0;
-    float value = x[base];
-    for (int64_t j = 1; j < n; ++j) {
-      float v = x[base + j * inner];
-      bool better = max ? (last ? v >= value : v > value)
-                        : (last ? v <= value : v < value);
-      if (better) {
-        best = j;
-        value = v;
-      }
+    int64_t base = rowStart(row, n, inner);
+    switch (dtype) {
+    case FSDPRT_F64:
+      y[row] = extremeIndex(static_cast<const double *>(x) + base, n, inner,
+                            max, last);
+      break;
+    case FSDPRT_I64:
+      y[row] = extremeIndex(static_cast<const int64_t *>(x) + base, n, inner,
+                            max, last);
+      break;
+    case FSDPRT_I32:
+      y[row] = extremeIndex(static_cast<const int32_t *>(x) + base, n, inner,
+                            max, last);
+      break;
+    default:
+      y[row] = extremeIndex(static_cast<const float *>(x) + base, n, inner, max,
+                            last);
     }
-    y[row] = best;
   }
 };
 

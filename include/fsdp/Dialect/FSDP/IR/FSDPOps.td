@@ -1357,14 +1357,16 @@ def FSDP_ConvGradWeightOp : FSDP_Op<"conv_grad_weight", [Pure]> {
 }
 
 def FSDP_PoolGradOp : FSDP_Op<"pool_grad", [Pure]> {
-  let summary = "gradient of 2-D max or average pooling";
+  let summary = "gradient of 1-D, 2-D or 3-D max or average pooling";
   let description = [{
     What `fsdp-autodiff` emits for `onnx.MaxPool` and `onnx.AveragePool`:
     a tensor of the pooled input `x`'s type. For `mode = "max"` each output
     gradient goes to the first maximal element of its window in row-major
-    order (as PyTorch's max_pool2d backward routes it); for `"average"` it
+    order (as PyTorch's max_pool backward routes it); for `"average"` it
     is spread evenly over the elements the forward averaged. Window
-    attributes are the forward op's, ONNX defaults filled in.
+    attributes are the forward op's, ONNX defaults filled in (explicit
+    pads), one entry per spatial dim of `x` ([N, C, L], [N, C, H, W] or
+    [N, C, D, H, W]).
 
     ```mlir
     %gx = fsdp.pool_grad %x, %g {mode = "max", kernel_shape = array<i64: 3, 3>,

@@ -101,13 +101,17 @@ LogicalResult backward(ConvTransposeOp op, GradientContext &ctx) {
   return success();
 }
 
-/// MaxPool's and AveragePool's: fsdp.pool_grad with the forward's window.
+/// MaxPool's and AveragePool's (1-D, 2-D or 3-D, as the forward lowers):
+/// fsdp.pool_grad with the forward's window.
 template <typename PoolOp>
 LogicalResult poolBackward(PoolOp op, GradientContext &ctx) {
   Rule r(op, ctx);
   Value x = op.getX();
-  if (typeOf(x).getRank() != 4)
-    return op->emitOpError("only 2-D pooling has a gradient rule");
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 3 || rank > 5)
+    return op->emitOpError("only 1-D, 2-D and 3-D pooling have a gradient "
+                           "rule, not a pool over rank ")
+           << rank;
   FailureOr<SmallVector<int64_t>> pads = explicitPads(op, op.getKernelShape());
   if (failed(pads))
     return failure();
