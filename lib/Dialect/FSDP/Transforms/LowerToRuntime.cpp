@@ -859,18 +859,27 @@ Value viewAs(Lowering &l, Value value, ArrayRef<int64_t> shape) {
       value);
 }
 
-/// One 2-D pooling kernel `name` of `inputs` with window `w` (its
-/// dilations only `withDilations`) and the op's other parameters, giving
-/// a tensor of `shape`.
-Value windowKernel(Lowering &l, StringRef name, ValueRange inputs,
-                   ArrayRef<int64_t> shape, const Window &w, bool withDilations,
-                   ArrayRef<NamedAttribute> extra) {
+/// A pooling kernel's parameters: window `w` (its dilations only
+/// `withDilations`) and the op's `extra` ones.
+SmallVector<NamedAttribute> windowParams(Lowering &l, const Window &w,
+                                         bool withDilations,
+                                         ArrayRef<NamedAttribute> extra) {
   SmallVector<NamedAttribute> params = {l.ints("kernel_shape", w.kernel),
                                         l.ints("strides", w.strides),
                                         l.ints("pads", w.pads)};
   if (withDilations)
     params.push_back(l.ints("dilations", w.dilations));
   llvm::append_range(params, extra);
+  return params;
+}
+
+/// One 2-D pooling kernel `name` of `inputs` with window `w` (its
+/// dilations only `withDilations`) and the op's other parameters, giving
+/// a tensor of `shape`.
+Value windowKernel(Lowering &l, StringRef name, ValueRange inputs,
+                   ArrayRef<int64_t> shape, const Window &w, bool withDilations,
+                   ArrayRef<NamedAttribute> extra) {
+  SmallVector<NamedAttribute> params = windowParams(l, w, withDilations, extra);
   auto element =
       cast<RankedTensorType>(inputs.front().getType()).getElementType();
   return l.rewriter
@@ -910,12 +919,7 @@ LogicalResult poolKernel(Lowering &l, StringRef name, Value x, Window w,
   bool oneD = w.kernel.size() == 1;
   if (oneD)
     w = rowWindow(std::move(w));
-  SmallVector<NamedAttribute> params = {l.ints("kernel_shape", w.kernel),
-                                        l.ints("strides", w.strides),
-                                        l.ints("pads", w.pads)};
-  if (withDilations)
-    params.push_back(l.ints("dilations", w.dilations));
-  llvm::append_range(params, extra);
+  SmallVector<NamedAttribute> params = windowParams(l, w, withDilations, extra);
   if (!oneD)
     return l.kernel(name, x, params);
   auto unitRow = [](Type type) -> Type {
