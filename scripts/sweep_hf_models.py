@@ -207,11 +207,6 @@ EXPORTER = {
 # in the model or its config): reported as "known gap", not counted as a
 # failure (one that passes says so: remove it from here).
 KNOWN_GAPS = {
-    "longformer": "export: TorchScript's ONNX of the sliding-window attention differs "
-                  "from torch by 4e-5 in the logits (onnx.reference on the file gives "
-                  "the plan's numbers), and the step's key gradients by 3.5x the "
-                  "tolerance; dynamo cannot export it (data-dependent sizes). LED's "
-                  "copy of the same attention passes",
     "fnet": "forward: ONNX DFT (torch.fft.fftn, exported by dynamo) not supported",
     "mobilevitv2": "export: nn.functional.fold is aten::col2im, ONNX Col2Im only from "
                    "opset 18 (TorchScript refuses it at 17, dynamo's Pad-18 cannot be "

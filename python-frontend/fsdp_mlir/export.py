@@ -575,19 +575,61 @@ def _cumsum_symbolic(g, x, dim, dtype):
     return g.op("CumSum", x, g.op("Constant", value_t=torch.tensor(dim, dtype=torch.int64)))
 
 
+def _storage_permutation(shape, strides):
+    """The permutation that puts a strided tensor's dims in its storage
+    order (largest stride first; dims of size 1 last), or None when its
+    elements do not fill their storage densely (gaps or overlaps). A size
+    of None (a dynamic dim) is trusted."""
+    big = sorted((d for d in range(len(shape)) if shape[d] != 1), key=lambda d: -strides[d])
+    expected = 1
+    for d in reversed(big):
+        if expected is not None and strides[d] != expected:
+            return None
+        expected = None if shape[d] is None else strides[d] * shape[d]
+    return big + [d for d in range(len(shape)) if shape[d] == 1]
+
+
+def _as_strided_symbolic(g, x, sizes, strides, offset=None):
+    """aten::as_strided indexes its input's storage; torch's symbolic
+    indexes the input flattened in row-major order, which is the storage
+    only for a contiguous input. Longformer's sliding-window chunks call it
+    on a transposed view, where torch's ONNX read other elements than
+    torch does (its logits off by 4e-5, its key gradients by far more). A
+    dense non-contiguous input is first transposed into its storage order
+    (the strides are the traced ones); one whose storage has gaps or
+    overlaps is refused, naming why."""
+    from torch.onnx import symbolic_opset9
+
+    try:
+        shape, have = x.type().varyingSizes(), x.type().strides()
+    except (AttributeError, RuntimeError):
+        shape = have = None
+    if have is not None and shape is not None and len(shape) == len(have) and None not in have:
+        perm = _storage_permutation(shape, have)
+        if perm is None:
+            raise ValueError(f"aten::as_strided of a tensor of sizes {list(shape)} and "
+                             f"strides {list(have)}, whose storage has gaps or overlaps: "
+                             "ONNX has no strides; call .contiguous() before it")
+        if perm != list(range(len(shape))):
+            x = g.op("Transpose", x, perm_i=perm)
+    return symbolic_opset9.as_strided(g, x, sizes, strides, offset)
+
+
 @contextlib.contextmanager
 def _extra_symbolics(opset: int, diff: bool):
     """TorchScript symbolics torch lacks or gets wrong, registered for one
-    export and removed after: aten::cumsum of booleans and integers, and,
-    when `diff`, aten::diff. Under exporter="auto" with dynamo at hand
+    export and removed after: aten::cumsum of booleans and integers,
+    aten::as_strided of non-contiguous tensors, and, when `diff`,
+    aten::diff. Under exporter="auto" with dynamo at hand
     aten::diff is left out: Hugging Face's decoders (whose mask code calls
     torch.diff) then export through dynamo, which writes their
     repeat_interleave (MoE experts, Cohere's rotary) with static shapes where
-    TorchScript's does not. A symbolic the user registered for either name
-    is kept."""
+    TorchScript's does not. A symbolic the user registered for any of these
+    names is kept."""
     import torch
 
-    table = [("aten::cumsum", _cumsum_symbolic)] + ([("aten::diff", _diff_symbolic)] if diff else [])
+    table = [("aten::cumsum", _cumsum_symbolic), ("aten::as_strided", _as_strided_symbolic)]
+    table += [("aten::diff", _diff_symbolic)] if diff else []
     added = []
     try:
         for name, fn in table:

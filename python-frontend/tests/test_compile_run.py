@@ -809,3 +809,44 @@ class DiffAndCumsumExportTest(unittest.TestCase):
                 want = model(x, pos)
             got = next(iter(out.values()))
             np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class StridedChunks(torch.nn.Module):
+    """as_strided over a transposed view, as Longformer's sliding-window
+    chunks do: torch reads the storage, not the row-major order."""
+
+    def __init__(self, gapped=False):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.gapped = gapped
+
+    def forward(self, x):
+        y = self.fc(x)  # [2, 8, 4], storage order
+        h = y[:, ::2] if self.gapped else y.transpose(1, 2)
+        return h.as_strided((2, 3, 4, 4), (32, 8, 1, 4)) * 2
+
+
+class AsStridedExportTest(unittest.TestCase):
+    """aten::as_strided of a non-contiguous tensor exports (TorchScript)
+    reading the elements torch reads; one whose storage has gaps is
+    refused, naming the sizes and strides."""
+
+    def test_transposed_view_equals_torch_and_gaps_are_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            torch.manual_seed(0)
+            model = StridedChunks().eval()
+            x = torch.randn(2, 8, 4)
+            onnx_path = fsdp_mlir.export(model, (x,), work / "strided.onnx",
+                                         input_names=["x"], exporter="torchscript")
+            plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "s.plan")
+            with fsdp_mlir.Session(plan, threads=1) as session:
+                out = session.forward({"x": x.numpy()})
+            with torch.no_grad():
+                want = model(x)
+            np.testing.assert_allclose(next(iter(out.values())), want.numpy(),
+                                       rtol=1e-6, atol=1e-6)
+            with self.assertRaisesRegex(fsdp_mlir.ExportError,
+                                        r"aten::as_strided of a tensor of sizes .* gaps"):
+                fsdp_mlir.export(StridedChunks(gapped=True), (x,), work / "gapped.onnx",
+                                 exporter="torchscript")
