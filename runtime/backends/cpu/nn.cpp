@@ -13,6 +13,8 @@
 #include "kernels.h"
 #include "vmath.h"
 
+#include "../cuda/kernels/rows.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -1043,25 +1045,6 @@ KernelFn reduce(KernelArgs &args, Reduce kind) {
                                plainSum);
   return reduceLoops<float>(x, y, s, init, merge, combine, finish, plainSum);
 }
-/// The index along a row of n elements `inner` apart of its first largest
-/// (`max`) or smallest element, or of its last with `last` (a NaN wins
-/// nothing: comparisons with it are false).
-template <typename T>
-int64_t extremeIndex(const T *row, int64_t n, int64_t inner, bool max,
-                     bool last) {
-  int64_t best = 0;
-  T value = row[0];
-  for (int64_t j = 1; j < n; ++j) {
-    T v = row[j * inner];
-    bool better =
-        max ? (last ? v >= value : v > value) : (last ? v <= value : v < value);
-    if (better) {
-      best = j;
-      value = v;
-    }
-  }
-  return best;
-}
 
 /// ArgMax or ArgMin along `axis` of F32, F64, I32 or I64: the index (int64)
 /// of the first extreme value, or of the last with select_last_index.
@@ -1100,8 +1083,8 @@ KernelFn argExtreme(KernelArgs &args, bool max) {
       const T *px = x.as<T>();
       int64_t *py = y.as<int64_t>();
       parallelFor(outer * inner, n, [&](int64_t o) {
-        py[o] = extremeIndex(px + o / inner * n * inner + o % inner, n, inner,
-                             max, last);
+        py[o] = cuda::extremeIndex(px + o / inner * n * inner + o % inner, n,
+                                   inner, max, last);
       });
       return std::string();
     };
