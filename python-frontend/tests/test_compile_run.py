@@ -787,6 +787,20 @@ class PackedSegments(torch.nn.Module):
         return same @ self.fc(x) + edges + ranks[:, :, None] * 0.01
 
 
+def torchscript_forward(model, inputs, work):
+    """`model` on the named `inputs` (batch 2) exported by TorchScript,
+    compiled and run by one session, and torch's own output: (plan's,
+    torch's) as arrays."""
+    onnx_path = fsdp_mlir.export(model, tuple(inputs.values()), work / "model.onnx",
+                                 input_names=list(inputs), exporter="torchscript")
+    plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "model.plan")
+    with fsdp_mlir.Session(plan, threads=1) as session:
+        out = session.forward({k: v.numpy() for k, v in inputs.items()})
+    with torch.no_grad():
+        want = model(*inputs.values())
+    return next(iter(out.values())), want.numpy()
+
+
 class DiffAndCumsumExportTest(unittest.TestCase):
     """torch.diff and a boolean or integer cumsum export through TorchScript
     (the symbolics fsdp_mlir.export registers for the export) and run as
@@ -800,15 +814,8 @@ class DiffAndCumsumExportTest(unittest.TestCase):
             model = PackedSegments().eval()
             x = torch.randn(2, 6, 4)
             pos = torch.tensor([[0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 0, 1]])
-            onnx_path = fsdp_mlir.export(model, (x, pos), work / "packed.onnx",
-                                         input_names=["x", "pos"], exporter="torchscript")
-            plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "p.plan")
-            with fsdp_mlir.Session(plan, threads=1) as session:
-                out = session.forward({"x": x.numpy(), "pos": pos.numpy()})
-            with torch.no_grad():
-                want = model(x, pos)
-            got = next(iter(out.values()))
-            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
+            got, want = torchscript_forward(model, {"x": x, "pos": pos}, work)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 class StridedChunks(torch.nn.Module):
@@ -837,15 +844,8 @@ class AsStridedExportTest(unittest.TestCase):
             torch.manual_seed(0)
             model = StridedChunks().eval()
             x = torch.randn(2, 8, 4)
-            onnx_path = fsdp_mlir.export(model, (x,), work / "strided.onnx",
-                                         input_names=["x"], exporter="torchscript")
-            plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "s.plan")
-            with fsdp_mlir.Session(plan, threads=1) as session:
-                out = session.forward({"x": x.numpy()})
-            with torch.no_grad():
-                want = model(x)
-            np.testing.assert_allclose(next(iter(out.values())), want.numpy(),
-                                       rtol=1e-6, atol=1e-6)
+            got, want = torchscript_forward(model, {"x": x}, work)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
             with self.assertRaisesRegex(fsdp_mlir.ExportError,
                                         r"aten::as_strided of a tensor of sizes .* gaps"):
                 fsdp_mlir.export(StridedChunks(gapped=True), (x,), work / "gapped.onnx",
