@@ -1929,6 +1929,12 @@ static LogicalResult expandOneHot(onnxir::OneHotOp op) {
   std::optional<SmallVector<int64_t>> depth = constantIntegers(op.getDepth());
   if (!depth || depth->size() != 1 || (*depth)[0] < 1)
     return op.emitError("OneHot's depth must be a positive constant");
+  // The ids below are a constant table of depth elements.
+  if ((*depth)[0] > kMaxFoldedIndices)
+    return op.emitError("OneHot's depth ")
+           << (*depth)[0] << " is larger than the " << kMaxFoldedIndices
+           << " classes the compiler takes (its class ids are a constant "
+              "table)";
   if (!indicesType || !valuesType || valuesType.getRank() != 1 ||
       valuesType.getDimSize(0) != 2 || !outType ||
       !indicesType.hasStaticShape())
