@@ -653,24 +653,36 @@ def _fold_as_conv_transpose(columns, image, kernel, dilations, pads, strides):
 def _col2im_symbolic(g, x, output_size, kernel_size, dilation, padding, stride):
     """aten::col2im (torch.nn.functional.fold), which ONNX has as Col2Im
     only from opset 18: a Reshape to the block grid and a ConvTranspose
-    (_fold_as_conv_transpose) at the sizes of the traced example."""
+    (_fold_as_conv_transpose) at the sizes of the traced example (the
+    traced aten node's: the ONNX value's, after a Reshape to sizes computed
+    from shapes, are unknown), which also give an output_size computed from
+    shapes (MobileViT v2 folds to its feature map's size)."""
+    import math
+
     import torch
     from torch.onnx import symbolic_helper as sh
 
-    sizes = [sh._get_const(v, "is", name) for v, name in (
-        (output_size, "output_size"), (kernel_size, "kernel_size"),
-        (dilation, "dilation"), (padding, "padding"), (stride, "stride"))]
-    image, kernel, dilations, padding, strides = [list(s) for s in sizes]
+    kernel, dilations, padding, strides = [list(sh._get_const(v, "is", name)) for v, name in (
+        (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride"))]
+    image = sh._maybe_get_const(output_size, "is")
     try:
-        shape = x.type().varyingSizes()
+        traced = g.original_node
+        shape = traced.inputsAt(0).type().varyingSizes()
+        if sh._is_value(image):
+            image = traced.output().type().varyingSizes()[-len(kernel):]
     except (AttributeError, RuntimeError):
-        shape = None
+        shape = image = None
     if shape is None or len(shape) not in (2, 3):
         raise ValueError(f"aten::col2im of an input of sizes {shape}: fold exports for "
                          "a 2-D or 3-D input of known rank only")
+    if image is None or None in image:
+        raise ValueError(f"aten::col2im of an input of sizes {shape}: its output_size is "
+                         f"neither a constant nor known from the traced output ({image})")
+    image = list(image)
     channels, blocks, weight, attributes = _fold_as_conv_transpose(
         shape[-2], image, kernel, dilations, padding + padding, strides)
-    if shape[-1] is not None and shape[-1] != int(torch.tensor(blocks).prod()):
+    if shape[-1] is not None and shape[-1] != math.prod(blocks):
         raise ValueError(f"aten::col2im of an input of sizes {list(shape)} into {image}: "
                          f"its {shape[-1]} blocks are not the {blocks} grid of kernel "
                          f"{kernel}, dilation {dilations}, padding {padding}, stride {strides}")
