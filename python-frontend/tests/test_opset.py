@@ -97,7 +97,7 @@ class ConvertCol2ImAndPadTest(unittest.TestCase):
         # asymmetric pads and strides leaving a row past the last block.
         cases = [(2, [4, 4], [2, 2], dict(strides=[2, 2])),
                  (1, [5, 5], [3, 3], dict(pads=[1, 1, 1, 1])),
-                 (3, [5, 6], [2, 3], dict(dilations=[1, 2], pads=[1, 0, 0, 1],
+                 (3, [5, 6], [2, 3], dict(dilations=[1, 2], pads=[1, 0, 1, 1],
                                           strides=[2, 1]))]
         rng = np.random.default_rng(0)
         for channels, image, block, attrs in cases:
