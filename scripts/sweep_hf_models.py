@@ -12,7 +12,9 @@ lr = 1) with torch's autograd. Prints one line per model and exits 1 when
 any fails to compile or differs beyond |ours - torch| <= 1e-5 + 1e-4 |torch|
 (logits, loss) or 1e-3 of a parameter's largest gradient (a step's float32
 rounding). A model in KNOWN_GAPS (a compiler or runtime gap, named there)
-is reported as a known gap and does not fail the sweep. Not a ctest (it
+is reported as a known gap and does not fail the sweep; one in
+NOISY_GRADIENTS (torch's own float32 gradient is that far from its
+float64 one) has its gradients reported, not judged. Not a ctest (it
 takes over an hour on 2 busy cores: a decoder whose TorchScript export
 stops at aten::diff in Hugging Face's mask code exports with dynamo, 1-2
 minutes each): test/e2e/check_hf_models.py is, for the models
