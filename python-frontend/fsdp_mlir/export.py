@@ -615,11 +615,98 @@ def _as_strided_symbolic(g, x, sizes, strides, offset=None):
     return symbolic_opset9.as_strided(g, x, sizes, strides, offset)
 
 
+def _fold_as_conv_transpose(columns, image, kernel, dilations, pads, strides):
+    """Col2Im (torch's fold, the adjoint of unfold) of [N, columns, L] into
+    the image `image` as the ConvTranspose of the columns viewed as the
+    block grid [N, columns, *blocks] by a constant one-hot weight, one
+    group per channel: column c*K + k (k a row-major kernel offset) adds
+    into the output at that offset of its block. Exact, and trained by
+    ConvTranspose's gradient. `pads` are ONNX's (begins, then ends).
+    Returns (channels, blocks, weight, attributes), the weight a float32
+    numpy array [columns, 1, *kernel]; ValueError naming the sizes when no
+    block grid gives `image`."""
+    import numpy as np
+
+    rank = len(image)
+    what = (f"image {list(image)}, kernel {list(kernel)}, dilations {list(dilations)}, "
+            f"pads {list(pads)}, strides {list(strides)}")
+    if not (len(kernel) == len(dilations) == len(strides) == rank and len(pads) == 2 * rank):
+        raise ValueError(f"Col2Im of {what}: the sizes do not have one entry per image axis")
+    window = int(np.prod(kernel))
+    if columns is None or columns % window:
+        raise ValueError(f"Col2Im of {what}: its input's {columns} columns are not a "
+                         "known multiple of the kernel's size")
+    blocks, extra = [], []
+    for d in range(rank):
+        span = image[d] + pads[d] + pads[rank + d] - dilations[d] * (kernel[d] - 1) - 1
+        if span < 0 or strides[d] < 1:
+            raise ValueError(f"Col2Im of {what}: no block fits image axis {d}")
+        blocks.append(span // strides[d] + 1)
+        extra.append(span % strides[d])  # rows past the last block
+    weight = np.tile(np.eye(window, dtype=np.float32), (columns // window, 1))
+    attributes = {"kernel_shape": list(kernel), "strides": list(strides),
+                  "dilations": list(dilations), "pads": list(pads),
+                  "output_padding": extra, "group": columns // window}
+    return columns // window, blocks, weight.reshape([columns, 1] + list(kernel)), attributes
+
+
+def _col2im_symbolic(g, x, output_size, kernel_size, dilation, padding, stride):
+    """aten::col2im (torch.nn.functional.fold), which ONNX has as Col2Im
+    only from opset 18: a Reshape to the block grid and a ConvTranspose
+    (_fold_as_conv_transpose) at the sizes of the traced example (the
+    traced aten node's: the ONNX value's, after a Reshape to sizes computed
+    from shapes, are unknown), which also give an output_size computed from
+    shapes (MobileViT v2 folds to its feature map's size)."""
+    import math
+
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    kernel, dilations, padding, strides = [list(sh._get_const(v, "is", name)) for v, name in (
+        (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride"))]
+    image = sh._maybe_get_const(output_size, "is")
+    try:
+        traced = g.original_node
+        shape = traced.inputsAt(0).type().varyingSizes()
+        if sh._is_value(image):
+            image = traced.output().type().varyingSizes()[-len(kernel):]
+    except (AttributeError, RuntimeError):
+        shape = image = None
+    if shape is None or len(shape) not in (2, 3):
+        raise ValueError(f"aten::col2im of an input of sizes {shape}: fold exports for "
+                         "a 2-D or 3-D input of known rank only")
+    if image is None or None in image:
+        raise ValueError(f"aten::col2im of an input of sizes {shape}: its output_size is "
+                         f"neither a constant nor known from the traced output ({image})")
+    image = list(image)
+    channels, blocks, weight, attributes = _fold_as_conv_transpose(
+        shape[-2], image, kernel, dilations, padding + padding, strides)
+    if shape[-1] is not None and shape[-1] != math.prod(blocks):
+        raise ValueError(f"aten::col2im of an input of sizes {list(shape)} into {image}: "
+                         f"its {shape[-1]} blocks are not the {blocks} grid of kernel "
+                         f"{kernel}, dilation {dilations}, padding {padding}, stride {strides}")
+    dtype = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
+             "BFloat16": torch.bfloat16}.get(x.type().scalarType())
+    if dtype is None:
+        raise ValueError(f"aten::col2im of a {x.type().scalarType()} tensor: fold exports "
+                         "for floating-point tensors only")
+
+    def ints(values):
+        return g.op("Constant", value_t=torch.tensor(values, dtype=torch.int64))
+
+    grid = g.op("Reshape", x, ints([-1 if len(shape) == 3 else 1, shape[-2]] + blocks))
+    w = g.op("Constant", value_t=torch.from_numpy(weight).to(dtype))
+    y = g.op("ConvTranspose", grid, w, **{f"{k}_i": v for k, v in attributes.items()})
+    return y if len(shape) == 3 else g.op("Reshape", y, ints([channels] + image))
+
+
 @contextlib.contextmanager
 def _extra_symbolics(opset: int, diff: bool):
     """TorchScript symbolics torch lacks or gets wrong, registered for one
     export and removed after: aten::cumsum of booleans and integers,
-    aten::as_strided of non-contiguous tensors, and, when `diff`,
+    aten::as_strided of non-contiguous tensors, aten::col2im
+    (torch.nn.functional.fold) below opset 18, and, when `diff`,
     aten::diff. Under exporter="auto" with dynamo at hand
     aten::diff is left out: Hugging Face's decoders (whose mask code calls
     torch.diff) then export through dynamo, which writes their
@@ -629,6 +716,7 @@ def _extra_symbolics(opset: int, diff: bool):
     import torch
 
     table = [("aten::cumsum", _cumsum_symbolic), ("aten::as_strided", _as_strided_symbolic)]
+    table += [("aten::col2im", _col2im_symbolic)] if opset < 18 else []
     table += [("aten::diff", _diff_symbolic)] if diff else []
     added = []
     try:
@@ -815,7 +903,10 @@ def _convert_down(proto, written: int, opset: int):
     """`proto` from opset `written` (18 or later) to `opset` through ONNX's
     version converter, doing first what its adapters do not: a Split with
     `num_outputs` (opset 18) gets its sizes as the `split` input and is
-    hidden from the converter, which has no adapter for Split from 18; an
+    hidden from the converter, which has no adapter for Split from 18, and
+    so is a Pad (none from 18 either), its `axes` input (opset 18) written
+    as pads of every axis; a Col2Im (opset 18) becomes a Reshape and a
+    ConvTranspose (_fold_as_conv_transpose); an
     opset-18 Reduce's `noop_with_empty_axes` (kept by the ReduceMean
     adapter) is dropped where it is the default and refused otherwise."""
     import numpy as np
@@ -823,12 +914,26 @@ def _convert_down(proto, written: int, opset: int):
     from onnx import numpy_helper, shape_inference, version_converter
 
     inferred = shape_inference.infer_shapes(proto)
+    values = list(inferred.graph.value_info) + list(inferred.graph.input)
     shapes = {v.name: [d.dim_value if d.HasField("dim_value") else None
                        for d in v.type.tensor_type.shape.dim]
-              for v in list(inferred.graph.value_info) + list(inferred.graph.input)}
+              for v in values if v.type.tensor_type.HasField("shape")}
+    types = {v.name: v.type.tensor_type.elem_type for v in values}
+    if opset < 18:
+        nodes = []
+        for node in proto.graph.node:
+            if node.domain in ("", "ai.onnx") and node.op_type == "Col2Im":
+                nodes += _col2im_nodes(proto, node, shapes, types)
+            elif node.domain in ("", "ai.onnx") and node.op_type == "Pad":
+                nodes += _pad_without_axes(proto, node, shapes, opset)
+            else:
+                nodes.append(node)
+        del proto.graph.node[:]
+        proto.graph.node.extend(nodes)
     hidden = []
     for node in proto.graph.node:
-        if node.domain not in ("", "ai.onnx") or node.op_type != "Split":
+        if node.domain not in ("", "ai.onnx") or not (
+                node.op_type == "Split" or (node.op_type == "Pad" and opset < 18)):
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         if "num_outputs" in attrs:
@@ -870,6 +975,130 @@ def _convert_down(proto, written: int, opset: int):
     # with an older ONNX library.
     proto.ir_version = min(proto.ir_version, _IR_VERSION_OF_OPSET.get(opset, proto.ir_version))
     return proto
+
+
+def _constant_input(proto, name: str):
+    """The value of the tensor `name` when an initializer or a Constant
+    node holds it, as a numpy array, else None."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    for init in proto.graph.initializer:
+        if init.name == name:
+            return numpy_helper.to_array(init)
+    for node in proto.graph.node:
+        if node.op_type == "Constant" and name in node.output:
+            for a in node.attribute:
+                if a.name == "value":
+                    return numpy_helper.to_array(a.t)
+                if a.name in ("value_int", "value_ints"):
+                    return np.array(helper.get_attribute_value(a), dtype=np.int64)
+    return None
+
+
+def _col2im_nodes(proto, node, shapes, types) -> list:
+    """The opset-18 Col2Im `node` as a Reshape of its columns to the block
+    grid and a ConvTranspose by the one-hot weight of
+    _fold_as_conv_transpose (kept as initializers); ValueError naming the
+    node when its image and block shapes are not constants or its input's
+    columns are not known."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    where = f"node {node.name!r} (Col2Im)"
+    image, kernel = (_constant_input(proto, n) if n else None for n in node.input[1:3])
+    if image is None or kernel is None:
+        raise ValueError(f"{where}: its image_shape and block_shape are not constants, "
+                         "so it cannot be written as a ConvTranspose below opset 18")
+    image, kernel = [int(v) for v in np.ravel(image)], [int(v) for v in np.ravel(kernel)]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    rank = len(image)
+    shape = shapes.get(node.input[0])
+    if shape is None or len(shape) not in (2, 3):
+        raise ValueError(f"{where}: its input's sizes {shape} are not a known [N, C*K, L] "
+                         "or [C*K, L]")
+    try:
+        channels, blocks, weight, conv = _fold_as_conv_transpose(
+            shape[-2], image, kernel, list(attrs.get("dilations", [1] * rank)),
+            list(attrs.get("pads", [0] * 2 * rank)), list(attrs.get("strides", [1] * rank)))
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    elem = types.get(node.input[0], onnx.TensorProto.FLOAT)
+    if elem not in (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16):
+        raise ValueError(f"{where}: its input is of ONNX element type {elem}, not a float")
+    base = node.name or node.output[0]
+    batched = len(shape) == 3
+    grid = np.array([-1 if batched else 1, shape[-2]] + blocks, dtype=np.int64)
+    proto.graph.initializer.extend([
+        numpy_helper.from_array(weight.astype(helper.tensor_dtype_to_np_dtype(elem)),
+                                f"{base}_fold_weight"),
+        numpy_helper.from_array(grid, f"{base}_fold_grid")])
+    out = node.output[0] if batched else f"{base}_fold_image"
+    nodes = [helper.make_node("Reshape", [node.input[0], f"{base}_fold_grid"],
+                              [f"{base}_fold_blocks"], name=f"{base}_grid"),
+             helper.make_node("ConvTranspose", [f"{base}_fold_blocks", f"{base}_fold_weight"],
+                              [out], name=node.name, **conv)]
+    if not batched:
+        proto.graph.initializer.append(numpy_helper.from_array(
+            np.array([channels] + image, dtype=np.int64), f"{base}_fold_shape"))
+        nodes.append(helper.make_node("Reshape", [out, f"{base}_fold_shape"],
+                                      [node.output[0]], name=f"{base}_image"))
+    return nodes
+
+
+def _pad_without_axes(proto, node, shapes, opset: int) -> list:
+    """An opset-18 Pad `node` with an `axes` input as the node without it
+    and its pads for every axis: Pad before 18 pads every axis. Constant
+    pads are written expanded; others are gathered from themselves and a
+    zero at constant indices.
+    ValueError naming the node when its axes are not constant or its
+    input's rank is unknown, or for a mode opset 18 lacks."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    where = f"node {node.name!r} (Pad)"
+    mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"),
+                b"constant")
+    if mode not in (b"constant", b"reflect", b"edge"):
+        raise ValueError(f"{where}: mode {mode.decode()!r} is not one of opset {opset}'s "
+                         "(constant, reflect, edge)")
+    if len(node.input) < 4 or not node.input[3]:
+        return [node]
+    axes = _constant_input(proto, node.input[3])
+    shape = shapes.get(node.input[0])
+    if axes is None:
+        raise ValueError(f"{where}: its axes are not a constant, so its pads cannot be "
+                         "written for every axis below opset 18")
+    if shape is None:
+        raise ValueError(f"{where}: its input's rank is not known, so its pads cannot be "
+                         "written for every axis below opset 18")
+    rank, given = len(shape), [int(a) for a in np.ravel(axes)]
+    axes = [a % rank for a in given if -rank <= a < rank]
+    if len(set(axes)) != len(given):
+        raise ValueError(f"{where}: axes {given} are not distinct axes of its rank-{rank} "
+                         "input")
+    # Each axis's begin and end in [begins of axes..., ends of axes..., 0].
+    zero = 2 * len(axes)
+    index = [axes.index(d) if d in axes else zero for d in range(rank)]
+    index += [axes.index(d) + len(axes) if d in axes else zero for d in range(rank)]
+    base = node.name or node.output[0]
+    pads, nodes = _constant_input(proto, node.input[1]), []
+    if pads is not None:
+        padded = np.append(np.ravel(pads).astype(np.int64), 0)
+        proto.graph.initializer.append(numpy_helper.from_array(padded[index], f"{base}_pads_all"))
+    else:
+        proto.graph.initializer.extend([
+            numpy_helper.from_array(np.zeros(1, dtype=np.int64), f"{base}_pads_zero"),
+            numpy_helper.from_array(np.array(index, dtype=np.int64), f"{base}_pads_index")])
+        nodes = [helper.make_node("Concat", [node.input[1], f"{base}_pads_zero"],
+                                  [f"{base}_pads_and_zero"], name=f"{base}_pads_and_zero",
+                                  axis=0),
+                 helper.make_node("Gather", [f"{base}_pads_and_zero", f"{base}_pads_index"],
+                                  [f"{base}_pads_all"], name=f"{base}_pads_all", axis=0)]
+    node.input[1] = f"{base}_pads_all"
+    del node.input[3:]
+    return nodes + [node]
 
 
 # The IR version each opset was released with (onnx/helper.py's table).

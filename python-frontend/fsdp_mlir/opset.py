@@ -6,7 +6,9 @@ The compiler's ONNX library (Debian's 1.12) knows opsets up to 17. A model
 written at 18 or later (torch 2.x's torch.export-based exporter writes 18
 and later) is converted by ONNX's own version converter, from the `onnx`
 package of the running Python, which must know the model's opset (torch
-2.x's environment has it). `compile()` does this by itself, writing the
+2.x's environment has it), after rewriting what it has no adapter for
+(export._convert_down: a Split's num_outputs, Pad, Col2Im as a
+ConvTranspose). `compile()` does this by itself, writing the
 converted model beside the plan; the command line does it by hand for
 `fsdp-opt` users.
 """

@@ -850,3 +850,100 @@ class AsStridedExportTest(unittest.TestCase):
                                         r"aten::as_strided of a tensor of sizes .* gaps"):
                 fsdp_mlir.export(StridedChunks(gapped=True), (x,), work / "gapped.onnx",
                                  exporter="torchscript")
+
+
+class Folded(torch.nn.Module):
+    """F.fold of the columns a linear layer makes from x [N, L, 4], into
+    `output_size` or, when it is None, into a size computed from x's (as
+    MobileViT v2 folds to its feature map's shape): (L // 4 + 1, L // 3 + 1),
+    for L = 12 the 4 x 5 image that a 2x2 kernel at stride 1 covers."""
+
+    def __init__(self, channels, output_size, kernel_size, **window):
+        super().__init__()
+        k = kernel_size if isinstance(kernel_size, tuple) else (kernel_size, kernel_size)
+        self.fc = torch.nn.Linear(4, channels * k[0] * k[1])
+        self.output_size, self.kernel_size, self.window = output_size, kernel_size, window
+
+    def forward(self, x):
+        size = self.output_size or (x.shape[1] // 4 + 1, x.shape[1] // 3 + 1)
+        cols = self.fc(x).transpose(1, 2)[:, :, None]  # [N, C*K, 1, L]
+        # Sizes from shapes, as MobileViT v2's: the exported value's are unknown.
+        n, c, k, blocks = cols.shape
+        cols = cols.reshape(n, c * k, blocks)
+        return torch.nn.functional.fold(cols, size, self.kernel_size, **self.window)
+
+
+def fold_loss(out, target):
+    return ((out * target).sum(dim=(1, 2, 3)) ** 2).mean()
+
+
+class FoldExportTest(unittest.TestCase):
+    """torch.nn.functional.fold (aten::col2im, ONNX Col2Im only from opset
+    18) exports as a Reshape to the block grid and a grouped ConvTranspose
+    by a one-hot weight: through TorchScript (the symbolic export()
+    registers) and, under torch 2.x, through dynamo (its Col2Im rewritten
+    before the version converter). The plan's forward equals torch's and
+    one SGD step at lr 1 changes the parameters by torch's gradients, for
+    non-overlapping 2x2 blocks, overlapping 3x3 ones with padding, a 2x3
+    kernel with dilation, padding and stride that leave a row past the last
+    block, and an output size read from a tensor's shape."""
+
+    CASES = [
+        (2, (4, 4), 2, dict(stride=2)),
+        (1, (5, 5), 3, dict(padding=1)),
+        (3, (5, 6), (2, 3), dict(dilation=(1, 2), padding=(1, 1), stride=(2, 1))),
+        (2, None, 2, dict(stride=1)),
+    ]
+
+    def test_fold_forward_and_gradients_equal_torch(self):
+        from fsdp_mlir.export import _has_dynamo, _has_user_symbolic
+
+        exporters = ["torchscript"] + (["dynamo"] if _has_dynamo() else [])
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            for exporter in exporters:
+                for channels, size, kernel, window in self.CASES:
+                    with self.subTest(exporter=exporter, size=size, kernel=kernel, **window):
+                        self.check(work, exporter, channels, size, kernel, window)
+        self.assertFalse(_has_user_symbolic("aten::col2im", 17))  # removed after each export
+
+    def check(self, work, exporter, channels, size, kernel, window):
+        import onnx
+
+        torch.manual_seed(0)
+        model = Folded(channels, size, kernel, **window)
+        blocks = torch.nn.functional.unfold(
+            torch.zeros(1, channels, *(size or (4, 5))), kernel, **window).shape[-1]
+        x = torch.randn(2, blocks, 4)
+        with torch.no_grad():
+            want = model(x)
+        target = torch.randn(want.shape)
+        onnx_path = fsdp_mlir.export(model, x, work / "fold.onnx", input_names=["x"],
+                                     exporter=exporter)
+        ops = [n.op_type for n in onnx.load(str(onnx_path)).graph.node]
+        self.assertIn("ConvTranspose", ops)
+        self.assertNotIn("Col2Im", ops)
+        plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "fold.plan")
+        with fsdp_mlir.Session(plan, threads=1) as session:
+            got = session.forward({"x": x.numpy()})["output_0"]
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+        onnx_path = fsdp_mlir.export(model, (x, target), work / "fold_step.onnx",
+                                     loss_fn=fold_loss, input_names=["x", "target"],
+                                     exporter=exporter)
+        plan = fsdp_mlir.compile(onnx_path, batch_size=2, optimizer={"optimizer": "sgd"},
+                                 out=work / "fold_step.plan")
+        with fsdp_mlir.Session(plan, threads=1) as session:
+            before = {k: v.numpy().copy() for k, v in session.state_dict().items()}
+            loss = float(np.asarray(session.step({"x": x.numpy(), "target": target.numpy()},
+                                                 lr=1.0)))
+            after = {k: v.numpy() for k, v in session.state_dict().items()}
+        ref = fold_loss(model(x), target)
+        ref.backward()
+        self.assertAlmostEqual(loss, float(ref), delta=1e-5 * abs(float(ref)))
+        for name, param in model.named_parameters():
+            grad = param.grad.numpy()
+            # The step's change carries float32 rounding of the parameter.
+            np.testing.assert_allclose(before[name] - after[name], grad,
+                                       atol=1e-5 * np.abs(grad).max() + 1e-6, rtol=1e-4,
+                                       err_msg=name)

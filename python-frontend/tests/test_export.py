@@ -582,6 +582,21 @@ class ErrorTest(ExportTestBase):
         finally:
             torch.onnx.unregister_custom_op_symbolic("aten::diff", 17)
 
+    def test_fold_sizes_without_a_block_grid_are_refused(self):
+        """What fold's export (the aten::col2im symbolic, opset-18 Col2Im
+        converted down) cannot write as a ConvTranspose is refused naming
+        the sizes."""
+        from fsdp_mlir.export import _fold_as_conv_transpose
+
+        with self.assertRaisesRegex(ValueError, r"Col2Im of image \[4, 4\], kernel \[2, 2\], "
+                                    r"dilations \[1, 1\], pads \[0, 0, 0, 0\], strides "
+                                    r"\[1, 1\]: its input's 6 columns are not a known "
+                                    r"multiple of the kernel's size"):
+            _fold_as_conv_transpose(6, [4, 4], [2, 2], [1, 1], [0] * 4, [1, 1])
+        with self.assertRaisesRegex(ValueError, r"Col2Im of image \[1, 4\], .*: no block fits "
+                                    r"image axis 0"):
+            _fold_as_conv_transpose(4, [1, 4], [2, 2], [1, 1], [0] * 4, [1, 1])
+
     def test_wrong_number_of_inputs(self):
         model, x = _bn()
         self.assertExportFails(r"example_inputs .* failed: TypeError: .*positional",
