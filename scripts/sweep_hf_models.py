@@ -207,7 +207,6 @@ EXPORTER = {
 # in the model or its config): reported as "known gap", not counted as a
 # failure (one that passes says so: remove it from here).
 KNOWN_GAPS = {
-    "fnet": "forward: ONNX DFT (torch.fft.fftn, exported by dynamo) not supported",
     "mobilevitv2": "export: nn.functional.fold is aten::col2im, ONNX Col2Im only from "
                    "opset 18 (TorchScript refuses it at 17, dynamo's Pad-18 cannot be "
                    "converted down); the compiler has no Col2Im",
