@@ -223,7 +223,6 @@ EXPORTER = {
 # in the model or its config): reported as "known gap", not counted as a
 # failure (one that passes says so: remove it from here).
 KNOWN_GAPS = {
-    "fnet": "forward: ONNX DFT (torch.fft.fftn, exported by dynamo) not supported",
     "longt5": "forward: static shapes: local attention's Pad/Slice blocking leaves an "
               "Einsum output dimension unknown ('unk__0')",
 }

@@ -1,6 +1,8 @@
 """fsdp_mlir.opset.convert on models whose tensors are stored outside, and on
 opset-18 nodes the version converter cannot convert (Col2Im, Pad with axes)."""
 
+from __future__ import annotations
+
 import tempfile
 import unittest
 from pathlib import Path
@@ -179,6 +181,52 @@ class ConvertCol2ImAndPadTest(unittest.TestCase):
                 onnx.save(model, str(Path(tmp) / "in.onnx"))
                 with self.assertRaisesRegex(ValueError, message):
                     opset.convert(Path(tmp) / "in.onnx", Path(tmp) / "out.onnx")
+
+
+def dft20_model(directory: Path, axis_input: str | None) -> Path:
+    """An opset-20 DFT of x [2, 8, 3, 1], as torch 2.x's dynamo exporter
+    writes torch.fft's: its axis an input (`axis_input`: "constant", a
+    graph input "given", or None for the default -2)."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 3, 1])]
+    initializers, dft_inputs = [], ["x"]
+    if axis_input == "constant":
+        initializers.append(numpy_helper.from_array(np.array(1, np.int64), "axis"))
+    elif axis_input == "given":
+        inputs.append(helper.make_tensor_value_info("axis", TensorProto.INT64, []))
+    if axis_input:
+        dft_inputs += ["", "axis"]
+    graph = helper.make_graph(
+        [helper.make_node("DFT", dft_inputs, ["y"], name="the_dft", onesided=0)], "g",
+        inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 3, 2])],
+        initializers)
+    path = directory / f"dft-{axis_input}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(path))
+    return path
+
+
+@unittest.skipIf(onnx.defs.onnx_opset_version() < 20,
+                 f"onnx {onnx.__version__} does not know opset 20 (torch 2.x's environment does)")
+class ConvertDFTTest(unittest.TestCase):
+    """DFT-20 takes its axis as an input, DFT-17 (the compiler's) as an
+    attribute: ONNX's version converter moves a constant one."""
+
+    def converted_axis(self, axis_input):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = opset.convert(dft20_model(Path(tmp), axis_input), Path(tmp) / "out.onnx")
+            (node,) = onnx.load(str(out)).graph.node
+            self.assertEqual([i for i in node.input if i], ["x"])
+            return {a.name: helper.get_attribute_value(a) for a in node.attribute}["axis"]
+
+    def test_a_constant_axis_becomes_the_attribute(self):
+        self.assertEqual(self.converted_axis("constant"), 1)
+
+    def test_no_axis_is_opset_20s_default(self):
+        self.assertEqual(self.converted_axis(None), -2)
+
+    def test_an_axis_given_at_run_time_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaisesRegex(ValueError, "Axis input must be a constant"):
+                opset.convert(dft20_model(Path(tmp), "given"), Path(tmp) / "out.onnx")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ Run by the interpreter of `.venv-torch2` (transformers, safetensors). For
 each model (GPT-2; LLaMA with grouped-query attention, 2 key/value heads for
 4 query heads; Mistral; Qwen2; Falcon; BERT; T5; ViT; Mixtral, top-2 of 4
 experts; Whisper; wav2vec2 with a CTC head; BEiT; DINOv2, whose mask_token
-the forward never reads), built from a tiny config
+the forward never reads; FNet, whose torch.fft.fftn exports as ONNX DFT),
+built from a tiny config
 with every dropout off and use_cache=False, nothing downloaded:
 
   1. fsdp_mlir.export(model, ..., exporter="auto") without a loss, compile
@@ -109,6 +110,15 @@ def make(name: str):
                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                max_position_embeddings=64)
         cls, block = tf.BertForMaskedLM, "BertLayer"
+    elif name == "fnet":
+        # torch.fft.fftn over the sequence and hidden dims, which dynamo
+        # exports as two ONNX DFTs: MatMuls by constant cosine and sine
+        # matrices at import.
+        config = tf.FNetConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                               intermediate_size=64, hidden_dropout_prob=0.0,
+                               max_position_embeddings=64,
+                               use_tpu_fourier_optimizations=False)
+        cls, block = tf.FNetForMaskedLM, "FNetLayer"
     elif name == "t5":
         config = tf.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2,
                              num_heads=4, dropout_rate=0.0, use_cache=False,
@@ -469,7 +479,7 @@ def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], s
 
 
 MODELS = ["gpt2", "llama", "mistral", "qwen2", "falcon", "bert", "t5", "vit", "mixtral",
-          "whisper", "wav2vec2", "beit", "dinov2"]
+          "whisper", "wav2vec2", "beit", "dinov2", "fnet"]
 
 
 def main(argv=None) -> int:

@@ -38,6 +38,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -1989,75 +1990,325 @@ static LogicalResult expandOneHot(onnxir::OneHotOp op) {
   return success();
 }
 
-/// GatherND has no kernel. With constant indices and no batch dimensions
-/// (torch 2.x's exporter writes it for `x[-2]`-style indexing, as Falcon's
-/// fused query/key/value split) each index tuple is one row of `data`
-/// flattened over its first k axes, so it becomes a Gather along axis 0 of
-/// that flattening, whose kernel and gradient exist. Indices known only at
-/// run time with k = 1 (a Mixture-of-Experts layer picking expert weights,
-/// `w[expert_ids]`) are that Gather's indices directly: its kernel checks
-/// their range as it runs. Others stay, and are refused at compile naming
-/// the node.
+/// EyeLike depends only on its input's static shape and its attributes, so
+/// it becomes the constant it is: ones where column - row = k. Its element
+/// type is the result's (shape inference applied `dtype`).
+static LogicalResult expandEyeLike(onnxir::EyeLikeOp op) {
+  auto outType = dyn_cast<RankedTensorType>(op.getOutput().getType());
+  if (!outType || !outType.hasStaticShape() || outType.getRank() != 2)
+    return op.emitError("EyeLike needs a 2-D input of static shape, got ")
+           << op.getInput().getType();
+  Type element = outType.getElementType();
+  auto floatType = dyn_cast<FloatType>(element);
+  if (!floatType && !isa<IntegerType>(element))
+    return op.emitError("EyeLike's element type ")
+           << element << " is not a number type";
+  int64_t rows = outType.getDimSize(0), columns = outType.getDimSize(1);
+  int64_t k = op.getK();
+  DenseElementsAttr value;
+  if (floatType) {
+    const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
+    SmallVector<APFloat> values(rows * columns, APFloat::getZero(semantics));
+    for (int64_t r = 0; r < rows; ++r)
+      if (r + k >= 0 && r + k < columns)
+        values[r * columns + r + k] = APFloat::getOne(semantics);
+    value = DenseElementsAttr::get(outType, values);
+  } else {
+    unsigned width = element.getIntOrFloatBitWidth();
+    SmallVector<APInt> values(rows * columns, APInt(width, 0));
+    for (int64_t r = 0; r < rows; ++r)
+      if (r + k >= 0 && r + k < columns)
+        values[r * columns + r + k] = APInt(width, 1);
+    value = DenseElementsAttr::get(outType, values);
+  }
+  OpBuilder b(op);
+  op.getOutput().replaceAllUsesWith(
+      b.create<onnxir::ConstantOp>(op.getLoc(), value).getResult());
+  op.erase();
+  return success();
+}
+
+/// Range over values known only at run time has no kernel, but when its
+/// length n is static (declared on the graph, or inferred) it is
+///   start + iota * delta
+/// with iota the constant 0..n-1, in ops with kernels (integer arithmetic
+/// runs in int64, so a narrower integer Range is cast there and back). The
+/// plan's length is that static n: it cannot check as it runs that
+/// ceil((limit - start) / delta) agrees, and limit is not read. A Range of
+/// constants is left to its folder.
+static LogicalResult expandRange(onnxir::RangeOp op) {
+  using namespace onnxir;
+  auto outType = dyn_cast<RankedTensorType>(op.getOutput().getType());
+  auto isConstant = [](Value v) { return v.getDefiningOp<ConstantOp>(); };
+  if (isConstant(op.getStart()) && isConstant(op.getLimit()) &&
+      isConstant(op.getDelta()))
+    return success();
+  if (!outType || !outType.hasStaticShape() || outType.getRank() != 1)
+    return op.emitError("Range over values known only at run time needs a "
+                        "static length (declare the output's shape), got ")
+           << op.getOutput().getType();
+  Type element = outType.getElementType();
+  auto integer = dyn_cast<IntegerType>(element);
+  if (!integer && !isa<FloatType>(element))
+    return op.emitError("Range's element type ")
+           << element << " is not a number type";
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t n = outType.getDimSize(0);
+  bool widen = integer && integer.getWidth() != 64;
+  Type computed = widen ? b.getI64Type() : element;
+  auto scalarType = RankedTensorType::get({}, computed);
+  auto vectorType = RankedTensorType::get({n}, computed);
+  auto castTo = [&](Value v, RankedTensorType type, int64_t to) -> Value {
+    return b.create<CastOp>(loc, type, v, b.getI64IntegerAttr(to));
+  };
+  Value start = op.getStart(), delta = op.getDelta();
+  if (widen) {
+    start = castTo(start, scalarType, onnx::TensorProto::INT64);
+    delta = castTo(delta, scalarType, onnx::TensorProto::INT64);
+  }
+  DenseElementsAttr iota;
+  if (integer) {
+    SmallVector<int64_t> values = llvm::to_vector(llvm::seq<int64_t>(0, n));
+    iota = DenseElementsAttr::get(vectorType, ArrayRef<int64_t>(values));
+  } else {
+    SmallVector<Attribute> values;
+    for (int64_t i = 0; i < n; ++i)
+      values.push_back(b.getFloatAttr(element, static_cast<double>(i)));
+    iota = DenseElementsAttr::get(vectorType, values);
+  }
+  Value steps =
+      b.create<MulOp>(loc, vectorType, b.create<ConstantOp>(loc, iota), delta);
+  Value result = b.create<AddOp>(loc, vectorType, start, steps);
+  if (widen)
+    result = castTo(result, outType,
+                    integer.getWidth() == 32   ? onnx::TensorProto::INT32
+                    : integer.getWidth() == 16 ? onnx::TensorProto::INT16
+                                               : onnx::TensorProto::INT8);
+  op.getOutput().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+/// GatherND has no kernel. Each index tuple (of length k) picks a slice of
+/// `data` after its first b = batch_dims axes, which is one row of `data`
+/// flattened into [B * R, rest...] (B the batch axes' size, R the k indexed
+/// axes'): row batch * R + the tuple's row among R (buildTupleRows, a
+/// constant for constant indices, as torch 2.x's `x[-2]` in Falcon's
+/// query/key/value split, else integer ops over the index columns). So it
+/// becomes a Gather along axis 0 of that flattening, whose kernel and
+/// gradient exist. Without batch axes, tuples of length 1 known only at run
+/// time (a Mixture-of-Experts layer's `w[expert_ids]`) are that Gather's
+/// indices directly, its kernel checking their range; other run-time
+/// indices out of range wrap around. Constant indices out of range name the
+/// node.
 static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
   using namespace onnxir;
   auto dataType = dyn_cast<RankedTensorType>(op.getData().getType());
   auto indexType = dyn_cast<RankedTensorType>(op.getIndices().getType());
+  int64_t batch = op.getBatchDims();
+  if (op.getData().getDefiningOp<ConstantOp>() &&
+      op.getIndices().getDefiningOp<ConstantOp>())
+    return success(); // Its folder's.
+  if (!dataType || !indexType || !indexType.hasStaticShape() ||
+      indexType.getRank() < 1)
+    return op.emitError("GatherND needs ranked data and indices of static "
+                        "shape, got ")
+           << op.getData().getType() << " and " << op.getIndices().getType();
+  int64_t k = indexType.getShape().back();
+  ArrayRef<int64_t> shape = dataType.getShape();
+  if (batch < 0 || k < 1 || batch + k > dataType.getRank() ||
+      batch >= indexType.getRank())
+    return op.emitError("GatherND's tuples of length ")
+           << k << " after " << batch << " batch axes do not fit data "
+           << dataType;
+  OpBuilder b(op);
+  Location loc = op.getLoc();
   std::optional<SmallVector<int64_t>> indices =
       constantIntegers(op.getIndices());
-  if (op.getBatchDims() != 0 || !dataType || !indexType ||
-      !indexType.hasStaticShape() || indexType.getRank() < 1)
-    return success();
-  int64_t k = indexType.getShape().back();
-  if (!indices) {
-    if (k != 1)
-      return success();
-    OpBuilder b(op);
-    Value rows = reshapeTo(b, op.getLoc(), op.getIndices(),
-                           indexType.getShape().drop_back());
-    Value result = b.create<GatherOp>(op.getLoc(), op.getType(), op.getData(),
-                                      rows, b.getI64IntegerAttr(0));
+  if (!indices && batch == 0 && k == 1) {
+    Value rows =
+        reshapeTo(b, loc, op.getIndices(), indexType.getShape().drop_back());
+    Value result = b.create<GatherOp>(loc, op.getType(), op.getData(), rows,
+                                      b.getI64IntegerAttr(0));
     op.getOutput().replaceAllUsesWith(result);
     op.erase();
     return success();
   }
-  ArrayRef<int64_t> shape = dataType.getShape();
-  if (k < 1 || k > dataType.getRank() ||
-      (k > 1 && !dataType.hasStaticShape()) || ShapedType::isDynamic(shape[0]))
-    return success();
-  // Row-major strides of the first k axes, in rows of the flattening.
-  SmallVector<int64_t> strides(k, 1);
-  for (int64_t d = k - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  SmallVector<int64_t> rows;
-  for (size_t t = 0; t < indices->size(); t += k) {
-    int64_t row = 0;
+  ArrayRef<int64_t> indexed = shape.slice(batch, k);
+  if (llvm::any_of(shape.take_front(batch + k), ShapedType::isDynamic))
+    return op.emitError("GatherND needs static batch and indexed axes, got ")
+           << dataType;
+  for (size_t t = 0; indices && t < indices->size(); t += k)
     for (int64_t d = 0; d < k; ++d) {
       int64_t index = (*indices)[t + d];
-      if (index < -shape[d] || index >= shape[d])
+      if (index < -indexed[d] || index >= indexed[d])
         return op.emitError("GatherND's index ")
-               << index << " is out of range for axis " << d << " of size "
-               << shape[d];
-      row += (index < 0 ? index + shape[d] : index) * strides[d];
+               << index << " is out of range for axis " << batch + d
+               << " of size " << indexed[d];
     }
-    rows.push_back(row);
+
+  Value rows = buildTupleRows(b, loc, op.getIndices(), indexed);
+  int64_t rowsPerBatch = 1, batches = 1;
+  for (int64_t size : indexed)
+    rowsPerBatch *= size;
+  for (int64_t size : shape.take_front(batch))
+    batches *= size;
+  if (batch) {
+    // Each batch's first row, shaped to broadcast over its tuples.
+    SmallVector<int64_t> offsetShape(indexType.getShape().take_front(batch));
+    offsetShape.resize(indexType.getRank() - 1, 1);
+    SmallVector<int64_t> offsets;
+    for (int64_t i = 0; i < batches; ++i)
+      offsets.push_back(i * rowsPerBatch);
+    auto offsetType = RankedTensorType::get(offsetShape, b.getI64Type());
+    rows = b.create<AddOp>(
+        loc, rows.getType(), rows,
+        b.create<ConstantOp>(loc, DenseElementsAttr::get(
+                                      offsetType, ArrayRef<int64_t>(offsets))));
   }
+  SmallVector<int64_t> flat{batches * rowsPerBatch};
+  flat.append(shape.begin() + batch + k, shape.end());
+  Value data = op.getData();
+  if (flat.size() != shape.size() || flat[0] != shape[0])
+    data = reshapeTo(b, loc, data, flat);
+  Value result =
+      b.create<GatherOp>(loc, op.getType(), data, rows, b.getI64IntegerAttr(0));
+  op.getOutput().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+/// DFT has no kernel. With the signal axis moved next to the last
+/// (real/imaginary) one and cut or zero-padded to the transform's length n,
+/// the signal's n * C values (C = 1 real, 2 complex) times a constant
+/// [n * C, m * 2] matrix give the m = n (onesided: n/2 + 1) bins' real and
+/// imaginary parts: for x = a + ib, bin j of
+///   sum_t x_t (cos w + i s sin w), w = 2 pi j t / n
+/// (s = -1, or +1 and a factor 1/n for the inverse) is
+///   sum_t (a_t cos w - s b_t sin w) + i (a_t s sin w + b_t cos w).
+/// The matrix is computed in double and stored in the signal's type; the
+/// MatMul, Reshape, Slice, Concat and Transpose it becomes have kernels and
+/// rules, so torch.fft's transforms train.
+static LogicalResult expandDFT(onnxir::DFTOp op) {
+  using namespace onnxir;
+  auto inType = dyn_cast<RankedTensorType>(op.getInput().getType());
+  auto outType = dyn_cast<RankedTensorType>(op.getOutput().getType());
+  if (!inType || !inType.hasStaticShape() || !outType ||
+      !outType.hasStaticShape())
+    return op.emitError("DFT needs static shapes, got ")
+           << op.getInput().getType() << " -> " << op.getOutput().getType();
+  Type element = inType.getElementType();
+  int64_t rank = inType.getRank();
+  int64_t channels = rank ? inType.getShape().back() : 0;
+  if (!isa<FloatType>(element) || rank < 2 || (channels != 1 && channels != 2))
+    return op.emitError("DFT's input must be floating point [..., 1] (real) "
+                        "or [..., 2] (complex), got ")
+           << inType;
+  int64_t given = op.getAxis();
+  int64_t axis = given < 0 ? given + rank : given;
+  if (axis < 0 || axis > rank - 2)
+    return op.emitError("DFT's axis ")
+           << given << " is out of range for an input of rank " << rank;
+  int64_t size = inType.getDimSize(axis), n = size;
+  if (!isa<NoneType>(op.getDftLength().getType())) {
+    std::optional<SmallVector<int64_t>> length =
+        constantIntegers(op.getDftLength());
+    if (!length || length->size() != 1)
+      return op.emitError("DFT's dft_length must be a constant scalar (the "
+                          "transform's matrix is built at import)");
+    n = (*length)[0];
+  }
+  if (n < 1)
+    return op.emitError("DFT's length ") << n << " is not positive";
+  int64_t bins = op.getOnesided() ? n / 2 + 1 : n;
 
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Type i64 = b.getI64Type();
-  Value data = op.getData();
-  if (k > 1) {
-    SmallVector<int64_t> flat{strides[0] * shape[0]};
-    flat.append(shape.begin() + k, shape.end());
-    data = reshapeTo(b, loc, data, flat);
+  auto ints = [&](ArrayRef<int64_t> values) -> Value {
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      b.getI64Type());
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, values));
+  };
+  // The signal axis moved before the real/imaginary one.
+  SmallVector<int64_t> perm, shape;
+  for (int64_t d = 0; d < rank - 1; ++d)
+    if (d != axis)
+      perm.push_back(d);
+  perm.append({axis, rank - 1});
+  for (int64_t d : perm)
+    shape.push_back(inType.getDimSize(d));
+  Value x = op.getInput();
+  if (axis != rank - 2)
+    x = b.create<TransposeOp>(loc, RankedTensorType::get(shape, element), x,
+                              b.getDenseI64ArrayAttr(perm));
+  if (n < size) {
+    shape[rank - 2] = n;
+    x = b.create<SliceOp>(loc, RankedTensorType::get(shape, element), x,
+                          ints({0}), ints({n}), ints({rank - 2}), ints({1}));
+  } else if (n > size) {
+    SmallVector<int64_t> zerosShape(shape);
+    zerosShape[rank - 2] = n - size;
+    auto zerosType = RankedTensorType::get(zerosShape, element);
+    Value zeros = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(zerosType, b.getFloatAttr(element, 0.0)));
+    shape[rank - 2] = n;
+    x = b.create<ConcatOp>(loc, RankedTensorType::get(shape, element),
+                           ValueRange{x, zeros}, b.getI64IntegerAttr(rank - 2));
   }
-  auto rowsType = RankedTensorType::get(indexType.getShape().drop_back(), i64);
-  Value result = b.create<GatherOp>(
-      loc, op.getType(), data,
-      b.create<ConstantOp>(
-          loc, DenseElementsAttr::get(rowsType, ArrayRef<int64_t>(rows))),
-      b.getI64IntegerAttr(0));
-  op.getOutput().replaceAllUsesWith(result);
+  SmallVector<int64_t> rows(shape.begin(), shape.end() - 2);
+  rows.push_back(n * channels);
+  x = reshapeTo(b, loc, x, rows);
+
+  double sign = op.getInverse() ? 1.0 : -1.0;
+  double scale = op.getInverse() ? 1.0 / static_cast<double>(n) : 1.0;
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(element).getFloatSemantics();
+  auto toElement = [&](double v) {
+    APFloat value(v);
+    bool lost;
+    value.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+    return value;
+  };
+  SmallVector<APFloat> matrix(n * channels * bins * 2, toElement(0.0));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < bins; ++j) {
+      // (j * t) mod n keeps the angle exact for long transforms.
+      double w = 2.0 * M_PI * static_cast<double>((j * t) % n) /
+                 static_cast<double>(n);
+      double c = std::cos(w) * scale, s = sign * std::sin(w) * scale;
+      int64_t re = (t * channels) * bins * 2 + j * 2;
+      matrix[re] = toElement(c);
+      matrix[re + 1] = toElement(s);
+      if (channels == 2) {
+        int64_t im = re + bins * 2;
+        matrix[im] = toElement(-s);
+        matrix[im + 1] = toElement(c);
+      }
+    }
+  auto matrixType = RankedTensorType::get({n * channels, bins * 2}, element);
+  Value weights =
+      b.create<ConstantOp>(loc, DenseElementsAttr::get(matrixType, matrix));
+  rows.back() = bins * 2;
+  Value y =
+      b.create<MatMulOp>(loc, RankedTensorType::get(rows, element), x, weights);
+  rows.back() = bins;
+  rows.push_back(2);
+  y = reshapeTo(b, loc, y, rows);
+  if (axis != rank - 2) {
+    SmallVector<int64_t> back(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      back[perm[d]] = d;
+    SmallVector<int64_t> outShape;
+    for (int64_t d : back)
+      outShape.push_back(rows[d]);
+    y = b.create<TransposeOp>(loc, RankedTensorType::get(outShape, element), y,
+                              b.getDenseI64ArrayAttr(back));
+  }
+  if (y.getType() != outType)
+    return op.emitError("DFT's result is ")
+           << outType << ", but its input and attributes give " << y.getType();
+  op.getOutput().replaceAllUsesWith(y);
   op.erase();
   return success();
 }
@@ -2634,7 +2885,10 @@ OwningOpRef<ModuleOp> Importer::run() {
                        builder.getStringAttr(metadata.json));
 
   if (failed(declareState(*module)) || failed(buildForward(*module)) ||
+      failed(expandAll(*module, expandEyeLike)) ||
+      failed(expandAll(*module, expandRange)) ||
       failed(expandAll(*module, expandOneHot)) ||
+      failed(expandAll(*module, expandDFT)) ||
       failed(expandAll(*module, expandGatherND)) ||
       failed(expandAll(*module, expandInstanceNorm)) ||
       failed(expandAll(*module, expandLRN)) ||

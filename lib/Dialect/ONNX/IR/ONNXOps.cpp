@@ -779,6 +779,53 @@ LogicalResult RangeOp::verify() {
   return expectElement(*this, "delta", elementOf(getDelta()), element);
 }
 
+Value mlir::onnxir::buildTupleRows(OpBuilder &b, Location loc, Value indices,
+                                   ArrayRef<int64_t> sizes) {
+  auto indexType = cast<RankedTensorType>(indices.getType());
+  int64_t k = static_cast<int64_t>(sizes.size());
+  auto rowsType =
+      RankedTensorType::get(indexType.getShape().drop_back(), b.getI64Type());
+  SmallVector<int64_t> strides(k, 1);
+  for (int64_t d = k - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * sizes[d + 1];
+  auto constant = indices.getDefiningOp<ConstantOp>();
+  auto known =
+      constant ? dyn_cast<DenseIntElementsAttr>(constant.getValue()) : nullptr;
+  if (known) {
+    SmallVector<int64_t> values, rows;
+    for (const APInt &v : known.getValues<APInt>())
+      values.push_back(v.getSExtValue());
+    for (size_t t = 0; t < values.size(); t += k) {
+      int64_t row = 0;
+      for (int64_t d = 0; d < k; ++d)
+        row += (values[t + d] % sizes[d] + sizes[d]) % sizes[d] * strides[d];
+      rows.push_back(row);
+    }
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(rowsType, ArrayRef<int64_t>(rows)));
+  }
+  auto scalar = [&](int64_t v) -> Value {
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                    b.getI64IntegerAttr(v)));
+  };
+  if (!indexType.getElementType().isInteger(64))
+    indices = b.create<CastOp>(
+        loc, indexType.clone(b.getI64Type()), indices,
+        b.getI64IntegerAttr(7 /* ONNX's TensorProto::INT64 */));
+  Value rows;
+  for (int64_t d = 0; d < k; ++d) {
+    Value at = b.create<GatherOp>(loc, rowsType, indices, scalar(d),
+                                  b.getI64IntegerAttr(indexType.getRank() - 1));
+    at = b.create<ModOp>(loc, rowsType, at, scalar(sizes[d]),
+                         b.getI64IntegerAttr(0));
+    if (strides[d] != 1)
+      at = b.create<MulOp>(loc, rowsType, at, scalar(strides[d]));
+    rows = d ? b.create<AddOp>(loc, rowsType, rows, at).getResult() : at;
+  }
+  return rows;
+}
+
 bool mlir::onnxir::drawsRandom(Operation *op) {
   return isa<DropoutOp, BernoulliOp, RandomNormalOp, RandomNormalLikeOp,
              RandomUniformOp, RandomUniformLikeOp>(op);

@@ -83,6 +83,17 @@ std::string recurrentUnsupported(Operation *op);
 /// as the runtime's kernels write them, whether or not the op uses them.
 llvm::SmallVector<Type> recurrentResultTypes(Operation *op);
 
+/// The row of each index tuple of `indices` (static shape, tuples along its
+/// last axis, of length sizes.size()) in a tensor flattened over axes of
+/// `sizes`: the sum of each index, wrapped into [0, size) as ONNX's
+/// GatherND and ScatterND read negative ones, times its axis's row-major
+/// stride. Built at `b`'s insertion point, int64 of `indices`' shape less
+/// its last axis: a constant when `indices` is one, else integer Cast,
+/// Gather, Mod, Mul and Add (an index out of range wraps around; GatherND's
+/// expansion and ScatterND's gradient share it).
+Value buildTupleRows(OpBuilder &b, Location loc, Value indices,
+                     llvm::ArrayRef<int64_t> sizes);
+
 /// Whether `op` draws from the session's random stream (Dropout,
 /// Bernoulli, RandomNormal(Like), RandomUniform(Like)): each carries an
 /// `fsdp.random_op` id, a micro-batch slot, and its clones draw the same

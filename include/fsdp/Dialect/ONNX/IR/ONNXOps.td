@@ -902,6 +902,47 @@ def ONNX_ConstantOfShapeOp : ONNX_Op<"ConstantOfShape"> {
   let hasVerifier = 1;
 }
 
+def ONNX_EyeLikeOp : ONNX_Op<"EyeLike"> {
+  let summary = "ONNX `EyeLike`, a constant at import";
+  let description = [{
+    A 2-D tensor of `input`'s shape holding ones on the `k`-th diagonal
+    (above the main one for `k > 0`) and zeros elsewhere, of element type
+    `dtype` (default: `input`'s). Only the input's static shape matters, so
+    the importer replaces it by that constant:
+
+    ```mlir
+    %eye = onnx.Constant dense<[[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]> : tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$input, OptionalAttr<I64Attr>:$dtype,
+                   DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs ONNX_Tensor:$output);
+}
+
+def ONNX_DFTOp : ONNX_Op<"DFT"> {
+  let summary = "ONNX `DFT` (opset 17), expanded at import";
+  let description = [{
+    The discrete Fourier transform of `input` (`[..., 1]` real or `[..., 2]`
+    complex) along `axis`, of length `dft_length` (the signal cut or
+    zero-padded to it; by default the axis's size); `onesided` keeps the
+    first n/2 + 1 bins, `inverse` transforms back (scaled by 1/n). The
+    result is `[..., 2]` complex. No kernel runs it: the importer moves the
+    axis last and multiplies by constant cosine and sine matrices (MatMul),
+    ops with kernels and gradient rules, so torch.fft's transforms train.
+    `dft_length` must be a constant:
+
+    ```mlir
+    %y = onnx.DFT(%x, %none) {axis = 1 : i64, onesided = 0 : i64}
+        : (tensor<2x8x1xf32>, none) -> tensor<2x8x2xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$input, ONNX_OptTensor:$dft_length,
+                   DefaultValuedAttr<I64Attr, "1">:$axis,
+                   DefaultValuedAttr<I64Attr, "0">:$inverse,
+                   DefaultValuedAttr<I64Attr, "0">:$onesided);
+  let results = (outs ONNX_Tensor:$output);
+}
+
 def ONNX_RangeOp : ONNX_Op<"Range"> {
   let summary = "ONNX `Range`";
   let arguments = (ins ONNX_Tensor:$start, ONNX_Tensor:$limit, ONNX_Tensor:$delta);

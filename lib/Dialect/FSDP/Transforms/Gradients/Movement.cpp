@@ -536,10 +536,8 @@ LogicalResult backward(ScatterElementsOp op, GradientContext &ctx) {
 
 /// GatherND of `g` at ScatterND's index tuples, which has no kernel: a
 /// Gather along axis 0 of g flattened over the k indexed axes, of each
-/// tuple's row there (the sum of its indices, each modulo its axis's size,
-/// times the axis's stride: the forward's kernel has checked their range),
-/// computed here when the indices are constant and by integer ops when not.
-/// For k = 1 the Gather takes the indices as they are.
+/// tuple's row there (buildTupleRows: the forward's kernel has checked
+/// their range). For k = 1 the Gather takes the indices as they are.
 FailureOr<Value> gatherTuples(ScatterNDOp op, Rule &r) {
   auto indexType = typeOf(op.getIndices());
   auto dataType = typeOf(op.getData());
@@ -557,39 +555,11 @@ FailureOr<Value> gatherTuples(ScatterNDOp op, Rule &r) {
   if (k == 1) {
     rows = bb.reshape(op.getIndices(), tuples);
   } else {
-    SmallVector<int64_t> strides(k, 1);
-    for (int64_t d = k - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * shape[d + 1];
-    if (std::optional<SmallVector<int64_t>> known =
-            constantInts(op.getIndices())) {
-      SmallVector<int64_t> at;
-      for (size_t t = 0; t < known->size(); t += k) {
-        int64_t row = 0;
-        for (int64_t d = 0; d < k; ++d)
-          row +=
-              ((*known)[t + d] % shape[d] + shape[d]) % shape[d] * strides[d];
-        at.push_back(row);
-      }
-      rows = b.create<ConstantOp>(
-          bb.loc,
-          DenseElementsAttr::get(tuples.clone(b.getI64Type()), ArrayRef(at)));
-    } else {
-      auto scalar = [&](int64_t v) {
-        return b.create<ConstantOp>(
-            bb.loc, DenseElementsAttr::get(RankedTensorType::get({}, index),
-                                           b.getIntegerAttr(index, v)));
-      };
-      for (int64_t d = 0; d < k; ++d) {
-        Value at =
-            b.create<GatherOp>(bb.loc, tuples, op.getIndices(), scalar(d),
-                               b.getI64IntegerAttr(indexType.getRank() - 1));
-        at = b.create<ModOp>(bb.loc, tuples, at, scalar(shape[d]));
-        if (strides[d] != 1)
-          at = b.create<MulOp>(bb.loc, tuples, at, scalar(strides[d]));
-        rows = d ? b.create<AddOp>(bb.loc, tuples, rows, at) : at;
-      }
-    }
-    SmallVector<int64_t> flat{strides[0] * shape[0]};
+    rows = buildTupleRows(b, bb.loc, op.getIndices(), shape.take_front(k));
+    int64_t flatRows = 1;
+    for (int64_t size : shape.take_front(k))
+      flatRows *= size;
+    SmallVector<int64_t> flat{flatRows};
     flat.append(shape.begin() + k, shape.end());
     g = bb.reshape(g, RankedTensorType::get(flat, r.element));
   }
