@@ -2052,9 +2052,13 @@ static LogicalResult expandRange(onnxir::RangeOp op) {
   if (!integer && !isa<FloatType>(element))
     return op.emitError("Range's element type ")
            << element << " is not a number type";
+  int64_t n = outType.getDimSize(0);
+  if (n > kMaxFoldedIndices)
+    return op.emitError("Range's length ")
+           << n << " is over the " << kMaxFoldedIndices
+           << " the compiler takes (its 0..n-1 is a constant)";
   OpBuilder b(op);
   Location loc = op.getLoc();
-  int64_t n = outType.getDimSize(0);
   bool widen = integer && integer.getWidth() != 64;
   Type computed = widen ? b.getI64Type() : element;
   auto scalarType = RankedTensorType::get({}, computed);
@@ -2100,8 +2104,8 @@ static LogicalResult expandRange(onnxir::RangeOp op) {
 /// gradient exist. Without batch axes, tuples of length 1 known only at run
 /// time (a Mixture-of-Experts layer's `w[expert_ids]`) are that Gather's
 /// indices directly, its kernel checking their range; other run-time
-/// indices out of range wrap around. Constant indices out of range name the
-/// node.
+/// indices are checked by buildTupleRows' Gathers. Constant indices out of
+/// range name the node.
 static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
   using namespace onnxir;
   auto dataType = dyn_cast<RankedTensorType>(op.getData().getType());

@@ -813,12 +813,28 @@ Value mlir::onnxir::buildTupleRows(OpBuilder &b, Location loc, Value indices,
     indices = b.create<CastOp>(
         loc, indexType.clone(b.getI64Type()), indices,
         b.getI64IntegerAttr(7 /* ONNX's TensorProto::INT64 */));
+  // Longer axes are wrapped by Mod, unchecked, rather than by a constant
+  // of their size.
+  constexpr int64_t kMaxCheckedSize = 1 << 20;
   Value rows;
   for (int64_t d = 0; d < k; ++d) {
     Value at = b.create<GatherOp>(loc, rowsType, indices, scalar(d),
                                   b.getI64IntegerAttr(indexType.getRank() - 1));
-    at = b.create<ModOp>(loc, rowsType, at, scalar(sizes[d]),
-                         b.getI64IntegerAttr(0));
+    if (sizes[d] <= kMaxCheckedSize) {
+      // iota[at] is `at` wrapped into [0, size), and the Gather kernel
+      // checks that it is in [-size, size).
+      auto iotaType = RankedTensorType::get({sizes[d]}, b.getI64Type());
+      SmallVector<int64_t> iota =
+          llvm::to_vector(llvm::seq<int64_t>(0, sizes[d]));
+      at = b.create<GatherOp>(
+          loc, rowsType,
+          b.create<ConstantOp>(
+              loc, DenseElementsAttr::get(iotaType, ArrayRef<int64_t>(iota))),
+          at, b.getI64IntegerAttr(0));
+    } else {
+      at = b.create<ModOp>(loc, rowsType, at, scalar(sizes[d]),
+                           b.getI64IntegerAttr(0));
+    }
     if (strides[d] != 1)
       at = b.create<MulOp>(loc, rowsType, at, scalar(strides[d]));
     rows = d ? b.create<AddOp>(loc, rowsType, rows, at).getResult() : at;

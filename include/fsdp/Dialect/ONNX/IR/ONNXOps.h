@@ -89,8 +89,10 @@ llvm::SmallVector<Type> recurrentResultTypes(Operation *op);
 /// GatherND and ScatterND read negative ones, times its axis's row-major
 /// stride. Built at `b`'s insertion point, int64 of `indices`' shape less
 /// its last axis: a constant when `indices` is one, else integer Cast,
-/// Gather, Mod, Mul and Add (an index out of range wraps around; GatherND's
-/// expansion and ScatterND's gradient share it).
+/// Gather, Mul and Add: each index column is wrapped by a Gather from the
+/// constant 0..size-1, whose kernel stops the run on an index out of range,
+/// naming it and the axis's size (an axis over 2^20 long is wrapped by Mod,
+/// unchecked; GatherND's expansion and ScatterND's gradient share it).
 Value buildTupleRows(OpBuilder &b, Location loc, Value indices,
                      llvm::ArrayRef<int64_t> sizes);
 
