@@ -27,6 +27,10 @@ cudaError_t launchResize(const ResizeBody &body, int64_t n, cudaStream_t s) {
   return elementwise(body, n, s);
 }
 
+cudaError_t launchGridSample(const GridSampleBody &body, cudaStream_t s) {
+  return elementwise(body, body.threads(), s);
+}
+
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
                                 int64_t inner, cudaStream_t s) {
   return elementwise(GlobalMaxPoolBody{x, y, inner}, planes, s);
