@@ -279,6 +279,21 @@ struct GridSampleBody {
   }
 };
 
+/// One step of a GridSampleBody in one type T: the device launcher runs
+/// each as a kernel of its own, holding only its own step's registers.
+template <typename T, GridSampleStep S> struct GridSampleStepBody {
+  GridSampleBody body;
+
+  FSDP_HD void operator()(int64_t i) const {
+    if constexpr (S == GridSampleStep::Forward)
+      body.template forward<T>(i);
+    else if constexpr (S == GridSampleStep::InputGrad)
+      body.template inputGrad<T>(i);
+    else
+      body.template gridGrad<T>(i);
+  }
+};
+
 } // namespace fsdprt::cuda
 
 #endif // FSDPRT_BACKENDS_CUDA_KERNELS_GRID_SAMPLE_H
