@@ -309,3 +309,28 @@ func.func @pool_grad_window(%x: tensor<1x1x4x4xf32>, %g: tensor<1x1x2x2xf32>) ->
   %d = fsdp.pool_grad %x, %g {mode = "max", kernel_shape = array<i64: 2>, strides = array<i64: 2>, pads = array<i64: 0, 0>, dilations = array<i64: 1>, ceil_mode = 0 : i64, count_include_pad = 0 : i64} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
   return %d : tensor<1x1x4x4xf32>
 }
+
+// -----
+
+// The kernels read X and grid as one float type.
+func.func @grid_sample_mixed(%x: tensor<1x2x4x4xf64>, %grid: tensor<1x3x3x2xf32>) -> tensor<1x2x3x3xf64> {
+  // expected-error @+1 {{'onnx.GridSample' op needs X and grid of one float type to run on the runtime, not X of f64 and grid of f32}}
+  %y = onnx.GridSample %x, %grid : (tensor<1x2x4x4xf64>, tensor<1x3x3x2xf32>) -> tensor<1x2x3x3xf64>
+  return %y : tensor<1x2x3x3xf64>
+}
+
+// -----
+
+func.func @grid_sample_integers(%x: tensor<1x2x4x4xi64>, %grid: tensor<1x3x3x2xf32>) -> tensor<1x2x3x3xi64> {
+  // expected-error @+1 {{'onnx.GridSample' op needs X and grid of one float type to run on the runtime, not X of i64 and grid of f32}}
+  %y = onnx.GridSample %x, %grid : (tensor<1x2x4x4xi64>, tensor<1x3x3x2xf32>) -> tensor<1x2x3x3xi64>
+  return %y : tensor<1x2x3x3xi64>
+}
+
+// -----
+
+func.func @grid_sample_grad_rank(%x: tensor<1x2x4x4x4xf32>, %grid: tensor<1x3x3x3x3xf32>, %g: tensor<1x2x3x3x3xf32>) -> tensor<1x2x4x4x4xf32> {
+  // expected-error @+1 {{'fsdp.grid_sample_grad' op samples [N, C, H, W] at a grid [N, Ho, Wo, 2], not ranks 5 and 5}}
+  %gx, %gg = fsdp.grid_sample_grad %x, %grid, %g {mode = "bilinear", padding_mode = "zeros", align_corners = 0 : i64} : (tensor<1x2x4x4x4xf32>, tensor<1x3x3x3x3xf32>, tensor<1x2x3x3x3xf32>) -> (tensor<1x2x4x4x4xf32>, tensor<1x3x3x3x3xf32>)
+  return %gx : tensor<1x2x4x4x4xf32>
+}

@@ -31,7 +31,9 @@ reflect, replicate and constant padding; nearest and bilinear upsampling and
 a transposed convolution; LRN and MeanVarianceNormalization, rewritten at
 import; torch.einsum in every form: attention, Funnel's relative attention,
 two contracted letters, a letter summed away, a parameter broadcast over
-the batch, an ellipsis, a permutation plus a sum, diagonals), and every model of
+the batch, an ellipsis, a permutation plus a sum, diagonals); F.grid_sample
+in every mode, padding mode and align_corners on a learned image and a
+learned grid offset), and every model of
 the corpus exactly as exported in build/test/corpus, with torch's weights
 loaded from the ONNX file, among them GPT-2 (embeddings with a tied
 lm_head, LayerNorm, fused QKV split, causal masked attention, tanh-GELU)
@@ -483,6 +485,32 @@ class Einsums(nn.Module):
                                     trace[:, None]], dim=-1))
 
 
+class GridSampler(nn.Module):
+    """F.grid_sample (ONNX GridSample, opset 16) in every mode, padding mode
+    and align_corners: a learned image sampled at the input's points (many
+    outside [-1, 1]) moved by a learned offset, so that d(input) and d(grid)
+    both reach parameters (nearest gives the grid none, as torch)."""
+
+    SAMPLES = [(mode, padding, align)
+               for mode in ("bilinear", "nearest", "bicubic")
+               for padding in ("zeros", "border", "reflection")
+               for align in (False, True)]
+
+    def __init__(self):
+        super().__init__()
+        self.image = nn.Parameter(torch.randn(1, 3, 5, 6))
+        self.offset = nn.Parameter(0.2 * torch.randn(1, 4, 5, 2))
+        self.head = nn.Linear(len(self.SAMPLES) * 3 * 4 * 5, 4)
+
+    def forward(self, x):  # [N, 4, 5, 2]: (x, y) points
+        grid = 1.4 * torch.tanh(x) + self.offset
+        image = self.image.expand(x.shape[0], -1, -1, -1)
+        return self.head(torch.cat(
+            [F.grid_sample(image, grid, mode=mode, padding_mode=padding,
+                           align_corners=align).flatten(1)
+             for mode, padding, align in self.SAMPLES], dim=-1))
+
+
 def cls_loss(logits, labels):
     return F.cross_entropy(logits, labels, ignore_index=-100)
 
@@ -521,6 +549,7 @@ CASES = {
     "norms_cubic": (NormsCubic, lambda g: torch.randn(4, 6, 8, generator=g), 4),
     "lrn_mvn": (LrnMvn, lambda g: torch.randn(4, 3, 9, 9, generator=g), 5),
     "einsums": (Einsums, lambda g: torch.randn(3, 5, 8, generator=g), 4),
+    "grid_sample": (GridSampler, lambda g: torch.randn(4, 4, 5, 2, generator=g), 4),
 }
 # Corpus models and the batch size each runs at.
 CORPUS = {"gpt2": 3, "gpt2_external": 2, "llama": 3, "bert": 3, "resnet18": 6,
@@ -566,6 +595,7 @@ KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
            "norms_cubic": {"reduce_l1": 1, "reduce_l2": 2, "reduce_log_sum": 1,
                            "reduce_log_sum_exp": 1, "reduce_min": 1,
                            "reduce_sum_square": 1, "resize": 1},
+           "grid_sample": {"grid_sample": 18, "grid_sample_grad": 18},
            # Two LRNs' banded 1x1 convolutions beside the model's two: no
            # weight gradient for a constant band; MVN's roots, means.
            "lrn_mvn": {"conv": 4, "conv_grad_input": 3, "conv_grad_weight": 2,

@@ -4,6 +4,7 @@
 #define FSDPRT_BACKENDS_CPU_KERNELS_H
 
 #include "../../src/backend.h"
+#include "../cuda/kernels/grid_sample.h"
 #include "../cuda/kernels/resize.h"
 
 #include <algorithm>
@@ -148,6 +149,11 @@ PoolWindow poolWindow(KernelArgs &args, const Tensor &x, const Tensor &y);
 /// without the scales; the CUDA backend plans its resize kernel with it.
 cuda::ResizePlan resizePlan(const KernelArgs &args, const Tensor &x,
                             const Tensor &y);
+
+/// grid_sample's (grad: grid_sample_grad's) body from its attributes and
+/// tensors (checked: KernelError), its Forward (InputGrad) step writing
+/// the first output; the CPU backend and the CUDA backend both run it.
+cuda::GridSampleBody gridSampleBody(const KernelArgs &args, bool grad);
 
 /// A run-time scale's fault (cuda::resizeScaleFault's code and detail) in
 /// words, as the CPU's resize reports it and the CUDA backend too.

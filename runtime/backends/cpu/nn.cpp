@@ -805,6 +805,94 @@ KernelFn resize(KernelArgs &args) {
 }
 
 //===----------------------------------------------------------------------===//
+// grid_sample
+//===----------------------------------------------------------------------===//
+
+} // namespace
+
+cuda::GridSampleBody gridSampleBody(const KernelArgs &args, bool grad) {
+  requireArity(args, grad ? 3 : 2, grad ? 3 : 2, grad ? 2 : 1);
+  std::string mode = args.attrs.getString("mode", "bilinear");
+  std::string padding = args.attrs.getString("padding_mode", "zeros");
+  int64_t align = args.attrs.getInt("align_corners", 0);
+  cuda::GridSamplePlan plan{};
+  require(cuda::gridSampleModeOf(mode.c_str(), plan.mode),
+          "mode must be bilinear, nearest or bicubic, not " + mode);
+  require(cuda::gridPaddingOf(padding.c_str(), plan.padding),
+          "padding_mode must be zeros, border or reflection, not " + padding);
+  require(align == 0 || align == 1,
+          "align_corners must be 0 or 1, not " + std::to_string(align));
+  plan.alignCorners = align == 1;
+  const Tensor &x = args.in[0], &grid = args.in[1];
+  require(x.dtype == FSDPRT_F32 || x.dtype == FSDPRT_F64,
+          std::string("x must be float32 or float64, not ") +
+              fsdprt_dtype_name(x.dtype));
+  require(x.shape.size() == 4,
+          "x must be [N, C, H, W], not " + shapeString(x.shape));
+  require(grid.shape.size() == 4 && grid.shape[0] == x.shape[0] &&
+              grid.shape[3] == 2,
+          "grid " + shapeString(grid.shape) + " must be [N, Ho, Wo, 2] for x " +
+              shapeString(x.shape));
+  requireDtype(grid, x.dtype, "grid");
+  plan.n = x.shape[0], plan.c = x.shape[1], plan.h = x.shape[2],
+  plan.w = x.shape[3], plan.ho = grid.shape[1], plan.wo = grid.shape[2];
+  std::vector<int64_t> sampled = {plan.n, plan.c, plan.ho, plan.wo};
+  const Tensor &y = grad ? args.in[2] : args.out[0];
+  requireDtype(y, x.dtype, grad ? "the output gradient" : "y");
+  require(y.shape == sampled,
+          std::string(grad ? "the output gradient " : "y ") +
+              shapeString(y.shape) + " must be " + shapeString(sampled));
+  if (grad)
+    for (size_t i = 0; i < 2; ++i) {
+      requireDtype(args.out[i], x.dtype, i ? "d(grid)" : "d(x)");
+      require(args.out[i].shape == args.in[i].shape,
+              std::string(i ? "d(grid) " : "d(x) ") +
+                  shapeString(args.out[i].shape) + " must be " +
+                  shapeString(args.in[i].shape));
+    }
+  return cuda::GridSampleBody{plan,
+                              grad ? cuda::GridSampleStep::InputGrad
+                                   : cuda::GridSampleStep::Forward,
+                              x.dtype,
+                              x.data,
+                              grid.data,
+                              grad ? y.data : nullptr,
+                              args.out[0].data};
+}
+
+namespace {
+
+/// The cost of one grid point's taps.
+int64_t tapCost(const cuda::GridSamplePlan &plan) {
+  return plan.mode == cuda::GridSampleMode::Bicubic ? 64 : 16;
+}
+
+/// ONNX GridSample (torch's F.grid_sample) of [N, C, H, W], one output
+/// element per index (cuda/kernels/grid_sample.h's body).
+KernelFn gridSample(KernelArgs &args) {
+  cuda::GridSampleBody body = gridSampleBody(args, false);
+  return [=]() {
+    parallelFor(body.threads(), tapCost(body.p), body);
+    return std::string();
+  };
+}
+
+/// grid_sample's gradient: d(x) a plane per index, each point's taps added
+/// in order (the same bits whatever the threads), then d(grid) a point per
+/// index summing over the channels.
+KernelFn gridSampleGrad(KernelArgs &args) {
+  cuda::GridSampleBody dx = gridSampleBody(args, true), dgrid = dx;
+  dgrid.step = cuda::GridSampleStep::GridGrad;
+  dgrid.out = args.out[1].data;
+  return [=]() {
+    const cuda::GridSamplePlan &p = dx.p;
+    parallelFor(dx.threads(), tapCost(p) * p.ho * p.wo, dx);
+    parallelFor(dgrid.threads(), tapCost(p) * p.c, dgrid);
+    return std::string();
+  };
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 
@@ -1496,6 +1584,8 @@ void registerNN(Registry &r) {
   r["global_max_pool"] = globalMaxPool;
   r["hardmax"] = hardmax;
   r["resize"] = resize;
+  r["grid_sample"] = gridSample;
+  r["grid_sample_grad"] = gridSampleGrad;
   r["pool_grad"] = poolGrad;
   r["reduce_sum"] = [](KernelArgs &a) { return reduce(a, Reduce::Sum); };
   r["reduce_mean"] = [](KernelArgs &a) { return reduce(a, Reduce::Mean); };

@@ -1386,6 +1386,28 @@ KernelFn resizeKernel(Context &c) {
   });
 }
 
+/// grid_sample and grid_sample_grad in F32 and F64 (halves run widened):
+/// the CPU's checks and body (cpu::gridSampleBody), the gradient's d(x)
+/// then d(grid).
+KernelFn gridSampleKernel(const std::string &op, Context &c) {
+  checkLikeTheCpu(op, c.args);
+  if (isHalf(c.args.in[0].dtype))
+    return nullptr; // halves run widened
+  bool grad = op == "grid_sample_grad";
+  GridSampleBody body = cpu::gridSampleBody(c.args, grad);
+  if (!grad)
+    return onStream(c.device, [=](Device &d, DeviceStream &s) {
+      return d.gridSample(s, body);
+    });
+  GridSampleBody dgrid = body;
+  dgrid.step = GridSampleStep::GridGrad;
+  dgrid.out = c.args.out[1].data;
+  return onStream(c.device, [=](Device &d, DeviceStream &s) {
+    std::string error = d.gridSample(s, body);
+    return error.empty() ? d.gridSample(s, dgrid) : error;
+  });
+}
+
 /// global_max_pool over the spatial dims, hardmax, arg_max and arg_min
 /// along an axis, one thread per plane or row, as the CPU computes them.
 KernelFn maxKernel(const std::string &op, Context &c) {
@@ -2519,6 +2541,8 @@ KernelFn own(const std::string &op, Context &c) {
     return maxKernel(op, c);
   if (op == "resize")
     return resizeKernel(c);
+  if (op == "grid_sample" || op == "grid_sample_grad")
+    return gridSampleKernel(op, c);
   if (op == "batch_norm")
     return batchNormKernel(c);
   if (op == "batch_norm_train" || op == "batch_norm_grad")

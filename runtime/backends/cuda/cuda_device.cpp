@@ -443,6 +443,9 @@ public:
                      int64_t n) override {
     return check(launchResize(body, n, raw(s)), "resize kernel");
   }
+  std::string gridSample(DeviceStream &s, const GridSampleBody &body) override {
+    return check(launchGridSample(body, raw(s)), "grid_sample kernel");
+  }
   std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                             int64_t planes, int64_t inner) override {
     return check(launchGlobalMaxPool(x, y, planes, inner, raw(s)),

@@ -32,6 +32,7 @@
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/grads.h"
+#include "kernels/grid_sample.h"
 #include "kernels/indexing.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
@@ -39,8 +40,8 @@
 #include "kernels/pool.h"
 #include "kernels/random.h"
 #include "kernels/recurrent.h"
-#include "kernels/rows.h"
 #include "kernels/reduce.h"
+#include "kernels/rows.h"
 #include "kernels/scatter.h"
 
 #include <memory>
@@ -250,6 +251,8 @@ public:
                                      int64_t planes) = 0;
   virtual std::string resize(DeviceStream &s, const ResizeBody &body,
                              int64_t n) = 0;
+  virtual std::string gridSample(DeviceStream &s,
+                                 const GridSampleBody &body) = 0;
   virtual std::string globalMaxPool(DeviceStream &s, const float *x, float *y,
                                     int64_t planes, int64_t inner) = 0;
   virtual std::string argExtreme(DeviceStream &s, const ArgExtremeBody &body,

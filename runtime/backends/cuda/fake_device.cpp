@@ -687,6 +687,9 @@ public:
                      int64_t n) override {
     return each(body, n);
   }
+  std::string gridSample(DeviceStream &, const GridSampleBody &body) override {
+    return each(body, body.threads());
+  }
   std::string globalMaxPool(DeviceStream &, const float *x, float *y,
                             int64_t planes, int64_t inner) override {
     return each(GlobalMaxPoolBody{x, y, inner}, planes);

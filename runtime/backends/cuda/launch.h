@@ -16,6 +16,7 @@
 #include "kernels/data.h"
 #include "kernels/elementwise.h"
 #include "kernels/grads.h"
+#include "kernels/grid_sample.h"
 #include "kernels/indexing.h"
 #include "kernels/logic.h"
 #include "kernels/losses.h"
@@ -23,8 +24,8 @@
 #include "kernels/pool.h"
 #include "kernels/random.h"
 #include "kernels/recurrent.h"
-#include "kernels/rows.h"
 #include "kernels/reduce.h"
+#include "kernels/rows.h"
 #include "kernels/scatter.h"
 
 #include <cuda_runtime_api.h>
@@ -167,6 +168,8 @@ cudaError_t launchMaxPoolIndices(const MaxPoolIndicesBody &body,
 /// resize over n threads (y's elements; at least 1 with run-time scales).
 cudaError_t launchResize(const ResizeBody &body, int64_t n,
                          cudaStream_t stream);
+/// grid_sample or one output of its gradient: body.threads() threads.
+cudaError_t launchGridSample(const GridSampleBody &body, cudaStream_t stream);
 /// global_max_pool of `planes` planes of `inner` elements.
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
                                 int64_t inner, cudaStream_t stream);

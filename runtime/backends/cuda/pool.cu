@@ -27,6 +27,23 @@ cudaError_t launchResize(const ResizeBody &body, int64_t n, cudaStream_t s) {
   return elementwise(body, n, s);
 }
 
+/// grid_sample's step in T, a kernel per step (GridSampleStepBody).
+template <typename T>
+cudaError_t launchGridSampleIn(const GridSampleBody &body, cudaStream_t s) {
+  using Step = GridSampleStep;
+  int64_t n = body.threads();
+  if (body.step == Step::Forward)
+    return elementwise(GridSampleStepBody<T, Step::Forward>{body}, n, s);
+  if (body.step == Step::InputGrad)
+    return elementwise(GridSampleStepBody<T, Step::InputGrad>{body}, n, s);
+  return elementwise(GridSampleStepBody<T, Step::GridGrad>{body}, n, s);
+}
+
+cudaError_t launchGridSample(const GridSampleBody &body, cudaStream_t s) {
+  return body.dtype == FSDPRT_F64 ? launchGridSampleIn<double>(body, s)
+                                  : launchGridSampleIn<float>(body, s);
+}
+
 cudaError_t launchGlobalMaxPool(const float *x, float *y, int64_t planes,
                                 int64_t inner, cudaStream_t s) {
   return elementwise(GlobalMaxPoolBody{x, y, inner}, planes, s);

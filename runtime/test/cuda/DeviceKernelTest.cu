@@ -12,6 +12,7 @@
 #include "host_launch.h"
 #include "kernels/attention.h"
 #include "kernels/conv.h"
+#include "kernels/grid_sample.h"
 #include "kernels/pool.h"
 #include "kernels/recurrent.h"
 #include "kernels/rows.h"
@@ -1368,6 +1369,64 @@ void resize(cuda::ResizeMode mode, int64_t h, int64_t w, double sh, double sw,
   }
 }
 
+/// grid_sample's three steps on x [2, 3, h, w] at a grid [2, ho, wo, 2]
+/// (points in [-1.5, 1.5]) in T, against the body on the host (within
+/// rounding: nvcc may fuse multiply-adds; d(x) adds a plane's points in
+/// the host's order).
+template <typename T>
+void gridSample(cuda::GridSampleMode mode, cuda::GridPadding padding,
+                bool align, int64_t h, int64_t w, int64_t ho, int64_t wo,
+                unsigned seed) {
+  cuda::GridSamplePlan p{2, 3, h, w, ho, wo, mode, padding, align};
+  auto values = [](int64_t n, unsigned seed, float scale) {
+    std::vector<float> f = random(n, seed, scale);
+    return std::vector<T>(f.begin(), f.end());
+  };
+  std::vector<T> x = values(2 * 3 * h * w, seed, 1),
+                 grid = values(2 * ho * wo * 2, seed + 1, 0.8f),
+                 dy = values(2 * 3 * ho * wo, seed + 2, 1);
+  DeviceArray<T> dx(x), dgrid(grid), ddy(dy);
+  fsdprt_dtype_t dtype = sizeof(T) == 8 ? FSDPRT_F64 : FSDPRT_F32;
+  std::string what = "grid_sample mode " + std::to_string(int(mode)) +
+                     " padding " + std::to_string(int(padding)) + " align " +
+                     std::to_string(align) + " " + std::to_string(h) + "x" +
+                     std::to_string(w) + " at " + std::to_string(ho) + "x" +
+                     std::to_string(wo) + (sizeof(T) == 8 ? " f64" : " f32");
+  const cuda::GridSampleStep steps[] = {cuda::GridSampleStep::Forward,
+                                        cuda::GridSampleStep::InputGrad,
+                                        cuda::GridSampleStep::GridGrad};
+  const int64_t sizes[] = {2 * 3 * ho * wo, 2 * 3 * h * w, 2 * ho * wo * 2};
+  for (int k = 0; k < 3; ++k) {
+    std::vector<T> want(sizes[k]);
+    cuda::GridSampleBody host{p,           steps[k],  dtype,      x.data(),
+                              grid.data(), dy.data(), want.data()};
+    cuda::hostForEach(host, host.threads());
+    DeviceArray<T> out(poison<T>(sizes[k]));
+    cuda::GridSampleBody device{p,          steps[k], dtype,   dx.data,
+                                dgrid.data, ddy.data, out.data};
+    cudaError_t e = cuda::launchGridSample(device, nullptr);
+    ++checks;
+    cudaError_t synced = cudaDeviceSynchronize();
+    std::string step = what + " step " + std::to_string(k);
+    if (e != cudaSuccess || synced != cudaSuccess) {
+      std::fprintf(stderr, "FAIL: %s: %s\n", step.c_str(),
+                   cudaGetErrorString(e != cudaSuccess ? e : synced));
+      ++failures;
+      continue;
+    }
+    std::vector<T> got = out.readAll();
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!(std::fabs(double(got[i]) - double(want[i])) <=
+            1e-4 * (1 + std::fabs(double(want[i]))))) {
+        std::fprintf(stderr,
+                     "FAIL: %s: at %zu the GPU gives %.9g, the host %.9g\n",
+                     step.c_str(), i, double(got[i]), double(want[i]));
+        ++failures;
+        break;
+      }
+  }
+}
+
 /// One piece of a recurrent step (kernels/recurrent.h) of direction 1 at
 /// time 1 over random buffers, against the body run on the host: every
 /// buffer it may write (all of them are given) compared.
@@ -1540,6 +1599,15 @@ int main() {
     resize(mode, 224, 224, 0.5, 0.5, seed++);
     resize(mode, 17, 257, 1.5, 0.6, seed++);
   }
+  for (int mode = 0; mode < 3; ++mode)
+    for (int padding = 0; padding < 3; ++padding)
+      for (bool align : {false, true}) {
+        auto m = static_cast<cuda::GridSampleMode>(mode);
+        auto pad = static_cast<cuda::GridPadding>(padding);
+        gridSample<float>(m, pad, align, 1, 1, 3, 2, seed++);
+        gridSample<float>(m, pad, align, 37, 45, 19, 23, seed++);
+        gridSample<double>(m, pad, align, 5, 7, 64, 65, seed++);
+      }
   maxes(1, 1, 1, seed++);
   maxes(6, 257, 5, seed++);
   maxes(2, 100003, 1, seed++);

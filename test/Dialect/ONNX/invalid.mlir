@@ -262,6 +262,72 @@ func.func @f(%x: tensor<1x1x2x2xf32>, %s: tensor<4xf32>) {
 
 // -----
 
+// GridSample: opset 16's 4-D inputs, modes and padding modes only (opset
+// 20's 5-D sampling and its "linear" and "cubic" names are refused).
+func.func @f(%x: tensor<1x1x2x2x2xf32>, %g: tensor<1x3x3x3x3xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op X must be 4-D [N, C, H, W] (opset 16 defines GridSample on 4-D inputs only), not 'tensor<1x1x2x2x2xf32>'}}
+  %0 = onnx.GridSample %x, %g : (tensor<1x1x2x2x2xf32>, tensor<1x3x3x3x3xf32>) -> tensor<1x1x3x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %g: tensor<1x3x3x2xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op mode must be bilinear, nearest or bicubic (opset 16's names), not 'linear'}}
+  %0 = onnx.GridSample %x, %g {mode = "linear"} : (tensor<1x1x2x2xf32>, tensor<1x3x3x2xf32>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %g: tensor<1x3x3x2xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op padding_mode must be zeros, border or reflection, not 'mirror'}}
+  %0 = onnx.GridSample %x, %g {padding_mode = "mirror"} : (tensor<1x1x2x2xf32>, tensor<1x3x3x2xf32>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %g: tensor<1x3x3x2xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op align_corners must be 0 or 1, not 2}}
+  %0 = onnx.GridSample %x, %g {align_corners = 2 : i64} : (tensor<1x1x2x2xf32>, tensor<1x3x3x2xf32>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x1x2x2xf32>, %g: tensor<1x3x3x2xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op grid must be [N, Ho, Wo, 2] with X's N, not 'tensor<1x3x3x2xf32>'}}
+  %0 = onnx.GridSample %x, %g : (tensor<2x1x2x2xf32>, tensor<1x3x3x2xf32>) -> tensor<2x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %g: tensor<1x3x3x3xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op grid must be [N, Ho, Wo, 2] with X's N, not 'tensor<1x3x3x3xf32>'}}
+  %0 = onnx.GridSample %x, %g : (tensor<1x1x2x2xf32>, tensor<1x3x3x3xf32>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %g: tensor<1x3x3x2xi64>) {
+  // expected-error @+1 {{'onnx.GridSample' op grid must hold floats, not 'i64'}}
+  %0 = onnx.GridSample %x, %g : (tensor<1x1x2x2xf32>, tensor<1x3x3x2xi64>) -> tensor<1x1x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<1x1x2x2xf32>, %g: tensor<1x3x3x2xf32>) {
+  // expected-error @+1 {{'onnx.GridSample' op result type 'tensor<1x1x3x4xf32>' does not match the inferred shape [1, 1, 3, 3]}}
+  %0 = onnx.GridSample %x, %g : (tensor<1x1x2x2xf32>, tensor<1x3x3x2xf32>) -> tensor<1x1x3x4xf32>
+  return
+}
+
+// -----
+
 func.func @lstm_direction(%x: tensor<5x2x3xf32>, %w: tensor<1x16x3xf32>, %r: tensor<1x16x4xf32>) -> tensor<1x2x4xf32> {
   %none = onnx.NoValue
   // expected-error @+1 {{'onnx.LSTM' op direction must be forward, reverse or bidirectional, not "sideways"}}

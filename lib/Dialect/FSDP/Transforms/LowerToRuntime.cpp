@@ -399,6 +399,42 @@ struct LowerResize : KernelPattern<ResizeOp> {
   }
 };
 
+/// GridSample's and its gradient's kernel parameters, every one explicit;
+/// fails unless X and grid are floats of one type (the kernels read both
+/// as that type).
+FailureOr<SmallVector<NamedAttribute>>
+gridSampleParams(Lowering &l, Value x, Value grid, StringRef mode,
+                 StringRef padding, int64_t alignCorners) {
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  Type gridElement = cast<RankedTensorType>(grid.getType()).getElementType();
+  if (!isa<FloatType>(element) || element != gridElement) {
+    std::string types;
+    llvm::raw_string_ostream(types)
+        << "X of " << element << " and grid of " << gridElement;
+    return l.fail("needs X and grid of one float type to run on the "
+                  "runtime, not " +
+                  types);
+  }
+  return SmallVector<NamedAttribute>{l.str("mode", mode),
+                                     l.str("padding_mode", padding),
+                                     l.i64("align_corners", alignCorners)};
+}
+
+/// GridSample (4-D: the verifier holds opset 16's rank) is one
+/// `grid_sample` kernel.
+struct LowerGridSample : KernelPattern<GridSampleOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(GridSampleOp op, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    FailureOr<SmallVector<NamedAttribute>> params =
+        gridSampleParams(l, op.getX(), op.getGrid(), op.getMode(),
+                         op.getPaddingMode(), op.getAlignCorners());
+    if (failed(params))
+      return failure();
+    return l.kernel(kernel, {adaptor.getX(), adaptor.getGrid()}, *params);
+  }
+};
+
 /// Clip is `clip` with its (constant, scalar) bounds as attributes; an
 /// absent bound is none. Bounds known only at run time (graph inputs, or
 /// integer ones) make it `min(max(input, min), max)` on the broadcasting
@@ -1795,6 +1831,26 @@ struct LowerConvGrad : KernelPattern<ConvGradOp> {
   }
 };
 
+/// fsdp.grid_sample_grad is one `grid_sample_grad` kernel giving d(x) and
+/// d(grid).
+struct LowerGridSampleGrad : KernelPattern<mlir::fsdp::GridSampleGradOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult lower(mlir::fsdp::GridSampleGradOp grad, OpAdaptor adaptor,
+                      Lowering &l) const override {
+    if (rankOf(grad.getX()) != 4 || rankOf(grad.getGrid()) != 4)
+      return l.fail("samples [N, C, H, W] at a grid [N, Ho, Wo, 2], not "
+                    "ranks " +
+                    Twine(rankOf(grad.getX())) + " and " +
+                    Twine(rankOf(grad.getGrid())));
+    FailureOr<SmallVector<NamedAttribute>> params =
+        gridSampleParams(l, grad.getX(), grad.getGrid(), grad.getMode(),
+                         grad.getPaddingMode(), grad.getAlignCorners());
+    if (failed(params))
+      return failure();
+    return l.kernel(kernel, adaptor.getOperands(), *params);
+  }
+};
+
 /// fsdp.pool_grad as the forward pools (poolKernel): 2-D as one pool_grad
 /// kernel; 1-D on x and the gradient viewed one row high; 3-D as the
 /// gradients of its two 2-D pools in reverse order, the depth pool's first
@@ -2074,6 +2130,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerSlice>(context, "slice");
   patterns.add<LowerPad>(context, "pad");
   patterns.add<LowerResize>(context, "resize");
+  patterns.add<LowerGridSample>(context, "grid_sample");
   patterns.add<LowerGather>(context, "gather");
   patterns.add<LowerExpand>(context, "expand");
   patterns.add<LowerTile>(context, "expand");
@@ -2097,6 +2154,7 @@ void populateLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LowerConvGrad<mlir::fsdp::ConvGradWeightOp>>(context,
                                                             "conv_grad_weight");
   patterns.add<LowerPoolGrad>(context, "pool_grad");
+  patterns.add<LowerGridSampleGrad>(context, "grid_sample_grad");
   // Optimizer steps.
   patterns.add<LowerAdamW>(context, "adamw");
   patterns.add<LowerSGD>(context, "sgd");

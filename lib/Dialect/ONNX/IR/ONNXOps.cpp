@@ -650,6 +650,38 @@ LogicalResult ResizeOp::verify() {
                        elementOf(getX()));
 }
 
+LogicalResult GridSampleOp::verify() {
+  StringRef mode = getMode(), padding = getPaddingMode();
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    return emitOpError() << "mode must be bilinear, nearest or bicubic "
+                            "(opset 16's names), not '"
+                         << mode << "'";
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return emitOpError() << "padding_mode must be zeros, border or "
+                            "reflection, not '"
+                         << padding << "'";
+  if (getAlignCorners() != 0 && getAlignCorners() != 1)
+    return emitOpError() << "align_corners must be 0 or 1, not "
+                         << getAlignCorners();
+  RankedTensorType x = tensorType(getX()), grid = tensorType(getGrid());
+  if (x.getRank() != 4)
+    return emitOpError() << "X must be 4-D [N, C, H, W] (opset 16 defines "
+                            "GridSample on 4-D inputs only), not "
+                         << x;
+  if (grid.getRank() != 4 || !compatible(grid.getDimSize(3), 2) ||
+      !compatible(grid.getDimSize(0), x.getDimSize(0)))
+    return emitOpError() << "grid must be [N, Ho, Wo, 2] with X's N, not "
+                         << grid;
+  if (!isa<FloatType>(grid.getElementType()))
+    return emitOpError() << "grid must hold floats, not "
+                         << grid.getElementType();
+  if (failed(checkResultShape(*this, {x.getDimSize(0), x.getDimSize(1),
+                                      grid.getDimSize(1), grid.getDimSize(2)})))
+    return failure();
+  return expectElement(*this, "the result", getType().getElementType(),
+                       x.getElementType());
+}
+
 std::optional<SmallVector<double>> ResizeOp::getConstantScales() {
   RankedTensorType x = tensorType(getX());
   DenseFPElementsAttr scales;

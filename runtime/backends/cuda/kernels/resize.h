@@ -76,6 +76,26 @@ struct ResizeTap {
   int count;
 };
 
+/// Keys' cubic convolution weights, coefficient `a`, of the four samples
+/// at -1, 0, 1 and 2 from a point `r` in [0, 1) past the second: Resize's
+/// cubic mode (a given) and GridSample's bicubic one (torch's a = -0.75).
+template <typename T> FSDP_HD inline void keysWeights(T a, T r, T weight[4]) {
+  T s = 1 + r, t = 1 - r, u = 2 - r;
+  weight[0] = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
+  weight[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
+  weight[2] = ((a + 2) * t - (a + 3)) * t * t + 1;
+  weight[3] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
+}
+
+/// The derivatives of keysWeights' four weights with respect to `r`.
+template <typename T> FSDP_HD inline void keysSlopes(T a, T r, T slope[4]) {
+  T s = 1 + r, t = 1 - r, u = 2 - r;
+  slope[0] = (3 * a * s - 10 * a) * s + 8 * a;
+  slope[1] = (3 * (a + 2) * r - 2 * (a + 3)) * r;
+  slope[2] = -(3 * (a + 2) * t - 2 * (a + 3)) * t;
+  slope[3] = -((3 * a * u - 10 * a) * u + 8 * a);
+}
+
 /// Output index j of axis d's taps for `scale`, in double, as ONNX's
 /// reference picks them: the source coordinate by the
 /// transform (a length within 1e-6 of the output's taken as it), rounded by
@@ -140,11 +160,7 @@ FSDP_HD inline ResizeTap resizeTap(const ResizePlan &p, int d, int64_t j,
     --base;
     r = 1;
   }
-  double a = p.a, s = 1 + r, t = 1 - r, u = 2 - r;
-  tap.weight[0] = ((a * s - 5 * a) * s + 8 * a) * s - 4 * a;
-  tap.weight[1] = ((a + 2) * r - (a + 3)) * r * r + 1;
-  tap.weight[2] = ((a + 2) * t - (a + 3)) * t * t + 1;
-  tap.weight[3] = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a;
+  keysWeights(p.a, r, tap.weight);
   tap.count = 4;
   double kept = 0;
   for (int k = 0; k < 4; ++k) {

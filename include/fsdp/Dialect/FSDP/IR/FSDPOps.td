@@ -1387,6 +1387,32 @@ def FSDP_PoolGradOp : FSDP_Op<"pool_grad", [Pure]> {
   }];
 }
 
+def FSDP_GridSampleGradOp : FSDP_Op<"grid_sample_grad", [Pure]> {
+  let summary = "gradient of GridSample with respect to its input and grid";
+  let description = [{
+    What `fsdp-autodiff` emits for `onnx.GridSample`: from the forward's
+    input `x` [N, C, H, W], its `grid` [N, Ho, Wo, 2] and the output
+    gradient `grad` [N, C, Ho, Wo], the gradients of `x` (each output
+    gradient spread over the taps that read it, by their weights) and of
+    `grid` (the taps' weights differentiated; zeros in `nearest` mode, as
+    torch gives). Attributes are the forward's.
+
+    ```mlir
+    %gx, %ggrid = fsdp.grid_sample_grad %x, %grid, %g {mode = "bilinear",
+        padding_mode = "zeros", align_corners = 0 : i64}
+        : (tensor<2x3x8x8xf32>, tensor<2x5x6x2xf32>, tensor<2x3x5x6xf32>)
+        -> (tensor<2x3x8x8xf32>, tensor<2x5x6x2xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$grid,
+                   AnyRankedTensor:$grad, StrAttr:$mode, StrAttr:$padding_mode,
+                   I64Attr:$align_corners);
+  let results = (outs AnyRankedTensor:$grad_x, AnyRankedTensor:$grad_grid);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Runtime ops (produced by fsdp-lower-to-runtime)
 //===----------------------------------------------------------------------===//

@@ -739,6 +739,32 @@ def ONNX_ResizeOp : ONNX_Op<"Resize"> {
   }];
 }
 
+def ONNX_GridSampleOp : ONNX_Op<"GridSample"> {
+  let summary = "ONNX `GridSample` (opset 16)";
+  let description = [{
+    Samples `X` [N, C, H, W] at the points of `grid` [N, Ho, Wo, 2] (x,
+    then y, in [-1, 1]) into `Y` [N, C, Ho, Wo]: torch's `F.grid_sample`,
+    which torch exports as this op. `align_corners` 1 maps -1 and 1 to the
+    centres of the corner elements, 0 to their outer edges; `mode` is
+    `bilinear`, `nearest` (half to even) or `bicubic` (Keys, a = -0.75);
+    a point outside the input reads 0 (`padding_mode` `zeros`), the
+    border's values (`border`) or the input mirrored at its edges
+    (`reflection`). Opset 16 defines 4-D inputs only.
+
+    ```mlir
+    %y = onnx.GridSample %x, %grid {mode = "bilinear",
+        padding_mode = "border", align_corners = 1 : i64}
+        : (tensor<2x3x8x8xf32>, tensor<2x5x6x2xf32>) -> tensor<2x3x5x6xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$X, ONNX_Tensor:$grid,
+                   DefaultValuedAttr<I64Attr, "0">:$align_corners,
+                   DefaultValuedAttr<StrAttr, "\"bilinear\"">:$mode,
+                   DefaultValuedAttr<StrAttr, "\"zeros\"">:$padding_mode);
+  let results = (outs ONNX_Tensor:$Y);
+  let hasVerifier = 1;
+}
+
 def ONNX_OneHotOp : ONNX_Op<"OneHot"> {
   let summary = "ONNX `OneHot`, expanded at import";
   let description = [{

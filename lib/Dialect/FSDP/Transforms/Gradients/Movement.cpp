@@ -333,6 +333,22 @@ LogicalResult backward(ResizeOp op, GradientContext &ctx) {
   return success();
 }
 
+/// GridSample: one fsdp.grid_sample_grad gives X its gradient (g spread
+/// back over the taps each point read) and grid its own (the taps' weights
+/// differentiated; zeros in nearest mode, as torch gives).
+LogicalResult backward(GridSampleOp op, GradientContext &ctx) {
+  Rule r(op, ctx);
+  OpBuilder &b = r.bb.b;
+  auto grad = b.create<mlir::fsdp::GridSampleGradOp>(
+      op->getLoc(), TypeRange{op.getX().getType(), op.getGrid().getType()},
+      op.getX(), op.getGrid(), r.g, b.getStringAttr(op.getMode()),
+      b.getStringAttr(op.getPaddingMode()),
+      b.getI64IntegerAttr(op.getAlignCorners()));
+  r.give(0, grad.getGradX());
+  r.give(1, grad.getGradGrid());
+  return success();
+}
+
 /// nn.Embedding(padding_idx) from the frontend's metadata ("embeddings"):
 /// weight FQN -> (embedding module FQN, padding row).
 FailureOr<llvm::StringMap<std::pair<std::string, int64_t>>>
@@ -593,6 +609,7 @@ void mlir::fsdp::detail::attachMovementGradients(MLIRContext &ctx) {
   attachGradient<SliceOp, backward>(ctx);
   attachGradient<PadOp, backward>(ctx);
   attachGradient<ResizeOp, backward>(ctx);
+  attachGradient<GridSampleOp, backward>(ctx);
   attachGradient<GatherOp, backward>(ctx);
   attachGradient<GatherElementsOp, backward>(ctx);
   attachGradient<ScatterElementsOp, backward>(ctx);
