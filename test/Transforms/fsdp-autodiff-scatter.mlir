@@ -4,7 +4,8 @@
 // with the written positions zeroed (the same scatter of zeros), the
 // updates' is g read back at them. ScatterND's k = 1 tuples are a Gather's
 // indices as they are; its k = 2 tuples, known only at run time, become
-// rows of g flattened over the two axes (index mod size times stride).
+// rows of g flattened over the two axes (index wrapped by a Gather from
+// 0..size-1, times stride).
 // ScatterElements reads back with GatherElements along the non-negative
 // axis.
 // CHECK-LABEL: func.func @forward
@@ -17,12 +18,13 @@
 // CHECK: %[[Z2:.*]] = onnx.Constant dense<0.000000e+00> : tensor<2xf32>
 // CHECK: %[[G2:.*]] = onnx.ScatterND %[[G1]], %[[J]], %[[Z2]] : (
 // CHECK: %[[C0:.*]] = onnx.Gather %[[J]], %{{.*}} {axis = 1 : i64} : (tensor<2x2xi64>, tensor<i64>) -> tensor<2xi64>
-// CHECK: %[[FOUR:.*]] = onnx.Constant dense<4> : tensor<i64>
-// CHECK: %[[R0:.*]] = onnx.Mod %[[C0]], %[[FOUR]]
+// CHECK: %[[IOTA4:.*]] = onnx.Constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+// CHECK: %[[R0:.*]] = onnx.Gather %[[IOTA4]], %[[C0]] : (tensor<4xi64>, tensor<2xi64>) -> tensor<2xi64>
 // CHECK: %[[THREE:.*]] = onnx.Constant dense<3> : tensor<i64>
 // CHECK: %[[S0:.*]] = onnx.Mul %[[R0]], %[[THREE]]
 // CHECK: %[[C1:.*]] = onnx.Gather %[[J]], %{{.*}} {axis = 1 : i64}
-// CHECK: %[[R1:.*]] = onnx.Mod %[[C1]], %{{.*}}
+// CHECK: %[[IOTA3:.*]] = onnx.Constant dense<[0, 1, 2]> : tensor<3xi64>
+// CHECK: %[[R1:.*]] = onnx.Gather %[[IOTA3]], %[[C1]]
 // CHECK: %[[ROWS:.*]] = onnx.Add %[[S0]], %[[R1]]
 // CHECK: %[[FLAT:.*]] = onnx.Reshape %[[G1]], %{{.*}} : (tensor<4x3xf32>, tensor<1xi64>) -> tensor<12xf32>
 // CHECK: %[[GV:.*]] = onnx.Gather %[[FLAT]], %[[ROWS]] : (tensor<12xf32>, tensor<2xi64>) -> tensor<2xf32>
