@@ -585,10 +585,11 @@ KERNELS = {"gather_nll": {"gather_elements": 1, "scatter_elements": 1,
                           "nll_loss": 1, "nll_loss_grad": 1},
            # 3 ScatterND and 2 ScatterElements forward; backward, a scatter of
            # zeros into the cotangent for each but scatter_add, a Gather
-           # (ScatterND: tuples as rows; Mod on the buffer's) or
+           # (ScatterND: tuples as rows, the run-time index columns wrapped
+           # and range-checked by a Gather from 0..size-1, none by Mod) or
            # GatherElements for each one's updates.
            "scatters": {"scatter_nd": 6, "scatter_elements": 3, "gather_elements": 2,
-                        "mod": 2},
+                        "mod": 0},
            # 1-D pools one row high, 3-D ones as two 2-D pools (a 3-D
            # gradient pools its input again: a max_pool, an average_pool).
            "pools": {"average_pool": 6, "max_pool": 4, "pool_grad": 8},
