@@ -2226,6 +2226,13 @@ static LogicalResult expandDFT(onnxir::DFTOp op) {
   if (n < 1)
     return op.emitError("DFT's length ") << n << " is not positive";
   int64_t bins = op.getOnesided() ? n / 2 + 1 : n;
+  // The dense matrix is built here, element by element.
+  constexpr int64_t kMaxMatrix = 1 << 24;
+  if (n > kMaxMatrix / (channels * bins * 2))
+    return op.emitError("DFT's length ")
+           << n << " needs a " << n * channels << " x " << bins * 2
+           << " matrix, over the " << kMaxMatrix
+           << " elements the compiler builds";
 
   OpBuilder b(op);
   Location loc = op.getLoc();

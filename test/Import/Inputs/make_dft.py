@@ -4,8 +4,9 @@ z [2, 4, 2] inverse along axis 1 cut to dft_length 3: [2, 3, 2]. With
 `run-time-length` the second's dft_length is a graph input; with
 `bad-axis` the second has no dft_length and axis 2 (the real/imaginary
 one), giving [2, 4, 2]; with
-`three-channels` x is [2, 6, 3, 3].
-    make_dft.py OUT.onnx [run-time-length | bad-axis | three-channels]"""
+`three-channels` x is [2, 6, 3, 3]; with `huge-length` the first's length
+is 2^20 (a matrix the compiler refuses to build).
+    make_dft.py OUT.onnx [run-time-length | bad-axis | three-channels | huge-length]"""
 import sys
 
 import onnx
@@ -15,7 +16,8 @@ variant = sys.argv[2] if len(sys.argv) > 2 else ""
 run_time = variant == "run-time-length"
 nodes = [
     helper.make_node("Constant", [], ["eight"], name="eight_const",
-                     value=helper.make_tensor("eight", TensorProto.INT64, [], [8])),
+                     value=helper.make_tensor("eight", TensorProto.INT64, [],
+                                              [1 << 20 if variant == "huge-length" else 8])),
     helper.make_node("DFT", ["x", "eight"], ["a"], name="real_dft", axis=1, onesided=1),
     helper.make_node("DFT", ["z"] if variant == "bad-axis" else ["z", "three"], ["b"],
                      name="inverse_dft", axis=2 if variant == "bad-axis" else 1, inverse=1),
@@ -31,7 +33,8 @@ else:
         value=helper.make_tensor("three", TensorProto.INT64, [], [3])))
 graph = helper.make_graph(
     nodes, "dft", inputs,
-    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, 3, 2]),
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT,
+                                   [2, "bins" if variant == "huge-length" else 5, 3, 2]),
      helper.make_tensor_value_info("b", TensorProto.FLOAT,
                                    [2, 4 if variant == "bad-axis" else 3, 2])])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
