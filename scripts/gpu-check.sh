@@ -7,16 +7,23 @@
 #       carries), with the libraries they need that the GPU machine's image
 #       lacks (OpenBLAS, Open MPI: xz) and the training job of
 #       test/gpu/gpu_job.py (plans, batch, the CPU's and torch's losses);
-#       no weights but the small corpus models' inside their plans; and,
+#       no weights but copies of the small corpus models' ONNX files; and,
 #       unless --no-bench, bench/gpu_train's plans (GPT-2 124M, LLaMA 1B:
 #       their weights are made on the GPU machine from the same seed).
 #   scripts/gpu-check.sh run [BUNDLE]    on the GPU machine: prints the
 #       device and library versions, runs every packed test and
-#       compute-sanitizer (memcheck, racecheck) on the kernel tests, trains
-#       the job's plans on the GPU against the CPU's and torch's losses,
-#       runs memcheck on one training step, runs bench/gpu_train against
-#       torch eager and torch.compile, and prints a summary table
-#       last, also written to $OUT/summary.md.
+#       compute-sanitizer (memcheck) on the kernel tests, trains the
+#       job's plans on the GPU against the CPU's and torch's losses, runs
+#       memcheck and racecheck on one training step, runs bench/gpu_train
+#       against torch eager and torch.compile, and prints a summary table
+#       last, also written to $OUT/summary.md, with every log in
+#       $OUT/logs.tar.gz (a device call brings back at most 8 files).
+#       Each step has its own time limit, and the whole run ends within
+#       FSDP_GPU_CHECK_SECONDS (default 540: a device command's 10 minutes,
+#       less the margin to pack the logs); a step cut short says so in the
+#       table. FSDP_GPU_CHECK_SKIP="tests training sanitizer bench" leaves
+#       out the named steps (a second call that reruns only what failed);
+#       FSDP_GPU_BENCH_ONLY="gpt2-124m" benchmarks the models named alone.
 #
 # From a session with a GPU (docs/gpu.md):
 #   scripts/gpu-check.sh pack
@@ -50,7 +57,7 @@ pack() {
   git -C "$root" rev-parse HEAD > "$bundle/commit" 2>/dev/null || true
   # fsdp-run with libfsdprt and the CUDA backend, and the libraries they
   # load that are not glibc's, libstdc++'s or CUDA's (the image has those).
-  cmake --build "$build" --target fsdp-run fsdprt fsdprt_cuda
+  cmake --build "$build" --target fsdp-run fsdprt fsdprt_cuda fsdp-opt fsdp-translate fsdp-corpus
   local stage=$build/gpu-stage
   rm -rf "$stage"
   mkdir -p "$stage/bin" "$stage/lib"
@@ -83,10 +90,33 @@ pack() {
   echo "gpu-check: packed ${#tests[@]} tests, fsdp-run and the training job into $bundle ($bytes bytes)"
 }
 
+# Seconds a step may take: its own limit, cut to what the run has left.
+budget() {
+  local left=$(( deadline - SECONDS ))
+  (( left < 1 )) && left=1
+  echo $(( $1 < left ? $1 : left ))
+}
+
+# A step's verdict from its exit status: timeout's 124 and 137 say the
+# limit cut it short.
+verdict() {
+  case $1 in
+    0) echo "${2:-passed}" ;;
+    124|137) echo "FAILED: cut short at its time limit (exit $1)${3:+: $3}" ;;
+    *) echo "FAILED (exit $1)${3:+: $3}" ;;
+  esac
+}
+
+skipped() { [[ " ${FSDP_GPU_CHECK_SKIP:-} " == *" $1 "* ]]; }
+
 run() {
   local bundle=${1:-$root/build/gpu-bundle}
-  local out=${OUT:-$bundle/out}
-  mkdir -p "$out"
+  local final=${OUT:-$bundle/out}
+  # Logs go to a scratch folder, packed into one archive at the end.
+  local out
+  out=$(mktemp -d /tmp/gpu-check.XXXXXX)
+  mkdir -p "$final"
+  deadline=$(( SECONDS + ${FSDP_GPU_CHECK_SECONDS:-540} ))
   # The image's CUDA libraries: the toolkit's, then the pip wheels'.
   local libs=/usr/local/cuda/lib64
   for d in $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
@@ -105,68 +135,92 @@ run() {
   } > "$table"
   local failed=0
   for t in "${tests[@]}"; do
+    skipped tests && break
     local log=$out/$t.log status
     case $t in
       # The real device's cuDNN description (docs/gpu.md, "cuDNN without a
       # device"): commit it as runtime/backends/cuda/devices/h100.json.
-      fsdp-cudnn-capture-device) "$bundle/$t" "$out/h100-captured.json" > "$log" 2>&1 ;;
+      fsdp-cudnn-capture-device)
+        timeout -k 5 "$(budget 60)" "$bundle/$t" "$out/h100-captured.json" > "$log" 2>&1 ;;
       # The deviceless checks against the captured description, and with the
       # real driver loaded.
       fsdprt-cudnn-deviceless-test)
-        FSDP_CUDNN_DEVICE=$out/h100-captured.json "$bundle/$t" > "$log" 2>&1 ;;
-      *) "$bundle/$t" > "$log" 2>&1 ;;
+        FSDP_CUDNN_DEVICE=$out/h100-captured.json timeout -k 5 "$(budget 90)" \
+          "$bundle/$t" > "$log" 2>&1 ;;
+      *) timeout -k 5 "$(budget 120)" "$bundle/$t" > "$log" 2>&1 ;;
     esac
     status=$?
     case $status in
       0) result="passed: $(tail -1 "$log")" ;;
       77) result="$(tail -1 "$log")" ; failed=1 ;;
-      *) result="FAILED (exit $status): $(grep -m1 FAIL "$log" || tail -1 "$log")"; failed=1 ;;
+      *) result=$(verdict $status "" "$(grep -m1 FAIL "$log" || tail -1 "$log")"); failed=1 ;;
     esac
     echo "| $t | $result |" >> "$table"
   done
   # Training on the GPU: the job's plans against the CPU's and torch's
   # losses; then memcheck on one training step.
   local runtime=/tmp/fsdp-gpu-runtime
-  rm -rf "$runtime" && mkdir -p "$runtime" && tar -C "$runtime" -xJf "$bundle/runtime.tar.xz"
+  rm -rf "$runtime" && mkdir -p "$runtime"
+  # Python's lzma where the image's tar has no xz.
+  tar -C "$runtime" -xJf "$bundle/runtime.tar.xz" 2> /dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$bundle/runtime.tar.xz" "$runtime"
   export LD_LIBRARY_PATH=$runtime/lib:$LD_LIBRARY_PATH
-  local log=$out/training.log
-  python3 "$bundle/gpu_job.py" compare "$bundle/job" "$runtime/bin/fsdp-run" > "$log" 2>&1
-  local status=$?
-  while IFS= read -r line; do
-    echo "| training ${line%%:*} | ${line#*: } |" >> "$table"
-  done < <(grep -E '^[a-z0-9]+-(fp32|bf16)[a-z0-9-]*:' "$log")
-  [ $status = 0 ] || { failed=1; grep -q -E '^[a-z0-9]+-(fp32|bf16)[a-z0-9-]*:' "$log" ||
-    echo "| training | FAILED (exit $status): $(tail -1 "$log") |" >> "$table"; }
-  if command -v compute-sanitizer > /dev/null; then
-    local step=$out/sanitizer-training.log
-    (cd "$bundle/job" && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$runtime/bin/fsdp-run" gpt2-fp32.plan --input input_ids=gpt2.input_ids.npy \
-      --input labels=gpt2.labels.npy --lr 0.01 --steps 1 --device cuda) > "$step" 2>&1
+  local log=$out/training.log status
+  if ! skipped training; then
+    PYTHONUNBUFFERED=1 timeout -k 5 "$(budget 180)" \
+      python3 "$bundle/gpu_job.py" compare "$bundle/job" "$runtime/bin/fsdp-run" > "$log" 2>&1
     status=$?
-    echo "| compute-sanitizer memcheck, one GPT-2 step | $([ $status = 0 ] && echo clean || echo "FAILED (exit $status): $(grep -m1 -E 'ERROR|Invalid|error' "$step")") |" >> "$table"
-    [ $status = 0 ] || failed=1
+    while IFS= read -r line; do
+      echo "| training ${line%%:*} | ${line#*: } |" >> "$table"
+    done < <(grep -E '^[a-z0-9]+-(fp32|bf16)[a-z0-9-]*:' "$log")
+    [ $status = 0 ] || { failed=1
+      echo "| training | $(verdict $status "" "$(tail -1 "$log")") |" >> "$table"; }
   fi
-  # The benchmark (bench/gpu_train): its own table, under the summary's.
-  if [ -f "$bundle/bench/models.json" ]; then
-    timeout 300 python3 "$root/bench/gpu_train/run.py" run "$bundle/bench" "$runtime/bin/fsdp-run" \
-      > "$out/bench.log" 2>&1
-    echo "| bench/gpu_train | $([ $? = 0 ] && echo "ran: its table follows" || echo "FAILED: $(tail -1 "$out/bench.log")") |" >> "$table"
-  fi
-  if command -v compute-sanitizer > /dev/null; then
+  local sanitizer=1
+  command -v compute-sanitizer > /dev/null || {
+    sanitizer=0; echo "| compute-sanitizer | not found |" >> "$table"; }
+  if (( sanitizer )) && ! skipped sanitizer; then
+    # memcheck and racecheck on one GPT-2 training step (fp32: the own
+    # attention and reduction kernels, which use shared memory).
     for tool in memcheck racecheck; do
-      local log=$out/sanitizer-$tool.log
-      timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        "$bundle/fsdprt-cuda-device-tests" > "$log" 2>&1
-      local status=$?
-      echo "| compute-sanitizer $tool | $([ $status = 0 ] && echo clean || echo "FAILED (exit $status): $(grep -m1 -E 'ERROR|Invalid|hazard' "$log")") |" >> "$table"
+      local step=$out/sanitizer-$tool-training.log
+      (cd "$bundle/job" && timeout -k 5 "$(budget 90)" compute-sanitizer --tool "$tool" \
+        --error-exitcode 9 "$runtime/bin/fsdp-run" gpt2-fp32.plan --model-dir weights \
+        --input input_ids=gpt2.input_ids.npy --input labels=gpt2.labels.npy --lr 0.01 \
+        --steps 1 --device cuda --no-cuda-graph) > "$step" 2>&1
+      status=$?
+      echo "| compute-sanitizer $tool, one GPT-2 step | $(verdict $status clean \
+        "$(grep -m1 -E 'ERROR|Invalid|hazard|error' "$step")") |" >> "$table"
       [ $status = 0 ] || failed=1
     done
-  else
-    echo "| compute-sanitizer | not found |" >> "$table"
+  fi
+  # The benchmark (bench/gpu_train): its own table, under the summary's.
+  if [ -f "$bundle/bench/models.json" ] && ! skipped bench; then
+    PYTHONUNBUFFERED=1 timeout -k 5 "$(budget 240)" python3 "$root/bench/gpu_train/run.py" \
+      run "$bundle/bench" "$runtime/bin/fsdp-run" ${FSDP_GPU_BENCH_ONLY:+--only $FSDP_GPU_BENCH_ONLY} \
+      > "$out/bench.log" 2>&1
+    status=$?
+    echo "| bench/gpu_train | $(verdict $status "ran: its table follows" \
+      "$(tail -1 "$out/bench.log")") |" >> "$table"
+  fi
+  if (( sanitizer )) && ! skipped sanitizer; then
+    # memcheck on the kernel tests (racecheck there outruns any limit:
+    # sizes up to 5M elements).
+    local log=$out/sanitizer-memcheck-kernels.log
+    timeout -k 5 "$(budget 120)" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$bundle/fsdprt-cuda-device-tests" > "$log" 2>&1
+    status=$?
+    echo "| compute-sanitizer memcheck, kernel tests | $(verdict $status clean \
+      "$(grep -m1 -E 'ERROR|Invalid|FAIL' "$log")") |" >> "$table"
+    [ $status = 0 ] || failed=1
   fi
   if [ -f "$out/bench.log" ]; then
-    { echo; sed -n '/^| model | side/,$p' "$out/bench.log"; } >> "$table"
+    # The rows printed so far (the benchmark prints each as it is measured).
+    { echo; grep -E '^\| (model|---|[a-z0-9-]+ \|)' "$out/bench.log"; } >> "$table"
   fi
+  cp "$table" "$final/summary.md"
+  tar -C "$out" -czf "$final/logs.tar.gz" .
   echo
   cat "$table"
   return $failed
@@ -175,5 +229,5 @@ run() {
 case $mode in
   pack) shift; pack "$@" ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

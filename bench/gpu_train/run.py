@@ -256,16 +256,22 @@ def save_file(state: dict, path: str) -> None:
             f.write(blob)
 
 
-def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int) -> int:
+def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int,
+        only: list[str]) -> int:
     import numpy as np
     import torch
 
     table = json.loads((out / "models.json").read_text())
+    if only:
+        table = {name: m for name, m in table.items() if name in only}
     peak = peak_tflops(torch, torch_device)
     print(f"peak measured now: {peak:.1f} TFLOP/s "
           f"({'bf16 8192^3 GEMM' if torch_device != 'cpu' else 'fp32 512^3 GEMM'})",
           flush=True)
-    rows = []
+    # Each row is printed as it is measured, so a run cut short at its
+    # time limit still reports the models it finished.
+    print("\n| model | side | tokens/s | MFU | peak GiB | step ms | step time / torch eager |")
+    print("|---|---|---|---|---|---|---|", flush=True)
     for name, m in table.items():
         model = build(m["cls"], m["kwargs"])
         state, seen = {}, set()
@@ -306,15 +312,11 @@ def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int) ->
         eager = next(s for label, s, _, _ in results if label == "torch eager")
         for label, s, mem, error in results:
             if error:
-                rows.append(f"| {name} | {label} | {error} | | | | |")
+                print(f"| {name} | {label} | {error} | | | | |", flush=True)
                 continue
-            rows.append(f"| {name} | {label} | {tokens / s:,.0f} | "
-                        f"{100 * flops / s / 1e12 / peak:.1f}% | {mem / 2**30:.2f} | "
-                        f"{s * 1e3:.1f} | {s / eager if eager else 0:.2f} |")
-        print(f"  {name} done", flush=True)
-    print("\n| model | side | tokens/s | MFU | peak GiB | step ms | step time / torch eager |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+            print(f"| {name} | {label} | {tokens / s:,.0f} | "
+                  f"{100 * flops / s / 1e12 / peak:.1f}% | {mem / 2**30:.2f} | "
+                  f"{s * 1e3:.1f} | {s / eager if eager else 0:.2f} |", flush=True)
     print("\nfsdp-run's memory is its plan (arenas and workspace), torch's "
           "max_memory_allocated.")
     overlap = []
@@ -344,11 +346,13 @@ def main(argv=None) -> int:
     r.add_argument("--device", default="cuda")
     r.add_argument("--torch-device", default="cuda")
     r.add_argument("--steps", type=int, default=5)
+    r.add_argument("--only", nargs="*", default=[], help="these models alone")
     args = ap.parse_args(argv)
     if args.mode == "prepare":
         return prepare(args.build.resolve(), args.out.resolve(), args.tiny)
     fsdp_run = str(Path(args.fsdp_run).resolve()) if "/" in args.fsdp_run else args.fsdp_run
-    return run(args.out.resolve(), fsdp_run, args.device, args.torch_device, args.steps)
+    return run(args.out.resolve(), fsdp_run, args.device, args.torch_device, args.steps,
+               args.only)
 
 
 if __name__ == "__main__":

@@ -83,10 +83,14 @@ class LocalCommunicator : public Communicator {
 public:
   /// `direct`: the backend's memory is host memory, read and written in
   /// place (the fake device, where a download would synchronise it).
+  /// `device`: the backend's device, if any; tensors it does not own (a
+  /// loss to average, a status to agree on) are host memory, copied as
+  /// such.
   LocalCommunicator(fsdprt_local_group_s &group, int rank,
-                    std::vector<int64_t> mesh, Backend &backend, bool direct)
+                    std::vector<int64_t> mesh, Backend &backend, bool direct,
+                    cuda::Device *device)
       : group(group), rank_(rank), mesh(std::move(mesh)), backend(backend),
-        direct(direct) {}
+        direct(direct), device(device) {}
 
   int rank() const override { return rank_; }
   int size() const override { return group.world; }
@@ -164,7 +168,7 @@ private:
              " tensors are not communicated (floating point ones are)";
     int64_t n = it->second.size;
     std::vector<char> mine(in.bytes()), result;
-    if (direct)
+    if (inHost(in.data))
       std::memcpy(mine.data(), in.data, in.bytes());
     else
       backend.download(mine.data(), in.data, in.bytes());
@@ -207,11 +211,17 @@ private:
       return what + " on rank " + std::to_string(rank_) + ": the result has " +
              std::to_string(result.size()) + " bytes, the output " +
              std::to_string(outBytes);
-    if (direct)
+    if (inHost(out.data))
       std::memcpy(out.data, result.data(), outBytes);
     else
       backend.upload(out.data, result.data(), outBytes);
     return "";
+  }
+
+  /// Whether `p` is read and written in place: host memory, or the fake
+  /// device's (a real device's goes through download and upload).
+  bool inHost(const void *p) const {
+    return direct || (device && !device->owns(p));
   }
 
   /// Hands `mine` to the meeting of `axes`' group and waits for its
@@ -265,6 +275,7 @@ private:
   std::vector<int64_t> mesh;
   Backend &backend;
   bool direct;
+  cuda::Device *device;
   std::map<std::vector<int64_t>, Member> members;
 };
 
@@ -313,7 +324,7 @@ createLocalCommunicator(fsdprt_local_group_s &group, int rank,
   cuda::DeviceStream *stream = cuda::deviceStreamOf(compute);
   bool direct = device && stream && device->hostAddressable();
   auto local = std::make_unique<LocalCommunicator>(group, rank, std::move(mesh),
-                                                   backend, direct);
+                                                   backend, direct, device);
   if (!direct)
     return local;
   auto library = std::make_unique<LocalCollectives>(group, *device, *local);

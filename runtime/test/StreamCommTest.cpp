@@ -12,7 +12,11 @@
 //  - a local group's group prepared again before each collective (as the
 //    mean over ranks and the checkpoint agreements do) keeps meeting in
 //    order (it used to start its count again: a crash on --local-ranks
-//    with --save-checkpoint).
+//    with --save-checkpoint);
+//  - on a device the host may not address (as a GPU's), a local group
+//    reduces device memory and host memory (the mean loss), each copied
+//    as what it is, and a copy whose device side is host memory fails,
+//    as cudaMemcpy does (both ran wrong on an H200 before).
 // Through the runtime's internal interface (the static library).
 //
 //===----------------------------------------------------------------------===//
@@ -43,13 +47,17 @@ struct Group {
 };
 
 /// One rank: the fake device, its compute stream and its communicator.
+/// `gpuLike`: "fake-cuda:cudnn", whose memory the runtime may not address
+/// directly, as a GPU's: the ranks meet through download and upload.
 struct Rank {
-  std::unique_ptr<Backend> backend = createFakeCudaBackend(/*strict=*/true);
-  std::unique_ptr<Stream> stream = backend->createStream();
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Stream> stream;
   std::unique_ptr<Communicator> comm;
   std::vector<void *> memory;
 
-  Rank(Group &group, int rank, int world) {
+  Rank(Group &group, int rank, int world, bool gpuLike = false)
+      : backend(createFakeCudaBackend(/*strict=*/true, gpuLike)),
+        stream(backend->createStream()) {
     comm =
         createLocalCommunicator(*group.group, rank, {world}, *backend, *stream);
   }
@@ -135,6 +143,44 @@ TEST(StreamComm, LocalRanksOnTheFakeDeviceCollectOnTheirOwnStream) {
     error = me.run("all_reduce", x, sum);
     check(error.empty(), error);
     check(me.read(sum) == std::vector<float>{3}, "all_reduce's sum");
+  };
+  std::thread other(rankMain, 1);
+  rankMain(0);
+  other.join();
+  EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(failures[1], "");
+}
+
+TEST(StreamComm, AGpuLikeLocalGroupReducesDeviceAndHostMemory) {
+  Group group(2, 30);
+  std::vector<std::string> failures(2);
+  auto rankMain = [&](int r) {
+    Rank me(group, r, 2, /*gpuLike=*/true);
+    std::string &failed = failures[r];
+    auto check = [&](bool ok, const std::string &what) {
+      if (!ok && failed.empty())
+        failed = "rank " + std::to_string(r) + ": " + what;
+    };
+    check(me.comm->addGroup({0}).empty(), "addGroup");
+    Tensor x = me.floats({float(r + 1), 5}), sum = me.tensor(FSDPRT_F32, 2);
+    std::string error = me.comm->allReduce({0}, x, sum, Reduction::Sum, "sum");
+    check(error.empty(), error);
+    check(me.read(sum) == std::vector<float>{3, 10}, "the device sum");
+    double loss = 2.0 * (r + 1), mean = 0;
+    Tensor in{&loss, FSDPRT_F64, {1}, 1}, out{&mean, FSDPRT_F64, {1}, 1};
+    error = me.comm->allReduce({0}, in, out, Reduction::Avg, "mean loss");
+    check(error.empty(), error);
+    check(mean == 3.0, "the host mean: " + std::to_string(mean));
+    // A host address given as the device side of a copy.
+    float host[2] = {0, 0};
+    bool refused = false;
+    try {
+      me.backend->upload(host, host, sizeof host);
+    } catch (const std::exception &e) {
+      refused = std::string(e.what()).find("not inside one allocation") !=
+                std::string::npos;
+    }
+    check(refused, "an upload to host memory was not refused");
   };
   std::thread other(rankMain, 1);
   rankMain(0);

@@ -12,8 +12,9 @@
         FSDPRT_CUDNN=off: attention on the backend's own kernel instead of
         cuDNN's); prints one line per plan and exits 1 on a mismatch.
 
-The plans carry their weights (the corpus models are small); nothing else
-is needed there. Tolerances: fp32 kernels and cuBLASLt sum in another
+The plans name their weights by file: a copy of each corpus ONNX file
+(the models are small) goes in JOB_DIR/weights, which every run names as
+its --model-dir; nothing else is needed there. Tolerances: fp32 kernels and cuBLASLt sum in another
 order than the CPU (1e-4 relative over 3 steps); bf16 plans round every
 activation (1e-2 relative, a few bf16 ulps).
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +59,12 @@ def make(build: Path, job: Path) -> int:
     for model_name, block in MODELS.items():
         model, inputs, labels, loss_fn, onnx_path, names, label_name, autodiff = \
             check_grads.prepare(model_name, job, 4)  # 12 samples: 1, 2 and 4 ranks divide it
-        flags = []
+        # The plans name their weights by file (the corpus ONNX file, whose
+        # folder the plan records): a copy travels with the job, found
+        # through --model-dir wherever the job is unpacked.
+        (job / "weights").mkdir(exist_ok=True)
+        shutil.copyfile(onnx_path, job / "weights" / Path(onnx_path).name)
+        flags = ["--model-dir", "weights"]
         for name, value in zip(names + [label_name], inputs + [labels]):
             np.save(job / f"{model_name}.{name}.npy", value.numpy())
             flags += ["--input", f"{name}={model_name}.{name}.npy"]

@@ -2273,15 +2273,20 @@ static LogicalResult expandDFT(onnxir::DFTOp op) {
 
   double sign = op.getInverse() ? 1.0 : -1.0;
   double scale = op.getInverse() ? 1.0 / static_cast<double>(n) : 1.0;
+  // The matrix is filled as the constant's raw bytes (2 to 8 an element,
+  // where APFloats would take 32): zero bits are 0.0 in every float type.
   const llvm::fltSemantics &semantics =
       cast<FloatType>(element).getFloatSemantics();
-  auto toElement = [&](double v) {
+  size_t bytes = element.getIntOrFloatBitWidth() / 8;
+  std::vector<char> matrix(n * channels * bins * 2 * bytes, 0);
+  auto put = [&](int64_t index, double v) {
     APFloat value(v);
     bool lost;
     value.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
-    return value;
+    llvm::StoreIntToMemory(value.bitcastToAPInt(),
+                           reinterpret_cast<uint8_t *>(&matrix[index * bytes]),
+                           bytes);
   };
-  SmallVector<APFloat> matrix(n * channels * bins * 2, toElement(0.0));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t j = 0; j < bins; ++j) {
       // (j * t) mod n keeps the angle exact for long transforms.
@@ -2289,17 +2294,17 @@ static LogicalResult expandDFT(onnxir::DFTOp op) {
                  static_cast<double>(n);
       double c = std::cos(w) * scale, s = sign * std::sin(w) * scale;
       int64_t re = (t * channels) * bins * 2 + j * 2;
-      matrix[re] = toElement(c);
-      matrix[re + 1] = toElement(s);
+      put(re, c);
+      put(re + 1, s);
       if (channels == 2) {
         int64_t im = re + bins * 2;
-        matrix[im] = toElement(-s);
-        matrix[im + 1] = toElement(c);
+        put(im, -s);
+        put(im + 1, c);
       }
     }
   auto matrixType = RankedTensorType::get({n * channels, bins * 2}, element);
-  Value weights =
-      b.create<ConstantOp>(loc, DenseElementsAttr::get(matrixType, matrix));
+  Value weights = b.create<ConstantOp>(
+      loc, DenseElementsAttr::getFromRawBuffer(matrixType, matrix));
   rows.back() = bins * 2;
   Value y =
       b.create<MatMulOp>(loc, RankedTensorType::get(rows, element), x, weights);

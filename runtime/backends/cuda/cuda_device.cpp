@@ -221,8 +221,27 @@ public:
     cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
                        : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
                                                         : cudaMemcpyDeviceToDevice;
-    require(cudaMemcpy(dst, src, bytes, k), "cudaMemcpy");
+    if (cudaError_t e = cudaMemcpy(dst, src, bytes, k); e != cudaSuccess)
+      throw DeviceError(cudaText(e, "cudaMemcpy") + ": " +
+                        std::to_string(bytes) + " bytes from " +
+                        describePointer(src) + " to " + describePointer(dst));
     require(cudaDeviceSynchronize(), "after a copy");
+  }
+  /// What the driver knows of `p`, for a failed copy's message.
+  static std::string describePointer(const void *p) {
+    char at[32];
+    std::snprintf(at, sizeof at, "%p", p);
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();
+      return std::string(at) + " (unknown to the driver)";
+    }
+    const char *type = a.type == cudaMemoryTypeDevice    ? "device"
+                       : a.type == cudaMemoryTypeHost    ? "pinned host"
+                       : a.type == cudaMemoryTypeManaged ? "managed"
+                                                         : "pageable host";
+    return std::string(at) + " (" + type + ", device " +
+           std::to_string(a.device) + ")";
   }
   void fill(void *dst, uint8_t value, uint64_t bytes) override {
     use();

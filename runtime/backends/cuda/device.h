@@ -147,8 +147,9 @@ public:
   /// of host memory is staged through the host).
   virtual bool owns(const void *p) = 0;
   /// Whether the host may read and write this device's memory directly
-  /// (the fake device: it is host memory), so that the ranks of a local
-  /// group exchange it without a copy (stream_comm.h).
+  /// (the fake device but "fake-cuda:cudnn": it is host memory), so that
+  /// the ranks of a local group exchange it without a copy
+  /// (stream_comm.h).
   virtual bool hostAddressable() const { return false; }
   /// An event that can be timed (GPU events are made without timing
   /// otherwise: cheaper), and the seconds between two once both completed.

@@ -13,7 +13,10 @@
 // device with a host model of the cuDNN attention graphs the GPU device
 // runs (cudnn_graphs.h: the same tensors, in the same order, the same
 // workspace), so that the backend's routing to cuDNN (the transposes of
-// the keys, the bindings) runs in CI too.
+// the keys, the bindings) runs in CI too. Its memory is also not host
+// addressable to the rest of the runtime, as a GPU's: a local group's
+// ranks meet through download and upload, as they do on a GPU, and a copy
+// whose device side is host memory fails as cudaMemcpy does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -399,15 +402,37 @@ public:
     return it != allocations.begin() &&
            at < std::prev(it)->first + std::prev(it)->second;
   }
-  bool hostAddressable() const override { return true; }
-  // Synchronous, as cudaMemcpy: the device is idle around them.
-  void copy(void *dst, const void *src, uint64_t bytes, CopyKind) override {
+  bool hostAddressable() const override { return !cudnn; }
+  // Synchronous, as cudaMemcpy: the device is idle around them. The
+  // device side must lie inside one allocation, as a GPU's driver checks
+  // (cudaErrorInvalidValue there).
+  void copy(void *dst, const void *src, uint64_t bytes,
+            CopyKind kind) override {
     idle();
+    if (kind != CopyKind::DeviceToHost)
+      inside(dst, bytes, "cudaMemcpy's destination");
+    if (kind != CopyKind::HostToDevice)
+      inside(src, bytes, "cudaMemcpy's source");
     std::memmove(dst, src, bytes);
   }
   void fill(void *dst, uint8_t value, uint64_t bytes) override {
     idle();
+    inside(dst, bytes, "cudaMemset");
     std::memset(dst, value, bytes);
+  }
+  /// Throws unless [p, p + bytes) lies in one allocation (0 bytes: any p).
+  void inside(const void *p, uint64_t bytes, const char *what) {
+    if (!bytes)
+      return;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto at = reinterpret_cast<uintptr_t>(p);
+    auto it = allocations.upper_bound(at);
+    if (it == allocations.begin() ||
+        bytes > std::prev(it)->first + std::prev(it)->second - at ||
+        at >= std::prev(it)->first + std::prev(it)->second)
+      throw DeviceError(std::string(what) + ": " + std::to_string(bytes) +
+                        " bytes at " + std::to_string(at) +
+                        " are not inside one allocation of the fake device");
   }
 
   std::unique_ptr<DeviceStream> createStream() override {

@@ -153,8 +153,8 @@ private:
     if (inOnDevice && outOnDevice)
       return Communicator::collective(op, axes, in, out, reduction, what);
     if (!host)
-      return what +
-             ": a collective of host memory needs a host communicator (MPI)";
+      return staged(op, axes, in, out, reduction, what, inOnDevice,
+                    outOnDevice);
     // Staged through the host (a full state gathered for saving reads a
     // device shard into host memory). The copies synchronise the device.
     try {
@@ -176,6 +176,41 @@ private:
                     CopyKind::HostToDevice);
       return error;
     } catch (const DeviceError &e) {
+      return what + ": " + e.what();
+    }
+  }
+
+  /// A collective of host memory with no host communicator (NCCL started
+  /// from a store, without MPI: the mean loss, a status to agree on):
+  /// through device scratch, the library's collective, and back. The
+  /// copies synchronise the device.
+  std::string staged(const std::string &op, const std::vector<int64_t> &axes,
+                     const Tensor &in, const Tensor &out, Reduction reduction,
+                     const std::string &what, bool inOnDevice,
+                     bool outOnDevice) {
+    void *scratch = device.allocate(in.bytes() + out.bytes());
+    if (!scratch)
+      return what + ": no device memory for " +
+             std::to_string(in.bytes() + out.bytes()) +
+             " bytes of host data to communicate";
+    try {
+      Tensor deviceIn = in, deviceOut = out;
+      char *base = static_cast<char *>(scratch);
+      if (!inOnDevice) {
+        deviceIn.data = base;
+        device.copy(base, in.data, in.bytes(), CopyKind::HostToDevice);
+      }
+      if (!outOnDevice)
+        deviceOut.data = base + in.bytes();
+      std::string error = Communicator::collective(op, axes, deviceIn,
+                                                   deviceOut, reduction, what);
+      if (error.empty() && !outOnDevice)
+        device.copy(out.data, deviceOut.data, out.bytes(),
+                    CopyKind::DeviceToHost);
+      device.free(scratch);
+      return error;
+    } catch (const DeviceError &e) {
+      device.free(scratch);
       return what + ": " + e.what();
     }
   }

@@ -493,19 +493,37 @@ decltype(auto) withNarrowInteger(fsdprt_dtype_t dtype, F &&f, G &&otherwise) {
   }
 }
 
+/// base^e in double; an integral exponent up to 64 in magnitude by
+/// repeated squaring, exact while the power fits in 53 bits, as the
+/// host's correctly rounded pow is. A GPU's pow is within 2 ulps, so it
+/// may give 242.99999999999997 for 3^5, which truncation makes 242 (seen
+/// on an H200).
+FSDP_HD inline double integralPow(double base, double e) {
+  if (!(e == floor(e)) || fabs(e) > 64)
+    return pow(base, e);
+  double power = 1, square = base;
+  for (int64_t n = static_cast<int64_t>(fabs(e)); n; n >>= 1) {
+    if (n & 1)
+      power *= square;
+    square *= square;
+  }
+  return e < 0 ? 1 / power : power;
+}
+
 /// ONNX Pow of an int64 base by an exponent of E (int64_t, int32_t, float
-/// or double), broadcasting: in double, truncated toward zero, as the CPU
-/// computes it. A power outside int64's range, infinite or NaN (0 to a
-/// negative power, a negative base to a fractional one) has no defined
-/// conversion: x86's gives INT64_MIN, a GPU's saturates.
+/// or double), broadcasting: in double (integralPow), truncated toward
+/// zero, as the CPU computes it. A power outside int64's range, infinite
+/// or NaN (0 to a negative power, a negative base to a fractional one)
+/// has no defined conversion: x86's gives INT64_MIN, a GPU's saturates.
 template <typename E> struct PowInt64Body {
   Broadcast plan;
   const int64_t *a;
   const E *b;
   int64_t *y;
   FSDP_HD void operator()(int64_t i) const {
-    y[i] = static_cast<int64_t>(pow(static_cast<double>(a[plan.offset(0, i)]),
-                                    static_cast<double>(b[plan.offset(1, i)])));
+    y[i] = static_cast<int64_t>(
+        integralPow(static_cast<double>(a[plan.offset(0, i)]),
+                    static_cast<double>(b[plan.offset(1, i)])));
   }
 };
 

@@ -64,16 +64,32 @@ template <typename T> struct GridAxis {
   int count;
 };
 
+/// a * b rounded on its own, never fused by nvcc into a multiply-add with
+/// what follows (the CPU, baseline x86-64, does not fuse either).
+template <typename T> FSDP_HD inline T gridMulRn(T a, T b) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 8)
+    return __dmul_rn(a, b);
+  else
+    return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 /// torch's grid_sampler_unnormalize: [-1, 1] to the input's index range,
 /// the corners' centres (align) or their outer edges; `grad` its slope.
+/// The product is rounded on its own on both backends: an ulp of the
+/// result moves bicubic's d(grid) by up to ~1e-3 (its second derivative
+/// times `grad`, with the coordinate near 64 an ulp is 4e-6 in f32).
 template <typename T>
 FSDP_HD inline T gridUnnormalize(T coord, int64_t size, bool align, T &grad) {
   if (align) {
     grad = static_cast<T>(size - 1) / 2;
-    return (coord + 1) / 2 * static_cast<T>(size - 1);
+    return gridMulRn((coord + 1) / 2, static_cast<T>(size - 1));
   }
   grad = static_cast<T>(size) / 2;
-  return ((coord + 1) * static_cast<T>(size) - 1) / 2;
+  return (gridMulRn(coord + 1, static_cast<T>(size)) - 1) / 2;
 }
 
 /// torch's clip_coordinates: into [0, size - 1] (NaN to size - 1, as
