@@ -240,8 +240,12 @@ public:
                        : a.type == cudaMemoryTypeHost    ? "pinned host"
                        : a.type == cudaMemoryTypeManaged ? "managed"
                                                          : "pageable host";
-    return std::string(at) + " (" + type + ", device " +
-           std::to_string(a.device) + ")";
+    bool onDevice =
+        a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+    return std::string(at) + " (" + type +
+           (onDevice ? " memory of device " + std::to_string(a.device)
+                     : std::string(" memory")) +
+           ")";
   }
   void fill(void *dst, uint8_t value, uint64_t bytes) override {
     use();
