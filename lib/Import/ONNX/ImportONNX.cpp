@@ -2028,6 +2028,26 @@ static LogicalResult expandEyeLike(onnxir::EyeLikeOp op) {
   return success();
 }
 
+/// A constant of float `type` whose element i is value(i), rounded to
+/// nearest even, made from raw bytes: 2 to 8 bytes an element where an
+/// APFloat or an Attribute per element would take 32 or more.
+static DenseElementsAttr floatElements(RankedTensorType type,
+                                       function_ref<double(int64_t)> value) {
+  const llvm::fltSemantics &semantics =
+      cast<FloatType>(type.getElementType()).getFloatSemantics();
+  size_t bytes = type.getElementTypeBitWidth() / 8;
+  int64_t count = type.getNumElements();
+  std::vector<char> raw(count * bytes);
+  for (int64_t i = 0; i < count; ++i) {
+    APFloat element(value(i));
+    bool lost;
+    element.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+    llvm::StoreIntToMemory(element.bitcastToAPInt(),
+                           reinterpret_cast<uint8_t *>(&raw[i * bytes]), bytes);
+  }
+  return DenseElementsAttr::getFromRawBuffer(type, raw);
+}
+
 /// Range over values known only at run time has no kernel, but when its
 /// length n is static (declared on the graph, or inferred) it is
 ///   start + iota * delta
@@ -2076,10 +2096,8 @@ static LogicalResult expandRange(onnxir::RangeOp op) {
     SmallVector<int64_t> values = llvm::to_vector(llvm::seq<int64_t>(0, n));
     iota = DenseElementsAttr::get(vectorType, ArrayRef<int64_t>(values));
   } else {
-    SmallVector<Attribute> values;
-    for (int64_t i = 0; i < n; ++i)
-      values.push_back(b.getFloatAttr(element, static_cast<double>(i)));
-    iota = DenseElementsAttr::get(vectorType, values);
+    iota = floatElements(vectorType,
+                         [](int64_t i) { return static_cast<double>(i); });
   }
   Value steps =
       b.create<MulOp>(loc, vectorType, b.create<ConstantOp>(loc, iota), delta);
@@ -2273,38 +2291,21 @@ static LogicalResult expandDFT(onnxir::DFTOp op) {
 
   double sign = op.getInverse() ? 1.0 : -1.0;
   double scale = op.getInverse() ? 1.0 / static_cast<double>(n) : 1.0;
-  // The matrix is filled as the constant's raw bytes (2 to 8 an element,
-  // where APFloats would take 32): zero bits are 0.0 in every float type.
-  const llvm::fltSemantics &semantics =
-      cast<FloatType>(element).getFloatSemantics();
-  size_t bytes = element.getIntOrFloatBitWidth() / 8;
-  std::vector<char> matrix(n * channels * bins * 2 * bytes, 0);
-  auto put = [&](int64_t index, double v) {
-    APFloat value(v);
-    bool lost;
-    value.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
-    llvm::StoreIntToMemory(value.bitcastToAPInt(),
-                           reinterpret_cast<uint8_t *>(&matrix[index * bytes]),
-                           bytes);
-  };
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < bins; ++j) {
-      // (j * t) mod n keeps the angle exact for long transforms.
-      double w = 2.0 * M_PI * static_cast<double>((j * t) % n) /
-                 static_cast<double>(n);
-      double c = std::cos(w) * scale, s = sign * std::sin(w) * scale;
-      int64_t re = (t * channels) * bins * 2 + j * 2;
-      put(re, c);
-      put(re + 1, s);
-      if (channels == 2) {
-        int64_t im = re + bins * 2;
-        put(im, -s);
-        put(im + 1, c);
-      }
-    }
+  // Element (t * channels + c, 2 * j + part) of the matrix: bin j's real
+  // (part 0) or imaginary part from sample t's real (c 0) or imaginary
+  // part; (j * t) mod n keeps the angle exact for long transforms.
   auto matrixType = RankedTensorType::get({n * channels, bins * 2}, element);
-  Value weights = b.create<ConstantOp>(
-      loc, DenseElementsAttr::getFromRawBuffer(matrixType, matrix));
+  auto entry = [&](int64_t i) {
+    int64_t row = i / (bins * 2), column = i % (bins * 2);
+    int64_t t = row / channels, j = column / 2;
+    double w = 2.0 * M_PI * static_cast<double>((j * t) % n) /
+               static_cast<double>(n);
+    double c = std::cos(w) * scale, s = sign * std::sin(w) * scale;
+    bool imaginaryIn = row % channels == 1, imaginaryOut = column % 2 == 1;
+    return imaginaryIn ? (imaginaryOut ? c : -s) : (imaginaryOut ? s : c);
+  };
+  Value weights =
+      b.create<ConstantOp>(loc, floatElements(matrixType, entry));
   rows.back() = bins * 2;
   Value y =
       b.create<MatMulOp>(loc, RankedTensorType::get(rows, element), x, weights);
