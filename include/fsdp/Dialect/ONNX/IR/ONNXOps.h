@@ -88,7 +88,9 @@ llvm::SmallVector<Type> recurrentResultTypes(Operation *op);
 /// `sizes`: the sum of each index, wrapped into [0, size) as ONNX's
 /// GatherND and ScatterND read negative ones, times its axis's row-major
 /// stride. Built at `b`'s insertion point, int64 of `indices`' shape less
-/// its last axis: a constant when `indices` is one, else integer Cast,
+/// its last axis: a constant when `indices` is one (wrapped by `%`
+/// unchecked: both callers check constant indices first, GatherND at
+/// import and ScatterND's forward kernel), else integer Cast,
 /// Gather, Mul and Add: each index column is wrapped by a Gather from the
 /// constant 0..size-1, whose kernel stops the run on an index out of range,
 /// naming it and the axis's size (an axis over 2^20 long is wrapped by Mod,
