@@ -216,8 +216,8 @@ run() {
     [ $status = 0 ] || failed=1
   fi
   if [ -f "$out/bench.log" ]; then
-    # The rows printed so far (the benchmark prints each as it is measured).
-    { echo; grep -E '^\| (model|---|[a-z0-9-]+ \|)' "$out/bench.log"; } >> "$table"
+    # Its tables, as far as it got (it prints each row as it is measured).
+    { echo; sed -n '/^| model | side/,$p' "$out/bench.log" | grep -E '^(\||$)'; } >> "$table"
   fi
   cp "$table" "$final/summary.md"
   tar -C "$out" -czf "$final/logs.tar.gz" .

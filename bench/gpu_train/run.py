@@ -48,6 +48,8 @@ FULL = {
     "llama-1b": ("Llama", dict(vocab=32000, d=2048, n_layer=16, n_head=16, hidden=5632,
                                max_len=1024), "LlamaBlock", 2, 1024),
 }
+# The ops of fsdp-run's step listed by the profile.
+PROFILE_TOP = 12
 # Models also compiled over 2 ranks, whose measured overlap is printed
 # beside the cost model's (the 1B one would double the run).
 OVERLAP = ("gpt2-124m", "gpt2-tiny")
@@ -228,6 +230,34 @@ def ours_step_time(fsdp_run: str, out: Path, name: str, device: str,
     return statistics.median(report["run_seconds"][2:]), report["plan_bytes_per_rank"], ""
 
 
+def profile_rows(fsdp_run: str, out: Path, name: str, device: str,
+                 top: int = 12) -> list[str]:
+    """fsdp-run's step by op (FSDPRT_PROFILE=1, --no-cuda-graph: each
+    kernel's time on the device, or its wall time on the CPU), the ops
+    that take the most first: op, kernels, ms per step, share."""
+    steps = 2
+    proc = subprocess.run([fsdp_run, f"{name}.plan", "--input", f"input_ids={name}.ids.npy",
+                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
+                           "--load-full", f"{name}.safetensors", "--steps", str(steps),
+                           "--device", device, "--no-cuda-graph"],
+                          cwd=out, capture_output=True, text=True, timeout=540,
+                          env=dict(__import__("os").environ, FSDPRT_PROFILE="1"))
+    if proc.returncode != 0:
+        return [f"| {name} | {(proc.stderr.splitlines() or ['?'])[-1][:200]} | | | |"]
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for line in proc.stderr.splitlines():
+        found = re.match(r"fsdprt: kernel \d+ \((\S+)[^)]*\): ([\d.]+) ms", line)
+        if found:
+            op, ms = found.group(1), float(found.group(2))
+            total[op] = total.get(op, 0.0) + ms / steps
+            count[op] = count.get(op, 0) + 1
+    whole = sum(total.values()) or 1.0
+    ranked = sorted(total, key=total.get, reverse=True)[:top]
+    return [f"| {name} | {op} | {count[op] // steps} | {total[op]:.2f} | "
+            f"{100 * total[op] / whole:.1f}% |" for op in ranked]
+
+
 def save_file(state: dict, path: str) -> None:
     """safetensors' save_file, or where the package is missing (Debian's
     torch 1.13 here) the format itself: a little-endian u64 header length,
@@ -319,6 +349,15 @@ def run(out: Path, fsdp_run: str, device: str, torch_device: str, steps: int,
                   f"{s * 1e3:.1f} | {s / eager if eager else 0:.2f} |", flush=True)
     print("\nfsdp-run's memory is its plan (arenas and workspace), torch's "
           "max_memory_allocated.")
+    # Where the step's time goes, for the first model (the step run
+    # directly, each kernel between two events).
+    first = next(iter(table), None)
+    if first:
+        print("\nfsdp-run's step by op (FSDPRT_PROFILE=1, --no-cuda-graph; "
+              f"the {PROFILE_TOP} ops that take longest):\n")
+        print("| model | op | kernels per step | ms per step | share of the kernels |")
+        print("|---|---|---|---|---|")
+        print("\n".join(profile_rows(fsdp_run, out, first, device, PROFILE_TOP)), flush=True)
     overlap = []
     for name, m in table.items():
         if "modelled_2ranks" in m and (out / f"{name}.2ranks.plan").exists():

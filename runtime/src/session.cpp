@@ -786,7 +786,10 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     s->outputsDefined = false;
     auto scope = s->backend->enter(s->threads);
     const auto *kernels = s->plan->root->kernels();
-    // FSDPRT_PROFILE=1 prints each kernel's wall time to stderr.
+    // FSDPRT_PROFILE=1 prints each kernel's time to stderr: its wall time
+    // on the CPU, its device time (between two events, printed once the
+    // step is done) where launches return early; a step replayed from a
+    // CUDA graph has no per-kernel times.
     static const bool profile = std::getenv("FSDPRT_PROFILE") != nullptr;
     // Time: compute kernels; each collective from its start to when it is
     // seen complete (polled after every compute kernel, which also
@@ -807,6 +810,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     std::vector<std::pair<std::unique_ptr<fsdprt::Event>,
                           std::unique_ptr<fsdprt::Event>>>
         spans;
+    std::vector<size_t> spanKernels; // each span's kernel (direct runs)
     auto timed = [&](auto &&run) {
       std::unique_ptr<fsdprt::Event> begin;
       if (deviceTimed)
@@ -913,10 +917,12 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
           if (std::string failed = waitFor(dep); !failed.empty())
             return makeStatus(FSDPRT_UNAVAILABLE, failed);
       start = std::chrono::steady_clock::now();
-      if (k->stream() == 1)
+      if (k->stream() == 1) {
         error = s->stream->launch(s->kernels[i]);
-      else
+      } else {
         error = timed([&] { return s->stream->launch(s->kernels[i]); });
+        spanKernels.push_back(i);
+      }
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
@@ -932,7 +938,7 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
         return makeStatus(kernels->Get(i)->stream() == 1 ? FSDPRT_UNAVAILABLE
                                                          : FSDPRT_OUT_OF_RANGE,
                           describeKernel(kernels->Get(i), i) + ": " + error);
-      if (profile)
+      if (profile && !deviceTimed)
         std::fprintf(stderr, "fsdprt: %s: %.3f ms\n",
                      describeKernel(kernels->Get(i), i).c_str(),
                      std::chrono::duration<double, std::milli>(
@@ -953,6 +959,13 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
       deviceTimes(*s, stepBegin.get(), stepEnd.get(), spans, finished,
                   blockingSeconds, computeSeconds, communicationSeconds,
                   exposedSeconds);
+    if (profile && deviceTimed && spanKernels.size() == spans.size())
+      for (size_t j = 0; j < spans.size(); ++j)
+        std::fprintf(
+            stderr, "fsdprt: %s: %.3f ms on the device\n",
+            describeKernel(kernels->Get(spanKernels[j]), spanKernels[j])
+                .c_str(),
+            1e3 * s->stream->elapsed(*spans[j].first, *spans[j].second));
     // The step's new parameters and state, once every kernel has read the
     // old ones.
     if (const auto *updates = s->plan->root->updates())
