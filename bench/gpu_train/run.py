@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -129,6 +130,23 @@ def compile_two_ranks(bindir: Path, onnx: Path, mlir: Path, plan: Path, block: s
     return dict(zip(("step", "compute", "communication", "exposed"), map(float, found.groups())))
 
 
+def fsdp_step(fsdp_run: str, out: Path, name: str, plan: str, steps: int, device: str,
+              *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """fsdp-run of `plan` in OUT on model `name`'s batch and weights."""
+    return subprocess.run([fsdp_run, plan, "--input", f"input_ids={name}.ids.npy",
+                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
+                           "--load-full", f"{name}.safetensors", "--steps", str(steps),
+                           "--device", device, *extra],
+                          cwd=out, capture_output=True, text=True, timeout=540, env=env)
+
+
+def failure(proc: subprocess.CompletedProcess) -> str:
+    """The last line of a failed run's stderr that names an error."""
+    lines = [l for l in proc.stderr.splitlines() if "error" in l] or \
+        proc.stderr.splitlines() or ["?"]
+    return lines[-1][:200]
+
+
 def overlap_rows(fsdp_run: str, out: Path, name: str, modelled: dict, device: str,
                  steps: int) -> list[str]:
     """The 2-rank step (local ranks on one device) measured beside the cost
@@ -136,15 +154,10 @@ def overlap_rows(fsdp_run: str, out: Path, name: str, modelled: dict, device: st
     rows = [f"| {name} | modelled | {modelled['step']:.3f} | {modelled['compute']:.3f} | "
             f"{modelled['communication']:.3f} | {modelled['exposed']:.3f} | "
             f"{modelled['exposed'] / modelled['step'] if modelled['step'] else 0:.3f} |"]
-    proc = subprocess.run([fsdp_run, f"{name}.2ranks.plan", "--input", f"input_ids={name}.ids.npy",
-                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
-                           "--load-full", f"{name}.safetensors", "--steps", str(steps),
-                           "--local-ranks", "2", "--device", device, "--json"],
-                          cwd=out, capture_output=True, text=True, timeout=540)
+    proc = fsdp_step(fsdp_run, out, name, f"{name}.2ranks.plan", steps, device,
+                     "--local-ranks", "2", "--json")
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.splitlines() if "error" in l] or \
-            proc.stderr.splitlines() or ["?"]
-        return rows + [f"| {name} | measured | {lines[-1][:200]} | | | | |"]
+        return rows + [f"| {name} | measured | {failure(proc)} | | | | |"]
     r = json.loads(proc.stdout)
     ms = 1e3 / steps
     step = sum(r["run_seconds"]) * ms
@@ -216,16 +229,10 @@ def ours_step_time(fsdp_run: str, out: Path, name: str, device: str,
                    steps: int, graph: bool = True) -> tuple[float, int, str]:
     """Median seconds of one step of fsdp-run (after 2), the plan's bytes,
     and an error ("" when it ran)."""
-    proc = subprocess.run([fsdp_run, f"{name}.plan", "--input", f"input_ids={name}.ids.npy",
-                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
-                           "--load-full", f"{name}.safetensors", "--steps", str(steps + 2),
-                           "--device", device, "--json",
-                           *([] if graph else ["--no-cuda-graph"])],
-                          cwd=out, capture_output=True, text=True, timeout=540)
+    proc = fsdp_step(fsdp_run, out, name, f"{name}.plan", steps + 2, device, "--json",
+                     *([] if graph else ["--no-cuda-graph"]))
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.splitlines() if "error" in l] or \
-            proc.stderr.splitlines() or ["?"]
-        return 0.0, 0, lines[-1][:200]
+        return 0.0, 0, failure(proc)
     report = json.loads(proc.stdout)
     return statistics.median(report["run_seconds"][2:]), report["plan_bytes_per_rank"], ""
 
@@ -236,14 +243,10 @@ def profile_rows(fsdp_run: str, out: Path, name: str, device: str,
     kernel's time on the device, or its wall time on the CPU), the ops
     that take the most first: op, kernels, ms per step, share."""
     steps = 2
-    proc = subprocess.run([fsdp_run, f"{name}.plan", "--input", f"input_ids={name}.ids.npy",
-                           "--input", f"labels={name}.labels.npy", "--lr", str(LR),
-                           "--load-full", f"{name}.safetensors", "--steps", str(steps),
-                           "--device", device, "--no-cuda-graph"],
-                          cwd=out, capture_output=True, text=True, timeout=540,
-                          env=dict(__import__("os").environ, FSDPRT_PROFILE="1"))
+    proc = fsdp_step(fsdp_run, out, name, f"{name}.plan", steps, device, "--no-cuda-graph",
+                     env=dict(os.environ, FSDPRT_PROFILE="1"))
     if proc.returncode != 0:
-        return [f"| {name} | {(proc.stderr.splitlines() or ['?'])[-1][:200]} | | | |"]
+        return [f"| {name} | {failure(proc)} | | | |"]
     total: dict[str, float] = {}
     count: dict[str, int] = {}
     for line in proc.stderr.splitlines():

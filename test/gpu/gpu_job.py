@@ -14,9 +14,10 @@
 
 The plans name their weights by file: a copy of each corpus ONNX file
 (the models are small) goes in JOB_DIR/weights, which every run names as
-its --model-dir; nothing else is needed there. Tolerances: fp32 kernels and cuBLASLt sum in another
-order than the CPU (1e-4 relative over 3 steps); bf16 plans round every
-activation (1e-2 relative, a few bf16 ulps).
+its --model-dir; nothing else is needed there. Tolerances: fp32 kernels
+and cuBLASLt sum in another order than the CPU (1e-4 relative over 3
+steps); bf16 plans round every activation (1e-2 relative, a few bf16
+ulps).
 """
 
 from __future__ import annotations

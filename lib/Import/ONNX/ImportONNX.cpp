@@ -2293,14 +2293,20 @@ static LogicalResult expandDFT(onnxir::DFTOp op) {
   double scale = op.getInverse() ? 1.0 / static_cast<double>(n) : 1.0;
   // Element (t * channels + c, 2 * j + part) of the matrix: bin j's real
   // (part 0) or imaginary part from sample t's real (c 0) or imaginary
-  // part; (j * t) mod n keeps the angle exact for long transforms.
+  // part; (j * t) mod n keeps the angle exact for long transforms. The
+  // elements come in order, so the two parts of a bin share one angle.
   auto matrixType = RankedTensorType::get({n * channels, bins * 2}, element);
+  int64_t angle = -1;
+  double c = 0, s = 0;
   auto entry = [&](int64_t i) {
     int64_t row = i / (bins * 2), column = i % (bins * 2);
     int64_t t = row / channels, j = column / 2;
-    double w = 2.0 * M_PI * static_cast<double>((j * t) % n) /
-               static_cast<double>(n);
-    double c = std::cos(w) * scale, s = sign * std::sin(w) * scale;
+    if ((j * t) % n != angle) {
+      angle = (j * t) % n;
+      double w = 2.0 * M_PI * static_cast<double>(angle) /
+                 static_cast<double>(n);
+      c = std::cos(w) * scale, s = sign * std::sin(w) * scale;
+    }
     bool imaginaryIn = row % channels == 1, imaginaryOut = column % 2 == 1;
     return imaginaryIn ? (imaginaryOut ? c : -s) : (imaginaryOut ? s : c);
   };

@@ -395,13 +395,7 @@ public:
     }
     std::free(memory);
   }
-  bool owns(const void *p) override {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto at = reinterpret_cast<uintptr_t>(p);
-    auto it = allocations.upper_bound(at);
-    return it != allocations.begin() &&
-           at < std::prev(it)->first + std::prev(it)->second;
-  }
+  bool owns(const void *p) override { return bytesFrom(p) > 0; }
   bool hostAddressable() const override { return !cudnn; }
   // Synchronous, as cudaMemcpy: the device is idle around them. The
   // device side must lie inside one allocation, as a GPU's driver checks
@@ -420,18 +414,23 @@ public:
     inside(dst, bytes, "cudaMemset");
     std::memset(dst, value, bytes);
   }
-  /// Throws unless [p, p + bytes) lies in one allocation (0 bytes: any p).
-  void inside(const void *p, uint64_t bytes, const char *what) {
-    if (!bytes)
-      return;
+  /// The bytes from `p` to the end of the allocation holding it (0: none
+  /// holds it).
+  uint64_t bytesFrom(const void *p) {
     std::lock_guard<std::mutex> lock(mutex);
     auto at = reinterpret_cast<uintptr_t>(p);
     auto it = allocations.upper_bound(at);
-    if (it == allocations.begin() ||
-        bytes > std::prev(it)->first + std::prev(it)->second - at ||
-        at >= std::prev(it)->first + std::prev(it)->second)
+    if (it == allocations.begin())
+      return 0;
+    uintptr_t end = std::prev(it)->first + std::prev(it)->second;
+    return at < end ? end - at : 0;
+  }
+  /// Throws unless [p, p + bytes) lies in one allocation (0 bytes: any p).
+  void inside(const void *p, uint64_t bytes, const char *what) {
+    if (bytes && bytes > bytesFrom(p))
       throw DeviceError(std::string(what) + ": " + std::to_string(bytes) +
-                        " bytes at " + std::to_string(at) +
+                        " bytes at " +
+                        std::to_string(reinterpret_cast<uintptr_t>(p)) +
                         " are not inside one allocation of the fake device");
   }
 
