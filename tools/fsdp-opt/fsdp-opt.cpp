@@ -11,6 +11,7 @@
 #include "fsdp/Dialect/ONNX/IR/ONNXOpTable.h"
 #include "fsdp/Import/ImportONNX.h"
 #include "fsdp/InitAll.h"
+#include "fsdp/Support/CommandLine.h"
 #include "fsdp/Support/Files.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -225,6 +227,8 @@ std::vector<std::string> expandShorthands(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  mlir::fsdp::hideLibraryOptions(
+      {&batchSize, std::addressof(dims), &layoutJson, &noFold, &printOpTable});
   std::vector<std::string> args = expandShorthands(argc, argv);
   std::vector<char *> pointers;
   for (std::string &arg : args)

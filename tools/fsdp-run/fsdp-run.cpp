@@ -1,4 +1,4 @@
-//===- fsdp-run.cpp - Run a plan on the CPU runtime -----------------------===//
+//===- fsdp-run.cpp - Run a plan on the runtime (CPU or CUDA) ------------===//
 //
 // fsdp-run model.plan --input NAME=FILE.npy ... [--output-dir DIR] [--json]
 //
@@ -48,7 +48,8 @@ namespace npy = fsdp::npy;
 
 const char *kUsage = R"(usage: fsdp-run PLAN [options]
 
-Runs a compiled plan (fsdp-translate --mlir-to-plan) on the CPU runtime.
+Runs a compiled plan (fsdp-translate --mlir-to-plan) on the CPU, or on a
+CUDA GPU with --device cuda.
 
 options:
   --input NAME=FILE.npy  bind the declared input NAME to a C-order .npy file

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/InitAll.h"
+#include "fsdp/Support/CommandLine.h"
 #include "fsdp/Support/Files.h"
 #include "fsdp/Target/Plan/PlanTranslation.h"
 
@@ -19,6 +20,7 @@
 #include <vector>
 
 int main(int argc, char **argv) {
+  mlir::fsdp::hideLibraryOptions({});
   // The input is the one positional argument (a value of -o follows it as
   // the next word); mlirTranslateMain would read a device or FIFO forever.
   std::vector<std::string> args(argv, argv + argc);
