@@ -701,11 +701,156 @@ def _col2im_symbolic(g, x, output_size, kernel_size, dilation, padding, stride):
     return y if len(shape) == 3 else g.op("Reshape", y, ints([channels] + image))
 
 
+def _torch_symbolic(module: str, name: str):
+    """torch's own TorchScript symbolic `name` of `module` (symbolic_opset9,
+    ...), which moved under torch.onnx._internal in torch 2.x."""
+    import importlib
+
+    for package in ("torch.onnx._internal.torchscript_exporter", "torch.onnx"):
+        try:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ValueError(f"torch has no TorchScript symbolic {module}.{name}")
+
+
+def _traced_sizes(g, x):
+    """x's sizes (an entry None where dynamic), else those of the traced aten
+    node's first input, or None."""
+    for value in (x, getattr(g, "original_node", None)):
+        try:
+            sizes = (value if value is x else value.inputsAt(0)).type().varyingSizes()
+        except (AttributeError, RuntimeError):
+            continue
+        if sizes is not None:
+            return list(sizes)
+    return None
+
+
+def _tensor_split_symbolic(g, x, indices_or_sections, dim, _outputs=None):
+    """aten::tensor_split by constant indices or a constant number of
+    sections (MViT splits its class token off so): one Slice per piece at
+    static bounds. torch's own symbolic writes a Loop over a sequence for
+    indices given as a list, which no compiler of static shapes takes; the
+    pieces are returned as the SequenceConstruct the unpacking reads with
+    constant positions (the importer resolves it into the pieces)."""
+    import torch
+    from torch.onnx import symbolic_helper as sh
+
+    axis = sh._get_const(dim, "i", "dim")
+    value = sh._maybe_get_const(indices_or_sections, "t")
+    if sh._is_value(value) or not isinstance(value, torch.Tensor) or value.dim() > 1:
+        return _torch_symbolic("symbolic_opset13", "tensor_split")(
+            g, x, indices_or_sections, dim, _outputs)
+    sizes = _traced_sizes(g, x)
+    size = None
+    if sizes is not None and -len(sizes) <= axis < len(sizes):
+        size = sizes[axis]
+    if value.dim() == 1:
+        bounds = [0] + [int(v) for v in value.tolist()] + [2**62]
+    else:
+        sections = int(value)
+        if size is None or sections < 1:
+            raise ValueError(f"aten::tensor_split into {sections} sections of an axis of "
+                             f"size {size}: the size must be known (static) and the "
+                             "sections positive")
+        step, extra = divmod(size, sections)
+        bounds = [0]
+        for i in range(sections):
+            bounds.append(bounds[-1] + step + (1 if i < extra else 0))
+
+    def ints(v):
+        return g.op("Constant", value_t=torch.tensor([v], dtype=torch.int64))
+
+    pieces = [g.op("Slice", x, ints(a), ints(b), ints(axis))
+              for a, b in zip(bounds, bounds[1:])]
+    return pieces if _outputs is not None else g.op("SequenceConstruct", *pieces)
+
+
+def _averaging_matrix(size: int, out: int):
+    """[out, size]: row i averages torch's adaptive window i, input
+    elements floor(i size / out) to ceil((i + 1) size / out) - 1."""
+    import numpy as np
+
+    matrix = np.zeros((out, size), dtype=np.float64)
+    for i in range(out):
+        start, end = (i * size) // out, -((-(i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
+
+
+def _adaptive_avg_pool_symbolic(rank: int):
+    """aten::adaptive_avg_pool{rank}d. torch's symbolic exports only output
+    sizes that divide the input's (an AveragePool); VGG and AlexNet at
+    small inputs pool a 1x1 or 5x5 map to 7x7 or 6x6. Then each pooled axis
+    is a MatMul by the constant matrix of torch's windows
+    (_averaging_matrix), exact up to float rounding and trained by
+    MatMul's gradient; the rest keeps torch's own symbolic."""
+
+    def symbolic(g, x, output_size):
+        import torch
+        from torch.onnx import symbolic_helper as sh
+
+        own = _torch_symbolic("symbolic_opset9", f"adaptive_avg_pool{rank}d")
+        out = sh._maybe_get_const(output_size, "is")
+        sizes = _traced_sizes(g, x)
+        if (sh._is_value(out) or sizes is None or len(sizes) < rank
+                or None in sizes[-rank:]):
+            return own(g, x, output_size)
+        out = list(out)
+        spatial = sizes[-rank:]
+        if all(n % o == 0 for n, o in zip(spatial, out)) or out == [1] * rank:
+            return own(g, x, output_size)
+        dtype = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
+                 "BFloat16": torch.bfloat16}.get(x.type().scalarType())
+        if dtype is None:
+            raise ValueError(f"aten::adaptive_avg_pool{rank}d of a "
+                             f"{x.type().scalarType()} tensor: floating point only")
+        total = len(sizes)
+        for k, (n, o) in enumerate(zip(spatial, out)):
+            if n == o:
+                continue
+            axis = total - rank + k
+            matrix = torch.from_numpy(_averaging_matrix(n, o)).to(dtype)
+            if axis == total - 1:  # [..., n] @ [n, o]
+                x = g.op("MatMul", x, g.op("Constant", value_t=matrix.t().contiguous()))
+                continue
+            # The pooled axis next to last: [o, n] @ [..., n, last].
+            perm = list(range(total))
+            perm[axis], perm[total - 2] = perm[total - 2], perm[axis]
+            moved = axis != total - 2
+            if moved:
+                x = g.op("Transpose", x, perm_i=perm)
+            x = g.op("MatMul", g.op("Constant", value_t=matrix), x)
+            if moved:
+                x = g.op("Transpose", x, perm_i=perm)
+        return x
+
+    return symbolic
+
+
+def _zero_symbolic(g, x):
+    """aten::zero (Tensor.zero_, as Swin V2 zeroes the key part of its
+    qkv bias): zeros of x's shape and type, which carry no gradient."""
+    import torch
+
+    dtype = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16,
+             "BFloat16": torch.bfloat16, "Long": torch.int64, "Int": torch.int32,
+             "Bool": torch.bool}.get(x.type().scalarType())
+    if dtype is None:
+        raise ValueError(f"aten::zero of a {x.type().scalarType()} tensor: its type has "
+                         "no ONNX zero here")
+    return g.op("ConstantOfShape", g.op("Shape", x),
+                value_t=torch.zeros(1, dtype=dtype))
+
+
 @contextlib.contextmanager
 def _extra_symbolics(opset: int, diff: bool):
     """TorchScript symbolics torch lacks or gets wrong, registered for one
     export and removed after: aten::cumsum of booleans and integers,
-    aten::as_strided of non-contiguous tensors, aten::col2im
+    aten::as_strided of non-contiguous tensors, aten::tensor_split at
+    constant indices, aten::adaptive_avg_pool1d/2d/3d to sizes that do not
+    divide the input's, aten::zero (Tensor.zero_), aten::col2im
     (torch.nn.functional.fold) below opset 18, and, when `diff`,
     aten::diff. Under exporter="auto" with dynamo at hand
     aten::diff is left out: Hugging Face's decoders (whose mask code calls
@@ -715,7 +860,10 @@ def _extra_symbolics(opset: int, diff: bool):
     names is kept."""
     import torch
 
-    table = [("aten::cumsum", _cumsum_symbolic), ("aten::as_strided", _as_strided_symbolic)]
+    table = [("aten::cumsum", _cumsum_symbolic), ("aten::as_strided", _as_strided_symbolic),
+             ("aten::tensor_split", _tensor_split_symbolic), ("aten::zero", _zero_symbolic)]
+    table += [(f"aten::adaptive_avg_pool{rank}d", _adaptive_avg_pool_symbolic(rank))
+              for rank in (1, 2, 3)]
     table += [("aten::col2im", _col2im_symbolic)] if opset < 18 else []
     table += [("aten::diff", _diff_symbolic)] if diff else []
     added = []

@@ -852,6 +852,43 @@ class AsStridedExportTest(unittest.TestCase):
                                  exporter="torchscript")
 
 
+def check_forward_and_step(test, model, x, loss_fn, work, exporter="torchscript"):
+    """`model`'s plan on x (batch 2, exported by `exporter`) gives torch's
+    output, and one SGD step at lr 1 of `loss_fn(model(x), target)` (a
+    random target of the output's shape) gives torch's loss and changes
+    every parameter by torch's gradient. Returns the forward's ONNX path."""
+    with torch.no_grad():
+        want = model(x)
+    target = torch.randn(want.shape)
+    onnx_path = fsdp_mlir.export(model, x, work / "forward.onnx", input_names=["x"],
+                                 exporter=exporter)
+    plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "forward.plan")
+    with fsdp_mlir.Session(plan, threads=1) as session:
+        got = session.forward({"x": x.numpy()})["output_0"]
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+    step_path = fsdp_mlir.export(model, (x, target), work / "step.onnx", loss_fn=loss_fn,
+                                 input_names=["x", "target"], exporter=exporter)
+    plan = fsdp_mlir.compile(step_path, batch_size=2, optimizer={"optimizer": "sgd"},
+                             out=work / "step.plan")
+    with fsdp_mlir.Session(plan, threads=1) as session:
+        before = {k: v.numpy().copy() for k, v in session.state_dict().items()}
+        loss = float(np.asarray(session.step({"x": x.numpy(), "target": target.numpy()},
+                                             lr=1.0)))
+        after = {k: v.numpy() for k, v in session.state_dict().items()}
+    model.zero_grad()
+    ref = loss_fn(model(x), target)
+    ref.backward()
+    test.assertAlmostEqual(loss, float(ref), delta=1e-5 * abs(float(ref)))
+    for name, param in model.named_parameters():
+        grad = param.grad.numpy()
+        # The step's change carries float32 rounding of the parameter.
+        np.testing.assert_allclose(before[name] - after[name], grad,
+                                   atol=1e-5 * np.abs(grad).max() + 1e-6, rtol=1e-4,
+                                   err_msg=name)
+    return onnx_path
+
+
 class Folded(torch.nn.Module):
     """F.fold of the columns a linear layer makes from x [N, L, 4], into
     `output_size` or, when it is None, into a size computed from x's (as
@@ -915,35 +952,69 @@ class FoldExportTest(unittest.TestCase):
         blocks = torch.nn.functional.unfold(
             torch.zeros(1, channels, *(size or (4, 5))), kernel, **window).shape[-1]
         x = torch.randn(2, blocks, 4)
-        with torch.no_grad():
-            want = model(x)
-        target = torch.randn(want.shape)
-        onnx_path = fsdp_mlir.export(model, x, work / "fold.onnx", input_names=["x"],
-                                     exporter=exporter)
+        onnx_path = check_forward_and_step(self, model, x, fold_loss, work, exporter)
         ops = [n.op_type for n in onnx.load(str(onnx_path)).graph.node]
         self.assertIn("ConvTranspose", ops)
         self.assertNotIn("Col2Im", ops)
-        plan = fsdp_mlir.compile(onnx_path, batch_size=2, out=work / "fold.plan")
-        with fsdp_mlir.Session(plan, threads=1) as session:
-            got = session.forward({"x": x.numpy()})["output_0"]
-        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
 
-        onnx_path = fsdp_mlir.export(model, (x, target), work / "fold_step.onnx",
-                                     loss_fn=fold_loss, input_names=["x", "target"],
-                                     exporter=exporter)
-        plan = fsdp_mlir.compile(onnx_path, batch_size=2, optimizer={"optimizer": "sgd"},
-                                 out=work / "fold_step.plan")
-        with fsdp_mlir.Session(plan, threads=1) as session:
-            before = {k: v.numpy().copy() for k, v in session.state_dict().items()}
-            loss = float(np.asarray(session.step({"x": x.numpy(), "target": target.numpy()},
-                                                 lr=1.0)))
-            after = {k: v.numpy() for k, v in session.state_dict().items()}
-        ref = fold_loss(model(x), target)
-        ref.backward()
-        self.assertAlmostEqual(loss, float(ref), delta=1e-5 * abs(float(ref)))
-        for name, param in model.named_parameters():
-            grad = param.grad.numpy()
-            # The step's change carries float32 rounding of the parameter.
-            np.testing.assert_allclose(before[name] - after[name], grad,
-                                       atol=1e-5 * np.abs(grad).max() + 1e-6, rtol=1e-4,
-                                       err_msg=name)
+
+class TorchvisionShapes(torch.nn.Module):
+    """What torchvision's models do that torch 1.13's ONNX exporter could not
+    write: tensor_split at constant indices (MViT's class token) and into
+    sections, adaptive average pooling to sizes that do not divide the
+    input's (VGG's and AlexNet's 7x7 and 6x6 of a small image's map), in
+    1, 2 and 3 dimensions, and Tensor.zero_ on a slice of a parameter's
+    clone (Swin V2's qkv bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 6)
+
+    def forward(self, x):  # [2, 5, 4]
+        y = self.fc(x)  # [2, 5, 6]
+        first, middle, rest = torch.tensor_split(y, (1, 3), dim=1)
+        left, right = torch.tensor_split(y, 2, dim=-1)
+        bias = self.fc.bias.clone()
+        bias[2:4].zero_()
+        pooled = (torch.nn.functional.adaptive_avg_pool1d(y, 4).sum(-1, keepdim=True)
+                  + torch.nn.functional.adaptive_avg_pool2d(y[:, None], (3, 7))[:, 0, :, :6]
+                  .mean(1, keepdim=True)
+                  + torch.nn.functional.adaptive_avg_pool3d(y[:, None, None], (1, 2, 4))
+                  .sum((1, 2, 3, 4))[:, None, None])
+        return (first * middle.mean(1, keepdim=True) + rest.sum(1, keepdim=True)
+                + torch.cat([right, left * left.sum(-1, keepdim=True)], -1) + bias
+                + pooled)
+
+
+class TorchvisionShapesExportTest(unittest.TestCase):
+    """The symbolics fsdp_mlir.export registers for TorchvisionShapes' ops:
+    the plan's forward and one SGD step equal torch's, the split goes
+    through a sequence the importer resolves, and the pools through MatMuls
+    by averaging matrices."""
+
+    def test_forward_and_gradients_equal_torch(self):
+        import onnx
+
+        with tempfile.TemporaryDirectory() as tmp:
+            torch.manual_seed(0)
+            model = TorchvisionShapes()
+            x = torch.randn(2, 5, 4)
+            onnx_path = check_forward_and_step(self, model, x, fold_loss_flat, Path(tmp))
+            ops = [n.op_type for n in onnx.load(str(onnx_path)).graph.node]
+            self.assertIn("SequenceConstruct", ops)
+            self.assertNotIn("Loop", ops)
+            self.assertGreaterEqual(ops.count("MatMul"), 4)
+
+    def test_averaging_matrix_is_torchs_windows(self):
+        from fsdp_mlir.export import _averaging_matrix
+
+        for size, out in [(1, 7), (5, 7), (10, 3), (7, 7), (13, 4)]:
+            x = torch.randn(3, size, dtype=torch.float64)
+            want = torch.nn.functional.adaptive_avg_pool1d(x[:, None], out)[:, 0]
+            got = x @ torch.from_numpy(_averaging_matrix(size, out)).t()
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12,
+                                       err_msg=f"{size} -> {out}")
+
+
+def fold_loss_flat(out, target):
+    return ((out * target).sum() ** 2) / out.numel()

@@ -18,6 +18,7 @@
 #include "fsdp/Import/ImportONNX.h"
 
 #include "ModelReader.h"
+#include "Sequences.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/ONNX/IR/ONNXOpTable.h"
@@ -1749,9 +1750,14 @@ LogicalResult Importer::foldShapeComputations() {
     FailureOr<int> added = inlineConstantIfs(constants);
     if (failed(added))
       return failure();
-    if (!changed && *added < 0)
+    FailureOr<int> resolved = ::fsdp::onnx_import::resolveSequences(
+        *graph, constants, valueTypes,
+        [&](const onnx::NodeProto &node) { return nodeLoc(node); });
+    if (failed(resolved))
+      return failure();
+    if (!changed && *added < 0 && *resolved < 0)
       return success();
-    rounds += std::max(*added, 0);
+    rounds += std::max(*added, 0) + std::max(*resolved, 0);
   }
   return error("folding shape computations did not converge");
 }
@@ -1858,6 +1864,16 @@ LogicalResult Importer::buildForward(ModuleOp module) {
   for (auto [name, arg] : llvm::zip(inputNames, entry->getArguments()))
     values[name] = arg;
 
+  std::string why;
+  if (const onnx::NodeProto *node =
+          ::fsdp::onnx_import::unresolvedSequence(graph, why))
+    return emitError(nodeLoc(*node))
+           << "node '"
+           << (node->name().empty() ? node->op_type() : node->name()) << "' ("
+           << node->op_type()
+           << "): a sequence is supported only when its tensors and positions "
+              "are known at import (it is then resolved into its tensors); "
+           << why;
   for (const onnx::NodeProto &node : graph.node())
     if (failed(buildNode(node)))
       return failure();
