@@ -1490,6 +1490,10 @@ def export(
                     "outputs": [o.name for o in proto.graph.output],
                     "batch_dim": 0 if dynamic_batch else None,
                     "loss": loss_fn is not None,
+                    # The loss wrapper's name for the model, which prefixes
+                    # every node scope (/model/...): Hugging Face's
+                    # *ForCausalLM have a child called `model` too.
+                    "scope_prefix": "model" if loss_fn is not None else "",
                     "stochastic_depth": stochastic,
                 }
                 if meta["inputs"] != list(input_names):

@@ -7,7 +7,9 @@ row k.
 ONNX's Gather has no padding_idx; fsdp_mlir.export records it in its
 metadata and fsdp-autodiff masks row k of the lookup's gradient. Each model
 below (an embedding with an untied linear head, one whose head shares the
-embedding's weight, and a negative padding_idx) is exported with its
+embedding's weight, a negative padding_idx, and both head kinds in a
+Hugging Face *ForCausalLM's layout, the embedding at model.emb) is
+exported with its
 loss, compiled by fsdp_mlir.compile for an SGD step at world sizes 1 and 2
 (FULL_SHARD, no policy), and run by `fsdp-run --local-ranks W --steps 2`
 on a batch whose ids hit the padding row often. torch makes the same two
@@ -60,14 +62,47 @@ class LM(nn.Module):
         return self.head(torch.tanh(self.mix(self.emb(ids))))
 
 
+class Base(nn.Module):
+    """A Hugging Face base model: the embedding and the layers."""
+
+    def __init__(self, padding_idx):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, DIM, padding_idx=padding_idx)
+        with torch.no_grad():
+            self.emb.weight.normal_()
+        self.mix = nn.Linear(DIM, DIM)
+
+    def forward(self, ids):
+        return torch.tanh(self.mix(self.emb(ids)))
+
+
+class NestedLM(nn.Module):
+    """A Hugging Face *ForCausalLM's layout: the base model in a child
+    called `model`, the head tied to its embedding or not. The export's
+    loss wrapper calls the model `model` too, so the lookup's scope reads
+    /model/model/emb/Gather: the padding row's mask must still find it."""
+
+    def __init__(self, padding_idx, tied):
+        super().__init__()
+        self.model = Base(padding_idx)
+        self.head = nn.Linear(DIM, VOCAB, bias=not tied)
+        if tied:
+            self.head.weight = self.model.emb.weight
+
+    def forward(self, ids):
+        return self.head(self.model(ids))
+
+
 def loss_fn(logits, labels):
     return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
 
 
-CASES = {  # name: (padding_idx, tied, the row torch leaves alone)
-    "untied": (3, False, 3),
-    "tied": (3, True, 3),
-    "negative": (-2, False, VOCAB - 2),
+CASES = {  # name: (padding_idx, tied, the row torch leaves alone, class)
+    "untied": (3, False, 3, LM),
+    "tied": (3, True, 3, LM),
+    "negative": (-2, False, VOCAB - 2, LM),
+    "nested_untied": (3, False, 3, NestedLM),
+    "nested_tied": (3, True, 3, NestedLM),
 }
 
 
@@ -79,9 +114,10 @@ def run(cmd, env=None):
 
 
 def check(name: str, world: int, bindir: Path, work: Path) -> list[str]:
-    padding_idx, tied, row = CASES[name]
+    padding_idx, tied, row, cls = CASES[name]
     torch.manual_seed(1)
-    model = LM(padding_idx, tied)
+    model = cls(padding_idx, tied)
+    emb = "model.emb" if cls is NestedLM else "emb"
     ids = torch.randint(0, VOCAB, (BATCH, SEQ))
     ids[:, ::2] = row  # half of the positions look up the padding row
     labels = torch.randint(0, VOCAB, (BATCH, SEQ))
@@ -92,7 +128,7 @@ def check(name: str, world: int, bindir: Path, work: Path) -> list[str]:
     for prop in onnx.load(str(onnx_path)).metadata_props:
         if prop.key == fsdp_mlir.METADATA_KEY:
             meta = json.loads(prop.value)
-    want_meta = [{"module": "emb", "weight": "emb.weight", "padding_idx": row}]
+    want_meta = [{"module": emb, "weight": f"{emb}.weight", "padding_idx": row}]
     if meta.get("embeddings") != want_meta:
         return [f"metadata 'embeddings' is {meta.get('embeddings')}, not {want_meta}"]
     plan = fsdp_mlir.compile(onnx_path, batch_size=BATCH // world, world_size=world,
@@ -121,10 +157,11 @@ def check(name: str, world: int, bindir: Path, work: Path) -> list[str]:
         if bad.any():
             problems.append(f"{fqn}: {int(bad.sum())} elements differ from torch, "
                             f"max |diff| {np.abs(ours - want).max():.3g}")
-    before = model.emb.weight.detach().numpy()
-    ours = np.load(state / "emb.weight.npy")
+    before = model.get_parameter(f"{emb}.weight").detach().numpy()
+    ours = np.load(state / f"{emb}.weight.npy")
     moved = np.abs(ours - before).max(axis=1)
-    torch_moved = np.abs(ref.emb.weight.detach().numpy() - before).max(axis=1)
+    torch_moved = np.abs(ref.get_parameter(f"{emb}.weight").detach().numpy()
+                         - before).max(axis=1)
     if not tied and moved[row] != 0.0:
         problems.append(f"padding row {row} moved by {moved[row]:.3g}")
     if tied and not torch_moved[row] > 0:

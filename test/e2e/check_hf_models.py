@@ -6,7 +6,8 @@
 
 Run by the interpreter of `.venv-torch2` (transformers, safetensors). For
 each model (GPT-2; LLaMA with grouped-query attention, 2 key/value heads for
-4 query heads; Mistral; Qwen2; Falcon; BERT; T5; ViT; Mixtral, top-2 of 4
+4 query heads; Mistral; Qwen2; Gemma, whose tied embedding pads with row
+0; Falcon; BERT; T5; ViT; Mixtral, top-2 of 4
 experts; Whisper; wav2vec2 with a CTC head; BEiT; DINOv2, whose mask_token
 the forward never reads; FNet, whose torch.fft.fftn exports as ONNX DFT),
 built from a tiny config
@@ -75,6 +76,12 @@ def lm_config(kind: str):
                 "MistralDecoderLayer")
     if kind == "qwen2":
         return tf.Qwen2Config(**common), tf.Qwen2ForCausalLM, "Qwen2DecoderLayer"
+    if kind == "gemma":
+        # Its embedding pads with row 0 and is tied to the head, scaled by
+        # sqrt(hidden): the padding row's mask must find the lookup under
+        # /model/model/embed_tokens (the base model is `model` too).
+        return (tf.GemmaConfig(**common, head_dim=8), tf.GemmaForCausalLM,
+                "GemmaDecoderLayer")
     if kind == "mixtral":
         return (tf.MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2),
                 tf.MixtralForCausalLM, "MixtralDecoderLayer")
@@ -95,7 +102,7 @@ def make(name: str):
                                n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                                use_cache=False)
         cls, block = tf.GPT2LMHeadModel, "GPT2Block"
-    elif name in ("llama", "mistral", "qwen2"):
+    elif name in ("llama", "mistral", "qwen2", "gemma"):
         config, cls, block = lm_config(name)
     elif name == "falcon":
         # The fused query/key/value split indexes with x[-2], which torch
@@ -478,8 +485,8 @@ def check_model(fsdp_mlir, name, work, build, distributed) -> tuple[list[str], s
     return bad, "FAILED" if bad else "passed"
 
 
-MODELS = ["gpt2", "llama", "mistral", "qwen2", "falcon", "bert", "t5", "vit", "mixtral",
-          "whisper", "wav2vec2", "beit", "dinov2", "fnet"]
+MODELS = ["gpt2", "llama", "mistral", "qwen2", "gemma", "falcon", "bert", "t5", "vit",
+          "mixtral", "whisper", "wav2vec2", "beit", "dinov2", "fnet"]
 
 
 def main(argv=None) -> int:

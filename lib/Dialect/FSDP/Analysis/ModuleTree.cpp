@@ -132,12 +132,37 @@ SmallVector<StringRef> scopeParts(StringRef scope) {
   return parts;
 }
 
+/// The wrapper scope the frontend's metadata names: "scope_prefix" ("" for
+/// none), else `model` for a loss export from before that field
+/// (fsdp_mlir.export's loss wrapper calls the model `model`) and "" for
+/// others; nothing without the metadata.
+std::optional<std::string> metadataWrapper(ModuleOp module) {
+  auto json = module->getAttrOfType<StringAttr>("fsdp.torch_metadata");
+  if (!json || !checkJSONBounds(json.getValue()).empty())
+    return std::nullopt;
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json.getValue());
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return std::nullopt;
+  }
+  llvm::json::Object *root = parsed->getAsObject();
+  if (!root)
+    return std::nullopt;
+  if (std::optional<StringRef> prefix = root->getString("scope_prefix"))
+    return prefix->str();
+  return std::string(root->getBoolean("loss").value_or(false) ? "model" : "");
+}
+
 /// The name of a wrapper module that prefixes every scope but owns no
-/// state (fsdp_mlir.export's loss wrapper calls its model `model`): the
-/// first component of all multi-component scopes, when it is no known
-/// module and the component after it is one.
+/// state: the one the frontend's metadata names, else the first component
+/// of all multi-component scopes, when it is no known module and the
+/// component after it is one. Hugging Face's *ForCausalLM keep their base
+/// model in `model`, so /model/model/embed_tokens/Gather is the wrapper's
+/// model.embed_tokens: only the metadata can say so.
 std::optional<std::string> detectWrapper(ModuleOp module,
                                          const TreeBuilder &tree) {
+  if (std::optional<std::string> named = metadataWrapper(module))
+    return named->empty() ? std::nullopt : named;
   std::optional<std::string> wrapper;
   bool consistent = true, confirmed = false;
   module.walk([&](Operation *op) {
