@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import fsdp_mlir
+from fsdp_mlir._tools import run_tool
 from fsdp_mlir.runtime import RuntimeError_
 
 REPO = Path(__file__).resolve().parents[2]
@@ -509,6 +510,63 @@ class BatchNormCounterTest(unittest.TestCase):
             with fsdp_mlir.Session(infer, threads=1) as session:
                 self.assertEqual(int(session.state_dict()["1.num_batches_tracked"]), 5)
 
+
+    def test_a_norm_called_twice_updates_its_statistics_twice(self):
+        """A BatchNorm module called twice in one forward (a shared norm,
+        a siamese branch) updates its running statistics and its counter
+        twice, in order, as torch's does: the second call starts from the
+        first's new values. Its two calls, fused (the default) and
+        decomposed, give torch's loss, parameters and buffers after 3 SGD
+        steps."""
+        for fuse in (True, False):
+            with self.subTest(fuse_batch_norm=fuse), tempfile.TemporaryDirectory() as tmp:
+                work = Path(tmp)
+                torch.manual_seed(0)
+                model = TwiceNormed()
+                x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+                onnx_path = fsdp_mlir.export(model, (x[:2], y[:2]), work / "bn.onnx",
+                                             loss_fn=frozen_loss, input_names=["x", "y"])
+                train = work / "t.plan"
+                if fuse:
+                    fsdp_mlir.compile(onnx_path, batch_size=8,
+                                      optimizer={"optimizer": "sgd"}, out=train)
+                else:  # the pipeline's option compile() does not take
+                    run_tool("fsdp-opt", [
+                        onnx_path, "--batch-size=8", "--fsdp-train-pipeline=world-size=1 "
+                        "auto-wrap={policy=none} autodiff={fuse-batch-norm=false} "
+                        "optimizer={optimizer=sgd}", "-o", work / "t.mlir"])
+                    run_tool("fsdp-translate", ["--mlir-to-plan", work / "t.mlir", "-o", train])
+                with fsdp_mlir.Session(train, threads=1) as session:
+                    losses = [float(np.asarray(session.step({"x": x.numpy(), "y": y.numpy()},
+                                                            lr=0.1))) for _ in range(3)]
+                    state = session.state_dict()
+                ref = copy.deepcopy(model)
+                opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+                want = []
+                for _ in range(3):
+                    opt.zero_grad()
+                    loss = frozen_loss(ref(x), y)
+                    loss.backward()
+                    opt.step()
+                    want.append(float(loss))
+                np.testing.assert_allclose(losses, want, rtol=1e-5)
+                self.assertEqual(int(state["norm.num_batches_tracked"]), 6)
+                for name, tensor in ref.state_dict().items():
+                    np.testing.assert_allclose(state[name].numpy(), tensor.numpy(),
+                                               rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+class TwiceNormed(torch.nn.Module):
+    """One BatchNorm1d called on two branches of the same batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(6, 8), torch.nn.Linear(6, 8)
+        self.norm = torch.nn.BatchNorm1d(8)
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.norm(self.a(x))) + self.norm(self.b(x) * 2 + 1))
 
 
 class Rotary(torch.nn.Module):

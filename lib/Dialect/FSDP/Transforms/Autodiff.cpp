@@ -100,6 +100,8 @@ private:
   void fuseAttention();
   void keepCrossEntropyLse();
   void countBatch(BatchNormalizationOp norm, OnnxBuilder &bb);
+  Value current(Value running);
+  void recordUpdate(FlatSymbolRefAttr buffer, Value next);
   SmallVector<mlir::fsdp::ParamOp>
   markActive(llvm::StringMap<SmallVector<Value>> &reads);
   LogicalResult differentiate(Operation *op);
@@ -113,9 +115,32 @@ private:
   OpBuilder *builder = nullptr;
   DenseSet<Value> activeValues;
   DenseMap<Value, Value> cotangents;
-  /// New values of buffers (BatchNorm's running statistics), in op order.
+  /// New values of buffers (BatchNorm's running statistics), one per
+  /// buffer (its last), in the order of their first update.
   SmallVector<std::pair<FlatSymbolRefAttr, Value>> updates;
 };
+
+/// A buffer's value as the step has it so far: `running` (an
+/// fsdp.get_buffer) or, once a BatchNorm updated that buffer, the new
+/// value. A module called twice in a forward updates its statistics twice,
+/// in order, as torch's does: the second call starts from the first's.
+Value Autodiff::current(Value running) {
+  if (auto get = running.getDefiningOp<mlir::fsdp::GetBufferOp>())
+    for (auto &[buffer, value] : updates)
+      if (buffer == get.getBufferAttr())
+        return value;
+  return running;
+}
+
+/// `next` is `buffer`'s new value: it replaces an earlier update's.
+void Autodiff::recordUpdate(FlatSymbolRefAttr buffer, Value next) {
+  for (auto &[updated, value] : updates)
+    if (updated == buffer) {
+      value = next;
+      return;
+    }
+  updates.emplace_back(buffer, next);
+}
 
 /// `--loss=cross-entropy`: the model returns logits [..., classes]; the
 /// step takes labels [...] as a new input and returns the mean softmax
@@ -242,12 +267,12 @@ LogicalResult Autodiff::decomposeBatchNorm(BatchNormalizationOp norm) {
       auto type = typeOf(running);
       Value fresh = bb.mul(bb.reshape(batch, type),
                            bb.scalar((1 - momentum) * factor, element), type);
-      Value next =
-          bb.add(bb.mul(running, bb.scalar(momentum, element), type), fresh);
+      Value next = bb.add(
+          bb.mul(current(running), bb.scalar(momentum, element), type), fresh);
       if (!isa<NoneType>(result.getType()))
         result.replaceAllUsesWith(next);
       if (auto get = running.getDefiningOp<mlir::fsdp::GetBufferOp>())
-        updates.emplace_back(get.getBufferAttr(), next);
+        recordUpdate(get.getBufferAttr(), next);
     };
     update(norm.getInputMean(), mean, 1.0, norm.getRunningMean());
     update(norm.getInputVar(), var, unbias, norm.getRunningVar());
@@ -273,7 +298,8 @@ LogicalResult Autodiff::fuseBatchNorm(BatchNormalizationOp norm) {
   auto fused = b.create<mlir::fsdp::BatchNormTrainOp>(
       norm.getLoc(),
       TypeRange{x.getType(), meanType, varType, meanType, varType}, x,
-      norm.getScale(), norm.getB(), norm.getInputMean(), norm.getInputVar(),
+      norm.getScale(), norm.getB(), current(norm.getInputMean()),
+      current(norm.getInputVar()),
       b.getF32FloatAttr(norm.getEpsilon().convertToDouble()),
       b.getF32FloatAttr(norm.getMomentum().convertToDouble()));
   norm.getY().replaceAllUsesWith(fused.getOutput());
@@ -281,7 +307,7 @@ LogicalResult Autodiff::fuseBatchNorm(BatchNormalizationOp norm) {
     if (!isa<NoneType>(result.getType()))
       result.replaceAllUsesWith(next);
     if (auto get = running.getDefiningOp<mlir::fsdp::GetBufferOp>())
-      updates.emplace_back(get.getBufferAttr(), next);
+      recordUpdate(get.getBufferAttr(), next);
   };
   update(norm.getInputMean(), fused.getRunningMeanOut(), norm.getRunningMean());
   update(norm.getInputVar(), fused.getRunningVarOut(), norm.getRunningVar());
@@ -308,10 +334,11 @@ void Autodiff::countBatch(BatchNormalizationOp norm, OnnxBuilder &bb) {
       !type.getElementType().isInteger(64))
     return;
   auto symbol = FlatSymbolRefAttr::get(counter.getSymNameAttr());
-  Value now = bb.b.create<mlir::fsdp::GetBufferOp>(norm.getLoc(), type, symbol);
+  Value now = current(
+      bb.b.create<mlir::fsdp::GetBufferOp>(norm.getLoc(), type, symbol));
   Value one = bb.b.create<ConstantOp>(
       norm.getLoc(), DenseElementsAttr::get(type, static_cast<int64_t>(1)));
-  updates.emplace_back(symbol, bb.add(now, one));
+  recordUpdate(symbol, bb.add(now, one));
 }
 
 /// Rewrites what trains differently from how it runs: BatchNorm (fused in
@@ -572,10 +599,17 @@ Autodiff::markActive(llvm::StringMap<SmallVector<Value>> &reads) {
     }
     if (!carriesNoGradient(&op) &&
         llvm::any_of(op.getOperands(), [&](Value v) { return active(v); }))
-      for (Value result : op.getResults())
+      for (Value result : op.getResults()) {
+        // BatchNorm's running statistics are updated as torch updates them,
+        // under no_grad: a second call of the module reads them, no loss.
+        auto norm = dyn_cast<mlir::fsdp::BatchNormTrainOp>(op);
+        if (norm && (result == norm.getRunningMeanOut() ||
+                     result == norm.getRunningVarOut()))
+          continue;
         if (auto type = dyn_cast<RankedTensorType>(result.getType());
             type && isa<FloatType>(type.getElementType()))
           activeValues.insert(result);
+      }
   }
   return params;
 }
