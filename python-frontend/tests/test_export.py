@@ -221,8 +221,13 @@ class LossExportTest(ExportTestBase):
         self.assertEqual(self.meta["version"], 1)
         self.assertEqual(set(self.meta), {"version", "modules", "embeddings", "params",
                                           "buffers", "inputs", "outputs", "batch_dim",
-                                          "loss", "stochastic_depth"})
+                                          "loss", "stochastic_depth", "scope_prefix"})
         self.assertEqual(self.meta["stochastic_depth"], [])
+        # The loss wrapper's name for the model, the first component of
+        # every node scope.
+        self.assertEqual(self.meta["scope_prefix"], "model")
+        self.assertTrue(all(n.name.startswith("/model/") for n in self.proto.graph.node
+                            if n.name.count("/") > 1))
         self.assertEqual(self.meta["embeddings"], [])  # no padding_idx
         self.assertEqual(set(self.meta["modules"][0]),
                          {"fqn", "class", "qualname", "children", "params", "buffers"})
@@ -332,6 +337,7 @@ class InferenceExportTest(ExportTestBase):
 
     def test_outputs_and_names(self):
         self.assertFalse(self.meta["loss"])
+        self.assertEqual(self.meta["scope_prefix"], "")  # no wrapper
         self.assertEqual(self.meta["inputs"], ["features"])
         self.assertEqual(self.meta["outputs"], ["output_0", "output_1"])
         out = {o.name: o for o in self.proto.graph.output}
