@@ -14,6 +14,7 @@
 #include "fsdp/layout/FlatLayout.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace fsdprt {
@@ -61,6 +62,67 @@ std::string kernelName(const plan::Kernel &k, size_t index) {
   if (k.location() && k.location()->size())
     name += " at " + k.location()->str();
   return name + ")";
+}
+
+/// Whether `v`'s 8-byte elements are 8-byte aligned (an empty one has none
+/// to read). FlatBuffers' verifier checks a vector's length (4 bytes)
+/// only; the compiler's writer aligns the elements, a hostile file need
+/// not.
+template <class T> bool aligned(const flatbuffers::Vector<T> *v) {
+  return !v || v->size() == 0 ||
+         reinterpret_cast<uintptr_t>(v->Data()) % sizeof(T) == 0;
+}
+
+/// What the verifier leaves unchecked and every later read relies on:
+/// dtypes within the enum (before anything casts them to fsdprt_dtype_t)
+/// and [long]/[double] vectors on 8-byte boundaries. Returns "" or why not.
+std::string checkEncoding(const plan::Plan &p) {
+  auto unknown = [](plan::DType d) {
+    return d > plan::DType::MAX
+               ? " has an unknown dtype " + std::to_string(int(d))
+               : std::string();
+  };
+  const std::string misaligned =
+      "an 8-byte vector (a shape or an attribute's values) is not 8-byte "
+      "aligned";
+  if (!aligned(p.mesh_shape()))
+    return misaligned;
+  if (p.buffers())
+    for (size_t i = 0; i < p.buffers()->size(); ++i) {
+      const plan::Buffer *b = p.buffers()->Get(i);
+      if (std::string why = unknown(b->dtype()); !why.empty())
+        return "plan buffer " + std::to_string(i) + why;
+      if (!aligned(b->shape()))
+        return misaligned;
+    }
+  for (const auto *list : {p.inputs(), p.outputs()})
+    if (list)
+      for (const plan::TensorDesc *d : *list) {
+        if (std::string why = unknown(d->dtype()); !why.empty())
+          return "'" + d->name()->str() + "'" + why;
+        if (!aligned(d->shape()))
+          return misaligned;
+      }
+  if (p.units())
+    for (const plan::Unit *u : *p.units()) {
+      if (std::string why = unknown(u->dtype()); !why.empty())
+        return "unit '" + u->name()->str() + "'" + why;
+      if (u->params())
+        for (const plan::UnitParam *param : *u->params())
+          if (!aligned(param->shape()))
+            return misaligned;
+    }
+  if (p.kernels())
+    for (const plan::Kernel *k : *p.kernels())
+      if (k->attrs())
+        for (const plan::Attr *a : *k->attrs()) {
+          const plan::IntsAttr *ints = a->value_as_IntsAttr();
+          const plan::FloatsAttr *floats = a->value_as_FloatsAttr();
+          if (!aligned(ints ? ints->values() : nullptr) ||
+              !aligned(floats ? floats->values() : nullptr))
+            return misaligned;
+        }
+  return "";
 }
 
 /// Whether the bytes of `shape` of `dtype` overflow int64 (negative
@@ -244,6 +306,8 @@ uint64_t arenaBytes(const plan::Plan &p) {
 }
 
 std::string checkSharding(const plan::Plan &p) {
+  if (std::string why = checkEncoding(p); !why.empty())
+    return why;
   if (uint64_t arenas = arenaBytes(p);
       p.peak_bytes() && p.peak_bytes() != arenas)
     return "the plan states a peak of " + std::to_string(p.peak_bytes()) +

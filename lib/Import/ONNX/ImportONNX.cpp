@@ -66,6 +66,9 @@ constexpr int64_t kMinOpset = 13;
 /// 224 x 224 pixels).
 constexpr int64_t kMaxFoldedElements = 4096;
 constexpr int64_t kMaxFoldedIndices = 1 << 20;
+/// The constants the import's rewrites make (an EyeLike's matrix, a TopK's
+/// or a GatherND's index tables) have at most this many elements.
+constexpr int64_t kMaxRewriteConstant = 1 << 24;
 constexpr int64_t kMaxOpset = 17;
 
 /// What an initializer is to the FSDP passes.
@@ -2020,20 +2023,28 @@ static LogicalResult expandEyeLike(onnxir::EyeLikeOp op) {
     return op.emitError("EyeLike's element type ")
            << element << " is not a number type";
   int64_t rows = outType.getDimSize(0), columns = outType.getDimSize(1);
+  std::optional<int64_t> elements = llvm::checkedMul(rows, columns);
+  if (!elements || *elements > kMaxRewriteConstant)
+    return op.emitError("EyeLike's ")
+           << rows << " x " << columns << " result is larger than the "
+           << kMaxRewriteConstant << " elements a constant made at import "
+           << "may have";
   int64_t k = op.getK();
+  // Row r's one is at column r + k, written so that no k overflows.
+  auto hasOne = [&](int64_t r) { return k >= -r && k < columns - r; };
   DenseElementsAttr value;
   if (floatType) {
     const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
     SmallVector<APFloat> values(rows * columns, APFloat::getZero(semantics));
     for (int64_t r = 0; r < rows; ++r)
-      if (r + k >= 0 && r + k < columns)
+      if (hasOne(r))
         values[r * columns + r + k] = APFloat::getOne(semantics);
     value = DenseElementsAttr::get(outType, values);
   } else {
     unsigned width = element.getIntOrFloatBitWidth();
     SmallVector<APInt> values(rows * columns, APInt(width, 0));
     for (int64_t r = 0; r < rows; ++r)
-      if (r + k >= 0 && r + k < columns)
+      if (hasOne(r))
         values[r * columns + r + k] = APInt(width, 1);
     value = DenseElementsAttr::get(outType, values);
   }
@@ -2186,26 +2197,36 @@ static LogicalResult expandGatherND(onnxir::GatherNDOp op) {
                << " of size " << indexed[d];
     }
 
-  Value rows = buildTupleRows(b, loc, op.getIndices(), indexed);
-  int64_t rowsPerBatch = 1, batches = 1;
+  std::optional<int64_t> rowsPerBatch = 1, batches = 1, total;
   for (int64_t size : indexed)
-    rowsPerBatch *= size;
+    rowsPerBatch =
+        rowsPerBatch ? llvm::checkedMul(*rowsPerBatch, size) : rowsPerBatch;
   for (int64_t size : shape.take_front(batch))
-    batches *= size;
+    batches = batches ? llvm::checkedMul(*batches, size) : batches;
+  if (rowsPerBatch && batches)
+    total = llvm::checkedMul(*rowsPerBatch, *batches);
+  // The batches' row offsets are a constant of `batches` elements.
+  if (!total || *batches > kMaxRewriteConstant)
+    return op.emitError("GatherND's data ")
+           << dataType << " has more rows over its " << batch
+           << " batch axes than the importer's rewrite holds (its row "
+           << "offsets are a constant of at most " << kMaxRewriteConstant
+           << " elements)";
+  Value rows = buildTupleRows(b, loc, op.getIndices(), indexed);
   if (batch) {
     // Each batch's first row, shaped to broadcast over its tuples.
     SmallVector<int64_t> offsetShape(indexType.getShape().take_front(batch));
     offsetShape.resize(indexType.getRank() - 1, 1);
     SmallVector<int64_t> offsets;
-    for (int64_t i = 0; i < batches; ++i)
-      offsets.push_back(i * rowsPerBatch);
+    for (int64_t i = 0; i < *batches; ++i)
+      offsets.push_back(i * *rowsPerBatch);
     auto offsetType = RankedTensorType::get(offsetShape, b.getI64Type());
     rows = b.create<AddOp>(
         loc, rows.getType(), rows,
         b.create<ConstantOp>(loc, DenseElementsAttr::get(
                                       offsetType, ArrayRef<int64_t>(offsets))));
   }
-  SmallVector<int64_t> flat{batches * rowsPerBatch};
+  SmallVector<int64_t> flat{*total};
   flat.append(shape.begin() + batch + k, shape.end());
   Value data = op.getData();
   if (flat.size() != shape.size() || flat[0] != shape[0])
@@ -2601,6 +2622,11 @@ static LogicalResult expandTopK(onnxir::TopKOp op) {
     return op.emitError("TopK's K is ")
            << count << ": the importer expands it into K passes over the "
            << "input, at most " << kMaxRounds;
+  if (n > kMaxRewriteConstant)
+    return op.emitError("TopK's axis ")
+           << axis << " has " << n << " elements; the importer's rewrite "
+           << "holds their indices as a constant of at most "
+           << kMaxRewriteConstant;
   // ArgMax and ArgMin rank float32; float16 and bfloat16 widen to it
   // exactly. Wider types would round, and could order elements wrongly.
   auto f32 = Float32Type::get(op.getContext());
@@ -2724,11 +2750,17 @@ static LogicalResult expandConv3d(onnxir::ConvOp op) {
     return op.emitError("a 3-D Conv's ") << why;
   ArrayRef<int64_t> pads = *resolved;
   int64_t n = x[0], c = x[1], depth = x[2], m = w[0], kd = w[2];
-  int64_t padded = depth + pads[0] + pads[3];
+  std::optional<int64_t> total = llvm::checkedAdd(depth, pads[0]);
+  total = total ? llvm::checkedAdd(*total, pads[3]) : total;
+  std::optional<int64_t> reach = llvm::checkedMul(kd - 1, dil[0]);
+  if (!total || !reach)
+    return op.emitError("a 3-D Conv's depth pads (")
+           << pads[0] << ", " << pads[3] << ") or dilation " << dil[0]
+           << " are too large";
+  int64_t padded = *total;
   int64_t od = yType.getDimSize(2), oh = yType.getDimSize(3),
           ow = yType.getDimSize(4);
-  if (padded <= (kd - 1) * dil[0] ||
-      od != (padded - (kd - 1) * dil[0] - 1) / strides[0] + 1)
+  if (padded <= *reach || od != (padded - *reach - 1) / strides[0] + 1)
     return op.emitError("a 3-D Conv's result ")
            << yType << " does not match its input, weight and window";
 
