@@ -540,20 +540,27 @@ class BatchNormCounterTest(unittest.TestCase):
                     losses = [float(np.asarray(session.step({"x": x.numpy(), "y": y.numpy()},
                                                             lr=0.1))) for _ in range(3)]
                     state = session.state_dict()
-                ref = copy.deepcopy(model)
-                opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-                want = []
-                for _ in range(3):
-                    opt.zero_grad()
-                    loss = frozen_loss(ref(x), y)
-                    loss.backward()
-                    opt.step()
-                    want.append(float(loss))
+                ref, want = torch_sgd_steps(model, x, y, 3)
                 np.testing.assert_allclose(losses, want, rtol=1e-5)
                 self.assertEqual(int(state["norm.num_batches_tracked"]), 6)
                 for name, tensor in ref.state_dict().items():
                     np.testing.assert_allclose(state[name].numpy(), tensor.numpy(),
                                                rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def torch_sgd_steps(model, x, y, steps, lr=0.1):
+    """A copy of `model` after `steps` SGD steps of frozen_loss on (x, y),
+    and the losses: (copy, losses)."""
+    ref = copy.deepcopy(model)
+    opt = torch.optim.SGD(ref.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = frozen_loss(ref(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return ref, losses
 
 
 class TwiceNormed(torch.nn.Module):
@@ -599,15 +606,7 @@ class NonPersistentBufferTest(unittest.TestCase):
                           for _ in range(2)]
                 state = session.state_dict()
             self.assertEqual(sorted(state), sorted(model.state_dict()))
-            ref = copy.deepcopy(model)
-            opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-            want = []
-            for _ in range(2):
-                opt.zero_grad()
-                loss = frozen_loss(ref(x), y)
-                loss.backward()
-                opt.step()
-                want.append(float(loss))
+            ref, want = torch_sgd_steps(model, x, y, 2)
             np.testing.assert_allclose(losses, want, rtol=1e-5, atol=1e-6)
             loaded = Rotary()
             loaded.load_state_dict(state, strict=True)
