@@ -32,6 +32,7 @@ using namespace mlir;
 namespace {
 
 llvm::cl::OptionCategory onnxCategory("ONNX import options (for .onnx inputs)");
+llvm::cl::OptionCategory outputCategory("Output options");
 
 llvm::cl::opt<int64_t> batchSize(
     "batch-size",
@@ -50,7 +51,8 @@ llvm::cl::opt<std::string> layoutJson(
     llvm::cl::desc("After the pass pipeline, write every flat parameter's "
                    "layout as JSON to this file (fsdp-print-layout "
                    "format=json)"),
-    llvm::cl::value_desc("file"), llvm::cl::init(""));
+    llvm::cl::value_desc("file"), llvm::cl::init(""),
+    llvm::cl::cat(outputCategory));
 
 llvm::cl::opt<bool>
     noFold("onnx-no-fold",
@@ -227,8 +229,7 @@ std::vector<std::string> expandShorthands(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  mlir::fsdp::hideLibraryOptions(
-      {&batchSize, std::addressof(dims), &layoutJson, &noFold, &printOpTable});
+  mlir::fsdp::hideLibraryOptions({&onnxCategory, &outputCategory});
   std::vector<std::string> args = expandShorthands(argc, argv);
   std::vector<char *> pointers;
   for (std::string &arg : args)

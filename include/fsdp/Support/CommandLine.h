@@ -11,28 +11,20 @@
 #define FSDP_SUPPORT_COMMANDLINE_H
 
 #include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 
 namespace mlir::fsdp {
 
-/// Hides from --help every option registered so far (LLVM's own, from its
-/// libraries' static initializers) except `keep` (the tool's) and
-/// --help, --help-list, --version and --color. Call it first in main:
-/// MLIR's options and the passes, registered after it, stay listed.
-/// --help-hidden still lists everything.
-inline void hideLibraryOptions(llvm::ArrayRef<const llvm::cl::Option *> keep) {
-  static constexpr llvm::StringLiteral listed[] = {"help", "help-list",
-                                                   "version", "color"};
-  for (auto &entry : llvm::cl::getRegisteredOptions()) {
-    llvm::cl::Option *option = entry.second;
-    if (llvm::is_contained(keep, option) ||
-        llvm::is_contained(listed, entry.first()))
-      continue;
-    if (option->getOptionHiddenFlag() == llvm::cl::NotHidden)
-      option->setHiddenFlag(llvm::cl::Hidden);
-  }
+/// Hides every option registered so far (LLVM's own, from its libraries'
+/// static initializers) that is in none of `keep` (the tool's categories)
+/// or LLVM's generic one (--help, --version). Call it first in main:
+/// MLIR's options and the passes, registered after it, stay listed. The
+/// walk is LLVM's own (cl::HideUnrelatedOptions): calling members of
+/// options libLLVM made, from code built with UBSan's vptr check, fails
+/// it (libLLVM has no RTTI).
+inline void
+hideLibraryOptions(llvm::ArrayRef<const llvm::cl::OptionCategory *> keep) {
+  llvm::cl::HideUnrelatedOptions(keep);
 }
 
 } // namespace mlir::fsdp
