@@ -88,6 +88,23 @@ void setIntAttribute(onnx::NodeProto &node, llvm::StringRef name,
   attr->set_i(value);
 }
 
+/// Makes `node` a Constant node of int64 `values`, 1-D or (`scalar`) 0-D.
+void makeIntsConstant(onnx::NodeProto &node, llvm::ArrayRef<int64_t> values,
+                      bool scalar = false) {
+  node.set_op_type("Constant");
+  node.clear_input();
+  node.clear_attribute();
+  onnx::AttributeProto *attr = node.add_attribute();
+  attr->set_name("value");
+  attr->set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto *tensor = attr->mutable_t();
+  tensor->set_data_type(onnx::TensorProto::INT64);
+  if (!scalar)
+    tensor->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t value : values)
+    tensor->add_int64_data(value);
+}
+
 /// The nodes one rewrite puts in place of a node, named after it.
 class Replacement {
 public:
@@ -110,15 +127,7 @@ public:
 
   /// A Constant node of int64 `values` (1-D), returning its output's name.
   std::string ints(const std::string &output, llvm::ArrayRef<int64_t> values) {
-    onnx::NodeProto &node = add("Constant", {}, {output});
-    onnx::AttributeProto *attr = node.add_attribute();
-    attr->set_name("value");
-    attr->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto *tensor = attr->mutable_t();
-    tensor->set_data_type(onnx::TensorProto::INT64);
-    tensor->add_dims(static_cast<int64_t>(values.size()));
-    for (int64_t value : values)
-      tensor->add_int64_data(value);
+    makeIntsConstant(add("Constant", {}, {output}), values);
     return output;
   }
 
@@ -363,16 +372,8 @@ resolveSequences(onnx::GraphProto &graph,
         changed = true;
       }
     } else if (ours && list && op == "SequenceLength") {
-      onnx::NodeProto constant;
-      constant.set_op_type("Constant");
-      constant.set_name(node.name());
-      constant.add_output(node.output(0));
-      onnx::AttributeProto *attr = constant.add_attribute();
-      attr->set_name("value");
-      attr->set_type(onnx::AttributeProto::TENSOR);
-      attr->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-      attr->mutable_t()->add_int64_data(static_cast<int64_t>(list->size()));
-      node = std::move(constant);
+      makeIntsConstant(node, {static_cast<int64_t>(list->size())},
+                       /*scalar=*/true);
       changed = true;
     } else if (ours && list && op == "ConcatFromSequence") {
       if (list->empty())
