@@ -139,7 +139,7 @@ run() {
     local log=$out/$t.log status
     case $t in
       # The real device's cuDNN description (docs/gpu.md, "cuDNN without a
-      # device"): commit it as runtime/backends/cuda/devices/h100.json.
+      # device"; runtime/backends/cuda/devices/ keeps the H100's and H200's).
       fsdp-cudnn-capture-device)
         timeout -k 5 "$(budget 60)" "$bundle/$t" "$out/h100-captured.json" > "$log" 2>&1 ;;
       # The deviceless checks against the captured description, and with the

@@ -824,8 +824,11 @@ KernelFn reduceKernel(const std::string &op, Context &c) {
       return d.integerReduce(s, body);
     });
   }
+  Workspace *workspace = c.args.workspace;
+  workspace->reserve(reduceScratchFloats(kind, plan) * sizeof(float));
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.reduce(s, kind, plan, x.as<float>(), y.as<float>());
+    return d.reduce(s, kind, plan, x.as<float>(), y.as<float>(),
+                    workspace->as<float>());
   });
 }
 
@@ -1334,11 +1337,12 @@ KernelFn gradKernel(const std::string &op, Context &c) {
   float eps =
       static_cast<float>(args.attrs.getFloat("epsilon", rms ? 1e-6 : 1e-5));
   Workspace *workspace = args.workspace;
-  workspace->reserve(2 * rows * sizeof(float));
+  workspace->reserve(normGradScratchFloats(rows, cols) * sizeof(float));
   return onStream(c.device, [=](Device &d, DeviceStream &s) {
-    return d.normGrad(s, rms, dy.as<float>(), x.as<float>(), scale,
-                      dx.as<float>(), dscale.as<float>(), dbias.as<float>(),
-                      workspace->as<float>(), rows, cols, eps);
+    return d.normGrad(s, NormGradArgs{dy.as<float>(), x.as<float>(), scale,
+                                      dx.as<float>(), dscale.as<float>(),
+                                      dbias.as<float>(), workspace->as<float>(),
+                                      rows, cols, eps, rms});
   });
 }
 

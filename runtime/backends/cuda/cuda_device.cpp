@@ -428,8 +428,9 @@ public:
                  "where kernel");
   }
   std::string reduce(DeviceStream &s, Reduce kind, const ReducePlan &plan,
-                     const float *x, float *y) override {
-    return check(launchReduce(kind, plan, x, y, raw(s)), "reduction kernel");
+                     const float *x, float *y, float *scratch) override {
+    return check(launchReduce(kind, plan, x, y, scratch, raw(s)),
+                 "reduction kernel");
   }
   std::string integerReduce(DeviceStream &s,
                             const IntegerReduceBody &body) override {
@@ -525,13 +526,8 @@ public:
     return check(launchActivationGrad(body, n, raw(s)),
                  "activation gradient kernel");
   }
-  std::string normGrad(DeviceStream &s, bool rms, const float *dy,
-                       const float *x, const float *scale, float *dx,
-                       float *dscale, float *dbias, float *stats, int64_t rows,
-                       int64_t n, float eps) override {
-    return check(launchNormGrad(rms, dy, x, scale, dx, dscale, dbias, stats,
-                                rows, n, eps, raw(s)),
-                 "norm gradient kernel");
+  std::string normGrad(DeviceStream &s, const NormGradArgs &args) override {
+    return check(launchNormGrad(args, raw(s)), "norm gradient kernel");
   }
   std::string adamw(DeviceStream &s, const AdamWBody &body,
                     int64_t n) override {

@@ -226,9 +226,10 @@ public:
                             const Broadcast &plan, const uint8_t *cond,
                             const void *a, const void *b, void *y,
                             int64_t n) = 0;
+  /// scratch: reduceScratchFloats(kind, plan) floats.
   virtual std::string reduce(DeviceStream &s, Reduce kind,
-                             const ReducePlan &plan, const float *x,
-                             float *y) = 0;
+                             const ReducePlan &plan, const float *x, float *y,
+                             float *scratch) = 0;
   virtual std::string integerReduce(DeviceStream &s,
                                     const IntegerReduceBody &body) = 0;
   virtual std::string norm(DeviceStream &s, bool rms, const float *x,
@@ -280,10 +281,7 @@ public:
   virtual std::string activationGrad(DeviceStream &s,
                                      const ActivationGradBody &body,
                                      int64_t n) = 0;
-  virtual std::string normGrad(DeviceStream &s, bool rms, const float *dy,
-                               const float *x, const float *scale, float *dx,
-                               float *dscale, float *dbias, float *stats,
-                               int64_t rows, int64_t n, float eps) = 0;
+  virtual std::string normGrad(DeviceStream &s, const NormGradArgs &args) = 0;
   /// The fused optimizer steps over n elements (kernels/optim.h).
   virtual std::string adamw(DeviceStream &s, const AdamWBody &body,
                             int64_t n) = 0;

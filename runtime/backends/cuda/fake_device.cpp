@@ -655,10 +655,10 @@ public:
     });
   }
   std::string reduce(DeviceStream &, Reduce kind, const ReducePlan &plan,
-                     const float *x, float *y) override {
-    return withReduce(kind, [&](auto k) {
-      return rows(ReduceBody<decltype(k)::value>{plan, x, y}, plan.rows);
-    });
+                     const float *x, float *y, float *scratch) override {
+    HostLauncher launch{kLanes};
+    cuda::reduce(launch, kind, plan, x, y, scratch);
+    return "";
   }
   std::string integerReduce(DeviceStream &,
                             const IntegerReduceBody &body) override {
@@ -769,16 +769,10 @@ public:
                              int64_t n) override {
     return each(body, n);
   }
-  std::string normGrad(DeviceStream &, bool rms, const float *dy,
-                       const float *x, const float *scale, float *dx,
-                       float *dscale, float *dbias, float *stats, int64_t count,
-                       int64_t n, float eps) override {
-    std::string error =
-        rms ? rows(NormGradRows<true>{dy, x, scale, dx, stats, n, eps}, count)
-            : rows(NormGradRows<false>{dy, x, scale, dx, stats, n, eps}, count);
-    if (!error.empty())
-      return error;
-    return each(NormGradColumns{dy, x, stats, dscale, dbias, count, n}, n);
+  std::string normGrad(DeviceStream &, const NormGradArgs &args) override {
+    HostLauncher launch{kLanes};
+    cuda::normGrad(launch, args);
+    return "";
   }
   std::string adamw(DeviceStream &, const AdamWBody &body, int64_t n) override {
     return each(body, n);

@@ -92,11 +92,12 @@ cudaError_t launchSoftmax(bool log, const float *x, float *y, int64_t outer,
 /// reduce_sum or reduce_mean of rows [outer, n, inner] into [outer, inner].
 cudaError_t launchSum(bool mean, const float *x, float *y, int64_t outer,
                       int64_t n, int64_t inner, cudaStream_t stream);
-/// reduce_sum, reduce_mean or reduce_max of x into y[plan.rows], over any
-/// axes (plan: planReduce of x's shape and the axes); also
-/// global_average_pool (reduce_mean over the spatial dims).
+/// A float reduction of x into y[plan.rows], over any axes (plan:
+/// planReduce of x's shape and the axes; kernels/reduce.h, reduce());
+/// also global_average_pool (reduce_mean over the spatial dims). scratch:
+/// reduceScratchFloats(kind, plan) floats.
 cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
-                         float *y, cudaStream_t stream);
+                         float *y, float *scratch, cudaStream_t stream);
 /// reduce_sum, reduce_prod, reduce_sum_square, reduce_max or reduce_min of
 /// I32 or I64 (kernels/reduce.h), one thread per output element.
 cudaError_t launchIntegerReduce(const IntegerReduceBody &body,
@@ -203,13 +204,9 @@ cudaError_t launchInverseStd(const float *var, float *invStd, int64_t channels,
 /// activation_grad over n elements (kernels/grads.h).
 cudaError_t launchActivationGrad(const ActivationGradBody &body, int64_t n,
                                  cudaStream_t stream);
-/// layer_norm_grad / rms_norm_grad of `rows` contiguous rows of n elements:
-/// dx and the rows' statistics (stats, 2 floats a row), then dscale and
-/// dbias [n] (kernels/grads.h).
-cudaError_t launchNormGrad(bool rms, const float *dy, const float *x,
-                           const float *scale, float *dx, float *dscale,
-                           float *dbias, float *stats, int64_t rows, int64_t n,
-                           float eps, cudaStream_t stream);
+/// layer_norm_grad / rms_norm_grad (kernels/grads.h, normGrad): dx, then
+/// dscale and dbias through the chunks' sums in args.scratch.
+cudaError_t launchNormGrad(const NormGradArgs &args, cudaStream_t stream);
 
 /// adamw / sgd over n elements (kernels/optim.h); outputs may alias inputs.
 cudaError_t launchAdamW(const AdamWBody &body, int64_t n, cudaStream_t stream);

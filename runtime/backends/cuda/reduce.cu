@@ -11,10 +11,9 @@
 namespace fsdprt::cuda {
 
 cudaError_t launchReduce(Reduce kind, const ReducePlan &plan, const float *x,
-                         float *y, cudaStream_t s) {
-  return withReduce(kind, [&](auto k) {
-    return rowwise(ReduceBody<decltype(k)::value>{plan, x, y}, plan.rows, s);
-  });
+                         float *y, float *scratch, cudaStream_t s) {
+  DeviceLauncher launch{s};
+  return reduce(launch, kind, plan, x, y, scratch);
 }
 
 cudaError_t launchIntegerReduce(const IntegerReduceBody &body, cudaStream_t s) {

@@ -255,25 +255,20 @@ void activationGrad(cuda::ActivationGrad kind, int64_t n, unsigned seed) {
 /// layer_norm_grad / rms_norm_grad (dx, dscale, dbias) against the bodies
 /// run on the host.
 void normGrad(bool rms, int64_t rows, int64_t n, unsigned seed) {
-  std::vector<float> dy = random(rows * n, seed), x = random(rows * n, seed + 1, 3),
-                     s = random(n, seed + 2), dx(x.size()), ds(n), db(n),
-                     stats(2 * rows);
-  if (rms)
-    cuda::hostForEachRow(cuda::NormGradRows<true>{dy.data(), x.data(), s.data(), dx.data(),
-                                                  stats.data(), n, 1e-5f},
-                         rows, 1);
-  else
-    cuda::hostForEachRow(cuda::NormGradRows<false>{dy.data(), x.data(), s.data(), dx.data(),
-                                                   stats.data(), n, 1e-5f},
-                         rows, 1);
-  cuda::hostForEach(cuda::NormGradColumns{dy.data(), x.data(), stats.data(), ds.data(),
-                                          db.data(), rows, n},
-                    n);
+  int64_t floats = cuda::normGradScratchFloats(rows, n);
+  std::vector<float> dy = random(rows * n, seed),
+                     x = random(rows * n, seed + 1, 3), s = random(n, seed + 2),
+                     dx(x.size()), ds(n), db(n), scratch(floats);
+  cuda::HostLauncher host;
+  cuda::normGrad(host, {dy.data(), x.data(), s.data(), dx.data(), ds.data(),
+                        db.data(), scratch.data(), rows, n, 1e-5f, rms});
   DeviceBuffer ddy(dy), dxin(x), dsc(s), ddx(poison<float>(dx.size())),
-      dds(poison<float>(n)), ddb(poison<float>(n)), dstats(poison<float>(2 * rows));
-  cudaError_t e = cuda::launchNormGrad(rms, ddy.data, dxin.data, dsc.data, ddx.data,
-                                       dds.data, ddb.data, dstats.data, rows, n, 1e-5f,
-                                       nullptr);
+      dds(poison<float>(n)), ddb(poison<float>(n)),
+      dscratch(poison<float>(floats));
+  cudaError_t e =
+      cuda::launchNormGrad({ddy.data, dxin.data, dsc.data, ddx.data, dds.data,
+                            ddb.data, dscratch.data, rows, n, 1e-5f, rms},
+                           nullptr);
   std::string what = std::string(rms ? "rms_norm_grad" : "layer_norm_grad") +
                      " n=" + std::to_string(n);
   expect(what + " dx", e, ddx, dx, 2e-5);
@@ -631,12 +626,14 @@ void reduce(const std::vector<int64_t> &shape, const std::vector<int64_t> &axes,
   if ((Kind == cuda::Reduce::Max || Kind == cuda::Reduce::Min) && x.size() > 1000)
     x[x.size() / 3] = NAN; // one output is NaN
   cuda::ReducePlan plan = cuda::planReduce(shape, axes);
-  std::vector<float> want(plan.rows);
+  int64_t floats = cuda::reduceScratchFloats(Kind, plan);
+  std::vector<float> want(plan.rows), scratch(floats);
   // A row of millions in 32 lanes: one lane's fp32 sum is far from exact.
-  cuda::hostForEachRow(cuda::ReduceBody<Kind>{plan, x.data(), want.data()}, plan.rows,
-                       plan.count > 1000000 ? 32 : 1);
-  DeviceBuffer dx(x), dy(poison<float>(want.size()));
-  cudaError_t e = cuda::launchReduce(Kind, plan, dx.data, dy.data, nullptr);
+  cuda::HostLauncher host{plan.count > 1000000 ? 32 : 1};
+  cuda::reduce(host, Kind, plan, x.data(), want.data(), scratch.data());
+  DeviceBuffer dx(x), dy(poison<float>(want.size())), ds(poison<float>(floats));
+  cudaError_t e =
+      cuda::launchReduce(Kind, plan, dx.data, dy.data, ds.data, nullptr);
   expect(std::string(cuda::reduceName(Kind)) + " of " + std::to_string(x.size()) +
              " into " + std::to_string(plan.rows),
          e, dy, want,
@@ -651,6 +648,8 @@ template <cuda::Reduce Kind> void reductions(unsigned &seed) {
   reduce<Kind>({4, 6, 5, 7}, {1, 3}, seed++);
   reduce<Kind>({2, 100003}, {1}, seed++);
   reduce<Kind>({100003, 3}, {0}, seed++);
+  reduce<Kind>({8, 1024, 768}, {0, 1},
+               seed++);                     // by columns: GPT-2's bias gradient
   reduce<Kind>({70000, 3, 2}, {1}, seed++); // more rows than blocks
   reduce<Kind>({5000000}, {}, seed++);
 }
@@ -1592,6 +1591,8 @@ int main() {
   for (bool rms : {false, true})
     for (int64_t n : {1, 255, 4099})
       normGrad(rms, 300, n, seed++);
+  normGrad(false, 1, 64, seed++);     // one row: one partial chunk
+  normGrad(false, 4096, 768, seed++); // GPT-2's rows: 64 chunks of 768 columns
   for (cuda::ResizeMode mode : {cuda::ResizeMode::Nearest,
                                  cuda::ResizeMode::Linear,
                                  cuda::ResizeMode::Cubic}) {

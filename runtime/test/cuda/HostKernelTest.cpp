@@ -256,26 +256,20 @@ TEST(CudaHost, NormGradEqualsTheCpuBackendInAnyGroup) {
                        std::to_string(n) + " scaled " +
                        std::to_string(scaled) + " lanes " +
                        std::to_string(lanes));
-          const int64_t rows = 300; // the column sums over many rows
+          // The column sums over many rows: 4 whole chunks and a part.
+          const int64_t rows = 4 * cuda::kNormGradChunkRows + 44;
           std::vector<float> dy = randomFloats(rows * n, seed++),
                              x = randomFloats(rows * n, seed++),
                              s = randomFloats(n, seed++);
           for (float &v : x)
             v = v * 3 + 2;
-          std::vector<float> dx(x.size()), ds(n), db(n), stats(2 * rows);
+          std::vector<float> dx(x.size()), ds(n), db(n),
+              scratch(cuda::normGradScratchFloats(rows, n));
           const float *scale = scaled ? s.data() : nullptr;
-          float eps = 1e-5f;
-          if (rms)
-            cuda::hostForEachRow(cuda::NormGradRows<true>{dy.data(), x.data(), scale,
-                                                          dx.data(), stats.data(), n, eps},
-                                 rows, lanes);
-          else
-            cuda::hostForEachRow(cuda::NormGradRows<false>{dy.data(), x.data(), scale,
-                                                           dx.data(), stats.data(), n, eps},
-                                 rows, lanes);
-          cuda::hostForEach(cuda::NormGradColumns{dy.data(), x.data(), stats.data(),
-                                                  ds.data(), db.data(), rows, n},
-                            n);
+          cuda::HostLauncher launch{lanes};
+          cuda::normGrad(launch,
+                         {dy.data(), x.data(), scale, dx.data(), ds.data(),
+                          db.data(), scratch.data(), rows, n, 1e-5f, rms});
           std::vector<Value> ins = {f32({rows, n}, dy), f32({rows, n}, x)};
           if (scaled)
             ins.push_back(f32({n}, s));

@@ -30,12 +30,9 @@ std::vector<float> hostReduce(cuda::Reduce kind, const Shape &shape,
                               const std::vector<int64_t> &axes,
                               const std::vector<float> &x, int lanes) {
   cuda::ReducePlan p = cuda::planReduce(shape, axes);
-  std::vector<float> y(p.rows);
-  cuda::withReduce(kind, [&](auto k) {
-    cuda::hostForEachRow(
-        cuda::ReduceBody<decltype(k)::value>{p, x.data(), y.data()}, p.rows,
-        lanes);
-  });
+  std::vector<float> y(p.rows), scratch(cuda::reduceScratchFloats(kind, p));
+  cuda::HostLauncher launch{lanes};
+  cuda::reduce(launch, kind, p, x.data(), y.data(), scratch.data());
   return y;
 }
 
@@ -52,9 +49,12 @@ TEST(CudaHost, ReductionsOverAnyAxesEqualTheCpuBackendInAnyGroup) {
       {{4, 6, 5, 7}, {1, 3}},
       {{4, 6, 5, 7}, {0, 3}},
       {{2, 257, 3}, {0, 2}},
-      {{3, 300, 5}, {1}},                             // one run, as SumRows
-      {{2, 100003}, {1}},                             // a long row
-      {{100003, 2}, {0}},                             // a long column
+      {{3, 300, 5}, {1}},       // one run, as SumRows
+      {{2, 100003}, {1}},       // a long row
+      {{100003, 2}, {0}},       // a long column
+      {{300, 7}, {0}},          // by columns: 4 whole chunks and a part
+      {{5, 1, 64, 33}, {0, 2}}, // by columns, a dim of 1 between
+      {{3, 64, 1}, {1, 2}},     // not by columns: a kept dim outside
       {{2, 1, 3, 1, 2, 3, 2, 1, 2, 2}, {0, 2, 5, 8}}, // 10 dims
   };
   unsigned seed = 1300;

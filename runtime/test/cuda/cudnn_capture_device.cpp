@@ -3,8 +3,8 @@
 // Usage: fsdp-cudnn-capture-device OUT.json [DEVICE]
 //
 // Writes cuDNN's device-property description of CUDA device DEVICE (0) to
-// OUT.json: the file runtime/backends/cuda/devices/h100.json is replaced by,
-// once captured on a lent H100. Prints the device, the driver and cuDNN's
+// OUT.json: runtime/backends/cuda/devices/h100.json and h200.json were
+// captured this way on lent GPUs. Prints the device, the driver and cuDNN's
 // version beside it (support may change with the cuDNN version). Without a
 // GPU it says so and exits 77 (skipped).
 //
