@@ -1,5 +1,4 @@
-//===- grads.h - Fused gradient kernel bodies --------------------*- C++
-//-*-===//
+//===- grads.h - Fused gradient kernel bodies -------------------*- C++ -*-===//
 //
 // Bodies (hd.h) of the CPU backend's fused training gradients
 // (runtime/backends/cpu): activation_grad (GELU, its tanh form, SiLU) and
