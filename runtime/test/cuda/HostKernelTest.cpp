@@ -111,6 +111,34 @@ TEST(CudaHost, BroadcastPlansCollapseAndRefuse) {
   EXPECT_THROW(cuda::planBroadcast({4}, {{2, 4}}), std::invalid_argument);
 }
 
+TEST(CudaHost, BroadcastOffsetsInThirtyTwoBitsEqualTheWideOnes) {
+  // Interleaved broadcasts of 3 operands, a transposed read: every
+  // element's offsets by 32-bit division equal those by 64-bit division.
+  std::vector<cuda::Broadcast> plans = {
+      cuda::planBroadcast({3, 1, 7, 5, 2},
+                          {{3, 1, 1, 5, 1}, {7, 1, 2}, {3, 1, 7, 5, 2}}),
+      cuda::planStrided({6, 4, 9}, {1, 54, 6})};
+  for (cuda::Broadcast narrow : plans) {
+    ASSERT_TRUE(narrow.narrow);
+    ASSERT_GT(narrow.rank, 1);
+    cuda::Broadcast wide = narrow;
+    wide.narrow = false;
+    int64_t n = 1;
+    for (int d = 0; d < narrow.rank; ++d)
+      n *= narrow.shape[d];
+    for (int k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(narrow.offset(k, i), wide.offset(k, i))
+            << "operand " << k << " element " << i;
+  }
+  // 2^32 elements or more: 64-bit; an empty output is either.
+  EXPECT_FALSE(
+      cuda::planBroadcast({65536, 2, 32768}, {{65536, 1, 32768}}).narrow);
+  EXPECT_TRUE(
+      cuda::planBroadcast({65535, 2, 32768}, {{65535, 1, 32768}}).narrow);
+  EXPECT_TRUE(cuda::planBroadcast({0, 2, 3}, {{0, 1, 3}}).narrow);
+}
+
 TEST(CudaHost, SoftmaxRowsEqualTheCpuBackendInAnyGroup) {
   struct Case {
     Shape x;

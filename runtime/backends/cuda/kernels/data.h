@@ -79,6 +79,7 @@ inline Broadcast planStrided(const std::vector<int64_t> &shape,
     plan.shape[d] = dims[d];
     plan.strides[0][d] = steps[d];
   }
+  plan.finishNarrow();
   return plan;
 }
 
