@@ -59,6 +59,24 @@ class _SessionOptions(ctypes.Structure):
                 ("disable_graphs", ctypes.c_int), ("seed", ctypes.c_uint64)]
 
 
+def _learning_rate(lr) -> float:
+    """lr as the plan's float32 'lr' input takes it: finite once rounded to
+    float32 (1e39 became inf, and the step NaN) and >= 0, as torch's
+    optimizers require."""
+    try:
+        value = float(lr)
+    except (TypeError, ValueError):
+        raise ValueError(f"lr must be a number, not {lr!r}") from None
+    with np.errstate(over="ignore"):
+        single = np.float32(value)
+    if not math.isfinite(value) or not np.isfinite(single):
+        raise ValueError(f"lr must be a finite float32 number, not {lr!r}")
+    if value < 0:
+        raise ValueError(f"lr must be >= 0 (torch's optimizers refuse a negative "
+                         f"learning rate), not {lr!r}")
+    return value
+
+
 def _convertible(name: str, array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """`array` as `dtype`, where that keeps its values: float64 data for a
     float32 input is fine, but token ids as floats (1.7 became 1), an object
@@ -314,6 +332,12 @@ class Session:
         if unknown:
             raise KeyError(f"the plan has no input {', '.join(unknown)}; its inputs: "
                            f"{', '.join(self.inputs)}")
+        # Every input, each call: one left out ran on the last call's value
+        # (or on zeros before the first), a silently wrong result.
+        missing = [name for name in self.inputs if name not in inputs]
+        if missing:
+            raise KeyError(f"missing input {', '.join(missing)}: the plan takes "
+                           f"{', '.join(self.inputs)}, every one on each call")
         for name, value in inputs.items():
             dtype, shape = self.inputs[name]
             array = np.asarray(value)
@@ -355,9 +379,7 @@ class Session:
         if "lr" in self.inputs and "lr" not in given:
             if lr is None:
                 raise ValueError("the plan takes a learning rate: pass lr=...")
-            if not math.isfinite(lr):
-                raise ValueError(f"lr must be a finite number, not {lr!r}")
-            given["lr"] = np.array(lr, np.float32)
+            given["lr"] = np.array(_learning_rate(lr), np.float32)
         if "step" in self.inputs and "step" not in given:
             given["step"] = np.array(self._steps + 1, np.float32)
         outputs = self.forward(given)

@@ -76,9 +76,19 @@ class CompileAndRunTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "seed must be an int from 0 to 2\\*\\*64-1"):
                 fsdp_mlir.Session(self.plan1, seed=seed)
         with fsdp_mlir.Session(self.plan1, threads=1) as session:
-            for lr in (float("nan"), float("inf")):
-                with self.assertRaisesRegex(ValueError, "lr must be a finite number"):
+            # 1e39 rounded to float32's inf and trained into NaN; a
+            # negative rate trained uphill (torch's AdamW refuses it).
+            for lr in (float("nan"), float("inf"), 1e39):
+                with self.assertRaisesRegex(ValueError, "lr must be a finite float32 number"):
                     session.step(self.batch, lr=lr)
+            with self.assertRaisesRegex(ValueError, "lr must be >= 0"):
+                session.step(self.batch, lr=-1e-3)
+            # A left-out input ran on zeros (or on the last call's values).
+            for given in ({"input_ids": self.batch["input_ids"]}, {}):
+                with self.assertRaisesRegex(KeyError, "missing input .*labels"):
+                    session.step(given, lr=1e-3)
+                with self.assertRaisesRegex(KeyError, "missing input .*labels"):
+                    session.forward(given)
             # Inputs that convert only by changing values were converted
             # silently: float token ids truncated, objects coerced, big
             # integers wrapped.

@@ -246,10 +246,14 @@ private:
       m.done = true;
       group.changed.notify_all();
     }
+    // steady_clock counts nanoseconds in 64 bits (292 years): a deadline
+    // of 1e19 s overflowed into the past and the ranks spun forever. A
+    // timeout past a century waits as no timeout does.
+    bool bounded = group.timeout > 0 && group.timeout < 3.15e9;
     auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration<double>(group.timeout);
+                    std::chrono::duration<double>(bounded ? group.timeout : 0);
     while (!m.done && group.broken.empty()) {
-      if (group.timeout <= 0)
+      if (!bounded)
         group.changed.wait(lock);
       else if (group.changed.wait_until(lock, deadline) == std::cv_status::timeout &&
                !m.done) {

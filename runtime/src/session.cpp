@@ -735,6 +735,7 @@ fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *s, const char *name,
             tensorFor(*s, s->plan->root->inputs(), "input", name, bytes, &t))
       return status;
     s->backend->upload(t->data, data, bytes);
+    s->inputsSet.insert(name);
     return nullptr;
   });
 }
@@ -783,6 +784,13 @@ fsdprt_status_t fsdprt_session_run(fsdprt_session_t *s) {
     if (!s->weightsLoaded && weights && weights->size())
       return invalid("fsdprt_session_run: the weights are not loaded; call "
                      "fsdprt_session_load_weights first");
+    if (const auto *inputs = s->plan->root->inputs())
+      for (const auto *input : *inputs)
+        if (!s->inputsSet.count(input->name()->str()))
+          return invalid("fsdprt_session_run: the input '" +
+                         input->name()->str() +
+                         "' was never set; call fsdprt_session_set_input "
+                         "for every input");
     s->outputsDefined = false;
     auto scope = s->backend->enter(s->threads);
     const auto *kernels = s->plan->root->kernels();

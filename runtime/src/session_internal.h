@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ struct fsdprt_session_s {
   /// runs completed so far.
   fsdprt::RandomState random;
   bool weightsLoaded = false;
+  /// The inputs fsdprt_session_set_input has set (they keep their values
+  /// from run to run): a run refuses an input never set, which would read
+  /// whatever its arena held.
+  std::set<std::string> inputsSet;
   /// Whether the last run completed, so the outputs hold its values: false
   /// before the first run and after a failed one.
   bool outputsDefined = false;

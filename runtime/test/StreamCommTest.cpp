@@ -151,6 +151,30 @@ TEST(StreamComm, LocalRanksOnTheFakeDeviceCollectOnTheirOwnStream) {
   EXPECT_EQ(failures[1], "");
 }
 
+TEST(StreamComm, ATimeoutPastTheClocksRangeWaitsAsNoneDoes) {
+  // now() + 1e19 s overflowed steady_clock into the past: the ranks spun
+  // at the deadline forever instead of meeting.
+  for (double timeout : {1e19, 1e300}) {
+    Group group(2, timeout);
+    std::vector<std::string> errors(2);
+    std::vector<float> sums(2);
+    auto rankMain = [&](int r) {
+      Rank me(group, r, 2);
+      errors[r] = me.comm->addGroup({0});
+      Tensor x = me.floats({float(r + 1)}), sum = me.tensor(FSDPRT_F32, 1);
+      if (errors[r].empty())
+        errors[r] = me.run("all_reduce", x, sum);
+      sums[r] = me.read(sum)[0];
+    };
+    std::thread other(rankMain, 1);
+    rankMain(0);
+    other.join();
+    EXPECT_EQ(errors[0], "") << timeout;
+    EXPECT_EQ(errors[1], "") << timeout;
+    EXPECT_EQ(sums, (std::vector<float>{3, 3})) << timeout;
+  }
+}
+
 TEST(StreamComm, AGpuLikeLocalGroupReducesDeviceAndHostMemory) {
   Group group(2, 30);
   std::vector<std::string> failures(2);

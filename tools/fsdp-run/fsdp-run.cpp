@@ -71,9 +71,9 @@ options:
   --steps K              training: run the step K times on the same inputs,
                          printing "step <k> loss <value>" after each (the
                          plan's state updates carry over from step to step)
-  --lr VALUE             the learning rate, a finite number, for a plan with
-                         an input 'lr' (fsdp-optimizer's); required by such
-                         a plan
+  --lr VALUE             the learning rate, a finite number >= 0 (within
+                         float32's range), for a plan with an input 'lr'
+                         (fsdp-optimizer's); required by such a plan
   --save-state DIR       after the last run, write every parameter, buffer
                          and optimizer state as DIR/<fqn>.npy
   --json                 print one JSON object instead of the summary
@@ -92,9 +92,9 @@ options:
   --load-full FILE       start from a full .safetensors state dict instead of
                          the model's own weights
   --timeout SECONDS      multi-rank: the deadline of every collective, a
-                         finite number (default 300; 0: none); a dead or
-                         stalled rank ends every rank with a message instead
-                         of a hang
+                         finite number (default 300; 0, or over a century:
+                         none); a dead or stalled rank ends every rank with
+                         a message instead of a hang
   --device DEVICE        where the kernels run: cpu (default), cuda or
                          cuda:N where the runtime has a CUDA backend;
                          fake-cuda (tests): the CUDA backend's host code on
@@ -496,7 +496,11 @@ Options parse(int argc, char **argv) {
       o.steps = toInt(flag, value(), 1);
     } else if (flag == "--lr") {
       o.lr = value();
-      toFinite(flag, o.lr, -INFINITY, "a finite number");
+      // >= 0 as torch's optimizers require; finite in float32, the 'lr'
+      // input's dtype (1e39 became inf and the step NaN).
+      double lr = toFinite(flag, o.lr, 0, "a finite number >= 0");
+      if (!std::isfinite(static_cast<float>(lr)))
+        throw Error("--lr " + o.lr + " is beyond float32's range");
     } else if (flag == "--save-state") {
       o.saveState = withoutTrailingSlashes(value());
     } else if (flag == "--save-checkpoint") {

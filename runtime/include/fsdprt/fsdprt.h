@@ -486,14 +486,16 @@ FSDPRT_API fsdprt_status_t
 fsdprt_session_load_weights(fsdprt_session_t *session);
 
 /** Copies `bytes` bytes at `data` into the input named `name`. `bytes` must
- *  equal the input's size (numel times element size) exactly. */
+ *  equal the input's size (numel times element size) exactly. The input
+ *  keeps the value for every later run until set again. */
 FSDPRT_API fsdprt_status_t fsdprt_session_set_input(fsdprt_session_t *session,
                                                     const char *name,
                                                     const void *data,
                                                     size_t bytes);
 
 /** Runs the plan once (a forward pass, or a training step). Fails with
- *  FSDPRT_INVALID_ARGUMENT if weights were not loaded; a kernel's run-time
+ *  FSDPRT_INVALID_ARGUMENT if weights were not loaded or an input was
+ *  never set (an input keeps its value from run to run); a kernel's run-time
  *  fault (an index out of range) fails with FSDPRT_OUT_OF_RANGE and a
  *  message naming the kernel. A training step's plan lists state updates:
  *  after the last kernel the run writes them over the parameters, buffers
