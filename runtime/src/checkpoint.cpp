@@ -70,27 +70,6 @@ bool isOwnFileName(const std::string &name) {
   return digits.find_first_not_of("0123456789") == std::string::npos;
 }
 
-/// "" if `dir` is absent or a directory holding only files a sharded save
-/// writes (which a save may delete), else why not.
-std::string foreignContent(const std::string &dir) {
-  std::error_code code;
-  fs::file_status status = fs::symlink_status(dir, code);
-  if (!fs::exists(status))
-    return "";
-  if (!fs::is_directory(status))
-    return "'" + dir + "' exists and is not a directory";
-  for (const fs::directory_entry &entry : fs::directory_iterator(dir, code)) {
-    std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file(code) || entry.is_symlink(code) ||
-        !isOwnFileName(name))
-      return "'" + dir + "' holds '" + name +
-             "', which no checkpoint save wrote";
-  }
-  if (code)
-    return "cannot list '" + dir + "': " + code.message();
-  return "";
-}
-
 /// Reads and parses `dir`/index.json; returns "" or why not.
 std::string readIndex(const std::string &dir, st::Json &index) {
   std::string path = dir + "/index.json", error;
@@ -115,6 +94,34 @@ std::string readIndex(const std::string &dir, st::Json &index) {
   if (index.kind != st::Json::Object || !index.get("world_size") ||
       !index.get("units"))
     return "'" + path + "' is not a sharded checkpoint index";
+  return "";
+}
+
+/// "" if `dir` is absent or a directory holding only files a sharded save
+/// writes (which a save may delete), else why not.
+std::string foreignContent(const std::string &dir) {
+  std::error_code code;
+  fs::file_status status = fs::symlink_status(dir, code);
+  if (!fs::exists(status))
+    return "";
+  if (!fs::is_directory(status))
+    return "'" + dir + "' exists and is not a directory";
+  for (const fs::directory_entry &entry : fs::directory_iterator(dir, code)) {
+    std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file(code) || entry.is_symlink(code) ||
+        !isOwnFileName(name))
+      return "'" + dir + "' holds '" + name +
+             "', which no checkpoint save wrote";
+    // A save writes index.json whole (through a temporary): one that is
+    // not an index is the user's (a save replaced it).
+    st::Json index;
+    if (name == "index.json" && !readIndex(dir, index).empty())
+      return "'" + dir +
+             "' holds 'index.json', which is not a sharded checkpoint's "
+             "index (no checkpoint save wrote it)";
+  }
+  if (code)
+    return "cannot list '" + dir + "': " + code.message();
   return "";
 }
 

@@ -85,7 +85,9 @@ TEST(CApi, CheckpointDestinationsReplaceOnlyCheckpoints) {
                             .c_str()),
             0);
   std::ofstream(dir + "/experiment/notes.txt") << "x";
-  std::ofstream(dir + "/ck/index.json") << "{}";
+  std::ofstream(dir + "/ck/index.json") << R"({"world_size": 1, "units": []})";
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/user'").c_str()), 0);
+  std::ofstream(dir + "/user/index.json") << R"({"my": "data"})";
   std::ofstream(dir + "/ck/rank-0.safetensors") << "";
   std::ofstream(dir + "/mine.txt") << "mine";
   auto message = [](fsdprt_status_t raw) {
@@ -106,6 +108,14 @@ TEST(CApi, CheckpointDestinationsReplaceOnlyCheckpoints) {
                 "/experiment' holds 'notes.txt', which no checkpoint save "
                 "wrote (a save replaces only a checkpoint it wrote; choose "
                 "another path or move it away)");
+  // A user's index.json (a save replaced it).
+  EXPECT_EQ(
+      message(fsdprt_checkpoint_check_destination((dir + "/user").c_str(), 1)),
+      "refusing to save the checkpoint '" + dir + "/user': '" + dir +
+          "/user' holds 'index.json', which is not a sharded "
+          "checkpoint's index (no checkpoint save wrote it) (a save "
+          "replaces only a checkpoint it wrote; choose another path or "
+          "move it away)");
   EXPECT_EQ(message(fsdprt_checkpoint_check_destination(
                 (dir + "/mine.txt").c_str(), 1)),
             "refusing to save the checkpoint '" + dir + "/mine.txt': '" + dir +

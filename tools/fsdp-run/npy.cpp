@@ -12,6 +12,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -80,6 +81,9 @@ public:
     }
     if (!haveDescr || !haveOrder || !haveShape)
       fail("lacks one of 'descr', 'fortran_order' and 'shape' in its header");
+    skipSpace(); // NumPy pads with spaces and a newline
+    if (at != text.size())
+      fail("has text after its header's dict (at " + std::to_string(at) + ")");
     return array;
   }
 
@@ -119,6 +123,9 @@ private:
     if (end == std::string::npos)
       fail("has a malformed header (unterminated string)");
     std::string value = text.substr(at, end - at);
+    for (char c : value)
+      if (std::iscntrl(static_cast<unsigned char>(c)))
+        fail("has a control character in a header string");
     at = end + 1;
     return value;
   }
@@ -185,22 +192,34 @@ size_t elementSize(const std::string &descr) {
   return 0;
 }
 
-Array parse(const std::vector<char> &bytes, const std::string &path) {
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+namespace {
+
+/// The bytes before a .npy file's header (magic, version, header length)
+/// and the header's length, from the file's first `available` bytes.
+std::pair<size_t, size_t> headerExtent(const char *bytes, size_t available,
+                                       const std::string &path) {
+  if (available < 10 || std::memcmp(bytes, "\x93NUMPY", 6) != 0)
     throw NpyError("'" + path + "' is not a .npy file");
   int major = static_cast<unsigned char>(bytes[6]);
   if (major < 1 || major > 3)
     throw NpyError("'" + path + "' has .npy format version " +
                    std::to_string(major) + ", not 1, 2 or 3");
   size_t width = major == 1 ? 2 : 4, length = 0;
-  if (bytes.size() < 8 + width)
+  if (available < 8 + width)
     throw NpyError("'" + path + "' is truncated");
   for (size_t i = width; i-- > 0;)
     length = length << 8 | static_cast<unsigned char>(bytes[8 + i]);
-  size_t begin = 8 + width;
-  if (bytes.size() - begin < length)
+  return {8 + width, length};
+}
+
+/// The array a .npy file of `fileSize` bytes declares (no data), from its
+/// header at bytes[begin, begin + length); `data`: where its data starts.
+/// Refuses a file whose size is not the header's and the shape's.
+Array parseHeader(const char *bytes, size_t begin, size_t length,
+                  uint64_t fileSize, const std::string &path, size_t &data) {
+  if (fileSize - begin < length)
     throw NpyError("'" + path + "' is truncated");
-  std::string header(bytes.data() + begin, length);
+  std::string header(bytes + begin, length);
   Array array = HeaderParser(header, path).parse();
   size_t size = elementSize(array.descr);
   if (!size)
@@ -212,12 +231,22 @@ Array parse(const std::vector<char> &bytes, const std::string &path) {
       throw NpyError("'" + path + "' has a shape too large");
     numel *= d;
   }
-  size_t data = begin + length, expected = numel * size;
-  if (bytes.size() - data != expected)
-    throw NpyError("'" + path + "' holds " +
-                   std::to_string(bytes.size() - data) +
+  data = begin + length;
+  uint64_t expected = numel * size;
+  if (fileSize - data != expected)
+    throw NpyError("'" + path + "' holds " + std::to_string(fileSize - data) +
                    " bytes of data, but its shape " + shapeText(array.shape) +
                    " of " + array.descr + " needs " + std::to_string(expected));
+  return array;
+}
+
+} // namespace
+
+Array parse(const std::vector<char> &bytes, const std::string &path) {
+  auto [begin, length] = headerExtent(bytes.data(), bytes.size(), path);
+  size_t data;
+  Array array =
+      parseHeader(bytes.data(), begin, length, bytes.size(), path, data);
   array.data.assign(bytes.begin() + data, bytes.end());
   return array;
 }
@@ -229,16 +258,39 @@ Array read(const std::string &path) {
   // A device (/dev/zero) would be read until memory runs out, a FIFO would
   // block the open.
   struct stat info;
-  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+  if (stat(path.c_str(), &info) != 0)
+    throw NpyError("cannot open '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode))
     throw NpyError("cannot read '" + path + "': not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw NpyError("cannot open '" + path + "': " + std::strerror(errno));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
-  if (in.bad())
-    throw NpyError("cannot read '" + path + "'");
-  return parse(bytes, path);
+  // The header first, checked against the file's size, then the data: a
+  // 6 GB file was read whole before its header said it was wrong (and one
+  // larger than memory ended in std::bad_alloc).
+  uint64_t fileSize = static_cast<uint64_t>(info.st_size);
+  auto readAt = [&](std::vector<char> &into, size_t from, size_t count) {
+    into.resize(from + count);
+    if (!in.read(into.data() + from, static_cast<std::streamsize>(count)))
+      throw NpyError("cannot read '" + path + "'" +
+                     (in.eof() ? ": it is shorter than it was" : ""));
+  };
+  std::vector<char> head;
+  readAt(head, 0, static_cast<size_t>(std::min<uint64_t>(fileSize, 12)));
+  auto [begin, length] = headerExtent(head.data(), head.size(), path);
+  constexpr size_t kMaxHeader = size_t(1) << 20;
+  if (length > kMaxHeader)
+    throw NpyError("'" + path + "' has a header of " + std::to_string(length) +
+                   " bytes; NumPy's are a few hundred (at most " +
+                   std::to_string(kMaxHeader) + " read)");
+  if (fileSize < begin + length)
+    throw NpyError("'" + path + "' is truncated");
+  if (begin + length > head.size())
+    readAt(head, head.size(), begin + length - head.size());
+  size_t data;
+  Array array = parseHeader(head.data(), begin, length, fileSize, path, data);
+  readAt(array.data, 0, static_cast<size_t>(fileSize - data));
+  return array;
 }
 
 void write(const std::string &path, const Array &array) {
