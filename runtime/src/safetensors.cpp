@@ -409,8 +409,25 @@ std::string readHeader(const std::string &path, Header &out) {
   uint64_t dataBytes = static_cast<uint64_t>(size) - out.dataStart;
   for (const auto &[name, value] : json.fields) {
     if (name == "__metadata__") {
-      for (const auto &[key, item] : value.fields)
+      // A map of strings (the format's rule). A CRC-32 that does not
+      // parse would turn its check off: a damaged header is refused.
+      if (value.kind != Json::Object)
+        return "'" + path +
+               "' has a malformed header: __metadata__ is not "
+               "an object of strings";
+      for (const auto &[key, item] : value.fields) {
+        if (item.kind != Json::String)
+          return "'" + path + "' has a malformed header: __metadata__'s '" +
+                 key + "' is not a string";
+        if (key.rfind("crc32:", 0) == 0 &&
+            (item.text.size() != 8 ||
+             item.text.find_first_not_of("0123456789abcdef") !=
+                 std::string::npos))
+          return "'" + path + "' has a malformed CRC-32 for '" + key.substr(6) +
+                 "' (8 lowercase hex digits, not '" + item.text +
+                 "'): a damaged header";
         out.metadata[key] = item.text;
+      }
       continue;
     }
     Entry e;
@@ -467,6 +484,16 @@ std::string readHeader(const std::string &path, Header &out) {
   if (expected != dataBytes)
     return "'" + path + "' has " + std::to_string(dataBytes - expected) +
            " bytes after its last tensor";
+  // A writer that records CRC-32s records one per tensor (this runtime
+  // does); one missing is a damaged header, whose check would be skipped.
+  bool anyCrc =
+      std::any_of(out.metadata.begin(), out.metadata.end(), [](const auto &m) {
+        return m.first.rfind("crc32:", 0) == 0;
+      });
+  for (const auto &[name, e] : out.tensors)
+    if (anyCrc && !out.metadata.count("crc32:" + name))
+      return "'" + path + "' has CRC-32s for its tensors but none for '" +
+             name + "': a damaged header";
   return "";
 }
 

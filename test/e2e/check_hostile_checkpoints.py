@@ -13,13 +13,16 @@ on 2 ranks and must be refused with a message naming what is wrong:
  - index.json's holders of a unit permuted or duplicated;
  - two tensors' data_offsets overlapping;
  - one bit of a tensor flipped (the CRC-32 check), in a rank file and in a
-   full checkpoint;
+   full checkpoint, also behind a CRC-32 the header damaged (not hex, 9
+   digits, missing, __metadata__ not an object);
  - a tensor of another dtype and shape (a rank file, and --load-full);
  - index.json's step negative, 2^63-1, or 2^63-2 with a step to run; a
    unit's size or shard size not the plan's, or the format version 1.
 And the files around them:
- - --save-checkpoint over a directory that is not a checkpoint, or over a
-   regular file, is refused before training and leaves them as they were;
+ - --save-checkpoint over a directory that is not a checkpoint (a user's
+   index.json too), or over a regular file, is refused before training and
+   leaves them as they were; so are destinations that overlap (--save-state
+   and --save-checkpoint one directory, --output-dir inside the checkpoint);
  - a save killed between its two renames (only ck.old and a finished
    ck.tmp left) resumes from ck.tmp, and the next save puts ck in place;
  - --save-checkpoint ck/ (a trailing slash) writes ck.
@@ -209,6 +212,22 @@ def main(argv=None) -> int:
         write_st(work / "flipped.safetensors", header, bytes(flipped))
         expect_refused("full checkpoint with a flipped bit", None, "fails its CRC-32 check",
                        "--load-full", work / "flipped.safetensors")
+        # The same flipped bit behind a CRC-32 the header damaged: one that
+        # does not parse, one missing, metadata that is not an object.
+        # Each turned the check off, and the damaged tensor trained.
+        damaged = [("a CRC-32 that is not hex", "malformed CRC-32",
+                    lambda m: {**m, f"crc32:{matrix}": "zzzzzzzz"}),
+                   ("a CRC-32 of 9 digits", "malformed CRC-32",
+                    lambda m: {**m, f"crc32:{matrix}": "0" + m[f"crc32:{matrix}"]}),
+                   ("a CRC-32 missing", f"none for '{matrix}'",
+                    lambda m: {k: v for k, v in m.items() if k != f"crc32:{matrix}"}),
+                   ("__metadata__ a list", "__metadata__ is not an object",
+                    lambda m: [])]
+        for i, (what, needle, edit) in enumerate(damaged):
+            bent = {**header, "__metadata__": edit(header["__metadata__"])}
+            write_st(work / f"bent{i}.safetensors", bent, bytes(flipped))
+            expect_refused(f"full checkpoint with a flipped bit and {what}", None, needle,
+                           "--load-full", work / f"bent{i}.safetensors")
         rows, cols = header[matrix]["shape"]
         header[matrix]["dtype"], header[matrix]["shape"] = "I32", [cols, rows]
         write_st(work / "retyped.safetensors", header, body)
@@ -225,6 +244,28 @@ def main(argv=None) -> int:
                 (notes / "notes.txt").read_text() == "x" and "step 1" not in proc.stdout and
                 not (work / "state-never").exists())
         print(f"--save-checkpoint over a directory with notes.txt: "
+              f"{'refused before training' if good else 'NOT REFUSED'}: {proc.stderr.strip()[-300:]}")
+        ok &= good
+        # Destinations that overlap: found after the training, the
+        # checkpoint was lost (or the next save refused the directory).
+        for flags, needle in (
+                (("--save-state", work / "both", "--save-checkpoint", work / "both"),
+                 "--save-state and --save-checkpoint both name"),
+                (("--output-dir", work / "outer" / "out", "--save-checkpoint", work / "outer"),
+                 "--output-dir '" + str(work / "outer" / "out") + "' lies inside --save-checkpoint")):
+            proc = run("--steps", 1, *flags)
+            good = proc.returncode != 0 and needle in proc.stderr and "step 1" not in proc.stdout
+            print(f"{' '.join(str(f) for f in flags[::2])} overlapping: "
+                  f"{'refused before training' if good else 'NOT REFUSED'}: {proc.stderr.strip()[-300:]}")
+            ok &= good
+        user = work / "user-json"
+        user.mkdir()
+        (user / "index.json").write_text('{"my": "data"}')
+        proc = run("--steps", 1, "--save-checkpoint", user)
+        good = (proc.returncode != 0 and "not a sharded checkpoint's index" in proc.stderr
+                and (user / "index.json").read_text() == '{"my": "data"}'
+                and "step 1" not in proc.stdout)
+        print(f"--save-checkpoint over a user's index.json: "
               f"{'refused before training' if good else 'NOT REFUSED'}: {proc.stderr.strip()[-300:]}")
         ok &= good
         afile = work / "afile"

@@ -691,6 +691,49 @@ std::set<std::string> stateFiles(const fsdprt_plan_t *plan, int world) {
   return files;
 }
 
+/// Refuses two destinations of one run that are the same path or one
+/// inside the other: an output and a state of one name overwrote each
+/// other; a state or an output written into the checkpoint's directory made
+/// the save refuse it after the training (or the next save refuse it).
+void checkDestinationsApart(const Options &o) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> places = {
+      {"--output-dir", o.outputDir},
+      {"--save-state", o.saveState},
+      {"--save-checkpoint", o.saveCheckpoint},
+      {"--save-full", o.saveFull}};
+  auto within = [](const fs::path &inner, const fs::path &outer) {
+    auto i = inner.begin(), j = outer.begin();
+    for (; j != outer.end(); ++i, ++j)
+      if (i == inner.end() || *i != *j)
+        return false;
+    return true;
+  };
+  for (size_t a = 0; a < places.size(); ++a)
+    for (size_t b = a + 1; b < places.size(); ++b) {
+      const auto &[flagA, pathA] = places[a];
+      const auto &[flagB, pathB] = places[b];
+      if (pathA.empty() || pathB.empty())
+        continue;
+      std::error_code code;
+      fs::path p = fs::weakly_canonical(pathA, code),
+               q = fs::weakly_canonical(pathB, code);
+      for (fs::path *x : {&p, &q})
+        if (x->filename().empty()) // "dir/"
+          *x = x->parent_path();
+      if (p == q)
+        throw Error(flagA + " and " + flagB + " both name '" + pathA +
+                    "'; give them different places");
+      if (within(p, q) || within(q, p)) {
+        bool aInside = within(p, q);
+        throw Error((aInside ? flagA : flagB) + " '" +
+                    (aInside ? pathA : pathB) + "' lies inside " +
+                    (aInside ? flagB : flagA) + " '" +
+                    (aInside ? pathB : pathA) + "'; give them places apart");
+      }
+    }
+}
+
 /// Splits each --input NAME=FILE at the '=' whose left side is a declared
 /// input, so a name may hold '='; where none is, at the first '=' (the
 /// reader then says the plan has no such input).
@@ -909,16 +952,7 @@ int run(Options o) {
 
   // Where the run writes is checked now, not after the training: names
   // that would leave the directory, foreign files, unwritable places.
-  if (!o.outputDir.empty() && !o.saveState.empty()) {
-    // One directory for both: an output and a state of one name overwrote
-    // each other, and the next run refused the directory it had written.
-    std::error_code code;
-    namespace fs = std::filesystem;
-    if (fs::weakly_canonical(o.outputDir, code) ==
-        fs::weakly_canonical(o.saveState, code))
-      throw Error("--output-dir and --save-state both name '" + o.outputDir +
-                  "'; give them different directories");
-  }
+  checkDestinationsApart(o);
   if (!o.outputDir.empty()) {
     std::set<std::string> files;
     for (int r = 0; r < o.world; ++r)

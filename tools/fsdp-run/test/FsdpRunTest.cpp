@@ -158,7 +158,7 @@ TEST_F(FsdpRun, WritesOutputsAndASummary) {
                       "name '" +
                           dir +
                           "/both'; give them different "
-                          "directories\n");
+                          "places\n");
   // Outputs are written as <name>.npy.tmp and renamed; a temporary that a
   // killed run left belongs to the directory, and the next run replaces it.
   std::ofstream(dir + "/out/nested/y.npy.tmp") << "half";
