@@ -166,10 +166,6 @@ TEST(Npy, RefusesWhatItCannotRead) {
   }
 }
 
-/// The header is read and checked against the file's size before the data:
-/// a sparse 6 GB file was read whole before it was refused (one larger than
-/// memory ended in std::bad_alloc, naming no file). Text after the header's
-/// dict and control characters in its strings are refused.
 /// The message of the NpyError reading `bytes` written to `path` and
 /// extended (sparsely) to `size` bytes throws ("" if none).
 std::string sparseReadError(const std::string &path,
@@ -190,6 +186,10 @@ std::string sparseReadError(const std::string &path,
   return message;
 }
 
+/// The header is read and checked against the file's size before the data:
+/// a sparse 6 GB file was read whole before it was refused (one larger than
+/// memory ended in std::bad_alloc, naming no file). Text after the header's
+/// dict and control characters in its strings are refused.
 TEST(Npy, ChecksTheHeaderBeforeReadingTheData) {
   std::string path = tempPath("sparse.npy");
   std::vector<char> bytes = npyBytes(
