@@ -449,9 +449,12 @@ struct ShardedReader {
                      index.get("world_size")->text + "'");
     const st::Json *stepJson = index.get("step");
     if (!stepJson || !isStep(*stepJson, step))
-      return invalid("'" + indexPath + "' has step '" +
-                     (stepJson ? stepJson->text : std::string()) +
-                     "': a step is an integer from 0 to 2^63-2");
+      return invalid("'" + indexPath + "' has step " +
+                     (!stepJson ? std::string("none")
+                      : stepJson->kind == st::Json::String
+                          ? st::quote(stepJson->text) + " (a string)"
+                          : "'" + stepJson->text + "'") +
+                     ": a step is an integer from 0 to 2^63-2");
     return nullptr;
   }
 

@@ -127,6 +127,9 @@ struct Parser {
         default:
           out += e;
         }
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        --at;
+        return fail("a raw control character in a string"); // JSON's rule
       } else {
         out += c;
       }
@@ -163,6 +166,10 @@ struct Parser {
         Json item;
         if (!value(item, depth + 1))
           return false;
+        // Which of two values counts would be a guess (Python's json
+        // takes the last, other readers the first).
+        if (out.get(key))
+          return fail("the key \"" + key + "\" twice");
         out.fields.emplace_back(std::move(key), std::move(item));
         space();
         if (at < s.size() && s[at] == ',') {
@@ -231,8 +238,12 @@ const Json *Json::get(const std::string &key) const {
 }
 
 int64_t Json::asInt() const {
+  // An integer as written, or -1: "6.5536e4" was read as 6, "1e30" as 1.
+  if (kind != Number || text.empty() ||
+      text.find_first_not_of("0123456789", text[0] == '-') != std::string::npos)
+    return -1;
   try {
-    return kind == Number ? std::stoll(text) : -1;
+    return std::stoll(text);
   } catch (const std::exception &) {
     return -1;
   }
@@ -448,8 +459,11 @@ std::string readHeader(const std::string &path, Header &out) {
       return "'" + path + "': tensor '" + name + "' has bad offsets";
     e.begin = offsets->items[0].asInt();
     e.end = offsets->items[1].asInt();
-    if (e.end < e.begin ||
-        e.end - e.begin != numel * fsdprt_dtype_size(e.dtype))
+    if (e.end < e.begin)
+      return "'" + path + "': tensor '" + name + "' has data_offsets [" +
+             std::to_string(e.begin) + ", " + std::to_string(e.end) +
+             "] that end before they begin";
+    if (e.end - e.begin != numel * fsdprt_dtype_size(e.dtype))
       return "'" + path + "': tensor '" + name + "' has " +
              std::to_string(e.end - e.begin) + " bytes, not what its dtype " +
              "and shape hold";

@@ -680,4 +680,23 @@ TEST(Sessions, MalformedSafetensorsHeadersNameTheByte) {
   EXPECT_NE(error.find("has a malformed header: nested too deeply at byte "),
             std::string::npos)
       << error;
+  // Duplicate keys (the last one won), raw control characters, numbers
+  // that are not integers ("6.5536e4" was read as 6), offsets reversed
+  // (their size was reported as 18446744073709486080 bytes).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},)"
+       R"( "x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+       "has a malformed header: the key \"x\" twice at byte "},
+      {std::string("{\"a\0b\": {}}", 11),
+       "has a malformed header: a raw control character in a string at byte 3"},
+      {R"({"x": {"dtype": "F32", "shape": [6.5536e4], "data_offsets": [0, 4]}})",
+       "tensor 'x' has a bad shape"},
+      {R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}})",
+       "tensor 'x' has data_offsets [4, 0] that end before they begin"}};
+  for (const auto &[header, message] : cases) {
+    std::string path = write("strict.safetensors", header);
+    std::string error = take(
+        fsdprt_session_load_full_checkpoint(session.session, path.c_str()));
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+  }
 }
