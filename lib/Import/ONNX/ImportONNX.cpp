@@ -1595,13 +1595,7 @@ static bool replaceByConstant(onnx::NodeProto &node, DenseElementsAttr value) {
   std::optional<onnx::TensorProto> tensor = toTensorProto(value);
   if (!tensor)
     return false;
-  node.set_op_type("Constant");
-  node.clear_input();
-  node.clear_attribute();
-  onnx::AttributeProto *attr = node.add_attribute();
-  attr->set_name("value");
-  attr->set_type(onnx::AttributeProto::TENSOR);
-  *attr->mutable_t() = std::move(*tensor);
+  ::fsdp::onnx_import::makeConstant(node, std::move(*tensor));
   return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 using namespace mlir;
 
@@ -91,18 +92,13 @@ void setIntAttribute(onnx::NodeProto &node, llvm::StringRef name,
 /// Makes `node` a Constant node of int64 `values`, 1-D or (`scalar`) 0-D.
 void makeIntsConstant(onnx::NodeProto &node, llvm::ArrayRef<int64_t> values,
                       bool scalar = false) {
-  node.set_op_type("Constant");
-  node.clear_input();
-  node.clear_attribute();
-  onnx::AttributeProto *attr = node.add_attribute();
-  attr->set_name("value");
-  attr->set_type(onnx::AttributeProto::TENSOR);
-  onnx::TensorProto *tensor = attr->mutable_t();
-  tensor->set_data_type(onnx::TensorProto::INT64);
+  onnx::TensorProto tensor;
+  tensor.set_data_type(onnx::TensorProto::INT64);
   if (!scalar)
-    tensor->add_dims(static_cast<int64_t>(values.size()));
+    tensor.add_dims(static_cast<int64_t>(values.size()));
   for (int64_t value : values)
-    tensor->add_int64_data(value);
+    tensor.add_int64_data(value);
+  makeConstant(node, std::move(tensor));
 }
 
 /// The nodes one rewrite puts in place of a node, named after it.
@@ -410,6 +406,16 @@ resolveSequences(onnx::GraphProto &graph,
   if (pruneDeadSequences(graph, sequences))
     changed = true;
   return changed ? added : -1;
+}
+
+void makeConstant(onnx::NodeProto &node, onnx::TensorProto value) {
+  node.set_op_type("Constant");
+  node.clear_input();
+  node.clear_attribute();
+  onnx::AttributeProto *attr = node.add_attribute();
+  attr->set_name("value");
+  attr->set_type(onnx::AttributeProto::TENSOR);
+  *attr->mutable_t() = std::move(value);
 }
 
 } // namespace fsdp::onnx_import

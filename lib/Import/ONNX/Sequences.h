@@ -24,6 +24,10 @@
 
 namespace fsdp::onnx_import {
 
+/// Turns `node` into a Constant node holding `value` (its inputs and
+/// attributes dropped): the sequence rewrites' and the importer's folds'.
+void makeConstant(onnx::NodeProto &node, onnx::TensorProto value);
+
 /// Whether `opType` (of the default domain) makes or reads a sequence.
 bool isSequenceOp(llvm::StringRef opType);
 
